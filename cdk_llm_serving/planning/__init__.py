@@ -1,0 +1,1 @@
+"""Pure-Python planning: instance facts, sizing and cost. Imports nothing from CDK."""

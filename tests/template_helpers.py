@@ -1,0 +1,44 @@
+"""Small readers over synthesized CloudFormation templates."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def resources_of_type(template: dict, resource_type: str) -> dict[str, dict]:
+    return {key: value for key, value in template["Resources"].items() if value["Type"] == resource_type}
+
+
+def only_resource(template: dict, resource_type: str) -> tuple[str, dict]:
+    found = resources_of_type(template, resource_type)
+    assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
+    return next(iter(found.items()))
+
+
+def mask_asset_hashes(value: Any) -> Any:
+    """Replace 64-hex-digit asset hashes, which change with every asset edit, by a marker."""
+    if isinstance(value, str):
+        return _ASSET_HASH.sub("<asset-hash>", value)
+    if isinstance(value, list):
+        return [mask_asset_hashes(item) for item in value]
+    if isinstance(value, dict):
+        return {mask_asset_hashes(key): mask_asset_hashes(item) for key, item in value.items()}
+    return value
+
+
+def policy_statements(template: dict, role_logical_id: str) -> list[dict]:
+    """Every statement of the inline policies attached to one role."""
+    statements: list[dict] = []
+    for policy in resources_of_type(template, "AWS::IAM::Policy").values():
+        roles = policy["Properties"].get("Roles", [])
+        if {"Ref": role_logical_id} in roles:
+            statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return statements
+
+
+def actions_of(statement: dict) -> list[str]:
+    actions = statement["Action"]
+    return [actions] if isinstance(actions, str) else list(actions)
