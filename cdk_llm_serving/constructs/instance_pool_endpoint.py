@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from aws_cdk import Aws, Duration, Names, Stack
+from aws_cdk import Annotations, Aws, Duration, Names, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -20,12 +20,16 @@ from ..validation import check_at_least, check_name, check_one_of, check_range, 
 from .async_inference import AsyncInference
 from .endpoint_deployment import BlueGreenDeployment, EndpointDeployment
 from .instance_pool import InstancePool
+from .pool_sizing import check_pools_fit
 from .serving_model import ServingModel
 
 RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE", "KV_AWARE"]
 
 #: Values the MetricsConfig API accepts for MetricPublishFrequencyInSeconds (API reference).
 METRIC_PUBLISH_FREQUENCIES = (10, 30, 60, 120, 180, 240, 300)
+
+#: Timeout used when no pool's model declares its sizing.
+_FALLBACK_TIMEOUT = Duration.minutes(30)
 
 #: The only CapacityReservationPreference the API knows.
 _RESERVATIONS_ONLY = "capacity-reservations-only"
@@ -62,10 +66,11 @@ class InstancePoolEndpoint(Construct):
     :param provision_timeout: how long SageMaker keeps trying pools for capacity (300-3600 s).
         Default: 30 minutes.
     :param container_startup_timeout: time for the container to pass its health check
-        (60-3600 s). Default: 30 minutes — loading tens of GB of weights and compiling
-        CUDA graphs takes minutes.
+        (60-3600 s). Default: the planner's cold-start estimate (load + engine start, x2)
+        for the slowest pool when the models declare ``sizing``, else 30 minutes.
     :param model_data_download_timeout: time to download the weights (60-3600 s).
-        Default: 30 minutes.
+        Default: the planner's download estimate (x2) when the models declare ``sizing``,
+        else 30 minutes.
     :param routing_strategy: how requests are spread. Default: ``LEAST_OUTSTANDING_REQUESTS``,
         AWS's advice for fleets of mixed instance types.
     :param volume_size_gb: EBS volume per instance (1-512), EBS-only types only. Default: SageMaker's.
@@ -98,8 +103,8 @@ class InstancePoolEndpoint(Construct):
         variant_name: str = "AllTraffic",
         initial_instance_count: int = 1,
         provision_timeout: Duration | None = Duration.minutes(30),
-        container_startup_timeout: Duration | None = Duration.minutes(30),
-        model_data_download_timeout: Duration | None = Duration.minutes(30),
+        container_startup_timeout: Duration | None = None,
+        model_data_download_timeout: Duration | None = None,
         routing_strategy: RoutingStrategy = "LEAST_OUTSTANDING_REQUESTS",
         volume_size_gb: int | None = None,
         volume_kms_key: kms.IKey | None = None,
@@ -123,6 +128,10 @@ class InstancePoolEndpoint(Construct):
 
         problems = Problems(f"InstancePoolEndpoint '{self.node.path}'")
         self._validate_pools(problems)
+        fits = check_pools_fit(self, problems, self.pools, model)
+        container_startup_timeout = self._timeout(problems, "container_startup_timeout", container_startup_timeout, [f.cold_start.startup_timeout_seconds for f in fits], [f.cold_start.load_seconds + f.cold_start.engine_start_seconds for f in fits], ("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"))
+        model_data_download_timeout = self._timeout(problems, "model_data_download_timeout", model_data_download_timeout, [f.cold_start.download_timeout_seconds for f in fits], [f.cold_start.download_seconds for f in fits], ("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"))
+        self.pool_plans = tuple(fits)
         check_name(problems, "endpoint_name", endpoint_name, limits("CreateEndpointInput", "EndpointName"), "an endpoint name")
         check_name(problems, "variant_name", variant_name, limits("ProductionVariant", "VariantName"), "a variant name")
         check_at_least(problems, "initial_instance_count", initial_instance_count, limits("ProductionVariant", "InitialInstanceCount").minimum or 1)
@@ -272,6 +281,29 @@ class InstancePoolEndpoint(Construct):
         return self.metric("ModelLatency", statistic=statistic, **kwargs)  # type: ignore[arg-type]
 
     # -- internals ----------------------------------------------------------------------
+
+    def _timeout(
+        self,
+        problems: Problems,
+        prop: str,
+        given: Duration | None,
+        budgets: list[int],
+        estimates: list[float],
+        shape: tuple[str, str],
+    ) -> Duration:
+        """The given timeout, or one sized from the planner's cold-start estimates."""
+        bounds = limits(*shape)
+        low, high = bounds.minimum or 60, bounds.maximum or 3600
+        slowest = max(estimates, default=0.0)
+        if slowest > high:
+            problems.add(prop, f"estimated {slowest:.0f} s", f"the planner's cold-start estimate exceeds the service maximum of {high} s; serve smaller weights or a faster-loading copy")
+        if given is not None:
+            if estimates and seconds_of(given) < slowest:  # type: ignore[operator]
+                Annotations.of(self).add_warning_v2(f"cdk-llm-serving:{prop}BelowEstimate", f"{prop} {seconds_of(given)} s is below the planner's estimate of {slowest:.0f} s")
+            return given
+        if not budgets:
+            return _FALLBACK_TIMEOUT
+        return Duration.seconds(min(high, max(low, max(budgets))))
 
     def _default_rollback_alarms(self, error_threshold: int, latency_threshold: Duration) -> list[cloudwatch.IAlarm]:
         errors = cloudwatch.Alarm(

@@ -13,6 +13,7 @@ from constructs import Construct
 
 from ..errors import Problems
 from ..nag import acknowledge_wildcard_resources
+from ..planning.sizing import ModelSizing
 from ..service_model import limits
 from ..validation import check_name, is_unresolved
 from .model_sources import ContainerImage, ModelData
@@ -46,6 +47,9 @@ class ServingModel(Construct):
     :param security_groups: security groups for the interfaces. Default: one new group
         with no inbound rules.
     :param role: the execution role. Default: a new role, granted as described above.
+    :param sizing: the model, weight format and context this copy serves, so endpoints can
+        check with the planner that each instance type holds it and size their timeouts.
+        Default: none (unchecked; fixed default timeouts).
     """
 
     def __init__(
@@ -64,9 +68,11 @@ class ServingModel(Construct):
         vpc_subnets: ec2.SubnetSelection | None = None,
         security_groups: Sequence[ec2.ISecurityGroup] | None = None,
         role: iam.IRole | None = None,
+        sizing: ModelSizing | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.served_model_name = served_model_name
+        self.sizing = sizing
         self.model_data = model_data
         env = self._environment(environment, served_model_name, served_model_name_variable, image, model_data, model_name)
 

@@ -8,6 +8,7 @@ from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
 from constructs import Construct
 
 from ..constructs import ContainerImage, InstancePool, InstancePoolEndpoint, ModelData, ServingModel
+from ..planning.sizing import ModelSizing
 
 #: AWS's vLLM deep-learning container for SageMaker (account 763104351884 hosts the DLCs).
 VLLM_SAGEMAKER_IMAGE = "763104351884.dkr.ecr.{region}.amazonaws.com/vllm:server-sagemaker-cuda-v1"
@@ -25,6 +26,9 @@ class GptOssPoolSettings:
 
 class GptOssPoolEndpointStack(Stack):
     """Full weights on two 4-GPU pools (L40S, then L4), a 4-bit copy on a one-GPU fallback.
+
+    The full weights are a BF16 copy; each model declares its sizing, so synth fails if a
+    pool cannot hold its copy, and the endpoint's timeouts follow the planner's estimate.
 
     Every copy names itself in responses (``gpt-oss-20b`` / ``gpt-oss-20b-int4``), so the
     ``model`` field of a Chat Completions response tells which pool answered.
@@ -49,6 +53,7 @@ class GptOssPoolEndpointStack(Stack):
             model_data=ModelData.from_s3_uri(settings.weights_uri),
             served_model_name="gpt-oss-20b",
             environment=vllm_environment(tensor_parallel_size=4),
+            sizing=ModelSizing("gpt-oss-20b", "bf16", max_context=settings.max_model_len),
         )
         quantized = ServingModel(
             self,
@@ -57,6 +62,7 @@ class GptOssPoolEndpointStack(Stack):
             model_data=ModelData.from_s3_uri(settings.quantized_weights_uri),
             served_model_name="gpt-oss-20b-int4",
             environment=vllm_environment(tensor_parallel_size=1),
+            sizing=ModelSizing("gpt-oss-20b", "int4", max_context=settings.max_model_len),
         )
         self.endpoint = InstancePoolEndpoint(
             self,

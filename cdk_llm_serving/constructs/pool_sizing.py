@@ -1,0 +1,54 @@
+"""Checks, with the planner, that each instance pool can hold the model it serves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Annotations
+from constructs import IConstruct
+
+from ..errors import Problems
+from ..planning.catalog import default_catalog
+from ..planning.cold_start import ColdStart, estimate_cold_start
+from ..planning.sizing import Plan, PlanningError
+from .instance_pool import InstancePool
+from .serving_model import ServingModel
+
+
+@dataclass(frozen=True)
+class PoolFit:
+    """The planner's layout of one pool's model on that pool's instance type."""
+
+    pool_index: int
+    plan: Plan
+    cold_start: ColdStart
+
+
+def check_pools_fit(scope: IConstruct, problems: Problems, pools: Sequence[InstancePool], default_model: ServingModel) -> list[PoolFit]:
+    """Plan every pool whose model declares its sizing; an endpoint instance is one node.
+
+    A pool that cannot hold its model becomes a problem carrying the planner's
+    explanation; a format without native kernels on the pool's GPU becomes a warning.
+    """
+    catalog = default_catalog()
+    fits: list[PoolFit] = []
+    for index, pool in enumerate(pools):
+        model = pool.model or default_model
+        if model.sizing is None:
+            continue
+        if pool.instance_type not in catalog:
+            Annotations.of(scope).add_warning_v2(
+                "cdk-llm-serving:poolNotInCatalog",
+                f"pools[{index}] {pool.instance_type} is not in the planner's catalog: whether it holds {model.node.id} is unchecked",
+            )
+            continue
+        try:
+            plan = model.sizing.plan_on(pool.instance_type, max_nodes=1, catalog=catalog)
+        except PlanningError as error:
+            problems.add(f"pools[{index}]", pool.instance_type, f"cannot hold model {model.node.id!r}: {error}")
+            continue
+        for warning in plan.warnings:
+            Annotations.of(scope).add_warning_v2("cdk-llm-serving:nonNativeWeightFormat", f"pools[{index}] {pool.instance_type}: {warning}")
+        fits.append(PoolFit(index, plan, estimate_cold_start(plan.weight_bytes, "s3_download", nodes=1)))
+    return fits

@@ -1,0 +1,120 @@
+"""The instance catalog: what each GPU instance type carries and costs (data in ``data/``)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from importlib import resources
+from typing import Any
+
+GIB = 1024**3
+
+
+def load_data(name: str) -> dict[str, Any]:
+    return json.loads(resources.files(__package__).joinpath("data", name).read_text())
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    memory_gib: float
+    bandwidth_tbps: float
+    compute_capability: str
+    native_formats: tuple[str, ...]
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gib * GIB
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """One instance type: its GPUs, host, network and on-demand price."""
+
+    instance_type: str
+    gpu: Gpu
+    gpus: int
+    host_memory_gib: float
+    architecture: str
+    network_gbps: float
+    efa_devices: int | None
+    price_per_hour: float
+    price_estimated: bool = False
+
+    @property
+    def gpu_memory_bytes(self) -> float:
+        return self.gpu.memory_bytes * self.gpus
+
+    @property
+    def family(self) -> str:
+        return self.instance_type.split(".")[1]
+
+
+class Catalog:
+    """Instance types by name; ``with_prices`` / ``with_instances`` return adjusted copies."""
+
+    def __init__(self, instances: Mapping[str, InstanceSpec], price_region: str, price_source: str) -> None:
+        self._instances = dict(instances)
+        self.price_region = price_region
+        self.price_source = price_source
+
+    def __contains__(self, instance_type: object) -> bool:
+        return instance_type in self._instances
+
+    def __iter__(self):
+        return iter(self._instances.values())
+
+    def __len__(self) -> int:
+        return len(self._instances)
+
+    def get(self, instance_type: str) -> InstanceSpec:
+        try:
+            return self._instances[instance_type]
+        except KeyError:
+            known = ", ".join(sorted(self._instances))
+            raise KeyError(f"instance type {instance_type!r} is not in the catalog; known: {known}") from None
+
+    def with_prices(self, prices: Mapping[str, float], source: str = "user-supplied") -> "Catalog":
+        """Your own prices (another region, a discount); unknown types are an error."""
+        updated = dict(self._instances)
+        for instance_type, price in prices.items():
+            updated[instance_type] = replace(self.get(instance_type), price_per_hour=price, price_estimated=False)
+        return Catalog(updated, self.price_region, f"{self.price_source}; overridden: {source}")
+
+    def with_instances(self, extra: Iterable[InstanceSpec]) -> "Catalog":
+        """Add (or replace) instance types, e.g. a new family the data file lacks."""
+        updated = dict(self._instances)
+        updated.update({spec.instance_type: spec for spec in extra})
+        return Catalog(updated, self.price_region, self.price_source)
+
+
+@functools.cache
+def gpus() -> dict[str, Gpu]:
+    return {
+        name: Gpu(name=name, memory_gib=g["memory_gib"], bandwidth_tbps=g["bandwidth_tbps"], compute_capability=g["compute_capability"], native_formats=tuple(g["native_formats"]))
+        for name, g in load_data("gpus.json")["gpus"].items()
+    }
+
+
+@functools.cache
+def default_catalog() -> Catalog:
+    data = load_data("instances.json")
+    known_gpus = gpus()
+    instances = {
+        name: InstanceSpec(
+            instance_type=name,
+            gpu=known_gpus[entry["gpu"]],
+            gpus=entry["gpus"],
+            host_memory_gib=entry["host_memory_gib"],
+            architecture=entry["architecture"],
+            network_gbps=entry["network_gbps"],
+            efa_devices=entry["efa_devices"],
+            price_per_hour=entry["price_per_hour"],
+            price_estimated=entry.get("price_estimated", False),
+        )
+        for name, entry in data["instances"].items()
+    }
+    # The long provenance stays in the data file; reports carry this short form.
+    return Catalog(instances, data["price_region"], f"{data['price_region']} on-demand list prices as of {data['price_date']}")

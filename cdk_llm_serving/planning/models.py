@@ -1,0 +1,101 @@
+"""Model architecture figures and weight formats: what sizing needs to know about a model."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Literal
+
+from .catalog import Gpu, load_data
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Published (or assumed) figures of one model. Parameter counts in billions.
+
+    ``attention`` is ``gqa`` (grouped-query / multi-head: ``kv_heads`` x ``head_dim``
+    per layer) or ``mla`` (multi-head latent: ``kv_lora_rank + qk_rope_head_dim`` per
+    layer). ``high_precision_params_b`` stay in BF16 whatever the weight format.
+    """
+
+    name: str
+    total_params_b: float
+    active_params_b: float
+    layers: int
+    attention_heads: int
+    max_context: int
+    high_precision_params_b: float = 0.0
+    attention: Literal["gqa", "mla"] = "gqa"
+    kv_heads: int = 0
+    head_dim: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    mtp_layers: int = 0
+    checkpoint_format: str = "bf16"
+    source: str = ""
+    assumptions: str = ""
+
+    @property
+    def is_moe(self) -> bool:
+        return self.active_params_b < self.total_params_b
+
+    def kv_values_per_token(self) -> int:
+        """Cached values per token over all layers (multiply by the KV dtype's bytes)."""
+        if self.attention == "mla":
+            return (self.kv_lora_rank + self.qk_rope_head_dim) * self.layers
+        return 2 * self.layers * self.kv_heads * self.head_dim
+
+    def kv_replication(self, tensor_parallel: int) -> int:
+        """How many tensor-parallel ranks hold the same KV entries.
+
+        GQA splits KV heads across ranks and copies them once ranks outnumber heads;
+        MLA's latent cache is not split by tensor parallelism, so every rank holds it.
+        """
+        if self.attention == "mla":
+            return tensor_parallel
+        return max(1, tensor_parallel // max(1, self.kv_heads))
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    name: str
+    bytes_per_param: float
+    vllm_quantization: str | None
+    description: str
+
+    def runs_natively_on(self, gpu: Gpu) -> bool:
+        return self.name in gpu.native_formats
+
+    def fallback_note(self, gpu: Gpu) -> str | None:
+        """Why this format is slow on ``gpu`` (None when it runs natively)."""
+        if self.runs_natively_on(gpu):
+            return None
+        return (
+            f"{self.name} has no native kernels on {gpu.name} (compute capability {gpu.compute_capability}): "
+            "vLLM runs it as weight-only (Marlin), dequantizing to BF16 on the fly - it works and saves memory, "
+            "but matrix multiplies run at BF16 speed"
+        )
+
+
+@functools.cache
+def presets() -> dict[str, ModelSpec]:
+    return {name: ModelSpec(name=name, **figures) for name, figures in load_data("models.json")["models"].items()}
+
+
+@functools.cache
+def weight_formats() -> dict[str, WeightFormat]:
+    return {name: WeightFormat(name=name, **entry) for name, entry in load_data("formats.json")["formats"].items()}
+
+
+def preset(name: str) -> ModelSpec:
+    try:
+        return presets()[name]
+    except KeyError:
+        raise KeyError(f"no model preset {name!r}; known: {', '.join(sorted(presets()))}") from None
+
+
+def weight_format(name: str) -> WeightFormat:
+    try:
+        return weight_formats()[name]
+    except KeyError:
+        raise KeyError(f"no weight format {name!r}; known: {', '.join(weight_formats())}") from None

@@ -1,0 +1,73 @@
+"""A plan as a readable table or as JSON (what ``python -m cdk_llm_serving plan`` prints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .catalog import GIB, Catalog, default_catalog
+from .cold_start import ColdStart
+from .cost import CostEstimate
+from .sizing import Plan
+
+
+def plan_as_dict(plan: Plan, cold_start: ColdStart, cost: CostEstimate) -> dict[str, Any]:
+    return {
+        "model": plan.model,
+        "weight_format": plan.weight_format,
+        "instance_type": plan.instance_type,
+        "max_context": plan.max_context,
+        "concurrency": plan.concurrency,
+        "gpu_memory_utilization": plan.gpu_memory_utilization,
+        "kv_cache_dtype": plan.kv_cache_dtype,
+        "weight_gib": round(plan.weight_bytes / GIB, 2),
+        "kv_bytes_per_token": plan.kv_bytes_per_token,
+        "nodes": plan.nodes,
+        "gpus_per_replica": plan.gpus_per_replica,
+        "tensor_parallel_size": plan.tensor_parallel,
+        "pipeline_parallel_size": plan.pipeline_parallel,
+        "data_parallel_size": plan.data_parallel,
+        "enable_expert_parallel": plan.expert_parallel,
+        "weight_gib_per_gpu": round(plan.weight_bytes_per_gpu / GIB, 2),
+        "kv_cache_gib_per_gpu": round(plan.kv_cache_bytes_per_gpu / GIB, 2),
+        "kv_tokens_per_replica": plan.kv_tokens_per_replica,
+        "sequences_at_max_context": plan.sequences_at_max_context,
+        "cold_start": {
+            "path": cold_start.path,
+            "download_seconds": round(cold_start.download_seconds),
+            "load_seconds": round(cold_start.load_seconds),
+            "engine_start_seconds": round(cold_start.engine_start_seconds),
+            "total_seconds": round(cold_start.total_seconds),
+            "download_timeout_seconds": cold_start.download_timeout_seconds,
+            "startup_timeout_seconds": cold_start.startup_timeout_seconds,
+        },
+        "cost": {
+            "fleet_price_per_hour": round(cost.fleet_price_per_hour, 2),
+            "output_tokens_per_second": round(cost.output_tokens_per_second),
+            "price_per_million_output_tokens": round(cost.price_per_million_output_tokens, 3),
+            "throughput_source": cost.throughput_source,
+            "price_source": cost.price_source,
+        },
+        "warnings": list(plan.warnings),
+    }
+
+
+def plan_as_table(plan: Plan, cold_start: ColdStart, cost: CostEstimate, catalog: Catalog | None = None) -> str:
+    instance = (catalog or default_catalog()).get(plan.instance_type)
+    rows = [
+        ("model", f"{plan.model} in {plan.weight_format}"),
+        ("instance", f"{plan.instance_type}: {instance.gpus} x {instance.gpu.name} {instance.gpu.memory_gib:g} GiB, {instance.architecture}"),
+        ("weights", f"{plan.weight_bytes / GIB:,.1f} GiB total, {plan.weight_bytes_per_gpu / GIB:,.1f} GiB per GPU"),
+        ("KV cache", f"{plan.kv_bytes_per_token / 1024:,.1f} KiB per token ({plan.kv_cache_dtype}), {plan.kv_cache_bytes_per_gpu / GIB:,.1f} GiB per GPU"),
+        ("nodes", f"{plan.nodes} ({plan.gpus_per_replica} GPUs per replica)"),
+        ("parallelism", f"tensor {plan.tensor_parallel}, pipeline {plan.pipeline_parallel}, data {plan.data_parallel}, expert {'on' if plan.expert_parallel else 'off'}"),
+        ("memory budget", f"gpu_memory_utilization {plan.gpu_memory_utilization}"),
+        ("capacity", f"{plan.kv_tokens_per_replica:,} KV tokens per replica; {plan.sequences_at_max_context} sequences of {plan.max_context:,} tokens at once"),
+        ("cold start", f"~{cold_start.total_seconds / 60:.1f} min via {cold_start.path} (download {cold_start.download_seconds:.0f} s, load {cold_start.load_seconds:.0f} s, engine {cold_start.engine_start_seconds:.0f} s)"),
+        ("timeouts", f"download {cold_start.download_timeout_seconds} s, startup {cold_start.startup_timeout_seconds} s (x{cold_start.safety_factor:g})"),
+        ("cost", f"${cost.fleet_price_per_hour:,.2f}/h; ~{cost.output_tokens_per_second:,.0f} output tokens/s; ${cost.price_per_million_output_tokens:,.3f} per million output tokens"),
+        ("throughput", cost.throughput_source),
+        ("prices", cost.price_source),
+    ]
+    rows += [("warning", warning) for warning in plan.warnings]
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)

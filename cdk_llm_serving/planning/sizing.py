@@ -1,0 +1,260 @@
+"""Will a model fit, on how many nodes, with which parallelism: the memory arithmetic.
+
+Per GPU, vLLM may use ``memory x gpu_memory_utilization``. From that come a fixed
+runtime reserve (CUDA context, activations, CUDA graphs: ``RUNTIME_RESERVE_GIB``),
+the GPU's shard of the weights, and what remains holds the KV cache. A layout fits
+when the weights fit and the KV cache holds ``concurrency`` sequences of
+``max_context`` tokens.
+
+Layouts tried, smallest first: tensor parallelism within one node (a divisor of the
+attention heads, up to the node's GPUs; the node's other GPUs become data-parallel
+replicas), then the whole node tensor-parallel with pipeline parallelism across
+nodes. MoE models get expert parallelism whenever more than one GPU shares a replica.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .catalog import GIB, Catalog, InstanceSpec, default_catalog
+from .models import ModelSpec, WeightFormat, preset, weight_format, weight_formats
+
+#: GiB per GPU kept out of the KV cache for the CUDA context, activations and CUDA graphs.
+RUNTIME_RESERVE_GIB = 2.0
+#: Most nodes a plan may span.
+MAX_NODES = 16
+KV_CACHE_DTYPE_BYTES = {"auto": 2, "bf16": 2, "fp8": 1}
+
+
+class PlanningError(ValueError):
+    """A deployment that cannot work, with what it needs, what is there, and what would fit."""
+
+    def __init__(self, message: str, *, needed_bytes: float | None = None, available_bytes: float | None = None, suggestions: tuple[str, ...] = ()) -> None:
+        self.needed_bytes = needed_bytes
+        self.available_bytes = available_bytes
+        self.suggestions = suggestions
+        text = message
+        if suggestions:
+            text += "\nWould fit: " + "; ".join(suggestions)
+        super().__init__(text)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One workable layout of a model on an instance type (figures per GPU unless named otherwise)."""
+
+    model: str
+    weight_format: str
+    instance_type: str
+    max_context: int
+    concurrency: int
+    gpu_memory_utilization: float
+    kv_cache_dtype: str
+    weight_bytes: float
+    kv_bytes_per_token: float
+    nodes: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    data_parallel: int
+    expert_parallel: bool
+    weight_bytes_per_gpu: float
+    kv_cache_bytes_per_gpu: float
+    kv_tokens_per_replica: int
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    spec: ModelSpec | None = field(default=None, repr=False, compare=False)
+    fmt: WeightFormat | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel
+
+    @property
+    def sequences_at_max_context(self) -> int:
+        """Concurrent full-length sequences the whole deployment (all replicas) can hold."""
+        return (self.kv_tokens_per_replica // self.max_context) * self.data_parallel
+
+
+@dataclass(frozen=True)
+class ModelSizing:
+    """What a deployment promises about a model, so constructs can check it fits.
+
+    :param model: a ``ModelSpec`` or the name of a preset.
+    :param quantization: the weight format the server loads (``bf16``, ``fp8``, ``nvfp4``, ``mxfp4``, ``int4``).
+    :param max_context: tokens per sequence. Default: the model's maximum.
+    :param concurrency: full-length sequences that must fit at once. Default: 1.
+    :param gpu_memory_utilization: vLLM's share of GPU memory. Default: 0.9.
+    :param kv_cache_dtype: ``auto`` (BF16) or ``fp8``. Default: ``auto``.
+    """
+
+    model: ModelSpec | str
+    quantization: str
+    max_context: int | None = None
+    concurrency: int = 1
+    gpu_memory_utilization: float = 0.9
+    kv_cache_dtype: str = "auto"
+
+    def plan_on(self, instance_type: str, *, max_nodes: int = MAX_NODES, catalog: Catalog | None = None) -> "Plan":
+        return plan(
+            self.model,
+            self.quantization,
+            instance_type,
+            max_context=self.max_context,
+            concurrency=self.concurrency,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            kv_cache_dtype=self.kv_cache_dtype,
+            max_nodes=max_nodes,
+            catalog=catalog,
+        )
+
+
+def weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
+    """Bytes of the weights in ``fmt``, the high-precision part counted at BF16."""
+    high = min(model.high_precision_params_b, model.total_params_b)
+    return (model.total_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(2.0, fmt.bytes_per_param)
+
+
+def tensor_parallel_options(model: ModelSpec, gpus: int) -> list[int]:
+    """Tensor-parallel sizes vLLM accepts on ``gpus`` GPUs: powers of two dividing the heads."""
+    options, size = [], 1
+    while size <= gpus:
+        if model.attention_heads % size == 0:
+            options.append(size)
+        size *= 2
+    return options
+
+
+@dataclass(frozen=True)
+class _Layout:
+    nodes: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    data_parallel: int
+
+
+def _candidate_layouts(model: ModelSpec, instance: InstanceSpec, max_nodes: int) -> list[_Layout]:
+    options = tensor_parallel_options(model, instance.gpus)
+    layouts = [_Layout(1, tp, 1, instance.gpus // tp) for tp in options]
+    widest = options[-1]
+    layouts += [_Layout(nodes, widest, nodes, 1) for nodes in range(2, max_nodes + 1)]
+    return layouts
+
+
+def plan(
+    model: ModelSpec | str,
+    quantization: WeightFormat | str,
+    instance_type: str,
+    *,
+    max_context: int | None = None,
+    concurrency: int = 1,
+    gpu_memory_utilization: float = 0.9,
+    kv_cache_dtype: str = "auto",
+    max_nodes: int = MAX_NODES,
+    catalog: Catalog | None = None,
+) -> Plan:
+    """The smallest layout of ``model`` in ``quantization`` on ``instance_type`` that fits.
+
+    Raises ``PlanningError`` with what is needed, what is there, and what would fit
+    (more nodes, another instance type, a smaller format) when nothing does.
+    """
+    spec = preset(model) if isinstance(model, str) else model
+    fmt = weight_format(quantization) if isinstance(quantization, str) else quantization
+    catalog = catalog or default_catalog()
+    instance = catalog.get(instance_type)
+    context = max_context or spec.max_context
+    _check_inputs(spec, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes)
+
+    found = _fit(spec, fmt, instance, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes)
+    if found is None:
+        raise _no_fit_error(spec, fmt, instance, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes, catalog)
+    return found
+
+
+def _check_inputs(spec: ModelSpec, context: int, concurrency: int, utilization: float, kv_dtype: str, max_nodes: int) -> None:
+    if context < 1 or context > spec.max_context:
+        raise PlanningError(f"max_context={context} is outside 1..{spec.max_context}, the longest context {spec.name} supports (vLLM refuses a longer --max-model-len)")
+    if concurrency < 1:
+        raise PlanningError(f"concurrency={concurrency} must be at least 1")
+    if not 0 < utilization <= 1:
+        raise PlanningError(f"gpu_memory_utilization={utilization} must be in (0, 1]")
+    if kv_dtype not in KV_CACHE_DTYPE_BYTES:
+        raise PlanningError(f"kv_cache_dtype={kv_dtype!r} must be one of {', '.join(KV_CACHE_DTYPE_BYTES)}")
+    if max_nodes < 1:
+        raise PlanningError(f"max_nodes={max_nodes} must be at least 1")
+
+
+def _fit(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, context: int, concurrency: int, utilization: float, kv_dtype: str, max_nodes: int) -> Plan | None:
+    total_weights = weight_bytes(spec, fmt)
+    kv_per_token = spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[kv_dtype]
+    usable = instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB
+    for layout in _candidate_layouts(spec, instance, max_nodes):
+        shards = layout.tensor_parallel * layout.pipeline_parallel
+        per_gpu = total_weights / shards
+        kv_space = usable - per_gpu
+        if kv_space <= 0:
+            continue
+        tokens = int(kv_space * shards // (kv_per_token * spec.kv_replication(layout.tensor_parallel)))
+        if tokens < concurrency * context:
+            continue
+        warnings = []
+        note = fmt.fallback_note(instance.gpu)
+        if note:
+            warnings.append(note)
+        return Plan(
+            model=spec.name,
+            weight_format=fmt.name,
+            instance_type=instance.instance_type,
+            max_context=context,
+            concurrency=concurrency,
+            gpu_memory_utilization=utilization,
+            kv_cache_dtype=kv_dtype,
+            weight_bytes=total_weights,
+            kv_bytes_per_token=kv_per_token,
+            nodes=layout.nodes,
+            tensor_parallel=layout.tensor_parallel,
+            pipeline_parallel=layout.pipeline_parallel,
+            data_parallel=layout.data_parallel,
+            expert_parallel=spec.is_moe and layout.tensor_parallel * layout.data_parallel > 1,
+            weight_bytes_per_gpu=per_gpu,
+            kv_cache_bytes_per_gpu=kv_space,
+            kv_tokens_per_replica=tokens,
+            warnings=tuple(warnings),
+            spec=spec,
+            fmt=fmt,
+        )
+    return None
+
+
+def _no_fit_error(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, context: int, concurrency: int, utilization: float, kv_dtype: str, max_nodes: int, catalog: Catalog) -> PlanningError:
+    total_weights = weight_bytes(spec, fmt)
+    kv_needed = concurrency * context * spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[kv_dtype]
+    usable_node = (instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB) * instance.gpus
+    needed = total_weights + kv_needed
+    suggestions: list[str] = []
+    wider = _fit(spec, fmt, instance, context, concurrency, utilization, kv_dtype, MAX_NODES) if max_nodes < MAX_NODES else None
+    if wider is not None:
+        suggestions.append(f"{wider.nodes} x {instance.instance_type} (tensor {wider.tensor_parallel} x pipeline {wider.pipeline_parallel})")
+    others = []
+    for other in catalog:
+        if other.instance_type == instance.instance_type:
+            continue
+        fitted = _fit(spec, fmt, other, context, concurrency, utilization, kv_dtype, max_nodes)
+        if fitted is not None:
+            others.append((other.price_per_hour * fitted.nodes, fitted))
+    for _, fitted in sorted(others, key=lambda item: item[0])[:3]:
+        suggestions.append(f"{fitted.nodes} x {fitted.instance_type}")
+    for smaller in weight_formats().values():
+        if smaller.bytes_per_param < fmt.bytes_per_param:
+            fitted = _fit(spec, smaller, instance, context, concurrency, utilization, kv_dtype, max_nodes)
+            if fitted is not None:
+                suggestions.append(f"{smaller.name} weights on {fitted.nodes} x {instance.instance_type}")
+    nodes = "one node" if max_nodes == 1 else f"up to {max_nodes} nodes"
+    return PlanningError(
+        f"{spec.name} in {fmt.name} does not fit {nodes} of {instance.instance_type} "
+        f"({instance.gpus} x {instance.gpu.name} {instance.gpu.memory_gib:g} GiB): needs {needed / GIB:,.0f} GiB "
+        f"({total_weights / GIB:,.0f} GiB weights + {kv_needed / GIB:,.1f} GiB KV cache for {concurrency} x {context:,} tokens), "
+        f"one node offers {usable_node / GIB:,.0f} GiB at gpu_memory_utilization {utilization} "
+        f"less {RUNTIME_RESERVE_GIB:g} GiB runtime reserve per GPU",
+        needed_bytes=needed,
+        available_bytes=usable_node * max_nodes,
+        suggestions=tuple(suggestions),
+    )
