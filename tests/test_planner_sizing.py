@@ -1,0 +1,121 @@
+"""plan(): published deployments reproduced, and every way a plan can be refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdk_llm_serving.planning.catalog import GIB
+from cdk_llm_serving.planning.models import ModelSpec
+from cdk_llm_serving.planning.sizing import PlanningError, plan
+
+# Each row: a deployment its publisher documents, and the layout the planner must find.
+PUBLISHED = [
+    pytest.param("gpt-oss-120b", "mxfp4", "ml.p5.4xlarge", 32768, 1, 1, id="gpt-oss-120b on one 80 GB H100 (OpenAI model card)"),
+    pytest.param("gpt-oss-20b", "mxfp4", "ml.g6.xlarge", 32768, 1, 1, id="gpt-oss-20b within 16 GB: one 24 GB L4 (OpenAI model card)"),
+    pytest.param("llama-3.1-405b", "fp8", "ml.p5.48xlarge", 131072, 1, 8, id="Llama 3.1 405B FP8 on one 8xH100 node (Meta)"),
+    pytest.param("llama-3.1-405b", "bf16", "ml.p5.48xlarge", 131072, 2, 8, id="Llama 3.1 405B BF16 needs two 8xH100 nodes (Meta)"),
+    pytest.param("deepseek-v3", "fp8", "ml.p5en.48xlarge", 131072, 1, 8, id="DeepSeek-V3 FP8 on one 8xH200 node (DeepSeek, SGLang)"),
+    pytest.param("deepseek-v3", "fp8", "ml.p5.48xlarge", 131072, 2, 8, id="DeepSeek-V3 FP8 on two 8xH100 nodes (SGLang)"),
+    pytest.param("kimi-k2", "fp8", "ml.p5en.48xlarge", 131072, 2, 8, id="Kimi-K2 FP8 at 128k needs 16 H200 (Moonshot deploy guidance)"),
+]
+
+
+@pytest.mark.parametrize(("model", "fmt", "instance_type", "context", "nodes", "tensor_parallel"), PUBLISHED)
+def test_published_deployments(model, fmt, instance_type, context, nodes, tensor_parallel):
+    result = plan(model, fmt, instance_type, max_context=context)
+    assert (result.nodes, result.tensor_parallel, result.pipeline_parallel) == (nodes, tensor_parallel, nodes)
+    assert result.sequences_at_max_context >= 1
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "native"),
+    [("ml.p6-b200.48xlarge", True), ("ml.p5en.48xlarge", False)],
+)
+def test_reference_2_4t_nvfp4_needs_two_nodes_and_warns_off_blackwell(instance_type, native):
+    result = plan("reference-2.4t-a95b", "nvfp4", instance_type, max_context=131072)
+    assert result.nodes == 2 and result.tensor_parallel == 8 and result.pipeline_parallel == 2
+    assert result.expert_parallel
+    assert bool(result.warnings) is not native
+    with pytest.raises(PlanningError):
+        plan("reference-2.4t-a95b", "nvfp4", instance_type, max_context=131072, max_nodes=1)
+
+
+def test_weight_and_kv_arithmetic():
+    result = plan("llama-3.1-405b", "fp8", "ml.p5.48xlarge", max_context=131072)
+    expected_weights = (405.0 - 76.0) * 1e9 * 1.0 + 76.0 * 1e9 * 2.0
+    assert result.weight_bytes == pytest.approx(expected_weights)
+    assert result.weight_bytes_per_gpu == pytest.approx(expected_weights / 8)
+    assert result.kv_bytes_per_token == 2 * 126 * 8 * 128 * 2
+    usable = 79.6 * GIB * 0.9 - 2 * GIB
+    assert result.kv_cache_bytes_per_gpu == pytest.approx(usable - expected_weights / 8)
+    assert result.kv_tokens_per_replica == int((usable - expected_weights / 8) * 8 // result.kv_bytes_per_token)
+
+
+def test_fp8_kv_cache_doubles_the_tokens():
+    auto = plan("qwen3-235b-a22b", "fp8", "ml.p5.48xlarge", max_context=32768)
+    fp8 = plan("qwen3-235b-a22b", "fp8", "ml.p5.48xlarge", max_context=32768, kv_cache_dtype="fp8")
+    assert fp8.kv_tokens_per_replica == pytest.approx(2 * auto.kv_tokens_per_replica, rel=1e-6)
+
+
+def test_small_models_leave_gpus_for_data_parallel_replicas():
+    result = plan("gpt-oss-20b", "int4", "ml.g6e.48xlarge", max_context=32768)
+    assert (result.tensor_parallel, result.data_parallel, result.nodes) == (1, 8, 1)
+
+
+def test_concurrency_can_demand_more_memory():
+    one = plan("gpt-oss-120b", "mxfp4", "ml.p5.48xlarge", max_context=131072)
+    many = plan("gpt-oss-120b", "mxfp4", "ml.p5.48xlarge", max_context=131072, concurrency=40)
+    assert many.tensor_parallel > one.tensor_parallel
+
+
+def test_tensor_parallel_divides_the_attention_heads():
+    odd = ModelSpec(name="odd", total_params_b=30, active_params_b=30, layers=40, attention_heads=12, kv_heads=4, head_dim=128, max_context=32768)
+    result = plan(odd, "bf16", "ml.p4d.24xlarge", max_context=32768)
+    assert 12 % result.tensor_parallel == 0
+
+
+def test_no_fit_says_what_is_needed_what_is_there_and_what_would_fit():
+    with pytest.raises(PlanningError) as caught:
+        plan("llama-3.1-405b", "bf16", "ml.p5.48xlarge", max_context=131072, max_nodes=1)
+    error = caught.value
+    text = str(error)
+    assert "does not fit one node of ml.p5.48xlarge" in text and "needs 817 GiB" in text and "one node offers 557 GiB" in text
+    assert error.needed_bytes > error.available_bytes
+    assert error.suggestions[0] == "2 x ml.p5.48xlarge (tensor 8 x pipeline 2)"
+    assert any(s.startswith("1 x ml.p5en.48xlarge") for s in error.suggestions)
+    assert "fp8 weights on 1 x ml.p5.48xlarge" in error.suggestions
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_context": 262144}, "outside 1..131072"),
+        ({"concurrency": 0}, "concurrency=0"),
+        ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization=1.5"),
+        ({"kv_cache_dtype": "int8"}, "kv_cache_dtype='int8'"),
+        ({"max_nodes": 0}, "max_nodes=0"),
+    ],
+)
+def test_bad_inputs(kwargs, message):
+    with pytest.raises(PlanningError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        plan("gpt-oss-120b", "mxfp4", "ml.p5.48xlarge", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("nope", "bf16", "ml.p5.48xlarge"), "no model preset 'nope'"),
+        (("gpt-oss-20b", "fp4", "ml.p5.48xlarge"), "no weight format 'fp4'"),
+        (("gpt-oss-20b", "bf16", "ml.p9.48xlarge"), "'ml.p9.48xlarge' is not in the catalog"),
+    ],
+)
+def test_unknown_names(args, message):
+    with pytest.raises(KeyError, match=message):
+        plan(*args)
+
+
+def test_nothing_fits_at_all():
+    huge = ModelSpec(name="huge", total_params_b=40000, active_params_b=40000, layers=200, attention_heads=128, kv_heads=8, head_dim=128, max_context=8192)
+    with pytest.raises(PlanningError, match="does not fit up to 16 nodes") as caught:
+        plan(huge, "bf16", "ml.p5.48xlarge")
+    assert caught.value.suggestions == ()
