@@ -17,7 +17,12 @@ class InstancePool:
 
     :param instance_type: a SageMaker instance type, e.g. ``ml.p5.48xlarge``.
     :param model: the model this pool serves. Default: the endpoint's model.
+    :param max_concurrency: concurrent requests one instance of this type sustains (measure
+        it), the weight this pool gets in autoscaling. Default: derived from the planner when
+        the pool's model declares ``sizing`` (see ``InstancePoolEndpoint.pool_capacities``);
+        required for autoscaling otherwise.
     """
 
     instance_type: str
     model: ServingModel | None = None
+    max_concurrency: float | None = None

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from aws_cdk import Annotations, Aws, Duration, Names, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -13,20 +14,33 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from ..errors import Problems
+from ..errors import ConfigurationError, Problem, Problems
 from ..planning.instance_storage import has_local_storage
 from ..service_model import limits, production_variant_instance_types
 from ..validation import check_at_least, check_name, check_one_of, check_range, is_unresolved, seconds_of
 from .async_inference import AsyncInference
 from .endpoint_deployment import BlueGreenDeployment, EndpointDeployment
+from .fleet_utilization import PoolCapacity, as_math_expression, fleet_utilization_queries, instance_count_expression
 from .instance_pool import InstancePool
 from .pool_sizing import check_pools_fit
 from .serving_model import ServingModel
+
+if TYPE_CHECKING:
+    from .endpoint_autoscaling import EndpointAutoScaling
 
 RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE", "KV_AWARE"]
 
 #: Values the MetricsConfig API accepts for MetricPublishFrequencyInSeconds (API reference).
 METRIC_PUBLISH_FREQUENCIES = (10, 30, 60, 120, 180, 240, 300)
+
+#: vLLM's default --max-num-seqs: the most sequences one engine batches.
+VLLM_DEFAULT_MAX_NUM_SEQS = 256
+INVOCATION_NAMESPACE = "AWS/SageMaker"
+UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
+UTILIZATION_METRICS = frozenset(
+    {"CPUUtilization", "MemoryUtilization", "DiskUtilization", "GPUUtilization", "GPUMemoryUtilization",
+     "CPUReservation", "MemoryReservation", "GPUReservation"}
+)
 
 #: Timeout used when no pool's model declares its sizing.
 _FALLBACK_TIMEOUT = Duration.minutes(30)
@@ -132,6 +146,7 @@ class InstancePoolEndpoint(Construct):
         container_startup_timeout = self._timeout(problems, "container_startup_timeout", container_startup_timeout, [f.cold_start.startup_timeout_seconds for f in fits], [f.cold_start.load_seconds + f.cold_start.engine_start_seconds for f in fits], ("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"))
         model_data_download_timeout = self._timeout(problems, "model_data_download_timeout", model_data_download_timeout, [f.cold_start.download_timeout_seconds for f in fits], [f.cold_start.download_seconds for f in fits], ("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"))
         self.pool_plans = tuple(fits)
+        self.auto_scaling: "EndpointAutoScaling | None" = None
         check_name(problems, "endpoint_name", endpoint_name, limits("CreateEndpointInput", "EndpointName"), "an endpoint name")
         check_name(problems, "variant_name", variant_name, limits("ProductionVariant", "VariantName"), "a variant name")
         check_at_least(problems, "initial_instance_count", initial_instance_count, limits("ProductionVariant", "InitialInstanceCount").minimum or 1)
@@ -248,6 +263,60 @@ class InstancePoolEndpoint(Construct):
         bearer = iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"])
         return invoke.combine(bearer)
 
+    # -- scaling ------------------------------------------------------------------------
+
+    def pool_capacities(self) -> list[float | None]:
+        """Concurrent requests one instance of each pool sustains, in pool order.
+
+        ``InstancePool.max_concurrency`` when given. Otherwise, for a pool whose model
+        declares ``sizing``, the planner's figure: the full-length sequences that pool's
+        KV cache holds at once (``Plan.sequences_at_max_context``), capped at 256 per
+        data-parallel engine (vLLM's default ``max_num_seqs``). ``None`` when neither is known.
+        """
+        planned = {fit.pool_index: fit.plan for fit in self.pool_plans}
+        capacities: list[float | None] = []
+        for index, pool in enumerate(self.pools):
+            if pool.max_concurrency is not None:
+                capacities.append(float(pool.max_concurrency))
+            elif index in planned:
+                plan = planned[index]
+                capacities.append(float(min(plan.sequences_at_max_context, VLLM_DEFAULT_MAX_NUM_SEQS * plan.data_parallel)))
+            else:
+                capacities.append(None)
+        return capacities
+
+    def auto_scale(
+        self,
+        *,
+        min_capacity: int = 1,
+        max_capacity: int,
+        target_utilization: float = 0.7,
+        target_backlog_per_instance: float = 5.0,
+        scale_out_cooldown: Duration = Duration.minutes(1),
+        scale_in_cooldown: Duration = Duration.minutes(15),
+    ) -> "EndpointAutoScaling":
+        """Scale the variant's instance count on the fleet's weighted utilization.
+
+        See ``EndpointAutoScaling`` for the policy; asynchronous endpoints scale on their
+        backlog and may set ``min_capacity=0``.
+        """
+        from .endpoint_autoscaling import EndpointAutoScaling
+
+        if self.auto_scaling is not None:
+            raise ConfigurationError(f"InstancePoolEndpoint '{self.node.path}'", [Problem("auto_scale", "called twice", "configure autoscaling once per endpoint")])
+        self.auto_scaling = EndpointAutoScaling(
+            self,
+            "AutoScaling",
+            endpoint=self,
+            min_capacity=min_capacity,
+            max_capacity=max_capacity,
+            target_utilization=target_utilization,
+            target_backlog_per_instance=target_backlog_per_instance,
+            scale_out_cooldown=scale_out_cooldown,
+            scale_in_cooldown=scale_in_cooldown,
+        )
+        return self.auto_scaling
+
     # -- metrics ------------------------------------------------------------------------
 
     def metric(
@@ -255,12 +324,18 @@ class InstancePoolEndpoint(Construct):
         metric_name: str,
         *,
         instance_type: str | None = None,
-        namespace: str = "AWS/SageMaker",
+        namespace: str | None = None,
         statistic: str = "Average",
         period: Duration = Duration.minutes(1),
         label: str | None = None,
     ) -> cloudwatch.Metric:
-        """A metric of this endpoint's variant; with ``instance_type``, of that pool alone."""
+        """A metric of this endpoint's variant; with ``instance_type``, of that pool alone.
+
+        The namespace follows the metric: utilization metrics (CPU, GPU, memory, disk)
+        live in ``/aws/sagemaker/Endpoints``, invocation metrics in ``AWS/SageMaker``.
+        """
+        if namespace is None:
+            namespace = UTILIZATION_NAMESPACE if metric_name in UTILIZATION_METRICS else INVOCATION_NAMESPACE
         dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
         if instance_type is not None:
             dimensions["InstanceType"] = instance_type
@@ -273,12 +348,50 @@ class InstancePoolEndpoint(Construct):
             label=label,
         )
 
-    def metric_invocation_5xx_errors(self, **kwargs: object) -> cloudwatch.Metric:
-        return self.metric("Invocation5XXErrors", statistic="Sum", **kwargs)  # type: ignore[arg-type]
+    def metric_invocations(self, instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
+        return self.metric("Invocations", instance_type=instance_type, statistic="Sum", **kwargs)  # type: ignore[arg-type]
 
-    def metric_model_latency(self, statistic: str = "p99", **kwargs: object) -> cloudwatch.Metric:
+    def metric_invocation_4xx_errors(self, instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
+        return self.metric("Invocation4XXErrors", instance_type=instance_type, statistic="Sum", **kwargs)  # type: ignore[arg-type]
+
+    def metric_invocation_5xx_errors(self, instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
+        return self.metric("Invocation5XXErrors", instance_type=instance_type, statistic="Sum", **kwargs)  # type: ignore[arg-type]
+
+    def metric_model_latency(self, statistic: str = "p99", instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
         """Model latency in microseconds (SageMaker's unit)."""
-        return self.metric("ModelLatency", statistic=statistic, **kwargs)  # type: ignore[arg-type]
+        return self.metric("ModelLatency", instance_type=instance_type, statistic=statistic, **kwargs)  # type: ignore[arg-type]
+
+    def metric_concurrent_requests(self, instance_type: str | None = None, statistic: str = "Average", **kwargs: object) -> cloudwatch.Metric:
+        """Concurrent requests per instance (``ConcurrentRequestsPerModel``)."""
+        return self.metric("ConcurrentRequestsPerModel", instance_type=instance_type, statistic=statistic, **kwargs)  # type: ignore[arg-type]
+
+    def metric_gpu_utilization(self, instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
+        """GPU utilization in percent, summed over an instance's GPUs (``/aws/sagemaker/Endpoints``)."""
+        return self.metric("GPUUtilization", instance_type=instance_type, **kwargs)  # type: ignore[arg-type]
+
+    def metric_gpu_memory_utilization(self, instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
+        return self.metric("GPUMemoryUtilization", instance_type=instance_type, **kwargs)  # type: ignore[arg-type]
+
+    def metric_fleet_utilization(self) -> cloudwatch.IMetric:
+        """The weighted utilization that autoscaling tracks (needs every pool's capacity)."""
+        capacities = self.pool_capacities()
+        missing = [pool.instance_type for pool, capacity in zip(self.pools, capacities) if capacity is None]
+        if missing:
+            raise ConfigurationError(f"InstancePoolEndpoint '{self.node.path}'", [Problem("pools.max_concurrency", missing, "fleet utilization needs every pool's capacity")])
+        pools = [PoolCapacity(pool.instance_type, capacity) for pool, capacity in zip(self.pools, capacities)]  # type: ignore[arg-type]
+        return as_math_expression(fleet_utilization_queries(self.endpoint_name, self.variant_name, pools))
+
+    def metric_pool_instances(self, instance_type: str, period: Duration = Duration.minutes(1)) -> cloudwatch.MathExpression:
+        """Instances of one pool, derived from its invocation metrics (0 while it has none)."""
+        return cloudwatch.MathExpression(
+            expression=instance_count_expression(1),
+            using_metrics={
+                "inv1": self.metric("Invocations", instance_type=instance_type, statistic="Sum", period=period),
+                "ipi1": self.metric("InvocationsPerInstance", instance_type=instance_type, statistic="Sum", period=period),
+            },
+            label=f"{instance_type} instances",
+            period=period,
+        )
 
     # -- internals ----------------------------------------------------------------------
 
@@ -338,6 +451,8 @@ class InstancePoolEndpoint(Construct):
         for index, pool in enumerate(self.pools):
             prop = f"pools[{index}].instance_type"
             check_one_of(problems, prop, pool.instance_type, allowed, "SageMaker production-variant instance types")
+            if pool.max_concurrency is not None and not (math.isfinite(pool.max_concurrency) and pool.max_concurrency > 0):
+                problems.add(f"pools[{index}].max_concurrency", pool.max_concurrency, "must be a positive, finite number of concurrent requests")
             if pool.instance_type in seen:
                 problems.add(prop, pool.instance_type, f"already used by pools[{seen[pool.instance_type]}]; each pool needs its own instance type")
             else:

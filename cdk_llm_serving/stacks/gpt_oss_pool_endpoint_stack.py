@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
 from constructs import Construct
 
-from ..constructs import ContainerImage, InstancePool, InstancePoolEndpoint, ModelData, ServingModel
+from ..constructs import ContainerImage, InstancePool, InstancePoolEndpoint, ModelData, PoolEndpointAlarms, PoolEndpointDashboard, ServingModel
 from ..planning.sizing import ModelSizing
 
 #: AWS's vLLM deep-learning container for SageMaker (account 763104351884 hosts the DLCs).
@@ -22,6 +22,7 @@ class GptOssPoolSettings:
     weights_uri: str
     quantized_weights_uri: str
     max_model_len: int = 32768
+    max_instances: int = 4
 
 
 class GptOssPoolEndpointStack(Stack):
@@ -73,6 +74,12 @@ class GptOssPoolEndpointStack(Stack):
                 InstancePool("ml.g6.12xlarge"),
                 InstancePool("ml.g6e.2xlarge", model=quantized),
             ],
+        )
+        # Pool capacities come from the planner (each model declares its sizing).
+        self.endpoint.auto_scale(min_capacity=1, max_capacity=settings.max_instances)
+        self.alarms = PoolEndpointAlarms(self, "Alarms", endpoint=self.endpoint)
+        self.dashboard = PoolEndpointDashboard(
+            self, "Dashboard", endpoint=self.endpoint, alarms=[*self.alarms.alarms, *self.endpoint.rollback_alarms]
         )
         for serving_model in (full, quantized):
             Validations.of(serving_model).acknowledge(
