@@ -5,17 +5,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from ..errors import Problems
-from ..nag import acknowledge_wildcard_resources
 from ..planning.sizing import ModelSizing
 from ..service_model import limits
 from ..validation import check_name, is_unresolved
+from .execution_role_grants import ExecutionRoleGrants
 from .model_sources import ContainerImage, ModelData
 
 #: Environment variable through which AWS's SageMaker vLLM container sets ``--served-model-name``.
@@ -82,11 +81,12 @@ class ServingModel(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="Execution role of a SageMaker model served by cdk-llm-serving",
         )
-        self._wildcard_reasons: dict[str, list[str]] = {}
-        self._grant_image_pull(image)
+        self.image = image
+        grants = ExecutionRoleGrants(self, self.role)
+        grants.image_pull(image)
         if model_data is not None:
-            self._grant_model_data_read(model_data)
-        self._grant_logs_and_metrics()
+            grants.model_data_read(model_data)
+        grants.logs_and_metrics()
 
         self.security_groups: list[ec2.ISecurityGroup] = []
         vpc_config = None
@@ -97,10 +97,8 @@ class ServingModel(Construct):
                 security_group_ids=[group.security_group_id for group in self.security_groups],
                 subnets=subnets,
             )
-            self._grant_vpc_interfaces()
-
-        for resource, reasons in self._wildcard_reasons.items():
-            acknowledge_wildcard_resources(self, [resource], " ".join(reasons))
+            grants.vpc_interfaces()
+        grants.acknowledge()
 
         container = sagemaker.CfnModel.ContainerDefinitionProperty(
             image=image.image_uri,
@@ -134,6 +132,12 @@ class ServingModel(Construct):
     @property
     def grant_principal(self) -> iam.IPrincipal:
         return self.role
+
+    def grant_artifacts_to(self, grants: ExecutionRoleGrants) -> None:
+        """Let another execution role (e.g. an inference-component endpoint's) pull this model's image and weights."""
+        grants.image_pull(self.image)
+        if self.model_data is not None:
+            grants.model_data_read(self.model_data)
 
     def _environment(
         self,
@@ -173,87 +177,6 @@ class ServingModel(Construct):
                 problems.add(f"environment[{key!r}]", value[:40] + "…", f"values must be at most {value_limits.maximum} characters")
         problems.raise_if_any()
         return env
-
-    def _grant_image_pull(self, image: ContainerImage) -> None:
-        repository_arn = image.resolve_repository_arn(Aws.PARTITION)
-        if repository_arn is not None:
-            self.role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-                    resources=[repository_arn],
-                )
-            )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
-        )
-        self._wildcard("*", "ecr:GetAuthorizationToken has no resource-level permissions.")
-
-    def _grant_model_data_read(self, model_data: ModelData) -> None:
-        bucket_arn = f"arn:{Aws.PARTITION}:s3:::{model_data.bucket_name}"
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{bucket_arn}/{model_data.key_prefix}*"])
-        )
-        self._wildcard(
-            f"{bucket_arn}/{model_data.key_prefix}*",
-            "Read-only access to the objects under the model's own weight prefix; their names are the checkpoint's files.",
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["s3:ListBucket"],
-                resources=[bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [model_data.key_prefix, f"{model_data.key_prefix}*"]}},
-            )
-        )
-        if model_data.encryption_key is not None:
-            model_data.encryption_key.grant_decrypt(self.role)
-
-    def _grant_logs_and_metrics(self) -> None:
-        stack = Stack.of(self)
-        log_groups = stack.format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name="/aws/sagemaker/*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
-                resources=[log_groups, f"{log_groups}:log-stream:*"],
-            )
-        )
-        reason = "SageMaker names the endpoint's log group and streams at deploy time; access stays under /aws/sagemaker/."
-        self._wildcard(log_groups, reason)
-        self._wildcard(f"{log_groups}:log-stream:*", reason)
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker*"]}},
-            )
-        )
-        self._wildcard("*", "cloudwatch:PutMetricData has no resource-level permissions; a namespace condition limits it to SageMaker's.")
-
-    def _grant_vpc_interfaces(self) -> None:
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "ec2:CreateNetworkInterface",
-                    "ec2:CreateNetworkInterfacePermission",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:DeleteNetworkInterfacePermission",
-                    "ec2:DescribeDhcpOptions",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeSecurityGroups",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeVpcs",
-                ],
-                resources=["*"],
-            )
-        )
-        self._wildcard("*", "SageMaker creates the container's network interfaces in the given subnets; these EC2 actions take no resource ARN known at synth time.")
-
-    def _wildcard(self, resource: str, reason: str) -> None:
-        self._wildcard_reasons.setdefault(resource, []).append(reason)
 
 
 def _subnet_kwargs(selection: ec2.SubnetSelection | None) -> dict:
