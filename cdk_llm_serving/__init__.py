@@ -20,6 +20,8 @@ _CONSTRUCT_NAMES = (
     "ContainerImage",
     "EndpointAutoScaling",
     "EndpointDeployment",
+    "ComponentSpecification",
+    "InferenceComponentOnPools",
     "InstancePool",
     "InstancePoolEndpoint",
     "ModelData",

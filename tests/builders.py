@@ -28,7 +28,7 @@ def serving_model(stack: Stack, id: str = "Model", **overrides: Any) -> ServingM
 
 def pool_endpoint(stack: Stack | None = None, *, pools: list[InstancePool] | None = None, **overrides: Any) -> InstancePoolEndpoint:
     stack = stack or new_stack()
-    model = overrides.pop("model", None) or serving_model(stack)
+    model = overrides.pop("model") if "model" in overrides else serving_model(stack)
     if pools is None:
         pools = [InstancePool("ml.p5.48xlarge"), InstancePool("ml.g6e.12xlarge")]
     return InstancePoolEndpoint(stack, "Endpoint", model=model, pools=pools, **overrides)

@@ -3,6 +3,7 @@
 from .async_inference import AsyncInference
 from .endpoint_autoscaling import EndpointAutoScaling
 from .endpoint_deployment import BlueGreenDeployment, CapacitySize, EndpointDeployment, RollingDeployment, TrafficShift
+from .inference_component_on_pools import ComponentSpecification, InferenceComponentOnPools
 from .instance_pool import InstancePool
 from .instance_pool_endpoint import InstancePoolEndpoint
 from .model_sources import ContainerImage, ModelData
@@ -17,6 +18,8 @@ __all__ = [
     "EndpointAutoScaling",
     "ContainerImage",
     "EndpointDeployment",
+    "ComponentSpecification",
+    "InferenceComponentOnPools",
     "InstancePool",
     "InstancePoolEndpoint",
     "ModelData",

@@ -19,6 +19,7 @@ from ..planning.instance_storage import has_local_storage
 from ..service_model import limits, production_variant_instance_types
 from ..validation import check_at_least, check_name, check_one_of, check_range, is_unresolved, seconds_of
 from .async_inference import AsyncInference
+from .execution_role_grants import ExecutionRoleGrants
 from .endpoint_deployment import BlueGreenDeployment, EndpointDeployment
 from .fleet_utilization import PoolCapacity, as_math_expression, fleet_utilization_queries, instance_count_expression
 from .instance_pool import InstancePool
@@ -71,7 +72,10 @@ class InstancePoolEndpoint(Construct):
       local NVMe storage: SageMaker fails ``CreateEndpointConfig`` with a KMS key there,
       and provisions no EBS volume for such types.
 
-    :param model: the model every pool serves unless the pool names its own.
+    :param model: the model every pool serves unless the pool names its own. ``None`` makes an
+        endpoint for inference components (``InferenceComponentOnPools``): the variant hosts no
+        model of its own, the endpoint gets an execution role, per-pool timeouts move to the
+        components, and no deployment policy or rollback alarms are added unless given.
     :param pools: 1-5 instance pools, most preferred first.
     :param endpoint_name: the endpoint's name. Default: derived from the construct path
         (stable across updates, unique per stack).
@@ -104,6 +108,9 @@ class InstancePoolEndpoint(Construct):
         (two minutes in a row). Default: 5.
     :param rollback_latency_threshold: p99 model latency that trips the default latency alarm
         (three minutes in a row). Default: 120 seconds.
+    :param managed_instance_count: ``(min, max)`` instances for SageMaker's managed instance
+        scaling, which follows the components' copy counts (inference-component endpoints
+        only). Default: off.
     """
 
     def __init__(
@@ -111,7 +118,7 @@ class InstancePoolEndpoint(Construct):
         scope: Construct,
         id: str,
         *,
-        model: ServingModel,
+        model: ServingModel | None,
         pools: Sequence[InstancePool],
         endpoint_name: str | None = None,
         variant_name: str = "AllTraffic",
@@ -131,6 +138,7 @@ class InstancePoolEndpoint(Construct):
         rollback_alarms: Sequence[cloudwatch.IAlarm] | None = None,
         rollback_error_threshold: int = 5,
         rollback_latency_threshold: Duration = Duration.seconds(120),
+        managed_instance_count: tuple[int, int] | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.model = model
@@ -138,10 +146,13 @@ class InstancePoolEndpoint(Construct):
         self.variant_name = variant_name
         self.async_inference = async_inference
         self.endpoint_name: str = endpoint_name or Names.unique_resource_name(self, max_length=63, separator="-")
-        deployment = deployment if deployment is not None else BlueGreenDeployment()
+        self.hosts_inference_components = model is None
+        if deployment is None and not self.hosts_inference_components:
+            deployment = BlueGreenDeployment()
 
         problems = Problems(f"InstancePoolEndpoint '{self.node.path}'")
         self._validate_pools(problems)
+        self._validate_component_mode(problems, managed_instance_count)
         fits = check_pools_fit(self, problems, self.pools, model)
         container_startup_timeout = self._timeout(problems, "container_startup_timeout", container_startup_timeout, [f.cold_start.startup_timeout_seconds for f in fits], [f.cold_start.load_seconds + f.cold_start.engine_start_seconds for f in fits], ("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"))
         model_data_download_timeout = self._timeout(problems, "model_data_download_timeout", model_data_download_timeout, [f.cold_start.download_timeout_seconds for f in fits], [f.cold_start.download_seconds for f in fits], ("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"))
@@ -161,7 +172,8 @@ class InstancePoolEndpoint(Construct):
         self._validate_reservation(problems, capacity_reservation_arn)
         if async_inference is not None:
             async_inference.validate(problems, "async_inference")
-        deployment.validate(problems, "deployment")
+        if deployment is not None:
+            deployment.validate(problems, "deployment")
         alarm_limits = limits("AutoRollbackConfig", "Alarms")
         if rollback_alarms is not None and len(rollback_alarms) > (alarm_limits.maximum or 10):
             problems.add("rollback_alarms", f"{len(rollback_alarms)} alarms", f"at most {alarm_limits.maximum} alarms")
@@ -170,9 +182,19 @@ class InstancePoolEndpoint(Construct):
             problems.add("rollback_latency_threshold", rollback_latency_threshold.to_human_string(), "must be positive")
         problems.raise_if_any()
 
+        self.execution_role: iam.IRole | None = None
+        self.execution_role_grants: ExecutionRoleGrants | None = None
+        if self.hosts_inference_components:
+            self.execution_role = iam.Role(
+                self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                description="Execution role of a SageMaker endpoint hosting inference components",
+            )
+            self.execution_role_grants = ExecutionRoleGrants(self, self.execution_role)
+            self.execution_role_grants.logs_and_metrics()
+            self.execution_role_grants.acknowledge()
         if async_inference is not None:
-            for serving_model in self.models:
-                async_inference.grant_to(serving_model.role)
+            for role in [m.role for m in self.models] + ([self.execution_role] if self.execution_role else []):
+                async_inference.grant_to(role)
 
         self.cfn_endpoint_config = sagemaker.CfnEndpointConfig(
             self,
@@ -180,7 +202,7 @@ class InstancePoolEndpoint(Construct):
             production_variants=[
                 sagemaker.CfnEndpointConfig.ProductionVariantProperty(
                     variant_name=variant_name,
-                    model_name=model.model_name,
+                    model_name=model.model_name if model is not None else None,
                     initial_instance_count=initial_instance_count,
                     instance_pools=[
                         sagemaker.CfnEndpointConfig.InstancePoolProperty(
@@ -193,8 +215,15 @@ class InstancePoolEndpoint(Construct):
                         for priority, pool in enumerate(self.pools, start=1)
                     ],
                     variant_instance_provision_timeout_in_seconds=seconds_of(provision_timeout),
-                    container_startup_health_check_timeout_in_seconds=seconds_of(container_startup_timeout),
-                    model_data_download_timeout_in_seconds=seconds_of(model_data_download_timeout),
+                    container_startup_health_check_timeout_in_seconds=None if model is None else seconds_of(container_startup_timeout),
+                    model_data_download_timeout_in_seconds=None if model is None else seconds_of(model_data_download_timeout),
+                    managed_instance_scaling=(
+                        sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
+                            status="ENABLED", min_instance_count=managed_instance_count[0], max_instance_count=managed_instance_count[1]
+                        )
+                        if managed_instance_count is not None
+                        else None
+                    ),
                     routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(routing_strategy=routing_strategy),
                     volume_size_in_gb=volume_size_gb,
                     capacity_reservation_config=(
@@ -208,6 +237,7 @@ class InstancePoolEndpoint(Construct):
                 )
             ],
             kms_key_id=volume_kms_key.key_arn if volume_kms_key is not None else None,
+            execution_role_arn=self.execution_role.role_arn if self.execution_role is not None else None,
             metrics_config=sagemaker.CfnEndpointConfig.MetricsConfigProperty(
                 enable_enhanced_metrics=enhanced_metrics,
                 enable_detailed_observability=detailed_observability,
@@ -217,7 +247,7 @@ class InstancePoolEndpoint(Construct):
         )
 
         if rollback_alarms is None:
-            rollback_alarms = self._default_rollback_alarms(rollback_error_threshold, rollback_latency_threshold)
+            rollback_alarms = [] if deployment is None else self._default_rollback_alarms(rollback_error_threshold, rollback_latency_threshold)
         self.rollback_alarms: tuple[cloudwatch.IAlarm, ...] = tuple(rollback_alarms)
 
         self.cfn_endpoint = sagemaker.CfnEndpoint(
@@ -225,7 +255,7 @@ class InstancePoolEndpoint(Construct):
             "Resource",
             endpoint_config_name=self.cfn_endpoint_config.attr_endpoint_config_name,
             endpoint_name=self.endpoint_name,
-            deployment_config=deployment.to_cfn([alarm.alarm_name for alarm in self.rollback_alarms]),
+            deployment_config=deployment.to_cfn([alarm.alarm_name for alarm in self.rollback_alarms]) if deployment is not None else None,
         )
         self.endpoint_arn: str = Stack.of(self).format_arn(
             service="sagemaker", resource="endpoint", resource_name=self.endpoint_name if is_unresolved(self.endpoint_name) else self.endpoint_name.lower()
@@ -236,7 +266,7 @@ class InstancePoolEndpoint(Construct):
     @property
     def models(self) -> tuple[ServingModel, ...]:
         """The endpoint's model and every pool's own model, without repeats, in pool order."""
-        seen: list[ServingModel] = [self.model]
+        seen: list[ServingModel] = [self.model] if self.model is not None else []
         for pool in self.pools:
             if pool.model is not None and all(pool.model is not known for known in seen):
                 seen.append(pool.model)
@@ -302,6 +332,11 @@ class InstancePoolEndpoint(Construct):
         """
         from .endpoint_autoscaling import EndpointAutoScaling
 
+        if self.hosts_inference_components:
+            raise ConfigurationError(
+                f"InstancePoolEndpoint '{self.node.path}'",
+                [Problem("auto_scale", "inference-component endpoint", "its instances follow its components: set managed_instance_count and scale copies with InferenceComponentOnPools.auto_scale_copies")],
+            )
         if self.auto_scaling is not None:
             raise ConfigurationError(f"InstancePoolEndpoint '{self.node.path}'", [Problem("auto_scale", "called twice", "configure autoscaling once per endpoint")])
         self.auto_scaling = EndpointAutoScaling(
@@ -457,6 +492,18 @@ class InstancePoolEndpoint(Construct):
                 problems.add(prop, pool.instance_type, f"already used by pools[{seen[pool.instance_type]}]; each pool needs its own instance type")
             else:
                 seen[pool.instance_type] = index
+
+    def _validate_component_mode(self, problems: Problems, managed_instance_count: tuple[int, int] | None) -> None:
+        if self.hosts_inference_components:
+            for index, pool in enumerate(self.pools):
+                if pool.model is not None:
+                    problems.add(f"pools[{index}].model", pool.model.node.id, "an endpoint for inference components hosts no models of its own; give the model to InferenceComponentOnPools")
+        elif managed_instance_count is not None:
+            problems.add("managed_instance_count", managed_instance_count, "only for endpoints that host inference components (model=None)")
+        if managed_instance_count is not None:
+            low, high = managed_instance_count
+            if low < 0 or high < max(1, low):
+                problems.add("managed_instance_count", managed_instance_count, "must be (min, max) with 0 <= min <= max and max >= 1")
 
     def _validate_storage(self, problems: Problems, volume_size_gb: int | None, volume_kms_key: kms.IKey | None) -> None:
         local = [pool.instance_type for pool in self.pools if has_local_storage(pool.instance_type)]

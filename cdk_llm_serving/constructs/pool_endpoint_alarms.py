@@ -119,7 +119,7 @@ class PoolEndpointAlarms(Construct):
         periods = max(1, math.ceil(after.to_seconds() / _FALLBACK_PERIOD.to_seconds()))
         for priority, pool in enumerate(pools[1:], start=2):
             serving = pool.model or self.endpoint.model
-            copy = f", serving {serving.served_model_name}" if serving.served_model_name else ""
+            copy = f", serving {serving.served_model_name}" if serving is not None and serving.served_model_name else ""
             self.running_on_fallback[pool.instance_type] = cloudwatch.Alarm(
                 self,
                 f"RunningOnFallback{priority}",

@@ -9,6 +9,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from .instance_pool_endpoint import InstancePoolEndpoint
+from .serving_model import ServingModel
 
 _WIDTH = 24
 _SMALL = 4
@@ -37,7 +38,7 @@ class PoolEndpointDashboard(Construct):
         super().__init__(scope, id)
         self.dashboard = cloudwatch.Dashboard(self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3))
         pools = "  \n".join(
-            f"{priority}. `{pool.instance_type}`" + (f" serving `{(pool.model or endpoint.model).served_model_name}`" if (pool.model or endpoint.model).served_model_name else "")
+            f"{priority}. `{pool.instance_type}`" + _serving(pool.model or endpoint.model)
             for priority, pool in enumerate(endpoint.pools, start=1)
         )
         self.dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"# Endpoint {endpoint.endpoint_name}\nPools, most preferred first:  \n{pools}", width=_WIDTH, height=3))
@@ -84,3 +85,7 @@ class PoolEndpointDashboard(Construct):
             cloudwatch.GraphWidget(title=f"{name} concurrency / instance", left=[endpoint.metric_concurrent_requests(instance_type)], width=_SMALL + 1),
             cloudwatch.GraphWidget(title=f"{name} GPU utilization (%)", left=[endpoint.metric_gpu_utilization(instance_type)], width=_SMALL + 1),
         ]
+
+
+def _serving(model: ServingModel | None) -> str:
+    return f" serving `{model.served_model_name}`" if model is not None and model.served_model_name else ""

@@ -25,7 +25,7 @@ class PoolFit:
     cold_start: ColdStart
 
 
-def check_pools_fit(scope: IConstruct, problems: Problems, pools: Sequence[InstancePool], default_model: ServingModel) -> list[PoolFit]:
+def check_pools_fit(scope: IConstruct, problems: Problems, pools: Sequence[InstancePool], default_model: ServingModel | None) -> list[PoolFit]:
     """Plan every pool whose model declares its sizing; an endpoint instance is one node.
 
     A pool that cannot hold its model becomes a problem carrying the planner's
@@ -35,7 +35,7 @@ def check_pools_fit(scope: IConstruct, problems: Problems, pools: Sequence[Insta
     fits: list[PoolFit] = []
     for index, pool in enumerate(pools):
         model = pool.model or default_model
-        if model.sizing is None:
+        if model is None or model.sizing is None:
             continue
         if pool.instance_type not in catalog:
             Annotations.of(scope).add_warning_v2(
