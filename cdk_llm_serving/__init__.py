@@ -31,6 +31,8 @@ _CONSTRUCT_NAMES = (
     "ServingModel",
     "TrafficShift",
     "VLLM_SERVED_MODEL_NAME_VARIABLE",
+    "VllmPool",
+    "VllmPoolEndpoint",
 )
 
 __all__ = [*_CONSTRUCT_NAMES, "ConfigurationError", "Problem"]

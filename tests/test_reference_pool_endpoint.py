@@ -47,11 +47,28 @@ def test_three_pools_in_priority_order_with_a_quantized_override(pool_template):
         ("ml.g6.12xlarge", 2),
         ("ml.g6e.2xlarge", 3),
     ]
-    assert "ModelNameOverride" not in pools[0] and "ModelNameOverride" not in pools[1]
-    int4 = _model_logical_id(pool_template, "gpt-oss-20b-int4")
+    assert "ModelNameOverride" not in pools[0]
+    speculative = _model_logical_id(pool_template, "gpt-oss-20b-bf16-tp4-ngram")
+    assert pools[1]["ModelNameOverride"] == {"Fn::GetAtt": [speculative, "ModelName"]}
+    int4 = _model_logical_id(pool_template, "gpt-oss-20b-int4-tp1")
     assert pools[2]["ModelNameOverride"] == {"Fn::GetAtt": [int4, "ModelName"]}
-    full = _model_logical_id(pool_template, "gpt-oss-20b")
+    full = _model_logical_id(pool_template, "gpt-oss-20b-bf16-tp4")
     assert _variant(pool_template)["ModelName"] == {"Fn::GetAtt": [full, "ModelName"]}
+
+
+def test_one_declaration_three_strategies(pool_template):
+    """Tensor parallelism on the first pool, speculative decoding on the second, 4-bit on the third."""
+    envs = {
+        name: pool_template["Resources"][_model_logical_id(pool_template, name)]["Properties"]["PrimaryContainer"]["Environment"]
+        for name in ("gpt-oss-20b-bf16-tp4", "gpt-oss-20b-bf16-tp4-ngram", "gpt-oss-20b-int4-tp1")
+    }
+    assert envs["gpt-oss-20b-bf16-tp4"]["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "4"
+    assert "SM_VLLM_SPECULATIVE_CONFIG" not in envs["gpt-oss-20b-bf16-tp4"]
+    assert envs["gpt-oss-20b-bf16-tp4-ngram"]["SM_VLLM_SPECULATIVE_CONFIG"].startswith('{"method":"ngram"')
+    assert envs["gpt-oss-20b-int4-tp1"]["SM_VLLM_QUANTIZATION"] == "awq_marlin"
+    assert envs["gpt-oss-20b-int4-tp1"]["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "1"
+    for env in envs.values():
+        assert env["SM_VLLM_MODEL"] == "/opt/ml/model" and env["SM_VLLM_MAX_MODEL_LEN"] == "32768"
 
 
 def test_pools_replace_the_variant_instance_type(pool_template):
@@ -108,7 +125,7 @@ def test_blue_green_deployment_rolls_back_on_error_and_latency_alarms(pool_templ
 
 
 def test_model_roles_read_only_their_own_weights_prefix(pool_template):
-    for served_name, prefix in (("gpt-oss-20b", "gpt-oss-20b/"), ("gpt-oss-20b-int4", "gpt-oss-20b-int4/")):
+    for served_name, prefix in (("gpt-oss-20b-bf16-tp4", "gpt-oss-20b/"), ("gpt-oss-20b-bf16-tp4-ngram", "gpt-oss-20b/"), ("gpt-oss-20b-int4-tp1", "gpt-oss-20b-int4/")):
         model = pool_template["Resources"][_model_logical_id(pool_template, served_name)]
         role_id = model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
         role = pool_template["Resources"][role_id]

@@ -10,6 +10,7 @@ from .model_sources import ContainerImage, ModelData
 from .pool_endpoint_alarms import PoolEndpointAlarms
 from .pool_endpoint_dashboard import PoolEndpointDashboard
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
+from .vllm_pool_endpoint import VllmPool, VllmPoolEndpoint
 
 __all__ = [
     "AsyncInference",
@@ -29,4 +30,6 @@ __all__ = [
     "ServingModel",
     "TrafficShift",
     "VLLM_SERVED_MODEL_NAME_VARIABLE",
+    "VllmPool",
+    "VllmPoolEndpoint",
 ]

@@ -84,6 +84,8 @@ class ModelSizing:
     :param concurrency: full-length sequences that must fit at once. Default: 1.
     :param gpu_memory_utilization: vLLM's share of GPU memory. Default: 0.9.
     :param kv_cache_dtype: ``auto`` (BF16) or ``fp8``. Default: ``auto``.
+    :param tensor_parallel_size: the tensor-parallel size the server is configured with, so the
+        plan describes that layout. Default: the smallest that fits.
     """
 
     model: ModelSpec | str
@@ -92,6 +94,7 @@ class ModelSizing:
     concurrency: int = 1
     gpu_memory_utilization: float = 0.9
     kv_cache_dtype: str = "auto"
+    tensor_parallel_size: int | None = None
 
     def plan_on(self, instance_type: str, *, max_nodes: int = MAX_NODES, catalog: Catalog | None = None) -> "Plan":
         return plan(
@@ -104,6 +107,7 @@ class ModelSizing:
             kv_cache_dtype=self.kv_cache_dtype,
             max_nodes=max_nodes,
             catalog=catalog,
+            tensor_parallel=self.tensor_parallel_size,
         )
 
 
@@ -131,8 +135,12 @@ class _Layout:
     data_parallel: int
 
 
-def _candidate_layouts(model: ModelSpec, instance: InstanceSpec, max_nodes: int) -> list[_Layout]:
+def _candidate_layouts(model: ModelSpec, instance: InstanceSpec, max_nodes: int, tensor_parallel: int | None = None) -> list[_Layout]:
     options = tensor_parallel_options(model, instance.gpus)
+    if tensor_parallel is not None:
+        options = [tp for tp in options if tp == tensor_parallel]
+        if not options:
+            return []
     layouts = [_Layout(1, tp, 1, instance.gpus // tp) for tp in options]
     widest = options[-1]
     layouts += [_Layout(nodes, widest, nodes, 1) for nodes in range(2, max_nodes + 1)]
@@ -150,11 +158,14 @@ def plan(
     kv_cache_dtype: str = "auto",
     max_nodes: int = MAX_NODES,
     catalog: Catalog | None = None,
+    tensor_parallel: int | None = None,
 ) -> Plan:
     """The smallest layout of ``model`` in ``quantization`` on ``instance_type`` that fits.
 
     Raises ``PlanningError`` with what is needed, what is there, and what would fit
     (more nodes, another instance type, a smaller format) when nothing does.
+    ``tensor_parallel`` pins the tensor-parallel size (a divisor of the heads, at most the
+    node's GPUs); the node's other GPUs become data-parallel engines.
     """
     spec = preset(model) if isinstance(model, str) else model
     fmt = weight_format(quantization) if isinstance(quantization, str) else quantization
@@ -162,8 +173,10 @@ def plan(
     instance = catalog.get(instance_type)
     context = max_context or spec.max_context
     _check_inputs(spec, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes)
+    if tensor_parallel is not None and tensor_parallel not in tensor_parallel_options(spec, instance.gpus):
+        raise PlanningError(f"tensor_parallel={tensor_parallel} must be one of {tensor_parallel_options(spec, instance.gpus)} for {spec.name} on {instance_type}")
 
-    found = _fit(spec, fmt, instance, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes)
+    found = _fit(spec, fmt, instance, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes, tensor_parallel)
     if found is None:
         raise _no_fit_error(spec, fmt, instance, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes, catalog)
     return found
@@ -182,11 +195,11 @@ def _check_inputs(spec: ModelSpec, context: int, concurrency: int, utilization: 
         raise PlanningError(f"max_nodes={max_nodes} must be at least 1")
 
 
-def _fit(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, context: int, concurrency: int, utilization: float, kv_dtype: str, max_nodes: int) -> Plan | None:
+def _fit(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, context: int, concurrency: int, utilization: float, kv_dtype: str, max_nodes: int, tensor_parallel: int | None = None) -> Plan | None:
     total_weights = weight_bytes(spec, fmt)
     kv_per_token = spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[kv_dtype]
     usable = instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB
-    for layout in _candidate_layouts(spec, instance, max_nodes):
+    for layout in _candidate_layouts(spec, instance, max_nodes, tensor_parallel):
         shards = layout.tensor_parallel * layout.pipeline_parallel
         per_gpu = total_weights / shards
         kv_space = usable - per_gpu

@@ -1,4 +1,4 @@
-"""Reference: a ~20B open-weight model (GPT-OSS-20B class) on three instance pools."""
+"""Reference: a ~20B open-weight model (GPT-OSS-20B class) on three instance pools, declared once."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
 from constructs import Construct
 
-from ..constructs import ContainerImage, InstancePool, InstancePoolEndpoint, ModelData, PoolEndpointAlarms, PoolEndpointDashboard, ServingModel
-from ..planning.sizing import ModelSizing
+from ..constructs import ContainerImage, ModelData, PoolEndpointAlarms, PoolEndpointDashboard, VllmPool, VllmPoolEndpoint
+from ..vllm import VllmConfig
 
 #: AWS's vLLM deep-learning container for SageMaker (account 763104351884 hosts the DLCs).
 VLLM_SAGEMAKER_IMAGE = "763104351884.dkr.ecr.{region}.amazonaws.com/vllm:server-sagemaker-cuda-v1"
@@ -26,62 +26,35 @@ class GptOssPoolSettings:
 
 
 class GptOssPoolEndpointStack(Stack):
-    """Full weights on two 4-GPU pools (L40S, then L4), a 4-bit copy on a one-GPU fallback.
+    """One vLLM declaration, three pools, three strategies.
 
-    The full weights are a BF16 copy; each model declares its sizing, so synth fails if a
-    pool cannot hold its copy, and the endpoint's timeouts follow the planner's estimate.
+    1. ``ml.g6e.12xlarge`` (4 x L40S): BF16 weights, tensor parallel over the 4 GPUs.
+    2. ``ml.g6.12xlarge`` (4 x L4): BF16, tensor parallel 4, speculative decoding (throughput goal).
+    3. ``ml.g6e.2xlarge`` (1 x L40S): BF16 does not fit, so the 4-bit copy.
 
-    Every copy names itself in responses (``gpt-oss-20b`` / ``gpt-oss-20b-int4``), so the
-    ``model`` field of a Chat Completions response tells which pool answered.
+    The planner derives each configuration, checks it fits, sizes timeouts and autoscaling
+    weights; each copy names itself in responses (``gpt-oss-20b-<format>-tp<N>[-ngram]``).
     """
 
     def __init__(self, scope: Construct, id: str, *, settings: GptOssPoolSettings, **kwargs) -> None:
         super().__init__(scope, id, **kwargs)
-        image = ContainerImage.from_ecr_uri(settings.image_uri)
-
-        def vllm_environment(tensor_parallel_size: int) -> dict[str, str]:
-            return {
-                "SM_VLLM_MODEL": "/opt/ml/model",
-                "SM_VLLM_TENSOR_PARALLEL_SIZE": str(tensor_parallel_size),
-                "SM_VLLM_MAX_MODEL_LEN": str(settings.max_model_len),
-                "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9",
-            }
-
-        full = ServingModel(
+        self.serving = VllmPoolEndpoint(
             self,
-            "FullWeights",
-            image=image,
-            model_data=ModelData.from_s3_uri(settings.weights_uri),
-            served_model_name="gpt-oss-20b",
-            environment=vllm_environment(tensor_parallel_size=4),
-            sizing=ModelSizing("gpt-oss-20b", "bf16", max_context=settings.max_model_len),
+            "Serving",
+            image=ContainerImage.from_ecr_uri(settings.image_uri),
+            model="gpt-oss-20b",
+            base=VllmConfig(model="/opt/ml/model", served_model_name="gpt-oss-20b", max_model_len=settings.max_model_len, gpu_memory_utilization=0.9),
+            weights={"bf16": ModelData.from_s3_uri(settings.weights_uri), "int4": ModelData.from_s3_uri(settings.quantized_weights_uri)},
+            pools=[VllmPool("ml.g6e.12xlarge"), VllmPool("ml.g6.12xlarge", goal="throughput"), VllmPool("ml.g6e.2xlarge")],
         )
-        quantized = ServingModel(
-            self,
-            "Int4Weights",
-            image=image,
-            model_data=ModelData.from_s3_uri(settings.quantized_weights_uri),
-            served_model_name="gpt-oss-20b-int4",
-            environment=vllm_environment(tensor_parallel_size=1),
-            sizing=ModelSizing("gpt-oss-20b", "int4", max_context=settings.max_model_len),
-        )
-        self.endpoint = InstancePoolEndpoint(
-            self,
-            "Endpoint",
-            model=full,
-            pools=[
-                InstancePool("ml.g6e.12xlarge"),
-                InstancePool("ml.g6.12xlarge"),
-                InstancePool("ml.g6e.2xlarge", model=quantized),
-            ],
-        )
-        # Pool capacities come from the planner (each model declares its sizing).
+        self.endpoint = self.serving.endpoint
+        # Pool capacities come from the planner (each derived model declares its sizing).
         self.endpoint.auto_scale(min_capacity=1, max_capacity=settings.max_instances)
         self.alarms = PoolEndpointAlarms(self, "Alarms", endpoint=self.endpoint)
         self.dashboard = PoolEndpointDashboard(
             self, "Dashboard", endpoint=self.endpoint, alarms=[*self.alarms.alarms, *self.endpoint.rollback_alarms]
         )
-        for serving_model in (full, quantized):
+        for serving_model in self.serving.models.values():
             Validations.of(serving_model).acknowledge(
                 Acknowledgment(
                     id="AwsSolutions-SM1",

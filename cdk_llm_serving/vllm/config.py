@@ -1,0 +1,252 @@
+"""``VllmConfig``: one typed vLLM server configuration for both deployment paths.
+
+``server_flags()`` is the single mapping from fields to vLLM flags. Both renderings
+come from it, so they cannot drift:
+
+* ``to_args()``: the ``vllm serve`` argument list (HyperPod), model first;
+* ``to_sagemaker_environment()``: the ``SM_VLLM_*`` variables that AWS's SageMaker vLLM
+  container turns back into flags (``SM_VLLM_MAX_MODEL_LEN=8192`` -> ``--max-model-len 8192``;
+  ``true`` -> a bare flag; a false boolean is left out in both renderings).
+
+Pure Python, no CDK: the planner and CLI use it too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+#: Flags vLLM 0.33 no longer has, with what replaced them: passing one makes vLLM exit.
+REMOVED_FLAGS: dict[str, str] = {
+    "enable-reasoning": "removed: --reasoning-parser alone turns reasoning parsing on",
+}
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+#: Flags with a typed field, in the order they are rendered.
+TYPED_FLAGS = (
+    "model", "served-model-name", "tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size",
+    "enable-expert-parallel", "quantization", "speculative-config", "reasoning-parser", "enable-auto-tool-choice",
+    "tool-call-parser", "max-model-len", "gpu-memory-utilization", "kv-cache-dtype", "load-format",
+)
+_FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+FlagValue = Union[str, int, float, bool]
+
+
+class VllmConfigError(ValueError):
+    """Every problem of one ``VllmConfig``, named by field."""
+
+    def __init__(self, problems: list[tuple[str, object, str]]) -> None:
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  - {prop} = {value!r}: {allowed}" for prop, value, allowed in problems)
+        super().__init__(f"VllmConfig: {len(problems)} problem{'s' if len(problems) != 1 else ''}\n{lines}")
+
+
+@dataclass(frozen=True)
+class MtpSpeculation:
+    """Multi-token prediction with the model's own MTP layers (DeepSeek-V3, the reference MoE, ...)."""
+
+    num_speculative_tokens: int = 1
+    method: str = field(default="mtp", init=False)
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {"method": "mtp", "num_speculative_tokens": self.num_speculative_tokens}
+
+    def problems(self) -> list[tuple[str, object, str]]:
+        if self.num_speculative_tokens < 1:
+            return [("speculative.num_speculative_tokens", self.num_speculative_tokens, "must be at least 1")]
+        return []
+
+
+@dataclass(frozen=True)
+class Eagle3Speculation:
+    """EAGLE-3 with a separately trained draft model."""
+
+    draft_model: str
+    num_speculative_tokens: int = 3
+    method: str = field(default="eagle3", init=False)
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {"method": "eagle3", "model": self.draft_model, "num_speculative_tokens": self.num_speculative_tokens}
+
+    def problems(self) -> list[tuple[str, object, str]]:
+        found = []
+        if not self.draft_model:
+            found.append(("speculative.draft_model", self.draft_model, "EAGLE-3 needs the draft model's location"))
+        if self.num_speculative_tokens < 1:
+            found.append(("speculative.num_speculative_tokens", self.num_speculative_tokens, "must be at least 1"))
+        return found
+
+
+@dataclass(frozen=True)
+class NgramSpeculation:
+    """Prompt-lookup (n-gram) speculation: no draft model, good for echo-heavy tasks."""
+
+    num_speculative_tokens: int = 4
+    prompt_lookup_max: int = 4
+    prompt_lookup_min: int = 1
+    method: str = field(default="ngram", init=False)
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {
+            "method": "ngram",
+            "num_speculative_tokens": self.num_speculative_tokens,
+            "prompt_lookup_max": self.prompt_lookup_max,
+            "prompt_lookup_min": self.prompt_lookup_min,
+        }
+
+    def problems(self) -> list[tuple[str, object, str]]:
+        found = []
+        if self.num_speculative_tokens < 1:
+            found.append(("speculative.num_speculative_tokens", self.num_speculative_tokens, "must be at least 1"))
+        if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
+            found.append(("speculative.prompt_lookup_min", (self.prompt_lookup_min, self.prompt_lookup_max), "n-gram lookup needs 1 <= prompt_lookup_min <= prompt_lookup_max"))
+        return found
+
+
+Speculation = Union[MtpSpeculation, Eagle3Speculation, NgramSpeculation]
+
+
+@dataclass(frozen=True)
+class VllmConfig:
+    """What one vLLM server runs and how. ``None`` leaves vLLM's default.
+
+    :param model: where the weights are (a path such as ``/opt/ml/model``, an S3 URI with
+        ``load_format="runai_streamer"``).
+    :param served_model_name: the name responses carry in their ``model`` field.
+    :param tensor_parallel_size / pipeline_parallel_size / data_parallel_size: parallelism.
+    :param enable_expert_parallel: shard MoE experts across GPUs.
+    :param quantization: vLLM's quantization method (``modelopt_fp4``, ``fp8``, ``mxfp4``, ``awq_marlin``, ...).
+    :param speculative: MTP, EAGLE-3 or n-gram speculative decoding.
+    :param reasoning_parser: e.g. ``qwen3``, ``deepseek_r1``.
+    :param tool_call_parser: e.g. ``hermes``, ``qwen3_coder``, ``kimi_k2``.
+    :param enable_auto_tool_choice: let the model decide to call tools. Default: on when a
+        ``tool_call_parser`` is set (it needs one).
+    :param max_model_len: longest context.
+    :param gpu_memory_utilization: vLLM's share of GPU memory, in (0, 1].
+    :param kv_cache_dtype: ``auto`` or an FP8 type.
+    :param load_format: e.g. ``runai_streamer`` to stream weights from S3.
+    :param extra_flags: further flags, by name without ``--`` (``True`` for a bare flag).
+    """
+
+    model: str
+    served_model_name: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    enable_expert_parallel: bool = False
+    quantization: str | None = None
+    speculative: Speculation | None = None
+    reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
+    enable_auto_tool_choice: bool | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None
+    load_format: str | None = None
+    extra_flags: Mapping[str, FlagValue] = field(default_factory=dict)
+
+    # -- the one mapping --------------------------------------------------------------
+
+    def server_flags(self) -> list[tuple[str, FlagValue]]:
+        """``(flag, value)`` pairs in a fixed order; ``True`` means a bare flag."""
+        auto_tool_choice = self.enable_auto_tool_choice if self.enable_auto_tool_choice is not None else self.tool_call_parser is not None
+        values: dict[str, FlagValue | None] = dict([
+            ("model", self.model),
+            ("served-model-name", self.served_model_name),
+            ("tensor-parallel-size", self.tensor_parallel_size),
+            ("pipeline-parallel-size", self.pipeline_parallel_size),
+            ("data-parallel-size", self.data_parallel_size),
+            ("enable-expert-parallel", self.enable_expert_parallel),
+            ("quantization", self.quantization),
+            ("speculative-config", _compact_json(self.speculative.to_json_dict()) if self.speculative else None),
+            ("reasoning-parser", self.reasoning_parser),
+            ("enable-auto-tool-choice", auto_tool_choice),
+            ("tool-call-parser", self.tool_call_parser),
+            ("max-model-len", self.max_model_len),
+            ("gpu-memory-utilization", self.gpu_memory_utilization),
+            ("kv-cache-dtype", self.kv_cache_dtype),
+            ("load-format", self.load_format),
+        ])
+        ordered = [(name, values[name]) for name in TYPED_FLAGS] + sorted(self.extra_flags.items())
+        return [(name, value) for name, value in ordered if value is not None and value is not False]
+
+    def to_args(self) -> list[str]:
+        """Arguments of ``vllm serve``: the model first, then ``--flag value`` pairs."""
+        self.validate()
+        args: list[str] = []
+        for name, value in self.server_flags():
+            if name == "model":
+                args.insert(0, str(value))
+            elif value is True:
+                args.append(f"--{name}")
+            else:
+                args += [f"--{name}", _render(value)]
+        return args
+
+    def to_sagemaker_environment(self) -> dict[str, str]:
+        """``SM_VLLM_*`` variables for AWS's SageMaker vLLM container."""
+        self.validate()
+        return {sagemaker_variable(name): ("true" if value is True else _render(value)) for name, value in self.server_flags()}
+
+    # -- checks -----------------------------------------------------------------------
+
+    def problems(self) -> list[tuple[str, object, str]]:
+        found: list[tuple[str, object, str]] = []
+        if not self.model:
+            found.append(("model", self.model, "must name the weights' location"))
+        for prop in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+            value = getattr(self, prop)
+            if value is not None and value < 1:
+                found.append((prop, value, "must be at least 1"))
+        if self.gpu_memory_utilization is not None and not (0 < self.gpu_memory_utilization <= 1):
+            found.append(("gpu_memory_utilization", self.gpu_memory_utilization, "must be in (0, 1]"))
+        if self.max_model_len is not None and self.max_model_len < 1:
+            found.append(("max_model_len", self.max_model_len, "must be at least 1"))
+        if self.kv_cache_dtype is not None and self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            found.append(("kv_cache_dtype", self.kv_cache_dtype, f"must be one of {', '.join(KV_CACHE_DTYPES)}"))
+        if self.enable_auto_tool_choice and not self.tool_call_parser:
+            found.append(("enable_auto_tool_choice", True, "vLLM refuses automatic tool choice without a tool_call_parser"))
+        if self.served_model_name is not None and (not self.served_model_name or any(c.isspace() for c in self.served_model_name)):
+            found.append(("served_model_name", self.served_model_name, "must be a non-empty name without whitespace"))
+        if self.speculative is not None:
+            found += self.speculative.problems()
+        typed = set(TYPED_FLAGS)
+        for name, value in self.extra_flags.items():
+            prop = f"extra_flags[{name!r}]"
+            if name.startswith("-") or not _FLAG_NAME.match(name):
+                found.append((prop, value, "flag names are lower case with hyphens and no leading '--'"))
+            elif name in REMOVED_FLAGS:
+                found.append((prop, value, f"--{name} was {REMOVED_FLAGS[name]}"))
+            elif name in typed:
+                found.append((prop, value, f"--{name} has a typed field; set that instead"))
+            if isinstance(value, float) and not math.isfinite(value):
+                found.append((prop, value, "must be finite"))
+        return found
+
+    def validate(self) -> "VllmConfig":
+        found = self.problems()
+        if found:
+            raise VllmConfigError(found)
+        return self
+
+    def with_changes(self, **changes: object) -> "VllmConfig":
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def sagemaker_variable(flag: str) -> str:
+    """``max-model-len`` -> ``SM_VLLM_MAX_MODEL_LEN`` (the container maps it back)."""
+    return "SM_VLLM_" + flag.upper().replace("-", "_")
+
+
+def _compact_json(value: Mapping[str, object]) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _render(value: FlagValue) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+

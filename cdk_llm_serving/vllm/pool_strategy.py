@@ -1,0 +1,87 @@
+"""Derive one vLLM configuration per instance pool from a single declaration.
+
+For each pool, in order: the first allowed weight format that the planner says fits
+one instance (full weights first, then the quantized copies the user supplied);
+tensor parallelism over all the type's GPUs (the largest size that divides the
+attention heads; leftover GPUs become data-parallel engines); expert parallelism for
+MoE models on several GPUs; speculative decoding where the pool asks for throughput
+(MTP when the model has MTP layers, else the base config's method, else n-gram).
+Every copy's served name says what it is: ``<base>-<format>-tp<N>[-<speculation>]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ..planning.catalog import Catalog, default_catalog
+from ..planning.models import ModelSpec, preset, weight_format
+from ..planning.sizing import Plan, PlanningError, tensor_parallel_options
+from ..planning.sizing import plan as plan_layout
+from .config import MtpSpeculation, NgramSpeculation, Speculation, VllmConfig
+
+Goal = Literal["latency", "throughput"]
+
+
+@dataclass(frozen=True)
+class PoolVllmPlan:
+    instance_type: str
+    weight_format: str
+    config: VllmConfig
+    plan: Plan
+
+
+def speculation_for(model: ModelSpec, base: VllmConfig) -> Speculation:
+    if model.mtp_layers > 0:
+        return MtpSpeculation(num_speculative_tokens=1)
+    return base.speculative or NgramSpeculation()
+
+
+def derive_pool_config(
+    base: VllmConfig,
+    model: ModelSpec | str,
+    instance_type: str,
+    formats: Sequence[str],
+    *,
+    goal: Goal = "latency",
+    catalog: Catalog | None = None,
+) -> PoolVllmPlan:
+    """The configuration one pool runs; ``PlanningError`` when no allowed format fits."""
+    spec = preset(model) if isinstance(model, str) else model
+    catalog = catalog or default_catalog()
+    errors: list[str] = []
+    for name in formats:
+        try:
+            fitted = plan_layout(
+                spec,
+                name,
+                instance_type,
+                max_context=base.max_model_len,
+                gpu_memory_utilization=base.gpu_memory_utilization or 0.9,
+                kv_cache_dtype="fp8" if (base.kv_cache_dtype or "auto").startswith("fp8") else "auto",
+                max_nodes=1,
+                catalog=catalog,
+                tensor_parallel=tensor_parallel_options(spec, catalog.get(instance_type).gpus)[-1],
+            )
+        except PlanningError as error:
+            errors.append(str(error).split("\n")[0])
+            continue
+        tp, dp = fitted.tensor_parallel, fitted.data_parallel
+        fmt = weight_format(name)
+        speculative = speculation_for(spec, base) if goal == "throughput" else None
+        base_name = base.served_model_name or spec.name
+        served = f"{base_name}-{name}-tp{tp}" + (f"-{speculative.method}" if speculative else "")
+        config = base.with_changes(
+            served_model_name=served,
+            tensor_parallel_size=tp,
+            data_parallel_size=dp if dp > 1 else None,
+            pipeline_parallel_size=None,
+            enable_expert_parallel=spec.is_moe and tp * dp > 1,
+            quantization=fmt.vllm_quantization,
+            speculative=speculative,
+        ).validate()
+        return PoolVllmPlan(instance_type, name, config, fitted)
+    raise PlanningError(
+        f"no allowed weight format of {spec.name} fits one {instance_type}: " + "; ".join(errors),
+    )
