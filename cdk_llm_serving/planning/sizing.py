@@ -178,7 +178,7 @@ def plan(
 
     found = _fit(spec, fmt, instance, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes, tensor_parallel)
     if found is None:
-        raise _no_fit_error(spec, fmt, instance, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes, catalog)
+        raise _no_fit_error(spec, fmt, instance, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes, catalog, tensor_parallel)
     return found
 
 
@@ -237,7 +237,7 @@ def _fit(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, context: in
     return None
 
 
-def _no_fit_error(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, context: int, concurrency: int, utilization: float, kv_dtype: str, max_nodes: int, catalog: Catalog) -> PlanningError:
+def _no_fit_error(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, context: int, concurrency: int, utilization: float, kv_dtype: str, max_nodes: int, catalog: Catalog, tensor_parallel: int | None = None) -> PlanningError:
     total_weights = weight_bytes(spec, fmt)
     kv_needed = concurrency * context * spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[kv_dtype]
     usable_node = (instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB) * instance.gpus
@@ -261,12 +261,19 @@ def _no_fit_error(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, co
             if fitted is not None:
                 suggestions.append(f"{smaller.name} weights on {fitted.nodes} x {instance.instance_type}")
     nodes = "one node" if max_nodes == 1 else f"up to {max_nodes} nodes"
+    pinned = ""
+    if tensor_parallel is not None:
+        per_gpu_usable = instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB
+        pinned = (
+            f"; with tensor_parallel={tensor_parallel} each GPU holds {total_weights / tensor_parallel / GIB:,.1f} GiB of weights "
+            f"and has {per_gpu_usable / GIB:,.1f} GiB for weights and KV cache"
+        )
     return PlanningError(
         f"{spec.name} in {fmt.name} does not fit {nodes} of {instance.instance_type} "
         f"({instance.gpus} x {instance.gpu.name} {instance.gpu.memory_gib:g} GiB): needs {needed / GIB:,.0f} GiB "
         f"({total_weights / GIB:,.0f} GiB weights + {kv_needed / GIB:,.1f} GiB KV cache for {concurrency} x {context:,} tokens), "
         f"one node offers {usable_node / GIB:,.0f} GiB at gpu_memory_utilization {utilization} "
-        f"less {RUNTIME_RESERVE_GIB:g} GiB runtime reserve per GPU",
+        f"less {RUNTIME_RESERVE_GIB:g} GiB runtime reserve per GPU{pinned}",
         needed_bytes=needed,
         available_bytes=usable_node * max_nodes,
         suggestions=tuple(suggestions),
