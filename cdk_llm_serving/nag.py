@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
-from aws_cdk import Acknowledgment, Stack, Validations
+import jsii
+from aws_cdk import Acknowledgment, Aspects, IAspect, Stack, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
 
@@ -17,6 +22,8 @@ def _render(value: Any) -> str:
     if isinstance(value, dict) and "Fn::Join" in value:
         separator, parts = value["Fn::Join"]
         return separator.join(_render(part) for part in parts)
+    if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
+        return re.sub(r"\$\{([^}]+)\}", r"<\1>", value["Fn::Sub"])
     if isinstance(value, dict) and "Fn::GetAtt" in value:
         resource, attribute = value["Fn::GetAtt"]
         return f"<{resource}.{attribute}>"
@@ -40,3 +47,55 @@ def acknowledge_wildcard_resources(scope: IConstruct, resources: list[str], reas
 
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     Validations.of(scope).acknowledge(Acknowledgment(id=rule, reason=reason))
+
+
+def _finding_text(value: Any) -> str:
+    """As cdk-nag prints a resolved value in a finding id: intrinsics it cannot flatten stay JSON."""
+    if isinstance(value, str) or (isinstance(value, dict) and ({"Ref", "Fn::Join", "Fn::GetAtt", "Fn::Sub"} & set(value))):
+        return _render(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+@jsii.implements(IAspect)
+class AcknowledgeCdkInternals:
+    """Acknowledges cdk-nag findings on resources that aws-cdk-lib itself generates.
+
+    Applied to a subtree (a kubectl provider, a bucket-deployment handler, a controller's
+    service-account role), it acknowledges, with ``reason``, each finding the rules would
+    raise there: managed policies (IAM4), wildcard actions and resources (IAM5) and the
+    Lambda runtime (L1). It runs as an aspect, after every statement has been added.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def visit(self, node: IConstruct) -> None:
+        stack = Stack.of(node)
+        ids: list[str] = []
+        if isinstance(node, iam.CfnRole):
+            for arn in stack.resolve(node.managed_policy_arns) or []:
+                ids.append(f"AwsSolutions-IAM4[Policy::{_finding_text(arn)}]")
+        elif isinstance(node, iam.CfnPolicy):
+            document = stack.resolve(node.policy_document) or {}
+            for statement in document.get("Statement", []):
+                for action in _as_list(statement.get("Action")):
+                    if "*" in action:
+                        ids.append(f"AwsSolutions-IAM5[Action::{action}]")
+                for resource in _as_list(statement.get("Resource")):
+                    text = _finding_text(resource)
+                    if "*" in text:
+                        ids.append(f"AwsSolutions-IAM5[Resource::{text}]")
+        elif isinstance(node, lambda_.CfnFunction):
+            ids.append("AwsSolutions-L1")
+        if ids:
+            Validations.of(node).acknowledge(*(Acknowledgment(id=i, reason=self.reason) for i in dict.fromkeys(ids)))
+
+
+def _as_list(value: Any) -> list:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def acknowledge_cdk_internals(scope: IConstruct, reason: str) -> None:
+    Aspects.of(scope).add(AcknowledgeCdkInternals(reason))

@@ -139,7 +139,7 @@ def test_model_roles_read_only_their_own_weights_prefix(pool_template):
         listing = next(s for s in statements if "s3:ListBucket" in actions_of(s))
         assert listing["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
         ecr = next(s for s in statements if "ecr:BatchGetImage" in actions_of(s))
-        assert ecr["Resource"]["Fn::Join"][1][-1] == ":ecr:us-east-1:763104351884:repository/vllm"
+        assert ecr["Resource"]["Fn::Join"][1][-1] == ":ecr:us-west-2:763104351884:repository/vllm"
         for statement in statements:
             assert not any(action.endswith(":*") for action in actions_of(statement)), statement
 

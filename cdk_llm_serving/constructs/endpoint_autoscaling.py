@@ -73,7 +73,7 @@ class EndpointAutoScaling(Construct):
             min_capacity=min_capacity,
             max_capacity=max_capacity,
         )
-        self.scalable_target.add_dependency(endpoint.cfn_endpoint)
+        self.scalable_target.node.add_dependency(endpoint.cfn_endpoint)
         self.fleet_utilization: cloudwatch.IMetric | None = None
         self.target_utilization = target_utilization
 

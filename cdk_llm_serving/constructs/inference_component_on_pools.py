@@ -152,7 +152,7 @@ class InferenceComponentOnPools(Construct):
             min_capacity=min_copies,
             max_capacity=max_copies,
         )
-        target.add_dependency(self.cfn_inference_component)
+        target.node.add_dependency(self.cfn_inference_component)
         self.copy_scaling = appscaling.CfnScalingPolicy(
             self,
             "CopyScaling",

@@ -125,7 +125,7 @@ class VllmPoolEndpoint(Construct):
                 for field_name, value, allowed in error.problems:
                     problems.add(f"{prop}.config.{field_name}", value, allowed)
             if planned is not None:
-                check = check_on_hardware(planned.config, pool.instance_type, model=self.spec)
+                check = check_on_hardware(planned.config, pool.instance_type, model=self.spec, weight_format=planned.weight_format)
                 for field_name, value, allowed in check.problems:
                     problems.add(f"{prop}.config.{field_name}", value, allowed)
             plans.append(planned)
@@ -164,7 +164,7 @@ class VllmPoolEndpoint(Construct):
                 tensor_parallel_size=config.tensor_parallel_size,
             ),
         )
-        for warning in check_on_hardware(config, planned.instance_type, model=self.spec).warnings:
+        for warning in check_on_hardware(config, planned.instance_type, model=self.spec, weight_format=planned.weight_format).warnings:
             Annotations.of(model).add_warning_v2("cdk-llm-serving:nonNativeWeightFormat", f"{planned.instance_type}: {warning}")
         self.models[key] = model
         return model

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from aws_cdk import App, Environment, Stack
 
+from .hyperpod_reference_stack import HyperPodReferenceStack, HyperPodSettings
 from .gpt_oss_pool_endpoint_stack import VLLM_SAGEMAKER_IMAGE, GptOssPoolEndpointStack, GptOssPoolSettings
 
 #: Context keys (``cdk.json`` or ``-c key=value``) and their placeholder defaults.
 CONTEXT_DEFAULTS: dict[str, str] = {
-    "llm-serving:region": "us-east-1",
+    "llm-serving:region": "us-west-2",
     "llm-serving:gpt-oss-20b:image-uri": "",
     "llm-serving:gpt-oss-20b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/gpt-oss-20b/",
     "llm-serving:gpt-oss-20b:int4-weights-uri": "s3://cdk-llm-serving-placeholder-weights/gpt-oss-20b-int4/",
+    "llm-serving:reference-moe:weights-uri": "s3://cdk-llm-serving-placeholder-weights/reference-2.4t-a95b-nvfp4/",
+    "llm-serving:hyperpod:admin-role-arns": "",
+    "llm-serving:hyperpod:chart-dir": "",
 }
 
 
@@ -36,4 +40,16 @@ def add_reference_stacks(app: App) -> list[Stack]:
             quantized_weights_uri=_context(app, "llm-serving:gpt-oss-20b:int4-weights-uri"),
         ),
     )
-    return [pool_stack]
+    admins = tuple(arn for arn in _context(app, "llm-serving:hyperpod:admin-role-arns").split(",") if arn)
+    hyperpod_stack = HyperPodReferenceStack(
+        app,
+        "ReferenceMoeHyperPod",
+        env=env,
+        description="cdk-llm-serving reference: HyperPod EKS cluster for a 2.4T-parameter MoE in NVFP4",
+        settings=HyperPodSettings(
+            weights_uri=_context(app, "llm-serving:reference-moe:weights-uri"),
+            admin_role_arns=admins,
+            hyperpod_chart_dir=_context(app, "llm-serving:hyperpod:chart-dir") or None,
+        ),
+    )
+    return [pool_stack, hyperpod_stack]

@@ -34,8 +34,20 @@ def weight_format_of(config: VllmConfig, model: ModelSpec | None = None) -> Weig
     return weight_formats().get(model.checkpoint_format) if model is not None else None
 
 
-def check_on_hardware(config: VllmConfig, instance_type: str, *, model: ModelSpec | str | None = None, nodes: int = 1, catalog: Catalog | None = None) -> HardwareCheck:
-    """Parallel sizes that fit the GPUs, heads that split, MTP the model has, native formats."""
+def check_on_hardware(
+    config: VllmConfig,
+    instance_type: str,
+    *,
+    model: ModelSpec | str | None = None,
+    nodes: int = 1,
+    weight_format: str | None = None,
+    catalog: Catalog | None = None,
+) -> HardwareCheck:
+    """Parallel sizes that fit the GPUs, heads that split, MTP the model has, native formats.
+
+    ``weight_format`` names the weights actually loaded when ``quantization`` does not say
+    (e.g. BF16 weights of a model whose published checkpoint is MXFP4).
+    """
     catalog = catalog or default_catalog()
     spec = preset(model) if isinstance(model, str) else model
     instance = catalog.get(instance_type)
@@ -65,7 +77,7 @@ def check_on_hardware(config: VllmConfig, instance_type: str, *, model: ModelSpe
             problems.append(("enable_expert_parallel", True, f"{spec.name} is dense: it has no experts to shard"))
     if isinstance(config.speculative, Eagle3Speculation) and config.speculative.draft_model == config.model:
         problems.append(("speculative.draft_model", config.speculative.draft_model, "the draft model must differ from the served model"))
-    fmt = weight_format_of(config, spec)
+    fmt = weight_formats().get(weight_format) if weight_format else weight_format_of(config, spec)
     if fmt is not None:
         note = fmt.fallback_note(instance.gpu)
         if note:

@@ -1,0 +1,63 @@
+"""Reference: a HyperPod EKS cluster sized for the 2.4T-parameter, 95B-active MoE in NVFP4."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from ..constructs.fsx_model_store import FsxModelStore
+from ..constructs.hyperpod_eks_cluster import HyperPodEksCluster
+from ..constructs.hyperpod_instance_group import HyperPodInstanceGroup
+from ..constructs.hyperpod_serving_addons import HelmChartSource, HyperPodServingAddons
+from ..constructs.model_sources import ModelData
+from ..planning.sizing import plan
+
+REFERENCE_MODEL = "reference-2.4t-a95b"
+REFERENCE_FORMAT = "nvfp4"
+REFERENCE_CONTEXT = 131072
+
+
+@dataclass(frozen=True)
+class HyperPodSettings:
+    weights_uri: str
+    gpu_instance_type: str = "ml.p6-b200.48xlarge"
+    replicas: int = 1
+    admin_role_arns: tuple[str, ...] = ()
+    hyperpod_chart_dir: str | None = None
+
+
+class HyperPodReferenceStack(Stack):
+    """EKS + HyperPod + serving add-ons + FSx weights store for the reference MoE.
+
+    The GPU group's size comes from the planner: nodes per replica (2 x p6-b200 for the
+    2.4T NVFP4 model at 128k context) times replicas.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, settings: HyperPodSettings, **kwargs) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.plan = plan(REFERENCE_MODEL, REFERENCE_FORMAT, settings.gpu_instance_type, max_context=REFERENCE_CONTEXT)
+        self.cluster = HyperPodEksCluster(
+            self,
+            "HyperPod",
+            instance_groups=[
+                HyperPodInstanceGroup.system(instance_type="ml.m5.4xlarge", count=2),
+                HyperPodInstanceGroup.gpu("gpu-b200", settings.gpu_instance_type, self.plan.nodes * settings.replicas, ebs_volume_gb=1000),
+            ],
+            admin_role_arns=settings.admin_role_arns,
+        )
+        chart = HelmChartSource.from_directory(settings.hyperpod_chart_dir) if settings.hyperpod_chart_dir else None
+        self.addons = HyperPodServingAddons(self, "ServingAddons", cluster=self.cluster, hyperpod_chart=chart)
+        weights = ModelData.from_s3_uri(settings.weights_uri)
+        self.model_store = FsxModelStore(
+            self,
+            "ModelStore",
+            cluster=self.cluster,
+            weights_bucket=s3.Bucket.from_bucket_name(self, "WeightsBucket", weights.bucket_name),
+            weights_prefix=weights.prefix,
+        )
+        CfnOutput(self, "EksClusterName", value=self.cluster.eks_cluster.cluster_name)
+        CfnOutput(self, "HyperPodClusterArn", value=self.cluster.cfn_cluster.attr_cluster_arn)
+        CfnOutput(self, "WeightsClaim", value=f"{self.model_store.namespace}/{self.model_store.claim_name}")
