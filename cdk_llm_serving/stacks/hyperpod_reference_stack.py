@@ -13,7 +13,9 @@ from ..constructs.hyperpod_eks_cluster import HyperPodEksCluster
 from ..constructs.hyperpod_instance_group import HyperPodInstanceGroup
 from ..constructs.hyperpod_serving_addons import HelmChartSource, HyperPodServingAddons
 from ..constructs.model_sources import ModelData
+from ..constructs.vllm_multi_node_service import VllmMultiNodeService
 from ..planning.sizing import plan
+from ..vllm import MtpSpeculation, VllmConfig
 
 REFERENCE_MODEL = "reference-2.4t-a95b"
 REFERENCE_FORMAT = "nvfp4"
@@ -27,10 +29,11 @@ class HyperPodSettings:
     replicas: int = 1
     admin_role_arns: tuple[str, ...] = ()
     hyperpod_chart_dir: str | None = None
+    vllm_image: str = "vllm/vllm-openai:v0.33.0"
 
 
 class HyperPodReferenceStack(Stack):
-    """EKS + HyperPod + serving add-ons + FSx weights store for the reference MoE.
+    """EKS + HyperPod + serving add-ons + FSx weights store + multi-node vLLM for the reference MoE.
 
     The GPU group's size comes from the planner: nodes per replica (2 x p6-b200 for the
     2.4T NVFP4 model at 128k context) times replicas.
@@ -57,6 +60,26 @@ class HyperPodReferenceStack(Stack):
             cluster=self.cluster,
             weights_bucket=s3.Bucket.from_bucket_name(self, "WeightsBucket", weights.bucket_name),
             weights_prefix=weights.prefix,
+        )
+        self.service = VllmMultiNodeService(
+            self,
+            "Serving",
+            cluster=self.cluster,
+            addons=self.addons,
+            model_store=self.model_store,
+            model=REFERENCE_MODEL,
+            quantization=REFERENCE_FORMAT,
+            image=settings.vllm_image,
+            replicas=settings.replicas,
+            config=VllmConfig(
+                model="set-by-the-service",
+                served_model_name="reference-moe-nvfp4",
+                max_model_len=REFERENCE_CONTEXT,
+                gpu_memory_utilization=0.9,
+                speculative=MtpSpeculation(num_speculative_tokens=1),
+                reasoning_parser="qwen3",
+                tool_call_parser="qwen3_coder",
+            ),
         )
         CfnOutput(self, "EksClusterName", value=self.cluster.eks_cluster.cluster_name)
         CfnOutput(self, "HyperPodClusterArn", value=self.cluster.cfn_cluster.attr_cluster_arn)
