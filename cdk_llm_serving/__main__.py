@@ -1,7 +1,9 @@
 """``python -m cdk_llm_serving``: the library's command line.
 
-``plan``  will a model fit an instance type, with which parallelism, how fast it
-          starts and what it costs (pure Python: no AWS call, no CDK).
+``plan``   will a model fit an instance type, with which parallelism, how fast it
+           starts and what it costs (pure Python: no AWS call, no CDK).
+``smoke``  stream two chat completions from an OpenAI-compatible endpoint and check
+           tool calls and reasoning; report TTFT, inter-token latency and tokens/s.
 """
 
 from __future__ import annotations
@@ -43,6 +45,26 @@ def _plan_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _smoke_command(args: argparse.Namespace) -> int:
+    from .smoke import SmokeError, format_report, report, safe_run, sagemaker_bearer_token
+
+    headers: dict[str, str] = {}
+    try:
+        if args.bearer_token:
+            headers["Authorization"] = f"Bearer {args.bearer_token}"
+        elif args.sagemaker_region:
+            headers["Authorization"] = f"Bearer {sagemaker_bearer_token(args.sagemaker_region)}"
+        elif args.api_key:
+            headers["Authorization"] = f"Bearer {args.api_key}"
+        checks, results = safe_run(args.base_url, args.model, headers, args.timeout)
+    except (SmokeError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    data = report(checks, results)
+    print(json.dumps(data, indent=2) if args.json else format_report(data))
+    return 0 if all(check.passed for check in checks) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .planning.cold_start import loading_paths
     from .planning.models import presets, weight_formats
@@ -62,6 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
     planner.add_argument("--tokens-per-second", type=float, help="measured output tokens/s of one replica (default: roofline estimate)")
     planner.add_argument("--json", action="store_true", help="print JSON instead of a table")
     planner.set_defaults(handler=_plan_command)
+
+    smoke = commands.add_parser("smoke", help="check an OpenAI-compatible endpoint: tool calls, reasoning, TTFT/ITL")
+    smoke.add_argument("--base-url", required=True, help="e.g. http://internal-lb/v1 or https://runtime.sagemaker.<region>.amazonaws.com/endpoints/<name>/openai/v1")
+    smoke.add_argument("--model", required=True, help="the served model name")
+    auth = smoke.add_mutually_exclusive_group()
+    auth.add_argument("--api-key", help="sent as a bearer token")
+    auth.add_argument("--bearer-token", help="a ready SageMaker bearer token")
+    auth.add_argument("--sagemaker-region", help="make a SageMaker bearer token for this region from the standard AWS credential chain")
+    smoke.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
+    smoke.add_argument("--json", action="store_true", help="print JSON instead of text")
+    smoke.set_defaults(handler=_smoke_command)
     return parser
 
 

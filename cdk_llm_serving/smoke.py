@@ -1,0 +1,218 @@
+"""Smoke test of an OpenAI-compatible endpoint: answer shape and streaming latency.
+
+Two streaming chat completions: one offering a tool (the answer must carry a parsed
+tool call with JSON arguments), one asking for step-by-step reasoning (reasoning must
+arrive separately from the answer, as vLLM's reasoning parsers send it). For each it
+measures time to first token, inter-token latency p50/p90/p99 and output tokens/s.
+
+Standard library only (plus botocore for SageMaker bearer tokens), so it runs anywhere
+the package is installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+TOOL_PROMPT = "What is the weather in Seattle right now? Use the tool."
+REASONING_PROMPT = "Think step by step: what is 17 * 23? Give only the number as the final answer."
+
+
+@dataclass
+class StreamResult:
+    """What one streamed completion showed."""
+
+    ttft_seconds: float | None = None
+    inter_token_seconds: list[float] = field(default_factory=list)
+    total_seconds: float = 0.0
+    output_tokens: int = 0
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    model: str | None = None
+
+    @property
+    def tokens_per_second(self) -> float:
+        generating = self.total_seconds - (self.ttft_seconds or 0.0)
+        return self.output_tokens / generating if generating > 0 else 0.0
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in [0, 100])."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def sse_events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    """JSON payloads of ``data:`` lines until ``[DONE]``."""
+    for raw in lines:
+        line = raw.decode("utf-8").strip()
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return
+        yield json.loads(payload)
+
+
+def stream_chat(base_url: str, headers: dict[str, str], body: dict[str, Any], timeout: float) -> StreamResult:
+    request = urllib.request.Request(
+        base_url.rstrip("/") + "/chat/completions",
+        data=json.dumps({**body, "stream": True, "stream_options": {"include_usage": True}}).encode(),
+        headers={"Content-Type": "application/json", "Accept": "text/event-stream", **headers},
+        method="POST",
+    )
+    result = StreamResult()
+    start = time.perf_counter()
+    last: float | None = None
+    usage_tokens: int | None = None
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        for event in sse_events(response):
+            now = time.perf_counter()
+            result.model = event.get("model", result.model)
+            if event.get("usage"):
+                usage_tokens = event["usage"].get("completion_tokens", usage_tokens)
+            for choice in event.get("choices", []):
+                delta = choice.get("delta", {})
+                text = delta.get("content") or ""
+                thought = delta.get("reasoning_content") or delta.get("reasoning") or ""
+                calls = delta.get("tool_calls") or []
+                if not (text or thought or calls):
+                    continue
+                result.content += text
+                result.reasoning += thought
+                for call in calls:
+                    slot = result.tool_calls.setdefault(call.get("index", 0), {"name": "", "arguments": ""})
+                    function = call.get("function", {})
+                    slot["name"] += function.get("name") or ""
+                    slot["arguments"] += function.get("arguments") or ""
+                result.output_tokens += 1
+                if result.ttft_seconds is None:
+                    result.ttft_seconds = now - start
+                elif last is not None:
+                    result.inter_token_seconds.append(now - last)
+                last = now
+    result.total_seconds = time.perf_counter() - start
+    if usage_tokens:
+        result.output_tokens = usage_tokens
+    return result
+
+
+def check_tool_call(result: StreamResult) -> Check:
+    if not result.tool_calls:
+        return Check("tool call parsed", False, "no tool_calls in the stream (is --enable-auto-tool-choice with a --tool-call-parser set?)")
+    call = result.tool_calls[min(result.tool_calls)]
+    try:
+        arguments = json.loads(call["arguments"] or "{}")
+    except json.JSONDecodeError:
+        return Check("tool call parsed", False, f"arguments are not JSON: {call['arguments'][:80]!r}")
+    if call["name"] != TOOL["function"]["name"]:
+        return Check("tool call parsed", False, f"called {call['name']!r}, not {TOOL['function']['name']!r}")
+    return Check("tool call parsed", True, f"{call['name']}({json.dumps(arguments)})")
+
+
+def check_reasoning(result: StreamResult) -> Check:
+    if not result.reasoning:
+        return Check("reasoning separated", False, "no reasoning_content in the stream (is --reasoning-parser set?)")
+    if result.reasoning.strip() and result.reasoning.strip() in result.content:
+        return Check("reasoning separated", False, "the reasoning also appears in the answer")
+    return Check("reasoning separated", True, f"{len(result.reasoning)} characters of reasoning, answer {result.content.strip()[:40]!r}")
+
+
+def sagemaker_bearer_token(region: str, expires_seconds: int = 900) -> str:
+    """A bearer token for SageMaker's ``/openai/v1`` path.
+
+    Base64 of a SigV4 query-presigned URL for the ``CallWithBearerToken`` action, signed
+    with the default boto3 credential chain. The exact URL shape is UNCONFIRMED beyond
+    AWS's description; pass ``--bearer-token`` to use a token made another way.
+    """
+    import botocore.session
+    from botocore.auth import SigV4QueryAuth
+    from botocore.awsrequest import AWSRequest
+
+    session = botocore.session.get_session()
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise RuntimeError("no AWS credentials found in the standard chain")
+    request = AWSRequest(method="GET", url=f"https://runtime.sagemaker.{region}.amazonaws.com/?Action=CallWithBearerToken")
+    SigV4QueryAuth(credentials.get_frozen_credentials(), "sagemaker", region, expires=expires_seconds).add_auth(request)
+    return base64.b64encode(request.url.encode()).decode()
+
+
+def run_smoke(base_url: str, model: str, headers: dict[str, str], timeout: float = 300.0, max_tokens: int = 512) -> tuple[list[Check], dict[str, StreamResult]]:
+    common = {"model": model, "max_tokens": max_tokens, "temperature": 0}
+    tool = stream_chat(base_url, headers, {**common, "messages": [{"role": "user", "content": TOOL_PROMPT}], "tools": [TOOL], "tool_choice": "auto"}, timeout)
+    reasoning = stream_chat(base_url, headers, {**common, "messages": [{"role": "user", "content": REASONING_PROMPT}]}, timeout)
+    checks = [check_tool_call(tool), check_reasoning(reasoning)]
+    for name, result in (("tools", tool), ("reasoning", reasoning)):
+        if result.model is not None and result.model != model:
+            checks.append(Check(f"{name}: model field", False, f"response names {result.model!r}, asked for {model!r}"))
+    return checks, {"tools": tool, "reasoning": reasoning}
+
+
+def report(checks: list[Check], results: dict[str, StreamResult]) -> dict[str, Any]:
+    return {
+        "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in checks],
+        "requests": {
+            name: {
+                "model": r.model,
+                "ttft_ms": round(r.ttft_seconds * 1000, 1) if r.ttft_seconds is not None else None,
+                "itl_ms": {f"p{q}": (round(v * 1000, 2) if (v := percentile(r.inter_token_seconds, q)) is not None else None) for q in (50, 90, 99)},
+                "output_tokens": r.output_tokens,
+                "tokens_per_second": round(r.tokens_per_second, 1),
+            }
+            for name, r in results.items()
+        },
+    }
+
+
+def format_report(data: dict[str, Any]) -> str:
+    lines = []
+    for check in data["checks"]:
+        lines.append(f"{'PASS' if check['passed'] else 'FAIL'}  {check['name']}: {check['detail']}")
+    for name, r in data["requests"].items():
+        itl = r["itl_ms"]
+        lines.append(
+            f"{name:<10} model={r['model']} ttft={r['ttft_ms']} ms  itl p50/p90/p99={itl['p50']}/{itl['p90']}/{itl['p99']} ms  "
+            f"{r['output_tokens']} tokens  {r['tokens_per_second']} tokens/s"
+        )
+    return "\n".join(lines)
+
+
+class SmokeError(RuntimeError):
+    """The endpoint could not be reached or answered with an HTTP error."""
+
+
+def safe_run(base_url: str, model: str, headers: dict[str, str], timeout: float) -> tuple[list[Check], dict[str, StreamResult]]:
+    try:
+        return run_smoke(base_url, model, headers, timeout)
+    except urllib.error.HTTPError as error:
+        body = error.read().decode("utf-8", "replace")[:300]
+        raise SmokeError(f"HTTP {error.code} from {base_url}: {body}") from None
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+        raise SmokeError(f"cannot reach {base_url}: {getattr(error, 'reason', error)}") from None
