@@ -261,6 +261,17 @@ class InstancePoolEndpoint(Construct):
             service="sagemaker", resource="endpoint", resource_name=self.endpoint_name if is_unresolved(self.endpoint_name) else self.endpoint_name.lower()
         )
 
+    @classmethod
+    def from_recommendation(cls, scope: Construct, id: str, path: str, **endpoint_props: object) -> "InstancePoolEndpoint":
+        """An endpoint whose pools come from a ``recommend to-pools`` file (see ``ops.pool_file``).
+
+        The returned endpoint sits under an intermediate construct ``id`` that also holds
+        the models (``<id>/Endpoint``, ``<id>/Model1``, ...).
+        """
+        from .recommended_pools import endpoint_from_recommendation
+
+        return endpoint_from_recommendation(scope, id, path, **endpoint_props)
+
     # -- what the endpoint serves -------------------------------------------------------
 
     @property

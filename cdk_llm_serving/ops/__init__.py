@@ -1,0 +1,1 @@
+"""Operations around a pool endpoint with boto3: fleet status, inference recommendations."""

@@ -1,0 +1,205 @@
+"""From SageMaker's inference recommendations to instance pools.
+
+A recommendation job benchmarks a model on up to three instance types for one goal and
+reports, per instance type, a deployment (image, model channels, environment) and its
+expected performance (TTFT, inter-token latency, throughput, cost).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import IO, Any
+
+from .pool_file import ExpectedPerformance, Goal, PoolFile, RecommendedPool
+
+#: The API's performance-target metric for each goal.
+GOAL_METRICS: dict[str, str] = {"cost": "cost", "latency": "ttft-ms", "throughput": "throughput"}
+TERMINAL = {"Completed", "Failed", "Stopped"}
+
+
+@dataclass(frozen=True)
+class RecommendationSpec:
+    """What ``recommend start`` needs (flags or a small YAML file with the same keys)."""
+
+    name: str
+    model_s3_uri: str
+    output_s3_uri: str
+    role_arn: str
+    goal: Goal = "cost"
+    instance_types: tuple[str, ...] = ()
+    framework: str = "VLLM"
+    workload: str | None = None
+    dataset_s3_uri: str | None = None
+    optimize_model: bool = True
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> "RecommendationSpec":
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown keys in recommendation spec: {', '.join(sorted(unknown))}")
+        values = dict(data)
+        if "instance_types" in values:
+            values["instance_types"] = tuple(values["instance_types"])
+        return cls(**values)
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.goal not in GOAL_METRICS:
+            found.append(f"goal {self.goal!r}: must be one of {', '.join(GOAL_METRICS)}")
+        if len(self.instance_types) > 3:
+            found.append(f"instance_types: a job benchmarks at most 3 instance types, got {len(self.instance_types)}")
+        for prop in ("model_s3_uri", "output_s3_uri") + (("dataset_s3_uri",) if self.dataset_s3_uri else ()):
+            if not str(getattr(self, prop)).startswith("s3://"):
+                found.append(f"{prop} {getattr(self, prop)!r}: must be an s3:// URI")
+        return found
+
+
+def start_recommendation(client: Any, spec: RecommendationSpec) -> str:
+    """Create the workload configuration and the recommendation job; returns the job ARN."""
+    problems = spec.problems()
+    if problems:
+        raise ValueError("; ".join(problems))
+    workload_name = f"{spec.name}-workload"
+    workload: dict[str, Any] = {"AIWorkloadConfigName": workload_name}
+    if spec.workload:
+        workload["AIWorkloadConfigs"] = {"WorkloadSpec": {"Inline": spec.workload}}
+    if spec.dataset_s3_uri:
+        workload["DatasetConfig"] = {"InputDataConfig": [{"ChannelName": "prompts", "DataSource": {"S3DataSource": {"S3Uri": spec.dataset_s3_uri}}}]}
+    client.create_ai_workload_config(**workload)
+    request: dict[str, Any] = {
+        "AIRecommendationJobName": spec.name,
+        "ModelSource": {"S3": {"S3Uri": spec.model_s3_uri}},
+        "OutputConfig": {"S3OutputLocation": spec.output_s3_uri},
+        "AIWorkloadConfigIdentifier": workload_name,
+        "PerformanceTarget": {"Constraints": [{"Metric": GOAL_METRICS[spec.goal]}]},
+        "RoleArn": spec.role_arn,
+        "InferenceSpecification": {"Framework": spec.framework},
+        "OptimizeModel": spec.optimize_model,
+    }
+    if spec.instance_types:
+        request["ComputeSpec"] = {"InstanceTypes": list(spec.instance_types)}
+    return client.create_ai_recommendation_job(**request)["AIRecommendationJobArn"]
+
+
+class JobFailed(RuntimeError):
+    pass
+
+
+def wait_for_job(
+    client: Any,
+    name: str,
+    *,
+    poll_seconds: float = 60.0,
+    timeout_seconds: float = 6 * 3600,
+    sleep: Callable[[float], None] = time.sleep,
+    progress: IO[str] | None = None,
+) -> dict[str, Any]:
+    """Poll until the job ends; raises ``JobFailed`` with the service's reason."""
+    progress = progress or sys.stderr
+    waited = 0.0
+    while True:
+        job = client.describe_ai_recommendation_job(AIRecommendationJobName=name)
+        status = job["AIRecommendationJobStatus"]
+        progress.write(f"[{waited / 60:5.1f} min] {name}: {status}\n")
+        if status == "Completed":
+            return job
+        if status in TERMINAL:
+            raise JobFailed(f"recommendation job {name} {status.lower()}: {job.get('FailureReason', 'no reason given')}")
+        if waited >= timeout_seconds:
+            raise JobFailed(f"recommendation job {name} still {status} after {waited / 60:.0f} minutes")
+        sleep(poll_seconds)
+        waited += poll_seconds
+
+
+def _metric_value(entries: list[dict[str, Any]], *names: str, prefer_stat: str = "p50") -> tuple[float, str] | None:
+    matches = [e for e in entries if any(n in e.get("Metric", "").lower() for n in names)]
+    if not matches:
+        return None
+    matches.sort(key=lambda e: (e.get("Stat", "").lower() != prefer_stat, e.get("Stat", "")))
+    try:
+        return float(matches[0]["Value"]), matches[0].get("Unit", "")
+    except (KeyError, ValueError):
+        return None
+
+
+def _milliseconds(found: tuple[float, str] | None) -> float | None:
+    if found is None:
+        return None
+    value, unit = found
+    return value * 1000 if unit.lower() in ("s", "seconds", "second") else value
+
+
+def expected_performance(entries: list[dict[str, Any]]) -> ExpectedPerformance:
+    throughput = _metric_value(entries, "throughput", "tokens-per-second", "tokenspersecond")
+    cost = _metric_value(entries, "cost")
+    return ExpectedPerformance(
+        ttft_ms=_milliseconds(_metric_value(entries, "ttft", "time-to-first-token", "timetofirsttoken")),
+        itl_ms=_milliseconds(_metric_value(entries, "itl", "inter-token", "intertoken")),
+        throughput_tokens_per_s=throughput[0] if throughput else None,
+        cost_per_million_tokens=cost[0] if cost else None,
+    )
+
+
+def capacity(entries: list[dict[str, Any]], expected: ExpectedPerformance) -> float | None:
+    """Concurrent requests one instance sustained: the reported concurrency, else Little's law.
+
+    Each request decodes one token per inter-token interval, so an instance producing
+    ``throughput`` tokens/s holds ``throughput x ITL`` requests at once.
+    """
+    reported = _metric_value(entries, "concurrency", "concurrent")
+    if reported:
+        return reported[0]
+    if expected.throughput_tokens_per_s and expected.itl_ms:
+        return round(expected.throughput_tokens_per_s * expected.itl_ms / 1000, 2)
+    return None
+
+
+def _order_key(goal: Goal) -> Callable[[RecommendedPool], tuple[bool, float]]:
+    def key(pool: RecommendedPool) -> tuple[bool, float]:
+        e = pool.expected
+        value = {"cost": e.cost_per_million_tokens, "latency": e.ttft_ms, "throughput": -(e.throughput_tokens_per_s or 0) if e.throughput_tokens_per_s else None}[goal]
+        return (value is None, value if value is not None else 0.0)
+
+    return key
+
+
+def pools_from_job(job: Mapping[str, Any], goal: Goal | None = None) -> PoolFile:
+    goal = goal or _goal_of(job)
+    pools: dict[str, RecommendedPool] = {}
+    for recommendation in job.get("Recommendations", []):
+        deployment = recommendation.get("DeploymentConfiguration") or {}
+        instance_type = deployment.get("InstanceType") or next(iter((recommendation.get("ModelDetails") or {}).get("InstanceDetails", [])), {}).get("InstanceType")
+        if not instance_type:
+            continue
+        entries = recommendation.get("ExpectedPerformance", [])
+        expected = expected_performance(entries)
+        channels = {c.get("ChannelName"): c.get("Uri") for c in deployment.get("S3", [])}
+        model_uri = channels.get("model") or next(iter(channels.values()), None)
+        pool = RecommendedPool(
+            instance_type=instance_type,
+            image_uri=deployment.get("ImageUri"),
+            model_data_uri=model_uri,
+            max_concurrency=capacity(entries, expected),
+            model_package_arn=(recommendation.get("ModelDetails") or {}).get("ModelPackageArn"),
+            environment=dict(deployment.get("EnvironmentVariables") or {}),
+            expected=expected,
+        )
+        best = pools.get(instance_type)
+        if best is None or _order_key(goal)(pool) < _order_key(goal)(best):
+            pools[instance_type] = pool
+    if not pools:
+        raise ValueError(f"recommendation job {job.get('AIRecommendationJobName')} has no recommendations with an instance type")
+    ordered = sorted(pools.values(), key=_order_key(goal))[:5]
+    return PoolFile(job=job.get("AIRecommendationJobName", ""), goal=goal, pools=tuple(ordered))
+
+
+def _goal_of(job: Mapping[str, Any]) -> Goal:
+    metrics = [c.get("Metric") for c in (job.get("PerformanceTarget") or {}).get("Constraints", [])]
+    for goal, metric in GOAL_METRICS.items():
+        if metric in metrics:
+            return goal  # type: ignore[return-value]
+    return "cost"
