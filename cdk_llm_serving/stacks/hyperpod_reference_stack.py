@@ -14,6 +14,7 @@ from ..constructs.hyperpod_instance_group import HyperPodInstanceGroup
 from ..constructs.hyperpod_serving_addons import HelmChartSource, HyperPodServingAddons
 from ..constructs.model_sources import ModelData
 from ..constructs.vllm_multi_node_service import VllmMultiNodeService
+from ..constructs.vllm_observability import VllmObservability
 from ..planning.sizing import plan
 from ..vllm import MtpSpeculation, VllmConfig
 
@@ -81,6 +82,7 @@ class HyperPodReferenceStack(Stack):
                 tool_call_parser="qwen3_coder",
             ),
         )
+        self.observability = VllmObservability(self, "Observability", cluster=self.cluster, service=self.service)
         CfnOutput(self, "EksClusterName", value=self.cluster.eks_cluster.cluster_name)
         CfnOutput(self, "HyperPodClusterArn", value=self.cluster.cfn_cluster.attr_cluster_arn)
         CfnOutput(self, "WeightsClaim", value=f"{self.model_store.namespace}/{self.model_store.claim_name}")
