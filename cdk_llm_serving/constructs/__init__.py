@@ -3,6 +3,10 @@
 from .async_inference import AsyncInference
 from .endpoint_autoscaling import EndpointAutoScaling
 from .endpoint_deployment import BlueGreenDeployment, CapacitySize, EndpointDeployment, RollingDeployment, TrafficShift
+from .fsx_model_store import FsxModelStore
+from .hyperpod_eks_cluster import HyperPodEksCluster
+from .hyperpod_instance_group import HyperPodInstanceGroup, KubernetesTaint
+from .hyperpod_serving_addons import HelmChartSource, HyperPodServingAddons
 from .inference_component_on_pools import ComponentSpecification, InferenceComponentOnPools
 from .instance_pool import InstancePool
 from .instance_pool_endpoint import InstancePoolEndpoint
@@ -10,26 +14,8 @@ from .model_sources import ContainerImage, ModelData
 from .pool_endpoint_alarms import PoolEndpointAlarms
 from .pool_endpoint_dashboard import PoolEndpointDashboard
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
+from .vllm_multi_node_service import Exposure, VllmMultiNodeService
+from .vllm_observability import VllmObservability
 from .vllm_pool_endpoint import VllmPool, VllmPoolEndpoint
 
-__all__ = [
-    "AsyncInference",
-    "BlueGreenDeployment",
-    "CapacitySize",
-    "EndpointAutoScaling",
-    "ContainerImage",
-    "EndpointDeployment",
-    "ComponentSpecification",
-    "InferenceComponentOnPools",
-    "InstancePool",
-    "InstancePoolEndpoint",
-    "ModelData",
-    "PoolEndpointAlarms",
-    "PoolEndpointDashboard",
-    "RollingDeployment",
-    "ServingModel",
-    "TrafficShift",
-    "VLLM_SERVED_MODEL_NAME_VARIABLE",
-    "VllmPool",
-    "VllmPoolEndpoint",
-]
+__all__ = sorted(name for name in dir() if name[:1].isupper())

@@ -85,20 +85,13 @@ class EndpointAutoScaling(Construct):
             pools = [PoolCapacity(pool.instance_type, capacity) for pool, capacity in zip(endpoint.pools, capacities)]  # type: ignore[arg-type]
             queries = fleet_utilization_queries(endpoint.endpoint_name, endpoint.variant_name, pools)
             self.fleet_utilization = as_math_expression(queries)
-            self.cfn_policy = appscaling.CfnScalingPolicy(
-                self,
+            self.cfn_policy = self._target_tracking(
                 "WeightedUtilization",
-                policy_name=f"{endpoint.endpoint_name}-weighted-utilization",
-                policy_type="TargetTrackingScaling",
-                scaling_target_id=self.scalable_target.ref,
-                target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
-                    target_value=target_utilization,
-                    scale_out_cooldown=seconds_of(scale_out_cooldown),
-                    scale_in_cooldown=seconds_of(scale_in_cooldown),
-                    customized_metric_specification=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
-                        metrics=[_to_cfn(query) for query in queries]
-                    ),
-                ),
+                "weighted-utilization",
+                target_utilization,
+                scale_out_cooldown,
+                scale_in_cooldown,
+                appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(metrics=[_to_cfn(query) for query in queries]),
             )
 
     def _validate(self, min_capacity: int, max_capacity: int, target: float, backlog: float, out_cooldown: Duration, in_cooldown: Duration, is_async: bool, capacities: list[float | None]) -> None:
@@ -132,24 +125,41 @@ class EndpointAutoScaling(Construct):
                     )
         problems.raise_if_any()
 
-    def _backlog_policy(self, backlog: float, out_cooldown: Duration, in_cooldown: Duration) -> appscaling.CfnScalingPolicy:
-        endpoint = self.endpoint
+    def _target_tracking(
+        self,
+        id: str,
+        suffix: str,
+        target: float,
+        out_cooldown: Duration,
+        in_cooldown: Duration,
+        metric: appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty,
+    ) -> appscaling.CfnScalingPolicy:
         return appscaling.CfnScalingPolicy(
             self,
-            "BacklogPerInstance",
-            policy_name=f"{endpoint.endpoint_name}-backlog-per-instance",
+            id,
+            policy_name=f"{self.endpoint.endpoint_name}-{suffix}",
             policy_type="TargetTrackingScaling",
             scaling_target_id=self.scalable_target.ref,
             target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
-                target_value=backlog,
+                target_value=target,
                 scale_out_cooldown=seconds_of(out_cooldown),
                 scale_in_cooldown=seconds_of(in_cooldown),
-                customized_metric_specification=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
-                    metric_name="ApproximateBacklogSizePerInstance",
-                    namespace=NAMESPACE,
-                    statistic="Average",
-                    dimensions=[appscaling.CfnScalingPolicy.MetricDimensionProperty(name="EndpointName", value=endpoint.endpoint_name)],
-                ),
+                customized_metric_specification=metric,
+            ),
+        )
+
+    def _backlog_policy(self, backlog: float, out_cooldown: Duration, in_cooldown: Duration) -> appscaling.CfnScalingPolicy:
+        return self._target_tracking(
+            "BacklogPerInstance",
+            "backlog-per-instance",
+            backlog,
+            out_cooldown,
+            in_cooldown,
+            appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+                metric_name="ApproximateBacklogSizePerInstance",
+                namespace=NAMESPACE,
+                statistic="Average",
+                dimensions=[appscaling.CfnScalingPolicy.MetricDimensionProperty(name="EndpointName", value=self.endpoint.endpoint_name)],
             ),
         )
 
