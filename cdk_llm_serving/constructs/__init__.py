@@ -17,5 +17,6 @@ from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
 from .vllm_multi_node_service import Exposure, VllmMultiNodeService
 from .vllm_observability import VllmObservability
 from .vllm_pool_endpoint import VllmPool, VllmPoolEndpoint
+from .vllm_replica_autoscaling import VllmReplicaAutoscaling
 
 __all__ = sorted(name for name in dir() if name[:1].isupper())

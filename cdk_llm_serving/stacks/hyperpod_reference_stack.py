@@ -15,6 +15,7 @@ from ..constructs.hyperpod_serving_addons import HelmChartSource, HyperPodServin
 from ..constructs.model_sources import ModelData
 from ..constructs.vllm_multi_node_service import VllmMultiNodeService
 from ..constructs.vllm_observability import VllmObservability
+from ..constructs.vllm_replica_autoscaling import VllmReplicaAutoscaling
 from ..planning.sizing import plan
 from ..vllm import MtpSpeculation, VllmConfig
 
@@ -28,6 +29,8 @@ class HyperPodSettings:
     weights_uri: str
     gpu_instance_type: str = "ml.p6-b200.48xlarge"
     replicas: int = 1
+    #: Above ``replicas``, the GPU group holds this many replicas and KEDA scales between them.
+    max_replicas: int = 1
     admin_role_arns: tuple[str, ...] = ()
     hyperpod_chart_dir: str | None = None
     vllm_image: str = "vllm/vllm-openai:v0.33.0"
@@ -48,7 +51,9 @@ class HyperPodReferenceStack(Stack):
             "HyperPod",
             instance_groups=[
                 HyperPodInstanceGroup.system(instance_type="ml.m5.4xlarge", count=2),
-                HyperPodInstanceGroup.gpu("gpu-b200", settings.gpu_instance_type, self.plan.nodes * settings.replicas, ebs_volume_gb=1000),
+                HyperPodInstanceGroup.gpu(
+                    "gpu-b200", settings.gpu_instance_type, self.plan.nodes * max(settings.replicas, settings.max_replicas), ebs_volume_gb=1000
+                ),
             ],
             admin_role_arns=settings.admin_role_arns,
         )
@@ -83,6 +88,17 @@ class HyperPodReferenceStack(Stack):
             ),
         )
         self.observability = VllmObservability(self, "Observability", cluster=self.cluster, service=self.service)
+        if settings.max_replicas > settings.replicas:
+            self.autoscaling = VllmReplicaAutoscaling(
+                self,
+                "ReplicaAutoscaling",
+                cluster=self.cluster,
+                addons=self.addons,
+                service=self.service,
+                observability=self.observability,
+                min_replicas=settings.replicas,
+                max_replicas=settings.max_replicas,
+            )
         CfnOutput(self, "EksClusterName", value=self.cluster.eks_cluster.cluster_name)
         CfnOutput(self, "HyperPodClusterArn", value=self.cluster.cfn_cluster.attr_cluster_arn)
         CfnOutput(self, "WeightsClaim", value=f"{self.model_store.namespace}/{self.model_store.claim_name}")

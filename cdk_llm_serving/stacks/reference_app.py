@@ -17,6 +17,7 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:hyperpod:admin-role-arns": "",
     "llm-serving:hyperpod:chart-dir": "",
     "llm-serving:reference-moe:vllm-image": "vllm/vllm-openai:v0.33.0",
+    "llm-serving:reference-moe:max-replicas": "1",
 }
 
 
@@ -52,6 +53,7 @@ def add_reference_stacks(app: App) -> list[Stack]:
             admin_role_arns=admins,
             hyperpod_chart_dir=_context(app, "llm-serving:hyperpod:chart-dir") or None,
             vllm_image=_context(app, "llm-serving:reference-moe:vllm-image"),
+            max_replicas=int(_context(app, "llm-serving:reference-moe:max-replicas")),
         ),
     )
     return [pool_stack, hyperpod_stack]
