@@ -14,6 +14,7 @@ from .model_sources import ContainerImage, ModelData
 from .pool_endpoint_alarms import PoolEndpointAlarms
 from .pool_endpoint_dashboard import PoolEndpointDashboard
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
+from .vllm_dashboard import VllmDashboard
 from .vllm_multi_node_service import Exposure, VllmMultiNodeService
 from .vllm_observability import VllmObservability
 from .vllm_pool_endpoint import VllmPool, VllmPoolEndpoint

@@ -66,6 +66,9 @@ class VllmObservability(Construct):
             problems.add("scrape_interval", scrape_interval.to_human_string(), "must be 10 s to 5 min")
         problems.raise_if_any()
         self.service = service
+        self.ttft_p99_threshold_seconds = ttft_p99_threshold.to_seconds()
+        self.max_waiting_requests = max_waiting_requests
+        self.kv_cache_saturation = kv_cache_saturation
 
         key = kms.Key(self, "AlertsKey", enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN, description="Encrypts vLLM alert notifications")
         key.grant(iam.ServicePrincipal("aps.amazonaws.com"), "kms:GenerateDataKey*", "kms:Decrypt")

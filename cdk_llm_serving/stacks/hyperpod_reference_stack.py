@@ -14,6 +14,7 @@ from ..constructs.hyperpod_instance_group import HyperPodInstanceGroup
 from ..constructs.hyperpod_serving_addons import HelmChartSource, HyperPodServingAddons
 from ..constructs.model_sources import ModelData
 from ..constructs.vllm_multi_node_service import VllmMultiNodeService
+from ..constructs.vllm_dashboard import VllmDashboard
 from ..constructs.vllm_observability import VllmObservability
 from ..constructs.vllm_replica_autoscaling import VllmReplicaAutoscaling
 from ..planning.sizing import plan
@@ -88,6 +89,7 @@ class HyperPodReferenceStack(Stack):
             ),
         )
         self.observability = VllmObservability(self, "Observability", cluster=self.cluster, service=self.service)
+        self.dashboard = VllmDashboard(self, "Dashboard", observability=self.observability)
         if settings.max_replicas > settings.replicas:
             self.autoscaling = VllmReplicaAutoscaling(
                 self,
