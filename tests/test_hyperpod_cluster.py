@@ -201,3 +201,25 @@ def test_admin_roles_get_access_entries():
     entries = [v["Properties"] for v in resources_of_type(template_of(stack), "AWS::EKS::AccessEntry").values()]
     admin = [e for e in entries if e["PrincipalArn"] == "arn:aws:iam::123456789012:role/platform-admin"]
     assert admin and json.dumps(admin[0]["AccessPolicies"][0]["PolicyArn"]).endswith('AmazonEKSClusterAdminPolicy"]]}')
+
+
+def test_an_imported_vpc_is_used_as_is():
+    from aws_cdk import aws_ec2 as ec2
+
+    from tests.builders import template_of
+
+    stack = new_stack("Imported")
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Vpc",
+        vpc_id="vpc-0123456789abcdef0",
+        availability_zones=["us-east-1a", "us-east-1b"],
+        private_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"],
+    )
+    HyperPodEksCluster(stack, "HyperPod", vpc=vpc, instance_groups=[HyperPodInstanceGroup.system(), HyperPodInstanceGroup.gpu("gpu", "ml.p5.48xlarge", 2)])
+    template = template_of(stack)
+    assert not resources_of_type(template, "AWS::EC2::VPC") and not resources_of_type(template, "AWS::EC2::NatGateway")
+    _, cluster = only_resource(template, "AWS::SageMaker::Cluster")
+    assert cluster["Properties"]["VpcConfig"]["Subnets"] == ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"]
+    groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
+    assert groups["gpu"]["OverrideVpcConfig"]["Subnets"] == ["subnet-0aaaaaaaaaaaaaaa1"]
