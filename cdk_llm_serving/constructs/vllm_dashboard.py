@@ -50,7 +50,7 @@ class VllmDashboard(Construct):
             "Widget",
             runtime=lambda_.Runtime.PYTHON_3_14,
             handler="index.handler",
-            code=lambda_.Code.from_asset(str(WIDGET_CODE)),
+            code=lambda_.Code.from_asset(str(WIDGET_CODE), exclude=["__pycache__", "*.pyc"]),
             role=role,
             log_group=log_group,
             timeout=Duration.seconds(30),
