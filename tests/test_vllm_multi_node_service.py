@@ -202,3 +202,43 @@ def test_ray_commands_for_a_multi_node_group():
     assert leader.command == ["/bin/sh", "-c"] and leader.args[0].startswith("ray start --head --port=6379 && exec vllm serve /models/m")
     assert "--distributed-executor-backend ray" in leader.args[0]
     assert worker.args == ["exec ray start --address=$(LWS_LEADER_ADDRESS):6379 --block"]
+
+
+def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
+    from aws_cdk import Validations
+    from cdk_nag import AwsSolutionsChecks
+
+    from cdk_llm_serving.constructs.model_sources import ModelData
+    from tests.builders import template_of
+    from tests.template_helpers import actions_of, policy_statements
+    from tests.test_template_linting import lint_template
+
+    stack = new_stack("Stream")
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=[HyperPodInstanceGroup.system(), HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 2)])
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    service = VllmMultiNodeService(
+        stack, "Serving", cluster=cluster, addons=addons, stream_from=ModelData.from_s3_uri("s3://weights-bucket/deepseek-v3/"),
+        model="deepseek-v3", quantization="fp8", config=VllmConfig(model="x", max_model_len=32768),
+    )
+    spec = service.lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    args = spec["containers"][0]["args"]
+    assert args[1] == "s3://weights-bucket/deepseek-v3/" and args[args.index("--load-format") + 1] == "runai_streamer"
+    assert spec["serviceAccountName"] == service.service_account and [v["name"] for v in spec["volumes"]] == ["dshm"]
+    jsonschema.validate(concretize(service.lws), lws_schema)
+    validate_core({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
+
+    app = stack.node.root
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    template = template_of(stack)  # cdk-nag runs here: an unacknowledged finding fails
+    (association,) = [v["Properties"] for v in resources_of_type(template, "AWS::EKS::PodIdentityAssociation").values()]
+    assert association["ServiceAccount"] == service.service_account and association["Namespace"] == "inference"
+    statements = policy_statements(template, association["RoleArn"]["Fn::GetAtt"][0])
+    assert {a for s in statements for a in actions_of(s)} == {"s3:GetObject", "s3:ListBucket"}
+    assert not lint_template(template)
+
+
+def test_weights_come_from_exactly_one_place():
+    stack = new_stack("Neither")
+    cluster, addons, store = small_cluster(stack)
+    with pytest.raises(ConfigurationError, match="give exactly one"):
+        VllmMultiNodeService(stack, "Serving", cluster=cluster, addons=addons, model="deepseek-v3", quantization="fp8", config=VllmConfig(model="x"))

@@ -20,6 +20,7 @@ from typing import Any
 
 from aws_cdk import Annotations, CfnOutput, Duration
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from ..errors import Problems
@@ -30,7 +31,9 @@ from ..planning.sizing import Plan, PlanningError, plan
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.multinode import API_PORT, MULTINODE_FLAGS, Startup, leader_command, worker_command
+from .execution_role_grants import ExecutionRoleGrants
 from .fsx_model_store import FsxModelStore
+from .model_sources import ModelData
 from .hyperpod_eks_cluster import HyperPodEksCluster
 from .hyperpod_instance_group import GPU_TAINT_KEY
 from .hyperpod_serving_addons import HyperPodServingAddons
@@ -67,6 +70,10 @@ class VllmMultiNodeService(Construct):
     :param cluster: the HyperPod cluster.
     :param addons: its serving add-ons (the LeaderWorkerSet CRD and the load balancer controller).
     :param model_store: FSx store holding the weights (mounted read-only at ``/models``).
+        Default: none; then ``stream_from`` is required.
+    :param stream_from: stream the weights from this S3 prefix instead (vLLM's Run:ai model
+        streamer, ``--load-format runai_streamer``); the pods get an EKS Pod Identity role that
+        reads that prefix only.
     :param model: the model's figures (``ModelSpec`` or preset) for the planner.
     :param quantization: the weight format on the store (``nvfp4``, ``fp8``, ``bf16``, ...).
     :param config: served name, context, parsers, speculative decoding, ... Parallelism,
@@ -88,7 +95,8 @@ class VllmMultiNodeService(Construct):
         *,
         cluster: HyperPodEksCluster,
         addons: HyperPodServingAddons,
-        model_store: FsxModelStore,
+        model_store: FsxModelStore | None = None,
+        stream_from: ModelData | None = None,
         model: ModelSpec | str,
         quantization: str,
         config: VllmConfig,
@@ -103,8 +111,12 @@ class VllmMultiNodeService(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.spec = preset(model) if isinstance(model, str) else model
-        self.namespace = namespace or model_store.namespace
         problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
+        if (model_store is None) == (stream_from is None):
+            problems.add("model_store / stream_from", (model_store is not None, stream_from is not None), "give exactly one: an FSx model store or an S3 prefix to stream from")
+            problems.raise_if_any()
+        self.namespace = namespace or (model_store.namespace if model_store else "inference")
+        self.stream_from = stream_from
         groups = {group.name: group for group in cluster.gpu_groups}
         group = groups.get(gpu_group) if gpu_group else (cluster.gpu_groups[0] if cluster.gpu_groups else None)
         if group is None:
@@ -133,19 +145,26 @@ class VllmMultiNodeService(Construct):
         self.name = name or (config.served_model_name or self.spec.name)
 
         self.config = self._configure(config, quantization, model_store, problems)
+        if stream_from is not None:
+            stream_from.validate(problems, "stream_from")
         problems.raise_if_any()
 
-        self.cold_start = estimate_cold_start(self.plan.weight_bytes if self.plan else 0.0, "fsx_lustre", nodes)
+        path = "fsx_lustre" if model_store is not None else "s3_streaming"
+        self.cold_start = estimate_cold_start(self.plan.weight_bytes if self.plan else 0.0, path, nodes)
+        self.service_account = f"{self.name}-weights" if stream_from is not None else None
+        prerequisites = [model_store.manifest] if model_store is not None else self._streaming_identity(cluster)
         self.exposure = exposure
-        self.lws = self.leader_worker_set(image, startup, model_store)
+        self.lws = self.leader_worker_set(image, startup, model_store.claim_name if model_store else None)
         self.service = self.service_manifest()
         self.lws_manifest = eks.KubernetesManifest(self, "LeaderWorkerSet", cluster=cluster.eks_cluster, manifest=[self.lws], overwrite=True)
         self.lws_manifest.node.add_dependency(addons.leader_worker_set)
-        self.lws_manifest.node.add_dependency(model_store.manifest)
+        for prerequisite in prerequisites:
+            self.lws_manifest.node.add_dependency(prerequisite)
         self.service_resource = eks.KubernetesManifest(self, "Service", cluster=cluster.eks_cluster, manifest=[self.service], overwrite=True)
         if addons.load_balancer_controller is not None:
             self.service_resource.node.add_dependency(addons.load_balancer_controller)
-        self.service_resource.node.add_dependency(model_store.manifest)
+        for prerequisite in prerequisites:
+            self.service_resource.node.add_dependency(prerequisite)
 
         hostname = eks.KubernetesObjectValue(
             self,
@@ -163,11 +182,49 @@ class VllmMultiNodeService(Construct):
 
     # -- configuration -------------------------------------------------------------------
 
-    def _configure(self, base: VllmConfig, quantization: str, store: FsxModelStore, problems: Problems) -> VllmConfig:
+    def _streaming_identity(self, cluster: HyperPodEksCluster) -> list[Construct]:
+        """Namespace and service account for the pods, and a Pod Identity role that reads the prefix."""
+        assert self.stream_from is not None and self.service_account is not None
+        role = iam.Role(
+            self,
+            "WeightsRole",
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            description=f"{self.name}: streams weights from S3",
+        )
+        grants = ExecutionRoleGrants(self, role)
+        grants.model_data_read(self.stream_from)
+        grants.acknowledge()
+        manifest = eks.KubernetesManifest(
+            self,
+            "WeightsIdentity",
+            cluster=cluster.eks_cluster,
+            overwrite=True,
+            manifest=[
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}},
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": self.service_account, "namespace": self.namespace}},
+            ],
+        )
+        manifest.node.add_dependency(cluster.nodes_ready)
+        association = eks.CfnPodIdentityAssociation(
+            self,
+            "WeightsAssociation",
+            cluster_name=cluster.eks_cluster.cluster_name,
+            namespace=self.namespace,
+            service_account=self.service_account,
+            role_arn=role.role_arn,
+        )
+        association.node.add_dependency(cluster.addons["Addon-eks-pod-identity-agent"])
+        return [manifest, association]
+
+    def _configure(self, base: VllmConfig, quantization: str, store: FsxModelStore | None, problems: Problems) -> VllmConfig:
         gpus = self.instance.gpus
         fmt = weight_format(quantization)
+        streaming = store is None and self.stream_from is not None
+        if streaming and base.load_format not in (None, "runai_streamer"):
+            problems.add("config.load_format", base.load_format, "streaming from S3 needs runai_streamer")
         config = base.with_changes(
-            model=f"{WEIGHTS_MOUNT}{store.mount_path}",
+            model=self.stream_from.s3_uri if streaming else f"{WEIGHTS_MOUNT}{store.mount_path}",  # type: ignore[union-attr]
+            load_format="runai_streamer" if streaming else base.load_format,
             served_model_name=base.served_model_name or self.spec.name,
             tensor_parallel_size=gpus,
             pipeline_parallel_size=self.nodes if self.nodes > 1 else None,
@@ -195,7 +252,7 @@ class VllmMultiNodeService(Construct):
     def labels(self) -> dict[str, str]:
         return {"app.kubernetes.io/name": self.name, "app.kubernetes.io/part-of": "cdk-llm-serving"}
 
-    def pod_template(self, role: str, image: str, command: list[str], args: list[str], claim_name: str) -> dict[str, Any]:
+    def pod_template(self, role: str, image: str, command: list[str], args: list[str], claim_name: str | None) -> dict[str, Any]:
         gpus, efa = self.instance.gpus, self.instance.efa_devices
         resources = {"nvidia.com/gpu": str(gpus), "vpc.amazonaws.com/efa": str(efa)}
         container: dict[str, Any] = {
@@ -205,11 +262,12 @@ class VllmMultiNodeService(Construct):
             "args": args,
             "env": [{"name": key, "value": value} for key, value in EFA_ENVIRONMENT.items()],
             "resources": {"requests": dict(resources), "limits": dict(resources)},
-            "volumeMounts": [
-                {"name": "dshm", "mountPath": "/dev/shm"},
-                {"name": "weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True},
-            ],
+            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
         }
+        volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+        if claim_name is not None:
+            container["volumeMounts"].append({"name": "weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True})
+            volumes.append({"name": "weights", "persistentVolumeClaim": {"claimName": claim_name, "readOnly": True}})
         if role == "leader":
             failures = math.ceil(self.cold_start.startup_timeout_seconds / PROBE_PERIOD_SECONDS)
             probe = {"httpGet": {"path": "/health", "port": API_PORT}, "periodSeconds": PROBE_PERIOD_SECONDS}
@@ -217,9 +275,11 @@ class VllmMultiNodeService(Construct):
             container["startupProbe"] = {**probe, "failureThreshold": failures}
             container["readinessProbe"] = {**probe, "failureThreshold": 3}
             container["livenessProbe"] = {**probe, "periodSeconds": 30, "failureThreshold": 5}
+        spec_extra = {"serviceAccountName": self.service_account} if self.service_account else {}
         return {
             "metadata": {"labels": {**self.labels(), "cdk-llm-serving/role": role}},
             "spec": {
+                **spec_extra,
                 "terminationGracePeriodSeconds": 120,
                 "nodeSelector": {"node.kubernetes.io/instance-type": self.group.instance_type, "cdk-llm-serving/group": self.group.name},
                 "affinity": {
@@ -233,25 +293,22 @@ class VllmMultiNodeService(Construct):
                 },
                 "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
                 "containers": [container],
-                "volumes": [
-                    {"name": "dshm", "emptyDir": {"medium": "Memory"}},
-                    {"name": "weights", "persistentVolumeClaim": {"claimName": claim_name, "readOnly": True}},
-                ],
+                "volumes": volumes,
             },
         }
 
-    def leader_worker_set(self, image: str, startup: Startup, store: FsxModelStore) -> dict[str, Any]:
+    def leader_worker_set(self, image: str, startup: Startup, claim_name: str | None) -> dict[str, Any]:
         leader = leader_command(self.config, self.nodes, startup)
         worker = worker_command(self.config, self.nodes, startup)
         template: dict[str, Any] = {
             "size": self.nodes,
             "restartPolicy": "RecreateGroupOnPodRestart",
-            "workerTemplate": self.pod_template("worker", image, worker.command, worker.args, store.claim_name),
+            "workerTemplate": self.pod_template("worker", image, worker.command, worker.args, claim_name),
         }
         if self.nodes > 1:
-            template["leaderTemplate"] = self.pod_template("leader", image, leader.command, leader.args, store.claim_name)
+            template["leaderTemplate"] = self.pod_template("leader", image, leader.command, leader.args, claim_name)
         else:
-            template["workerTemplate"] = self.pod_template("leader", image, leader.command, leader.args, store.claim_name)
+            template["workerTemplate"] = self.pod_template("leader", image, leader.command, leader.args, claim_name)
         return {
             "apiVersion": LWS_API_VERSION,
             "kind": "LeaderWorkerSet",
