@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -42,3 +43,19 @@ def policy_statements(template: dict, role_logical_id: str) -> list[dict]:
 def actions_of(statement: dict) -> list[str]:
     actions = statement["Action"]
     return [actions] if isinstance(actions, str) else list(actions)
+
+
+def flatten(value: Any, placeholder: str = "TOKEN") -> str:
+    """A string property as text: parts of an ``Fn::Join`` that resolve at deploy time become ``placeholder``."""
+    if isinstance(value, str):
+        return value
+    return "".join(part if isinstance(part, str) else placeholder for part in value["Fn::Join"][1])
+
+
+def manifest_objects(template: dict, key_part: str) -> list[dict]:
+    """Kubernetes objects of the manifest resources whose logical id contains ``key_part``."""
+    found: list[dict] = []
+    for key, resource in resources_of_type(template, "Custom::AWSCDK-EKS-KubernetesResource").items():
+        if key_part in key:
+            found += json.loads(flatten(resource["Properties"]["Manifest"], "deploy-time-value"))
+    return found

@@ -10,7 +10,7 @@ from aws_cdk import aws_s3 as s3
 
 from cdk_llm_serving import AsyncInference, ConfigurationError, InstancePool, PoolEndpointAlarms, PoolEndpointDashboard
 from tests.builders import new_stack, pool_endpoint, template_of
-from tests.template_helpers import only_resource, resources_of_type
+from tests.template_helpers import flatten, only_resource, resources_of_type
 from tests.test_template_linting import lint_template
 
 
@@ -46,7 +46,7 @@ def test_scaling_metric_missing_alarm_reads_the_policy_expression(pool_template)
 
 def test_dashboard_has_a_row_per_pool_and_the_alarms(pool_template):
     _, dashboard = only_resource(pool_template, "AWS::CloudWatch::Dashboard")
-    body = "".join(p if isinstance(p, str) else "<token>" for p in dashboard["Properties"]["DashboardBody"]["Fn::Join"][1])
+    body = flatten(dashboard["Properties"]["DashboardBody"], "<token>")
     for title in ("1: ml.g6e.12xlarge instances", "2: ml.g6.12xlarge model latency", "3: ml.g6e.2xlarge GPU utilization", "Fleet utilization vs target", '"type":"alarm"'):
         assert title in body, title
     assert '"value":0.7' in body  # the target line

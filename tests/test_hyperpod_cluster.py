@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from aws_cdk import Stack
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.constructs.hyperpod_eks_cluster import HyperPodEksCluster
@@ -13,7 +12,7 @@ from cdk_llm_serving.constructs.hyperpod_instance_group import HyperPodInstanceG
 from cdk_llm_serving.planning.sizing import plan
 from tests.builders import new_stack
 from tests.kubernetes_schemas import validate_core
-from tests.template_helpers import actions_of, only_resource, policy_statements, resources_of_type
+from tests.template_helpers import actions_of, manifest_objects, only_resource, policy_statements, resources_of_type
 
 
 @pytest.fixture(scope="session")
@@ -84,7 +83,7 @@ def test_eks_is_private_logged_and_hyperpod_compatible(hyperpod_template):
     assert props["Version"] == "1.33"
     assert props["ResourcesVpcConfig"]["EndpointPublicAccess"] is False and props["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
     assert props["AccessConfig"]["AuthenticationMode"] in ("API", "API_AND_CONFIG_MAP")
-    assert {t for t in props["Logging"]["ClusterLogging"]["EnabledTypes"] for t in [t["Type"]]} == {"api", "audit", "authenticator", "controllerManager", "scheduler"}
+    assert {entry["Type"] for entry in props["Logging"]["ClusterLogging"]["EnabledTypes"]} == {"api", "audit", "authenticator", "controllerManager", "scheduler"}
     addons = {v["Properties"]["AddonName"]: v["Properties"] for v in resources_of_type(hyperpod_template, "AWS::EKS::Addon").values()}
     major, minor, patch = addons["vpc-cni"]["AddonVersion"].lstrip("v").split("-")[0].split(".")
     assert (int(major), int(minor), int(patch)) >= (1, 18, 3)
@@ -138,10 +137,7 @@ def test_missing_hyperpod_chart_is_a_synth_warning(reference_assembly):
 
 
 def test_weights_volume_manifests_match_kubernetes_schemas(hyperpod_template):
-    (manifest,) = [v for k, v in resources_of_type(hyperpod_template, "Custom::AWSCDK-EKS-KubernetesResource").items() if "WeightsVolume" in k]
-    objects = manifest["Properties"]["Manifest"]
-    rendered = objects if isinstance(objects, str) else "".join(p if isinstance(p, str) else "deploy-time-value" for p in objects["Fn::Join"][1])
-    parsed = json.loads(rendered)
+    parsed = manifest_objects(hyperpod_template, "WeightsVolume")
     assert [o["kind"] for o in parsed] == ["Namespace", "PersistentVolume", "PersistentVolumeClaim"]
     for obj in parsed:
         validate_core(obj)

@@ -12,7 +12,7 @@ from botocore.stub import Stubber
 
 from cdk_llm_serving.__main__ import main
 from cdk_llm_serving.ops.pool_file import PoolFile, PoolFileError
-from cdk_llm_serving.ops.recommend import pools_from_job, wait_for_job, JobFailed
+from cdk_llm_serving.ops.recommend import pools_from_job, wait_for_job
 
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.timezone.utc)
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:endpoint/serving"

@@ -11,7 +11,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from cdk_llm_serving.constructs.vllm_dashboard import PANELS, WIDGET_CODE
-from tests.template_helpers import actions_of, policy_statements
+from tests.template_helpers import actions_of, flatten, policy_statements
 
 
 def widget_module():
@@ -68,7 +68,7 @@ def hyperpod(reference_templates) -> dict:
 
 def test_dashboard_has_a_custom_widget_per_slo_series_with_alert_thresholds(hyperpod):
     (dashboard,) = [v for k, v in hyperpod["Resources"].items() if v["Type"] == "AWS::CloudWatch::Dashboard" and k.startswith("Dashboard")]
-    body = json.loads("".join(p if isinstance(p, str) else "TOKEN" for p in dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]))
+    body = json.loads(flatten(dashboard["Properties"]["DashboardBody"]))
     custom = [w["properties"] for w in body["widgets"] if w["type"] == "custom"]
     assert [w["params"]["query"] for w in custom] == [query for _, query, _, _ in PANELS]
     thresholds = {w["params"]["query"]: w["params"].get("threshold") for w in custom}

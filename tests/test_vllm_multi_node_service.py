@@ -21,28 +21,18 @@ from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
 from cdk_llm_serving.vllm.multinode import leader_command, worker_command
 from tests.builders import new_stack
 from tests.kubernetes_schemas import concretize, validate_core
-from tests.template_helpers import resources_of_type
-
-
-def _manifests(template: dict, key_part: str) -> list[dict]:
-    found = []
-    for key, resource in resources_of_type(template, "Custom::AWSCDK-EKS-KubernetesResource").items():
-        if key_part in key:
-            manifest = resource["Properties"]["Manifest"]
-            text = manifest if isinstance(manifest, str) else "".join(p if isinstance(p, str) else "deploy-time-value" for p in manifest["Fn::Join"][1])
-            found += json.loads(text)
-    return found
+from tests.template_helpers import manifest_objects, resources_of_type
 
 
 @pytest.fixture(scope="session")
 def lws(reference_templates) -> dict:
-    (obj,) = _manifests(reference_templates["ReferenceMoeHyperPod"], "ServingLeaderWorkerSet")
+    (obj,) = manifest_objects(reference_templates["ReferenceMoeHyperPod"], "ServingLeaderWorkerSet")
     return obj
 
 
 @pytest.fixture(scope="session")
 def service(reference_templates) -> dict:
-    (obj,) = _manifests(reference_templates["ReferenceMoeHyperPod"], "ServingService")
+    (obj,) = manifest_objects(reference_templates["ReferenceMoeHyperPod"], "ServingService")
     return obj
 
 

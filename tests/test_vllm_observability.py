@@ -10,7 +10,7 @@ from aws_cdk import Duration
 
 from cdk_llm_serving import ConfigurationError
 from tests.kubernetes_schemas import validate_core
-from tests.template_helpers import only_resource, resources_of_type
+from tests.template_helpers import flatten, only_resource, resources_of_type
 
 FACTS_METRICS = (
     "vllm:time_to_first_token_seconds",
@@ -25,10 +25,6 @@ FACTS_METRICS = (
 @pytest.fixture(scope="session")
 def hyperpod(reference_templates) -> dict:
     return reference_templates["ReferenceMoeHyperPod"]
-
-
-def _text(value) -> str:
-    return value if isinstance(value, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in value["Fn::Join"][1])
 
 
 def test_rules_record_the_slo_series_and_alert_on_them(hyperpod):
@@ -47,7 +43,7 @@ def test_rules_record_the_slo_series_and_alert_on_them(hyperpod):
 
 def test_alerts_go_to_an_encrypted_topic(hyperpod):
     _, workspace = only_resource(hyperpod, "AWS::APS::Workspace")
-    config = yaml.safe_load(yaml.safe_load(_text(workspace["Properties"]["AlertManagerDefinition"]))["alertmanager_config"])
+    config = yaml.safe_load(yaml.safe_load(flatten(workspace["Properties"]["AlertManagerDefinition"]))["alertmanager_config"])
     assert config["route"]["receiver"] == "sns" and config["receivers"][0]["sns_configs"][0]["topic_arn"] == "TOKEN"
     _, topic = only_resource(hyperpod, "AWS::SNS::Topic")
     assert "KmsMasterKeyId" in topic["Properties"]
@@ -75,7 +71,7 @@ def test_scraper_gets_a_kubernetes_user_with_read_only_rights(hyperpod):
     import json
 
     (rbac,) = [v for k, v in resources_of_type(hyperpod, "Custom::AWSCDK-EKS-KubernetesResource").items() if "ScraperRbac" in k]
-    objects = json.loads(_text(rbac["Properties"]["Manifest"]))
+    objects = json.loads(flatten(rbac["Properties"]["Manifest"]))
     for obj in objects:
         validate_core(obj)
         for rule in obj.get("rules", []):

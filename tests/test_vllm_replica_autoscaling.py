@@ -7,9 +7,8 @@ import pytest
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.stacks.reference_app import add_reference_stacks
 from tests.conftest import new_app
-from tests.template_helpers import only_resource, resources_of_type
+from tests.template_helpers import manifest_objects, only_resource, resources_of_type
 from tests.test_template_linting import lint_template
-from tests.test_vllm_multi_node_service import _manifests
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +26,7 @@ def test_gpu_group_holds_the_maximum_and_keda_scales_within_it(scaled_hyperpod):
     _, cluster = only_resource(scaled_hyperpod, "AWS::SageMaker::Cluster")
     (gpu,) = [g for g in cluster["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "gpu-b200"]
     assert gpu["InstanceCount"] == 6  # 2 nodes per replica x 3 replicas
-    scaled = {obj["kind"]: obj for obj in _manifests(scaled_hyperpod, "ReplicaAutoscalingScaledObject")}
+    scaled = {obj["kind"]: obj for obj in manifest_objects(scaled_hyperpod, "ReplicaAutoscalingScaledObject")}
     spec = scaled["ScaledObject"]["spec"]
     assert spec["scaleTargetRef"] == {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "reference-moe-nvfp4"}
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 3)

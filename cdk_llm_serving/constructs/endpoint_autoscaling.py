@@ -21,7 +21,7 @@ from constructs import Construct
 
 from ..errors import Problems
 from ..validation import seconds_of
-from .fleet_utilization import MAX_WEIGHTED_POOLS, NAMESPACE, PoolCapacity, as_math_expression, fleet_utilization_queries
+from .fleet_utilization import MAX_WEIGHTED_POOLS, NAMESPACE, as_math_expression
 
 if TYPE_CHECKING:
     from .instance_pool_endpoint import InstancePoolEndpoint
@@ -82,8 +82,7 @@ class EndpointAutoScaling(Construct):
             if min_capacity == 0:
                 self._scale_out_from_zero()
         else:
-            pools = [PoolCapacity(pool.instance_type, capacity) for pool, capacity in zip(endpoint.pools, capacities)]  # type: ignore[arg-type]
-            queries = fleet_utilization_queries(endpoint.endpoint_name, endpoint.variant_name, pools)
+            queries = endpoint.fleet_utilization_queries()
             self.fleet_utilization = as_math_expression(queries)
             self.cfn_policy = self._target_tracking(
                 "WeightedUtilization",

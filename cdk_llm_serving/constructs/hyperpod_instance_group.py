@@ -10,7 +10,7 @@ from typing import Literal
 from ..errors import Problems
 from ..planning.catalog import default_catalog
 from ..service_model import hyperpod_instance_types, limits
-from ..validation import check_one_of, check_range
+from ..validation import check_name, check_one_of, check_range
 
 GroupRole = Literal["system", "gpu"]
 
@@ -80,9 +80,7 @@ class HyperPodInstanceGroup:
 
     def validate(self, problems: Problems, prop: str) -> None:
         spec = "ClusterInstanceGroupSpecification"
-        name_limits = limits(spec, "InstanceGroupName")
-        if not (1 <= len(self.name) <= (name_limits.maximum or 63)) or not re.fullmatch(name_limits.pattern or ".*", self.name):
-            problems.add(f"{prop}.name", self.name, f"1-{name_limits.maximum} characters matching {name_limits.pattern!r}")
+        check_name(problems, f"{prop}.name", self.name, limits(spec, "InstanceGroupName"), "an instance group name")
         check_one_of(problems, f"{prop}.instance_type", self.instance_type, hyperpod_instance_types(), "HyperPod cluster instance types")
         check_range(problems, f"{prop}.count", self.count, limits(spec, "InstanceCount"))
         if self.count < 1:
@@ -93,7 +91,7 @@ class HyperPodInstanceGroup:
         for check in self.effective_health_checks:
             check_one_of(problems, f"{prop}.deep_health_checks", check, allowed_checks, "deep health checks")
         self._validate_kubernetes(problems, prop)
-        if self.role == "gpu" and self.instance_type in hyperpod_instance_types() and not _has_gpus(self.instance_type):
+        if self.role == "gpu" and self.instance_type in hyperpod_instance_types() and self.instance_type not in default_catalog():
             problems.add(f"{prop}.instance_type", self.instance_type, "a GPU group needs a GPU instance type from the planner's catalog")
 
     def _validate_kubernetes(self, problems: Problems, prop: str) -> None:
@@ -117,7 +115,3 @@ class HyperPodInstanceGroup:
             if not re.fullmatch(taint_key.pattern or ".*", taint.key):
                 problems.add(f"{prop}.taints", taint.key, f"taint keys must match {taint_key.pattern!r}")
 
-
-def _has_gpus(instance_type: str) -> bool:
-    catalog = default_catalog()
-    return instance_type in catalog

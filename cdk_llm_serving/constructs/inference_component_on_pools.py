@@ -23,6 +23,7 @@ from ..planning.catalog import default_catalog
 from ..service_model import limits
 from ..validation import check_at_least, check_range, seconds_of
 from .instance_pool_endpoint import InstancePoolEndpoint
+from .pool_sizing import plan_one_instance
 from .serving_model import ServingModel
 
 
@@ -51,9 +52,8 @@ class InferenceComponentOnPools(Construct):
     :param specifications: one per pool type, at most one per type, 1-5.
     :param copy_count: copies at creation. Default: 1.
     :param component_name: Default: derived from the construct path (stable, unique per stack).
-    :param container_startup_timeout: health-check budget per copy (60-3600 s). Default: the
-        planner's estimate when the models declare ``sizing``, else SageMaker's.
-    :param model_data_download_timeout: download budget per copy (60-3600 s). Default: as above.
+    :param container_startup_timeout: health-check budget per copy (60-3600 s). Default: SageMaker's.
+    :param model_data_download_timeout: download budget per copy (60-3600 s). Default: SageMaker's.
     """
 
     def __init__(
@@ -202,14 +202,11 @@ class InferenceComponentOnPools(Construct):
             if spec.cpu_cores is not None and spec.cpu_cores < (limits("InferenceComponentComputeResourceRequirements", "NumberOfCpuCoresRequired").minimum or 0.25):
                 problems.add(f"{prop}.cpu_cores", spec.cpu_cores, "must be at least 0.25")
             if spec.model.sizing is not None and spec.instance_type in catalog:
-                from ..planning.sizing import PlanningError
-
-                try:
-                    plan = spec.model.sizing.plan_on(spec.instance_type, max_nodes=1, catalog=catalog)
-                    if plan.gpus_per_replica > spec.accelerators:
-                        problems.add(f"{prop}.accelerators", spec.accelerators, f"{spec.model.node.id} needs {plan.gpus_per_replica} GPUs of {spec.instance_type} (planner)")
-                except PlanningError as error:
-                    problems.add(f"{prop}.instance_type", spec.instance_type, f"cannot hold model {spec.model.node.id!r}: {error}")
+                plan, refusal = plan_one_instance(spec.model, spec.instance_type, catalog)
+                if plan is None:
+                    problems.add(f"{prop}.instance_type", spec.instance_type, refusal)
+                elif plan.gpus_per_replica > spec.accelerators:
+                    problems.add(f"{prop}.accelerators", spec.accelerators, f"{spec.model.node.id} needs {plan.gpus_per_replica} GPUs of {spec.instance_type} (planner)")
         uncovered = [t for t in pool_types if t not in seen]
         if uncovered:
             problems.add("specifications", [s.instance_type for s in self.specifications], f"every pool needs a specification; missing: {', '.join(uncovered)}")

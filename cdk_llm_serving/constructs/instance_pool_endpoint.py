@@ -21,7 +21,7 @@ from ..validation import check_at_least, check_name, check_one_of, check_range, 
 from .async_inference import AsyncInference
 from .execution_role_grants import ExecutionRoleGrants
 from .endpoint_deployment import BlueGreenDeployment, EndpointDeployment
-from .fleet_utilization import PoolCapacity, as_math_expression, fleet_utilization_queries, instance_count_expression
+from .fleet_utilization import MetricQuery, PoolCapacity, as_math_expression, fleet_utilization_queries, instance_count_expression
 from .instance_pool import InstancePool
 from .pool_sizing import check_pools_fit
 from .serving_model import ServingModel
@@ -418,14 +418,18 @@ class InstancePoolEndpoint(Construct):
     def metric_gpu_memory_utilization(self, instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
         return self.metric("GPUMemoryUtilization", instance_type=instance_type, **kwargs)  # type: ignore[arg-type]
 
-    def metric_fleet_utilization(self) -> cloudwatch.IMetric:
-        """The weighted utilization that autoscaling tracks (needs every pool's capacity)."""
+    def fleet_utilization_queries(self) -> list[MetricQuery]:
+        """The metric-math queries of the weighted utilization (see ``fleet_utilization``)."""
         capacities = self.pool_capacities()
         missing = [pool.instance_type for pool, capacity in zip(self.pools, capacities) if capacity is None]
         if missing:
             raise ConfigurationError(f"InstancePoolEndpoint '{self.node.path}'", [Problem("pools.max_concurrency", missing, "fleet utilization needs every pool's capacity")])
         pools = [PoolCapacity(pool.instance_type, capacity) for pool, capacity in zip(self.pools, capacities)]  # type: ignore[arg-type]
-        return as_math_expression(fleet_utilization_queries(self.endpoint_name, self.variant_name, pools))
+        return fleet_utilization_queries(self.endpoint_name, self.variant_name, pools)
+
+    def metric_fleet_utilization(self) -> cloudwatch.IMetric:
+        """The weighted utilization that autoscaling tracks (needs every pool's capacity)."""
+        return as_math_expression(self.fleet_utilization_queries())
 
     def metric_pool_instances(self, instance_type: str, period: Duration = Duration.minutes(1)) -> cloudwatch.MathExpression:
         """Instances of one pool, derived from its invocation metrics (0 while it has none)."""

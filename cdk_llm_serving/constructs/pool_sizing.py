@@ -9,7 +9,7 @@ from aws_cdk import Annotations
 from constructs import IConstruct
 
 from ..errors import Problems
-from ..planning.catalog import default_catalog
+from ..planning.catalog import Catalog, default_catalog
 from ..planning.cold_start import ColdStart, estimate_cold_start
 from ..planning.sizing import Plan, PlanningError
 from .instance_pool import InstancePool
@@ -23,6 +23,16 @@ class PoolFit:
     pool_index: int
     plan: Plan
     cold_start: ColdStart
+
+
+def plan_one_instance(model: ServingModel, instance_type: str, catalog: Catalog) -> tuple[Plan | None, str | None]:
+    """The model's layout on one instance of ``instance_type`` (SageMaker hosts a copy per
+    instance), or why it cannot fit. ``model.sizing`` must be set."""
+    assert model.sizing is not None
+    try:
+        return model.sizing.plan_on(instance_type, max_nodes=1, catalog=catalog), None
+    except PlanningError as error:
+        return None, f"cannot hold model {model.node.id!r}: {error}"
 
 
 def check_pools_fit(scope: IConstruct, problems: Problems, pools: Sequence[InstancePool], default_model: ServingModel | None) -> list[PoolFit]:
@@ -43,10 +53,9 @@ def check_pools_fit(scope: IConstruct, problems: Problems, pools: Sequence[Insta
                 f"pools[{index}] {pool.instance_type} is not in the planner's catalog: whether it holds {model.node.id} is unchecked",
             )
             continue
-        try:
-            plan = model.sizing.plan_on(pool.instance_type, max_nodes=1, catalog=catalog)
-        except PlanningError as error:
-            problems.add(f"pools[{index}]", pool.instance_type, f"cannot hold model {model.node.id!r}: {error}")
+        plan, refusal = plan_one_instance(model, pool.instance_type, catalog)
+        if plan is None:
+            problems.add(f"pools[{index}]", pool.instance_type, refusal)
             continue
         for warning in plan.warnings:
             Annotations.of(scope).add_warning_v2("cdk-llm-serving:nonNativeWeightFormat", f"pools[{index}] {pool.instance_type}: {warning}")

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations
 from constructs import Construct
 
 from ..errors import Problems
@@ -138,8 +137,17 @@ class VllmPoolEndpoint(Construct):
         if fmt not in formats:
             raise KeyError(f"weight_format {fmt!r} has no entry in weights ({', '.join(formats)})")
         config = pool.config.with_changes(model=SAGEMAKER_MODEL_DIR).validate()
-        sizing = ModelSizing(self.spec, fmt, max_context=config.max_model_len, gpu_memory_utilization=config.gpu_memory_utilization or 0.9, tensor_parallel_size=config.tensor_parallel_size)
-        return PoolVllmPlan(pool.instance_type, fmt, config, sizing.plan_on(pool.instance_type, max_nodes=1))
+        return PoolVllmPlan(pool.instance_type, fmt, config, self._sizing(fmt, config).plan_on(pool.instance_type, max_nodes=1))
+
+    def _sizing(self, weight_format: str, config: VllmConfig) -> ModelSizing:
+        """What a copy with ``config`` promises the planner: its format, context and layout."""
+        return ModelSizing(
+            self.spec,
+            weight_format,
+            max_context=config.max_model_len,
+            gpu_memory_utilization=config.gpu_memory_utilization or 0.9,
+            tensor_parallel_size=config.tensor_parallel_size,
+        )
 
     def _model_for(self, planned: PoolVllmPlan, image: ContainerImage, weights: Mapping[str, ModelData]) -> ServingModel:
         config = planned.config
@@ -156,16 +164,10 @@ class VllmPoolEndpoint(Construct):
             model_data=weights[planned.weight_format],
             served_model_name=served,
             environment=environment,
-            sizing=ModelSizing(
-                self.spec,
-                planned.weight_format,
-                max_context=config.max_model_len,
-                gpu_memory_utilization=config.gpu_memory_utilization or 0.9,
-                tensor_parallel_size=config.tensor_parallel_size,
-            ),
+            # The endpoint plans each pool from this sizing and warns there when the format
+            # has no native kernels on the pool's GPU.
+            sizing=self._sizing(planned.weight_format, config),
         )
-        for warning in check_on_hardware(config, planned.instance_type, model=self.spec, weight_format=planned.weight_format).warnings:
-            Annotations.of(model).add_warning_v2("cdk-llm-serving:nonNativeWeightFormat", f"{planned.instance_type}: {warning}")
         self.models[key] = model
         return model
 
