@@ -11,7 +11,7 @@ os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.g
 from aws_cdk import App, Validations  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
-from cdk_llm_serving.stacks import add_reference_stacks  # noqa: E402
+from stacks import add_reference_stacks  # noqa: E402
 
 app = App()
 add_reference_stacks(app)

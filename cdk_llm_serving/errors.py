@@ -43,7 +43,7 @@ class Problems:
     def add(self, prop: str, value: Any, allowed: str) -> None:
         self._problems.append(Problem(prop, value, allowed))
 
-    def extend(self, problems: "Problems") -> None:
+    def extend(self, problems: Problems) -> None:
         self._problems.extend(problems._problems)
 
     def __bool__(self) -> bool:

@@ -2,41 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from pathlib import Path
 
-# jsii runs the CDK on the first `node` on PATH: use the virtualenv's supported Node.js.
-os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+import pytest
 
-import pytest  # noqa: E402
-from aws_cdk import App, DefaultStackSynthesizer, Validations  # noqa: E402
-from aws_cdk import cx_api  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-
-
-def project_context() -> dict:
-    """The feature flags and settings of cdk.json, so tests synthesize what `cdk synth` does."""
-    return json.loads((ROOT / "cdk.json").read_text())["context"]
-
-
-def new_app(**context: object) -> App:
-    """An app like the reference one, minus what makes snapshots unstable."""
-    return App(
-        context={**project_context(), **context},
-        analytics_reporting=False,
-        default_stack_synthesizer=DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
-    )
+# tests.support.app puts the virtualenv's Node.js first on PATH before aws_cdk loads.
+from tests.support.app import SHARED, new_app  # isort: skip
+from aws_cdk import Validations, cx_api
 
 
 @pytest.fixture(scope="session")
 def reference_assembly() -> cx_api.CloudAssembly:
     from cdk_nag import AwsSolutionsChecks
 
-    from cdk_llm_serving.stacks import add_reference_stacks
+    from stacks import add_reference_stacks
 
     app = new_app()
     add_reference_stacks(app)

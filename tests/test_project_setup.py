@@ -12,7 +12,7 @@ from aws_cdk import Validations
 from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 
-from tests.builders import new_stack
+from tests.support.builders import new_stack
 
 
 def test_every_feature_flag_is_set_to_its_recommended_value(reference_assembly):

@@ -1,1 +1,4 @@
-"""Operations around a pool endpoint with boto3: fleet status, inference recommendations."""
+"""Operations with boto3 and the command line: fleet status, recommendations, smoke tests.
+
+Plain Python (no CDK import); the constructs never import this package.
+"""

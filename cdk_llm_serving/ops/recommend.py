@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .pool_file import ExpectedPerformance, Goal, PoolFile, RecommendedPool
+from ..planning.pool_file import ExpectedPerformance, Goal, PoolFile, RecommendedPool
 
 #: The API's performance-target metric for each goal.
 GOAL_METRICS: dict[str, str] = {"cost": "cost", "latency": "ttft-ms", "throughput": "throughput"}
@@ -36,7 +36,7 @@ class RecommendationSpec:
     optimize_model: bool = True
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> "RecommendationSpec":
+    def from_mapping(cls, data: Mapping[str, Any]) -> RecommendationSpec:
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(data) - known
         if unknown:

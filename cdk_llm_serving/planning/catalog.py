@@ -76,14 +76,14 @@ class Catalog:
             known = ", ".join(sorted(self._instances))
             raise KeyError(f"instance type {instance_type!r} is not in the catalog; known: {known}") from None
 
-    def with_prices(self, prices: Mapping[str, float], source: str = "user-supplied") -> "Catalog":
+    def with_prices(self, prices: Mapping[str, float], source: str = "user-supplied") -> Catalog:
         """Your own prices (another region, a discount); unknown types are an error."""
         updated = dict(self._instances)
         for instance_type, price in prices.items():
             updated[instance_type] = replace(self.get(instance_type), price_per_hour=price, price_estimated=False)
         return Catalog(updated, self.price_region, f"{self.price_source}; overridden: {source}")
 
-    def with_instances(self, extra: Iterable[InstanceSpec]) -> "Catalog":
+    def with_instances(self, extra: Iterable[InstanceSpec]) -> Catalog:
         """Add (or replace) instance types, e.g. a new family the data file lacks."""
         updated = dict(self._instances)
         updated.update({spec.instance_type: spec for spec in extra})

@@ -96,7 +96,7 @@ class ModelSizing:
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int | None = None
 
-    def plan_on(self, instance_type: str, *, max_nodes: int = MAX_NODES, catalog: Catalog | None = None) -> "Plan":
+    def plan_on(self, instance_type: str, *, max_nodes: int = MAX_NODES, catalog: Catalog | None = None) -> Plan:
         return plan(
             self.model,
             self.quantization,

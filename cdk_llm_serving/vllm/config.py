@@ -226,13 +226,13 @@ class VllmConfig:
                 found.append((prop, value, "must be finite"))
         return found
 
-    def validate(self) -> "VllmConfig":
+    def validate(self) -> VllmConfig:
         found = self.problems()
         if found:
             raise VllmConfigError(found)
         return self
 
-    def with_changes(self, **changes: object) -> "VllmConfig":
+    def with_changes(self, **changes: object) -> VllmConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 

@@ -1,0 +1,77 @@
+"""Checks shared by the constructs; each adds to a ``Problems`` instead of raising."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+
+from aws_cdk import Duration, Token
+
+from ..errors import Problems
+from .service_limits import Limits
+
+
+def is_unresolved(value: object) -> bool:
+    """Deploy-time values (tokens) cannot be checked at synth time."""
+    return isinstance(value, str) and Token.is_unresolved(value) or (
+        isinstance(value, (int, float)) and Token.is_unresolved(value)
+    )
+
+
+def seconds_of(value: Duration | int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, Duration):
+        return int(value.to_seconds())
+    return value
+
+
+def check_range(problems: Problems, prop: str, value: int | float | None, limits: Limits, unit: str = "") -> None:
+    """``value`` must lie in the shape's [min, max]; ``None`` means "not set"."""
+    if value is None or is_unresolved(value):
+        return
+    low, high = limits.minimum, limits.maximum
+    if (low is not None and value < low) or (high is not None and value > high):
+        suffix = f" {unit}" if unit else ""
+        if high is None:
+            problems.add(prop, value, f"must be at least {low}{suffix}")
+        else:
+            problems.add(prop, value, f"must be between {low} and {high}{suffix}")
+
+
+def check_at_least(problems: Problems, prop: str, value: int | None, minimum: int) -> None:
+    if value is None or is_unresolved(value):
+        return
+    if value < minimum:
+        problems.add(prop, value, f"must be at least {minimum}")
+
+
+def check_name(problems: Problems, prop: str, value: str | None, limits: Limits, what: str) -> None:
+    """A SageMaker name: length bounds and the service's regex, matched in full."""
+    if value is None or is_unresolved(value):
+        return
+    maximum = limits.maximum or 63
+    pattern = limits.pattern or ""
+    if not value or len(value) > maximum or not re.fullmatch(pattern, value):
+        problems.add(
+            prop,
+            value,
+            f"{what} must be 1-{maximum} characters matching {pattern!r} "
+            "(letters, digits and hyphens; no leading or trailing hyphen)",
+        )
+
+
+def check_one_of(problems: Problems, prop: str, value: str | None, allowed: Iterable[str], what: str) -> None:
+    """``value`` must be one of ``allowed``; the message names the closest matches."""
+    if value is None or is_unresolved(value):
+        return
+    options = list(allowed)
+    if value in options:
+        return
+    close = difflib.get_close_matches(value, options, n=4, cutoff=0.6)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    if len(options) <= 8:
+        problems.add(prop, value, f"{what} must be one of {', '.join(options)}")
+    else:
+        problems.add(prop, value, f"not one of the {len(options)} {what}{hint}")

@@ -1,0 +1,127 @@
+"""``FsxModelStore``: model weights on FSx for Lustre, linked to S3, mounted by Kubernetes pods.
+
+An FSx for Lustre (PERSISTENT_2) file system in the GPU subnet, a data repository
+association that imports the weights prefix of an S3 bucket (lazily, on first read), and a
+static PersistentVolume / PersistentVolumeClaim so serving pods mount it read-only. The
+file system is retained on stack deletion: re-importing terabytes of weights is slow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from ..errors import Problems
+from .cluster import HyperPodEksCluster
+
+#: PERSISTENT_2 capacity comes in multiples of 1200 GiB.
+CAPACITY_STEP_GIB = 1200
+THROUGHPUT_OPTIONS = (125, 250, 500, 1000)
+
+
+class FsxModelStore(Construct):
+    """Weights from ``s3://<bucket>/<prefix>`` at ``/<mount_path>`` in pods that claim ``claim_name``.
+
+    :param cluster: the HyperPod cluster (network, security group, EKS).
+    :param weights_bucket: the bucket holding the weights.
+    :param weights_prefix: the prefix under it (the association links only that).
+    :param storage_capacity_gib: a multiple of 1200. Default: 4800 (room for a 2.4T model in NVFP4 and another copy).
+    :param throughput_per_tib: MB/s per TiB (125, 250, 500, 1000). Default: 500.
+    :param namespace: namespace of the PersistentVolumeClaim. Default: ``inference``.
+    :param claim_name: the claim's name. Default: ``model-weights``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: HyperPodEksCluster,
+        weights_bucket: s3.IBucket,
+        weights_prefix: str,
+        storage_capacity_gib: int = 4800,
+        throughput_per_tib: int = 500,
+        namespace: str = "inference",
+        claim_name: str = "model-weights",
+    ) -> None:
+        super().__init__(scope, id)
+        problems = Problems(f"FsxModelStore '{self.node.path}'")
+        if storage_capacity_gib < CAPACITY_STEP_GIB or storage_capacity_gib % CAPACITY_STEP_GIB:
+            problems.add("storage_capacity_gib", storage_capacity_gib, f"PERSISTENT_2 needs a multiple of {CAPACITY_STEP_GIB} GiB")
+        if throughput_per_tib not in THROUGHPUT_OPTIONS:
+            problems.add("throughput_per_tib", throughput_per_tib, f"must be one of {', '.join(map(str, THROUGHPUT_OPTIONS))}")
+        if not weights_prefix.strip("/"):
+            problems.add("weights_prefix", weights_prefix, "must name a prefix: the association should not import a whole bucket")
+        problems.raise_if_any()
+        self.namespace, self.claim_name = namespace, claim_name
+
+        self.file_system = fsx.LustreFileSystem(
+            self,
+            "FileSystem",
+            vpc=cluster.vpc,
+            vpc_subnet=cluster.gpu_subnets[0],
+            security_group=cluster.node_security_group,
+            storage_capacity_gib=storage_capacity_gib,
+            lustre_configuration=fsx.LustreConfiguration(
+                deployment_type=fsx.LustreDeploymentType.PERSISTENT_2,
+                per_unit_storage_throughput=throughput_per_tib,
+                data_compression_type=fsx.LustreDataCompressionType.LZ4,
+            ),
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        prefix = weights_prefix.strip("/")
+        self.association = fsx.CfnDataRepositoryAssociation(
+            self,
+            "WeightsAssociation",
+            file_system_id=self.file_system.file_system_id,
+            file_system_path=f"/{prefix}",
+            data_repository_path=f"s3://{weights_bucket.bucket_name}/{prefix}/",
+            batch_import_meta_data_on_create=True,
+            s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(events=["NEW", "CHANGED", "DELETED"])
+            ),
+        )
+        self.association.apply_removal_policy(RemovalPolicy.RETAIN)
+        self.mount_path = f"/{prefix}"
+        self.manifests = self.kubernetes_objects()
+        self.manifest = cluster.eks_cluster.add_manifest("WeightsVolume", *self.manifests)
+        self.manifest.node.add_dependency(cluster.addons["Addon-aws-fsx-csi-driver"])
+
+    def kubernetes_objects(self) -> list[dict[str, Any]]:
+        """Namespace, static PersistentVolume and its claim (read-only for serving)."""
+        volume_name = f"{self.claim_name}-fsx"
+        return [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}},
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": volume_name},
+                "spec": {
+                    "capacity": {"storage": f"{self.file_system.node.default_child.storage_capacity}Gi"},  # type: ignore[union-attr]
+                    "volumeMode": "Filesystem",
+                    "accessModes": ["ReadWriteMany"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": "",
+                    "csi": {
+                        "driver": "fsx.csi.aws.com",
+                        "volumeHandle": self.file_system.file_system_id,
+                        "volumeAttributes": {"dnsname": self.file_system.dns_name, "mountname": self.file_system.mount_name},
+                    },
+                },
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": self.claim_name, "namespace": self.namespace},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "",
+                    "volumeName": volume_name,
+                    "resources": {"requests": {"storage": f"{self.file_system.node.default_child.storage_capacity}Gi"}},  # type: ignore[union-attr]
+                },
+            },
+        ]

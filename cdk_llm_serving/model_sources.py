@@ -1,0 +1,104 @@
+"""Where a model's container image and weights come from (plain value types)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+
+from ._cdk.validation import is_unresolved
+from .errors import Problems
+
+_ECR_IMAGE_URI = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?"
+    r"/(?P<repository>[a-z0-9][a-z0-9._/-]*)(?::[\w][\w.-]{0,127}|@sha256:[a-f0-9]{64})$"
+)
+_S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<prefix>.*)$")
+
+
+@dataclass(frozen=True)
+class ContainerImage:
+    """An image in Amazon ECR, with the repository the model's role may pull from.
+
+    SageMaker hosting pulls from private ECR (AWS's deep-learning containers live
+    there too), so the repository is what the execution role is granted: no other.
+    """
+
+    image_uri: str
+    repository_arn: str | None = None
+
+    @classmethod
+    def from_ecr_uri(cls, image_uri: str) -> ContainerImage:
+        """``123456789012.dkr.ecr.us-east-1.amazonaws.com/repo:tag`` (or ``@sha256:…``)."""
+        return cls(image_uri=image_uri)
+
+    @classmethod
+    def from_repository(cls, repository: ecr.IRepository, tag: str = "latest") -> ContainerImage:
+        return cls(image_uri=repository.repository_uri_for_tag(tag), repository_arn=repository.repository_arn)
+
+    def validate(self, problems: Problems, prop: str) -> None:
+        if self.repository_arn is not None or is_unresolved(self.image_uri):
+            return
+        if not _ECR_IMAGE_URI.match(self.image_uri):
+            problems.add(
+                prop,
+                self.image_uri,
+                "must be a private Amazon ECR image URI: "
+                "<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag> or @sha256:<digest>",
+            )
+
+    def resolve_repository_arn(self, partition: str) -> str | None:
+        if self.repository_arn is not None:
+            return self.repository_arn
+        match = _ECR_IMAGE_URI.match(self.image_uri)
+        if not match:
+            return None
+        return f"arn:{partition}:ecr:{match['region']}:{match['account']}:repository/{match['repository']}"
+
+
+@dataclass(frozen=True)
+class ModelData:
+    """Uncompressed model weights under one S3 prefix (SageMaker ``ModelDataSource``).
+
+    Weights are served as individual files (``CompressionType: None``): no
+    multi-GB tarball to unpack on every instance start.
+    """
+
+    bucket_name: str
+    prefix: str
+    encryption_key: kms.IKey | None = None
+
+    @classmethod
+    def from_bucket(cls, bucket: s3.IBucket, prefix: str) -> ModelData:
+        return cls(bucket_name=bucket.bucket_name, prefix=prefix, encryption_key=bucket.encryption_key)
+
+    @classmethod
+    def from_s3_uri(cls, uri: str, encryption_key: kms.IKey | None = None) -> ModelData:
+        """``s3://bucket/prefix/``; an unparseable URI is reported by ``validate``."""
+        match = _S3_URI.match(uri)
+        if not match:
+            return cls(bucket_name="", prefix=uri, encryption_key=encryption_key)
+        return cls(bucket_name=match["bucket"], prefix=match["prefix"], encryption_key=encryption_key)
+
+    @property
+    def key_prefix(self) -> str:
+        """The prefix with exactly one trailing slash, as ``S3Prefix`` data sources require."""
+        return self.prefix.strip("/") + "/"
+
+    @property
+    def s3_uri(self) -> str:
+        return f"s3://{self.bucket_name}/{self.key_prefix}"
+
+    def validate(self, problems: Problems, prop: str) -> None:
+        if not self.bucket_name:
+            problems.add(prop, self.prefix, "must be an S3 URI of the form s3://<bucket>/<prefix>/")
+            return
+        if not is_unresolved(self.prefix) and not self.prefix.strip("/"):
+            problems.add(
+                f"{prop}.prefix",
+                self.prefix,
+                "must name a key prefix: the model role is granted that prefix only, never a whole bucket",
+            )

@@ -1,0 +1,245 @@
+"""``python -m cdk_llm_serving``: the library's command line.
+
+``plan``   will a model fit an instance type, with which parallelism, how fast it
+           starts and what it costs (pure Python: no AWS call, no CDK).
+``fleet``      per-pool instance counts of an endpoint, fallback and cost (boto3).
+``recommend``  start / wait for a SageMaker inference recommendation job, turn it into a pool file.
+``smoke``  stream two chat completions from an OpenAI-compatible endpoint and check
+           tool calls and reasoning; report TTFT, inter-token latency and tokens/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+
+def _plan_command(args: argparse.Namespace) -> int:
+    from ..planning.cold_start import estimate_cold_start
+    from ..planning.cost import estimate_cost
+    from ..planning.report import plan_as_dict, plan_as_table
+    from ..planning.sizing import PlanningError, plan
+
+    try:
+        result = plan(
+            args.model,
+            args.quantization,
+            args.instance_type,
+            max_context=args.max_context,
+            concurrency=args.concurrency,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            kv_cache_dtype=args.kv_cache_dtype,
+            max_nodes=args.max_nodes,
+        )
+    except (PlanningError, KeyError) as error:
+        message = error.args[0] if isinstance(error, KeyError) else str(error)
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+    path = args.loading_path or ("s3_download" if result.nodes == 1 else "fsx_lustre")
+    cold_start = estimate_cold_start(result.weight_bytes, path, result.nodes)
+    cost = estimate_cost(result, output_tokens_per_second=args.tokens_per_second)
+    if args.json:
+        print(json.dumps(plan_as_dict(result, cold_start, cost), indent=2))
+    else:
+        print(plan_as_table(result, cold_start, cost))
+    return 0
+
+
+def _smoke_command(args: argparse.Namespace) -> int:
+    from .smoke import SmokeError, format_report, report, safe_run, sagemaker_bearer_token
+
+    headers: dict[str, str] = {}
+    try:
+        if args.bearer_token:
+            headers["Authorization"] = f"Bearer {args.bearer_token}"
+        elif args.sagemaker_region:
+            headers["Authorization"] = f"Bearer {sagemaker_bearer_token(args.sagemaker_region)}"
+        elif args.api_key:
+            headers["Authorization"] = f"Bearer {args.api_key}"
+        checks, results = safe_run(args.base_url, args.model, headers, args.timeout)
+    except (SmokeError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    data = report(checks, results)
+    print(json.dumps(data, indent=2) if args.json else format_report(data))
+    return 0 if all(check.passed for check in checks) else 1
+
+
+def _sagemaker(args: argparse.Namespace, clients: dict | None) -> object:
+    if clients and "sagemaker" in clients:
+        return clients["sagemaker"]
+    import boto3
+
+    from .aws_errors import RETRY_CONFIG
+
+    return boto3.client("sagemaker", region_name=args.region, config=RETRY_CONFIG)
+
+
+def _aws_call(doing: str, call):  # type: ignore[no-untyped-def]
+    """Run ``call``; an AWS error becomes one line on stderr and a distinct exit status."""
+    from .aws_errors import describe_failure
+
+    try:
+        return call(), 0
+    except Exception as error:  # noqa: BLE001 - describe_failure re-raises what is not AWS's
+        failure = describe_failure(error, doing)
+        print(f"error: {failure.message}", file=sys.stderr)
+        return None, failure.exit_code
+
+
+def _fleet_command(args: argparse.Namespace, clients: dict | None = None) -> int:
+    from .aws_errors import EXIT_FALLBACK
+    from .fleet import fleet_as_dict, fleet_status, format_fleet
+
+    status, code = _aws_call(f"describe endpoint {args.endpoint!r}", lambda: fleet_status(_sagemaker(args, clients), args.endpoint))
+    if code:
+        return code
+    print(json.dumps(fleet_as_dict(status), indent=2) if args.json else format_fleet(status))
+    return EXIT_FALLBACK if args.fail_on_fallback and status.on_fallback else 0
+
+
+def _recommend_start(args: argparse.Namespace, clients: dict | None = None) -> int:
+    import yaml
+
+    from .recommend import RecommendationSpec, start_recommendation
+
+    values: dict = {}
+    if args.spec:
+        values.update(yaml.safe_load(open(args.spec)) or {})
+    for key in ("name", "model_s3_uri", "output_s3_uri", "role_arn", "goal", "framework", "workload", "dataset_s3_uri"):
+        if getattr(args, key, None) is not None:
+            values[key] = getattr(args, key)
+    if args.instance_type:
+        values["instance_types"] = args.instance_type
+    try:
+        spec = RecommendationSpec.from_mapping(values)
+        problems = spec.problems()
+    except (TypeError, ValueError) as error:
+        print(f"error: recommendation spec: {error}", file=sys.stderr)
+        return 2
+    if problems:
+        print("error: recommendation spec: " + "; ".join(problems), file=sys.stderr)
+        return 2
+    arn, code = _aws_call(f"start recommendation job {spec.name!r}", lambda: start_recommendation(_sagemaker(args, clients), spec))
+    if code:
+        return code
+    print(arn)
+    return 0
+
+
+def _recommend_wait(args: argparse.Namespace, clients: dict | None = None) -> int:
+    from .recommend import JobFailed, wait_for_job
+
+    sleep = (clients or {}).get("sleep", __import__("time").sleep)
+    try:
+        job, code = _aws_call(f"describe recommendation job {args.job!r}", lambda: wait_for_job(_sagemaker(args, clients), args.job, poll_seconds=args.poll_seconds, sleep=sleep))
+    except JobFailed as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if code:
+        return code
+    print(f"{args.job}: Completed with {len(job.get('Recommendations', []))} recommendations")
+    return 0
+
+
+def _recommend_to_pools(args: argparse.Namespace, clients: dict | None = None) -> int:
+    from .recommend import pools_from_job
+
+    job, code = _aws_call(f"describe recommendation job {args.job!r}", lambda: _sagemaker(args, clients).describe_ai_recommendation_job(AIRecommendationJobName=args.job))
+    if code:
+        return code
+    if job["AIRecommendationJobStatus"] != "Completed":
+        print(f"error: recommendation job {args.job} is {job['AIRecommendationJobStatus']}, not Completed", file=sys.stderr)
+        return 1
+    try:
+        pool_file = pools_from_job(job, args.goal)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    pool_file.write(args.output)
+    for priority, pool in enumerate(pool_file.pools, start=1):
+        e = pool.expected
+        print(f"{priority}. {pool.instance_type}: capacity {pool.max_concurrency}, ttft {e.ttft_ms} ms, itl {e.itl_ms} ms, {e.throughput_tokens_per_s} tokens/s, ${e.cost_per_million_tokens}/M tokens")
+    print(f"wrote {args.output}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ..planning.cold_start import loading_paths
+    from ..planning.models import presets, weight_formats
+
+    parser = argparse.ArgumentParser(prog="python -m cdk_llm_serving", description="cdk-llm-serving tools")
+    commands = parser.add_subparsers(dest="command", required=True)
+    planner = commands.add_parser("plan", help="size a model on an instance type")
+    planner.add_argument("--model", required=True, choices=sorted(presets()), help="model preset")
+    planner.add_argument("--quantization", required=True, choices=list(weight_formats()), help="weight format")
+    planner.add_argument("--instance-type", required=True, help="e.g. ml.p6-b200.48xlarge")
+    planner.add_argument("--max-context", type=int, help="tokens per sequence (default: the model's maximum)")
+    planner.add_argument("--concurrency", type=int, default=1, help="sequences of --max-context that must fit at once (default 1)")
+    planner.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's share of GPU memory (default 0.9)")
+    planner.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "bf16", "fp8"], help="KV-cache precision (default auto = BF16)")
+    planner.add_argument("--max-nodes", type=int, default=16, help="most nodes one replica may span (default 16; 1 for a SageMaker endpoint)")
+    planner.add_argument("--loading-path", choices=loading_paths(), help="how weights reach the GPUs (default: s3_download on one node, fsx_lustre on several)")
+    planner.add_argument("--tokens-per-second", type=float, help="measured output tokens/s of one replica (default: roofline estimate)")
+    planner.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    planner.set_defaults(handler=_plan_command)
+
+    smoke = commands.add_parser("smoke", help="check an OpenAI-compatible endpoint: tool calls, reasoning, TTFT/ITL")
+    smoke.add_argument("--base-url", required=True, help="e.g. http://internal-lb/v1 or https://runtime.sagemaker.<region>.amazonaws.com/endpoints/<name>/openai/v1")
+    smoke.add_argument("--model", required=True, help="the served model name")
+    auth = smoke.add_mutually_exclusive_group()
+    auth.add_argument("--api-key", help="sent as a bearer token")
+    auth.add_argument("--bearer-token", help="a ready SageMaker bearer token")
+    auth.add_argument("--sagemaker-region", help="make a SageMaker bearer token for this region from the standard AWS credential chain")
+    smoke.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
+    smoke.add_argument("--json", action="store_true", help="print JSON instead of text")
+    smoke.set_defaults(handler=_smoke_command)
+
+    fleet = commands.add_parser("fleet", help="what an instance-pool endpoint runs on, per pool, and what it costs")
+    fleet.add_argument("endpoint", help="endpoint name")
+    fleet.add_argument("--region", help="AWS region (default: the standard chain)")
+    fleet.add_argument("--json", action="store_true", help="print JSON")
+    fleet.add_argument("--fail-on-fallback", action="store_true", help="exit 3 when instances run on a fallback pool")
+    fleet.set_defaults(handler=_fleet_command, aws=True)
+
+    recommend = commands.add_parser("recommend", help="SageMaker inference recommendations -> instance pools")
+    steps = recommend.add_subparsers(dest="step", required=True)
+    start = steps.add_parser("start", help="create the workload configuration and the recommendation job")
+    start.add_argument("--spec", help="YAML file with the keys below (flags override it)")
+    start.add_argument("--name")
+    start.add_argument("--model-s3-uri", dest="model_s3_uri")
+    start.add_argument("--output-s3-uri", dest="output_s3_uri")
+    start.add_argument("--role-arn", dest="role_arn")
+    start.add_argument("--goal", choices=["cost", "latency", "throughput"])
+    start.add_argument("--instance-type", action="append", help="up to 3, repeat the flag")
+    start.add_argument("--framework", choices=["VLLM", "LMI"])
+    start.add_argument("--workload", help="inline workload specification")
+    start.add_argument("--dataset-s3-uri", dest="dataset_s3_uri")
+    start.add_argument("--region")
+    start.set_defaults(handler=_recommend_start, aws=True)
+    wait = steps.add_parser("wait", help="poll a job until it completes or fails")
+    wait.add_argument("job")
+    wait.add_argument("--poll-seconds", type=float, default=60.0)
+    wait.add_argument("--region")
+    wait.set_defaults(handler=_recommend_wait, aws=True)
+    to_pools = steps.add_parser("to-pools", help="write the job's results as a pool file")
+    to_pools.add_argument("job")
+    to_pools.add_argument("--goal", choices=["cost", "latency", "throughput"], help="order (default: the job's goal)")
+    to_pools.add_argument("--output", default="pools.json")
+    to_pools.add_argument("--region")
+    to_pools.set_defaults(handler=_recommend_to_pools, aws=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, clients: dict | None = None) -> int:
+    """``clients`` lets tests hand in (stubbed) boto3 clients; by default boto3 makes them."""
+    args = build_parser().parse_args(argv)
+    if getattr(args, "aws", False):
+        return int(args.handler(args, clients))
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

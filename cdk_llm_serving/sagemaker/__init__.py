@@ -1,0 +1,43 @@
+"""Serving path 1: SageMaker real-time (or asynchronous) endpoints on instance pools.
+
+A variant lists up to five instance types in priority order and SageMaker falls back down
+the list when a type has no capacity; these constructs add per-pool models, weighted
+autoscaling, alarms, dashboards, inference components and safe updates.
+"""
+
+from .alarms import PoolEndpointAlarms
+from .async_inference import AsyncInference
+from .autoscaling import EndpointAutoScaling
+from .dashboard import PoolEndpointDashboard
+from .deployment import (
+    BlueGreenDeployment,
+    CapacitySize,
+    EndpointDeployment,
+    RollingDeployment,
+    TrafficShift,
+)
+from .inference_components import ComponentSpecification, InferenceComponentOnPools
+from .instance_pool import InstancePool
+from .pool_endpoint import InstancePoolEndpoint
+from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
+from .vllm_pool_endpoint import VllmPool, VllmPoolEndpoint
+
+__all__ = [
+    "VLLM_SERVED_MODEL_NAME_VARIABLE",
+    "AsyncInference",
+    "BlueGreenDeployment",
+    "CapacitySize",
+    "ComponentSpecification",
+    "EndpointAutoScaling",
+    "EndpointDeployment",
+    "InferenceComponentOnPools",
+    "InstancePool",
+    "InstancePoolEndpoint",
+    "PoolEndpointAlarms",
+    "PoolEndpointDashboard",
+    "RollingDeployment",
+    "ServingModel",
+    "TrafficShift",
+    "VllmPool",
+    "VllmPoolEndpoint",
+]

@@ -1,0 +1,145 @@
+"""``PoolEndpointAlarms``: the alarms an operator of a pool endpoint wants, each optional."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from ..errors import Problems
+from ..planning.catalog import default_catalog
+from .pool_endpoint import InstancePoolEndpoint
+
+#: Period of the fallback alarm's datapoints.
+_FALLBACK_PERIOD = Duration.minutes(5)
+
+
+class PoolEndpointAlarms(Construct):
+    """Error rate, p99 latency, a blind scaling metric, and fleets drifted onto fallback pools.
+
+    :param endpoint: the endpoint to watch.
+    :param error_rate_threshold: share of invocations answered with 5xx that alarms (3 of 5
+        minutes). ``None`` disables. Default: 0.05.
+    :param latency_p99_threshold: p99 model latency that alarms (3 of 5 minutes). ``None``
+        disables. Default: 60 seconds.
+    :param scaling_metric_missing: alarm when the autoscaling metric has no data (the policy
+        is blind). Only when the endpoint autoscales on utilization. Default: ``True``.
+    :param fallback_after: alarm when a non-primary pool has held instances this long, so
+        operators know the fleet drifted off the preferred hardware. ``None`` disables.
+        Default: 1 hour.
+    :param actions: alarm actions (e.g. an SNS topic) added to every alarm. Default: none.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        endpoint: InstancePoolEndpoint,
+        error_rate_threshold: float | None = 0.05,
+        latency_p99_threshold: Duration | None = Duration.seconds(60),
+        scaling_metric_missing: bool = True,
+        fallback_after: Duration | None = Duration.hours(1),
+        actions: Sequence[cloudwatch.IAlarmAction] = (),
+    ) -> None:
+        super().__init__(scope, id)
+        self.endpoint = endpoint
+        problems = Problems(f"PoolEndpointAlarms '{self.node.path}'")
+        if error_rate_threshold is not None and not (0 < error_rate_threshold <= 1):
+            problems.add("error_rate_threshold", error_rate_threshold, "must be in (0, 1]")
+        if latency_p99_threshold is not None and latency_p99_threshold.to_seconds() <= 0:
+            problems.add("latency_p99_threshold", latency_p99_threshold.to_human_string(), "must be positive")
+        if fallback_after is not None and fallback_after.to_seconds() < _FALLBACK_PERIOD.to_seconds():
+            problems.add("fallback_after", fallback_after.to_human_string(), f"must be at least {_FALLBACK_PERIOD.to_human_string()} (the alarm's period)")
+        problems.raise_if_any()
+
+        self.error_rate: cloudwatch.Alarm | None = None
+        self.latency_p99: cloudwatch.Alarm | None = None
+        self.scaling_metric_missing: cloudwatch.Alarm | None = None
+        self.running_on_fallback: dict[str, cloudwatch.Alarm] = {}
+
+        if error_rate_threshold is not None:
+            self.error_rate = cloudwatch.Alarm(
+                self,
+                "ErrorRate",
+                metric=cloudwatch.MathExpression(
+                    expression="IF(FILL(invocations, 0) > 0, FILL(errors, 0) / invocations, 0)",
+                    using_metrics={"invocations": endpoint.metric_invocations(), "errors": endpoint.metric_invocation_5xx_errors()},
+                    label="5xx error rate",
+                    period=Duration.minutes(1),
+                ),
+                threshold=error_rate_threshold,
+                evaluation_periods=5,
+                datapoints_to_alarm=3,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"{endpoint.endpoint_name}: more than {error_rate_threshold:.0%} of invocations fail with 5xx",
+            )
+        if latency_p99_threshold is not None:
+            self.latency_p99 = cloudwatch.Alarm(
+                self,
+                "LatencyP99",
+                metric=endpoint.metric_model_latency("p99"),
+                threshold=latency_p99_threshold.to_seconds() * 1_000_000,
+                evaluation_periods=5,
+                datapoints_to_alarm=3,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"{endpoint.endpoint_name}: p99 model latency above {latency_p99_threshold.to_human_string()}",
+            )
+        scaling = endpoint.auto_scaling
+        if scaling_metric_missing and scaling is not None and scaling.fleet_utilization is not None:
+            self.scaling_metric_missing = cloudwatch.Alarm(
+                self,
+                "ScalingMetricMissing",
+                metric=scaling.fleet_utilization,
+                threshold=1e9,  # never reached: only missing data (treated as breaching) alarms
+                evaluation_periods=5,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+                alarm_description=f"{endpoint.endpoint_name}: the weighted-utilization metric has had no data for 5 minutes, so autoscaling is blind",
+            )
+        if fallback_after is not None:
+            self._fallback_alarms(fallback_after)
+        for alarm in self.alarms:
+            for action in actions:
+                alarm.add_alarm_action(action)
+
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]:
+        found = [self.error_rate, self.latency_p99, self.scaling_metric_missing, *self.running_on_fallback.values()]
+        return [alarm for alarm in found if alarm is not None]
+
+    def _fallback_alarms(self, after: Duration) -> None:
+        pools = self.endpoint.pools
+        primary = pools[0]
+        periods = max(1, math.ceil(after.to_seconds() / _FALLBACK_PERIOD.to_seconds()))
+        for priority, pool in enumerate(pools[1:], start=2):
+            serving = pool.model or self.endpoint.model
+            copy = f", serving {serving.served_model_name}" if serving is not None and serving.served_model_name else ""
+            self.running_on_fallback[pool.instance_type] = cloudwatch.Alarm(
+                self,
+                f"RunningOnFallback{priority}",
+                metric=self.endpoint.metric_pool_instances(pool.instance_type, period=_FALLBACK_PERIOD),
+                threshold=0,
+                evaluation_periods=periods,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=(
+                    f"{self.endpoint.endpoint_name}: instances of fallback pool {priority} ({pool.instance_type}{copy}) "
+                    f"for {after.to_human_string()} instead of {primary.instance_type}. {_price_note(pool.instance_type, primary.instance_type)}"
+                ),
+            )
+
+
+def _price_note(fallback: str, primary: str) -> str:
+    catalog = default_catalog()
+    if fallback not in catalog or primary not in catalog:
+        return ""
+    return (
+        f"On-demand: ${catalog.get(fallback).price_per_hour:,.2f}/h per {fallback} instance "
+        f"vs ${catalog.get(primary).price_per_hour:,.2f}/h per {primary} ({catalog.price_source})."
+    )

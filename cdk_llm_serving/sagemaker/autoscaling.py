@@ -1,0 +1,218 @@
+"""``EndpointAutoScaling``: instance-count scaling of a pool endpoint's variant.
+
+Real-time endpoints track the fleet's true utilization (``fleet_utilization``): each
+pool's concurrency weighed by what its instance type carries. Scale-out is fast and
+scale-in slow by default: SageMaker removes fallback instances first when it scales
+in, so slow scale-in is what walks the fleet back to the preferred hardware.
+
+Asynchronous endpoints track the request backlog per instance instead, and may scale
+to zero: a step policy on ``HasBacklogWithoutCapacity`` brings the first instance back.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from aws_cdk import Duration
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from .._cdk.validation import seconds_of
+from ..errors import Problems
+from .fleet_utilization import MAX_WEIGHTED_POOLS, NAMESPACE, as_math_expression
+
+if TYPE_CHECKING:
+    from .pool_endpoint import InstancePoolEndpoint
+
+SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+
+
+class EndpointAutoScaling(Construct):
+    """Scalable target plus the scaling policies for one ``InstancePoolEndpoint``.
+
+    :param endpoint: the endpoint whose variant scales.
+    :param min_capacity: fewest instances; at least 1 for real-time endpoints, 0 allowed for
+        asynchronous ones.
+    :param max_capacity: most instances.
+    :param target_utilization: fleet utilization to hold, in (0, 1]. Default: 0.7.
+    :param target_backlog_per_instance: queued requests per instance to hold (asynchronous
+        endpoints). Default: 5.
+    :param scale_out_cooldown: wait after a scale-out. Default: 1 minute.
+    :param scale_in_cooldown: wait after a scale-in. Default: 15 minutes.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        endpoint: InstancePoolEndpoint,
+        min_capacity: int,
+        max_capacity: int,
+        target_utilization: float = 0.7,
+        target_backlog_per_instance: float = 5.0,
+        scale_out_cooldown: Duration = Duration.minutes(1),
+        scale_in_cooldown: Duration = Duration.minutes(15),
+    ) -> None:
+        super().__init__(scope, id)
+        self.endpoint = endpoint
+        is_async = endpoint.async_inference is not None
+        capacities = endpoint.pool_capacities()
+        self._validate(min_capacity, max_capacity, target_utilization, target_backlog_per_instance, scale_out_cooldown, scale_in_cooldown, is_async, capacities)
+
+        # The L1 without RoleARN: Application Auto Scaling then uses (and creates, once per
+        # account) its SageMaker service-linked role; the L2 would add a role of its own.
+        self.scalable_target = appscaling.CfnScalableTarget(
+            self,
+            "Target",
+            service_namespace="sagemaker",
+            resource_id=f"endpoint/{endpoint.endpoint_name}/variant/{endpoint.variant_name}",
+            scalable_dimension=SCALABLE_DIMENSION,
+            min_capacity=min_capacity,
+            max_capacity=max_capacity,
+        )
+        self.scalable_target.node.add_dependency(endpoint.cfn_endpoint)
+        self.fleet_utilization: cloudwatch.IMetric | None = None
+        self.target_utilization = target_utilization
+
+        if is_async:
+            self.cfn_policy = self._backlog_policy(target_backlog_per_instance, scale_out_cooldown, scale_in_cooldown)
+            if min_capacity == 0:
+                self._scale_out_from_zero()
+        else:
+            queries = endpoint.fleet_utilization_queries()
+            self.fleet_utilization = as_math_expression(queries)
+            self.cfn_policy = self._target_tracking(
+                "WeightedUtilization",
+                "weighted-utilization",
+                target_utilization,
+                scale_out_cooldown,
+                scale_in_cooldown,
+                appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(metrics=[_to_cfn(query) for query in queries]),
+            )
+
+    def _validate(self, min_capacity: int, max_capacity: int, target: float, backlog: float, out_cooldown: Duration, in_cooldown: Duration, is_async: bool, capacities: list[float | None]) -> None:
+        problems = Problems(f"EndpointAutoScaling '{self.node.path}'")
+        lowest = 0 if is_async else 1
+        if min_capacity < lowest:
+            kind = "asynchronous" if is_async else "real-time"
+            problems.add("min_capacity", min_capacity, f"must be at least {lowest} for a {kind} endpoint")
+        if max_capacity < max(min_capacity, 1):
+            problems.add("max_capacity", max_capacity, f"must be at least 1 and at least min_capacity ({min_capacity})")
+        if not (isinstance(target, (int, float)) and math.isfinite(target) and 0 < target <= 1):
+            problems.add("target_utilization", target, "must be in (0, 1]")
+        if not (math.isfinite(backlog) and backlog > 0):
+            problems.add("target_backlog_per_instance", backlog, "must be a positive number")
+        for prop, cooldown in (("scale_out_cooldown", out_cooldown), ("scale_in_cooldown", in_cooldown)):
+            if (seconds_of(cooldown) or 0) < 0:
+                problems.add(prop, seconds_of(cooldown), "must not be negative")
+        if not is_async:
+            if len(self.endpoint.pools) > MAX_WEIGHTED_POOLS:
+                problems.add(
+                    "endpoint.pools",
+                    [pool.instance_type for pool in self.endpoint.pools],
+                    f"weighted autoscaling reads 3 metrics per pool and a CloudWatch alarm at most 10: at most {MAX_WEIGHTED_POOLS} pools",
+                )
+            for index, (pool, capacity) in enumerate(zip(self.endpoint.pools, capacities)):
+                if capacity is None:
+                    problems.add(
+                        f"pools[{index}].max_concurrency",
+                        None,
+                        f"{pool.instance_type}: autoscaling needs what one instance sustains; set max_concurrency or give the pool's model a sizing",
+                    )
+        problems.raise_if_any()
+
+    def _target_tracking(
+        self,
+        id: str,
+        suffix: str,
+        target: float,
+        out_cooldown: Duration,
+        in_cooldown: Duration,
+        metric: appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty,
+    ) -> appscaling.CfnScalingPolicy:
+        return appscaling.CfnScalingPolicy(
+            self,
+            id,
+            policy_name=f"{self.endpoint.endpoint_name}-{suffix}",
+            policy_type="TargetTrackingScaling",
+            scaling_target_id=self.scalable_target.ref,
+            target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
+                target_value=target,
+                scale_out_cooldown=seconds_of(out_cooldown),
+                scale_in_cooldown=seconds_of(in_cooldown),
+                customized_metric_specification=metric,
+            ),
+        )
+
+    def _backlog_policy(self, backlog: float, out_cooldown: Duration, in_cooldown: Duration) -> appscaling.CfnScalingPolicy:
+        return self._target_tracking(
+            "BacklogPerInstance",
+            "backlog-per-instance",
+            backlog,
+            out_cooldown,
+            in_cooldown,
+            appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+                metric_name="ApproximateBacklogSizePerInstance",
+                namespace=NAMESPACE,
+                statistic="Average",
+                dimensions=[appscaling.CfnScalingPolicy.MetricDimensionProperty(name="EndpointName", value=self.endpoint.endpoint_name)],
+            ),
+        )
+
+    def _scale_out_from_zero(self) -> None:
+        """At zero instances the backlog-per-instance metric is empty; this brings the first back."""
+        backlog_without_capacity = cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name="HasBacklogWithoutCapacity",
+            dimensions_map={"EndpointName": self.endpoint.endpoint_name},
+            statistic="Average",
+            period=Duration.minutes(1),
+        )
+        policy = appscaling.CfnScalingPolicy(
+            self,
+            "ScaleOutFromZero",
+            policy_name=f"{self.endpoint.endpoint_name}-scale-out-from-zero",
+            policy_type="StepScaling",
+            scaling_target_id=self.scalable_target.ref,
+            step_scaling_policy_configuration=appscaling.CfnScalingPolicy.StepScalingPolicyConfigurationProperty(
+                adjustment_type="ChangeInCapacity",
+                cooldown=300,
+                metric_aggregation_type="Average",
+                step_adjustments=[appscaling.CfnScalingPolicy.StepAdjustmentProperty(metric_interval_lower_bound=0, scaling_adjustment=1)],
+            ),
+        )
+        alarm = cloudwatch.Alarm(
+            self,
+            "BacklogWithoutCapacity",
+            metric=backlog_without_capacity,
+            threshold=0.5,
+            evaluation_periods=2,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"{self.endpoint.endpoint_name}: requests wait while no instance runs; adds the first instance",
+        )
+        cfn_alarm = alarm.node.default_child
+        cfn_alarm.alarm_actions = [policy.ref]  # type: ignore[union-attr]
+        self.scale_out_from_zero = policy
+
+
+def _to_cfn(query) -> appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty:
+    if query.expression is not None:
+        return appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty(
+            id=query.id, expression=query.expression, label=query.label, return_data=query.return_data
+        )
+    return appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty(
+        id=query.id,
+        return_data=False,
+        metric_stat=appscaling.CfnScalingPolicy.TargetTrackingMetricStatProperty(
+            stat=query.statistic,
+            metric=appscaling.CfnScalingPolicy.TargetTrackingMetricProperty(
+                metric_name=query.metric_name,
+                namespace=NAMESPACE,
+                dimensions=[appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name=n, value=v) for n, v in query.dimensions],
+            ),
+        ),
+    )

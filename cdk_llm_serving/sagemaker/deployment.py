@@ -1,0 +1,153 @@
+"""How an endpoint rolls out a new configuration: blue/green or rolling, with alarm rollback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from aws_cdk import Duration
+from aws_cdk import aws_sagemaker as sagemaker
+
+from .._cdk.service_limits import limits
+from .._cdk.validation import check_at_least, check_range, seconds_of
+from ..errors import Problems
+
+
+@dataclass(frozen=True)
+class CapacitySize:
+    """A share of the fleet: a number of instances or a percentage."""
+
+    type: Literal["INSTANCE_COUNT", "CAPACITY_PERCENT"]
+    value: int
+
+    @classmethod
+    def instances(cls, count: int) -> CapacitySize:
+        return cls("INSTANCE_COUNT", count)
+
+    @classmethod
+    def percent(cls, percent: int) -> CapacitySize:
+        return cls("CAPACITY_PERCENT", percent)
+
+    def validate(self, problems: Problems, prop: str) -> None:
+        check_at_least(problems, prop, self.value, limits("CapacitySize", "Value").minimum or 1)
+        if self.type == "CAPACITY_PERCENT" and self.value > 100:
+            problems.add(prop, self.value, "a percentage must be at most 100")
+
+    def to_cfn(self) -> sagemaker.CfnEndpoint.CapacitySizeProperty:
+        return sagemaker.CfnEndpoint.CapacitySizeProperty(type=self.type, value=self.value)
+
+
+@dataclass(frozen=True)
+class TrafficShift:
+    """How blue/green traffic moves to the new fleet; ``wait`` is the bake time between steps."""
+
+    type: Literal["ALL_AT_ONCE", "CANARY", "LINEAR"]
+    wait: Duration
+    step: CapacitySize | None = None
+
+    @classmethod
+    def all_at_once(cls, bake: Duration = Duration.minutes(10)) -> TrafficShift:
+        return cls("ALL_AT_ONCE", bake)
+
+    @classmethod
+    def canary(cls, size: CapacitySize, wait: Duration = Duration.minutes(10)) -> TrafficShift:
+        return cls("CANARY", wait, size)
+
+    @classmethod
+    def linear(cls, step: CapacitySize, wait: Duration = Duration.minutes(5)) -> TrafficShift:
+        return cls("LINEAR", wait, step)
+
+    def validate(self, problems: Problems, prop: str) -> None:
+        check_range(problems, f"{prop}.wait", seconds_of(self.wait), limits("TrafficRoutingConfig", "WaitIntervalInSeconds"), "seconds")
+        if self.step is not None:
+            self.step.validate(problems, f"{prop}.step")
+
+    def to_cfn(self) -> sagemaker.CfnEndpoint.TrafficRoutingConfigProperty:
+        step = self.step.to_cfn() if self.step else None
+        return sagemaker.CfnEndpoint.TrafficRoutingConfigProperty(
+            type=self.type,
+            wait_interval_in_seconds=seconds_of(self.wait),
+            canary_size=step if self.type == "CANARY" else None,
+            linear_step_size=step if self.type == "LINEAR" else None,
+        )
+
+
+@dataclass(frozen=True)
+class BlueGreenDeployment:
+    """Provision a whole new fleet, shift traffic, bake, then retire the old one.
+
+    Needs capacity for both fleets during the update; rolls back when any rollback
+    alarm fires while traffic shifts or bakes.
+
+    :param traffic: how traffic shifts. Default: all at once, then a 10-minute bake.
+    :param termination_wait: how long the old fleet stays after the shift. Default: 5 minutes.
+    :param maximum_execution_timeout: the longest the whole update may take. Default: 2 hours
+        (GPU capacity and multi-GB weights make updates slow).
+    """
+
+    traffic: TrafficShift = field(default_factory=TrafficShift.all_at_once)
+    termination_wait: Duration = Duration.minutes(5)
+    maximum_execution_timeout: Duration = Duration.hours(2)
+
+    def validate(self, problems: Problems, prop: str) -> None:
+        self.traffic.validate(problems, f"{prop}.traffic")
+        check_range(problems, f"{prop}.termination_wait", seconds_of(self.termination_wait), limits("BlueGreenUpdatePolicy", "TerminationWaitInSeconds"), "seconds")
+        check_range(problems, f"{prop}.maximum_execution_timeout", seconds_of(self.maximum_execution_timeout), limits("BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"), "seconds")
+
+    def to_cfn(self, alarm_names: list[str]) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
+        return sagemaker.CfnEndpoint.DeploymentConfigProperty(
+            blue_green_update_policy=sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
+                traffic_routing_configuration=self.traffic.to_cfn(),
+                termination_wait_in_seconds=seconds_of(self.termination_wait),
+                maximum_execution_timeout_in_seconds=seconds_of(self.maximum_execution_timeout),
+            ),
+            auto_rollback_configuration=_rollback(alarm_names),
+        )
+
+
+@dataclass(frozen=True)
+class RollingDeployment:
+    """Replace the fleet batch by batch: needs only one batch of spare capacity.
+
+    :param maximum_batch_size: instances replaced per batch. Default: 1 instance.
+    :param wait: bake time after each batch. Default: 5 minutes.
+    :param maximum_execution_timeout: the longest the whole update may take. Default: 3 hours.
+    :param rollback_maximum_batch_size: batch size when rolling back. Default: SageMaker's
+        (the whole fleet at once).
+    """
+
+    maximum_batch_size: CapacitySize = field(default_factory=lambda: CapacitySize.instances(1))
+    wait: Duration = Duration.minutes(5)
+    maximum_execution_timeout: Duration = Duration.hours(3)
+    rollback_maximum_batch_size: CapacitySize | None = None
+
+    def validate(self, problems: Problems, prop: str) -> None:
+        self.maximum_batch_size.validate(problems, f"{prop}.maximum_batch_size")
+        if self.rollback_maximum_batch_size is not None:
+            self.rollback_maximum_batch_size.validate(problems, f"{prop}.rollback_maximum_batch_size")
+        check_range(problems, f"{prop}.wait", seconds_of(self.wait), limits("RollingUpdatePolicy", "WaitIntervalInSeconds"), "seconds")
+        check_range(problems, f"{prop}.maximum_execution_timeout", seconds_of(self.maximum_execution_timeout), limits("RollingUpdatePolicy", "MaximumExecutionTimeoutInSeconds"), "seconds")
+
+    def to_cfn(self, alarm_names: list[str]) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
+        return sagemaker.CfnEndpoint.DeploymentConfigProperty(
+            rolling_update_policy=sagemaker.CfnEndpoint.RollingUpdatePolicyProperty(
+                maximum_batch_size=self.maximum_batch_size.to_cfn(),
+                wait_interval_in_seconds=seconds_of(self.wait),
+                maximum_execution_timeout_in_seconds=seconds_of(self.maximum_execution_timeout),
+                rollback_maximum_batch_size=(
+                    self.rollback_maximum_batch_size.to_cfn() if self.rollback_maximum_batch_size else None
+                ),
+            ),
+            auto_rollback_configuration=_rollback(alarm_names),
+        )
+
+
+EndpointDeployment = BlueGreenDeployment | RollingDeployment
+
+
+def _rollback(alarm_names: list[str]) -> sagemaker.CfnEndpoint.AutoRollbackConfigProperty | None:
+    if not alarm_names:
+        return None
+    return sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
+        alarms=[sagemaker.CfnEndpoint.AlarmProperty(alarm_name=name) for name in alarm_names]
+    )

@@ -1,0 +1,216 @@
+"""``InferenceComponentOnPools``: an inference component with a specification per instance pool.
+
+On an endpoint whose variant lists instance pools, an inference component states, per
+instance type, which model it runs there and what it needs (accelerators, memory):
+a fallback pool can run a quantized copy on fewer GPUs. With one pool the singular
+``Specification`` is used; with 2-5, ``Specifications`` (CloudFormation accepts the
+plural only with at least two entries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Duration, Names
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from .._cdk.service_limits import limits
+from .._cdk.validation import check_at_least, check_range, seconds_of
+from ..errors import Problems
+from ..planning.catalog import default_catalog
+from .pool_endpoint import InstancePoolEndpoint
+from .pool_sizing import plan_one_instance
+from .serving_model import ServingModel
+
+
+@dataclass(frozen=True, eq=False)
+class ComponentSpecification:
+    """What the component runs on one pool's instance type.
+
+    :param instance_type: one of the endpoint's pool types.
+    :param model: the model it runs there.
+    :param accelerators: GPUs one copy needs (at most the type's GPUs).
+    :param min_memory_mb: host memory one copy needs, in MiB (at least 128).
+    :param cpu_cores: CPU cores one copy needs. Default: SageMaker's.
+    """
+
+    instance_type: str
+    model: ServingModel
+    accelerators: int
+    min_memory_mb: int
+    cpu_cores: float | None = None
+
+
+class InferenceComponentOnPools(Construct):
+    """An inference component on an ``InstancePoolEndpoint(model=None, ...)``.
+
+    :param endpoint: an endpoint created for inference components (``model=None``).
+    :param specifications: one per pool type, at most one per type, 1-5.
+    :param copy_count: copies at creation. Default: 1.
+    :param component_name: Default: derived from the construct path (stable, unique per stack).
+    :param container_startup_timeout: health-check budget per copy (60-3600 s). Default: SageMaker's.
+    :param model_data_download_timeout: download budget per copy (60-3600 s). Default: SageMaker's.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        endpoint: InstancePoolEndpoint,
+        specifications: Sequence[ComponentSpecification],
+        copy_count: int = 1,
+        component_name: str | None = None,
+        container_startup_timeout: Duration | None = None,
+        model_data_download_timeout: Duration | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.endpoint = endpoint
+        self.specifications = tuple(specifications)
+        self.component_name: str = component_name or Names.unique_resource_name(self, max_length=63, separator="-")
+        self._validate(copy_count, container_startup_timeout, model_data_download_timeout)
+
+        grants = endpoint.execution_role_grants
+        if grants is not None:
+            for spec in self.specifications:
+                spec.model.grant_artifacts_to(grants)
+            grants.acknowledge()
+
+        startup = sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
+            container_startup_health_check_timeout_in_seconds=seconds_of(container_startup_timeout),
+            model_data_download_timeout_in_seconds=seconds_of(model_data_download_timeout),
+        ) if container_startup_timeout is not None or model_data_download_timeout is not None else None
+
+        def requirements(spec: ComponentSpecification) -> sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty:
+            return sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
+                number_of_accelerator_devices_required=spec.accelerators,
+                min_memory_required_in_mb=spec.min_memory_mb,
+                number_of_cpu_cores_required=spec.cpu_cores,
+            )
+
+        single = len(self.specifications) == 1
+        self.cfn_inference_component = sagemaker.CfnInferenceComponent(
+            self,
+            "Resource",
+            endpoint_name=endpoint.cfn_endpoint.attr_endpoint_name,
+            variant_name=endpoint.variant_name,
+            inference_component_name=self.component_name,
+            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(copy_count=copy_count),
+            specification=(
+                sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
+                    model_name=self.specifications[0].model.model_name,
+                    compute_resource_requirements=requirements(self.specifications[0]),
+                    startup_parameters=startup,
+                )
+                if single
+                else None
+            ),
+            specifications=(
+                None
+                if single
+                else [
+                    sagemaker.CfnInferenceComponent.InferenceComponentSpecificationForInstanceTypeProperty(
+                        instance_type=spec.instance_type,
+                        model_name=spec.model.model_name,
+                        compute_resource_requirements=requirements(spec),
+                        startup_parameters=startup,
+                    )
+                    for spec in self.specifications
+                ]
+            ),
+        )
+        self.copy_scaling: appscaling.CfnScalingPolicy | None = None
+
+    def auto_scale_copies(
+        self,
+        *,
+        min_copies: int = 1,
+        max_copies: int,
+        target_concurrent_requests_per_copy: float,
+        scale_out_cooldown: Duration = Duration.minutes(1),
+        scale_in_cooldown: Duration = Duration.minutes(10),
+    ) -> appscaling.CfnScalingPolicy:
+        """Track concurrent requests per copy; SageMaker's managed instance scaling follows."""
+        problems = Problems(f"InferenceComponentOnPools '{self.node.path}'")
+        if min_copies < 0:
+            problems.add("min_copies", min_copies, "must be at least 0")
+        if max_copies < max(1, min_copies):
+            problems.add("max_copies", max_copies, f"must be at least 1 and at least min_copies ({min_copies})")
+        if not target_concurrent_requests_per_copy > 0:
+            problems.add("target_concurrent_requests_per_copy", target_concurrent_requests_per_copy, "must be positive")
+        problems.raise_if_any()
+        target = appscaling.CfnScalableTarget(
+            self,
+            "CopyTarget",
+            service_namespace="sagemaker",
+            resource_id=f"inference-component/{self.component_name}",
+            scalable_dimension="sagemaker:inference-component:DesiredCopyCount",
+            min_capacity=min_copies,
+            max_capacity=max_copies,
+        )
+        target.node.add_dependency(self.cfn_inference_component)
+        self.copy_scaling = appscaling.CfnScalingPolicy(
+            self,
+            "CopyScaling",
+            policy_name=f"{self.component_name}-concurrency-per-copy",
+            policy_type="TargetTrackingScaling",
+            scaling_target_id=target.ref,
+            target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
+                target_value=target_concurrent_requests_per_copy,
+                scale_out_cooldown=seconds_of(scale_out_cooldown),
+                scale_in_cooldown=seconds_of(scale_in_cooldown),
+                predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
+                    predefined_metric_type="SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
+                ),
+            ),
+        )
+        return self.copy_scaling
+
+    def metric(self, metric_name: str, *, instance_type: str | None = None, statistic: str = "Average", period: Duration = Duration.minutes(1)) -> cloudwatch.Metric:
+        """A metric of this component; with ``instance_type``, of its copies on that pool."""
+        dimensions = {"InferenceComponentName": self.component_name}
+        if instance_type is not None:
+            dimensions["InstanceType"] = instance_type
+        return cloudwatch.Metric(namespace="AWS/SageMaker", metric_name=metric_name, dimensions_map=dimensions, statistic=statistic, period=period)
+
+    def _validate(self, copy_count: int, startup: Duration | None, download: Duration | None) -> None:
+        problems = Problems(f"InferenceComponentOnPools '{self.node.path}'")
+        if not self.endpoint.hosts_inference_components:
+            problems.add("endpoint", self.endpoint.node.path, "must be created for inference components (InstancePoolEndpoint(model=None, ...))")
+        count_limits = limits("CreateInferenceComponentInput", "Specifications")
+        low, high = count_limits.minimum or 1, count_limits.maximum or 5
+        if not low <= len(self.specifications) <= high:
+            problems.add("specifications", len(self.specifications), f"must list {low} to {high} specifications, one per pool type")
+        pool_types = [pool.instance_type for pool in self.endpoint.pools]
+        seen: dict[str, int] = {}
+        catalog = default_catalog()
+        for index, spec in enumerate(self.specifications):
+            prop = f"specifications[{index}]"
+            if spec.instance_type not in pool_types:
+                problems.add(f"{prop}.instance_type", spec.instance_type, f"must be one of the endpoint's pool types: {', '.join(pool_types)}")
+            if spec.instance_type in seen:
+                problems.add(f"{prop}.instance_type", spec.instance_type, f"already specified by specifications[{seen[spec.instance_type]}]")
+            seen.setdefault(spec.instance_type, index)
+            check_at_least(problems, f"{prop}.accelerators", spec.accelerators, limits("InferenceComponentComputeResourceRequirements", "NumberOfAcceleratorDevicesRequired").minimum or 1)
+            if spec.instance_type in catalog and spec.accelerators > catalog.get(spec.instance_type).gpus:
+                problems.add(f"{prop}.accelerators", spec.accelerators, f"{spec.instance_type} has {catalog.get(spec.instance_type).gpus} GPUs")
+            check_at_least(problems, f"{prop}.min_memory_mb", spec.min_memory_mb, limits("InferenceComponentComputeResourceRequirements", "MinMemoryRequiredInMb").minimum or 128)
+            if spec.cpu_cores is not None and spec.cpu_cores < (limits("InferenceComponentComputeResourceRequirements", "NumberOfCpuCoresRequired").minimum or 0.25):
+                problems.add(f"{prop}.cpu_cores", spec.cpu_cores, "must be at least 0.25")
+            if spec.model.sizing is not None and spec.instance_type in catalog:
+                plan, refusal = plan_one_instance(spec.model, spec.instance_type, catalog)
+                if plan is None:
+                    problems.add(f"{prop}.instance_type", spec.instance_type, refusal)
+                elif plan.gpus_per_replica > spec.accelerators:
+                    problems.add(f"{prop}.accelerators", spec.accelerators, f"{spec.model.node.id} needs {plan.gpus_per_replica} GPUs of {spec.instance_type} (planner)")
+        uncovered = [t for t in pool_types if t not in seen]
+        if uncovered:
+            problems.add("specifications", [s.instance_type for s in self.specifications], f"every pool needs a specification; missing: {', '.join(uncovered)}")
+        check_at_least(problems, "copy_count", copy_count, limits("InferenceComponentRuntimeConfig", "CopyCount").minimum or 0)
+        check_range(problems, "container_startup_timeout", seconds_of(startup), limits("InferenceComponentStartupParameters", "ContainerStartupHealthCheckTimeoutInSeconds"), "seconds")
+        check_range(problems, "model_data_download_timeout", seconds_of(download), limits("InferenceComponentStartupParameters", "ModelDataDownloadTimeoutInSeconds"), "seconds")
+        problems.raise_if_any()

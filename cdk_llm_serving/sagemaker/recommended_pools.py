@@ -1,0 +1,60 @@
+"""Build an ``InstancePoolEndpoint`` from a pool file written by ``recommend to-pools``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from constructs import Construct
+
+from ..errors import Problems
+from ..model_sources import ContainerImage, ModelData
+from ..planning.pool_file import PoolFile, PoolFileError
+from .instance_pool import InstancePool
+from .pool_endpoint import InstancePoolEndpoint
+from .serving_model import ServingModel
+
+
+def endpoint_from_recommendation(scope: Construct, id: str, path: str | Path, **endpoint_props: Any) -> InstancePoolEndpoint:
+    """Pools in the file's order, each with its recommended deployment and measured capacity.
+
+    Pools whose deployments are identical (image, weights, environment) share one model;
+    the first pool's model is the variant's, the others become ``ModelNameOverride``.
+    """
+    holder = Construct(scope, id)
+    problems = Problems(f"InstancePoolEndpoint.from_recommendation '{holder.node.path}'")
+    try:
+        pool_file = PoolFile.load(path)
+    except PoolFileError as error:
+        problems.add("path", str(path), str(error))
+        problems.raise_if_any()
+        raise
+    for index, pool in enumerate(pool_file.pools):
+        if not pool.image_uri:
+            problems.add(f"pools[{index}].image_uri", None, f"{pool.instance_type}: the recommendation names no image; deploy its model package {pool.model_package_arn} another way")
+    problems.raise_if_any()
+
+    models: dict[tuple, ServingModel] = {}
+    pool_models: list[ServingModel] = []
+    for index, pool in enumerate(pool_file.pools):
+        key = (pool.image_uri, pool.model_data_uri, tuple(sorted(pool.environment.items())))
+        if key not in models:
+            models[key] = ServingModel(
+                holder,
+                f"Model{len(models) + 1}",
+                image=ContainerImage.from_ecr_uri(pool.image_uri or ""),
+                model_data=ModelData.from_s3_uri(pool.model_data_uri) if pool.model_data_uri else None,
+                environment=pool.environment,
+            )
+        pool_models.append(models[key])
+    primary = pool_models[0]
+    return InstancePoolEndpoint(
+        holder,
+        "Endpoint",
+        model=primary,
+        pools=[
+            InstancePool(pool.instance_type, model=None if model is primary else model, max_concurrency=pool.max_concurrency)
+            for pool, model in zip(pool_file.pools, pool_models)
+        ],
+        **endpoint_props,
+    )

@@ -1,0 +1,72 @@
+"""Reference: a ~20B open-weight model (GPT-OSS-20B class) on three instance pools, declared once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
+from constructs import Construct
+
+from cdk_llm_serving import (
+    ContainerImage,
+    ModelData,
+    PoolEndpointAlarms,
+    PoolEndpointDashboard,
+    VllmPool,
+    VllmPoolEndpoint,
+)
+from cdk_llm_serving.vllm import VllmConfig
+
+#: AWS's vLLM deep-learning container for SageMaker (account 763104351884 hosts the DLCs).
+VLLM_SAGEMAKER_IMAGE = "763104351884.dkr.ecr.{region}.amazonaws.com/vllm:server-sagemaker-cuda-v1"
+
+
+@dataclass(frozen=True)
+class GptOssPoolSettings:
+    """What the reference deployment reads from ``cdk.json`` context (placeholders by default)."""
+
+    image_uri: str
+    weights_uri: str
+    quantized_weights_uri: str
+    max_model_len: int = 32768
+    max_instances: int = 4
+
+
+class GptOssPoolEndpointStack(Stack):
+    """One vLLM declaration, three pools, three strategies.
+
+    1. ``ml.g6e.12xlarge`` (4 x L40S): BF16 weights, tensor parallel over the 4 GPUs.
+    2. ``ml.g6.12xlarge`` (4 x L4): BF16, tensor parallel 4, speculative decoding (throughput goal).
+    3. ``ml.g6e.2xlarge`` (1 x L40S): BF16 does not fit, so the 4-bit copy.
+
+    The planner derives each configuration, checks it fits, sizes timeouts and autoscaling
+    weights; each copy names itself in responses (``gpt-oss-20b-<format>-tp<N>[-ngram]``).
+    """
+
+    def __init__(self, scope: Construct, id: str, *, settings: GptOssPoolSettings, **kwargs) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.serving = VllmPoolEndpoint(
+            self,
+            "Serving",
+            image=ContainerImage.from_ecr_uri(settings.image_uri),
+            model="gpt-oss-20b",
+            base=VllmConfig(model="/opt/ml/model", served_model_name="gpt-oss-20b", max_model_len=settings.max_model_len, gpu_memory_utilization=0.9),
+            weights={"bf16": ModelData.from_s3_uri(settings.weights_uri), "int4": ModelData.from_s3_uri(settings.quantized_weights_uri)},
+            pools=[VllmPool("ml.g6e.12xlarge"), VllmPool("ml.g6.12xlarge", goal="throughput"), VllmPool("ml.g6e.2xlarge")],
+        )
+        self.endpoint = self.serving.endpoint
+        # Pool capacities come from the planner (each derived model declares its sizing).
+        self.endpoint.auto_scale(min_capacity=1, max_capacity=settings.max_instances)
+        self.alarms = PoolEndpointAlarms(self, "Alarms", endpoint=self.endpoint)
+        self.dashboard = PoolEndpointDashboard(
+            self, "Dashboard", endpoint=self.endpoint, alarms=[*self.alarms.alarms, *self.endpoint.rollback_alarms]
+        )
+        for serving_model in self.serving.models.values():
+            Validations.of(serving_model).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-SM1",
+                    reason="The containers run with network isolation: SageMaker fetches the weights for them and they reach nothing else, so a VPC adds no protection here.",
+                )
+            )
+        CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name, description="SageMaker endpoint name")
+        CfnOutput(self, "OpenAIBaseUrl", value=self.endpoint.openai_base_url, description="OpenAI-compatible base URL (bearer token: SigV4-presigned CallWithBearerToken)")

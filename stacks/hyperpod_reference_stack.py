@@ -1,0 +1,106 @@
+"""Reference: a HyperPod EKS cluster sized for the 2.4T-parameter, 95B-active MoE in NVFP4."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from cdk_llm_serving.hyperpod.addons import HelmChartSource, HyperPodServingAddons
+from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.dashboard import VllmDashboard
+from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
+from cdk_llm_serving.hyperpod.model_store import FsxModelStore
+from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
+from cdk_llm_serving.hyperpod.observability import VllmObservability
+from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+from cdk_llm_serving.model_sources import ModelData
+from cdk_llm_serving.planning.sizing import plan
+from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
+
+REFERENCE_MODEL = "reference-2.4t-a95b"
+REFERENCE_FORMAT = "nvfp4"
+REFERENCE_CONTEXT = 131072
+
+
+@dataclass(frozen=True)
+class HyperPodSettings:
+    weights_uri: str
+    gpu_instance_type: str = "ml.p6-b200.48xlarge"
+    replicas: int = 1
+    #: Above ``replicas``, the GPU group holds this many replicas and KEDA scales between them.
+    max_replicas: int = 1
+    admin_role_arns: tuple[str, ...] = ()
+    hyperpod_chart_dir: str | None = None
+    vllm_image: str = "vllm/vllm-openai:v0.33.0"
+
+
+class HyperPodReferenceStack(Stack):
+    """EKS + HyperPod + serving add-ons + FSx weights store + multi-node vLLM for the reference MoE.
+
+    The GPU group's size comes from the planner: nodes per replica (2 x p6-b200 for the
+    2.4T NVFP4 model at 128k context) times replicas.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, settings: HyperPodSettings, **kwargs) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.plan = plan(REFERENCE_MODEL, REFERENCE_FORMAT, settings.gpu_instance_type, max_context=REFERENCE_CONTEXT)
+        self.cluster = HyperPodEksCluster(
+            self,
+            "HyperPod",
+            instance_groups=[
+                HyperPodInstanceGroup.system(instance_type="ml.m5.4xlarge", count=2),
+                HyperPodInstanceGroup.gpu(
+                    "gpu-b200", settings.gpu_instance_type, self.plan.nodes * max(settings.replicas, settings.max_replicas), ebs_volume_gb=1000
+                ),
+            ],
+            admin_role_arns=settings.admin_role_arns,
+        )
+        chart = HelmChartSource.from_directory(settings.hyperpod_chart_dir) if settings.hyperpod_chart_dir else None
+        self.addons = HyperPodServingAddons(self, "ServingAddons", cluster=self.cluster, hyperpod_chart=chart)
+        weights = ModelData.from_s3_uri(settings.weights_uri)
+        self.model_store = FsxModelStore(
+            self,
+            "ModelStore",
+            cluster=self.cluster,
+            weights_bucket=s3.Bucket.from_bucket_name(self, "WeightsBucket", weights.bucket_name),
+            weights_prefix=weights.prefix,
+        )
+        self.service = VllmMultiNodeService(
+            self,
+            "Serving",
+            cluster=self.cluster,
+            addons=self.addons,
+            model_store=self.model_store,
+            model=REFERENCE_MODEL,
+            quantization=REFERENCE_FORMAT,
+            image=settings.vllm_image,
+            replicas=settings.replicas,
+            config=VllmConfig(
+                model="set-by-the-service",
+                served_model_name="reference-moe-nvfp4",
+                max_model_len=REFERENCE_CONTEXT,
+                gpu_memory_utilization=0.9,
+                speculative=MtpSpeculation(num_speculative_tokens=1),
+                reasoning_parser="qwen3",
+                tool_call_parser="qwen3_coder",
+            ),
+        )
+        self.observability = VllmObservability(self, "Observability", cluster=self.cluster, service=self.service)
+        self.dashboard = VllmDashboard(self, "Dashboard", observability=self.observability)
+        if settings.max_replicas > settings.replicas:
+            self.autoscaling = VllmReplicaAutoscaling(
+                self,
+                "ReplicaAutoscaling",
+                cluster=self.cluster,
+                addons=self.addons,
+                service=self.service,
+                observability=self.observability,
+                min_replicas=settings.replicas,
+                max_replicas=settings.max_replicas,
+            )
+        CfnOutput(self, "EksClusterName", value=self.cluster.eks_cluster.cluster_name)
+        CfnOutput(self, "HyperPodClusterArn", value=self.cluster.cfn_cluster.attr_cluster_arn)
+        CfnOutput(self, "WeightsClaim", value=f"{self.model_store.namespace}/{self.model_store.claim_name}")

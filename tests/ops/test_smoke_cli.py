@@ -1,0 +1,92 @@
+"""`python -m cdk_llm_serving smoke` against a local OpenAI-compatible server streaming SSE on loopback."""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.parse
+
+import pytest
+
+from cdk_llm_serving.ops.cli import main
+from cdk_llm_serving.ops.smoke import percentile, sagemaker_bearer_token
+from tests.support.openai_test_server import serving
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["smoke", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_smoke_passes_and_measures_latency(capsys):
+    with serving(delay=0.02) as server:
+        code, out, _ = run(capsys, "--base-url", server.base_url, "--model", "reference-moe-nvfp4", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert [c["passed"] for c in data["checks"]] == [True, True]
+    assert data["checks"][0]["detail"] == 'get_weather({"city": "Seattle"})'
+    reasoning = data["requests"]["reasoning"]
+    assert reasoning["model"] == "reference-moe-nvfp4"
+    assert reasoning["ttft_ms"] >= 15  # the first token follows the role chunk
+    assert 15 <= reasoning["itl_ms"]["p50"] <= reasoning["itl_ms"]["p99"] < 500
+    assert reasoning["output_tokens"] == 5 and reasoning["tokens_per_second"] > 0
+
+
+def test_text_report(capsys):
+    with serving() as server:
+        code, out, _ = run(capsys, "--base-url", server.base_url, "--model", "m")
+    assert code == 0 and out.startswith("PASS  tool call parsed") and "itl p50/p90/p99=" in out
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "failed", "detail"),
+    [
+        ("no-tools", "tool call parsed", "no tool_calls in the stream"),
+        ("bad-arguments", "tool call parsed", "arguments are not JSON"),
+        ("no-reasoning", "reasoning separated", "no reasoning_content"),
+    ],
+)
+def test_broken_answers_fail_the_check(capsys, behaviour, failed, detail):
+    with serving(behaviour=behaviour) as server:
+        code, out, _ = run(capsys, "--base-url", server.base_url, "--model", "m", "--json")
+    assert code == 1
+    (check,) = [c for c in json.loads(out)["checks"] if not c["passed"]]
+    assert check["name"] == failed and detail in check["detail"]
+
+
+def test_a_different_copy_answering_is_reported(capsys):
+    with serving(model_name="gpt-oss-20b-int4-tp1") as server:
+        code, out, _ = run(capsys, "--base-url", server.base_url, "--model", "gpt-oss-20b-bf16-tp4", "--json")
+    assert code == 1
+    assert any(c["name"] == "tools: model field" and "gpt-oss-20b-int4-tp1" in c["detail"] for c in json.loads(out)["checks"])
+
+
+def test_bearer_token_is_sent_and_http_errors_are_one_line(capsys):
+    with serving(required_token="secret") as server:
+        assert run(capsys, "--base-url", server.base_url, "--model", "m", "--bearer-token", "secret")[0] == 0
+        code, _, err = run(capsys, "--base-url", server.base_url, "--model", "m", "--bearer-token", "wrong")
+    assert code == 2 and err.startswith("error: HTTP 401") and err.count("\n") == 1
+
+
+def test_unreachable_endpoint(capsys):
+    code, _, err = run(capsys, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "2")
+    assert code == 2 and err.startswith("error: cannot reach")
+
+
+def test_sagemaker_bearer_token_is_a_presigned_call_with_bearer_token_url(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-example")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    url = base64.b64decode(sagemaker_bearer_token("us-west-2")).decode()
+    parsed = urllib.parse.urlparse(url)
+    query = urllib.parse.parse_qs(parsed.query)
+    assert parsed.netloc == "runtime.sagemaker.us-west-2.amazonaws.com"
+    assert query["Action"] == ["CallWithBearerToken"] and query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
+    assert "/us-west-2/sagemaker/aws4_request" in query["X-Amz-Credential"][0]
+
+
+def test_percentile_nearest_rank():
+    assert percentile([], 50) is None
+    values = [float(v) for v in range(1, 101)]
+    assert (percentile(values, 50), percentile(values, 90), percentile(values, 99)) == (50.0, 90.0, 99.0)

@@ -1,0 +1,186 @@
+"""Bad input stops synth with one ConfigurationError naming property, value and what is allowed."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import Duration
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+
+from cdk_llm_serving import (
+    AsyncInference,
+    BlueGreenDeployment,
+    ConfigurationError,
+    InstancePool,
+    TrafficShift,
+)
+from cdk_llm_serving._cdk.service_limits import production_variant_instance_types
+from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
+from tests.support.template_helpers import actions_of, only_resource, policy_statements
+
+
+def problems_of(**overrides) -> list[str]:
+    with pytest.raises(ConfigurationError) as caught:
+        pool_endpoint(**overrides)
+    return [str(problem) for problem in caught.value.problems]
+
+
+def only_problem(**overrides) -> str:
+    problems = problems_of(**overrides)
+    assert len(problems) == 1, problems
+    return problems[0]
+
+
+def test_no_pools():
+    assert only_problem(pools=[]) == "pools = []: must list 1 to 5 instance pools"
+
+
+def test_more_than_five_pools():
+    types = ["ml.p5.48xlarge", "ml.p5en.48xlarge", "ml.p4d.24xlarge", "ml.g6e.12xlarge", "ml.g6.12xlarge", "ml.g5.12xlarge"]
+    message = only_problem(pools=[InstancePool(t) for t in types])
+    assert message.startswith("pools = ['ml.p5.48xlarge'") and message.endswith("must list 1 to 5 instance pools")
+
+
+def test_same_instance_type_twice():
+    message = only_problem(pools=[InstancePool("ml.p5.48xlarge"), InstancePool("ml.g6e.12xlarge"), InstancePool("ml.p5.48xlarge")])
+    assert message == "pools[2].instance_type = 'ml.p5.48xlarge': already used by pools[0]; each pool needs its own instance type"
+
+
+def test_instance_type_outside_the_service_enum():
+    message = only_problem(pools=[InstancePool("ml.p5.48xlarg")])
+    assert message.startswith("pools[0].instance_type = 'ml.p5.48xlarg': not one of the")
+    assert "SageMaker production-variant instance types" in message and "closest: ml.p5.48xlarge" in message
+
+
+def test_the_enum_comes_from_botocore_and_knows_blackwell():
+    types = production_variant_instance_types()
+    assert "ml.p6-b200.48xlarge" in types and "ml.p5en.48xlarge" in types
+    assert "ml.p4d.24xlarge" in types and "ml.t3.medium" not in types
+
+
+@pytest.mark.parametrize(
+    ("prop", "seconds", "bounds"),
+    [
+        ("provision_timeout", 299, "300 and 3600"),
+        ("provision_timeout", 3601, "300 and 3600"),
+        ("container_startup_timeout", 59, "60 and 3600"),
+        ("model_data_download_timeout", 3700, "60 and 3600"),
+    ],
+)
+def test_timeouts_out_of_range(prop, seconds, bounds):
+    assert only_problem(**{prop: Duration.seconds(seconds)}) == f"{prop} = {seconds}: must be between {bounds} seconds"
+
+
+def test_instance_count_below_one():
+    assert only_problem(initial_instance_count=0) == "initial_instance_count = 0: must be at least 1"
+
+
+def test_model_name_breaking_the_63_character_pattern():
+    stack = new_stack()
+    with pytest.raises(ConfigurationError) as caught:
+        serving_model(stack, model_name="x" * 64)
+    with pytest.raises(ConfigurationError) as caught_hyphen:
+        serving_model(stack, "Other", model_name="-leading-hyphen")
+    for error, value in ((caught.value, "x" * 64), (caught_hyphen.value, "-leading-hyphen")):
+        (problem,) = error.problems
+        assert problem.property == "model_name" and problem.value == value
+        assert "1-63 characters" in problem.allowed
+
+
+def test_async_inference_without_an_output_location():
+    assert only_problem(async_inference=AsyncInference(output_bucket=None)) == (
+        "async_inference.output_bucket = None: asynchronous inference needs an S3 output location"
+    )
+
+
+def test_endpoint_and_variant_names():
+    problems = problems_of(endpoint_name="bad_name", variant_name="")
+    assert [p.split(" = ")[0] for p in problems] == ["endpoint_name", "variant_name"]
+
+
+def test_routing_strategy_outside_the_service_enum():
+    message = only_problem(routing_strategy="ROUND_ROBIN")
+    assert message.startswith("routing_strategy = 'ROUND_ROBIN': routing strategy must be one of LEAST_OUTSTANDING_REQUESTS, RANDOM")
+
+
+def test_metric_publish_frequency():
+    assert only_problem(metric_publish_frequency=45) == (
+        "metric_publish_frequency = 45: must be one of 10, 30, 60, 120, 180, 240, 300 seconds"
+    )
+
+
+def test_kms_key_and_volume_size_rejected_on_local_nvme_types():
+    stack = new_stack()
+    key = kms.Key(stack, "Key")
+    problems = problems_of(volume_kms_key=key, volume_size_gb=100)
+    assert problems[0].startswith("volume_kms_key = 'Test/Key': not allowed with instance types that have local NVMe storage (ml.p5.48xlarge, ml.g6e.12xlarge)")
+    assert problems[1].startswith("volume_size_gb = 100: not allowed with instance types that have local NVMe storage")
+
+
+def test_kms_key_and_volume_size_accepted_on_ebs_only_types():
+    stack = new_stack()
+    endpoint = pool_endpoint(stack, pools=[InstancePool("ml.inf2.48xlarge")], volume_kms_key=kms.Key(stack, "Key"), volume_size_gb=256)
+    assert endpoint.cfn_endpoint_config.kms_key_id is not None
+
+
+def test_volume_size_out_of_range():
+    problems = problems_of(pools=[InstancePool("ml.inf2.48xlarge")], volume_size_gb=600)
+    assert problems == ["volume_size_gb = 600: must be between 1 and 512 GB"]
+
+
+def test_capacity_reservation_only_with_a_single_pool():
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/reserved-p5"
+    message = only_problem(capacity_reservation_arn=arn)
+    assert message.startswith(f"capacity_reservation_arn = '{arn}': only allowed with a single pool")
+    endpoint = pool_endpoint(pools=[InstancePool("ml.p5.48xlarge")], capacity_reservation_arn=arn)
+    assert endpoint.cfn_endpoint_config is not None
+
+
+def test_capacity_reservation_arn_pattern():
+    message = only_problem(pools=[InstancePool("ml.p5.48xlarge")], capacity_reservation_arn="not-an-arn")
+    assert message.startswith("capacity_reservation_arn = 'not-an-arn': must be an ML reservation ARN")
+
+
+def test_deployment_ranges():
+    deployment = BlueGreenDeployment(traffic=TrafficShift.all_at_once(bake=Duration.hours(2)), maximum_execution_timeout=Duration.minutes(5))
+    problems = problems_of(deployment=deployment)
+    assert problems == [
+        "deployment.traffic.wait = 7200: must be between 0 and 3600 seconds",
+        "deployment.maximum_execution_timeout = 300: must be between 600 and 28800 seconds",
+    ]
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(ConfigurationError) as caught:
+        pool_endpoint(
+            pools=[InstancePool("ml.nope.xlarge"), InstancePool("ml.nope.xlarge")],
+            initial_instance_count=0,
+            provision_timeout=Duration.seconds(10),
+            async_inference=AsyncInference(output_bucket=None),
+        )
+    error = caught.value
+    assert [p.property for p in error.problems] == [
+        "pools[0].instance_type",
+        "pools[1].instance_type",
+        "pools[1].instance_type",
+        "initial_instance_count",
+        "provision_timeout",
+        "async_inference.output_bucket",
+    ]
+    text = str(error)
+    assert text.startswith("InstancePoolEndpoint 'Test/Endpoint': 6 problems\n  - pools[0].instance_type = 'ml.nope.xlarge'")
+
+
+def test_valid_async_endpoint_writes_to_its_bucket_and_may_write_there():
+    stack = new_stack()
+    bucket = s3.Bucket(stack, "Out")
+    pool_endpoint(stack, async_inference=AsyncInference(output_bucket=bucket, max_concurrent_invocations_per_instance=4))
+    template = template_of(stack)
+    _, config = only_resource(template, "AWS::SageMaker::EndpointConfig")
+    async_config = config["Properties"]["AsyncInferenceConfig"]
+    assert async_config["ClientConfig"] == {"MaxConcurrentInvocationsPerInstance": 4}
+    assert async_config["OutputConfig"]["S3OutputPath"]["Fn::Join"][1][-1] == "/async-output/"
+    model_id, _ = only_resource(template, "AWS::SageMaker::Model")
+    role_id = template["Resources"][model_id]["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
+    puts = [s for s in policy_statements(template, role_id) if "s3:PutObject" in actions_of(s)]
+    assert puts, "the model role must be able to write async results"

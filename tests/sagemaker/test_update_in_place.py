@@ -1,0 +1,82 @@
+"""Changing pools, models or counts must update the endpoint in place, never replace it.
+
+Two versions of one stack are synthesized; CloudFormation replaces a resource when a
+create-only property changes, so the test reads AWS::SageMaker::Endpoint's create-only
+properties from the resource schema that cfn-lint ships and compares them.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from aws_cdk import Duration
+
+from cdk_llm_serving import InstancePool
+from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
+from tests.support.template_helpers import only_resource
+
+
+def create_only_properties(resource_type: str) -> list[str]:
+    schemas = resources.files("cfnlint") / "data" / "schemas"
+    providers = json.loads((schemas / "providers" / "us-east-1.json").read_text())
+    schema = json.loads((schemas / "resources" / f"{providers[resource_type]}.json").read_text())
+    return [pointer.removeprefix("/properties/") for pointer in schema.get("createOnlyProperties", [])]
+
+
+def version_one() -> dict:
+    stack = new_stack("Serving")
+    pool_endpoint(stack, pools=[InstancePool("ml.p5.48xlarge"), InstancePool("ml.g6e.12xlarge")])
+    return template_of(stack)
+
+
+def version_two() -> dict:
+    """New pool order and a third pool with its own quantized model, more instances, new image tag."""
+    stack = new_stack("Serving")
+    from cdk_llm_serving import ContainerImage
+
+    model = serving_model(stack, image=ContainerImage.from_ecr_uri("763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:v2"))
+    quantized = serving_model(stack, "Quantized")
+    pool_endpoint(
+        stack,
+        model=model,
+        pools=[InstancePool("ml.p5en.48xlarge"), InstancePool("ml.p5.48xlarge"), InstancePool("ml.g6e.2xlarge", model=quantized)],
+        initial_instance_count=3,
+        provision_timeout=Duration.minutes(50),
+    )
+    return template_of(stack)
+
+
+def test_endpoint_keeps_its_logical_id_and_every_create_only_property():
+    before, after = version_one(), version_two()
+    before_id, before_endpoint = only_resource(before, "AWS::SageMaker::Endpoint")
+    after_id, after_endpoint = only_resource(after, "AWS::SageMaker::Endpoint")
+    assert before_id == after_id
+    create_only = create_only_properties("AWS::SageMaker::Endpoint")
+    assert "EndpointName" in create_only
+    for prop in create_only:
+        assert before_endpoint["Properties"].get(prop) == after_endpoint["Properties"].get(prop), prop
+    assert isinstance(before_endpoint["Properties"]["EndpointName"], str)
+
+
+def test_the_endpoint_config_is_replaced_under_a_generated_name():
+    before, after = version_one(), version_two()
+    (config_id, before_config), (_, after_config) = (
+        only_resource(before, "AWS::SageMaker::EndpointConfig"),
+        only_resource(after, "AWS::SageMaker::EndpointConfig"),
+    )
+    # ProductionVariants is create-only: the change replaces the config ...
+    assert "ProductionVariants" in create_only_properties("AWS::SageMaker::EndpointConfig")
+    assert before_config["Properties"]["ProductionVariants"] != after_config["Properties"]["ProductionVariants"]
+    # ... which works only because CloudFormation names it: a fixed name would clash with the old one.
+    assert "EndpointConfigName" not in after_config["Properties"]
+    _, endpoint = only_resource(after, "AWS::SageMaker::Endpoint")
+    assert endpoint["Properties"]["EndpointConfigName"] == {"Fn::GetAtt": [config_id, "EndpointConfigName"]}
+
+
+def test_replaced_models_get_generated_names_too():
+    after = version_two()
+    models = [r for r in after["Resources"].values() if r["Type"] == "AWS::SageMaker::Model"]
+    assert len(models) == 2
+    assert all("ModelName" not in model["Properties"] for model in models)
+    assert "PrimaryContainer" in create_only_properties("AWS::SageMaker::Model")

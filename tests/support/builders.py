@@ -1,0 +1,45 @@
+"""Builders for small test stacks (construct only; synthesize only when a test needs a template)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Environment, Stack
+
+from cdk_llm_serving import (
+    ContainerImage,
+    InstancePool,
+    InstancePoolEndpoint,
+    ModelData,
+    ServingModel,
+)
+from tests.support.app import new_app
+
+IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v1"
+
+
+def new_stack(name: str = "Test", **context: object) -> Stack:
+    return Stack(new_app(**context), name, env=Environment(region="us-east-1"))
+
+
+def serving_model(stack: Stack, id: str = "Model", **overrides: Any) -> ServingModel:
+    props: dict[str, Any] = {
+        "image": ContainerImage.from_ecr_uri(IMAGE),
+        "model_data": ModelData.from_s3_uri("s3://weights-bucket/model/"),
+        "served_model_name": id.lower(),
+    }
+    props.update(overrides)
+    return ServingModel(stack, id, **props)
+
+
+def pool_endpoint(stack: Stack | None = None, *, pools: list[InstancePool] | None = None, **overrides: Any) -> InstancePoolEndpoint:
+    stack = stack or new_stack()
+    model = overrides.pop("model") if "model" in overrides else serving_model(stack)
+    if pools is None:
+        pools = [InstancePool("ml.p5.48xlarge"), InstancePool("ml.g6e.12xlarge")]
+    return InstancePoolEndpoint(stack, "Endpoint", model=model, pools=pools, **overrides)
+
+
+def template_of(stack: Stack) -> dict:
+    assembly = stack.node.root.synth()  # type: ignore[attr-defined]
+    return assembly.get_stack_by_name(stack.stack_name).template

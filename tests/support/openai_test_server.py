@@ -1,0 +1,86 @@
+"""A local OpenAI-compatible server that streams SSE on loopback, for the smoke CLI's tests.
+
+It answers like vLLM with a reasoning parser and a tool-call parser: a request with
+``tools`` gets a streamed tool call, others get reasoning deltas then content deltas,
+each chunk ``delay`` seconds after the last. ``behaviour`` switches to broken answers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: OpenAITestServer
+
+    def log_message(self, *args: object) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        if self.path != "/v1/chat/completions":
+            self.send_error(404)
+            return
+        if self.server.required_token and self.headers.get("Authorization") != f"Bearer {self.server.required_token}":
+            self.send_response(401)
+            self.end_headers()
+            self.wfile.write(b'{"error":"unauthorized"}')
+            return
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        model = self.server.model_name or body["model"]
+        for delta in self._deltas(body):
+            chunk = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model, "choices": [{"index": 0, "delta": delta}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+            time.sleep(self.server.delay)
+        usage = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model, "choices": [], "usage": {"completion_tokens": self.server.tokens_sent}}
+        self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+
+    def _deltas(self, body: dict) -> Iterator[dict]:
+        behaviour = self.server.behaviour
+        self.server.tokens_sent = 0
+        yield {"role": "assistant"}
+        if body.get("tools") and behaviour != "no-tools":
+            arguments = '{"city": "Seattle"}' if behaviour != "bad-arguments" else '{"city": Seattle'
+            yield {"tool_calls": [{"index": 0, "id": "call-1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]}
+            for piece in (arguments[:8], arguments[8:]):
+                self.server.tokens_sent += 1
+                yield {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
+            return
+        if behaviour != "no-reasoning":
+            for word in ("17 * 23 ", "= 17 * 20 + 17 * 3 ", "= 340 + 51"):
+                self.server.tokens_sent += 1
+                yield {"reasoning_content": word}
+        for word in ("3", "91"):
+            self.server.tokens_sent += 1
+            yield {"content": word}
+
+
+class OpenAITestServer(ThreadingHTTPServer):
+    def __init__(self, delay: float, behaviour: str, required_token: str | None, model_name: str | None) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.delay, self.behaviour, self.required_token, self.model_name = delay, behaviour, required_token, model_name
+        self.tokens_sent = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+@contextmanager
+def serving(delay: float = 0.01, behaviour: str = "ok", required_token: str | None = None, model_name: str | None = None) -> Iterator[OpenAITestServer]:
+    server = OpenAITestServer(delay, behaviour, required_token, model_name)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
