@@ -37,7 +37,10 @@ class ContainerImage:
 
     @classmethod
     def from_repository(cls, repository: ecr.IRepository, tag: str = "latest") -> ContainerImage:
-        return cls(image_uri=repository.repository_uri_for_tag(tag), repository_arn=repository.repository_arn)
+        return cls(
+            image_uri=repository.repository_uri_for_tag(tag),
+            repository_arn=repository.repository_arn,
+        )
 
     def validate(self, problems: Problems, prop: str) -> None:
         if self.repository_arn is not None or is_unresolved(self.image_uri):
@@ -73,7 +76,9 @@ class ModelData:
 
     @classmethod
     def from_bucket(cls, bucket: s3.IBucket, prefix: str) -> ModelData:
-        return cls(bucket_name=bucket.bucket_name, prefix=prefix, encryption_key=bucket.encryption_key)
+        return cls(
+            bucket_name=bucket.bucket_name, prefix=prefix, encryption_key=bucket.encryption_key
+        )
 
     @classmethod
     def from_s3_uri(cls, uri: str, encryption_key: kms.IKey | None = None) -> ModelData:
@@ -81,7 +86,9 @@ class ModelData:
         match = _S3_URI.match(uri)
         if not match:
             return cls(bucket_name="", prefix=uri, encryption_key=encryption_key)
-        return cls(bucket_name=match["bucket"], prefix=match["prefix"], encryption_key=encryption_key)
+        return cls(
+            bucket_name=match["bucket"], prefix=match["prefix"], encryption_key=encryption_key
+        )
 
     @property
     def key_prefix(self) -> str:

@@ -43,23 +43,40 @@ class GptOssPoolEndpointStack(Stack):
     weights; each copy names itself in responses (``gpt-oss-20b-<format>-tp<N>[-ngram]``).
     """
 
-    def __init__(self, scope: Construct, id: str, *, settings: GptOssPoolSettings, **kwargs) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, settings: GptOssPoolSettings, **kwargs
+    ) -> None:
         super().__init__(scope, id, **kwargs)
         self.serving = VllmPoolEndpoint(
             self,
             "Serving",
             image=ContainerImage.from_ecr_uri(settings.image_uri),
             model="gpt-oss-20b",
-            base=VllmConfig(model="/opt/ml/model", served_model_name="gpt-oss-20b", max_model_len=settings.max_model_len, gpu_memory_utilization=0.9),
-            weights={"bf16": ModelData.from_s3_uri(settings.weights_uri), "int4": ModelData.from_s3_uri(settings.quantized_weights_uri)},
-            pools=[VllmPool("ml.g6e.12xlarge"), VllmPool("ml.g6.12xlarge", goal="throughput"), VllmPool("ml.g6e.2xlarge")],
+            base=VllmConfig(
+                model="/opt/ml/model",
+                served_model_name="gpt-oss-20b",
+                max_model_len=settings.max_model_len,
+                gpu_memory_utilization=0.9,
+            ),
+            weights={
+                "bf16": ModelData.from_s3_uri(settings.weights_uri),
+                "int4": ModelData.from_s3_uri(settings.quantized_weights_uri),
+            },
+            pools=[
+                VllmPool("ml.g6e.12xlarge"),
+                VllmPool("ml.g6.12xlarge", goal="throughput"),
+                VllmPool("ml.g6e.2xlarge"),
+            ],
         )
         self.endpoint = self.serving.endpoint
         # Pool capacities come from the planner (each derived model declares its sizing).
         self.endpoint.auto_scale(min_capacity=1, max_capacity=settings.max_instances)
         self.alarms = PoolEndpointAlarms(self, "Alarms", endpoint=self.endpoint)
         self.dashboard = PoolEndpointDashboard(
-            self, "Dashboard", endpoint=self.endpoint, alarms=[*self.alarms.alarms, *self.endpoint.rollback_alarms]
+            self,
+            "Dashboard",
+            endpoint=self.endpoint,
+            alarms=[*self.alarms.alarms, *self.endpoint.rollback_alarms],
         )
         for serving_model in self.serving.models.values():
             Validations.of(serving_model).acknowledge(
@@ -68,5 +85,15 @@ class GptOssPoolEndpointStack(Stack):
                     reason="The containers run with network isolation: SageMaker fetches the weights for them and they reach nothing else, so a VPC adds no protection here.",
                 )
             )
-        CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name, description="SageMaker endpoint name")
-        CfnOutput(self, "OpenAIBaseUrl", value=self.endpoint.openai_base_url, description="OpenAI-compatible base URL (bearer token: SigV4-presigned CallWithBearerToken)")
+        CfnOutput(
+            self,
+            "EndpointName",
+            value=self.endpoint.endpoint_name,
+            description="SageMaker endpoint name",
+        )
+        CfnOutput(
+            self,
+            "OpenAIBaseUrl",
+            value=self.endpoint.openai_base_url,
+            description="OpenAI-compatible base URL (bearer token: SigV4-presigned CallWithBearerToken)",
+        )

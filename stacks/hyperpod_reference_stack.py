@@ -46,20 +46,34 @@ class HyperPodReferenceStack(Stack):
 
     def __init__(self, scope: Construct, id: str, *, settings: HyperPodSettings, **kwargs) -> None:
         super().__init__(scope, id, **kwargs)
-        self.plan = plan(REFERENCE_MODEL, REFERENCE_FORMAT, settings.gpu_instance_type, max_context=REFERENCE_CONTEXT)
+        self.plan = plan(
+            REFERENCE_MODEL,
+            REFERENCE_FORMAT,
+            settings.gpu_instance_type,
+            max_context=REFERENCE_CONTEXT,
+        )
         self.cluster = HyperPodEksCluster(
             self,
             "HyperPod",
             instance_groups=[
                 HyperPodInstanceGroup.system(instance_type="ml.m5.4xlarge", count=2),
                 HyperPodInstanceGroup.gpu(
-                    "gpu-b200", settings.gpu_instance_type, self.plan.nodes * max(settings.replicas, settings.max_replicas), ebs_volume_gb=1000
+                    "gpu-b200",
+                    settings.gpu_instance_type,
+                    self.plan.nodes * max(settings.replicas, settings.max_replicas),
+                    ebs_volume_gb=1000,
                 ),
             ],
             admin_role_arns=settings.admin_role_arns,
         )
-        chart = HelmChartSource.from_directory(settings.hyperpod_chart_dir) if settings.hyperpod_chart_dir else None
-        self.addons = HyperPodServingAddons(self, "ServingAddons", cluster=self.cluster, hyperpod_chart=chart)
+        chart = (
+            HelmChartSource.from_directory(settings.hyperpod_chart_dir)
+            if settings.hyperpod_chart_dir
+            else None
+        )
+        self.addons = HyperPodServingAddons(
+            self, "ServingAddons", cluster=self.cluster, hyperpod_chart=chart
+        )
         weights = ModelData.from_s3_uri(settings.weights_uri)
         self.model_store = FsxModelStore(
             self,
@@ -88,7 +102,9 @@ class HyperPodReferenceStack(Stack):
                 tool_call_parser="qwen3_coder",
             ),
         )
-        self.observability = VllmObservability(self, "Observability", cluster=self.cluster, service=self.service)
+        self.observability = VllmObservability(
+            self, "Observability", cluster=self.cluster, service=self.service
+        )
         self.dashboard = VllmDashboard(self, "Dashboard", observability=self.observability)
         if settings.max_replicas > settings.replicas:
             self.autoscaling = VllmReplicaAutoscaling(
@@ -103,4 +119,8 @@ class HyperPodReferenceStack(Stack):
             )
         CfnOutput(self, "EksClusterName", value=self.cluster.eks_cluster.cluster_name)
         CfnOutput(self, "HyperPodClusterArn", value=self.cluster.cfn_cluster.attr_cluster_arn)
-        CfnOutput(self, "WeightsClaim", value=f"{self.model_store.namespace}/{self.model_store.claim_name}")
+        CfnOutput(
+            self,
+            "WeightsClaim",
+            value=f"{self.model_store.namespace}/{self.model_store.claim_name}",
+        )

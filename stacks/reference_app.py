@@ -34,7 +34,9 @@ def add_reference_stacks(app: App) -> list[Stack]:
     """Add every reference stack to ``app``; needs no AWS account (region only)."""
     region = _context(app, "llm-serving:region")
     env = Environment(region=region)
-    image_uri = _context(app, "llm-serving:gpt-oss-20b:image-uri") or VLLM_SAGEMAKER_IMAGE.format(region=region)
+    image_uri = _context(app, "llm-serving:gpt-oss-20b:image-uri") or VLLM_SAGEMAKER_IMAGE.format(
+        region=region
+    )
     pool_stack = GptOssPoolEndpointStack(
         app,
         "GptOss20bPoolEndpoint",
@@ -46,7 +48,9 @@ def add_reference_stacks(app: App) -> list[Stack]:
             quantized_weights_uri=_context(app, "llm-serving:gpt-oss-20b:int4-weights-uri"),
         ),
     )
-    admins = tuple(arn for arn in _context(app, "llm-serving:hyperpod:admin-role-arns").split(",") if arn)
+    admins = tuple(
+        arn for arn in _context(app, "llm-serving:hyperpod:admin-role-arns").split(",") if arn
+    )
     hyperpod_stack = HyperPodReferenceStack(
         app,
         "ReferenceMoeHyperPod",

@@ -37,5 +37,7 @@ def pool_template(reference_templates: dict[str, dict]) -> dict:
 @pytest.fixture
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} (the team's shared facts and schemas) sits beside the checkout only in CI and dev sessions")
+        pytest.skip(
+            f"{SHARED} (the team's shared facts and schemas) sits beside the checkout only in CI and dev sessions"
+        )
     return SHARED

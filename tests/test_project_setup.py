@@ -18,7 +18,9 @@ from tests.support.builders import new_stack
 def test_every_feature_flag_is_set_to_its_recommended_value(reference_assembly):
     """What the CLI reads to print "feature flags are not configured"."""
     manifest = json.loads((Path(reference_assembly.directory) / "manifest.json").read_text())
-    report = next(a for a in manifest["artifacts"].values() if a["type"] == "cdk:feature-flag-report")
+    report = next(
+        a for a in manifest["artifacts"].values() if a["type"] == "cdk:feature-flag-report"
+    )
     unsettled = []
     for name, flag in report["properties"]["flags"].items():
         if "recommendedValue" not in flag:
@@ -33,7 +35,12 @@ def test_every_feature_flag_is_set_to_its_recommended_value(reference_assembly):
 def test_jsii_runs_on_a_supported_node():
     node = shutil.which("node")
     assert node is not None
-    major = int(subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip().lstrip("v").split(".")[0])
+    major = int(
+        subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
+        .stdout.strip()
+        .lstrip("v")
+        .split(".")[0]
+    )
     assert major in (22, 24), f"{node} is Node.js {major}; jsii needs 22 or 24"
 
 
@@ -44,5 +51,7 @@ def test_cdk_nag_fails_synth_on_an_unacknowledged_finding():
     role.add_to_policy(iam.PolicyStatement(actions=["s3:*"], resources=["*"]))
     app = stack.node.root
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    with pytest.raises(Exception, match=r"ValidationFailed(.|\n)*AwsSolutions-IAM5\[Action::s3:\*\]"):
+    with pytest.raises(
+        Exception, match=r"ValidationFailed(.|\n)*AwsSolutions-IAM5\[Action::s3:\*\]"
+    ):
         app.synth()  # type: ignore[attr-defined]

@@ -39,7 +39,10 @@ def acknowledge_wildcard_resources(scope: IConstruct, resources: list[str], reas
     """Acknowledge ``AwsSolutions-IAM5`` for exactly these wildcard resources, nothing broader."""
     Validations.of(scope).acknowledge(
         *(
-            Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{finding_resource(scope, resource)}]", reason=reason)
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{finding_resource(scope, resource)}]",
+                reason=reason,
+            )
             for resource in resources
         )
     )
@@ -51,7 +54,9 @@ def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
 
 def _finding_text(value: Any) -> str:
     """As cdk-nag prints a resolved value in a finding id: intrinsics it cannot flatten stay JSON."""
-    if isinstance(value, str) or (isinstance(value, dict) and ({"Ref", "Fn::Join", "Fn::GetAtt", "Fn::Sub"} & set(value))):
+    if isinstance(value, str) or (
+        isinstance(value, dict) and ({"Ref", "Fn::Join", "Fn::GetAtt", "Fn::Sub"} & set(value))
+    ):
         return _render(value)
     return json.dumps(value, separators=(",", ":"))
 
@@ -88,7 +93,9 @@ class AcknowledgeCdkInternals:
         elif isinstance(node, lambda_.CfnFunction):
             ids.append("AwsSolutions-L1")
         if ids:
-            Validations.of(node).acknowledge(*(Acknowledgment(id=i, reason=self.reason) for i in dict.fromkeys(ids)))
+            Validations.of(node).acknowledge(
+                *(Acknowledgment(id=i, reason=self.reason) for i in dict.fromkeys(ids))
+            )
 
 
 def _as_list(value: Any) -> list:

@@ -28,23 +28,38 @@ class ExecutionRoleGrants:
         if repository_arn is not None:
             self.role.add_to_principal_policy(
                 iam.PolicyStatement(
-                    actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                    actions=[
+                        "ecr:BatchCheckLayerAvailability",
+                        "ecr:BatchGetImage",
+                        "ecr:GetDownloadUrlForLayer",
+                    ],
                     resources=[repository_arn],
                 )
             )
-        self.role.add_to_principal_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
+        )
         self._wildcard("*", "ecr:GetAuthorizationToken has no resource-level permissions.")
 
     def model_data_read(self, model_data: ModelData) -> None:
         bucket_arn = f"arn:{Aws.PARTITION}:s3:::{model_data.bucket_name}"
         objects = f"{bucket_arn}/{model_data.key_prefix}*"
-        self.role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]))
-        self._wildcard(objects, "Read-only access to the objects under the model's own weight prefix; their names are the checkpoint's files.")
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects])
+        )
+        self._wildcard(
+            objects,
+            "Read-only access to the objects under the model's own weight prefix; their names are the checkpoint's files.",
+        )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["s3:ListBucket"],
                 resources=[bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [model_data.key_prefix, f"{model_data.key_prefix}*"]}},
+                conditions={
+                    "StringLike": {
+                        "s3:prefix": [model_data.key_prefix, f"{model_data.key_prefix}*"]
+                    }
+                },
             )
         )
         if model_data.encryption_key is not None:
@@ -52,11 +67,19 @@ class ExecutionRoleGrants:
 
     def logs_and_metrics(self) -> None:
         log_groups = Stack.of(self.scope).format_arn(
-            service="logs", resource="log-group", resource_name="/aws/sagemaker/*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+            service="logs",
+            resource="log-group",
+            resource_name="/aws/sagemaker/*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
+                actions=[
+                    "logs:CreateLogGroup",
+                    "logs:CreateLogStream",
+                    "logs:DescribeLogStreams",
+                    "logs:PutLogEvents",
+                ],
                 resources=[log_groups, f"{log_groups}:log-stream:*"],
             )
         )
@@ -67,10 +90,15 @@ class ExecutionRoleGrants:
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
-                conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker*"]}},
+                conditions={
+                    "StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker*"]}
+                },
             )
         )
-        self._wildcard("*", "cloudwatch:PutMetricData has no resource-level permissions; a namespace condition limits it to SageMaker's.")
+        self._wildcard(
+            "*",
+            "cloudwatch:PutMetricData has no resource-level permissions; a namespace condition limits it to SageMaker's.",
+        )
 
     def vpc_interfaces(self) -> None:
         self.role.add_to_principal_policy(
@@ -89,7 +117,10 @@ class ExecutionRoleGrants:
                 resources=["*"],
             )
         )
-        self._wildcard("*", "SageMaker creates the container's network interfaces in the given subnets; these EC2 actions take no resource ARN known at synth time.")
+        self._wildcard(
+            "*",
+            "SageMaker creates the container's network interfaces in the given subnets; these EC2 actions take no resource ARN known at synth time.",
+        )
 
     def acknowledge(self) -> None:
         for resource, reasons in self._reasons.items():

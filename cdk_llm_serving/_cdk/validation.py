@@ -14,8 +14,10 @@ from .service_limits import Limits
 
 def is_unresolved(value: object) -> bool:
     """Deploy-time values (tokens) cannot be checked at synth time."""
-    return isinstance(value, str) and Token.is_unresolved(value) or (
-        isinstance(value, (int, float)) and Token.is_unresolved(value)
+    return (
+        isinstance(value, str)
+        and Token.is_unresolved(value)
+        or (isinstance(value, (int, float)) and Token.is_unresolved(value))
     )
 
 
@@ -27,7 +29,9 @@ def seconds_of(value: Duration | int | None) -> int | None:
     return value
 
 
-def check_range(problems: Problems, prop: str, value: int | float | None, limits: Limits, unit: str = "") -> None:
+def check_range(
+    problems: Problems, prop: str, value: int | float | None, limits: Limits, unit: str = ""
+) -> None:
     """``value`` must lie in the shape's [min, max]; ``None`` means "not set"."""
     if value is None or is_unresolved(value):
         return
@@ -62,7 +66,9 @@ def check_name(problems: Problems, prop: str, value: str | None, limits: Limits,
         )
 
 
-def check_one_of(problems: Problems, prop: str, value: str | None, allowed: Iterable[str], what: str) -> None:
+def check_one_of(
+    problems: Problems, prop: str, value: str | None, allowed: Iterable[str], what: str
+) -> None:
     """``value`` must be one of ``allowed``; the message names the closest matches."""
     if value is None or is_unresolved(value):
         return

@@ -56,7 +56,9 @@ class HelmChartSource:
         if (self.directory is None) == (self.repository is None):
             problems.add(prop, self, "give exactly one of directory or repository")
         if self.repository is not None and not self.version:
-            problems.add(f"{prop}.version", self.version, "pin the chart version of a repository chart")
+            problems.add(
+                f"{prop}.version", self.version, "pin the chart version of a repository chart"
+            )
 
 
 class HyperPodServingAddons(Construct):
@@ -88,13 +90,21 @@ class HyperPodServingAddons(Construct):
         pins = hyperpod_facts()["charts"]
         for name in chart_versions or {}:
             if name not in pins:
-                problems.add(f"chart_versions[{name!r}]", chart_versions[name], f"not one of our charts: {', '.join(pins)}")  # type: ignore[index]
+                problems.add(
+                    f"chart_versions[{name!r}]",
+                    chart_versions[name],
+                    f"not one of our charts: {', '.join(pins)}",
+                )  # type: ignore[index]
         problems.raise_if_any()
-        versions = {name: (chart_versions or {}).get(name, pin["version"]) for name, pin in pins.items()}
+        versions = {
+            name: (chart_versions or {}).get(name, pin["version"]) for name, pin in pins.items()
+        }
 
         self.charts: dict[str, eks.HelmChart] = {}
         if hyperpod_chart is None:
-            Annotations.of(self).add_warning_v2("cdk-llm-serving:hyperpodChartMissing", HYPERPOD_CHART_HINT)
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:hyperpodChartMissing", HYPERPOD_CHART_HINT
+            )
             for name in ("nvidia-device-plugin", "aws-efa-k8s-device-plugin"):
                 self._published_chart(name, versions[name], values=_DEVICE_PLUGIN_VALUES[name])
         else:
@@ -103,7 +113,11 @@ class HyperPodServingAddons(Construct):
                 chart=hyperpod_chart.chart,
                 repository=hyperpod_chart.repository,
                 version=hyperpod_chart.version,
-                chart_asset=s3_assets.Asset(self, "HyperPodChartAsset", path=hyperpod_chart.directory) if hyperpod_chart.directory else None,
+                chart_asset=s3_assets.Asset(
+                    self, "HyperPodChartAsset", path=hyperpod_chart.directory
+                )
+                if hyperpod_chart.directory
+                else None,
                 namespace="kube-system",
                 values=dict(hyperpod_chart_values or {}),
             )
@@ -125,11 +139,28 @@ class HyperPodServingAddons(Construct):
 
     def _published_chart(self, name: str, version: str, values: Mapping[str, Any]) -> eks.HelmChart:
         pin = hyperpod_facts()["charts"][name]
-        chart = self._chart(name, chart=pin["chart"], repository=pin["repository"], version=version, namespace=pin["namespace"], values=dict(values))
+        chart = self._chart(
+            name,
+            chart=pin["chart"],
+            repository=pin["repository"],
+            version=version,
+            namespace=pin["namespace"],
+            values=dict(values),
+        )
         self.charts[name] = chart
         return chart
 
-    def _chart(self, id: str, *, chart: str, repository: str | None, version: str | None, namespace: str, values: dict, chart_asset: s3_assets.Asset | None = None) -> eks.HelmChart:
+    def _chart(
+        self,
+        id: str,
+        *,
+        chart: str,
+        repository: str | None,
+        version: str | None,
+        namespace: str,
+        values: dict,
+        chart_asset: s3_assets.Asset | None = None,
+    ) -> eks.HelmChart:
         helm = eks.HelmChart(
             self,
             id,
@@ -150,6 +181,12 @@ class HyperPodServingAddons(Construct):
 #: Device plugins run only on GPU nodes, which carry the GPU taint.
 _GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 _DEVICE_PLUGIN_VALUES: dict[str, dict[str, Any]] = {
-    "nvidia-device-plugin": {"tolerations": _GPU_TOLERATION, "nodeSelector": {"cdk-llm-serving/role": "gpu"}},
-    "aws-efa-k8s-device-plugin": {"tolerations": _GPU_TOLERATION, "nodeSelector": {"cdk-llm-serving/role": "gpu"}},
+    "nvidia-device-plugin": {
+        "tolerations": _GPU_TOLERATION,
+        "nodeSelector": {"cdk-llm-serving/role": "gpu"},
+    },
+    "aws-efa-k8s-device-plugin": {
+        "tolerations": _GPU_TOLERATION,
+        "nodeSelector": {"cdk-llm-serving/role": "gpu"},
+    },
 }

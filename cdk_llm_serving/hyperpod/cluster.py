@@ -104,7 +104,9 @@ class HyperPodEksCluster(Construct):
         self.vpc = vpc or self._new_vpc()
         private = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
         self.private_subnets: list[ec2.ISubnet] = list(private)
-        self.gpu_subnets: list[ec2.ISubnet] = self.private_subnets[:1] if single_gpu_subnet else self.private_subnets
+        self.gpu_subnets: list[ec2.ISubnet] = (
+            self.private_subnets[:1] if single_gpu_subnet else self.private_subnets
+        )
         self.node_security_group = self._node_security_group()
 
         self.eks_cluster = eks.Cluster(
@@ -113,8 +115,12 @@ class HyperPodEksCluster(Construct):
             version=eks.KubernetesVersion.of(kubernetes_version),
             vpc=self.vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
-            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE if endpoint_public else eks.EndpointAccess.PRIVATE,
-            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=_kubectl_layer(self, kubernetes_version)),  # type: ignore[arg-type]
+            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE
+            if endpoint_public
+            else eks.EndpointAccess.PRIVATE,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=_kubectl_layer(self, kubernetes_version)
+            ),  # type: ignore[arg-type]
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             cluster_logging=[
@@ -125,24 +131,44 @@ class HyperPodEksCluster(Construct):
                 eks.ClusterLoggingTypes.SCHEDULER,
             ],
         )
-        self.eks_cluster.connections.allow_from(self.node_security_group, ec2.Port.all_traffic(), "HyperPod nodes to the EKS control plane")
-        self.node_security_group.connections.allow_from(self.eks_cluster.connections, ec2.Port.all_traffic(), "EKS control plane to kubelets and webhooks")
+        self.eks_cluster.connections.allow_from(
+            self.node_security_group,
+            ec2.Port.all_traffic(),
+            "HyperPod nodes to the EKS control plane",
+        )
+        self.node_security_group.connections.allow_from(
+            self.eks_cluster.connections,
+            ec2.Port.all_traffic(),
+            "EKS control plane to kubelets and webhooks",
+        )
         for index, arn in enumerate(admin_role_arns):
             self.eks_cluster.grant_access(
                 f"Admin{index}",
                 arn,
-                [eks.AccessPolicy.from_access_policy_name("AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)],
+                [
+                    eks.AccessPolicy.from_access_policy_name(
+                        "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+                    )
+                ],
             )
 
-        before_nodes = [self._addon(name, versions.get(name)) for name in hyperpod_facts()["addons_before_nodes"]]
+        before_nodes = [
+            self._addon(name, versions.get(name))
+            for name in hyperpod_facts()["addons_before_nodes"]
+        ]
         self.lifecycle_bucket, upload = self._lifecycle_bucket()
         self.execution_role = self._execution_role()
 
         self.cfn_cluster = sagemaker.CfnCluster(
             self,
             "Resource",
-            cluster_name=cluster_name or Names.unique_resource_name(self, max_length=63, separator="-"),
-            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=self.eks_cluster.cluster_arn)),
+            cluster_name=cluster_name
+            or Names.unique_resource_name(self, max_length=63, separator="-"),
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(
+                    cluster_arn=self.eks_cluster.cluster_arn
+                )
+            ),
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
                 security_group_ids=[self.node_security_group.security_group_id],
                 subnets=[subnet.subnet_id for subnet in self.private_subnets],
@@ -160,18 +186,28 @@ class HyperPodEksCluster(Construct):
         if policy is not None:
             self.cfn_cluster.node.add_dependency(policy)
 
-        after_nodes = [self._addon(name, versions.get(name)) for name in hyperpod_facts()["addons_after_nodes"]]
+        after_nodes = [
+            self._addon(name, versions.get(name)) for name in hyperpod_facts()["addons_after_nodes"]
+        ]
         for addon in after_nodes:
             addon.node.add_dependency(self.cfn_cluster)
-        self.addons: dict[str, eks.Addon] = {addon.node.id: addon for addon in [*before_nodes, *after_nodes]}
+        self.addons: dict[str, eks.Addon] = {
+            addon.node.id: addon for addon in [*before_nodes, *after_nodes]
+        }
         acknowledge_cdk_internals(
             self.eks_cluster.node.find_child("KubectlProvider"),
             "aws-cdk-lib's kubectl provider: its handler runs in the VPC to reach the private EKS endpoint, with the policies and runtime aws-cdk-lib chooses.",
         )
-        acknowledge_cdk_internals(self.eks_cluster.node.find_child("Role"), "The EKS service role with AmazonEKSClusterPolicy, as EKS requires.")
+        acknowledge_cdk_internals(
+            self.eks_cluster.node.find_child("Role"),
+            "The EKS service role with AmazonEKSClusterPolicy, as EKS requires.",
+        )
         for child in Stack.of(self).node.children:
             if child.node.id.startswith("Custom::CDKBucketDeployment"):
-                acknowledge_cdk_internals(child, "aws-cdk-lib's bucket-deployment handler that uploads the lifecycle script: it reads the CDK asset bucket and writes the lifecycle bucket.")
+                acknowledge_cdk_internals(
+                    child,
+                    "aws-cdk-lib's bucket-deployment handler that uploads the lifecycle script: it reads the CDK asset bucket and writes the lifecycle bucket.",
+                )
 
     # -- what dependents need ----------------------------------------------------------
 
@@ -192,18 +228,38 @@ class HyperPodEksCluster(Construct):
         for index, group in enumerate(self.instance_groups):
             group.validate(problems, f"instance_groups[{index}]")
             if group.name in names:
-                problems.add(f"instance_groups[{index}].name", group.name, f"already used by instance_groups[{names[group.name]}]; group names must be unique")
+                problems.add(
+                    f"instance_groups[{index}].name",
+                    group.name,
+                    f"already used by instance_groups[{names[group.name]}]; group names must be unique",
+                )
             names.setdefault(group.name, index)
         if not any(group.role == "gpu" for group in self.instance_groups):
-            problems.add("instance_groups", [g.name for g in self.instance_groups], "needs at least one GPU group to serve on")
+            problems.add(
+                "instance_groups",
+                [g.name for g in self.instance_groups],
+                "needs at least one GPU group to serve on",
+            )
         if not any(group.role == "system" for group in self.instance_groups):
-            problems.add("instance_groups", [g.name for g in self.instance_groups], "needs a system group: controllers and CoreDNS must not take GPU nodes")
+            problems.add(
+                "instance_groups",
+                [g.name for g in self.instance_groups],
+                "needs a system group: controllers and CoreDNS must not take GPU nodes",
+            )
         versions = supported_kubernetes_versions()
         if self.kubernetes_version not in versions:
-            problems.add("kubernetes_version", self.kubernetes_version, f"must be one HyperPod supports and we ship a kubectl layer for: {', '.join(versions)}")
+            problems.add(
+                "kubernetes_version",
+                self.kubernetes_version,
+                f"must be one HyperPod supports and we ship a kubectl layer for: {', '.join(versions)}",
+            )
         for index, arn in enumerate(admin_role_arns):
             if not arn.startswith("arn:") or ":iam::" not in arn or ":role/" not in arn:
-                problems.add(f"admin_role_arns[{index}]", arn, "must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)")
+                problems.add(
+                    f"admin_role_arns[{index}]",
+                    arn,
+                    "must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)",
+                )
         problems.raise_if_any()
 
     def _new_vpc(self) -> ec2.Vpc:
@@ -213,25 +269,53 @@ class HyperPodEksCluster(Construct):
             max_azs=2,
             nat_gateways=1,
             subnet_configuration=[
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                ec2.SubnetConfiguration(
+                    name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24
+                ),
                 # Pods take VPC addresses (VPC CNI): large private subnets.
-                ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=18),
+                ec2.SubnetConfiguration(
+                    name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=18
+                ),
             ],
-            gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
+            gateway_endpoints={
+                "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)
+            },
         )
-        flow_logs = logs.LogGroup(self, "FlowLogs", retention=logs.RetentionDays.ONE_YEAR, removal_policy=RemovalPolicy.RETAIN)
-        vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs))
+        flow_logs = logs.LogGroup(
+            self,
+            "FlowLogs",
+            retention=logs.RetentionDays.ONE_YEAR,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        vpc.add_flow_log(
+            "FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs)
+        )
         return vpc
 
     def _node_security_group(self) -> ec2.SecurityGroup:
-        group = ec2.SecurityGroup(self, "NodeSecurityGroup", vpc=self.vpc, allow_all_outbound=True, description="HyperPod nodes: EFA/NCCL among themselves, FSx for Lustre")
-        group.add_ingress_rule(group, ec2.Port.all_traffic(), "all traffic between nodes (EFA needs it)")
+        group = ec2.SecurityGroup(
+            self,
+            "NodeSecurityGroup",
+            vpc=self.vpc,
+            allow_all_outbound=True,
+            description="HyperPod nodes: EFA/NCCL among themselves, FSx for Lustre",
+        )
+        group.add_ingress_rule(
+            group, ec2.Port.all_traffic(), "all traffic between nodes (EFA needs it)"
+        )
         group.add_ingress_rule(group, ec2.Port.tcp(988), "FSx for Lustre")
         group.add_ingress_rule(group, ec2.Port.tcp_range(1018, 1023), "FSx for Lustre")
         return group
 
     def _addon(self, name: str, version: str | None) -> eks.Addon:
-        return eks.Addon(self, f"Addon-{name}", cluster=self.eks_cluster, addon_name=name, addon_version=version, preserve_on_delete=False)
+        return eks.Addon(
+            self,
+            f"Addon-{name}",
+            cluster=self.eks_cluster,
+            addon_name=name,
+            addon_version=version,
+            preserve_on_delete=False,
+        )
 
     def _lifecycle_bucket(self) -> tuple[s3.Bucket, s3_deployment.BucketDeployment]:
         bucket = s3.Bucket(
@@ -243,7 +327,11 @@ class HyperPodEksCluster(Construct):
             versioned=True,
             removal_policy=RemovalPolicy.RETAIN,
         )
-        acknowledge(bucket, "AwsSolutions-S1", "Holds only the lifecycle script CloudFormation uploads; the stack's history is its audit trail, server access logs add nothing.")
+        acknowledge(
+            bucket,
+            "AwsSolutions-S1",
+            "Holds only the lifecycle script CloudFormation uploads; the stack's history is its audit trail, server access logs add nothing.",
+        )
         script_dir = Path(str(resources.files(__package__).joinpath("assets", "lifecycle")))
         upload = s3_deployment.BucketDeployment(
             self,
@@ -261,7 +349,11 @@ class HyperPodEksCluster(Construct):
             self,
             "ExecutionRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerClusterInstanceRolePolicy")],
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name(
+                    "AmazonSageMakerClusterInstanceRolePolicy"
+                )
+            ],
             description="HyperPod node execution role (cdk-llm-serving)",
         )
         role.add_to_policy(
@@ -284,27 +376,64 @@ class HyperPodEksCluster(Construct):
                 resources=["*"],
             )
         )
-        role.add_to_policy(iam.PolicyStatement(actions=["ec2:CreateTags"], resources=[Stack.of(self).format_arn(service="ec2", resource="network-interface", resource_name="*")]))
         role.add_to_policy(
             iam.PolicyStatement(
-                actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetAuthorizationToken", "ecr:GetDownloadUrlForLayer"],
+                actions=["ec2:CreateTags"],
+                resources=[
+                    Stack.of(self).format_arn(
+                        service="ec2", resource="network-interface", resource_name="*"
+                    )
+                ],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "ecr:BatchCheckLayerAvailability",
+                    "ecr:BatchGetImage",
+                    "ecr:GetAuthorizationToken",
+                    "ecr:GetDownloadUrlForLayer",
+                ],
                 resources=["*"],
             )
         )
         self.lifecycle_bucket.grant_read(role, f"{LIFECYCLE_PREFIX}/*")
-        acknowledge(role, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]", "HyperPod requires its managed instance policy on the node role.")
+        acknowledge(
+            role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]",
+            "HyperPod requires its managed instance policy on the node role.",
+        )
         acknowledge_wildcard_resources(
             role,
             ["*"],
             "HyperPod attaches ENIs in the cluster's subnets (EC2 network-interface actions take no ARN known at synth time) and nodes pull serving images from repositories chosen at deploy time.",
         )
-        acknowledge_wildcard_resources(role, [Stack.of(self).format_arn(service="ec2", resource="network-interface", resource_name="*")], "Tags only network interfaces, whose IDs exist only at run time.")
+        acknowledge_wildcard_resources(
+            role,
+            [
+                Stack.of(self).format_arn(
+                    service="ec2", resource="network-interface", resource_name="*"
+                )
+            ],
+            "Tags only network interfaces, whose IDs exist only at run time.",
+        )
         for action in ("s3:GetBucket*", "s3:GetObject*", "s3:List*"):
-            Validations.of(role).acknowledge(Acknowledgment(id=f"AwsSolutions-IAM5[Action::{action}]", reason="Read-only access to the lifecycle-script bucket (CDK's grant_read)."))
-        acknowledge_wildcard_resources(role, [f"{self.lifecycle_bucket.bucket_arn}/{LIFECYCLE_PREFIX}/*"], "Read of the lifecycle scripts under their prefix.")
+            Validations.of(role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Action::{action}]",
+                    reason="Read-only access to the lifecycle-script bucket (CDK's grant_read).",
+                )
+            )
+        acknowledge_wildcard_resources(
+            role,
+            [f"{self.lifecycle_bucket.bucket_arn}/{LIFECYCLE_PREFIX}/*"],
+            "Read of the lifecycle scripts under their prefix.",
+        )
         return role
 
-    def _instance_group(self, group: HyperPodInstanceGroup) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+    def _instance_group(
+        self, group: HyperPodInstanceGroup
+    ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         override = None
         if group.role == "gpu" and self.gpu_subnets != self.private_subnets:
             override = sagemaker.CfnCluster.VpcConfigProperty(
@@ -324,13 +453,21 @@ class HyperPodEksCluster(Construct):
             ),
             instance_storage_configs=[
                 sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
-                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(volume_size_in_gb=group.ebs_volume_gb)
+                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                        volume_size_in_gb=group.ebs_volume_gb
+                    )
                 )
             ],
             on_start_deep_health_checks=list(group.effective_health_checks) or None,
             kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
                 labels=group.effective_labels,
-                taints=[sagemaker.CfnCluster.ClusterKubernetesTaintProperty(key=t.key, value=t.value, effect=t.effect) for t in taints] or None,
+                taints=[
+                    sagemaker.CfnCluster.ClusterKubernetesTaintProperty(
+                        key=t.key, value=t.value, effect=t.effect
+                    )
+                    for t in taints
+                ]
+                or None,
             ),
             training_plan_arn=group.training_plan_arn,
             override_vpc_config=override,

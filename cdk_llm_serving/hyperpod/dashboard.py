@@ -38,13 +38,43 @@ PANELS: tuple[tuple[str, str, str, str | None], ...] = (
 class VllmDashboard(Construct):
     """TTFT, inter-token and end-to-end p99, queue, KV cache, throughput, MTP acceptance."""
 
-    def __init__(self, scope: Construct, id: str, *, observability: VllmObservability, dashboard_name: str | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        observability: VllmObservability,
+        dashboard_name: str | None = None,
+    ) -> None:
         super().__init__(scope, id)
-        log_group = logs.LogGroup(self, "WidgetLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.RETAIN)
-        role = iam.Role(self, "WidgetRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description="Draws vLLM SLO charts from Amazon Managed Prometheus")
-        role.add_to_policy(iam.PolicyStatement(actions=["aps:QueryMetrics"], resources=[observability.workspace.attr_arn]))
-        role.add_to_policy(iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[f"{log_group.log_group_arn}:*"]))
-        acknowledge_wildcard_resources(role, [f"{log_group.log_group_arn}:*"], "Log streams of the widget function's own log group; their names are made by Lambda.")
+        log_group = logs.LogGroup(
+            self,
+            "WidgetLogs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        role = iam.Role(
+            self,
+            "WidgetRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Draws vLLM SLO charts from Amazon Managed Prometheus",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["aps:QueryMetrics"], resources=[observability.workspace.attr_arn]
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[f"{log_group.log_group_arn}:*"],
+            )
+        )
+        acknowledge_wildcard_resources(
+            role,
+            [f"{log_group.log_group_arn}:*"],
+            "Log streams of the widget function's own log group; their names are made by Lambda.",
+        )
         self.function = lambda_.Function(
             self,
             "Widget",
@@ -58,7 +88,9 @@ class VllmDashboard(Construct):
             environment={"PROMETHEUS_ENDPOINT": observability.workspace.attr_prometheus_endpoint},
             description="CloudWatch custom widget: PromQL charts from Amazon Managed Prometheus",
         )
-        self.dashboard = cloudwatch.Dashboard(self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3))
+        self.dashboard = cloudwatch.Dashboard(
+            self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3)
+        )
         service = observability.service
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(

@@ -51,11 +51,23 @@ class FsxModelStore(Construct):
         super().__init__(scope, id)
         problems = Problems(f"FsxModelStore '{self.node.path}'")
         if storage_capacity_gib < CAPACITY_STEP_GIB or storage_capacity_gib % CAPACITY_STEP_GIB:
-            problems.add("storage_capacity_gib", storage_capacity_gib, f"PERSISTENT_2 needs a multiple of {CAPACITY_STEP_GIB} GiB")
+            problems.add(
+                "storage_capacity_gib",
+                storage_capacity_gib,
+                f"PERSISTENT_2 needs a multiple of {CAPACITY_STEP_GIB} GiB",
+            )
         if throughput_per_tib not in THROUGHPUT_OPTIONS:
-            problems.add("throughput_per_tib", throughput_per_tib, f"must be one of {', '.join(map(str, THROUGHPUT_OPTIONS))}")
+            problems.add(
+                "throughput_per_tib",
+                throughput_per_tib,
+                f"must be one of {', '.join(map(str, THROUGHPUT_OPTIONS))}",
+            )
         if not weights_prefix.strip("/"):
-            problems.add("weights_prefix", weights_prefix, "must name a prefix: the association should not import a whole bucket")
+            problems.add(
+                "weights_prefix",
+                weights_prefix,
+                "must name a prefix: the association should not import a whole bucket",
+            )
         problems.raise_if_any()
         self.namespace, self.claim_name = namespace, claim_name
 
@@ -82,7 +94,9 @@ class FsxModelStore(Construct):
             data_repository_path=f"s3://{weights_bucket.bucket_name}/{prefix}/",
             batch_import_meta_data_on_create=True,
             s3=fsx.CfnDataRepositoryAssociation.S3Property(
-                auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(events=["NEW", "CHANGED", "DELETED"])
+                auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                    events=["NEW", "CHANGED", "DELETED"]
+                )
             ),
         )
         self.association.apply_removal_policy(RemovalPolicy.RETAIN)
@@ -101,7 +115,9 @@ class FsxModelStore(Construct):
                 "kind": "PersistentVolume",
                 "metadata": {"name": volume_name},
                 "spec": {
-                    "capacity": {"storage": f"{self.file_system.node.default_child.storage_capacity}Gi"},  # type: ignore[union-attr]
+                    "capacity": {
+                        "storage": f"{self.file_system.node.default_child.storage_capacity}Gi"
+                    },  # type: ignore[union-attr]
                     "volumeMode": "Filesystem",
                     "accessModes": ["ReadWriteMany"],
                     "persistentVolumeReclaimPolicy": "Retain",
@@ -109,7 +125,10 @@ class FsxModelStore(Construct):
                     "csi": {
                         "driver": "fsx.csi.aws.com",
                         "volumeHandle": self.file_system.file_system_id,
-                        "volumeAttributes": {"dnsname": self.file_system.dns_name, "mountname": self.file_system.mount_name},
+                        "volumeAttributes": {
+                            "dnsname": self.file_system.dns_name,
+                            "mountname": self.file_system.mount_name,
+                        },
                     },
                 },
             },
@@ -121,7 +140,11 @@ class FsxModelStore(Construct):
                     "accessModes": ["ReadWriteMany"],
                     "storageClassName": "",
                     "volumeName": volume_name,
-                    "resources": {"requests": {"storage": f"{self.file_system.node.default_child.storage_capacity}Gi"}},  # type: ignore[union-attr]
+                    "resources": {
+                        "requests": {
+                            "storage": f"{self.file_system.node.default_child.storage_capacity}Gi"
+                        }
+                    },  # type: ignore[union-attr]
                 },
             },
         ]

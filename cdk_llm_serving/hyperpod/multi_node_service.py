@@ -40,7 +40,12 @@ from .model_store import FsxModelStore
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 WEIGHTS_MOUNT = "/models"
-EFA_ENVIRONMENT = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1", "NCCL_DEBUG": "WARN"}
+EFA_ENVIRONMENT = {
+    "FI_PROVIDER": "efa",
+    "FI_EFA_USE_DEVICE_RDMA": "1",
+    "FI_EFA_FORK_SAFE": "1",
+    "NCCL_DEBUG": "WARN",
+}
 PROBE_PERIOD_SECONDS = 10
 
 
@@ -113,14 +118,24 @@ class VllmMultiNodeService(Construct):
         self.spec = preset(model) if isinstance(model, str) else model
         problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
         if (model_store is None) == (stream_from is None):
-            problems.add("model_store / stream_from", (model_store is not None, stream_from is not None), "give exactly one: an FSx model store or an S3 prefix to stream from")
+            problems.add(
+                "model_store / stream_from",
+                (model_store is not None, stream_from is not None),
+                "give exactly one: an FSx model store or an S3 prefix to stream from",
+            )
             problems.raise_if_any()
         self.namespace = namespace or (model_store.namespace if model_store else "inference")
         self.stream_from = stream_from
         groups = {group.name: group for group in cluster.gpu_groups}
-        group = groups.get(gpu_group) if gpu_group else (cluster.gpu_groups[0] if cluster.gpu_groups else None)
+        group = (
+            groups.get(gpu_group)
+            if gpu_group
+            else (cluster.gpu_groups[0] if cluster.gpu_groups else None)
+        )
         if group is None:
-            problems.add("gpu_group", gpu_group, f"must name a GPU group of the cluster: {', '.join(groups)}")
+            problems.add(
+                "gpu_group", gpu_group, f"must name a GPU group of the cluster: {', '.join(groups)}"
+            )
             problems.raise_if_any()
         assert group is not None
         self.group = group
@@ -128,18 +143,36 @@ class VllmMultiNodeService(Construct):
 
         self.plan: Plan | None = None
         try:
-            self.plan = plan(self.spec, quantization, group.instance_type, max_context=config.max_model_len)
+            self.plan = plan(
+                self.spec, quantization, group.instance_type, max_context=config.max_model_len
+            )
         except (PlanningError, KeyError) as error:
-            problems.add("model", self.spec.name, str(error) if isinstance(error, PlanningError) else error.args[0])
+            problems.add(
+                "model",
+                self.spec.name,
+                str(error) if isinstance(error, PlanningError) else error.args[0],
+            )
         nodes = nodes_per_replica or (self.plan.nodes if self.plan else 1)
         if self.plan is not None and nodes < self.plan.nodes:
-            problems.add("nodes_per_replica", nodes, f"the planner needs {self.plan.nodes} x {group.instance_type} per replica for {self.spec.name} in {quantization}")
+            problems.add(
+                "nodes_per_replica",
+                nodes,
+                f"the planner needs {self.plan.nodes} x {group.instance_type} per replica for {self.spec.name} in {quantization}",
+            )
         if replicas < 1:
             problems.add("replicas", replicas, "must be at least 1")
         if replicas * nodes > group.count:
-            problems.add("replicas", replicas, f"{replicas} x {nodes} nodes exceed GPU group {group.name!r} ({group.count} nodes)")
+            problems.add(
+                "replicas",
+                replicas,
+                f"{replicas} x {nodes} nodes exceed GPU group {group.name!r} ({group.count} nodes)",
+            )
         if self.instance.efa_devices is None:
-            problems.add("gpu_group", group.instance_type, "the catalog has no EFA device count for this type; add it to the catalog")
+            problems.add(
+                "gpu_group",
+                group.instance_type,
+                "the catalog has no EFA device count for this type; add it to the catalog",
+            )
         self.nodes = nodes
         self.replicas = replicas
         self.name = name or (config.served_model_name or self.spec.name)
@@ -150,17 +183,31 @@ class VllmMultiNodeService(Construct):
         problems.raise_if_any()
 
         path = "fsx_lustre" if model_store is not None else "s3_streaming"
-        self.cold_start = estimate_cold_start(self.plan.weight_bytes if self.plan else 0.0, path, nodes)
+        self.cold_start = estimate_cold_start(
+            self.plan.weight_bytes if self.plan else 0.0, path, nodes
+        )
         self.service_account = f"{self.name}-weights" if stream_from is not None else None
-        prerequisites = [model_store.manifest] if model_store is not None else self._streaming_identity(cluster)
+        prerequisites = (
+            [model_store.manifest] if model_store is not None else self._streaming_identity(cluster)
+        )
         self.exposure = exposure
-        self.lws = self.leader_worker_set(image, startup, model_store.claim_name if model_store else None)
+        self.lws = self.leader_worker_set(
+            image, startup, model_store.claim_name if model_store else None
+        )
         self.service = self.service_manifest()
-        self.lws_manifest = eks.KubernetesManifest(self, "LeaderWorkerSet", cluster=cluster.eks_cluster, manifest=[self.lws], overwrite=True)
+        self.lws_manifest = eks.KubernetesManifest(
+            self,
+            "LeaderWorkerSet",
+            cluster=cluster.eks_cluster,
+            manifest=[self.lws],
+            overwrite=True,
+        )
         self.lws_manifest.node.add_dependency(addons.leader_worker_set)
         for prerequisite in prerequisites:
             self.lws_manifest.node.add_dependency(prerequisite)
-        self.service_resource = eks.KubernetesManifest(self, "Service", cluster=cluster.eks_cluster, manifest=[self.service], overwrite=True)
+        self.service_resource = eks.KubernetesManifest(
+            self, "Service", cluster=cluster.eks_cluster, manifest=[self.service], overwrite=True
+        )
         if addons.load_balancer_controller is not None:
             self.service_resource.node.add_dependency(addons.load_balancer_controller)
         for prerequisite in prerequisites:
@@ -178,7 +225,12 @@ class VllmMultiNodeService(Construct):
         )
         hostname.node.add_dependency(self.service_resource)
         self.base_url = f"{exposure.scheme}://{hostname.value}/v1"
-        CfnOutput(self, "BaseUrl", value=self.base_url, description=f"OpenAI-compatible base URL of {self.config.served_model_name}")
+        CfnOutput(
+            self,
+            "BaseUrl",
+            value=self.base_url,
+            description=f"OpenAI-compatible base URL of {self.config.served_model_name}",
+        )
 
     # -- configuration -------------------------------------------------------------------
 
@@ -201,7 +253,11 @@ class VllmMultiNodeService(Construct):
             overwrite=True,
             manifest=[
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}},
-                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": self.service_account, "namespace": self.namespace}},
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": self.service_account, "namespace": self.namespace},
+                },
             ],
         )
         manifest.node.add_dependency(cluster.nodes_ready)
@@ -216,12 +272,16 @@ class VllmMultiNodeService(Construct):
         association.node.add_dependency(cluster.addons["Addon-eks-pod-identity-agent"])
         return [manifest, association]
 
-    def _configure(self, base: VllmConfig, quantization: str, store: FsxModelStore | None, problems: Problems) -> VllmConfig:
+    def _configure(
+        self, base: VllmConfig, quantization: str, store: FsxModelStore | None, problems: Problems
+    ) -> VllmConfig:
         gpus = self.instance.gpus
         fmt = weight_format(quantization)
         streaming = store is None and self.stream_from is not None
         if streaming and base.load_format not in (None, "runai_streamer"):
-            problems.add("config.load_format", base.load_format, "streaming from S3 needs runai_streamer")
+            problems.add(
+                "config.load_format", base.load_format, "streaming from S3 needs runai_streamer"
+            )
         config = base.with_changes(
             model=self.stream_from.s3_uri if streaming else f"{WEIGHTS_MOUNT}{store.mount_path}",  # type: ignore[union-attr]
             load_format="runai_streamer" if streaming else base.load_format,
@@ -233,18 +293,30 @@ class VllmMultiNodeService(Construct):
         )
         for flag in config.extra_flags:
             if flag in MULTINODE_FLAGS:
-                problems.add(f"config.extra_flags[{flag!r}]", config.extra_flags[flag], "set per pod by the multi-node launcher (vllm.multinode)")
+                problems.add(
+                    f"config.extra_flags[{flag!r}]",
+                    config.extra_flags[flag],
+                    "set per pod by the multi-node launcher (vllm.multinode)",
+                )
         try:
             config.validate()
         except VllmConfigError as error:
             for prop, value, allowed in error.problems:
                 problems.add(f"config.{prop}", value, allowed)
             return config
-        check = check_on_hardware(config, self.group.instance_type, model=self.spec, nodes=self.nodes, weight_format=quantization)
+        check = check_on_hardware(
+            config,
+            self.group.instance_type,
+            model=self.spec,
+            nodes=self.nodes,
+            weight_format=quantization,
+        )
         for prop, value, allowed in check.problems:
             problems.add(f"config.{prop}", value, allowed)
         for warning in check.warnings:
-            Annotations.of(self).add_warning_v2("cdk-llm-serving:nonNativeWeightFormat", f"{self.group.instance_type}: {warning}")
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:nonNativeWeightFormat", f"{self.group.instance_type}: {warning}"
+            )
         return config
 
     # -- manifests -----------------------------------------------------------------------
@@ -252,7 +324,9 @@ class VllmMultiNodeService(Construct):
     def labels(self) -> dict[str, str]:
         return {"app.kubernetes.io/name": self.name, "app.kubernetes.io/part-of": "cdk-llm-serving"}
 
-    def pod_template(self, role: str, image: str, command: list[str], args: list[str], claim_name: str | None) -> dict[str, Any]:
+    def pod_template(
+        self, role: str, image: str, command: list[str], args: list[str], claim_name: str | None
+    ) -> dict[str, Any]:
         gpus, efa = self.instance.gpus, self.instance.efa_devices
         resources = {"nvidia.com/gpu": str(gpus), "vpc.amazonaws.com/efa": str(efa)}
         container: dict[str, Any] = {
@@ -266,11 +340,21 @@ class VllmMultiNodeService(Construct):
         }
         volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
         if claim_name is not None:
-            container["volumeMounts"].append({"name": "weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True})
-            volumes.append({"name": "weights", "persistentVolumeClaim": {"claimName": claim_name, "readOnly": True}})
+            container["volumeMounts"].append(
+                {"name": "weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True}
+            )
+            volumes.append(
+                {
+                    "name": "weights",
+                    "persistentVolumeClaim": {"claimName": claim_name, "readOnly": True},
+                }
+            )
         if role == "leader":
             failures = math.ceil(self.cold_start.startup_timeout_seconds / PROBE_PERIOD_SECONDS)
-            probe = {"httpGet": {"path": "/health", "port": API_PORT}, "periodSeconds": PROBE_PERIOD_SECONDS}
+            probe = {
+                "httpGet": {"path": "/health", "port": API_PORT},
+                "periodSeconds": PROBE_PERIOD_SECONDS,
+            }
             container["ports"] = [{"name": "http", "containerPort": API_PORT}]
             container["startupProbe"] = {**probe, "failureThreshold": failures}
             container["readinessProbe"] = {**probe, "failureThreshold": 3}
@@ -281,60 +365,101 @@ class VllmMultiNodeService(Construct):
             "spec": {
                 **spec_extra,
                 "terminationGracePeriodSeconds": 120,
-                "nodeSelector": {"node.kubernetes.io/instance-type": self.group.instance_type, "cdk-llm-serving/group": self.group.name},
+                "nodeSelector": {
+                    "node.kubernetes.io/instance-type": self.group.instance_type,
+                    "cdk-llm-serving/group": self.group.name,
+                },
                 "affinity": {
                     "nodeAffinity": {
                         "requiredDuringSchedulingIgnoredDuringExecution": {
                             "nodeSelectorTerms": [
-                                {"matchExpressions": [{"key": "sagemaker.amazonaws.com/node-health-status", "operator": "In", "values": ["Schedulable"]}]}
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "sagemaker.amazonaws.com/node-health-status",
+                                            "operator": "In",
+                                            "values": ["Schedulable"],
+                                        }
+                                    ]
+                                }
                             ]
                         }
                     }
                 },
-                "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+                "tolerations": [
+                    {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+                ],
                 "containers": [container],
                 "volumes": volumes,
             },
         }
 
-    def leader_worker_set(self, image: str, startup: Startup, claim_name: str | None) -> dict[str, Any]:
+    def leader_worker_set(
+        self, image: str, startup: Startup, claim_name: str | None
+    ) -> dict[str, Any]:
         leader = leader_command(self.config, self.nodes, startup)
         worker = worker_command(self.config, self.nodes, startup)
         template: dict[str, Any] = {
             "size": self.nodes,
             "restartPolicy": "RecreateGroupOnPodRestart",
-            "workerTemplate": self.pod_template("worker", image, worker.command, worker.args, claim_name),
+            "workerTemplate": self.pod_template(
+                "worker", image, worker.command, worker.args, claim_name
+            ),
         }
         if self.nodes > 1:
-            template["leaderTemplate"] = self.pod_template("leader", image, leader.command, leader.args, claim_name)
+            template["leaderTemplate"] = self.pod_template(
+                "leader", image, leader.command, leader.args, claim_name
+            )
         else:
-            template["workerTemplate"] = self.pod_template("leader", image, leader.command, leader.args, claim_name)
+            template["workerTemplate"] = self.pod_template(
+                "leader", image, leader.command, leader.args, claim_name
+            )
         return {
             "apiVersion": LWS_API_VERSION,
             "kind": "LeaderWorkerSet",
             "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels()},
-            "spec": {"replicas": self.replicas, "startupPolicy": "LeaderCreated", "leaderWorkerTemplate": template},
+            "spec": {
+                "replicas": self.replicas,
+                "startupPolicy": "LeaderCreated",
+                "leaderWorkerTemplate": template,
+            },
         }
 
     def service_manifest(self) -> dict[str, Any]:
         annotations: dict[str, str] = {
             "service.beta.kubernetes.io/aws-load-balancer-type": "external",
             "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip",
-            "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing" if self.exposure.public else "internal",
+            "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing"
+            if self.exposure.public
+            else "internal",
             "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path": "/health",
             "service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol": "HTTP",
         }
         if self.exposure.certificate_arn:
-            annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] = self.exposure.certificate_arn
+            annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] = (
+                self.exposure.certificate_arn
+            )
             annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] = "443"
         return {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels(), "annotations": annotations},
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": self.labels(),
+                "annotations": annotations,
+            },
             "spec": {
                 "type": "LoadBalancer",
                 "selector": {**self.labels(), "cdk-llm-serving/role": "leader"},
-                "ports": [{"name": self.exposure.scheme, "port": self.exposure.port, "targetPort": API_PORT, "protocol": "TCP"}],
+                "ports": [
+                    {
+                        "name": self.exposure.scheme,
+                        "port": self.exposure.port,
+                        "targetPort": API_PORT,
+                        "protocol": "TCP",
+                    }
+                ],
             },
         }
 

@@ -52,14 +52,28 @@ class VllmReplicaAutoscaling(Construct):
         max_replicas = max_replicas if max_replicas is not None else ceiling
         problems = Problems(f"VllmReplicaAutoscaling '{self.node.path}'")
         if min_replicas < 1:
-            problems.add("min_replicas", min_replicas, "must be at least 1 (a LeaderWorkerSet at 0 cannot report its queue)")
+            problems.add(
+                "min_replicas",
+                min_replicas,
+                "must be at least 1 (a LeaderWorkerSet at 0 cannot report its queue)",
+            )
         if not max(min_replicas, 1) <= max_replicas <= ceiling:
-            problems.add("max_replicas", max_replicas, f"must be between min_replicas ({min_replicas}) and {ceiling}: GPU group {service.group.name!r} holds {service.group.count} nodes, {service.nodes} per replica")
+            problems.add(
+                "max_replicas",
+                max_replicas,
+                f"must be between min_replicas ({min_replicas}) and {ceiling}: GPU group {service.group.name!r} holds {service.group.count} nodes, {service.nodes} per replica",
+            )
         if waiting_requests_per_replica < 1:
-            problems.add("waiting_requests_per_replica", waiting_requests_per_replica, "must be at least 1")
+            problems.add(
+                "waiting_requests_per_replica", waiting_requests_per_replica, "must be at least 1"
+            )
         problems.raise_if_any()
         self.service, self.observability = service, observability
-        self.min_replicas, self.max_replicas, self.threshold = min_replicas, max_replicas, waiting_requests_per_replica
+        self.min_replicas, self.max_replicas, self.threshold = (
+            min_replicas,
+            max_replicas,
+            waiting_requests_per_replica,
+        )
 
         pin = hyperpod_facts()["charts"]["keda"]
         self.keda = eks.HelmChart(
@@ -82,7 +96,11 @@ class VllmReplicaAutoscaling(Construct):
             assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
             description="KEDA operator: reads the vLLM queue depth from Amazon Managed Prometheus",
         )
-        self.query_role.add_to_policy(iam.PolicyStatement(actions=["aps:QueryMetrics"], resources=[observability.workspace.attr_arn]))
+        self.query_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["aps:QueryMetrics"], resources=[observability.workspace.attr_arn]
+            )
+        )
         self.pod_identity = eks.CfnPodIdentityAssociation(
             self,
             "QueryIdentity",
@@ -93,7 +111,13 @@ class VllmReplicaAutoscaling(Construct):
         )
         self.pod_identity.node.add_dependency(cluster.addons["Addon-eks-pod-identity-agent"])
 
-        self.manifest = eks.KubernetesManifest(self, "ScaledObject", cluster=cluster.eks_cluster, manifest=self.keda_objects(), overwrite=True)
+        self.manifest = eks.KubernetesManifest(
+            self,
+            "ScaledObject",
+            cluster=cluster.eks_cluster,
+            manifest=self.keda_objects(),
+            overwrite=True,
+        )
         for dependency in (self.keda, self.pod_identity, service.lws_manifest, observability.rules):
             self.manifest.node.add_dependency(dependency)
 
@@ -111,7 +135,11 @@ class VllmReplicaAutoscaling(Construct):
                 "kind": "ScaledObject",
                 "metadata": {"name": name, "namespace": self.service.namespace},
                 "spec": {
-                    "scaleTargetRef": {"apiVersion": LWS_API_VERSION, "kind": "LeaderWorkerSet", "name": name},
+                    "scaleTargetRef": {
+                        "apiVersion": LWS_API_VERSION,
+                        "kind": "LeaderWorkerSet",
+                        "name": name,
+                    },
                     "minReplicaCount": self.min_replicas,
                     "maxReplicaCount": self.max_replicas,
                     "cooldownPeriod": 900,

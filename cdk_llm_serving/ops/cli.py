@@ -93,7 +93,10 @@ def _fleet_command(args: argparse.Namespace, clients: dict | None = None) -> int
     from .aws_errors import EXIT_FALLBACK
     from .fleet import fleet_as_dict, fleet_status, format_fleet
 
-    status, code = _aws_call(f"describe endpoint {args.endpoint!r}", lambda: fleet_status(_sagemaker(args, clients), args.endpoint))
+    status, code = _aws_call(
+        f"describe endpoint {args.endpoint!r}",
+        lambda: fleet_status(_sagemaker(args, clients), args.endpoint),
+    )
     if code:
         return code
     print(json.dumps(fleet_as_dict(status), indent=2) if args.json else format_fleet(status))
@@ -108,7 +111,16 @@ def _recommend_start(args: argparse.Namespace, clients: dict | None = None) -> i
     values: dict = {}
     if args.spec:
         values.update(yaml.safe_load(open(args.spec)) or {})
-    for key in ("name", "model_s3_uri", "output_s3_uri", "role_arn", "goal", "framework", "workload", "dataset_s3_uri"):
+    for key in (
+        "name",
+        "model_s3_uri",
+        "output_s3_uri",
+        "role_arn",
+        "goal",
+        "framework",
+        "workload",
+        "dataset_s3_uri",
+    ):
         if getattr(args, key, None) is not None:
             values[key] = getattr(args, key)
     if args.instance_type:
@@ -122,7 +134,10 @@ def _recommend_start(args: argparse.Namespace, clients: dict | None = None) -> i
     if problems:
         print("error: recommendation spec: " + "; ".join(problems), file=sys.stderr)
         return 2
-    arn, code = _aws_call(f"start recommendation job {spec.name!r}", lambda: start_recommendation(_sagemaker(args, clients), spec))
+    arn, code = _aws_call(
+        f"start recommendation job {spec.name!r}",
+        lambda: start_recommendation(_sagemaker(args, clients), spec),
+    )
     if code:
         return code
     print(arn)
@@ -134,7 +149,12 @@ def _recommend_wait(args: argparse.Namespace, clients: dict | None = None) -> in
 
     sleep = (clients or {}).get("sleep", __import__("time").sleep)
     try:
-        job, code = _aws_call(f"describe recommendation job {args.job!r}", lambda: wait_for_job(_sagemaker(args, clients), args.job, poll_seconds=args.poll_seconds, sleep=sleep))
+        job, code = _aws_call(
+            f"describe recommendation job {args.job!r}",
+            lambda: wait_for_job(
+                _sagemaker(args, clients), args.job, poll_seconds=args.poll_seconds, sleep=sleep
+            ),
+        )
     except JobFailed as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -147,11 +167,19 @@ def _recommend_wait(args: argparse.Namespace, clients: dict | None = None) -> in
 def _recommend_to_pools(args: argparse.Namespace, clients: dict | None = None) -> int:
     from .recommend import pools_from_job
 
-    job, code = _aws_call(f"describe recommendation job {args.job!r}", lambda: _sagemaker(args, clients).describe_ai_recommendation_job(AIRecommendationJobName=args.job))
+    job, code = _aws_call(
+        f"describe recommendation job {args.job!r}",
+        lambda: _sagemaker(args, clients).describe_ai_recommendation_job(
+            AIRecommendationJobName=args.job
+        ),
+    )
     if code:
         return code
     if job["AIRecommendationJobStatus"] != "Completed":
-        print(f"error: recommendation job {args.job} is {job['AIRecommendationJobStatus']}, not Completed", file=sys.stderr)
+        print(
+            f"error: recommendation job {args.job} is {job['AIRecommendationJobStatus']}, not Completed",
+            file=sys.stderr,
+        )
         return 1
     try:
         pool_file = pools_from_job(job, args.goal)
@@ -161,7 +189,9 @@ def _recommend_to_pools(args: argparse.Namespace, clients: dict | None = None) -
     pool_file.write(args.output)
     for priority, pool in enumerate(pool_file.pools, start=1):
         e = pool.expected
-        print(f"{priority}. {pool.instance_type}: capacity {pool.max_concurrency}, ttft {e.ttft_ms} ms, itl {e.itl_ms} ms, {e.throughput_tokens_per_s} tokens/s, ${e.cost_per_million_tokens}/M tokens")
+        print(
+            f"{priority}. {pool.instance_type}: capacity {pool.max_concurrency}, ttft {e.ttft_ms} ms, itl {e.itl_ms} ms, {e.throughput_tokens_per_s} tokens/s, ${e.cost_per_million_tokens}/M tokens"
+        )
     print(f"wrote {args.output}")
     return 0
 
@@ -170,43 +200,98 @@ def build_parser() -> argparse.ArgumentParser:
     from ..planning.cold_start import loading_paths
     from ..planning.models import presets, weight_formats
 
-    parser = argparse.ArgumentParser(prog="python -m cdk_llm_serving", description="cdk-llm-serving tools")
+    parser = argparse.ArgumentParser(
+        prog="python -m cdk_llm_serving", description="cdk-llm-serving tools"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     planner = commands.add_parser("plan", help="size a model on an instance type")
     planner.add_argument("--model", required=True, choices=sorted(presets()), help="model preset")
-    planner.add_argument("--quantization", required=True, choices=list(weight_formats()), help="weight format")
+    planner.add_argument(
+        "--quantization", required=True, choices=list(weight_formats()), help="weight format"
+    )
     planner.add_argument("--instance-type", required=True, help="e.g. ml.p6-b200.48xlarge")
-    planner.add_argument("--max-context", type=int, help="tokens per sequence (default: the model's maximum)")
-    planner.add_argument("--concurrency", type=int, default=1, help="sequences of --max-context that must fit at once (default 1)")
-    planner.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's share of GPU memory (default 0.9)")
-    planner.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "bf16", "fp8"], help="KV-cache precision (default auto = BF16)")
-    planner.add_argument("--max-nodes", type=int, default=16, help="most nodes one replica may span (default 16; 1 for a SageMaker endpoint)")
-    planner.add_argument("--loading-path", choices=loading_paths(), help="how weights reach the GPUs (default: s3_download on one node, fsx_lustre on several)")
-    planner.add_argument("--tokens-per-second", type=float, help="measured output tokens/s of one replica (default: roofline estimate)")
+    planner.add_argument(
+        "--max-context", type=int, help="tokens per sequence (default: the model's maximum)"
+    )
+    planner.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="sequences of --max-context that must fit at once (default 1)",
+    )
+    planner.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=0.9,
+        help="vLLM's share of GPU memory (default 0.9)",
+    )
+    planner.add_argument(
+        "--kv-cache-dtype",
+        default="auto",
+        choices=["auto", "bf16", "fp8"],
+        help="KV-cache precision (default auto = BF16)",
+    )
+    planner.add_argument(
+        "--max-nodes",
+        type=int,
+        default=16,
+        help="most nodes one replica may span (default 16; 1 for a SageMaker endpoint)",
+    )
+    planner.add_argument(
+        "--loading-path",
+        choices=loading_paths(),
+        help="how weights reach the GPUs (default: s3_download on one node, fsx_lustre on several)",
+    )
+    planner.add_argument(
+        "--tokens-per-second",
+        type=float,
+        help="measured output tokens/s of one replica (default: roofline estimate)",
+    )
     planner.add_argument("--json", action="store_true", help="print JSON instead of a table")
     planner.set_defaults(handler=_plan_command)
 
-    smoke = commands.add_parser("smoke", help="check an OpenAI-compatible endpoint: tool calls, reasoning, TTFT/ITL")
-    smoke.add_argument("--base-url", required=True, help="e.g. http://internal-lb/v1 or https://runtime.sagemaker.<region>.amazonaws.com/endpoints/<name>/openai/v1")
+    smoke = commands.add_parser(
+        "smoke", help="check an OpenAI-compatible endpoint: tool calls, reasoning, TTFT/ITL"
+    )
+    smoke.add_argument(
+        "--base-url",
+        required=True,
+        help="e.g. http://internal-lb/v1 or https://runtime.sagemaker.<region>.amazonaws.com/endpoints/<name>/openai/v1",
+    )
     smoke.add_argument("--model", required=True, help="the served model name")
     auth = smoke.add_mutually_exclusive_group()
     auth.add_argument("--api-key", help="sent as a bearer token")
     auth.add_argument("--bearer-token", help="a ready SageMaker bearer token")
-    auth.add_argument("--sagemaker-region", help="make a SageMaker bearer token for this region from the standard AWS credential chain")
-    smoke.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
+    auth.add_argument(
+        "--sagemaker-region",
+        help="make a SageMaker bearer token for this region from the standard AWS credential chain",
+    )
+    smoke.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds per request (default 300)"
+    )
     smoke.add_argument("--json", action="store_true", help="print JSON instead of text")
     smoke.set_defaults(handler=_smoke_command)
 
-    fleet = commands.add_parser("fleet", help="what an instance-pool endpoint runs on, per pool, and what it costs")
+    fleet = commands.add_parser(
+        "fleet", help="what an instance-pool endpoint runs on, per pool, and what it costs"
+    )
     fleet.add_argument("endpoint", help="endpoint name")
     fleet.add_argument("--region", help="AWS region (default: the standard chain)")
     fleet.add_argument("--json", action="store_true", help="print JSON")
-    fleet.add_argument("--fail-on-fallback", action="store_true", help="exit 3 when instances run on a fallback pool")
+    fleet.add_argument(
+        "--fail-on-fallback",
+        action="store_true",
+        help="exit 3 when instances run on a fallback pool",
+    )
     fleet.set_defaults(handler=_fleet_command, aws=True)
 
-    recommend = commands.add_parser("recommend", help="SageMaker inference recommendations -> instance pools")
+    recommend = commands.add_parser(
+        "recommend", help="SageMaker inference recommendations -> instance pools"
+    )
     steps = recommend.add_subparsers(dest="step", required=True)
-    start = steps.add_parser("start", help="create the workload configuration and the recommendation job")
+    start = steps.add_parser(
+        "start", help="create the workload configuration and the recommendation job"
+    )
     start.add_argument("--spec", help="YAML file with the keys below (flags override it)")
     start.add_argument("--name")
     start.add_argument("--model-s3-uri", dest="model_s3_uri")
@@ -226,7 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
     wait.set_defaults(handler=_recommend_wait, aws=True)
     to_pools = steps.add_parser("to-pools", help="write the job's results as a pool file")
     to_pools.add_argument("job")
-    to_pools.add_argument("--goal", choices=["cost", "latency", "throughput"], help="order (default: the job's goal)")
+    to_pools.add_argument(
+        "--goal", choices=["cost", "latency", "throughput"], help="order (default: the job's goal)"
+    )
     to_pools.add_argument("--output", default="pools.json")
     to_pools.add_argument("--region")
     to_pools.set_defaults(handler=_recommend_to_pools, aws=True)

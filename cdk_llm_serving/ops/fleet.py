@@ -52,16 +52,22 @@ class FleetStatus:
         return any(variant.on_fallback for variant in self.variants)
 
 
-def _variants(summaries: list[dict[str, Any]], config: dict[str, Any], catalog: Catalog, pending: bool) -> tuple[VariantStatus, ...]:
+def _variants(
+    summaries: list[dict[str, Any]], config: dict[str, Any], catalog: Catalog, pending: bool
+) -> tuple[VariantStatus, ...]:
     configured = {v["VariantName"]: v for v in config.get("ProductionVariants", [])}
     variants = []
     for summary in summaries:
         declared = configured.get(summary["VariantName"], {})
         declared_pools = {p["InstanceType"]: p for p in declared.get("InstancePools", [])}
-        running = {p["InstanceType"]: p["CurrentInstanceCount"] for p in summary.get("InstancePools", [])}
+        running = {
+            p["InstanceType"]: p["CurrentInstanceCount"] for p in summary.get("InstancePools", [])
+        }
         types = list(declared_pools) or list(running)
         pools = []
-        for index, instance_type in enumerate(sorted(types, key=lambda t: declared_pools.get(t, {}).get("Priority", 99)), start=1):
+        for index, instance_type in enumerate(
+            sorted(types, key=lambda t: declared_pools.get(t, {}).get("Priority", 99)), start=1
+        ):
             declared_pool = declared_pools.get(instance_type, {})
             pools.append(
                 PoolStatus(
@@ -69,10 +75,14 @@ def _variants(summaries: list[dict[str, Any]], config: dict[str, Any], catalog: 
                     instance_type=instance_type,
                     instances=running.get(instance_type, 0),
                     model_override=declared_pool.get("ModelNameOverride"),
-                    price_per_hour=catalog.get(instance_type).price_per_hour if instance_type in catalog else None,
+                    price_per_hour=catalog.get(instance_type).price_per_hour
+                    if instance_type in catalog
+                    else None,
                 )
             )
-        variants.append(VariantStatus(summary["VariantName"], declared.get("ModelName"), tuple(pools), pending))
+        variants.append(
+            VariantStatus(summary["VariantName"], declared.get("ModelName"), tuple(pools), pending)
+        )
     return tuple(variants)
 
 
@@ -85,9 +95,19 @@ def fleet_status(client: Any, endpoint_name: str, catalog: Catalog | None = None
     pending: tuple[VariantStatus, ...] = ()
     summary = endpoint.get("PendingDeploymentSummary")
     if summary:
-        pending_config = client.describe_endpoint_config(EndpointConfigName=summary["EndpointConfigName"])
-        pending = _variants(summary.get("ProductionVariants", []), pending_config, catalog, pending=True)
-    return FleetStatus(endpoint["EndpointName"], endpoint["EndpointStatus"], variants, pending, catalog.price_source)
+        pending_config = client.describe_endpoint_config(
+            EndpointConfigName=summary["EndpointConfigName"]
+        )
+        pending = _variants(
+            summary.get("ProductionVariants", []), pending_config, catalog, pending=True
+        )
+    return FleetStatus(
+        endpoint["EndpointName"],
+        endpoint["EndpointStatus"],
+        variants,
+        pending,
+        catalog.price_source,
+    )
 
 
 def fleet_as_dict(status: FleetStatus) -> dict[str, Any]:
@@ -98,7 +118,14 @@ def fleet_as_dict(status: FleetStatus) -> dict[str, Any]:
             "on_fallback": v.on_fallback,
             "hourly_cost": round(v.hourly_cost, 2) if v.hourly_cost is not None else None,
             "pools": [
-                {"priority": p.priority, "instance_type": p.instance_type, "instances": p.instances, "preferred": p.preferred, "model_override": p.model_override, "price_per_hour": p.price_per_hour}
+                {
+                    "priority": p.priority,
+                    "instance_type": p.instance_type,
+                    "instances": p.instances,
+                    "preferred": p.preferred,
+                    "model_override": p.model_override,
+                    "price_per_hour": p.price_per_hour,
+                }
                 for p in v.pools
             ],
         }
@@ -117,16 +144,24 @@ def format_fleet(status: FleetStatus) -> str:
     lines = [f"endpoint {status.endpoint}: {status.status}"]
 
     def variant_lines(v: VariantStatus, heading: str) -> None:
-        cost = f"${v.hourly_cost:,.2f}/h" if v.hourly_cost is not None else "cost unknown (type not in catalog)"
+        cost = (
+            f"${v.hourly_cost:,.2f}/h"
+            if v.hourly_cost is not None
+            else "cost unknown (type not in catalog)"
+        )
         lines.append(f"{heading} {v.name} (model {v.model}): {cost}")
         for p in v.pools:
             mark = "preferred" if p.preferred else "fallback "
             override = f"  serves {p.model_override}" if p.model_override else ""
-            lines.append(f"  {p.priority}. {p.instance_type:<24} {p.instances:>3} running  {mark}{override}")
+            lines.append(
+                f"  {p.priority}. {p.instance_type:<24} {p.instances:>3} running  {mark}{override}"
+            )
         for p in v.pools:
             if p.instances and not p.preferred:
                 copy = f", serving the {p.model_override} copy" if p.model_override else ""
-                lines.append(f"  ! running on fallback: {p.instances} x {p.instance_type} (priority {p.priority}){copy}")
+                lines.append(
+                    f"  ! running on fallback: {p.instances} x {p.instance_type} (priority {p.priority}){copy}"
+                )
 
     for v in status.variants:
         variant_lines(v, "variant")

@@ -51,8 +51,12 @@ class RecommendationSpec:
         if self.goal not in GOAL_METRICS:
             found.append(f"goal {self.goal!r}: must be one of {', '.join(GOAL_METRICS)}")
         if len(self.instance_types) > 3:
-            found.append(f"instance_types: a job benchmarks at most 3 instance types, got {len(self.instance_types)}")
-        for prop in ("model_s3_uri", "output_s3_uri") + (("dataset_s3_uri",) if self.dataset_s3_uri else ()):
+            found.append(
+                f"instance_types: a job benchmarks at most 3 instance types, got {len(self.instance_types)}"
+            )
+        for prop in ("model_s3_uri", "output_s3_uri") + (
+            ("dataset_s3_uri",) if self.dataset_s3_uri else ()
+        ):
             if not str(getattr(self, prop)).startswith("s3://"):
                 found.append(f"{prop} {getattr(self, prop)!r}: must be an s3:// URI")
         return found
@@ -68,7 +72,14 @@ def start_recommendation(client: Any, spec: RecommendationSpec) -> str:
     if spec.workload:
         workload["AIWorkloadConfigs"] = {"WorkloadSpec": {"Inline": spec.workload}}
     if spec.dataset_s3_uri:
-        workload["DatasetConfig"] = {"InputDataConfig": [{"ChannelName": "prompts", "DataSource": {"S3DataSource": {"S3Uri": spec.dataset_s3_uri}}}]}
+        workload["DatasetConfig"] = {
+            "InputDataConfig": [
+                {
+                    "ChannelName": "prompts",
+                    "DataSource": {"S3DataSource": {"S3Uri": spec.dataset_s3_uri}},
+                }
+            ]
+        }
     client.create_ai_workload_config(**workload)
     request: dict[str, Any] = {
         "AIRecommendationJobName": spec.name,
@@ -108,14 +119,20 @@ def wait_for_job(
         if status == "Completed":
             return job
         if status in TERMINAL:
-            raise JobFailed(f"recommendation job {name} {status.lower()}: {job.get('FailureReason', 'no reason given')}")
+            raise JobFailed(
+                f"recommendation job {name} {status.lower()}: {job.get('FailureReason', 'no reason given')}"
+            )
         if waited >= timeout_seconds:
-            raise JobFailed(f"recommendation job {name} still {status} after {waited / 60:.0f} minutes")
+            raise JobFailed(
+                f"recommendation job {name} still {status} after {waited / 60:.0f} minutes"
+            )
         sleep(poll_seconds)
         waited += poll_seconds
 
 
-def _metric_value(entries: list[dict[str, Any]], *names: str, prefer_stat: str = "p50") -> tuple[float, str] | None:
+def _metric_value(
+    entries: list[dict[str, Any]], *names: str, prefer_stat: str = "p50"
+) -> tuple[float, str] | None:
     matches = [e for e in entries if any(n in e.get("Metric", "").lower() for n in names)]
     if not matches:
         return None
@@ -137,7 +154,9 @@ def expected_performance(entries: list[dict[str, Any]]) -> ExpectedPerformance:
     throughput = _metric_value(entries, "throughput", "tokens-per-second", "tokenspersecond")
     cost = _metric_value(entries, "cost")
     return ExpectedPerformance(
-        ttft_ms=_milliseconds(_metric_value(entries, "ttft", "time-to-first-token", "timetofirsttoken")),
+        ttft_ms=_milliseconds(
+            _metric_value(entries, "ttft", "time-to-first-token", "timetofirsttoken")
+        ),
         itl_ms=_milliseconds(_metric_value(entries, "itl", "inter-token", "intertoken")),
         throughput_tokens_per_s=throughput[0] if throughput else None,
         cost_per_million_tokens=cost[0] if cost else None,
@@ -161,7 +180,11 @@ def capacity(entries: list[dict[str, Any]], expected: ExpectedPerformance) -> fl
 def _order_key(goal: Goal) -> Callable[[RecommendedPool], tuple[bool, float]]:
     def key(pool: RecommendedPool) -> tuple[bool, float]:
         e = pool.expected
-        value = {"cost": e.cost_per_million_tokens, "latency": e.ttft_ms, "throughput": -(e.throughput_tokens_per_s or 0) if e.throughput_tokens_per_s else None}[goal]
+        value = {
+            "cost": e.cost_per_million_tokens,
+            "latency": e.ttft_ms,
+            "throughput": -(e.throughput_tokens_per_s or 0) if e.throughput_tokens_per_s else None,
+        }[goal]
         return (value is None, value if value is not None else 0.0)
 
     return key
@@ -172,7 +195,9 @@ def pools_from_job(job: Mapping[str, Any], goal: Goal | None = None) -> PoolFile
     pools: dict[str, RecommendedPool] = {}
     for recommendation in job.get("Recommendations", []):
         deployment = recommendation.get("DeploymentConfiguration") or {}
-        instance_type = deployment.get("InstanceType") or next(iter((recommendation.get("ModelDetails") or {}).get("InstanceDetails", [])), {}).get("InstanceType")
+        instance_type = deployment.get("InstanceType") or next(
+            iter((recommendation.get("ModelDetails") or {}).get("InstanceDetails", [])), {}
+        ).get("InstanceType")
         if not instance_type:
             continue
         entries = recommendation.get("ExpectedPerformance", [])
@@ -192,7 +217,9 @@ def pools_from_job(job: Mapping[str, Any], goal: Goal | None = None) -> PoolFile
         if best is None or _order_key(goal)(pool) < _order_key(goal)(best):
             pools[instance_type] = pool
     if not pools:
-        raise ValueError(f"recommendation job {job.get('AIRecommendationJobName')} has no recommendations with an instance type")
+        raise ValueError(
+            f"recommendation job {job.get('AIRecommendationJobName')} has no recommendations with an instance type"
+        )
     ordered = sorted(pools.values(), key=_order_key(goal))[:5]
     return PoolFile(job=job.get("AIRecommendationJobName", ""), goal=goal, pools=tuple(ordered))
 

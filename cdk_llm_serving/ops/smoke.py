@@ -26,7 +26,11 @@ TOOL = {
     "function": {
         "name": "get_weather",
         "description": "Current weather of a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
     },
 }
 TOOL_PROMPT = "What is the weather in Seattle right now? Use the tool."
@@ -80,10 +84,14 @@ def sse_events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
         yield json.loads(payload)
 
 
-def stream_chat(base_url: str, headers: dict[str, str], body: dict[str, Any], timeout: float) -> StreamResult:
+def stream_chat(
+    base_url: str, headers: dict[str, str], body: dict[str, Any], timeout: float
+) -> StreamResult:
     request = urllib.request.Request(
         base_url.rstrip("/") + "/chat/completions",
-        data=json.dumps({**body, "stream": True, "stream_options": {"include_usage": True}}).encode(),
+        data=json.dumps(
+            {**body, "stream": True, "stream_options": {"include_usage": True}}
+        ).encode(),
         headers={"Content-Type": "application/json", "Accept": "text/event-stream", **headers},
         method="POST",
     )
@@ -107,7 +115,9 @@ def stream_chat(base_url: str, headers: dict[str, str], body: dict[str, Any], ti
                 result.content += text
                 result.reasoning += thought
                 for call in calls:
-                    slot = result.tool_calls.setdefault(call.get("index", 0), {"name": "", "arguments": ""})
+                    slot = result.tool_calls.setdefault(
+                        call.get("index", 0), {"name": "", "arguments": ""}
+                    )
                     function = call.get("function", {})
                     slot["name"] += function.get("name") or ""
                     slot["arguments"] += function.get("arguments") or ""
@@ -125,23 +135,39 @@ def stream_chat(base_url: str, headers: dict[str, str], body: dict[str, Any], ti
 
 def check_tool_call(result: StreamResult) -> Check:
     if not result.tool_calls:
-        return Check("tool call parsed", False, "no tool_calls in the stream (is --enable-auto-tool-choice with a --tool-call-parser set?)")
+        return Check(
+            "tool call parsed",
+            False,
+            "no tool_calls in the stream (is --enable-auto-tool-choice with a --tool-call-parser set?)",
+        )
     call = result.tool_calls[min(result.tool_calls)]
     try:
         arguments = json.loads(call["arguments"] or "{}")
     except json.JSONDecodeError:
-        return Check("tool call parsed", False, f"arguments are not JSON: {call['arguments'][:80]!r}")
+        return Check(
+            "tool call parsed", False, f"arguments are not JSON: {call['arguments'][:80]!r}"
+        )
     if call["name"] != TOOL["function"]["name"]:
-        return Check("tool call parsed", False, f"called {call['name']!r}, not {TOOL['function']['name']!r}")
+        return Check(
+            "tool call parsed", False, f"called {call['name']!r}, not {TOOL['function']['name']!r}"
+        )
     return Check("tool call parsed", True, f"{call['name']}({json.dumps(arguments)})")
 
 
 def check_reasoning(result: StreamResult) -> Check:
     if not result.reasoning:
-        return Check("reasoning separated", False, "no reasoning_content in the stream (is --reasoning-parser set?)")
+        return Check(
+            "reasoning separated",
+            False,
+            "no reasoning_content in the stream (is --reasoning-parser set?)",
+        )
     if result.reasoning.strip() and result.reasoning.strip() in result.content:
         return Check("reasoning separated", False, "the reasoning also appears in the answer")
-    return Check("reasoning separated", True, f"{len(result.reasoning)} characters of reasoning, answer {result.content.strip()[:40]!r}")
+    return Check(
+        "reasoning separated",
+        True,
+        f"{len(result.reasoning)} characters of reasoning, answer {result.content.strip()[:40]!r}",
+    )
 
 
 def sagemaker_bearer_token(region: str, expires_seconds: int = 900) -> str:
@@ -159,19 +185,51 @@ def sagemaker_bearer_token(region: str, expires_seconds: int = 900) -> str:
     credentials = session.get_credentials()
     if credentials is None:
         raise RuntimeError("no AWS credentials found in the standard chain")
-    request = AWSRequest(method="GET", url=f"https://runtime.sagemaker.{region}.amazonaws.com/?Action=CallWithBearerToken")
-    SigV4QueryAuth(credentials.get_frozen_credentials(), "sagemaker", region, expires=expires_seconds).add_auth(request)
+    request = AWSRequest(
+        method="GET",
+        url=f"https://runtime.sagemaker.{region}.amazonaws.com/?Action=CallWithBearerToken",
+    )
+    SigV4QueryAuth(
+        credentials.get_frozen_credentials(), "sagemaker", region, expires=expires_seconds
+    ).add_auth(request)
     return base64.b64encode(request.url.encode()).decode()
 
 
-def run_smoke(base_url: str, model: str, headers: dict[str, str], timeout: float = 300.0, max_tokens: int = 512) -> tuple[list[Check], dict[str, StreamResult]]:
+def run_smoke(
+    base_url: str,
+    model: str,
+    headers: dict[str, str],
+    timeout: float = 300.0,
+    max_tokens: int = 512,
+) -> tuple[list[Check], dict[str, StreamResult]]:
     common = {"model": model, "max_tokens": max_tokens, "temperature": 0}
-    tool = stream_chat(base_url, headers, {**common, "messages": [{"role": "user", "content": TOOL_PROMPT}], "tools": [TOOL], "tool_choice": "auto"}, timeout)
-    reasoning = stream_chat(base_url, headers, {**common, "messages": [{"role": "user", "content": REASONING_PROMPT}]}, timeout)
+    tool = stream_chat(
+        base_url,
+        headers,
+        {
+            **common,
+            "messages": [{"role": "user", "content": TOOL_PROMPT}],
+            "tools": [TOOL],
+            "tool_choice": "auto",
+        },
+        timeout,
+    )
+    reasoning = stream_chat(
+        base_url,
+        headers,
+        {**common, "messages": [{"role": "user", "content": REASONING_PROMPT}]},
+        timeout,
+    )
     checks = [check_tool_call(tool), check_reasoning(reasoning)]
     for name, result in (("tools", tool), ("reasoning", reasoning)):
         if result.model is not None and result.model != model:
-            checks.append(Check(f"{name}: model field", False, f"response names {result.model!r}, asked for {model!r}"))
+            checks.append(
+                Check(
+                    f"{name}: model field",
+                    False,
+                    f"response names {result.model!r}, asked for {model!r}",
+                )
+            )
     return checks, {"tools": tool, "reasoning": reasoning}
 
 
@@ -182,7 +240,14 @@ def report(checks: list[Check], results: dict[str, StreamResult]) -> dict[str, A
             name: {
                 "model": r.model,
                 "ttft_ms": round(r.ttft_seconds * 1000, 1) if r.ttft_seconds is not None else None,
-                "itl_ms": {f"p{q}": (round(v * 1000, 2) if (v := percentile(r.inter_token_seconds, q)) is not None else None) for q in (50, 90, 99)},
+                "itl_ms": {
+                    f"p{q}": (
+                        round(v * 1000, 2)
+                        if (v := percentile(r.inter_token_seconds, q)) is not None
+                        else None
+                    )
+                    for q in (50, 90, 99)
+                },
                 "output_tokens": r.output_tokens,
                 "tokens_per_second": round(r.tokens_per_second, 1),
             }
@@ -208,7 +273,9 @@ class SmokeError(RuntimeError):
     """The endpoint could not be reached or answered with an HTTP error."""
 
 
-def safe_run(base_url: str, model: str, headers: dict[str, str], timeout: float) -> tuple[list[Check], dict[str, StreamResult]]:
+def safe_run(
+    base_url: str, model: str, headers: dict[str, str], timeout: float
+) -> tuple[list[Check], dict[str, StreamResult]]:
     try:
         return run_smoke(base_url, model, headers, timeout)
     except urllib.error.HTTPError as error:

@@ -55,7 +55,9 @@ class InstanceSpec:
 class Catalog:
     """Instance types by name; ``with_prices`` / ``with_instances`` return adjusted copies."""
 
-    def __init__(self, instances: Mapping[str, InstanceSpec], price_region: str, price_source: str) -> None:
+    def __init__(
+        self, instances: Mapping[str, InstanceSpec], price_region: str, price_source: str
+    ) -> None:
         self._instances = dict(instances)
         self.price_region = price_region
         self.price_source = price_source
@@ -74,13 +76,17 @@ class Catalog:
             return self._instances[instance_type]
         except KeyError:
             known = ", ".join(sorted(self._instances))
-            raise KeyError(f"instance type {instance_type!r} is not in the catalog; known: {known}") from None
+            raise KeyError(
+                f"instance type {instance_type!r} is not in the catalog; known: {known}"
+            ) from None
 
     def with_prices(self, prices: Mapping[str, float], source: str = "user-supplied") -> Catalog:
         """Your own prices (another region, a discount); unknown types are an error."""
         updated = dict(self._instances)
         for instance_type, price in prices.items():
-            updated[instance_type] = replace(self.get(instance_type), price_per_hour=price, price_estimated=False)
+            updated[instance_type] = replace(
+                self.get(instance_type), price_per_hour=price, price_estimated=False
+            )
         return Catalog(updated, self.price_region, f"{self.price_source}; overridden: {source}")
 
     def with_instances(self, extra: Iterable[InstanceSpec]) -> Catalog:
@@ -93,7 +99,13 @@ class Catalog:
 @functools.cache
 def gpus() -> dict[str, Gpu]:
     return {
-        name: Gpu(name=name, memory_gib=g["memory_gib"], bandwidth_tbps=g["bandwidth_tbps"], compute_capability=g["compute_capability"], native_formats=tuple(g["native_formats"]))
+        name: Gpu(
+            name=name,
+            memory_gib=g["memory_gib"],
+            bandwidth_tbps=g["bandwidth_tbps"],
+            compute_capability=g["compute_capability"],
+            native_formats=tuple(g["native_formats"]),
+        )
         for name, g in load_data("gpus.json")["gpus"].items()
     }
 
@@ -117,4 +129,8 @@ def default_catalog() -> Catalog:
         for name, entry in data["instances"].items()
     }
     # The long provenance stays in the data file; reports carry this short form.
-    return Catalog(instances, data["price_region"], f"{data['price_region']} on-demand list prices as of {data['price_date']}")
+    return Catalog(
+        instances,
+        data["price_region"],
+        f"{data['price_region']} on-demand list prices as of {data['price_date']}",
+    )

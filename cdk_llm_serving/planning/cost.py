@@ -37,10 +37,19 @@ class CostEstimate:
 def active_weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
     """Bytes read per decode step: the active parameters, high-precision ones at BF16."""
     high = min(model.high_precision_params_b, model.active_params_b)
-    return (model.active_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(2.0, fmt.bytes_per_param)
+    return (model.active_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(
+        2.0, fmt.bytes_per_param
+    )
 
 
-def roofline_tokens_per_second(plan: Plan, *, batch: int, context_tokens: int, efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY, catalog: Catalog | None = None) -> float:
+def roofline_tokens_per_second(
+    plan: Plan,
+    *,
+    batch: int,
+    context_tokens: int,
+    efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY,
+    catalog: Catalog | None = None,
+) -> float:
     instance = (catalog or default_catalog()).get(plan.instance_type)
     spec = plan.spec or preset(plan.model)
     fmt = plan.fmt or weight_format(plan.weight_format)
@@ -63,11 +72,21 @@ def estimate_cost(
     instance = catalog.get(plan.instance_type)
     price = instance.price_per_hour * plan.nodes * replicas
     if output_tokens_per_second is None:
-        throughput = roofline_tokens_per_second(plan, batch=batch, context_tokens=min(context_tokens, plan.max_context), catalog=catalog) * replicas
+        throughput = (
+            roofline_tokens_per_second(
+                plan,
+                batch=batch,
+                context_tokens=min(context_tokens, plan.max_context),
+                catalog=catalog,
+            )
+            * replicas
+        )
         source = f"roofline estimate (batch {batch}, {min(context_tokens, plan.max_context)} tokens of context, {DEFAULT_BANDWIDTH_EFFICIENCY:.0%} of peak bandwidth)"
     else:
         throughput = output_tokens_per_second
         source = "given"
     per_million = price / (throughput * 3600) * 1e6
     estimated = " (estimated price)" if instance.price_estimated else ""
-    return CostEstimate(price, throughput, per_million, source, f"{catalog.price_source}{estimated}")
+    return CostEstimate(
+        price, throughput, per_million, source, f"{catalog.price_source}{estimated}"
+    )

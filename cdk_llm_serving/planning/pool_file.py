@@ -61,7 +61,13 @@ class PoolFile:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"format": FORMAT, "version": VERSION, "job": self.job, "goal": self.goal, "pools": [asdict(p) for p in self.pools]},
+            {
+                "format": FORMAT,
+                "version": VERSION,
+                "job": self.job,
+                "goal": self.goal,
+                "pools": [asdict(p) for p in self.pools],
+            },
             indent=2,
             sort_keys=False,
         )
@@ -82,13 +88,18 @@ class PoolFile:
         if data.get("format") != FORMAT:
             raise PoolFileError(f"{source}: format is {data.get('format')!r}, expected {FORMAT!r}")
         if data.get("version") != VERSION:
-            raise PoolFileError(f"{source}: version {data.get('version')!r} is not supported (this library reads version {VERSION})")
+            raise PoolFileError(
+                f"{source}: version {data.get('version')!r} is not supported (this library reads version {VERSION})"
+            )
         pools = data.get("pools") or []
         if not 1 <= len(pools) <= 5:
             raise PoolFileError(f"{source}: must list 1 to 5 pools, lists {len(pools)}")
         try:
             parsed = tuple(
-                RecommendedPool(**{**pool, "expected": ExpectedPerformance(**(pool.get("expected") or {}))}) for pool in pools
+                RecommendedPool(
+                    **{**pool, "expected": ExpectedPerformance(**(pool.get("expected") or {}))}
+                )
+                for pool in pools
             )
         except TypeError as error:
             raise PoolFileError(f"{source}: unexpected pool fields ({error})") from None

@@ -29,7 +29,14 @@ KV_CACHE_DTYPE_BYTES = {"auto": 2, "bf16": 2, "fp8": 1}
 class PlanningError(ValueError):
     """A deployment that cannot work, with what it needs, what is there, and what would fit."""
 
-    def __init__(self, message: str, *, needed_bytes: float | None = None, available_bytes: float | None = None, suggestions: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        needed_bytes: float | None = None,
+        available_bytes: float | None = None,
+        suggestions: tuple[str, ...] = (),
+    ) -> None:
         self.needed_bytes = needed_bytes
         self.available_bytes = available_bytes
         self.suggestions = suggestions
@@ -96,7 +103,9 @@ class ModelSizing:
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int | None = None
 
-    def plan_on(self, instance_type: str, *, max_nodes: int = MAX_NODES, catalog: Catalog | None = None) -> Plan:
+    def plan_on(
+        self, instance_type: str, *, max_nodes: int = MAX_NODES, catalog: Catalog | None = None
+    ) -> Plan:
         return plan(
             self.model,
             self.quantization,
@@ -114,7 +123,9 @@ class ModelSizing:
 def weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
     """Bytes of the weights in ``fmt``, the high-precision part counted at BF16."""
     high = min(model.high_precision_params_b, model.total_params_b)
-    return (model.total_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(2.0, fmt.bytes_per_param)
+    return (model.total_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(
+        2.0, fmt.bytes_per_param
+    )
 
 
 def tensor_parallel_options(model: ModelSpec, gpus: int) -> list[int]:
@@ -135,7 +146,9 @@ class _Layout:
     data_parallel: int
 
 
-def _candidate_layouts(model: ModelSpec, instance: InstanceSpec, max_nodes: int, tensor_parallel: int | None = None) -> list[_Layout]:
+def _candidate_layouts(
+    model: ModelSpec, instance: InstanceSpec, max_nodes: int, tensor_parallel: int | None = None
+) -> list[_Layout]:
     options = tensor_parallel_options(model, instance.gpus)
     if tensor_parallel is not None:
         options = [tp for tp in options if tp == tensor_parallel]
@@ -173,29 +186,75 @@ def plan(
     instance = catalog.get(instance_type)
     context = max_context or spec.max_context
     _check_inputs(spec, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes)
-    if tensor_parallel is not None and tensor_parallel not in tensor_parallel_options(spec, instance.gpus):
-        raise PlanningError(f"tensor_parallel={tensor_parallel} must be one of {tensor_parallel_options(spec, instance.gpus)} for {spec.name} on {instance_type}")
+    if tensor_parallel is not None and tensor_parallel not in tensor_parallel_options(
+        spec, instance.gpus
+    ):
+        raise PlanningError(
+            f"tensor_parallel={tensor_parallel} must be one of {tensor_parallel_options(spec, instance.gpus)} for {spec.name} on {instance_type}"
+        )
 
-    found = _fit(spec, fmt, instance, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes, tensor_parallel)
+    found = _fit(
+        spec,
+        fmt,
+        instance,
+        context,
+        concurrency,
+        gpu_memory_utilization,
+        kv_cache_dtype,
+        max_nodes,
+        tensor_parallel,
+    )
     if found is None:
-        raise _no_fit_error(spec, fmt, instance, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes, catalog, tensor_parallel)
+        raise _no_fit_error(
+            spec,
+            fmt,
+            instance,
+            context,
+            concurrency,
+            gpu_memory_utilization,
+            kv_cache_dtype,
+            max_nodes,
+            catalog,
+            tensor_parallel,
+        )
     return found
 
 
-def _check_inputs(spec: ModelSpec, context: int, concurrency: int, utilization: float, kv_dtype: str, max_nodes: int) -> None:
+def _check_inputs(
+    spec: ModelSpec,
+    context: int,
+    concurrency: int,
+    utilization: float,
+    kv_dtype: str,
+    max_nodes: int,
+) -> None:
     if context < 1 or context > spec.max_context:
-        raise PlanningError(f"max_context={context} is outside 1..{spec.max_context}, the longest context {spec.name} supports (vLLM refuses a longer --max-model-len)")
+        raise PlanningError(
+            f"max_context={context} is outside 1..{spec.max_context}, the longest context {spec.name} supports (vLLM refuses a longer --max-model-len)"
+        )
     if concurrency < 1:
         raise PlanningError(f"concurrency={concurrency} must be at least 1")
     if not 0 < utilization <= 1:
         raise PlanningError(f"gpu_memory_utilization={utilization} must be in (0, 1]")
     if kv_dtype not in KV_CACHE_DTYPE_BYTES:
-        raise PlanningError(f"kv_cache_dtype={kv_dtype!r} must be one of {', '.join(KV_CACHE_DTYPE_BYTES)}")
+        raise PlanningError(
+            f"kv_cache_dtype={kv_dtype!r} must be one of {', '.join(KV_CACHE_DTYPE_BYTES)}"
+        )
     if max_nodes < 1:
         raise PlanningError(f"max_nodes={max_nodes} must be at least 1")
 
 
-def _fit(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, context: int, concurrency: int, utilization: float, kv_dtype: str, max_nodes: int, tensor_parallel: int | None = None) -> Plan | None:
+def _fit(
+    spec: ModelSpec,
+    fmt: WeightFormat,
+    instance: InstanceSpec,
+    context: int,
+    concurrency: int,
+    utilization: float,
+    kv_dtype: str,
+    max_nodes: int,
+    tensor_parallel: int | None = None,
+) -> Plan | None:
     total_weights = weight_bytes(spec, fmt)
     kv_per_token = spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[kv_dtype]
     usable = instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB
@@ -205,7 +264,9 @@ def _fit(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, context: in
         kv_space = usable - per_gpu
         if kv_space <= 0:
             continue
-        tokens = int(kv_space * shards // (kv_per_token * spec.kv_replication(layout.tensor_parallel)))
+        tokens = int(
+            kv_space * shards // (kv_per_token * spec.kv_replication(layout.tensor_parallel))
+        )
         if tokens < concurrency * context:
             continue
         warnings = []
@@ -237,15 +298,34 @@ def _fit(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, context: in
     return None
 
 
-def _no_fit_error(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, context: int, concurrency: int, utilization: float, kv_dtype: str, max_nodes: int, catalog: Catalog, tensor_parallel: int | None = None) -> PlanningError:
+def _no_fit_error(
+    spec: ModelSpec,
+    fmt: WeightFormat,
+    instance: InstanceSpec,
+    context: int,
+    concurrency: int,
+    utilization: float,
+    kv_dtype: str,
+    max_nodes: int,
+    catalog: Catalog,
+    tensor_parallel: int | None = None,
+) -> PlanningError:
     total_weights = weight_bytes(spec, fmt)
     kv_needed = concurrency * context * spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[kv_dtype]
-    usable_node = (instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB) * instance.gpus
+    usable_node = (
+        instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB
+    ) * instance.gpus
     needed = total_weights + kv_needed
     suggestions: list[str] = []
-    wider = _fit(spec, fmt, instance, context, concurrency, utilization, kv_dtype, MAX_NODES) if max_nodes < MAX_NODES else None
+    wider = (
+        _fit(spec, fmt, instance, context, concurrency, utilization, kv_dtype, MAX_NODES)
+        if max_nodes < MAX_NODES
+        else None
+    )
     if wider is not None:
-        suggestions.append(f"{wider.nodes} x {instance.instance_type} (tensor {wider.tensor_parallel} x pipeline {wider.pipeline_parallel})")
+        suggestions.append(
+            f"{wider.nodes} x {instance.instance_type} (tensor {wider.tensor_parallel} x pipeline {wider.pipeline_parallel})"
+        )
     others = []
     for other in catalog:
         if other.instance_type == instance.instance_type:
@@ -257,9 +337,13 @@ def _no_fit_error(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, co
         suggestions.append(f"{fitted.nodes} x {fitted.instance_type}")
     for smaller in weight_formats().values():
         if smaller.bytes_per_param < fmt.bytes_per_param:
-            fitted = _fit(spec, smaller, instance, context, concurrency, utilization, kv_dtype, max_nodes)
+            fitted = _fit(
+                spec, smaller, instance, context, concurrency, utilization, kv_dtype, max_nodes
+            )
             if fitted is not None:
-                suggestions.append(f"{smaller.name} weights on {fitted.nodes} x {instance.instance_type}")
+                suggestions.append(
+                    f"{smaller.name} weights on {fitted.nodes} x {instance.instance_type}"
+                )
     nodes = "one node" if max_nodes == 1 else f"up to {max_nodes} nodes"
     pinned = ""
     if tensor_parallel is not None:

@@ -51,9 +51,18 @@ class PoolEndpointAlarms(Construct):
         if error_rate_threshold is not None and not (0 < error_rate_threshold <= 1):
             problems.add("error_rate_threshold", error_rate_threshold, "must be in (0, 1]")
         if latency_p99_threshold is not None and latency_p99_threshold.to_seconds() <= 0:
-            problems.add("latency_p99_threshold", latency_p99_threshold.to_human_string(), "must be positive")
-        if fallback_after is not None and fallback_after.to_seconds() < _FALLBACK_PERIOD.to_seconds():
-            problems.add("fallback_after", fallback_after.to_human_string(), f"must be at least {_FALLBACK_PERIOD.to_human_string()} (the alarm's period)")
+            problems.add(
+                "latency_p99_threshold", latency_p99_threshold.to_human_string(), "must be positive"
+            )
+        if (
+            fallback_after is not None
+            and fallback_after.to_seconds() < _FALLBACK_PERIOD.to_seconds()
+        ):
+            problems.add(
+                "fallback_after",
+                fallback_after.to_human_string(),
+                f"must be at least {_FALLBACK_PERIOD.to_human_string()} (the alarm's period)",
+            )
         problems.raise_if_any()
 
         self.error_rate: cloudwatch.Alarm | None = None
@@ -67,7 +76,10 @@ class PoolEndpointAlarms(Construct):
                 "ErrorRate",
                 metric=cloudwatch.MathExpression(
                     expression="IF(FILL(invocations, 0) > 0, FILL(errors, 0) / invocations, 0)",
-                    using_metrics={"invocations": endpoint.metric_invocations(), "errors": endpoint.metric_invocation_5xx_errors()},
+                    using_metrics={
+                        "invocations": endpoint.metric_invocations(),
+                        "errors": endpoint.metric_invocation_5xx_errors(),
+                    },
                     label="5xx error rate",
                     period=Duration.minutes(1),
                 ),
@@ -110,7 +122,12 @@ class PoolEndpointAlarms(Construct):
 
     @property
     def alarms(self) -> list[cloudwatch.Alarm]:
-        found = [self.error_rate, self.latency_p99, self.scaling_metric_missing, *self.running_on_fallback.values()]
+        found = [
+            self.error_rate,
+            self.latency_p99,
+            self.scaling_metric_missing,
+            *self.running_on_fallback.values(),
+        ]
         return [alarm for alarm in found if alarm is not None]
 
     def _fallback_alarms(self, after: Duration) -> None:
@@ -119,11 +136,17 @@ class PoolEndpointAlarms(Construct):
         periods = max(1, math.ceil(after.to_seconds() / _FALLBACK_PERIOD.to_seconds()))
         for priority, pool in enumerate(pools[1:], start=2):
             serving = pool.model or self.endpoint.model
-            copy = f", serving {serving.served_model_name}" if serving is not None and serving.served_model_name else ""
+            copy = (
+                f", serving {serving.served_model_name}"
+                if serving is not None and serving.served_model_name
+                else ""
+            )
             self.running_on_fallback[pool.instance_type] = cloudwatch.Alarm(
                 self,
                 f"RunningOnFallback{priority}",
-                metric=self.endpoint.metric_pool_instances(pool.instance_type, period=_FALLBACK_PERIOD),
+                metric=self.endpoint.metric_pool_instances(
+                    pool.instance_type, period=_FALLBACK_PERIOD
+                ),
                 threshold=0,
                 evaluation_periods=periods,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,

@@ -40,7 +40,9 @@ class AsyncInference:
 
     def validate(self, problems: Problems, prop: str) -> None:
         if self.output_bucket is None:
-            problems.add(f"{prop}.output_bucket", None, "asynchronous inference needs an S3 output location")
+            problems.add(
+                f"{prop}.output_bucket", None, "asynchronous inference needs an S3 output location"
+            )
         check_range(
             problems,
             f"{prop}.max_concurrent_invocations_per_instance",

@@ -60,7 +60,16 @@ class EndpointAutoScaling(Construct):
         self.endpoint = endpoint
         is_async = endpoint.async_inference is not None
         capacities = endpoint.pool_capacities()
-        self._validate(min_capacity, max_capacity, target_utilization, target_backlog_per_instance, scale_out_cooldown, scale_in_cooldown, is_async, capacities)
+        self._validate(
+            min_capacity,
+            max_capacity,
+            target_utilization,
+            target_backlog_per_instance,
+            scale_out_cooldown,
+            scale_in_cooldown,
+            is_async,
+            capacities,
+        )
 
         # The L1 without RoleARN: Application Auto Scaling then uses (and creates, once per
         # account) its SageMaker service-linked role; the L2 would add a role of its own.
@@ -78,7 +87,9 @@ class EndpointAutoScaling(Construct):
         self.target_utilization = target_utilization
 
         if is_async:
-            self.cfn_policy = self._backlog_policy(target_backlog_per_instance, scale_out_cooldown, scale_in_cooldown)
+            self.cfn_policy = self._backlog_policy(
+                target_backlog_per_instance, scale_out_cooldown, scale_in_cooldown
+            )
             if min_capacity == 0:
                 self._scale_out_from_zero()
         else:
@@ -90,22 +101,43 @@ class EndpointAutoScaling(Construct):
                 target_utilization,
                 scale_out_cooldown,
                 scale_in_cooldown,
-                appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(metrics=[_to_cfn(query) for query in queries]),
+                appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+                    metrics=[_to_cfn(query) for query in queries]
+                ),
             )
 
-    def _validate(self, min_capacity: int, max_capacity: int, target: float, backlog: float, out_cooldown: Duration, in_cooldown: Duration, is_async: bool, capacities: list[float | None]) -> None:
+    def _validate(
+        self,
+        min_capacity: int,
+        max_capacity: int,
+        target: float,
+        backlog: float,
+        out_cooldown: Duration,
+        in_cooldown: Duration,
+        is_async: bool,
+        capacities: list[float | None],
+    ) -> None:
         problems = Problems(f"EndpointAutoScaling '{self.node.path}'")
         lowest = 0 if is_async else 1
         if min_capacity < lowest:
             kind = "asynchronous" if is_async else "real-time"
-            problems.add("min_capacity", min_capacity, f"must be at least {lowest} for a {kind} endpoint")
+            problems.add(
+                "min_capacity", min_capacity, f"must be at least {lowest} for a {kind} endpoint"
+            )
         if max_capacity < max(min_capacity, 1):
-            problems.add("max_capacity", max_capacity, f"must be at least 1 and at least min_capacity ({min_capacity})")
+            problems.add(
+                "max_capacity",
+                max_capacity,
+                f"must be at least 1 and at least min_capacity ({min_capacity})",
+            )
         if not (isinstance(target, (int, float)) and math.isfinite(target) and 0 < target <= 1):
             problems.add("target_utilization", target, "must be in (0, 1]")
         if not (math.isfinite(backlog) and backlog > 0):
             problems.add("target_backlog_per_instance", backlog, "must be a positive number")
-        for prop, cooldown in (("scale_out_cooldown", out_cooldown), ("scale_in_cooldown", in_cooldown)):
+        for prop, cooldown in (
+            ("scale_out_cooldown", out_cooldown),
+            ("scale_in_cooldown", in_cooldown),
+        ):
             if (seconds_of(cooldown) or 0) < 0:
                 problems.add(prop, seconds_of(cooldown), "must not be negative")
         if not is_async:
@@ -147,7 +179,9 @@ class EndpointAutoScaling(Construct):
             ),
         )
 
-    def _backlog_policy(self, backlog: float, out_cooldown: Duration, in_cooldown: Duration) -> appscaling.CfnScalingPolicy:
+    def _backlog_policy(
+        self, backlog: float, out_cooldown: Duration, in_cooldown: Duration
+    ) -> appscaling.CfnScalingPolicy:
         return self._target_tracking(
             "BacklogPerInstance",
             "backlog-per-instance",
@@ -158,7 +192,11 @@ class EndpointAutoScaling(Construct):
                 metric_name="ApproximateBacklogSizePerInstance",
                 namespace=NAMESPACE,
                 statistic="Average",
-                dimensions=[appscaling.CfnScalingPolicy.MetricDimensionProperty(name="EndpointName", value=self.endpoint.endpoint_name)],
+                dimensions=[
+                    appscaling.CfnScalingPolicy.MetricDimensionProperty(
+                        name="EndpointName", value=self.endpoint.endpoint_name
+                    )
+                ],
             ),
         )
 
@@ -181,7 +219,11 @@ class EndpointAutoScaling(Construct):
                 adjustment_type="ChangeInCapacity",
                 cooldown=300,
                 metric_aggregation_type="Average",
-                step_adjustments=[appscaling.CfnScalingPolicy.StepAdjustmentProperty(metric_interval_lower_bound=0, scaling_adjustment=1)],
+                step_adjustments=[
+                    appscaling.CfnScalingPolicy.StepAdjustmentProperty(
+                        metric_interval_lower_bound=0, scaling_adjustment=1
+                    )
+                ],
             ),
         )
         alarm = cloudwatch.Alarm(
@@ -202,7 +244,10 @@ class EndpointAutoScaling(Construct):
 def _to_cfn(query) -> appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty:
     if query.expression is not None:
         return appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty(
-            id=query.id, expression=query.expression, label=query.label, return_data=query.return_data
+            id=query.id,
+            expression=query.expression,
+            label=query.label,
+            return_data=query.return_data,
         )
     return appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty(
         id=query.id,
@@ -212,7 +257,12 @@ def _to_cfn(query) -> appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryP
             metric=appscaling.CfnScalingPolicy.TargetTrackingMetricProperty(
                 metric_name=query.metric_name,
                 namespace=NAMESPACE,
-                dimensions=[appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name=n, value=v) for n, v in query.dimensions],
+                dimensions=[
+                    appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(
+                        name=n, value=v
+                    )
+                    for n, v in query.dimensions
+                ],
             ),
         ),
     )

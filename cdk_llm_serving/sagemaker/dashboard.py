@@ -36,18 +36,28 @@ class PoolEndpointDashboard(Construct):
         dashboard_name: str | None = None,
     ) -> None:
         super().__init__(scope, id)
-        self.dashboard = cloudwatch.Dashboard(self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3))
+        self.dashboard = cloudwatch.Dashboard(
+            self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3)
+        )
         pools = "  \n".join(
             f"{priority}. `{pool.instance_type}`" + _serving(pool.model or endpoint.model)
             for priority, pool in enumerate(endpoint.pools, start=1)
         )
-        self.dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"# Endpoint {endpoint.endpoint_name}\nPools, most preferred first:  \n{pools}", width=_WIDTH, height=3))
+        self.dashboard.add_widgets(
+            cloudwatch.TextWidget(
+                markdown=f"# Endpoint {endpoint.endpoint_name}\nPools, most preferred first:  \n{pools}",
+                width=_WIDTH,
+                height=3,
+            )
+        )
         self.dashboard.add_widgets(*self._fleet_row(endpoint))
         for priority, pool in enumerate(endpoint.pools, start=1):
             self.dashboard.add_widgets(*self._pool_row(endpoint, priority, pool.instance_type))
         shown = list(alarms) or list(endpoint.rollback_alarms)
         if shown:
-            self.dashboard.add_widgets(cloudwatch.AlarmStatusWidget(alarms=shown, title="Alarms", width=_WIDTH, height=3))
+            self.dashboard.add_widgets(
+                cloudwatch.AlarmStatusWidget(alarms=shown, title="Alarms", width=_WIDTH, height=3)
+            )
 
     def _fleet_row(self, endpoint: InstancePoolEndpoint) -> list[cloudwatch.IWidget]:
         widgets: list[cloudwatch.IWidget] = []
@@ -57,7 +67,11 @@ class PoolEndpointDashboard(Construct):
                 cloudwatch.GraphWidget(
                     title="Fleet utilization vs target",
                     left=[scaling.fleet_utilization],
-                    left_annotations=[cloudwatch.HorizontalAnnotation(value=scaling.target_utilization, label="target")],
+                    left_annotations=[
+                        cloudwatch.HorizontalAnnotation(
+                            value=scaling.target_utilization, label="target"
+                        )
+                    ],
                     left_y_axis=cloudwatch.YAxisProps(min=0),
                     width=12,
                 )
@@ -66,26 +80,56 @@ class PoolEndpointDashboard(Construct):
             cloudwatch.GraphWidget(
                 title="Invocations and errors (all pools)",
                 left=[endpoint.metric_invocations()],
-                right=[endpoint.metric_invocation_4xx_errors(), endpoint.metric_invocation_5xx_errors()],
+                right=[
+                    endpoint.metric_invocation_4xx_errors(),
+                    endpoint.metric_invocation_5xx_errors(),
+                ],
                 width=_WIDTH - 12 if widgets else _WIDTH,
             )
         )
         return widgets
 
-    def _pool_row(self, endpoint: InstancePoolEndpoint, priority: int, instance_type: str) -> list[cloudwatch.IWidget]:
+    def _pool_row(
+        self, endpoint: InstancePoolEndpoint, priority: int, instance_type: str
+    ) -> list[cloudwatch.IWidget]:
         name = f"{priority}: {instance_type}"
         return [
-            cloudwatch.GraphWidget(title=f"{name} instances", left=[endpoint.metric_pool_instances(instance_type)], width=_SMALL),
-            cloudwatch.GraphWidget(title=f"{name} invocations", left=[endpoint.metric_invocations(instance_type)], width=_SMALL),
+            cloudwatch.GraphWidget(
+                title=f"{name} instances",
+                left=[endpoint.metric_pool_instances(instance_type)],
+                width=_SMALL,
+            ),
+            cloudwatch.GraphWidget(
+                title=f"{name} invocations",
+                left=[endpoint.metric_invocations(instance_type)],
+                width=_SMALL,
+            ),
             cloudwatch.GraphWidget(
                 title=f"{name} model latency (µs)",
-                left=[endpoint.metric_model_latency(statistic, instance_type=instance_type, label=statistic) for statistic in ("p50", "p90", "p99")],
+                left=[
+                    endpoint.metric_model_latency(
+                        statistic, instance_type=instance_type, label=statistic
+                    )
+                    for statistic in ("p50", "p90", "p99")
+                ],
                 width=_SMALL + 2,
             ),
-            cloudwatch.GraphWidget(title=f"{name} concurrency / instance", left=[endpoint.metric_concurrent_requests(instance_type)], width=_SMALL + 1),
-            cloudwatch.GraphWidget(title=f"{name} GPU utilization (%)", left=[endpoint.metric_gpu_utilization(instance_type)], width=_SMALL + 1),
+            cloudwatch.GraphWidget(
+                title=f"{name} concurrency / instance",
+                left=[endpoint.metric_concurrent_requests(instance_type)],
+                width=_SMALL + 1,
+            ),
+            cloudwatch.GraphWidget(
+                title=f"{name} GPU utilization (%)",
+                left=[endpoint.metric_gpu_utilization(instance_type)],
+                width=_SMALL + 1,
+            ),
         ]
 
 
 def _serving(model: ServingModel | None) -> str:
-    return f" serving `{model.served_model_name}`" if model is not None and model.served_model_name else ""
+    return (
+        f" serving `{model.served_model_name}`"
+        if model is not None and model.served_model_name
+        else ""
+    )

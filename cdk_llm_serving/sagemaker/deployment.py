@@ -58,7 +58,13 @@ class TrafficShift:
         return cls("LINEAR", wait, step)
 
     def validate(self, problems: Problems, prop: str) -> None:
-        check_range(problems, f"{prop}.wait", seconds_of(self.wait), limits("TrafficRoutingConfig", "WaitIntervalInSeconds"), "seconds")
+        check_range(
+            problems,
+            f"{prop}.wait",
+            seconds_of(self.wait),
+            limits("TrafficRoutingConfig", "WaitIntervalInSeconds"),
+            "seconds",
+        )
         if self.step is not None:
             self.step.validate(problems, f"{prop}.step")
 
@@ -91,8 +97,20 @@ class BlueGreenDeployment:
 
     def validate(self, problems: Problems, prop: str) -> None:
         self.traffic.validate(problems, f"{prop}.traffic")
-        check_range(problems, f"{prop}.termination_wait", seconds_of(self.termination_wait), limits("BlueGreenUpdatePolicy", "TerminationWaitInSeconds"), "seconds")
-        check_range(problems, f"{prop}.maximum_execution_timeout", seconds_of(self.maximum_execution_timeout), limits("BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"), "seconds")
+        check_range(
+            problems,
+            f"{prop}.termination_wait",
+            seconds_of(self.termination_wait),
+            limits("BlueGreenUpdatePolicy", "TerminationWaitInSeconds"),
+            "seconds",
+        )
+        check_range(
+            problems,
+            f"{prop}.maximum_execution_timeout",
+            seconds_of(self.maximum_execution_timeout),
+            limits("BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"),
+            "seconds",
+        )
 
     def to_cfn(self, alarm_names: list[str]) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
         return sagemaker.CfnEndpoint.DeploymentConfigProperty(
@@ -124,9 +142,23 @@ class RollingDeployment:
     def validate(self, problems: Problems, prop: str) -> None:
         self.maximum_batch_size.validate(problems, f"{prop}.maximum_batch_size")
         if self.rollback_maximum_batch_size is not None:
-            self.rollback_maximum_batch_size.validate(problems, f"{prop}.rollback_maximum_batch_size")
-        check_range(problems, f"{prop}.wait", seconds_of(self.wait), limits("RollingUpdatePolicy", "WaitIntervalInSeconds"), "seconds")
-        check_range(problems, f"{prop}.maximum_execution_timeout", seconds_of(self.maximum_execution_timeout), limits("RollingUpdatePolicy", "MaximumExecutionTimeoutInSeconds"), "seconds")
+            self.rollback_maximum_batch_size.validate(
+                problems, f"{prop}.rollback_maximum_batch_size"
+            )
+        check_range(
+            problems,
+            f"{prop}.wait",
+            seconds_of(self.wait),
+            limits("RollingUpdatePolicy", "WaitIntervalInSeconds"),
+            "seconds",
+        )
+        check_range(
+            problems,
+            f"{prop}.maximum_execution_timeout",
+            seconds_of(self.maximum_execution_timeout),
+            limits("RollingUpdatePolicy", "MaximumExecutionTimeoutInSeconds"),
+            "seconds",
+        )
 
     def to_cfn(self, alarm_names: list[str]) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
         return sagemaker.CfnEndpoint.DeploymentConfigProperty(
@@ -135,7 +167,9 @@ class RollingDeployment:
                 wait_interval_in_seconds=seconds_of(self.wait),
                 maximum_execution_timeout_in_seconds=seconds_of(self.maximum_execution_timeout),
                 rollback_maximum_batch_size=(
-                    self.rollback_maximum_batch_size.to_cfn() if self.rollback_maximum_batch_size else None
+                    self.rollback_maximum_batch_size.to_cfn()
+                    if self.rollback_maximum_batch_size
+                    else None
                 ),
             ),
             auto_rollback_configuration=_rollback(alarm_names),

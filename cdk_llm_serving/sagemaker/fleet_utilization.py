@@ -68,17 +68,27 @@ def instance_count_expression(index: int) -> str:
     return f"IF(FILL(ipi{index}, 0) > 0, FILL(inv{index}, 0) / FILL(ipi{index}, 0), 0)"
 
 
-def fleet_utilization_queries(endpoint_name: str, variant_name: str, pools: Sequence[PoolCapacity]) -> list[MetricQuery]:
+def fleet_utilization_queries(
+    endpoint_name: str, variant_name: str, pools: Sequence[PoolCapacity]
+) -> list[MetricQuery]:
     """The query list: 3 metrics and one ``n_i`` expression per pool, then the utilization."""
     queries: list[MetricQuery] = []
     load_terms, capacity_terms = [], []
     for index, pool in enumerate(pools, start=1):
-        dims = (("EndpointName", endpoint_name), ("VariantName", variant_name), ("InstanceType", pool.instance_type))
+        dims = (
+            ("EndpointName", endpoint_name),
+            ("VariantName", variant_name),
+            ("InstanceType", pool.instance_type),
+        )
         queries += [
             MetricQuery(f"inv{index}", "Invocations", "Sum", dims),
             MetricQuery(f"ipi{index}", "InvocationsPerInstance", "Sum", dims),
             MetricQuery(f"conc{index}", "ConcurrentRequestsPerModel", "Average", dims),
-            MetricQuery(f"n{index}", expression=instance_count_expression(index), label=f"{pool.instance_type} instances"),
+            MetricQuery(
+                f"n{index}",
+                expression=instance_count_expression(index),
+                label=f"{pool.instance_type} instances",
+            ),
         ]
         load_terms.append(f"n{index} * FILL(conc{index}, 0)")
         capacity_terms.append(f"n{index} * {_number(pool.max_concurrency)}")
@@ -94,7 +104,11 @@ def fleet_utilization_queries(endpoint_name: str, variant_name: str, pools: Sequ
     return queries
 
 
-def as_math_expression(queries: Sequence[MetricQuery], final_id: str = "utilization", period: Duration = Duration.minutes(1)) -> cloudwatch.MathExpression:
+def as_math_expression(
+    queries: Sequence[MetricQuery],
+    final_id: str = "utilization",
+    period: Duration = Duration.minutes(1),
+) -> cloudwatch.MathExpression:
     """The same queries as a CDK ``MathExpression`` (for alarms and dashboards).
 
     CDK nests expressions, so the intermediate ``n_i`` expressions become nested
@@ -111,8 +125,14 @@ def as_math_expression(queries: Sequence[MetricQuery], final_id: str = "utilizat
                 statistic=query.statistic,
                 period=period,
             )
-        used = {ref: build(by_id[ref]) for ref in by_id if ref != query.id and _references(query.expression, ref)}
-        return cloudwatch.MathExpression(expression=query.expression, using_metrics=used, label=query.label, period=period)
+        used = {
+            ref: build(by_id[ref])
+            for ref in by_id
+            if ref != query.id and _references(query.expression, ref)
+        }
+        return cloudwatch.MathExpression(
+            expression=query.expression, using_metrics=used, label=query.label, period=period
+        )
 
     return build(by_id[final_id])  # type: ignore[return-value]
 

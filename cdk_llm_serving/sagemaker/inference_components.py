@@ -71,7 +71,9 @@ class InferenceComponentOnPools(Construct):
         super().__init__(scope, id)
         self.endpoint = endpoint
         self.specifications = tuple(specifications)
-        self.component_name: str = component_name or Names.unique_resource_name(self, max_length=63, separator="-")
+        self.component_name: str = component_name or Names.unique_resource_name(
+            self, max_length=63, separator="-"
+        )
         self._validate(copy_count, container_startup_timeout, model_data_download_timeout)
 
         grants = endpoint.execution_role_grants
@@ -80,12 +82,20 @@ class InferenceComponentOnPools(Construct):
                 spec.model.grant_artifacts_to(grants)
             grants.acknowledge()
 
-        startup = sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
-            container_startup_health_check_timeout_in_seconds=seconds_of(container_startup_timeout),
-            model_data_download_timeout_in_seconds=seconds_of(model_data_download_timeout),
-        ) if container_startup_timeout is not None or model_data_download_timeout is not None else None
+        startup = (
+            sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
+                container_startup_health_check_timeout_in_seconds=seconds_of(
+                    container_startup_timeout
+                ),
+                model_data_download_timeout_in_seconds=seconds_of(model_data_download_timeout),
+            )
+            if container_startup_timeout is not None or model_data_download_timeout is not None
+            else None
+        )
 
-        def requirements(spec: ComponentSpecification) -> sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty:
+        def requirements(
+            spec: ComponentSpecification,
+        ) -> sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty:
             return sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
                 number_of_accelerator_devices_required=spec.accelerators,
                 min_memory_required_in_mb=spec.min_memory_mb,
@@ -99,7 +109,9 @@ class InferenceComponentOnPools(Construct):
             endpoint_name=endpoint.cfn_endpoint.attr_endpoint_name,
             variant_name=endpoint.variant_name,
             inference_component_name=self.component_name,
-            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(copy_count=copy_count),
+            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(
+                copy_count=copy_count
+            ),
             specification=(
                 sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
                     model_name=self.specifications[0].model.model_name,
@@ -139,9 +151,17 @@ class InferenceComponentOnPools(Construct):
         if min_copies < 0:
             problems.add("min_copies", min_copies, "must be at least 0")
         if max_copies < max(1, min_copies):
-            problems.add("max_copies", max_copies, f"must be at least 1 and at least min_copies ({min_copies})")
+            problems.add(
+                "max_copies",
+                max_copies,
+                f"must be at least 1 and at least min_copies ({min_copies})",
+            )
         if not target_concurrent_requests_per_copy > 0:
-            problems.add("target_concurrent_requests_per_copy", target_concurrent_requests_per_copy, "must be positive")
+            problems.add(
+                "target_concurrent_requests_per_copy",
+                target_concurrent_requests_per_copy,
+                "must be positive",
+            )
         problems.raise_if_any()
         target = appscaling.CfnScalableTarget(
             self,
@@ -170,47 +190,134 @@ class InferenceComponentOnPools(Construct):
         )
         return self.copy_scaling
 
-    def metric(self, metric_name: str, *, instance_type: str | None = None, statistic: str = "Average", period: Duration = Duration.minutes(1)) -> cloudwatch.Metric:
+    def metric(
+        self,
+        metric_name: str,
+        *,
+        instance_type: str | None = None,
+        statistic: str = "Average",
+        period: Duration = Duration.minutes(1),
+    ) -> cloudwatch.Metric:
         """A metric of this component; with ``instance_type``, of its copies on that pool."""
         dimensions = {"InferenceComponentName": self.component_name}
         if instance_type is not None:
             dimensions["InstanceType"] = instance_type
-        return cloudwatch.Metric(namespace="AWS/SageMaker", metric_name=metric_name, dimensions_map=dimensions, statistic=statistic, period=period)
+        return cloudwatch.Metric(
+            namespace="AWS/SageMaker",
+            metric_name=metric_name,
+            dimensions_map=dimensions,
+            statistic=statistic,
+            period=period,
+        )
 
-    def _validate(self, copy_count: int, startup: Duration | None, download: Duration | None) -> None:
+    def _validate(
+        self, copy_count: int, startup: Duration | None, download: Duration | None
+    ) -> None:
         problems = Problems(f"InferenceComponentOnPools '{self.node.path}'")
         if not self.endpoint.hosts_inference_components:
-            problems.add("endpoint", self.endpoint.node.path, "must be created for inference components (InstancePoolEndpoint(model=None, ...))")
+            problems.add(
+                "endpoint",
+                self.endpoint.node.path,
+                "must be created for inference components (InstancePoolEndpoint(model=None, ...))",
+            )
         count_limits = limits("CreateInferenceComponentInput", "Specifications")
         low, high = count_limits.minimum or 1, count_limits.maximum or 5
         if not low <= len(self.specifications) <= high:
-            problems.add("specifications", len(self.specifications), f"must list {low} to {high} specifications, one per pool type")
+            problems.add(
+                "specifications",
+                len(self.specifications),
+                f"must list {low} to {high} specifications, one per pool type",
+            )
         pool_types = [pool.instance_type for pool in self.endpoint.pools]
         seen: dict[str, int] = {}
         catalog = default_catalog()
         for index, spec in enumerate(self.specifications):
             prop = f"specifications[{index}]"
             if spec.instance_type not in pool_types:
-                problems.add(f"{prop}.instance_type", spec.instance_type, f"must be one of the endpoint's pool types: {', '.join(pool_types)}")
+                problems.add(
+                    f"{prop}.instance_type",
+                    spec.instance_type,
+                    f"must be one of the endpoint's pool types: {', '.join(pool_types)}",
+                )
             if spec.instance_type in seen:
-                problems.add(f"{prop}.instance_type", spec.instance_type, f"already specified by specifications[{seen[spec.instance_type]}]")
+                problems.add(
+                    f"{prop}.instance_type",
+                    spec.instance_type,
+                    f"already specified by specifications[{seen[spec.instance_type]}]",
+                )
             seen.setdefault(spec.instance_type, index)
-            check_at_least(problems, f"{prop}.accelerators", spec.accelerators, limits("InferenceComponentComputeResourceRequirements", "NumberOfAcceleratorDevicesRequired").minimum or 1)
-            if spec.instance_type in catalog and spec.accelerators > catalog.get(spec.instance_type).gpus:
-                problems.add(f"{prop}.accelerators", spec.accelerators, f"{spec.instance_type} has {catalog.get(spec.instance_type).gpus} GPUs")
-            check_at_least(problems, f"{prop}.min_memory_mb", spec.min_memory_mb, limits("InferenceComponentComputeResourceRequirements", "MinMemoryRequiredInMb").minimum or 128)
-            if spec.cpu_cores is not None and spec.cpu_cores < (limits("InferenceComponentComputeResourceRequirements", "NumberOfCpuCoresRequired").minimum or 0.25):
+            check_at_least(
+                problems,
+                f"{prop}.accelerators",
+                spec.accelerators,
+                limits(
+                    "InferenceComponentComputeResourceRequirements",
+                    "NumberOfAcceleratorDevicesRequired",
+                ).minimum
+                or 1,
+            )
+            if (
+                spec.instance_type in catalog
+                and spec.accelerators > catalog.get(spec.instance_type).gpus
+            ):
+                problems.add(
+                    f"{prop}.accelerators",
+                    spec.accelerators,
+                    f"{spec.instance_type} has {catalog.get(spec.instance_type).gpus} GPUs",
+                )
+            check_at_least(
+                problems,
+                f"{prop}.min_memory_mb",
+                spec.min_memory_mb,
+                limits(
+                    "InferenceComponentComputeResourceRequirements", "MinMemoryRequiredInMb"
+                ).minimum
+                or 128,
+            )
+            if spec.cpu_cores is not None and spec.cpu_cores < (
+                limits(
+                    "InferenceComponentComputeResourceRequirements", "NumberOfCpuCoresRequired"
+                ).minimum
+                or 0.25
+            ):
                 problems.add(f"{prop}.cpu_cores", spec.cpu_cores, "must be at least 0.25")
             if spec.model.sizing is not None and spec.instance_type in catalog:
                 plan, refusal = plan_one_instance(spec.model, spec.instance_type, catalog)
                 if plan is None:
                     problems.add(f"{prop}.instance_type", spec.instance_type, refusal)
                 elif plan.gpus_per_replica > spec.accelerators:
-                    problems.add(f"{prop}.accelerators", spec.accelerators, f"{spec.model.node.id} needs {plan.gpus_per_replica} GPUs of {spec.instance_type} (planner)")
+                    problems.add(
+                        f"{prop}.accelerators",
+                        spec.accelerators,
+                        f"{spec.model.node.id} needs {plan.gpus_per_replica} GPUs of {spec.instance_type} (planner)",
+                    )
         uncovered = [t for t in pool_types if t not in seen]
         if uncovered:
-            problems.add("specifications", [s.instance_type for s in self.specifications], f"every pool needs a specification; missing: {', '.join(uncovered)}")
-        check_at_least(problems, "copy_count", copy_count, limits("InferenceComponentRuntimeConfig", "CopyCount").minimum or 0)
-        check_range(problems, "container_startup_timeout", seconds_of(startup), limits("InferenceComponentStartupParameters", "ContainerStartupHealthCheckTimeoutInSeconds"), "seconds")
-        check_range(problems, "model_data_download_timeout", seconds_of(download), limits("InferenceComponentStartupParameters", "ModelDataDownloadTimeoutInSeconds"), "seconds")
+            problems.add(
+                "specifications",
+                [s.instance_type for s in self.specifications],
+                f"every pool needs a specification; missing: {', '.join(uncovered)}",
+            )
+        check_at_least(
+            problems,
+            "copy_count",
+            copy_count,
+            limits("InferenceComponentRuntimeConfig", "CopyCount").minimum or 0,
+        )
+        check_range(
+            problems,
+            "container_startup_timeout",
+            seconds_of(startup),
+            limits(
+                "InferenceComponentStartupParameters", "ContainerStartupHealthCheckTimeoutInSeconds"
+            ),
+            "seconds",
+        )
+        check_range(
+            problems,
+            "model_data_download_timeout",
+            seconds_of(download),
+            limits("InferenceComponentStartupParameters", "ModelDataDownloadTimeoutInSeconds"),
+            "seconds",
+        )
         problems.raise_if_any()

@@ -52,8 +52,16 @@ VLLM_DEFAULT_MAX_NUM_SEQS = 256
 INVOCATION_NAMESPACE = "AWS/SageMaker"
 UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
 UTILIZATION_METRICS = frozenset(
-    {"CPUUtilization", "MemoryUtilization", "DiskUtilization", "GPUUtilization", "GPUMemoryUtilization",
-     "CPUReservation", "MemoryReservation", "GPUReservation"}
+    {
+        "CPUUtilization",
+        "MemoryUtilization",
+        "DiskUtilization",
+        "GPUUtilization",
+        "GPUMemoryUtilization",
+        "CPUReservation",
+        "MemoryReservation",
+        "GPUReservation",
+    }
 )
 
 #: Timeout used when no pool's model declares its sizing.
@@ -158,7 +166,9 @@ class InstancePoolEndpoint(Construct):
         self.pools: tuple[InstancePool, ...] = tuple(pools)
         self.variant_name = variant_name
         self.async_inference = async_inference
-        self.endpoint_name: str = endpoint_name or Names.unique_resource_name(self, max_length=63, separator="-")
+        self.endpoint_name: str = endpoint_name or Names.unique_resource_name(
+            self, max_length=63, separator="-"
+        )
         self.hosts_inference_components = model is None
         if deployment is None and not self.hosts_inference_components:
             deployment = BlueGreenDeployment()
@@ -167,20 +177,85 @@ class InstancePoolEndpoint(Construct):
         self._validate_pools(problems)
         self._validate_component_mode(problems, managed_instance_count)
         fits = check_pools_fit(self, problems, self.pools, model)
-        container_startup_timeout = self._timeout(problems, "container_startup_timeout", container_startup_timeout, [f.cold_start.startup_timeout_seconds for f in fits], [f.cold_start.load_seconds + f.cold_start.engine_start_seconds for f in fits], ("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"))
-        model_data_download_timeout = self._timeout(problems, "model_data_download_timeout", model_data_download_timeout, [f.cold_start.download_timeout_seconds for f in fits], [f.cold_start.download_seconds for f in fits], ("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"))
+        container_startup_timeout = self._timeout(
+            problems,
+            "container_startup_timeout",
+            container_startup_timeout,
+            [f.cold_start.startup_timeout_seconds for f in fits],
+            [f.cold_start.load_seconds + f.cold_start.engine_start_seconds for f in fits],
+            ("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"),
+        )
+        model_data_download_timeout = self._timeout(
+            problems,
+            "model_data_download_timeout",
+            model_data_download_timeout,
+            [f.cold_start.download_timeout_seconds for f in fits],
+            [f.cold_start.download_seconds for f in fits],
+            ("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"),
+        )
         self.pool_plans = tuple(fits)
         self.auto_scaling: EndpointAutoScaling | None = None
-        check_name(problems, "endpoint_name", endpoint_name, limits("CreateEndpointInput", "EndpointName"), "an endpoint name")
-        check_name(problems, "variant_name", variant_name, limits("ProductionVariant", "VariantName"), "a variant name")
-        check_at_least(problems, "initial_instance_count", initial_instance_count, limits("ProductionVariant", "InitialInstanceCount").minimum or 1)
-        check_range(problems, "provision_timeout", seconds_of(provision_timeout), limits("ProductionVariant", "VariantInstanceProvisionTimeoutInSeconds"), "seconds")
-        check_range(problems, "container_startup_timeout", seconds_of(container_startup_timeout), limits("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"), "seconds")
-        check_range(problems, "model_data_download_timeout", seconds_of(model_data_download_timeout), limits("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"), "seconds")
-        check_range(problems, "volume_size_gb", volume_size_gb, limits("ProductionVariant", "VolumeSizeInGB"), "GB")
-        check_one_of(problems, "routing_strategy", routing_strategy, limits("ProductionVariantRoutingConfig", "RoutingStrategy").enum, "routing strategy")
+        check_name(
+            problems,
+            "endpoint_name",
+            endpoint_name,
+            limits("CreateEndpointInput", "EndpointName"),
+            "an endpoint name",
+        )
+        check_name(
+            problems,
+            "variant_name",
+            variant_name,
+            limits("ProductionVariant", "VariantName"),
+            "a variant name",
+        )
+        check_at_least(
+            problems,
+            "initial_instance_count",
+            initial_instance_count,
+            limits("ProductionVariant", "InitialInstanceCount").minimum or 1,
+        )
+        check_range(
+            problems,
+            "provision_timeout",
+            seconds_of(provision_timeout),
+            limits("ProductionVariant", "VariantInstanceProvisionTimeoutInSeconds"),
+            "seconds",
+        )
+        check_range(
+            problems,
+            "container_startup_timeout",
+            seconds_of(container_startup_timeout),
+            limits("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"),
+            "seconds",
+        )
+        check_range(
+            problems,
+            "model_data_download_timeout",
+            seconds_of(model_data_download_timeout),
+            limits("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"),
+            "seconds",
+        )
+        check_range(
+            problems,
+            "volume_size_gb",
+            volume_size_gb,
+            limits("ProductionVariant", "VolumeSizeInGB"),
+            "GB",
+        )
+        check_one_of(
+            problems,
+            "routing_strategy",
+            routing_strategy,
+            limits("ProductionVariantRoutingConfig", "RoutingStrategy").enum,
+            "routing strategy",
+        )
         if metric_publish_frequency not in METRIC_PUBLISH_FREQUENCIES:
-            problems.add("metric_publish_frequency", metric_publish_frequency, f"must be one of {', '.join(map(str, METRIC_PUBLISH_FREQUENCIES))} seconds")
+            problems.add(
+                "metric_publish_frequency",
+                metric_publish_frequency,
+                f"must be one of {', '.join(map(str, METRIC_PUBLISH_FREQUENCIES))} seconds",
+            )
         self._validate_storage(problems, volume_size_gb, volume_kms_key)
         self._validate_reservation(problems, capacity_reservation_arn)
         if async_inference is not None:
@@ -189,24 +264,39 @@ class InstancePoolEndpoint(Construct):
             deployment.validate(problems, "deployment")
         alarm_limits = limits("AutoRollbackConfig", "Alarms")
         if rollback_alarms is not None and len(rollback_alarms) > (alarm_limits.maximum or 10):
-            problems.add("rollback_alarms", f"{len(rollback_alarms)} alarms", f"at most {alarm_limits.maximum} alarms")
+            problems.add(
+                "rollback_alarms",
+                f"{len(rollback_alarms)} alarms",
+                f"at most {alarm_limits.maximum} alarms",
+            )
         check_at_least(problems, "rollback_error_threshold", rollback_error_threshold, 1)
-        if seconds_of(rollback_latency_threshold) is not None and seconds_of(rollback_latency_threshold) <= 0:  # type: ignore[operator]
-            problems.add("rollback_latency_threshold", rollback_latency_threshold.to_human_string(), "must be positive")
+        if (
+            seconds_of(rollback_latency_threshold) is not None
+            and seconds_of(rollback_latency_threshold) <= 0
+        ):  # type: ignore[operator]
+            problems.add(
+                "rollback_latency_threshold",
+                rollback_latency_threshold.to_human_string(),
+                "must be positive",
+            )
         problems.raise_if_any()
 
         self.execution_role: iam.IRole | None = None
         self.execution_role_grants: ExecutionRoleGrants | None = None
         if self.hosts_inference_components:
             self.execution_role = iam.Role(
-                self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                self,
+                "ExecutionRole",
+                assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
                 description="Execution role of a SageMaker endpoint hosting inference components",
             )
             self.execution_role_grants = ExecutionRoleGrants(self, self.execution_role)
             self.execution_role_grants.logs_and_metrics()
             self.execution_role_grants.acknowledge()
         if async_inference is not None:
-            for role in [m.role for m in self.models] + ([self.execution_role] if self.execution_role else []):
+            for role in [m.role for m in self.models] + (
+                [self.execution_role] if self.execution_role else []
+            ):
                 async_inference.grant_to(role)
 
         self.cfn_endpoint_config = sagemaker.CfnEndpointConfig(
@@ -222,22 +312,32 @@ class InstancePoolEndpoint(Construct):
                             instance_type=pool.instance_type,
                             priority=priority,
                             model_name_override=(
-                                pool.model.model_name if pool.model is not None and pool.model is not model else None
+                                pool.model.model_name
+                                if pool.model is not None and pool.model is not model
+                                else None
                             ),
                         )
                         for priority, pool in enumerate(self.pools, start=1)
                     ],
                     variant_instance_provision_timeout_in_seconds=seconds_of(provision_timeout),
-                    container_startup_health_check_timeout_in_seconds=None if model is None else seconds_of(container_startup_timeout),
-                    model_data_download_timeout_in_seconds=None if model is None else seconds_of(model_data_download_timeout),
+                    container_startup_health_check_timeout_in_seconds=None
+                    if model is None
+                    else seconds_of(container_startup_timeout),
+                    model_data_download_timeout_in_seconds=None
+                    if model is None
+                    else seconds_of(model_data_download_timeout),
                     managed_instance_scaling=(
                         sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
-                            status="ENABLED", min_instance_count=managed_instance_count[0], max_instance_count=managed_instance_count[1]
+                            status="ENABLED",
+                            min_instance_count=managed_instance_count[0],
+                            max_instance_count=managed_instance_count[1],
                         )
                         if managed_instance_count is not None
                         else None
                     ),
-                    routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(routing_strategy=routing_strategy),
+                    routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+                        routing_strategy=routing_strategy
+                    ),
                     volume_size_in_gb=volume_size_gb,
                     capacity_reservation_config=(
                         sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
@@ -250,17 +350,27 @@ class InstancePoolEndpoint(Construct):
                 )
             ],
             kms_key_id=volume_kms_key.key_arn if volume_kms_key is not None else None,
-            execution_role_arn=self.execution_role.role_arn if self.execution_role is not None else None,
+            execution_role_arn=self.execution_role.role_arn
+            if self.execution_role is not None
+            else None,
             metrics_config=sagemaker.CfnEndpointConfig.MetricsConfigProperty(
                 enable_enhanced_metrics=enhanced_metrics,
                 enable_detailed_observability=detailed_observability,
                 metric_publish_frequency_in_seconds=metric_publish_frequency,
             ),
-            async_inference_config=async_inference.to_cfn() if async_inference is not None else None,
+            async_inference_config=async_inference.to_cfn()
+            if async_inference is not None
+            else None,
         )
 
         if rollback_alarms is None:
-            rollback_alarms = [] if deployment is None else self._default_rollback_alarms(rollback_error_threshold, rollback_latency_threshold)
+            rollback_alarms = (
+                []
+                if deployment is None
+                else self._default_rollback_alarms(
+                    rollback_error_threshold, rollback_latency_threshold
+                )
+            )
         self.rollback_alarms: tuple[cloudwatch.IAlarm, ...] = tuple(rollback_alarms)
 
         self.cfn_endpoint = sagemaker.CfnEndpoint(
@@ -268,14 +378,24 @@ class InstancePoolEndpoint(Construct):
             "Resource",
             endpoint_config_name=self.cfn_endpoint_config.attr_endpoint_config_name,
             endpoint_name=self.endpoint_name,
-            deployment_config=deployment.to_cfn([alarm.alarm_name for alarm in self.rollback_alarms]) if deployment is not None else None,
+            deployment_config=deployment.to_cfn(
+                [alarm.alarm_name for alarm in self.rollback_alarms]
+            )
+            if deployment is not None
+            else None,
         )
         self.endpoint_arn: str = Stack.of(self).format_arn(
-            service="sagemaker", resource="endpoint", resource_name=self.endpoint_name if is_unresolved(self.endpoint_name) else self.endpoint_name.lower()
+            service="sagemaker",
+            resource="endpoint",
+            resource_name=self.endpoint_name
+            if is_unresolved(self.endpoint_name)
+            else self.endpoint_name.lower(),
         )
 
     @classmethod
-    def from_recommendation(cls, scope: Construct, id: str, path: str, **endpoint_props: object) -> InstancePoolEndpoint:
+    def from_recommendation(
+        cls, scope: Construct, id: str, path: str, **endpoint_props: object
+    ) -> InstancePoolEndpoint:
         """An endpoint whose pools come from a ``recommend to-pools`` file (see ``ops.pool_file``).
 
         The returned endpoint sits under an intermediate construct ``id`` that also holds
@@ -313,8 +433,12 @@ class InstancePoolEndpoint(Construct):
         actions = ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
         if self.async_inference is not None:
             actions.append("sagemaker:InvokeEndpointAsync")
-        invoke = iam.Grant.add_to_principal(grantee=grantee, actions=actions, resource_arns=[self.endpoint_arn])
-        bearer = iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"])
+        invoke = iam.Grant.add_to_principal(
+            grantee=grantee, actions=actions, resource_arns=[self.endpoint_arn]
+        )
+        bearer = iam.Grant.add_to_principal(
+            grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"]
+        )
         return invoke.combine(bearer)
 
     # -- scaling ------------------------------------------------------------------------
@@ -334,7 +458,14 @@ class InstancePoolEndpoint(Construct):
                 capacities.append(float(pool.max_concurrency))
             elif index in planned:
                 plan = planned[index]
-                capacities.append(float(min(plan.sequences_at_max_context, VLLM_DEFAULT_MAX_NUM_SEQS * plan.data_parallel)))
+                capacities.append(
+                    float(
+                        min(
+                            plan.sequences_at_max_context,
+                            VLLM_DEFAULT_MAX_NUM_SEQS * plan.data_parallel,
+                        )
+                    )
+                )
             else:
                 capacities.append(None)
         return capacities
@@ -359,10 +490,19 @@ class InstancePoolEndpoint(Construct):
         if self.hosts_inference_components:
             raise ConfigurationError(
                 f"InstancePoolEndpoint '{self.node.path}'",
-                [Problem("auto_scale", "inference-component endpoint", "its instances follow its components: set managed_instance_count and scale copies with InferenceComponentOnPools.auto_scale_copies")],
+                [
+                    Problem(
+                        "auto_scale",
+                        "inference-component endpoint",
+                        "its instances follow its components: set managed_instance_count and scale copies with InferenceComponentOnPools.auto_scale_copies",
+                    )
+                ],
             )
         if self.auto_scaling is not None:
-            raise ConfigurationError(f"InstancePoolEndpoint '{self.node.path}'", [Problem("auto_scale", "called twice", "configure autoscaling once per endpoint")])
+            raise ConfigurationError(
+                f"InstancePoolEndpoint '{self.node.path}'",
+                [Problem("auto_scale", "called twice", "configure autoscaling once per endpoint")],
+            )
         self.auto_scaling = EndpointAutoScaling(
             self,
             "AutoScaling",
@@ -394,7 +534,11 @@ class InstancePoolEndpoint(Construct):
         live in ``/aws/sagemaker/Endpoints``, invocation metrics in ``AWS/SageMaker``.
         """
         if namespace is None:
-            namespace = UTILIZATION_NAMESPACE if metric_name in UTILIZATION_METRICS else INVOCATION_NAMESPACE
+            namespace = (
+                UTILIZATION_NAMESPACE
+                if metric_name in UTILIZATION_METRICS
+                else INVOCATION_NAMESPACE
+            )
         dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
         if instance_type is not None:
             dimensions["InstanceType"] = instance_type
@@ -407,50 +551,95 @@ class InstancePoolEndpoint(Construct):
             label=label,
         )
 
-    def metric_invocations(self, instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
+    def metric_invocations(
+        self, instance_type: str | None = None, **kwargs: object
+    ) -> cloudwatch.Metric:
         return self.metric("Invocations", instance_type=instance_type, statistic="Sum", **kwargs)  # type: ignore[arg-type]
 
-    def metric_invocation_4xx_errors(self, instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
-        return self.metric("Invocation4XXErrors", instance_type=instance_type, statistic="Sum", **kwargs)  # type: ignore[arg-type]
+    def metric_invocation_4xx_errors(
+        self, instance_type: str | None = None, **kwargs: object
+    ) -> cloudwatch.Metric:
+        return self.metric(
+            "Invocation4XXErrors", instance_type=instance_type, statistic="Sum", **kwargs
+        )  # type: ignore[arg-type]
 
-    def metric_invocation_5xx_errors(self, instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
-        return self.metric("Invocation5XXErrors", instance_type=instance_type, statistic="Sum", **kwargs)  # type: ignore[arg-type]
+    def metric_invocation_5xx_errors(
+        self, instance_type: str | None = None, **kwargs: object
+    ) -> cloudwatch.Metric:
+        return self.metric(
+            "Invocation5XXErrors", instance_type=instance_type, statistic="Sum", **kwargs
+        )  # type: ignore[arg-type]
 
-    def metric_model_latency(self, statistic: str = "p99", instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
+    def metric_model_latency(
+        self, statistic: str = "p99", instance_type: str | None = None, **kwargs: object
+    ) -> cloudwatch.Metric:
         """Model latency in microseconds (SageMaker's unit)."""
-        return self.metric("ModelLatency", instance_type=instance_type, statistic=statistic, **kwargs)  # type: ignore[arg-type]
+        return self.metric(
+            "ModelLatency", instance_type=instance_type, statistic=statistic, **kwargs
+        )  # type: ignore[arg-type]
 
-    def metric_concurrent_requests(self, instance_type: str | None = None, statistic: str = "Average", **kwargs: object) -> cloudwatch.Metric:
+    def metric_concurrent_requests(
+        self, instance_type: str | None = None, statistic: str = "Average", **kwargs: object
+    ) -> cloudwatch.Metric:
         """Concurrent requests per instance (``ConcurrentRequestsPerModel``)."""
-        return self.metric("ConcurrentRequestsPerModel", instance_type=instance_type, statistic=statistic, **kwargs)  # type: ignore[arg-type]
+        return self.metric(
+            "ConcurrentRequestsPerModel", instance_type=instance_type, statistic=statistic, **kwargs
+        )  # type: ignore[arg-type]
 
-    def metric_gpu_utilization(self, instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
+    def metric_gpu_utilization(
+        self, instance_type: str | None = None, **kwargs: object
+    ) -> cloudwatch.Metric:
         """GPU utilization in percent, summed over an instance's GPUs (``/aws/sagemaker/Endpoints``)."""
         return self.metric("GPUUtilization", instance_type=instance_type, **kwargs)  # type: ignore[arg-type]
 
-    def metric_gpu_memory_utilization(self, instance_type: str | None = None, **kwargs: object) -> cloudwatch.Metric:
+    def metric_gpu_memory_utilization(
+        self, instance_type: str | None = None, **kwargs: object
+    ) -> cloudwatch.Metric:
         return self.metric("GPUMemoryUtilization", instance_type=instance_type, **kwargs)  # type: ignore[arg-type]
 
     def fleet_utilization_queries(self) -> list[MetricQuery]:
         """The metric-math queries of the weighted utilization (see ``fleet_utilization``)."""
         capacities = self.pool_capacities()
-        missing = [pool.instance_type for pool, capacity in zip(self.pools, capacities) if capacity is None]
+        missing = [
+            pool.instance_type for pool, capacity in zip(self.pools, capacities) if capacity is None
+        ]
         if missing:
-            raise ConfigurationError(f"InstancePoolEndpoint '{self.node.path}'", [Problem("pools.max_concurrency", missing, "fleet utilization needs every pool's capacity")])
-        pools = [PoolCapacity(pool.instance_type, capacity) for pool, capacity in zip(self.pools, capacities)]  # type: ignore[arg-type]
+            raise ConfigurationError(
+                f"InstancePoolEndpoint '{self.node.path}'",
+                [
+                    Problem(
+                        "pools.max_concurrency",
+                        missing,
+                        "fleet utilization needs every pool's capacity",
+                    )
+                ],
+            )
+        pools = [
+            PoolCapacity(pool.instance_type, capacity)
+            for pool, capacity in zip(self.pools, capacities)
+        ]  # type: ignore[arg-type]
         return fleet_utilization_queries(self.endpoint_name, self.variant_name, pools)
 
     def metric_fleet_utilization(self) -> cloudwatch.IMetric:
         """The weighted utilization that autoscaling tracks (needs every pool's capacity)."""
         return as_math_expression(self.fleet_utilization_queries())
 
-    def metric_pool_instances(self, instance_type: str, period: Duration = Duration.minutes(1)) -> cloudwatch.MathExpression:
+    def metric_pool_instances(
+        self, instance_type: str, period: Duration = Duration.minutes(1)
+    ) -> cloudwatch.MathExpression:
         """Instances of one pool, derived from its invocation metrics (0 while it has none)."""
         return cloudwatch.MathExpression(
             expression=instance_count_expression(1),
             using_metrics={
-                "inv1": self.metric("Invocations", instance_type=instance_type, statistic="Sum", period=period),
-                "ipi1": self.metric("InvocationsPerInstance", instance_type=instance_type, statistic="Sum", period=period),
+                "inv1": self.metric(
+                    "Invocations", instance_type=instance_type, statistic="Sum", period=period
+                ),
+                "ipi1": self.metric(
+                    "InvocationsPerInstance",
+                    instance_type=instance_type,
+                    statistic="Sum",
+                    period=period,
+                ),
             },
             label=f"{instance_type} instances",
             period=period,
@@ -472,16 +661,25 @@ class InstancePoolEndpoint(Construct):
         low, high = bounds.minimum or 60, bounds.maximum or 3600
         slowest = max(estimates, default=0.0)
         if slowest > high:
-            problems.add(prop, f"estimated {slowest:.0f} s", f"the planner's cold-start estimate exceeds the service maximum of {high} s; serve smaller weights or a faster-loading copy")
+            problems.add(
+                prop,
+                f"estimated {slowest:.0f} s",
+                f"the planner's cold-start estimate exceeds the service maximum of {high} s; serve smaller weights or a faster-loading copy",
+            )
         if given is not None:
             if estimates and seconds_of(given) < slowest:  # type: ignore[operator]
-                Annotations.of(self).add_warning_v2(f"cdk-llm-serving:{prop}BelowEstimate", f"{prop} {seconds_of(given)} s is below the planner's estimate of {slowest:.0f} s")
+                Annotations.of(self).add_warning_v2(
+                    f"cdk-llm-serving:{prop}BelowEstimate",
+                    f"{prop} {seconds_of(given)} s is below the planner's estimate of {slowest:.0f} s",
+                )
             return given
         if not budgets:
             return _FALLBACK_TIMEOUT
         return Duration.seconds(min(high, max(low, max(budgets))))
 
-    def _default_rollback_alarms(self, error_threshold: int, latency_threshold: Duration) -> list[cloudwatch.IAlarm]:
+    def _default_rollback_alarms(
+        self, error_threshold: int, latency_threshold: Duration
+    ) -> list[cloudwatch.IAlarm]:
         errors = cloudwatch.Alarm(
             self,
             "RollbackOnErrors",
@@ -508,46 +706,94 @@ class InstancePoolEndpoint(Construct):
         pool_limits = limits("ProductionVariant", "InstancePools")
         low, high = pool_limits.minimum or 1, pool_limits.maximum or 5
         if not low <= len(self.pools) <= high:
-            problems.add("pools", [pool.instance_type for pool in self.pools], f"must list {low} to {high} instance pools")
+            problems.add(
+                "pools",
+                [pool.instance_type for pool in self.pools],
+                f"must list {low} to {high} instance pools",
+            )
         allowed = production_variant_instance_types()
         seen: dict[str, int] = {}
         for index, pool in enumerate(self.pools):
             prop = f"pools[{index}].instance_type"
-            check_one_of(problems, prop, pool.instance_type, allowed, "SageMaker production-variant instance types")
-            if pool.max_concurrency is not None and not (math.isfinite(pool.max_concurrency) and pool.max_concurrency > 0):
-                problems.add(f"pools[{index}].max_concurrency", pool.max_concurrency, "must be a positive, finite number of concurrent requests")
+            check_one_of(
+                problems,
+                prop,
+                pool.instance_type,
+                allowed,
+                "SageMaker production-variant instance types",
+            )
+            if pool.max_concurrency is not None and not (
+                math.isfinite(pool.max_concurrency) and pool.max_concurrency > 0
+            ):
+                problems.add(
+                    f"pools[{index}].max_concurrency",
+                    pool.max_concurrency,
+                    "must be a positive, finite number of concurrent requests",
+                )
             if pool.instance_type in seen:
-                problems.add(prop, pool.instance_type, f"already used by pools[{seen[pool.instance_type]}]; each pool needs its own instance type")
+                problems.add(
+                    prop,
+                    pool.instance_type,
+                    f"already used by pools[{seen[pool.instance_type]}]; each pool needs its own instance type",
+                )
             else:
                 seen[pool.instance_type] = index
 
-    def _validate_component_mode(self, problems: Problems, managed_instance_count: tuple[int, int] | None) -> None:
+    def _validate_component_mode(
+        self, problems: Problems, managed_instance_count: tuple[int, int] | None
+    ) -> None:
         if self.hosts_inference_components:
             for index, pool in enumerate(self.pools):
                 if pool.model is not None:
-                    problems.add(f"pools[{index}].model", pool.model.node.id, "an endpoint for inference components hosts no models of its own; give the model to InferenceComponentOnPools")
+                    problems.add(
+                        f"pools[{index}].model",
+                        pool.model.node.id,
+                        "an endpoint for inference components hosts no models of its own; give the model to InferenceComponentOnPools",
+                    )
         elif managed_instance_count is not None:
-            problems.add("managed_instance_count", managed_instance_count, "only for endpoints that host inference components (model=None)")
+            problems.add(
+                "managed_instance_count",
+                managed_instance_count,
+                "only for endpoints that host inference components (model=None)",
+            )
         if managed_instance_count is not None:
             low, high = managed_instance_count
             if low < 0 or high < max(1, low):
-                problems.add("managed_instance_count", managed_instance_count, "must be (min, max) with 0 <= min <= max and max >= 1")
+                problems.add(
+                    "managed_instance_count",
+                    managed_instance_count,
+                    "must be (min, max) with 0 <= min <= max and max >= 1",
+                )
 
-    def _validate_storage(self, problems: Problems, volume_size_gb: int | None, volume_kms_key: kms.IKey | None) -> None:
+    def _validate_storage(
+        self, problems: Problems, volume_size_gb: int | None, volume_kms_key: kms.IKey | None
+    ) -> None:
         local = [pool.instance_type for pool in self.pools if has_local_storage(pool.instance_type)]
         if not local:
             return
         if volume_kms_key is not None:
-            problems.add("volume_kms_key", volume_kms_key.node.path, f"not allowed with instance types that have local NVMe storage ({', '.join(local)}): SageMaker rejects a KmsKeyId there; their volumes are hardware-encrypted")
+            problems.add(
+                "volume_kms_key",
+                volume_kms_key.node.path,
+                f"not allowed with instance types that have local NVMe storage ({', '.join(local)}): SageMaker rejects a KmsKeyId there; their volumes are hardware-encrypted",
+            )
         if volume_size_gb is not None:
-            problems.add("volume_size_gb", volume_size_gb, f"not allowed with instance types that have local NVMe storage ({', '.join(local)}): SageMaker uses the instance storage and provisions no EBS volume")
+            problems.add(
+                "volume_size_gb",
+                volume_size_gb,
+                f"not allowed with instance types that have local NVMe storage ({', '.join(local)}): SageMaker uses the instance storage and provisions no EBS volume",
+            )
 
     def _validate_reservation(self, problems: Problems, arn: str | None) -> None:
         if arn is None:
             return
         rule = limits("ProductionVariantCapacityReservationConfig", "MlReservationArn")
         if not is_unresolved(arn) and not re.fullmatch(rule.pattern or ".*", arn):
-            problems.add("capacity_reservation_arn", arn, f"must be an ML reservation ARN matching {rule.pattern!r}")
+            problems.add(
+                "capacity_reservation_arn",
+                arn,
+                f"must be an ML reservation ARN matching {rule.pattern!r}",
+            )
         if len(self.pools) > 1:
             problems.add(
                 "capacity_reservation_arn",

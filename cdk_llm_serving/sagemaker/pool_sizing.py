@@ -25,7 +25,9 @@ class PoolFit:
     cold_start: ColdStart
 
 
-def plan_one_instance(model: ServingModel, instance_type: str, catalog: Catalog) -> tuple[Plan | None, str | None]:
+def plan_one_instance(
+    model: ServingModel, instance_type: str, catalog: Catalog
+) -> tuple[Plan | None, str | None]:
     """The model's layout on one instance of ``instance_type`` (SageMaker hosts a copy per
     instance), or why it cannot fit. ``model.sizing`` must be set."""
     assert model.sizing is not None
@@ -35,7 +37,12 @@ def plan_one_instance(model: ServingModel, instance_type: str, catalog: Catalog)
         return None, f"cannot hold model {model.node.id!r}: {error}"
 
 
-def check_pools_fit(scope: IConstruct, problems: Problems, pools: Sequence[InstancePool], default_model: ServingModel | None) -> list[PoolFit]:
+def check_pools_fit(
+    scope: IConstruct,
+    problems: Problems,
+    pools: Sequence[InstancePool],
+    default_model: ServingModel | None,
+) -> list[PoolFit]:
     """Plan every pool whose model declares its sizing; an endpoint instance is one node.
 
     A pool that cannot hold its model becomes a problem carrying the planner's
@@ -58,6 +65,11 @@ def check_pools_fit(scope: IConstruct, problems: Problems, pools: Sequence[Insta
             problems.add(f"pools[{index}]", pool.instance_type, refusal)
             continue
         for warning in plan.warnings:
-            Annotations.of(scope).add_warning_v2("cdk-llm-serving:nonNativeWeightFormat", f"pools[{index}] {pool.instance_type}: {warning}")
-        fits.append(PoolFit(index, plan, estimate_cold_start(plan.weight_bytes, "s3_download", nodes=1)))
+            Annotations.of(scope).add_warning_v2(
+                "cdk-llm-serving:nonNativeWeightFormat",
+                f"pools[{index}] {pool.instance_type}: {warning}",
+            )
+        fits.append(
+            PoolFit(index, plan, estimate_cold_start(plan.weight_bytes, "s3_download", nodes=1))
+        )
     return fits

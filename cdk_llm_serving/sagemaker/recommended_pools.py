@@ -15,7 +15,9 @@ from .pool_endpoint import InstancePoolEndpoint
 from .serving_model import ServingModel
 
 
-def endpoint_from_recommendation(scope: Construct, id: str, path: str | Path, **endpoint_props: Any) -> InstancePoolEndpoint:
+def endpoint_from_recommendation(
+    scope: Construct, id: str, path: str | Path, **endpoint_props: Any
+) -> InstancePoolEndpoint:
     """Pools in the file's order, each with its recommended deployment and measured capacity.
 
     Pools whose deployments are identical (image, weights, environment) share one model;
@@ -31,7 +33,11 @@ def endpoint_from_recommendation(scope: Construct, id: str, path: str | Path, **
         raise
     for index, pool in enumerate(pool_file.pools):
         if not pool.image_uri:
-            problems.add(f"pools[{index}].image_uri", None, f"{pool.instance_type}: the recommendation names no image; deploy its model package {pool.model_package_arn} another way")
+            problems.add(
+                f"pools[{index}].image_uri",
+                None,
+                f"{pool.instance_type}: the recommendation names no image; deploy its model package {pool.model_package_arn} another way",
+            )
     problems.raise_if_any()
 
     models: dict[tuple, ServingModel] = {}
@@ -43,7 +49,9 @@ def endpoint_from_recommendation(scope: Construct, id: str, path: str | Path, **
                 holder,
                 f"Model{len(models) + 1}",
                 image=ContainerImage.from_ecr_uri(pool.image_uri or ""),
-                model_data=ModelData.from_s3_uri(pool.model_data_uri) if pool.model_data_uri else None,
+                model_data=ModelData.from_s3_uri(pool.model_data_uri)
+                if pool.model_data_uri
+                else None,
                 environment=pool.environment,
             )
         pool_models.append(models[key])
@@ -53,7 +61,11 @@ def endpoint_from_recommendation(scope: Construct, id: str, path: str | Path, **
         "Endpoint",
         model=primary,
         pools=[
-            InstancePool(pool.instance_type, model=None if model is primary else model, max_concurrency=pool.max_concurrency)
+            InstancePool(
+                pool.instance_type,
+                model=None if model is primary else model,
+                max_concurrency=pool.max_concurrency,
+            )
             for pool, model in zip(pool_file.pools, pool_models)
         ],
         **endpoint_props,

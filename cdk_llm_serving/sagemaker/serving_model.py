@@ -73,7 +73,14 @@ class ServingModel(Construct):
         self.served_model_name = served_model_name
         self.sizing = sizing
         self.model_data = model_data
-        env = self._environment(environment, served_model_name, served_model_name_variable, image, model_data, model_name)
+        env = self._environment(
+            environment,
+            served_model_name,
+            served_model_name_variable,
+            image,
+            model_data,
+            model_name,
+        )
 
         self.role: iam.IRole = role or iam.Role(
             self,
@@ -91,7 +98,18 @@ class ServingModel(Construct):
         self.security_groups: list[ec2.ISecurityGroup] = []
         vpc_config = None
         if vpc is not None:
-            self.security_groups = list(security_groups or [ec2.SecurityGroup(self, "SecurityGroup", vpc=vpc, allow_all_outbound=True, description="SageMaker model containers")])
+            self.security_groups = list(
+                security_groups
+                or [
+                    ec2.SecurityGroup(
+                        self,
+                        "SecurityGroup",
+                        vpc=vpc,
+                        allow_all_outbound=True,
+                        description="SageMaker model containers",
+                    )
+                ]
+            )
             subnets = vpc.select_subnets(**_subnet_kwargs(vpc_subnets)).subnet_ids
             vpc_config = sagemaker.CfnModel.VpcConfigProperty(
                 security_group_ids=[group.security_group_id for group in self.security_groups],
@@ -152,7 +170,13 @@ class ServingModel(Construct):
         image.validate(problems, "image")
         if model_data is not None:
             model_data.validate(problems, "model_data")
-        check_name(problems, "model_name", model_name, limits("CreateModelInput", "ModelName"), "a SageMaker model name")
+        check_name(
+            problems,
+            "model_name",
+            model_name,
+            limits("CreateModelInput", "ModelName"),
+            "a SageMaker model name",
+        )
         env = dict(environment or {})
         if served_model_name is not None:
             given = env.get(variable)
@@ -163,18 +187,34 @@ class ServingModel(Construct):
                     f"conflicts with served_model_name={served_model_name!r}; set one of them",
                 )
             if not served_model_name.strip() or any(ch.isspace() for ch in served_model_name):
-                problems.add("served_model_name", served_model_name, "must be a non-empty name without whitespace")
+                problems.add(
+                    "served_model_name",
+                    served_model_name,
+                    "must be a non-empty name without whitespace",
+                )
             env[variable] = served_model_name
         env_limits = limits("ContainerDefinition", "Environment")
         if env_limits.maximum is not None and len(env) > env_limits.maximum:
-            problems.add("environment", f"{len(env)} variables", f"at most {env_limits.maximum} variables")
+            problems.add(
+                "environment", f"{len(env)} variables", f"at most {env_limits.maximum} variables"
+            )
         key_limits = limits("EnvironmentKey")
         value_limits = limits("EnvironmentValue")
         for key, value in env.items():
-            if not re.fullmatch(key_limits.pattern or ".*", key) or len(key) > (key_limits.maximum or 1024):
-                problems.add(f"environment[{key!r}]", key, f"variable names must match {key_limits.pattern!r}")
+            if not re.fullmatch(key_limits.pattern or ".*", key) or len(key) > (
+                key_limits.maximum or 1024
+            ):
+                problems.add(
+                    f"environment[{key!r}]",
+                    key,
+                    f"variable names must match {key_limits.pattern!r}",
+                )
             if not is_unresolved(value) and len(value) > (value_limits.maximum or 1024):
-                problems.add(f"environment[{key!r}]", value[:40] + "…", f"values must be at most {value_limits.maximum} characters")
+                problems.add(
+                    f"environment[{key!r}]",
+                    value[:40] + "…",
+                    f"values must be at most {value_limits.maximum} characters",
+                )
         problems.raise_if_any()
         return env
 

@@ -92,13 +92,19 @@ class VllmPoolEndpoint(Construct):
             "Endpoint",
             model=primary,
             pools=[
-                InstancePool(pool.instance_type, model=None if m is primary else m, max_concurrency=pool.max_concurrency)
+                InstancePool(
+                    pool.instance_type,
+                    model=None if m is primary else m,
+                    max_concurrency=pool.max_concurrency,
+                )
                 for pool, m in zip(vllm_pools, pool_models)
             ],
             **endpoint_props,
         )
 
-    def _derive(self, pools: Sequence[VllmPool], weights: Mapping[str, ModelData]) -> list[PoolVllmPlan | None]:
+    def _derive(
+        self, pools: Sequence[VllmPool], weights: Mapping[str, ModelData]
+    ) -> list[PoolVllmPlan | None]:
         problems = Problems(f"VllmPoolEndpoint '{self.node.path}'")
         formats = list(weights)
         if not formats:
@@ -116,7 +122,9 @@ class VllmPoolEndpoint(Construct):
                 if pool.config is not None:
                     planned = self._own_config(pool, formats)
                 elif formats:
-                    planned = derive_pool_config(self.base, self.spec, pool.instance_type, formats, goal=pool.goal)
+                    planned = derive_pool_config(
+                        self.base, self.spec, pool.instance_type, formats, goal=pool.goal
+                    )
             except (PlanningError, KeyError) as error:
                 message = error.args[0] if isinstance(error, KeyError) else str(error)
                 problems.add(prop, pool.instance_type, message)
@@ -124,7 +132,12 @@ class VllmPoolEndpoint(Construct):
                 for field_name, value, allowed in error.problems:
                     problems.add(f"{prop}.config.{field_name}", value, allowed)
             if planned is not None:
-                check = check_on_hardware(planned.config, pool.instance_type, model=self.spec, weight_format=planned.weight_format)
+                check = check_on_hardware(
+                    planned.config,
+                    pool.instance_type,
+                    model=self.spec,
+                    weight_format=planned.weight_format,
+                )
                 for field_name, value, allowed in check.problems:
                     problems.add(f"{prop}.config.{field_name}", value, allowed)
             plans.append(planned)
@@ -137,7 +150,12 @@ class VllmPoolEndpoint(Construct):
         if fmt not in formats:
             raise KeyError(f"weight_format {fmt!r} has no entry in weights ({', '.join(formats)})")
         config = pool.config.with_changes(model=SAGEMAKER_MODEL_DIR).validate()
-        return PoolVllmPlan(pool.instance_type, fmt, config, self._sizing(fmt, config).plan_on(pool.instance_type, max_nodes=1))
+        return PoolVllmPlan(
+            pool.instance_type,
+            fmt,
+            config,
+            self._sizing(fmt, config).plan_on(pool.instance_type, max_nodes=1),
+        )
 
     def _sizing(self, weight_format: str, config: VllmConfig) -> ModelSizing:
         """What a copy with ``config`` promises the planner: its format, context and layout."""
@@ -149,7 +167,9 @@ class VllmPoolEndpoint(Construct):
             tensor_parallel_size=config.tensor_parallel_size,
         )
 
-    def _model_for(self, planned: PoolVllmPlan, image: ContainerImage, weights: Mapping[str, ModelData]) -> ServingModel:
+    def _model_for(
+        self, planned: PoolVllmPlan, image: ContainerImage, weights: Mapping[str, ModelData]
+    ) -> ServingModel:
         config = planned.config
         served = config.served_model_name or f"{self.spec.name}-{planned.weight_format}"
         key = f"{planned.weight_format}:{sorted(config.to_sagemaker_environment().items())}"
@@ -174,4 +194,6 @@ class VllmPoolEndpoint(Construct):
 
 def _construct_id(served_name: str) -> str:
     """``gpt-oss-20b-bf16-tp4`` -> ``GptOss20bBf16Tp4``: a stable, readable construct id."""
-    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", served_name) if part)
+    return "".join(
+        part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", served_name) if part
+    )

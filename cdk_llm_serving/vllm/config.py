@@ -27,9 +27,21 @@ REMOVED_FLAGS: dict[str, str] = {
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 #: Flags with a typed field, in the order they are rendered.
 TYPED_FLAGS = (
-    "model", "served-model-name", "tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size",
-    "enable-expert-parallel", "quantization", "speculative-config", "reasoning-parser", "enable-auto-tool-choice",
-    "tool-call-parser", "max-model-len", "gpu-memory-utilization", "kv-cache-dtype", "load-format",
+    "model",
+    "served-model-name",
+    "tensor-parallel-size",
+    "pipeline-parallel-size",
+    "data-parallel-size",
+    "enable-expert-parallel",
+    "quantization",
+    "speculative-config",
+    "reasoning-parser",
+    "enable-auto-tool-choice",
+    "tool-call-parser",
+    "max-model-len",
+    "gpu-memory-utilization",
+    "kv-cache-dtype",
+    "load-format",
 )
 _FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FlagValue = Union[str, int, float, bool]
@@ -41,7 +53,9 @@ class VllmConfigError(ValueError):
     def __init__(self, problems: list[tuple[str, object, str]]) -> None:
         self.problems = tuple(problems)
         lines = "\n".join(f"  - {prop} = {value!r}: {allowed}" for prop, value, allowed in problems)
-        super().__init__(f"VllmConfig: {len(problems)} problem{'s' if len(problems) != 1 else ''}\n{lines}")
+        super().__init__(
+            f"VllmConfig: {len(problems)} problem{'s' if len(problems) != 1 else ''}\n{lines}"
+        )
 
 
 @dataclass(frozen=True)
@@ -56,7 +70,13 @@ class MtpSpeculation:
 
     def problems(self) -> list[tuple[str, object, str]]:
         if self.num_speculative_tokens < 1:
-            return [("speculative.num_speculative_tokens", self.num_speculative_tokens, "must be at least 1")]
+            return [
+                (
+                    "speculative.num_speculative_tokens",
+                    self.num_speculative_tokens,
+                    "must be at least 1",
+                )
+            ]
         return []
 
 
@@ -69,14 +89,30 @@ class Eagle3Speculation:
     method: str = field(default="eagle3", init=False)
 
     def to_json_dict(self) -> dict[str, object]:
-        return {"method": "eagle3", "model": self.draft_model, "num_speculative_tokens": self.num_speculative_tokens}
+        return {
+            "method": "eagle3",
+            "model": self.draft_model,
+            "num_speculative_tokens": self.num_speculative_tokens,
+        }
 
     def problems(self) -> list[tuple[str, object, str]]:
         found = []
         if not self.draft_model:
-            found.append(("speculative.draft_model", self.draft_model, "EAGLE-3 needs the draft model's location"))
+            found.append(
+                (
+                    "speculative.draft_model",
+                    self.draft_model,
+                    "EAGLE-3 needs the draft model's location",
+                )
+            )
         if self.num_speculative_tokens < 1:
-            found.append(("speculative.num_speculative_tokens", self.num_speculative_tokens, "must be at least 1"))
+            found.append(
+                (
+                    "speculative.num_speculative_tokens",
+                    self.num_speculative_tokens,
+                    "must be at least 1",
+                )
+            )
         return found
 
 
@@ -100,9 +136,21 @@ class NgramSpeculation:
     def problems(self) -> list[tuple[str, object, str]]:
         found = []
         if self.num_speculative_tokens < 1:
-            found.append(("speculative.num_speculative_tokens", self.num_speculative_tokens, "must be at least 1"))
+            found.append(
+                (
+                    "speculative.num_speculative_tokens",
+                    self.num_speculative_tokens,
+                    "must be at least 1",
+                )
+            )
         if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
-            found.append(("speculative.prompt_lookup_min", (self.prompt_lookup_min, self.prompt_lookup_max), "n-gram lookup needs 1 <= prompt_lookup_min <= prompt_lookup_max"))
+            found.append(
+                (
+                    "speculative.prompt_lookup_min",
+                    (self.prompt_lookup_min, self.prompt_lookup_max),
+                    "n-gram lookup needs 1 <= prompt_lookup_min <= prompt_lookup_max",
+                )
+            )
         return found
 
 
@@ -152,26 +200,37 @@ class VllmConfig:
 
     def server_flags(self) -> list[tuple[str, FlagValue]]:
         """``(flag, value)`` pairs in a fixed order; ``True`` means a bare flag."""
-        auto_tool_choice = self.enable_auto_tool_choice if self.enable_auto_tool_choice is not None else self.tool_call_parser is not None
-        values: dict[str, FlagValue | None] = dict([
-            ("model", self.model),
-            ("served-model-name", self.served_model_name),
-            ("tensor-parallel-size", self.tensor_parallel_size),
-            ("pipeline-parallel-size", self.pipeline_parallel_size),
-            ("data-parallel-size", self.data_parallel_size),
-            ("enable-expert-parallel", self.enable_expert_parallel),
-            ("quantization", self.quantization),
-            ("speculative-config", _compact_json(self.speculative.to_json_dict()) if self.speculative else None),
-            ("reasoning-parser", self.reasoning_parser),
-            ("enable-auto-tool-choice", auto_tool_choice),
-            ("tool-call-parser", self.tool_call_parser),
-            ("max-model-len", self.max_model_len),
-            ("gpu-memory-utilization", self.gpu_memory_utilization),
-            ("kv-cache-dtype", self.kv_cache_dtype),
-            ("load-format", self.load_format),
-        ])
+        auto_tool_choice = (
+            self.enable_auto_tool_choice
+            if self.enable_auto_tool_choice is not None
+            else self.tool_call_parser is not None
+        )
+        values: dict[str, FlagValue | None] = dict(
+            [
+                ("model", self.model),
+                ("served-model-name", self.served_model_name),
+                ("tensor-parallel-size", self.tensor_parallel_size),
+                ("pipeline-parallel-size", self.pipeline_parallel_size),
+                ("data-parallel-size", self.data_parallel_size),
+                ("enable-expert-parallel", self.enable_expert_parallel),
+                ("quantization", self.quantization),
+                (
+                    "speculative-config",
+                    _compact_json(self.speculative.to_json_dict()) if self.speculative else None,
+                ),
+                ("reasoning-parser", self.reasoning_parser),
+                ("enable-auto-tool-choice", auto_tool_choice),
+                ("tool-call-parser", self.tool_call_parser),
+                ("max-model-len", self.max_model_len),
+                ("gpu-memory-utilization", self.gpu_memory_utilization),
+                ("kv-cache-dtype", self.kv_cache_dtype),
+                ("load-format", self.load_format),
+            ]
+        )
         ordered = [(name, values[name]) for name in TYPED_FLAGS] + sorted(self.extra_flags.items())
-        return [(name, value) for name, value in ordered if value is not None and value is not False]
+        return [
+            (name, value) for name, value in ordered if value is not None and value is not False
+        ]
 
     def to_args(self) -> list[str]:
         """Arguments of ``vllm serve``: the model first, then ``--flag value`` pairs."""
@@ -189,7 +248,10 @@ class VllmConfig:
     def to_sagemaker_environment(self) -> dict[str, str]:
         """``SM_VLLM_*`` variables for AWS's SageMaker vLLM container."""
         self.validate()
-        return {sagemaker_variable(name): ("true" if value is True else _render(value)) for name, value in self.server_flags()}
+        return {
+            sagemaker_variable(name): ("true" if value is True else _render(value))
+            for name, value in self.server_flags()
+        }
 
     # -- checks -----------------------------------------------------------------------
 
@@ -202,22 +264,46 @@ class VllmConfig:
             if value is not None and value < 1:
                 found.append((prop, value, "must be at least 1"))
         if self.gpu_memory_utilization is not None and not (0 < self.gpu_memory_utilization <= 1):
-            found.append(("gpu_memory_utilization", self.gpu_memory_utilization, "must be in (0, 1]"))
+            found.append(
+                ("gpu_memory_utilization", self.gpu_memory_utilization, "must be in (0, 1]")
+            )
         if self.max_model_len is not None and self.max_model_len < 1:
             found.append(("max_model_len", self.max_model_len, "must be at least 1"))
         if self.kv_cache_dtype is not None and self.kv_cache_dtype not in KV_CACHE_DTYPES:
-            found.append(("kv_cache_dtype", self.kv_cache_dtype, f"must be one of {', '.join(KV_CACHE_DTYPES)}"))
+            found.append(
+                (
+                    "kv_cache_dtype",
+                    self.kv_cache_dtype,
+                    f"must be one of {', '.join(KV_CACHE_DTYPES)}",
+                )
+            )
         if self.enable_auto_tool_choice and not self.tool_call_parser:
-            found.append(("enable_auto_tool_choice", True, "vLLM refuses automatic tool choice without a tool_call_parser"))
-        if self.served_model_name is not None and (not self.served_model_name or any(c.isspace() for c in self.served_model_name)):
-            found.append(("served_model_name", self.served_model_name, "must be a non-empty name without whitespace"))
+            found.append(
+                (
+                    "enable_auto_tool_choice",
+                    True,
+                    "vLLM refuses automatic tool choice without a tool_call_parser",
+                )
+            )
+        if self.served_model_name is not None and (
+            not self.served_model_name or any(c.isspace() for c in self.served_model_name)
+        ):
+            found.append(
+                (
+                    "served_model_name",
+                    self.served_model_name,
+                    "must be a non-empty name without whitespace",
+                )
+            )
         if self.speculative is not None:
             found += self.speculative.problems()
         typed = set(TYPED_FLAGS)
         for name, value in self.extra_flags.items():
             prop = f"extra_flags[{name!r}]"
             if name.startswith("-") or not _FLAG_NAME.match(name):
-                found.append((prop, value, "flag names are lower case with hyphens and no leading '--'"))
+                found.append(
+                    (prop, value, "flag names are lower case with hyphens and no leading '--'")
+                )
             elif name in REMOVED_FLAGS:
                 found.append((prop, value, f"--{name} was {REMOVED_FLAGS[name]}"))
             elif name in typed:
@@ -249,4 +335,3 @@ def _render(value: FlagValue) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
-

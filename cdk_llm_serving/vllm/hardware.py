@@ -59,24 +59,65 @@ def check_on_hardware(
     gpus = instance.gpus * nodes
     used = tp * pp * dp
     if used > gpus or gpus % used:
-        problems.append((
-            "tensor_parallel_size x pipeline_parallel_size x data_parallel_size",
-            f"{tp} x {pp} x {dp} = {used}",
-            f"must divide the {gpus} GPUs of {nodes} x {instance_type}",
-        ))
+        problems.append(
+            (
+                "tensor_parallel_size x pipeline_parallel_size x data_parallel_size",
+                f"{tp} x {pp} x {dp} = {used}",
+                f"must divide the {gpus} GPUs of {nodes} x {instance_type}",
+            )
+        )
     if tp > instance.gpus:
-        problems.append(("tensor_parallel_size", tp, f"tensor parallelism stays within a node: at most {instance.gpus} on {instance_type}"))
+        problems.append(
+            (
+                "tensor_parallel_size",
+                tp,
+                f"tensor parallelism stays within a node: at most {instance.gpus} on {instance_type}",
+            )
+        )
     if spec is not None:
         if spec.attention_heads % tp:
-            problems.append(("tensor_parallel_size", tp, f"must divide {spec.name}'s {spec.attention_heads} attention heads"))
+            problems.append(
+                (
+                    "tensor_parallel_size",
+                    tp,
+                    f"must divide {spec.name}'s {spec.attention_heads} attention heads",
+                )
+            )
         if isinstance(config.speculative, MtpSpeculation) and spec.mtp_layers < 1:
-            problems.append(("speculative", "mtp", f"{spec.name} has no MTP layers; use EAGLE-3 with a draft model or n-gram"))
+            problems.append(
+                (
+                    "speculative",
+                    "mtp",
+                    f"{spec.name} has no MTP layers; use EAGLE-3 with a draft model or n-gram",
+                )
+            )
         if config.max_model_len is not None and config.max_model_len > spec.max_context:
-            problems.append(("max_model_len", config.max_model_len, f"{spec.name} supports at most {spec.max_context} tokens"))
+            problems.append(
+                (
+                    "max_model_len",
+                    config.max_model_len,
+                    f"{spec.name} supports at most {spec.max_context} tokens",
+                )
+            )
         if config.enable_expert_parallel and not spec.is_moe:
-            problems.append(("enable_expert_parallel", True, f"{spec.name} is dense: it has no experts to shard"))
-    if isinstance(config.speculative, Eagle3Speculation) and config.speculative.draft_model == config.model:
-        problems.append(("speculative.draft_model", config.speculative.draft_model, "the draft model must differ from the served model"))
+            problems.append(
+                (
+                    "enable_expert_parallel",
+                    True,
+                    f"{spec.name} is dense: it has no experts to shard",
+                )
+            )
+    if (
+        isinstance(config.speculative, Eagle3Speculation)
+        and config.speculative.draft_model == config.model
+    ):
+        problems.append(
+            (
+                "speculative.draft_model",
+                config.speculative.draft_model,
+                "the draft model must differ from the served model",
+            )
+        )
     fmt = weight_formats().get(weight_format) if weight_format else weight_format_of(config, spec)
     if fmt is not None:
         note = fmt.fallback_note(instance.gpu)

@@ -26,7 +26,16 @@ API_PORT = 8000
 MASTER_PORT = 29500
 RAY_PORT = 6379
 #: Flags this module sets per pod: a config must not set them itself.
-MULTINODE_FLAGS = ("nnodes", "node-rank", "master-addr", "master-port", "headless", "distributed-executor-backend", "port", "host")
+MULTINODE_FLAGS = (
+    "nnodes",
+    "node-rank",
+    "master-addr",
+    "master-port",
+    "headless",
+    "distributed-executor-backend",
+    "port",
+    "host",
+)
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,11 @@ class PodCommand:
 
 
 def _check(config: VllmConfig, nodes: int) -> None:
-    problems = [(f"extra_flags[{name!r}]", value, "set per pod by the multi-node launcher") for name, value in config.extra_flags.items() if name in MULTINODE_FLAGS]
+    problems = [
+        (f"extra_flags[{name!r}]", value, "set per pod by the multi-node launcher")
+        for name, value in config.extra_flags.items()
+        if name in MULTINODE_FLAGS
+    ]
     if nodes < 1:
         problems.append(("nodes", nodes, "must be at least 1"))
     if problems:
@@ -49,7 +62,20 @@ def leader_command(config: VllmConfig, nodes: int, startup: Startup = "native") 
     if nodes == 1:
         return PodCommand(["vllm"], serve)
     if startup == "native":
-        return PodCommand(["vllm"], [*serve, "--nnodes", str(nodes), "--node-rank", "0", "--master-addr", "$(LWS_LEADER_ADDRESS)", "--master-port", str(MASTER_PORT)])
+        return PodCommand(
+            ["vllm"],
+            [
+                *serve,
+                "--nnodes",
+                str(nodes),
+                "--node-rank",
+                "0",
+                "--master-addr",
+                "$(LWS_LEADER_ADDRESS)",
+                "--master-port",
+                str(MASTER_PORT),
+            ],
+        )
     script = f"ray start --head --port={RAY_PORT} && exec vllm {shlex.join([*serve, '--distributed-executor-backend', 'ray'])}"
     return PodCommand(["/bin/sh", "-c"], [script])
 
@@ -59,6 +85,20 @@ def worker_command(config: VllmConfig, nodes: int, startup: Startup = "native") 
     if startup == "native":
         return PodCommand(
             ["vllm"],
-            ["serve", *config.to_args(), "--nnodes", str(nodes), "--node-rank", "$(LWS_WORKER_INDEX)", "--master-addr", "$(LWS_LEADER_ADDRESS)", "--master-port", str(MASTER_PORT), "--headless"],
+            [
+                "serve",
+                *config.to_args(),
+                "--nnodes",
+                str(nodes),
+                "--node-rank",
+                "$(LWS_WORKER_INDEX)",
+                "--master-addr",
+                "$(LWS_LEADER_ADDRESS)",
+                "--master-port",
+                str(MASTER_PORT),
+                "--headless",
+            ],
         )
-    return PodCommand(["/bin/sh", "-c"], [f"exec ray start --address=$(LWS_LEADER_ADDRESS):{RAY_PORT} --block"])
+    return PodCommand(
+        ["/bin/sh", "-c"], [f"exec ray start --address=$(LWS_LEADER_ADDRESS):{RAY_PORT} --block"]
+    )

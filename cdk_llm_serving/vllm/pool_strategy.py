@@ -59,7 +59,9 @@ def derive_pool_config(
                 instance_type,
                 max_context=base.max_model_len,
                 gpu_memory_utilization=base.gpu_memory_utilization or 0.9,
-                kv_cache_dtype="fp8" if (base.kv_cache_dtype or "auto").startswith("fp8") else "auto",
+                kv_cache_dtype="fp8"
+                if (base.kv_cache_dtype or "auto").startswith("fp8")
+                else "auto",
                 max_nodes=1,
                 catalog=catalog,
                 tensor_parallel=tensor_parallel_options(spec, catalog.get(instance_type).gpus)[-1],

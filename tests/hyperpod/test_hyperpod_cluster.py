@@ -40,10 +40,16 @@ def test_gpu_group_is_sized_by_the_planner(hyperpod_template):
     assert gpu["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
     assert gpu["ThreadsPerCore"] == 1
     assert gpu["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 1000}}]
-    assert gpu["KubernetesConfig"]["Taints"] == [{"Key": "nvidia.com/gpu", "Value": "present", "Effect": "NoSchedule"}]
+    assert gpu["KubernetesConfig"]["Taints"] == [
+        {"Key": "nvidia.com/gpu", "Value": "present", "Effect": "NoSchedule"}
+    ]
     assert gpu["KubernetesConfig"]["Labels"]["cdk-llm-serving/role"] == "gpu"
     system = groups["system"]
-    assert system["InstanceType"] == "ml.m5.4xlarge" and "OnStartDeepHealthChecks" not in system and "Taints" not in system["KubernetesConfig"]
+    assert (
+        system["InstanceType"] == "ml.m5.4xlarge"
+        and "OnStartDeepHealthChecks" not in system
+        and "Taints" not in system["KubernetesConfig"]
+    )
 
 
 def test_cluster_settings(hyperpod_template):
@@ -72,13 +78,18 @@ def test_deploy_order(hyperpod_template):
     depends = set(cluster["DependsOn"])
     upload = [k for k, v in resources.items() if v["Type"] == "Custom::CDKBucketDeployment"]
     assert upload and set(upload) <= depends
-    addons = {v["Properties"]["AddonName"]: k for k, v in resources_of_type(hyperpod_template, "AWS::EKS::Addon").items()}
+    addons = {
+        v["Properties"]["AddonName"]: k
+        for k, v in resources_of_type(hyperpod_template, "AWS::EKS::Addon").items()
+    }
     assert {addons["vpc-cni"], addons["kube-proxy"], addons["eks-pod-identity-agent"]} <= depends
     for name in ("coredns", "aws-fsx-csi-driver"):
         assert cluster_id in resources[addons[name]]["DependsOn"], name
     for key, chart in resources_of_type(hyperpod_template, "Custom::AWSCDK-EKS-HelmChart").items():
         assert cluster_id in chart.get("DependsOn", []), key
-    for key, manifest in resources_of_type(hyperpod_template, "Custom::AWSCDK-EKS-KubernetesResource").items():
+    for key, manifest in resources_of_type(
+        hyperpod_template, "Custom::AWSCDK-EKS-KubernetesResource"
+    ).items():
         if "WeightsVolume" in key:
             assert addons["aws-fsx-csi-driver"] in manifest["DependsOn"]
 
@@ -87,17 +98,37 @@ def test_eks_is_private_logged_and_hyperpod_compatible(hyperpod_template):
     _, eks = only_resource(hyperpod_template, "AWS::EKS::Cluster")
     props = eks["Properties"]
     assert props["Version"] == "1.33"
-    assert props["ResourcesVpcConfig"]["EndpointPublicAccess"] is False and props["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
+    assert (
+        props["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
+        and props["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
+    )
     assert props["AccessConfig"]["AuthenticationMode"] in ("API", "API_AND_CONFIG_MAP")
-    assert {entry["Type"] for entry in props["Logging"]["ClusterLogging"]["EnabledTypes"]} == {"api", "audit", "authenticator", "controllerManager", "scheduler"}
-    addons = {v["Properties"]["AddonName"]: v["Properties"] for v in resources_of_type(hyperpod_template, "AWS::EKS::Addon").values()}
+    assert {entry["Type"] for entry in props["Logging"]["ClusterLogging"]["EnabledTypes"]} == {
+        "api",
+        "audit",
+        "authenticator",
+        "controllerManager",
+        "scheduler",
+    }
+    addons = {
+        v["Properties"]["AddonName"]: v["Properties"]
+        for v in resources_of_type(hyperpod_template, "AWS::EKS::Addon").values()
+    }
     major, minor, patch = addons["vpc-cni"]["AddonVersion"].lstrip("v").split("-")[0].split(".")
     assert (int(major), int(minor), int(patch)) >= (1, 18, 3)
 
 
 def test_node_security_group_allows_itself_and_fsx(hyperpod_template):
-    ingress = [v["Properties"] for v in resources_of_type(hyperpod_template, "AWS::EC2::SecurityGroupIngress").values()]
-    self_rules = [r for r in ingress if r.get("SourceSecurityGroupId") == {"Fn::GetAtt": [r["GroupId"]["Fn::GetAtt"][0], "GroupId"]}]
+    ingress = [
+        v["Properties"]
+        for v in resources_of_type(hyperpod_template, "AWS::EC2::SecurityGroupIngress").values()
+    ]
+    self_rules = [
+        r
+        for r in ingress
+        if r.get("SourceSecurityGroupId")
+        == {"Fn::GetAtt": [r["GroupId"]["Fn::GetAtt"][0], "GroupId"]}
+    ]
     ports = {(r["IpProtocol"], r.get("FromPort"), r.get("ToPort")) for r in self_rules}
     assert {("-1", None, None), ("tcp", 988, 988), ("tcp", 1018, 1023)} <= ports
 
@@ -106,16 +137,29 @@ def test_execution_role_and_lifecycle_bucket(hyperpod_template):
     cluster_id, cluster = _cluster(hyperpod_template)
     role_id = cluster["Properties"]["InstanceGroups"][0]["ExecutionRole"]["Fn::GetAtt"][0]
     role = hyperpod_template["Resources"][role_id]["Properties"]
-    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "sagemaker.amazonaws.com"}
-    assert any("AmazonSageMakerClusterInstanceRolePolicy" in json.dumps(arn) for arn in role["ManagedPolicyArns"])
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "sagemaker.amazonaws.com"
+    }
+    assert any(
+        "AmazonSageMakerClusterInstanceRolePolicy" in json.dumps(arn)
+        for arn in role["ManagedPolicyArns"]
+    )
     actions = {a for s in policy_statements(hyperpod_template, role_id) for a in actions_of(s)}
     assert {"ec2:CreateNetworkInterface", "ecr:BatchGetImage", "s3:GetObject*"} <= actions
     bucket_id, bucket = only_resource(hyperpod_template, "AWS::S3::Bucket")
     assert bucket["DeletionPolicy"] == "Retain" and bucket["UpdateReplacePolicy"] == "Retain"
-    assert bucket["Properties"]["PublicAccessBlockConfiguration"] == {"BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+    assert bucket["Properties"]["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
     assert "BucketEncryption" in bucket["Properties"]
     (policy,) = resources_of_type(hyperpod_template, "AWS::S3::BucketPolicy").values()
-    assert any(s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}} and s["Effect"] == "Deny" for s in policy["Properties"]["PolicyDocument"]["Statement"])
+    assert any(
+        s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}} and s["Effect"] == "Deny"
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    )
 
 
 def test_fsx_is_retained_and_linked_to_the_weights_prefix(hyperpod_template):
@@ -123,14 +167,24 @@ def test_fsx_is_retained_and_linked_to_the_weights_prefix(hyperpod_template):
     assert fs["DeletionPolicy"] == "Retain"
     assert fs["Properties"]["LustreConfiguration"]["DeploymentType"] == "PERSISTENT_2"
     _, dra = only_resource(hyperpod_template, "AWS::FSx::DataRepositoryAssociation")
-    assert dra["Properties"]["DataRepositoryPath"] == "s3://cdk-llm-serving-placeholder-weights/reference-2.4t-a95b-nvfp4/"
+    assert (
+        dra["Properties"]["DataRepositoryPath"]
+        == "s3://cdk-llm-serving-placeholder-weights/reference-2.4t-a95b-nvfp4/"
+    )
     assert dra["DeletionPolicy"] == "Retain"
 
 
 def test_charts_are_pinned(hyperpod_template):
-    charts = {v["Properties"]["Chart"]: v["Properties"] for v in resources_of_type(hyperpod_template, "Custom::AWSCDK-EKS-HelmChart").values()}
-    assert charts["lws"]["Version"] == "0.8.0" and charts["lws"]["Repository"].startswith("oci://registry.k8s.io/lws")
-    assert charts["nvidia-device-plugin"]["Version"] and charts["aws-efa-k8s-device-plugin"]["Version"]
+    charts = {
+        v["Properties"]["Chart"]: v["Properties"]
+        for v in resources_of_type(hyperpod_template, "Custom::AWSCDK-EKS-HelmChart").values()
+    }
+    assert charts["lws"]["Version"] == "0.8.0" and charts["lws"]["Repository"].startswith(
+        "oci://registry.k8s.io/lws"
+    )
+    assert (
+        charts["nvidia-device-plugin"]["Version"] and charts["aws-efa-k8s-device-plugin"]["Version"]
+    )
     assert all(props.get("Version") for props in charts.values())
 
 
@@ -138,8 +192,16 @@ def test_missing_hyperpod_chart_is_a_synth_warning(reference_assembly):
     stack = reference_assembly.get_stack_by_name("ReferenceMoeHyperPod")
     from aws_cdk.cx_api import SynthesisMessageLevel
 
-    found = [message.entry.data for message in stack.messages if message.level == SynthesisMessageLevel.WARNING]
-    assert any("HyperPod dependencies Helm chart is required" in str(data) and "sagemaker-hyperpod-cli" in str(data) for data in found)
+    found = [
+        message.entry.data
+        for message in stack.messages
+        if message.level == SynthesisMessageLevel.WARNING
+    ]
+    assert any(
+        "HyperPod dependencies Helm chart is required" in str(data)
+        and "sagemaker-hyperpod-cli" in str(data)
+        for data in found
+    )
 
 
 def test_weights_volume_manifests_match_kubernetes_schemas(hyperpod_template):
@@ -153,7 +215,14 @@ def test_a_broken_manifest_fails_schema_validation():
     import kubernetes_validate
 
     with pytest.raises(kubernetes_validate.ValidationError):
-        validate_core({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "x"}, "spec": {"accessModes": "ReadWriteMany"}})
+        validate_core(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "x"},
+                "spec": {"accessModes": "ReadWriteMany"},
+            }
+        )
 
 
 def cluster_problems(groups, **kwargs) -> list[str]:
@@ -165,8 +234,16 @@ def cluster_problems(groups, **kwargs) -> list[str]:
 def test_bad_instance_groups_are_reported_together():
     groups = [
         HyperPodInstanceGroup.system(instance_type="ml.m5.4xlarge", count=2),
-        HyperPodInstanceGroup.gpu("gpu", "ml.p6-b200.48xlarg", 0, threads_per_core=3, ebs_volume_gb=20000),
-        HyperPodInstanceGroup.gpu("gpu", "ml.p5.48xlarge", 1, labels={"bad key!": "v"}, taints=(KubernetesTaint("k", "Sometimes"),)),  # type: ignore[arg-type]
+        HyperPodInstanceGroup.gpu(
+            "gpu", "ml.p6-b200.48xlarg", 0, threads_per_core=3, ebs_volume_gb=20000
+        ),
+        HyperPodInstanceGroup.gpu(
+            "gpu",
+            "ml.p5.48xlarge",
+            1,
+            labels={"bad key!": "v"},
+            taints=(KubernetesTaint("k", "Sometimes"),),
+        ),  # type: ignore[arg-type]
         HyperPodInstanceGroup.gpu("-bad-", "ml.c5.4xlarge", 1, deep_health_checks=("Everything",)),
     ]
     assert cluster_problems(groups, kubernetes_version="1.27") == [
@@ -186,23 +263,46 @@ def test_bad_instance_groups_are_reported_together():
 
 def test_at_least_one_gpu_group_and_one_system_group():
     assert cluster_problems([HyperPodInstanceGroup.system()]) == ["instance_groups"]
-    assert cluster_problems([HyperPodInstanceGroup.gpu("gpu", "ml.p5.48xlarge", 2)]) == ["instance_groups"]
+    assert cluster_problems([HyperPodInstanceGroup.gpu("gpu", "ml.p5.48xlarge", 2)]) == [
+        "instance_groups"
+    ]
 
 
 def test_too_many_labels_and_bad_admin_arn():
     labels = {f"label-{i}": "v" for i in range(49)}
-    problems = cluster_problems([HyperPodInstanceGroup.system(), HyperPodInstanceGroup.gpu("gpu", "ml.p5.48xlarge", 2, labels=labels)], admin_role_arns=["not-an-arn"])
+    problems = cluster_problems(
+        [
+            HyperPodInstanceGroup.system(),
+            HyperPodInstanceGroup.gpu("gpu", "ml.p5.48xlarge", 2, labels=labels),
+        ],
+        admin_role_arns=["not-an-arn"],
+    )
     assert problems == ["instance_groups[1].labels", "admin_role_arns[0]"]
 
 
 def test_admin_roles_get_access_entries():
     stack = new_stack("Admins")
-    HyperPodEksCluster(stack, "HyperPod", instance_groups=[HyperPodInstanceGroup.system(), HyperPodInstanceGroup.gpu("gpu", "ml.p5.48xlarge", 2)], admin_role_arns=["arn:aws:iam::123456789012:role/platform-admin"])
+    HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        instance_groups=[
+            HyperPodInstanceGroup.system(),
+            HyperPodInstanceGroup.gpu("gpu", "ml.p5.48xlarge", 2),
+        ],
+        admin_role_arns=["arn:aws:iam::123456789012:role/platform-admin"],
+    )
     from tests.support.builders import template_of
 
-    entries = [v["Properties"] for v in resources_of_type(template_of(stack), "AWS::EKS::AccessEntry").values()]
-    admin = [e for e in entries if e["PrincipalArn"] == "arn:aws:iam::123456789012:role/platform-admin"]
-    assert admin and json.dumps(admin[0]["AccessPolicies"][0]["PolicyArn"]).endswith('AmazonEKSClusterAdminPolicy"]]}')
+    entries = [
+        v["Properties"]
+        for v in resources_of_type(template_of(stack), "AWS::EKS::AccessEntry").values()
+    ]
+    admin = [
+        e for e in entries if e["PrincipalArn"] == "arn:aws:iam::123456789012:role/platform-admin"
+    ]
+    assert admin and json.dumps(admin[0]["AccessPolicies"][0]["PolicyArn"]).endswith(
+        'AmazonEKSClusterAdminPolicy"]]}'
+    )
 
 
 def test_an_imported_vpc_is_used_as_is():
@@ -218,10 +318,23 @@ def test_an_imported_vpc_is_used_as_is():
         availability_zones=["us-east-1a", "us-east-1b"],
         private_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"],
     )
-    HyperPodEksCluster(stack, "HyperPod", vpc=vpc, instance_groups=[HyperPodInstanceGroup.system(), HyperPodInstanceGroup.gpu("gpu", "ml.p5.48xlarge", 2)])
+    HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        vpc=vpc,
+        instance_groups=[
+            HyperPodInstanceGroup.system(),
+            HyperPodInstanceGroup.gpu("gpu", "ml.p5.48xlarge", 2),
+        ],
+    )
     template = template_of(stack)
-    assert not resources_of_type(template, "AWS::EC2::VPC") and not resources_of_type(template, "AWS::EC2::NatGateway")
+    assert not resources_of_type(template, "AWS::EC2::VPC") and not resources_of_type(
+        template, "AWS::EC2::NatGateway"
+    )
     _, cluster = only_resource(template, "AWS::SageMaker::Cluster")
-    assert cluster["Properties"]["VpcConfig"]["Subnets"] == ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"]
+    assert cluster["Properties"]["VpcConfig"]["Subnets"] == [
+        "subnet-0aaaaaaaaaaaaaaa1",
+        "subnet-0aaaaaaaaaaaaaaa2",
+    ]
     groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
     assert groups["gpu"]["OverrideVpcConfig"]["Subnets"] == ["subnet-0aaaaaaaaaaaaaaa1"]

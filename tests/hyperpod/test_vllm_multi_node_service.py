@@ -38,7 +38,9 @@ def service(reference_templates) -> dict:
 
 @pytest.fixture
 def lws_schema(shared_dir: Path) -> dict:
-    crd = yaml.safe_load((shared_dir / "schemas" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text())
+    crd = yaml.safe_load(
+        (shared_dir / "schemas" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
+    )
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     return version["schema"]["openAPIV3Schema"]
 
@@ -57,7 +59,12 @@ def test_the_crd_check_can_fail(lws, lws_schema):
 def test_pod_templates_and_service_match_kubernetes_schemas(lws, service):
     template = lws["spec"]["leaderWorkerTemplate"]
     for role in ("leaderTemplate", "workerTemplate"):
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": role.lower(), **template[role]["metadata"]}, "spec": template[role]["spec"]}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": role.lower(), **template[role]["metadata"]},
+            "spec": template[role]["spec"],
+        }
         validate_core(pod)
     validate_core(service)
 
@@ -76,9 +83,15 @@ def test_group_size_and_parallelism_come_from_the_plan(lws):
 def test_command_line_carries_nvfp4_mtp_reasoning_and_tools(lws):
     args = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["args"]
     assert args[args.index("--quantization") + 1] == "modelopt_fp4"
-    assert json.loads(args[args.index("--speculative-config") + 1]) == {"method": "mtp", "num_speculative_tokens": 1}
+    assert json.loads(args[args.index("--speculative-config") + 1]) == {
+        "method": "mtp",
+        "num_speculative_tokens": 1,
+    }
     assert args[args.index("--reasoning-parser") + 1] == "qwen3"
-    assert "--enable-auto-tool-choice" in args and args[args.index("--tool-call-parser") + 1] == "qwen3_coder"
+    assert (
+        "--enable-auto-tool-choice" in args
+        and args[args.index("--tool-call-parser") + 1] == "qwen3_coder"
+    )
     assert "--enable-reasoning" not in args
 
 
@@ -87,9 +100,14 @@ def test_native_multi_node_start(lws):
     leader = template["leaderTemplate"]["spec"]["containers"][0]["args"]
     worker = template["workerTemplate"]["spec"]["containers"][0]["args"]
     assert leader[leader.index("--node-rank") + 1] == "0" and "--headless" not in leader
-    assert worker[worker.index("--node-rank") + 1] == "$(LWS_WORKER_INDEX)" and "--headless" in worker
+    assert (
+        worker[worker.index("--node-rank") + 1] == "$(LWS_WORKER_INDEX)" and "--headless" in worker
+    )
     for args in (leader, worker):
-        assert args[args.index("--master-addr") + 1] == "$(LWS_LEADER_ADDRESS)" and args[args.index("--nnodes") + 1] == "2"
+        assert (
+            args[args.index("--master-addr") + 1] == "$(LWS_LEADER_ADDRESS)"
+            and args[args.index("--nnodes") + 1] == "2"
+        )
 
 
 def test_pods_take_whole_nodes_with_efa_shm_weights_and_probes(lws):
@@ -97,16 +115,25 @@ def test_pods_take_whole_nodes_with_efa_shm_weights_and_probes(lws):
     for role in ("leaderTemplate", "workerTemplate"):
         spec = template[role]["spec"]
         (container,) = spec["containers"]
-        assert container["resources"]["requests"] == container["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "8"}
+        assert (
+            container["resources"]["requests"]
+            == container["resources"]["limits"]
+            == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "8"}
+        )
         assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in spec["volumes"]
         assert {"name": "FI_PROVIDER", "value": "efa"} in container["env"]
         assert spec["nodeSelector"]["node.kubernetes.io/instance-type"] == "ml.p6-b200.48xlarge"
-        assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        assert spec["tolerations"] == [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+        ]
         assert spec["terminationGracePeriodSeconds"] == 120
     leader = template["leaderTemplate"]["spec"]["containers"][0]
     expected = plan("reference-2.4t-a95b", "nvfp4", "ml.p6-b200.48xlarge", max_context=131072)
     budget = estimate_cold_start(expected.weight_bytes, "fsx_lustre", 2).startup_timeout_seconds
-    assert leader["startupProbe"]["failureThreshold"] * leader["startupProbe"]["periodSeconds"] >= budget
+    assert (
+        leader["startupProbe"]["failureThreshold"] * leader["startupProbe"]["periodSeconds"]
+        >= budget
+    )
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
 
 
@@ -115,7 +142,9 @@ def test_internal_load_balancer_by_default(service):
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
     assert service["spec"]["type"] == "LoadBalancer"
     assert service["spec"]["selector"]["cdk-llm-serving/role"] == "leader"
-    assert service["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": 8000, "protocol": "TCP"}]
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 80, "targetPort": 8000, "protocol": "TCP"}
+    ]
 
 
 def test_base_url_output_and_deploy_order(reference_templates):
@@ -125,7 +154,11 @@ def test_base_url_output_and_deploy_order(reference_templates):
     assert parts[0] == "http://" and parts[-1] == "/v1"
     resources = template["Resources"]
     (lws_key,) = [k for k in resources if k.startswith("ServingLeaderWorkerSet")]
-    (lws_chart,) = [k for k, v in resources.items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart" and v["Properties"]["Chart"] == "lws"]
+    (lws_chart,) = [
+        k
+        for k, v in resources.items()
+        if v["Type"] == "Custom::AWSCDK-EKS-HelmChart" and v["Properties"]["Chart"] == "lws"
+    ]
     assert lws_chart in resources[lws_key]["DependsOn"]
 
 
@@ -134,53 +167,113 @@ def service_problems(config=None, **kwargs) -> list[str]:
     cluster, addons, store = small_cluster(stack)
     with pytest.raises(ConfigurationError) as caught:
         VllmMultiNodeService(
-            stack, "Serving", cluster=cluster, addons=addons, model_store=store, model="deepseek-v3", quantization="fp8",
-            config=config or VllmConfig(model="x", max_model_len=32768), **kwargs,
+            stack,
+            "Serving",
+            cluster=cluster,
+            addons=addons,
+            model_store=store,
+            model="deepseek-v3",
+            quantization="fp8",
+            config=config or VllmConfig(model="x", max_model_len=32768),
+            **kwargs,
         )
     return [f"{p.property}: {p.allowed}" for p in caught.value.problems]
 
 
 def test_rejections():
     assert service_problems(gpu_group="nope")[0].startswith("gpu_group: must name a GPU group")
-    assert service_problems(replicas=3)[0].startswith("replicas: 3 x 1 nodes exceed GPU group 'gpu' (2 nodes)")
-    problems = service_problems(config=VllmConfig(model="x", max_model_len=32768, enable_auto_tool_choice=True, extra_flags={"enable-reasoning": True}))
-    assert problems[0].startswith("config.enable_auto_tool_choice") and problems[1].startswith("config.extra_flags['enable-reasoning']")
-    problems = service_problems(config=VllmConfig(model="x", max_model_len=32768, speculative=MtpSpeculation(), extra_flags={"nnodes": 4}))
-    assert problems == ["config.extra_flags['nnodes']: set per pod by the multi-node launcher (vllm.multinode)"]
+    assert service_problems(replicas=3)[0].startswith(
+        "replicas: 3 x 1 nodes exceed GPU group 'gpu' (2 nodes)"
+    )
+    problems = service_problems(
+        config=VllmConfig(
+            model="x",
+            max_model_len=32768,
+            enable_auto_tool_choice=True,
+            extra_flags={"enable-reasoning": True},
+        )
+    )
+    assert problems[0].startswith("config.enable_auto_tool_choice") and problems[1].startswith(
+        "config.extra_flags['enable-reasoning']"
+    )
+    problems = service_problems(
+        config=VllmConfig(
+            model="x", max_model_len=32768, speculative=MtpSpeculation(), extra_flags={"nnodes": 4}
+        )
+    )
+    assert problems == [
+        "config.extra_flags['nnodes']: set per pod by the multi-node launcher (vllm.multinode)"
+    ]
 
 
 def test_planner_refusal_is_reported():
     from cdk_llm_serving.planning.models import ModelSpec
 
-    huge = ModelSpec(name="huge", total_params_b=40000, active_params_b=400, layers=200, attention_heads=128, kv_heads=8, head_dim=128, max_context=8192)
+    huge = ModelSpec(
+        name="huge",
+        total_params_b=40000,
+        active_params_b=400,
+        layers=200,
+        attention_heads=128,
+        kv_heads=8,
+        head_dim=128,
+        max_context=8192,
+    )
     stack = new_stack("Svc2")
     cluster, addons, store = small_cluster(stack)
     with pytest.raises(ConfigurationError) as caught:
-        VllmMultiNodeService(stack, "Serving", cluster=cluster, addons=addons, model_store=store, model=huge, quantization="bf16", config=VllmConfig(model="x"))
-    assert caught.value.problems[0].property == "model" and "does not fit up to 16 nodes" in caught.value.problems[0].allowed
+        VllmMultiNodeService(
+            stack,
+            "Serving",
+            cluster=cluster,
+            addons=addons,
+            model_store=store,
+            model=huge,
+            quantization="bf16",
+            config=VllmConfig(model="x"),
+        )
+    assert (
+        caught.value.problems[0].property == "model"
+        and "does not fit up to 16 nodes" in caught.value.problems[0].allowed
+    )
 
 
 def test_public_tls_exposure_and_ray_startup():
     stack = new_stack("Svc3")
     cluster, addons, store = small_cluster(stack)
     service = VllmMultiNodeService(
-        stack, "Serving", cluster=cluster, addons=addons, model_store=store, model="deepseek-v3", quantization="fp8",
-        config=VllmConfig(model="x", max_model_len=32768), startup="ray",
-        exposure=Exposure(public=True, certificate_arn="arn:aws:acm:us-west-2:123456789012:certificate/abc"),
+        stack,
+        "Serving",
+        cluster=cluster,
+        addons=addons,
+        model_store=store,
+        model="deepseek-v3",
+        quantization="fp8",
+        config=VllmConfig(model="x", max_model_len=32768),
+        startup="ray",
+        exposure=Exposure(
+            public=True, certificate_arn="arn:aws:acm:us-west-2:123456789012:certificate/abc"
+        ),
     )
     annotations = service.service["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing"
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] == "443"
-    assert service.service["spec"]["ports"][0]["port"] == 443 and service.base_url.startswith("https://")
+    assert service.service["spec"]["ports"][0]["port"] == 443 and service.base_url.startswith(
+        "https://"
+    )
     template = service.lws["spec"]["leaderWorkerTemplate"]
-    assert template["size"] == 1 and "leaderTemplate" not in template  # DeepSeek-V3 FP8 fits one p5en
+    assert (
+        template["size"] == 1 and "leaderTemplate" not in template
+    )  # DeepSeek-V3 FP8 fits one p5en
     assert template["workerTemplate"]["spec"]["containers"][0]["command"] == ["vllm"]
 
 
 def test_ray_commands_for_a_multi_node_group():
     config = VllmConfig(model="/models/m", tensor_parallel_size=8, pipeline_parallel_size=2)
     leader, worker = leader_command(config, 2, "ray"), worker_command(config, 2, "ray")
-    assert leader.command == ["/bin/sh", "-c"] and leader.args[0].startswith("ray start --head --port=6379 && exec vllm serve /models/m")
+    assert leader.command == ["/bin/sh", "-c"] and leader.args[0].startswith(
+        "ray start --head --port=6379 && exec vllm serve /models/m"
+    )
     assert "--distributed-executor-backend ray" in leader.args[0]
     assert worker.args == ["exec ray start --address=$(LWS_LEADER_ADDRESS):6379 --block"]
 
@@ -195,24 +288,48 @@ def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
     from tests.support.template_helpers import actions_of, policy_statements
 
     stack = new_stack("Stream")
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=[HyperPodInstanceGroup.system(), HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 2)])
+    cluster = HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        instance_groups=[
+            HyperPodInstanceGroup.system(),
+            HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 2),
+        ],
+    )
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     service = VllmMultiNodeService(
-        stack, "Serving", cluster=cluster, addons=addons, stream_from=ModelData.from_s3_uri("s3://weights-bucket/deepseek-v3/"),
-        model="deepseek-v3", quantization="fp8", config=VllmConfig(model="x", max_model_len=32768),
+        stack,
+        "Serving",
+        cluster=cluster,
+        addons=addons,
+        stream_from=ModelData.from_s3_uri("s3://weights-bucket/deepseek-v3/"),
+        model="deepseek-v3",
+        quantization="fp8",
+        config=VllmConfig(model="x", max_model_len=32768),
     )
     spec = service.lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
     args = spec["containers"][0]["args"]
-    assert args[1] == "s3://weights-bucket/deepseek-v3/" and args[args.index("--load-format") + 1] == "runai_streamer"
-    assert spec["serviceAccountName"] == service.service_account and [v["name"] for v in spec["volumes"]] == ["dshm"]
+    assert (
+        args[1] == "s3://weights-bucket/deepseek-v3/"
+        and args[args.index("--load-format") + 1] == "runai_streamer"
+    )
+    assert spec["serviceAccountName"] == service.service_account and [
+        v["name"] for v in spec["volumes"]
+    ] == ["dshm"]
     jsonschema.validate(concretize(service.lws), lws_schema)
     validate_core({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
 
     app = stack.node.root
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     template = template_of(stack)  # cdk-nag runs here: an unacknowledged finding fails
-    (association,) = [v["Properties"] for v in resources_of_type(template, "AWS::EKS::PodIdentityAssociation").values()]
-    assert association["ServiceAccount"] == service.service_account and association["Namespace"] == "inference"
+    (association,) = [
+        v["Properties"]
+        for v in resources_of_type(template, "AWS::EKS::PodIdentityAssociation").values()
+    ]
+    assert (
+        association["ServiceAccount"] == service.service_account
+        and association["Namespace"] == "inference"
+    )
     statements = policy_statements(template, association["RoleArn"]["Fn::GetAtt"][0])
     assert {a for s in statements for a in actions_of(s)} == {"s3:GetObject", "s3:ListBucket"}
     assert not lint_template(template)
@@ -222,4 +339,12 @@ def test_weights_come_from_exactly_one_place():
     stack = new_stack("Neither")
     cluster, addons, store = small_cluster(stack)
     with pytest.raises(ConfigurationError, match="give exactly one"):
-        VllmMultiNodeService(stack, "Serving", cluster=cluster, addons=addons, model="deepseek-v3", quantization="fp8", config=VllmConfig(model="x"))
+        VllmMultiNodeService(
+            stack,
+            "Serving",
+            cluster=cluster,
+            addons=addons,
+            model="deepseek-v3",
+            quantization="fp8",
+            config=VllmConfig(model="x"),
+        )

@@ -18,31 +18,56 @@ def scaled_hyperpod() -> dict:
 
     app = new_app(**{"llm-serving:reference-moe:max-replicas": "3"})
     add_reference_stacks(app)
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))  # any unacknowledged finding fails synth
+    Validations.of(app).add_plugins(
+        AwsSolutionsChecks(app)
+    )  # any unacknowledged finding fails synth
     return app.synth().get_stack_by_name("ReferenceMoeHyperPod").template
 
 
 def test_gpu_group_holds_the_maximum_and_keda_scales_within_it(scaled_hyperpod):
     _, cluster = only_resource(scaled_hyperpod, "AWS::SageMaker::Cluster")
-    (gpu,) = [g for g in cluster["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "gpu-b200"]
+    (gpu,) = [
+        g for g in cluster["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "gpu-b200"
+    ]
     assert gpu["InstanceCount"] == 6  # 2 nodes per replica x 3 replicas
-    scaled = {obj["kind"]: obj for obj in manifest_objects(scaled_hyperpod, "ReplicaAutoscalingScaledObject")}
+    scaled = {
+        obj["kind"]: obj
+        for obj in manifest_objects(scaled_hyperpod, "ReplicaAutoscalingScaledObject")
+    }
     spec = scaled["ScaledObject"]["spec"]
-    assert spec["scaleTargetRef"] == {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "reference-moe-nvfp4"}
+    assert spec["scaleTargetRef"] == {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "name": "reference-moe-nvfp4",
+    }
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 3)
     (trigger,) = spec["triggers"]
-    assert trigger["type"] == "prometheus" and trigger["metadata"]["query"] == "vllm:requests_waiting" and trigger["metadata"]["threshold"] == "8"
+    assert (
+        trigger["type"] == "prometheus"
+        and trigger["metadata"]["query"] == "vllm:requests_waiting"
+        and trigger["metadata"]["threshold"] == "8"
+    )
     assert scaled["TriggerAuthentication"]["spec"] == {"podIdentity": {"provider": "aws"}}
 
 
 def test_keda_queries_only_its_workspace(scaled_hyperpod):
     _, association = only_resource(scaled_hyperpod, "AWS::EKS::PodIdentityAssociation")
-    assert association["Properties"]["ServiceAccount"] == "keda-operator" and association["Properties"]["Namespace"] == "keda"
+    assert (
+        association["Properties"]["ServiceAccount"] == "keda-operator"
+        and association["Properties"]["Namespace"] == "keda"
+    )
     role_id = association["Properties"]["RoleArn"]["Fn::GetAtt"][0]
-    (policy,) = [p for p in resources_of_type(scaled_hyperpod, "AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]]
+    (policy,) = [
+        p
+        for p in resources_of_type(scaled_hyperpod, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+    ]
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Action"] == "aps:QueryMetrics" and "Fn::GetAtt" in statement["Resource"]
-    charts = {v["Properties"]["Chart"] for v in resources_of_type(scaled_hyperpod, "Custom::AWSCDK-EKS-HelmChart").values()}
+    charts = {
+        v["Properties"]["Chart"]
+        for v in resources_of_type(scaled_hyperpod, "Custom::AWSCDK-EKS-HelmChart").values()
+    }
     assert "keda" in charts
 
 
@@ -61,10 +86,29 @@ def test_replicas_are_bounded_by_the_gpu_group():
 
     stack = new_stack("Keda")
     cluster, addons, store = small_cluster(stack, gpu_count=2)
-    service = VllmMultiNodeService(stack, "Serving", cluster=cluster, addons=addons, model_store=store, model="deepseek-v3", quantization="fp8", config=VllmConfig(model="x", max_model_len=32768))
+    service = VllmMultiNodeService(
+        stack,
+        "Serving",
+        cluster=cluster,
+        addons=addons,
+        model_store=store,
+        model="deepseek-v3",
+        quantization="fp8",
+        config=VllmConfig(model="x", max_model_len=32768),
+    )
     observability = VllmObservability(stack, "Obs", cluster=cluster, service=service)
     with pytest.raises(ConfigurationError) as caught:
-        VllmReplicaAutoscaling(stack, "Scale", cluster=cluster, addons=addons, service=service, observability=observability, min_replicas=0, max_replicas=3, waiting_requests_per_replica=0)
+        VllmReplicaAutoscaling(
+            stack,
+            "Scale",
+            cluster=cluster,
+            addons=addons,
+            service=service,
+            observability=observability,
+            min_replicas=0,
+            max_replicas=3,
+            waiting_requests_per_replica=0,
+        )
     problems = {p.property: p.allowed for p in caught.value.problems}
     assert set(problems) == {"min_replicas", "max_replicas", "waiting_requests_per_replica"}
     assert "GPU group 'gpu' holds 2 nodes, 1 per replica" in problems["max_replicas"]

@@ -20,13 +20,20 @@ ARN = "arn:aws:sagemaker:us-west-2:123456789012:endpoint/serving"
 
 @pytest.fixture
 def sagemaker():
-    client = boto3.client("sagemaker", region_name="us-west-2", aws_access_key_id="AKIAEXAMPLEEXAMPLE00", aws_secret_access_key="example")
+    client = boto3.client(
+        "sagemaker",
+        region_name="us-west-2",
+        aws_access_key_id="AKIAEXAMPLEEXAMPLE00",
+        aws_secret_access_key="example",
+    )
     with Stubber(client) as stubber:
         yield client, stubber
         stubber.assert_no_pending_responses()
 
 
-def endpoint_response(pools: list[tuple[str, int]], pending: list[tuple[str, int]] | None = None) -> dict:
+def endpoint_response(
+    pools: list[tuple[str, int]], pending: list[tuple[str, int]] | None = None
+) -> dict:
     response = {
         "EndpointName": "serving",
         "EndpointArn": ARN,
@@ -35,13 +42,24 @@ def endpoint_response(pools: list[tuple[str, int]], pending: list[tuple[str, int
         "CreationTime": NOW,
         "LastModifiedTime": NOW,
         "ProductionVariants": [
-            {"VariantName": "AllTraffic", "CurrentInstanceCount": sum(n for _, n in pools), "InstancePools": [{"InstanceType": t, "CurrentInstanceCount": n} for t, n in pools]}
+            {
+                "VariantName": "AllTraffic",
+                "CurrentInstanceCount": sum(n for _, n in pools),
+                "InstancePools": [{"InstanceType": t, "CurrentInstanceCount": n} for t, n in pools],
+            }
         ],
     }
     if pending:
         response["PendingDeploymentSummary"] = {
             "EndpointConfigName": "config-b",
-            "ProductionVariants": [{"VariantName": "AllTraffic", "InstancePools": [{"InstanceType": t, "CurrentInstanceCount": n} for t, n in pending]}],
+            "ProductionVariants": [
+                {
+                    "VariantName": "AllTraffic",
+                    "InstancePools": [
+                        {"InstanceType": t, "CurrentInstanceCount": n} for t, n in pending
+                    ],
+                }
+            ],
         }
     return response
 
@@ -57,7 +75,8 @@ def config_response(name: str, pools: list[tuple[str, str | None]]) -> dict:
                 "ModelName": "full-model",
                 "InitialInstanceCount": 1,
                 "InstancePools": [
-                    {"InstanceType": t, "Priority": i, **({"ModelNameOverride": o} if o else {})} for i, (t, o) in enumerate(pools, start=1)
+                    {"InstanceType": t, "Priority": i, **({"ModelNameOverride": o} if o else {})}
+                    for i, (t, o) in enumerate(pools, start=1)
                 ],
             }
         ],
@@ -76,8 +95,16 @@ def fleet(sagemaker, capsys, *args: str) -> tuple[int, str, str]:
 
 def test_fleet_on_preferred_hardware(sagemaker, capsys):
     _, stubber = sagemaker
-    stubber.add_response("describe_endpoint", endpoint_response([("ml.g6e.12xlarge", 2), ("ml.g6.12xlarge", 0), ("ml.g6e.2xlarge", 0)]), {"EndpointName": "serving"})
-    stubber.add_response("describe_endpoint_config", config_response("config-a", POOLS), {"EndpointConfigName": "config-a"})
+    stubber.add_response(
+        "describe_endpoint",
+        endpoint_response([("ml.g6e.12xlarge", 2), ("ml.g6.12xlarge", 0), ("ml.g6e.2xlarge", 0)]),
+        {"EndpointName": "serving"},
+    )
+    stubber.add_response(
+        "describe_endpoint_config",
+        config_response("config-a", POOLS),
+        {"EndpointConfigName": "config-a"},
+    )
     code, out, _ = fleet(sagemaker, capsys, "--fail-on-fallback")
     assert code == 0
     assert "1. ml.g6e.12xlarge            2 running  preferred" in out
@@ -86,32 +113,69 @@ def test_fleet_on_preferred_hardware(sagemaker, capsys):
 
 def test_fleet_on_fallback_with_a_model_override(sagemaker, capsys):
     _, stubber = sagemaker
-    stubber.add_response("describe_endpoint", endpoint_response([("ml.g6e.12xlarge", 1), ("ml.g6.12xlarge", 0), ("ml.g6e.2xlarge", 3)]), {"EndpointName": "serving"})
-    stubber.add_response("describe_endpoint_config", config_response("config-a", POOLS), {"EndpointConfigName": "config-a"})
+    stubber.add_response(
+        "describe_endpoint",
+        endpoint_response([("ml.g6e.12xlarge", 1), ("ml.g6.12xlarge", 0), ("ml.g6e.2xlarge", 3)]),
+        {"EndpointName": "serving"},
+    )
+    stubber.add_response(
+        "describe_endpoint_config",
+        config_response("config-a", POOLS),
+        {"EndpointConfigName": "config-a"},
+    )
     code, out, _ = fleet(sagemaker, capsys, "--json", "--fail-on-fallback")
     assert code == 3
     data = json.loads(out)
     assert data["on_fallback"] is True
     (variant,) = data["variants"]
-    assert [(p["priority"], p["instance_type"], p["instances"], p["preferred"]) for p in variant["pools"]] == [(1, "ml.g6e.12xlarge", 1, True), (2, "ml.g6.12xlarge", 0, False), (3, "ml.g6e.2xlarge", 3, False)]
+    assert [
+        (p["priority"], p["instance_type"], p["instances"], p["preferred"])
+        for p in variant["pools"]
+    ] == [
+        (1, "ml.g6e.12xlarge", 1, True),
+        (2, "ml.g6.12xlarge", 0, False),
+        (3, "ml.g6e.2xlarge", 3, False),
+    ]
     assert variant["pools"][2]["model_override"] == "int4-model"
     assert variant["hourly_cost"] == round(13.1232 + 3 * 2.8288, 2)
 
 
 def test_fleet_text_names_the_fallback_copy(sagemaker, capsys):
     _, stubber = sagemaker
-    stubber.add_response("describe_endpoint", endpoint_response([("ml.g6e.12xlarge", 0), ("ml.g6.12xlarge", 0), ("ml.g6e.2xlarge", 2)]), {"EndpointName": "serving"})
-    stubber.add_response("describe_endpoint_config", config_response("config-a", POOLS), {"EndpointConfigName": "config-a"})
+    stubber.add_response(
+        "describe_endpoint",
+        endpoint_response([("ml.g6e.12xlarge", 0), ("ml.g6.12xlarge", 0), ("ml.g6e.2xlarge", 2)]),
+        {"EndpointName": "serving"},
+    )
+    stubber.add_response(
+        "describe_endpoint_config",
+        config_response("config-a", POOLS),
+        {"EndpointConfigName": "config-a"},
+    )
     code, out, _ = fleet(sagemaker, capsys)
     assert code == 0
-    assert "! running on fallback: 2 x ml.g6e.2xlarge (priority 3), serving the int4-model copy" in out
+    assert (
+        "! running on fallback: 2 x ml.g6e.2xlarge (priority 3), serving the int4-model copy" in out
+    )
 
 
 def test_fleet_shows_a_pending_update(sagemaker, capsys):
     _, stubber = sagemaker
-    stubber.add_response("describe_endpoint", endpoint_response([("ml.g6e.12xlarge", 1)], pending=[("ml.p5.48xlarge", 1)]), {"EndpointName": "serving"})
-    stubber.add_response("describe_endpoint_config", config_response("config-a", [("ml.g6e.12xlarge", None)]), {"EndpointConfigName": "config-a"})
-    stubber.add_response("describe_endpoint_config", config_response("config-b", [("ml.p5.48xlarge", None)]), {"EndpointConfigName": "config-b"})
+    stubber.add_response(
+        "describe_endpoint",
+        endpoint_response([("ml.g6e.12xlarge", 1)], pending=[("ml.p5.48xlarge", 1)]),
+        {"EndpointName": "serving"},
+    )
+    stubber.add_response(
+        "describe_endpoint_config",
+        config_response("config-a", [("ml.g6e.12xlarge", None)]),
+        {"EndpointConfigName": "config-a"},
+    )
+    stubber.add_response(
+        "describe_endpoint_config",
+        config_response("config-b", [("ml.p5.48xlarge", None)]),
+        {"EndpointConfigName": "config-b"},
+    )
     code, out, _ = fleet(sagemaker, capsys)
     assert code == 0 and "endpoint serving: Updating" in out
     assert "pending update, variant AllTraffic" in out and "ml.p5.48xlarge" in out
@@ -120,19 +184,32 @@ def test_fleet_shows_a_pending_update(sagemaker, capsys):
 @pytest.mark.parametrize(
     ("code", "message", "exit_code", "fragment"),
     [
-        ("ValidationException", "Could not find endpoint \"serving\".", 6, "Could not find endpoint"),
+        ("ValidationException", 'Could not find endpoint "serving".', 6, "Could not find endpoint"),
         ("ThrottlingException", "Rate exceeded", 4, "ThrottlingException"),
-        ("AccessDeniedException", "not authorized to perform sagemaker:DescribeEndpoint", 5, "not authorized"),
+        (
+            "AccessDeniedException",
+            "not authorized to perform sagemaker:DescribeEndpoint",
+            5,
+            "not authorized",
+        ),
         ("ValidationException", "1 validation error detected", 7, "validation error"),
     ],
 )
-def test_aws_errors_are_one_line_with_distinct_exit_codes(sagemaker, capsys, code, message, exit_code, fragment):
+def test_aws_errors_are_one_line_with_distinct_exit_codes(
+    sagemaker, capsys, code, message, exit_code, fragment
+):
     client, stubber = sagemaker
     client.meta.config.retries["total_max_attempts"] = 1  # the stub answers once
-    stubber.add_client_error("describe_endpoint", service_error_code=code, service_message=message, http_status_code=400)
+    stubber.add_client_error(
+        "describe_endpoint", service_error_code=code, service_message=message, http_status_code=400
+    )
     result, out, err = fleet(sagemaker, capsys)
     assert result == exit_code and out == ""
-    assert err.count("\n") == 1 and err.startswith("error: cannot describe endpoint 'serving'") and fragment in err
+    assert (
+        err.count("\n") == 1
+        and err.startswith("error: cannot describe endpoint 'serving'")
+        and fragment in err
+    )
 
 
 SPEC = {
@@ -151,10 +228,18 @@ def test_recommend_start_from_a_yaml_file(sagemaker, capsys, tmp_path):
     client, stubber = sagemaker
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(yaml.safe_dump(SPEC))
-    stubber.add_response("create_ai_workload_config", {"AIWorkloadConfigArn": "arn:aws:sagemaker:us-west-2:123456789012:ai-workload-config/gpt-oss-20b-cost-workload"}, {"AIWorkloadConfigName": "gpt-oss-20b-cost-workload"})
+    stubber.add_response(
+        "create_ai_workload_config",
+        {
+            "AIWorkloadConfigArn": "arn:aws:sagemaker:us-west-2:123456789012:ai-workload-config/gpt-oss-20b-cost-workload"
+        },
+        {"AIWorkloadConfigName": "gpt-oss-20b-cost-workload"},
+    )
     stubber.add_response(
         "create_ai_recommendation_job",
-        {"AIRecommendationJobArn": "arn:aws:sagemaker:us-west-2:123456789012:ai-recommendation-job/gpt-oss-20b-cost"},
+        {
+            "AIRecommendationJobArn": "arn:aws:sagemaker:us-west-2:123456789012:ai-recommendation-job/gpt-oss-20b-cost"
+        },
         {
             "AIRecommendationJobName": "gpt-oss-20b-cost",
             "ModelSource": {"S3": {"S3Uri": "s3://weights/gpt-oss-20b/"}},
@@ -167,17 +252,43 @@ def test_recommend_start_from_a_yaml_file(sagemaker, capsys, tmp_path):
             "ComputeSpec": {"InstanceTypes": SPEC["instance_types"]},
         },
     )
-    assert main(["recommend", "start", "--spec", str(spec_file)], clients={"sagemaker": client}) == 0
+    assert (
+        main(["recommend", "start", "--spec", str(spec_file)], clients={"sagemaker": client}) == 0
+    )
     assert capsys.readouterr().out.strip().endswith("ai-recommendation-job/gpt-oss-20b-cost")
 
 
 def test_recommend_start_rejects_a_bad_spec(capsys):
-    code = main(["recommend", "start", "--name", "x", "--model-s3-uri", "weights", "--output-s3-uri", "s3://o/", "--role-arn", "arn:aws:iam::123456789012:role/r", "--instance-type", "a", "--instance-type", "b", "--instance-type", "c", "--instance-type", "d"], clients={"sagemaker": object()})
+    code = main(
+        [
+            "recommend",
+            "start",
+            "--name",
+            "x",
+            "--model-s3-uri",
+            "weights",
+            "--output-s3-uri",
+            "s3://o/",
+            "--role-arn",
+            "arn:aws:iam::123456789012:role/r",
+            "--instance-type",
+            "a",
+            "--instance-type",
+            "b",
+            "--instance-type",
+            "c",
+            "--instance-type",
+            "d",
+        ],
+        clients={"sagemaker": object()},
+    )
     err = capsys.readouterr().err
     assert code == 2 and "at most 3 instance types" in err and "model_s3_uri 'weights'" in err
 
 
-def job_response(status: str, recommendations: list | None = None, reason: str | None = None) -> dict:
+def job_response(
+    status: str, recommendations: list | None = None, reason: str | None = None
+) -> dict:
     response = {
         "AIRecommendationJobName": "gpt-oss-20b-cost",
         "AIRecommendationJobArn": "arn:aws:sagemaker:us-west-2:123456789012:ai-recommendation-job/gpt-oss-20b-cost",
@@ -196,14 +307,27 @@ def job_response(status: str, recommendations: list | None = None, reason: str |
     return response
 
 
-def recommendation(instance_type: str, ttft: str, itl: str, throughput: str, cost: str, speculative: bool = False) -> dict:
+def recommendation(
+    instance_type: str, ttft: str, itl: str, throughput: str, cost: str, speculative: bool = False
+) -> dict:
     image = "763104351884.dkr.ecr.us-west-2.amazonaws.com/vllm:server-sagemaker-cuda-v1"
     env = {"SM_VLLM_TENSOR_PARALLEL_SIZE": "4" if instance_type.endswith("12xlarge") else "1"}
     return {
         "RecommendationDescription": f"{instance_type} for cost",
-        "OptimizationDetails": [{"OptimizationType": "SpeculativeDecoding" if speculative else "KernelTuning"}],
-        "ModelDetails": {"ModelPackageArn": f"arn:aws:sagemaker:us-west-2:123456789012:model-package/gpt-oss-20b/{1 if speculative else 2}", "InstanceDetails": [{"InstanceType": instance_type, "InstanceCount": 1}]},
-        "DeploymentConfiguration": {"S3": [{"ChannelName": "model", "Uri": f"s3://results/models/{instance_type}/"}], "ImageUri": image, "InstanceType": instance_type, "InstanceCount": 1, "EnvironmentVariables": env},
+        "OptimizationDetails": [
+            {"OptimizationType": "SpeculativeDecoding" if speculative else "KernelTuning"}
+        ],
+        "ModelDetails": {
+            "ModelPackageArn": f"arn:aws:sagemaker:us-west-2:123456789012:model-package/gpt-oss-20b/{1 if speculative else 2}",
+            "InstanceDetails": [{"InstanceType": instance_type, "InstanceCount": 1}],
+        },
+        "DeploymentConfiguration": {
+            "S3": [{"ChannelName": "model", "Uri": f"s3://results/models/{instance_type}/"}],
+            "ImageUri": image,
+            "InstanceType": instance_type,
+            "InstanceCount": 1,
+            "EnvironmentVariables": env,
+        },
         "ExpectedPerformance": [
             {"Metric": "ttft-ms", "Stat": "p50", "Value": ttft, "Unit": "ms"},
             {"Metric": "itl-ms", "Stat": "p50", "Value": itl, "Unit": "ms"},
@@ -223,34 +347,72 @@ RECOMMENDATIONS = [
 def test_recommend_wait_polls_until_completed(sagemaker):
     client, stubber = sagemaker
     for status in ("InProgress", "InProgress"):
-        stubber.add_response("describe_ai_recommendation_job", job_response(status), {"AIRecommendationJobName": "gpt-oss-20b-cost"})
-    stubber.add_response("describe_ai_recommendation_job", job_response("Completed", RECOMMENDATIONS), {"AIRecommendationJobName": "gpt-oss-20b-cost"})
+        stubber.add_response(
+            "describe_ai_recommendation_job",
+            job_response(status),
+            {"AIRecommendationJobName": "gpt-oss-20b-cost"},
+        )
+    stubber.add_response(
+        "describe_ai_recommendation_job",
+        job_response("Completed", RECOMMENDATIONS),
+        {"AIRecommendationJobName": "gpt-oss-20b-cost"},
+    )
     sleeps, progress = [], io.StringIO()
-    job = wait_for_job(client, "gpt-oss-20b-cost", poll_seconds=30, sleep=sleeps.append, progress=progress)
+    job = wait_for_job(
+        client, "gpt-oss-20b-cost", poll_seconds=30, sleep=sleeps.append, progress=progress
+    )
     assert job["AIRecommendationJobStatus"] == "Completed" and sleeps == [30, 30]
     assert progress.getvalue().splitlines()[-1] == "[  1.0 min] gpt-oss-20b-cost: Completed"
 
 
 def test_recommend_wait_says_why_a_job_failed(sagemaker, capsys):
     client, stubber = sagemaker
-    stubber.add_response("describe_ai_recommendation_job", job_response("Failed", reason="insufficient capacity for ml.g6e.12xlarge"), {"AIRecommendationJobName": "gpt-oss-20b-cost"})
-    code = main(["recommend", "wait", "gpt-oss-20b-cost", "--poll-seconds", "1"], clients={"sagemaker": client, "sleep": lambda s: None})
+    stubber.add_response(
+        "describe_ai_recommendation_job",
+        job_response("Failed", reason="insufficient capacity for ml.g6e.12xlarge"),
+        {"AIRecommendationJobName": "gpt-oss-20b-cost"},
+    )
+    code = main(
+        ["recommend", "wait", "gpt-oss-20b-cost", "--poll-seconds", "1"],
+        clients={"sagemaker": client, "sleep": lambda s: None},
+    )
     err = capsys.readouterr().err
-    assert code == 1 and "recommendation job gpt-oss-20b-cost failed: insufficient capacity for ml.g6e.12xlarge" in err
+    assert (
+        code == 1
+        and "recommendation job gpt-oss-20b-cost failed: insufficient capacity for ml.g6e.12xlarge"
+        in err
+    )
 
 
 def test_to_pools_orders_by_goal_and_derives_capacity(sagemaker, capsys, tmp_path):
     client, stubber = sagemaker
-    stubber.add_response("describe_ai_recommendation_job", job_response("Completed", RECOMMENDATIONS), {"AIRecommendationJobName": "gpt-oss-20b-cost"})
+    stubber.add_response(
+        "describe_ai_recommendation_job",
+        job_response("Completed", RECOMMENDATIONS),
+        {"AIRecommendationJobName": "gpt-oss-20b-cost"},
+    )
     output = tmp_path / "pools.json"
-    assert main(["recommend", "to-pools", "gpt-oss-20b-cost", "--output", str(output)], clients={"sagemaker": client}) == 0
+    assert (
+        main(
+            ["recommend", "to-pools", "gpt-oss-20b-cost", "--output", str(output)],
+            clients={"sagemaker": client},
+        )
+        == 0
+    )
     pool_file = PoolFile.load(output)
     assert pool_file.goal == "cost"
-    assert [p.instance_type for p in pool_file.pools] == ["ml.g6e.2xlarge", "ml.g6.12xlarge", "ml.g6e.12xlarge"]
+    assert [p.instance_type for p in pool_file.pools] == [
+        "ml.g6e.2xlarge",
+        "ml.g6.12xlarge",
+        "ml.g6e.12xlarge",
+    ]
     assert pool_file.pools[2].max_concurrency == 24.0  # 1200 tokens/s x 20 ms per token
     assert pool_file.pools[0].expected.cost_per_million_tokens == 1.96
     assert json.loads(output.read_text())["version"] == 1
-    assert pools_from_job(job_response("Completed", RECOMMENDATIONS), "latency").pools[0].instance_type == "ml.g6e.12xlarge"
+    assert (
+        pools_from_job(job_response("Completed", RECOMMENDATIONS), "latency").pools[0].instance_type
+        == "ml.g6e.12xlarge"
+    )
 
 
 def test_pool_file_round_trip_to_synthesized_instance_pools(tmp_path):
@@ -266,11 +428,22 @@ def test_pool_file_round_trip_to_synthesized_instance_pools(tmp_path):
     template = template_of(stack)
     _, config = only_resource(template, "AWS::SageMaker::EndpointConfig")
     pools = config["Properties"]["ProductionVariants"][0]["InstancePools"]
-    assert [(p["InstanceType"], p["Priority"]) for p in pools] == [("ml.g6e.2xlarge", 1), ("ml.g6.12xlarge", 2), ("ml.g6e.12xlarge", 3)]
+    assert [(p["InstanceType"], p["Priority"]) for p in pools] == [
+        ("ml.g6e.2xlarge", 1),
+        ("ml.g6.12xlarge", 2),
+        ("ml.g6e.12xlarge", 3),
+    ]
     models = resources_of_type(template, "AWS::SageMaker::Model")
-    assert len(models) == 3 and "ModelNameOverride" not in pools[0] and "ModelNameOverride" in pools[2]
-    uris = {m["Properties"]["PrimaryContainer"]["ModelDataSource"]["S3DataSource"]["S3Uri"] for m in models.values()}
-    assert uris == {f"s3://results/models/{t}/" for t in ("ml.g6e.12xlarge", "ml.g6.12xlarge", "ml.g6e.2xlarge")}
+    assert (
+        len(models) == 3 and "ModelNameOverride" not in pools[0] and "ModelNameOverride" in pools[2]
+    )
+    uris = {
+        m["Properties"]["PrimaryContainer"]["ModelDataSource"]["S3DataSource"]["S3Uri"]
+        for m in models.values()
+    }
+    assert uris == {
+        f"s3://results/models/{t}/" for t in ("ml.g6e.12xlarge", "ml.g6.12xlarge", "ml.g6e.2xlarge")
+    }
 
 
 def test_pool_file_versions_are_checked(tmp_path):

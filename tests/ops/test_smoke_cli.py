@@ -21,7 +21,9 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 
 def test_smoke_passes_and_measures_latency(capsys):
     with serving(delay=0.02) as server:
-        code, out, _ = run(capsys, "--base-url", server.base_url, "--model", "reference-moe-nvfp4", "--json")
+        code, out, _ = run(
+            capsys, "--base-url", server.base_url, "--model", "reference-moe-nvfp4", "--json"
+        )
     assert code == 0
     data = json.loads(out)
     assert [c["passed"] for c in data["checks"]] == [True, True]
@@ -57,20 +59,34 @@ def test_broken_answers_fail_the_check(capsys, behaviour, failed, detail):
 
 def test_a_different_copy_answering_is_reported(capsys):
     with serving(model_name="gpt-oss-20b-int4-tp1") as server:
-        code, out, _ = run(capsys, "--base-url", server.base_url, "--model", "gpt-oss-20b-bf16-tp4", "--json")
+        code, out, _ = run(
+            capsys, "--base-url", server.base_url, "--model", "gpt-oss-20b-bf16-tp4", "--json"
+        )
     assert code == 1
-    assert any(c["name"] == "tools: model field" and "gpt-oss-20b-int4-tp1" in c["detail"] for c in json.loads(out)["checks"])
+    assert any(
+        c["name"] == "tools: model field" and "gpt-oss-20b-int4-tp1" in c["detail"]
+        for c in json.loads(out)["checks"]
+    )
 
 
 def test_bearer_token_is_sent_and_http_errors_are_one_line(capsys):
     with serving(required_token="secret") as server:
-        assert run(capsys, "--base-url", server.base_url, "--model", "m", "--bearer-token", "secret")[0] == 0
-        code, _, err = run(capsys, "--base-url", server.base_url, "--model", "m", "--bearer-token", "wrong")
+        assert (
+            run(capsys, "--base-url", server.base_url, "--model", "m", "--bearer-token", "secret")[
+                0
+            ]
+            == 0
+        )
+        code, _, err = run(
+            capsys, "--base-url", server.base_url, "--model", "m", "--bearer-token", "wrong"
+        )
     assert code == 2 and err.startswith("error: HTTP 401") and err.count("\n") == 1
 
 
 def test_unreachable_endpoint(capsys):
-    code, _, err = run(capsys, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "2")
+    code, _, err = run(
+        capsys, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "2"
+    )
     assert code == 2 and err.startswith("error: cannot reach")
 
 
@@ -82,11 +98,17 @@ def test_sagemaker_bearer_token_is_a_presigned_call_with_bearer_token_url(monkey
     parsed = urllib.parse.urlparse(url)
     query = urllib.parse.parse_qs(parsed.query)
     assert parsed.netloc == "runtime.sagemaker.us-west-2.amazonaws.com"
-    assert query["Action"] == ["CallWithBearerToken"] and query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
+    assert query["Action"] == ["CallWithBearerToken"] and query["X-Amz-Algorithm"] == [
+        "AWS4-HMAC-SHA256"
+    ]
     assert "/us-west-2/sagemaker/aws4_request" in query["X-Amz-Credential"][0]
 
 
 def test_percentile_nearest_rank():
     assert percentile([], 50) is None
     values = [float(v) for v in range(1, 101)]
-    assert (percentile(values, 50), percentile(values, 90), percentile(values, 99)) == (50.0, 90.0, 99.0)
+    assert (percentile(values, 50), percentile(values, 90), percentile(values, 99)) == (
+        50.0,
+        90.0,
+        99.0,
+    )

@@ -65,12 +65,16 @@ def test_three_pools_in_priority_order_with_a_quantized_override(pool_template):
 def test_one_declaration_three_strategies(pool_template):
     """Tensor parallelism on the first pool, speculative decoding on the second, 4-bit on the third."""
     envs = {
-        name: pool_template["Resources"][_model_logical_id(pool_template, name)]["Properties"]["PrimaryContainer"]["Environment"]
+        name: pool_template["Resources"][_model_logical_id(pool_template, name)]["Properties"][
+            "PrimaryContainer"
+        ]["Environment"]
         for name in ("gpt-oss-20b-bf16-tp4", "gpt-oss-20b-bf16-tp4-ngram", "gpt-oss-20b-int4-tp1")
     }
     assert envs["gpt-oss-20b-bf16-tp4"]["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "4"
     assert "SM_VLLM_SPECULATIVE_CONFIG" not in envs["gpt-oss-20b-bf16-tp4"]
-    assert envs["gpt-oss-20b-bf16-tp4-ngram"]["SM_VLLM_SPECULATIVE_CONFIG"].startswith('{"method":"ngram"')
+    assert envs["gpt-oss-20b-bf16-tp4-ngram"]["SM_VLLM_SPECULATIVE_CONFIG"].startswith(
+        '{"method":"ngram"'
+    )
     assert envs["gpt-oss-20b-int4-tp1"]["SM_VLLM_QUANTIZATION"] == "awq_marlin"
     assert envs["gpt-oss-20b-int4-tp1"]["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "1"
     for env in envs.values():
@@ -117,7 +121,9 @@ def test_blue_green_deployment_rolls_back_on_error_and_latency_alarms(pool_templ
         "TerminationWaitInSeconds": 300,
         "TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 600},
     }
-    alarm_refs = [alarm["AlarmName"]["Ref"] for alarm in deployment["AutoRollbackConfiguration"]["Alarms"]]
+    alarm_refs = [
+        alarm["AlarmName"]["Ref"] for alarm in deployment["AutoRollbackConfiguration"]["Alarms"]
+    ]
     alarms = resources_of_type(pool_template, "AWS::CloudWatch::Alarm")
     metrics = {alarms[ref]["Properties"]["MetricName"] for ref in alarm_refs}
     assert metrics == {"Invocation5XXErrors", "ModelLatency"}
@@ -125,23 +131,36 @@ def test_blue_green_deployment_rolls_back_on_error_and_latency_alarms(pool_templ
     for ref in alarm_refs:
         dimensions = {d["Name"]: d["Value"] for d in alarms[ref]["Properties"]["Dimensions"]}
         assert dimensions == {"EndpointName": endpoint_name, "VariantName": "AllTraffic"}
-    latency = next(alarms[ref] for ref in alarm_refs if alarms[ref]["Properties"]["MetricName"] == "ModelLatency")
+    latency = next(
+        alarms[ref]
+        for ref in alarm_refs
+        if alarms[ref]["Properties"]["MetricName"] == "ModelLatency"
+    )
     assert latency["Properties"]["ExtendedStatistic"] == "p99"
     assert latency["Properties"]["Threshold"] == 120 * 1_000_000  # microseconds
 
 
 def test_model_roles_read_only_their_own_weights_prefix(pool_template):
-    for served_name, prefix in (("gpt-oss-20b-bf16-tp4", "gpt-oss-20b/"), ("gpt-oss-20b-bf16-tp4-ngram", "gpt-oss-20b/"), ("gpt-oss-20b-int4-tp1", "gpt-oss-20b-int4/")):
+    for served_name, prefix in (
+        ("gpt-oss-20b-bf16-tp4", "gpt-oss-20b/"),
+        ("gpt-oss-20b-bf16-tp4-ngram", "gpt-oss-20b/"),
+        ("gpt-oss-20b-int4-tp1", "gpt-oss-20b-int4/"),
+    ):
         model = pool_template["Resources"][_model_logical_id(pool_template, served_name)]
         role_id = model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
         role = pool_template["Resources"][role_id]
-        assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+        assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+            "Service": "sagemaker.amazonaws.com"
+        }
         assert "ManagedPolicyArns" not in role["Properties"]
         statements = policy_statements(pool_template, role_id)
         s3_actions = {a for s in statements for a in actions_of(s) if a.startswith("s3:")}
         assert s3_actions == {"s3:GetObject", "s3:ListBucket"}
         get = next(s for s in statements if "s3:GetObject" in actions_of(s))
-        assert get["Resource"]["Fn::Join"][1][-1] == f":s3:::cdk-llm-serving-placeholder-weights/{prefix}*"
+        assert (
+            get["Resource"]["Fn::Join"][1][-1]
+            == f":s3:::cdk-llm-serving-placeholder-weights/{prefix}*"
+        )
         listing = next(s for s in statements if "s3:ListBucket" in actions_of(s))
         assert listing["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
         ecr = next(s for s in statements if "ecr:BatchGetImage" in actions_of(s))
@@ -154,5 +173,11 @@ def test_outputs_name_the_endpoint_and_its_openai_base_url(pool_template):
     _, endpoint = only_resource(pool_template, "AWS::SageMaker::Endpoint")
     outputs = pool_template["Outputs"]
     assert outputs["EndpointName"]["Value"] == endpoint["Properties"]["EndpointName"]
-    joined = "".join(part if isinstance(part, str) else f"<{part['Ref']}>" for part in outputs["OpenAIBaseUrl"]["Value"]["Fn::Join"][1])
-    assert joined == f"https://runtime.sagemaker.<AWS::Region>.<AWS::URLSuffix>/endpoints/{endpoint['Properties']['EndpointName']}/openai/v1"
+    joined = "".join(
+        part if isinstance(part, str) else f"<{part['Ref']}>"
+        for part in outputs["OpenAIBaseUrl"]["Value"]["Fn::Join"][1]
+    )
+    assert (
+        joined
+        == f"https://runtime.sagemaker.<AWS::Region>.<AWS::URLSuffix>/endpoints/{endpoint['Properties']['EndpointName']}/openai/v1"
+    )

@@ -21,7 +21,11 @@ from tests.support.template_helpers import flatten, only_resource, resources_of_
 
 
 def alarm(template: dict, prefix: str) -> dict:
-    (found,) = [r["Properties"] for k, r in resources_of_type(template, "AWS::CloudWatch::Alarm").items() if k.startswith(prefix)]
+    (found,) = [
+        r["Properties"]
+        for k, r in resources_of_type(template, "AWS::CloudWatch::Alarm").items()
+        if k.startswith(prefix)
+    ]
     return found
 
 
@@ -29,7 +33,9 @@ def test_error_rate_and_latency_alarms(pool_template):
     error_rate = alarm(pool_template, "AlarmsErrorRate")
     assert error_rate["Threshold"] == 0.05 and error_rate["DatapointsToAlarm"] == 3
     (expression,) = [m for m in error_rate["Metrics"] if "Expression" in m]
-    assert expression["Expression"] == "IF(FILL(invocations, 0) > 0, FILL(errors, 0) / invocations, 0)"
+    assert (
+        expression["Expression"] == "IF(FILL(invocations, 0) > 0, FILL(errors, 0) / invocations, 0)"
+    )
     latency = alarm(pool_template, "AlarmsLatencyP99")
     assert latency["ExtendedStatistic"] == "p99" and latency["Threshold"] == 60_000_000
 
@@ -40,7 +46,10 @@ def test_fallback_alarms_watch_each_non_primary_pool_for_an_hour(pool_template):
         assert fallback["EvaluationPeriods"] == 12 and fallback["Threshold"] == 0
         stats = [m["MetricStat"] for m in fallback["Metrics"] if "MetricStat" in m]
         assert {s["Period"] for s in stats} == {300}
-        assert all({"Name": "InstanceType", "Value": instance_type} in s["Metric"]["Dimensions"] for s in stats)
+        assert all(
+            {"Name": "InstanceType", "Value": instance_type} in s["Metric"]["Dimensions"]
+            for s in stats
+        )
         assert instance_type in fallback["AlarmDescription"] and "$" in fallback["AlarmDescription"]
 
 
@@ -53,7 +62,13 @@ def test_scaling_metric_missing_alarm_reads_the_policy_expression(pool_template)
 def test_dashboard_has_a_row_per_pool_and_the_alarms(pool_template):
     _, dashboard = only_resource(pool_template, "AWS::CloudWatch::Dashboard")
     body = flatten(dashboard["Properties"]["DashboardBody"], "<token>")
-    for title in ("1: ml.g6e.12xlarge instances", "2: ml.g6.12xlarge model latency", "3: ml.g6e.2xlarge GPU utilization", "Fleet utilization vs target", '"type":"alarm"'):
+    for title in (
+        "1: ml.g6e.12xlarge instances",
+        "2: ml.g6.12xlarge model latency",
+        "3: ml.g6e.2xlarge GPU utilization",
+        "Fleet utilization vs target",
+        '"type":"alarm"',
+    ):
         assert title in body, title
     assert '"value":0.7' in body  # the target line
 
@@ -61,19 +76,36 @@ def test_dashboard_has_a_row_per_pool_and_the_alarms(pool_template):
 def test_alarm_validation():
     endpoint = pool_endpoint()
     with pytest.raises(ConfigurationError) as caught:
-        PoolEndpointAlarms(endpoint.node.scope, "Alarms", endpoint=endpoint, error_rate_threshold=2, fallback_after=Duration.minutes(1))
+        PoolEndpointAlarms(
+            endpoint.node.scope,
+            "Alarms",
+            endpoint=endpoint,
+            error_rate_threshold=2,
+            fallback_after=Duration.minutes(1),
+        )
     assert [p.property for p in caught.value.problems] == ["error_rate_threshold", "fallback_after"]
 
 
 def test_optional_alarms_can_be_turned_off():
     endpoint = pool_endpoint()
-    alarms = PoolEndpointAlarms(endpoint.node.scope, "Alarms", endpoint=endpoint, error_rate_threshold=None, latency_p99_threshold=None, fallback_after=None)
+    alarms = PoolEndpointAlarms(
+        endpoint.node.scope,
+        "Alarms",
+        endpoint=endpoint,
+        error_rate_threshold=None,
+        latency_p99_threshold=None,
+        fallback_after=None,
+    )
     assert alarms.alarms == []
 
 
 def test_async_autoscaling_alarms_and_dashboard_pass_cfn_lint():
     stack = new_stack("AsyncScaled")
-    endpoint = pool_endpoint(stack, pools=[InstancePool("ml.g6e.12xlarge", max_concurrency=8)], async_inference=AsyncInference(output_bucket=s3.Bucket(stack, "Out")))
+    endpoint = pool_endpoint(
+        stack,
+        pools=[InstancePool("ml.g6e.12xlarge", max_concurrency=8)],
+        async_inference=AsyncInference(output_bucket=s3.Bucket(stack, "Out")),
+    )
     endpoint.auto_scale(min_capacity=0, max_capacity=3)
     alarms = PoolEndpointAlarms(stack, "Alarms", endpoint=endpoint)
     PoolEndpointDashboard(stack, "Dashboard", endpoint=endpoint, alarms=alarms.alarms)

@@ -36,20 +36,41 @@ def test_no_pools():
 
 
 def test_more_than_five_pools():
-    types = ["ml.p5.48xlarge", "ml.p5en.48xlarge", "ml.p4d.24xlarge", "ml.g6e.12xlarge", "ml.g6.12xlarge", "ml.g5.12xlarge"]
+    types = [
+        "ml.p5.48xlarge",
+        "ml.p5en.48xlarge",
+        "ml.p4d.24xlarge",
+        "ml.g6e.12xlarge",
+        "ml.g6.12xlarge",
+        "ml.g5.12xlarge",
+    ]
     message = only_problem(pools=[InstancePool(t) for t in types])
-    assert message.startswith("pools = ['ml.p5.48xlarge'") and message.endswith("must list 1 to 5 instance pools")
+    assert message.startswith("pools = ['ml.p5.48xlarge'") and message.endswith(
+        "must list 1 to 5 instance pools"
+    )
 
 
 def test_same_instance_type_twice():
-    message = only_problem(pools=[InstancePool("ml.p5.48xlarge"), InstancePool("ml.g6e.12xlarge"), InstancePool("ml.p5.48xlarge")])
-    assert message == "pools[2].instance_type = 'ml.p5.48xlarge': already used by pools[0]; each pool needs its own instance type"
+    message = only_problem(
+        pools=[
+            InstancePool("ml.p5.48xlarge"),
+            InstancePool("ml.g6e.12xlarge"),
+            InstancePool("ml.p5.48xlarge"),
+        ]
+    )
+    assert (
+        message
+        == "pools[2].instance_type = 'ml.p5.48xlarge': already used by pools[0]; each pool needs its own instance type"
+    )
 
 
 def test_instance_type_outside_the_service_enum():
     message = only_problem(pools=[InstancePool("ml.p5.48xlarg")])
     assert message.startswith("pools[0].instance_type = 'ml.p5.48xlarg': not one of the")
-    assert "SageMaker production-variant instance types" in message and "closest: ml.p5.48xlarge" in message
+    assert (
+        "SageMaker production-variant instance types" in message
+        and "closest: ml.p5.48xlarge" in message
+    )
 
 
 def test_the_enum_comes_from_botocore_and_knows_blackwell():
@@ -68,11 +89,16 @@ def test_the_enum_comes_from_botocore_and_knows_blackwell():
     ],
 )
 def test_timeouts_out_of_range(prop, seconds, bounds):
-    assert only_problem(**{prop: Duration.seconds(seconds)}) == f"{prop} = {seconds}: must be between {bounds} seconds"
+    assert (
+        only_problem(**{prop: Duration.seconds(seconds)})
+        == f"{prop} = {seconds}: must be between {bounds} seconds"
+    )
 
 
 def test_instance_count_below_one():
-    assert only_problem(initial_instance_count=0) == "initial_instance_count = 0: must be at least 1"
+    assert (
+        only_problem(initial_instance_count=0) == "initial_instance_count = 0: must be at least 1"
+    )
 
 
 def test_model_name_breaking_the_63_character_pattern():
@@ -100,7 +126,9 @@ def test_endpoint_and_variant_names():
 
 def test_routing_strategy_outside_the_service_enum():
     message = only_problem(routing_strategy="ROUND_ROBIN")
-    assert message.startswith("routing_strategy = 'ROUND_ROBIN': routing strategy must be one of LEAST_OUTSTANDING_REQUESTS, RANDOM")
+    assert message.startswith(
+        "routing_strategy = 'ROUND_ROBIN': routing strategy must be one of LEAST_OUTSTANDING_REQUESTS, RANDOM"
+    )
 
 
 def test_metric_publish_frequency():
@@ -113,13 +141,22 @@ def test_kms_key_and_volume_size_rejected_on_local_nvme_types():
     stack = new_stack()
     key = kms.Key(stack, "Key")
     problems = problems_of(volume_kms_key=key, volume_size_gb=100)
-    assert problems[0].startswith("volume_kms_key = 'Test/Key': not allowed with instance types that have local NVMe storage (ml.p5.48xlarge, ml.g6e.12xlarge)")
-    assert problems[1].startswith("volume_size_gb = 100: not allowed with instance types that have local NVMe storage")
+    assert problems[0].startswith(
+        "volume_kms_key = 'Test/Key': not allowed with instance types that have local NVMe storage (ml.p5.48xlarge, ml.g6e.12xlarge)"
+    )
+    assert problems[1].startswith(
+        "volume_size_gb = 100: not allowed with instance types that have local NVMe storage"
+    )
 
 
 def test_kms_key_and_volume_size_accepted_on_ebs_only_types():
     stack = new_stack()
-    endpoint = pool_endpoint(stack, pools=[InstancePool("ml.inf2.48xlarge")], volume_kms_key=kms.Key(stack, "Key"), volume_size_gb=256)
+    endpoint = pool_endpoint(
+        stack,
+        pools=[InstancePool("ml.inf2.48xlarge")],
+        volume_kms_key=kms.Key(stack, "Key"),
+        volume_size_gb=256,
+    )
     assert endpoint.cfn_endpoint_config.kms_key_id is not None
 
 
@@ -131,18 +168,27 @@ def test_volume_size_out_of_range():
 def test_capacity_reservation_only_with_a_single_pool():
     arn = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/reserved-p5"
     message = only_problem(capacity_reservation_arn=arn)
-    assert message.startswith(f"capacity_reservation_arn = '{arn}': only allowed with a single pool")
+    assert message.startswith(
+        f"capacity_reservation_arn = '{arn}': only allowed with a single pool"
+    )
     endpoint = pool_endpoint(pools=[InstancePool("ml.p5.48xlarge")], capacity_reservation_arn=arn)
     assert endpoint.cfn_endpoint_config is not None
 
 
 def test_capacity_reservation_arn_pattern():
-    message = only_problem(pools=[InstancePool("ml.p5.48xlarge")], capacity_reservation_arn="not-an-arn")
-    assert message.startswith("capacity_reservation_arn = 'not-an-arn': must be an ML reservation ARN")
+    message = only_problem(
+        pools=[InstancePool("ml.p5.48xlarge")], capacity_reservation_arn="not-an-arn"
+    )
+    assert message.startswith(
+        "capacity_reservation_arn = 'not-an-arn': must be an ML reservation ARN"
+    )
 
 
 def test_deployment_ranges():
-    deployment = BlueGreenDeployment(traffic=TrafficShift.all_at_once(bake=Duration.hours(2)), maximum_execution_timeout=Duration.minutes(5))
+    deployment = BlueGreenDeployment(
+        traffic=TrafficShift.all_at_once(bake=Duration.hours(2)),
+        maximum_execution_timeout=Duration.minutes(5),
+    )
     problems = problems_of(deployment=deployment)
     assert problems == [
         "deployment.traffic.wait = 7200: must be between 0 and 3600 seconds",
@@ -168,13 +214,20 @@ def test_every_problem_is_reported_at_once():
         "async_inference.output_bucket",
     ]
     text = str(error)
-    assert text.startswith("InstancePoolEndpoint 'Test/Endpoint': 6 problems\n  - pools[0].instance_type = 'ml.nope.xlarge'")
+    assert text.startswith(
+        "InstancePoolEndpoint 'Test/Endpoint': 6 problems\n  - pools[0].instance_type = 'ml.nope.xlarge'"
+    )
 
 
 def test_valid_async_endpoint_writes_to_its_bucket_and_may_write_there():
     stack = new_stack()
     bucket = s3.Bucket(stack, "Out")
-    pool_endpoint(stack, async_inference=AsyncInference(output_bucket=bucket, max_concurrent_invocations_per_instance=4))
+    pool_endpoint(
+        stack,
+        async_inference=AsyncInference(
+            output_bucket=bucket, max_concurrent_invocations_per_instance=4
+        ),
+    )
     template = template_of(stack)
     _, config = only_resource(template, "AWS::SageMaker::EndpointConfig")
     async_config = config["Properties"]["AsyncInferenceConfig"]

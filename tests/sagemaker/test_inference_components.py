@@ -22,8 +22,12 @@ POOLS = [InstancePool("ml.g6e.12xlarge"), InstancePool("ml.g6e.2xlarge")]
 
 def component_stack(**overrides):
     stack = new_stack("Components")
-    full = serving_model(stack, "Full", sizing=ModelSizing("gpt-oss-20b", "bf16", max_context=32768))
-    int4 = serving_model(stack, "Int4", sizing=ModelSizing("gpt-oss-20b", "int4", max_context=32768))
+    full = serving_model(
+        stack, "Full", sizing=ModelSizing("gpt-oss-20b", "bf16", max_context=32768)
+    )
+    int4 = serving_model(
+        stack, "Int4", sizing=ModelSizing("gpt-oss-20b", "int4", max_context=32768)
+    )
     endpoint = pool_endpoint(stack, model=None, pools=POOLS, managed_instance_count=(1, 4))
     props = {
         "endpoint": endpoint,
@@ -43,21 +47,33 @@ def test_specifications_per_pool_and_an_endpoint_without_a_model():
     template = template_of(stack)
     _, resource = only_resource(template, "AWS::SageMaker::InferenceComponent")
     specs = resource["Properties"]["Specifications"]
-    assert [(s["InstanceType"], s["ComputeResourceRequirements"]["NumberOfAcceleratorDevicesRequired"]) for s in specs] == [("ml.g6e.12xlarge", 4), ("ml.g6e.2xlarge", 1)]
+    assert [
+        (s["InstanceType"], s["ComputeResourceRequirements"]["NumberOfAcceleratorDevicesRequired"])
+        for s in specs
+    ] == [("ml.g6e.12xlarge", 4), ("ml.g6e.2xlarge", 1)]
     assert "Specification" not in resource["Properties"]
     assert resource["Properties"]["RuntimeConfig"] == {"CopyCount": 1}
     _, config = only_resource(template, "AWS::SageMaker::EndpointConfig")
     variant = config["Properties"]["ProductionVariants"][0]
     assert "ModelName" not in variant and "ModelDataDownloadTimeoutInSeconds" not in variant
-    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 1, "MaxInstanceCount": 4}
+    assert variant["ManagedInstanceScaling"] == {
+        "Status": "ENABLED",
+        "MinInstanceCount": 1,
+        "MaxInstanceCount": 4,
+    }
     role_id = config["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
     statements = policy_statements(template, role_id)
-    assert any("s3:GetObject" in actions_of(s) for s in statements) and any("ecr:BatchGetImage" in actions_of(s) for s in statements)
+    assert any("s3:GetObject" in actions_of(s) for s in statements) and any(
+        "ecr:BatchGetImage" in actions_of(s) for s in statements
+    )
     _, endpoint_resource = only_resource(template, "AWS::SageMaker::Endpoint")
     assert "DeploymentConfig" not in endpoint_resource["Properties"]
     _, policy = only_resource(template, "AWS::ApplicationAutoScaling::ScalingPolicy")
     spec = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
-    assert spec["PredefinedMetricSpecification"]["PredefinedMetricType"] == "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
+    assert (
+        spec["PredefinedMetricSpecification"]["PredefinedMetricType"]
+        == "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
+    )
     matches = lint_template(template)
     assert not matches, "\n".join(map(str, matches))
 
@@ -69,7 +85,9 @@ def test_cdk_nag_accepts_the_component_stack():
     for model_id in ("Full", "Int4"):
         from aws_cdk import Acknowledgment
 
-        Validations.of(stack.node.find_child(model_id)).acknowledge(Acknowledgment(id="AwsSolutions-SM1", reason="test stack: network isolation, no VPC"))
+        Validations.of(stack.node.find_child(model_id)).acknowledge(
+            Acknowledgment(id="AwsSolutions-SM1", reason="test stack: network isolation, no VPC")
+        )
     app.synth()  # raises on any unacknowledged finding
 
 
@@ -77,9 +95,17 @@ def test_one_pool_uses_the_singular_specification():
     stack = new_stack()
     model = serving_model(stack)
     endpoint = pool_endpoint(stack, model=None, pools=[InstancePool("ml.g6e.12xlarge")])
-    InferenceComponentOnPools(stack, "Component", endpoint=endpoint, specifications=[ComponentSpecification("ml.g6e.12xlarge", model, 4, 1024)])
+    InferenceComponentOnPools(
+        stack,
+        "Component",
+        endpoint=endpoint,
+        specifications=[ComponentSpecification("ml.g6e.12xlarge", model, 4, 1024)],
+    )
     _, resource = only_resource(template_of(stack), "AWS::SageMaker::InferenceComponent")
-    assert "Specifications" not in resource["Properties"] and "InstanceType" not in resource["Properties"]["Specification"]
+    assert (
+        "Specifications" not in resource["Properties"]
+        and "InstanceType" not in resource["Properties"]["Specification"]
+    )
 
 
 def test_validation_reports_every_problem():
@@ -114,7 +140,12 @@ def test_component_needs_an_endpoint_built_for_components():
     stack = new_stack()
     endpoint = pool_endpoint(stack, pools=[InstancePool("ml.g6e.12xlarge")])
     with pytest.raises(ConfigurationError, match="must be created for inference components"):
-        InferenceComponentOnPools(stack, "Component", endpoint=endpoint, specifications=[ComponentSpecification("ml.g6e.12xlarge", endpoint.model, 4, 1024)])
+        InferenceComponentOnPools(
+            stack,
+            "Component",
+            endpoint=endpoint,
+            specifications=[ComponentSpecification("ml.g6e.12xlarge", endpoint.model, 4, 1024)],
+        )
 
 
 def test_component_endpoint_rejects_pool_models_and_instance_autoscaling():
@@ -125,5 +156,7 @@ def test_component_endpoint_rejects_pool_models_and_instance_autoscaling():
     endpoint = pool_endpoint(new_stack(), model=None, pools=[InstancePool("ml.g6e.12xlarge")])
     with pytest.raises(ConfigurationError, match="managed_instance_count"):
         endpoint.auto_scale(max_capacity=3)
-    with pytest.raises(ConfigurationError, match="only for endpoints that host inference components"):
+    with pytest.raises(
+        ConfigurationError, match="only for endpoints that host inference components"
+    ):
         pool_endpoint(new_stack(), managed_instance_count=(1, 2))

@@ -14,22 +14,33 @@ from tests.support.template_helpers import actions_of, only_resource, policy_sta
 
 def test_served_model_name_reaches_the_vllm_container():
     stack = new_stack()
-    model = serving_model(stack, served_model_name="gpt-oss-20b-int4", environment={"SM_VLLM_MAX_MODEL_LEN": "8192"})
+    model = serving_model(
+        stack, served_model_name="gpt-oss-20b-int4", environment={"SM_VLLM_MAX_MODEL_LEN": "8192"}
+    )
     env = stack.resolve(model.cfn_model.primary_container)["environment"]
     assert env == {"SM_VLLM_MAX_MODEL_LEN": "8192", "SM_VLLM_SERVED_MODEL_NAME": "gpt-oss-20b-int4"}
 
 
 def test_served_model_name_variable_can_be_another_servers():
     stack = new_stack()
-    model = serving_model(stack, served_model_name="m", served_model_name_variable="SERVED_MODEL_NAME")
-    assert stack.resolve(model.cfn_model.primary_container)["environment"] == {"SERVED_MODEL_NAME": "m"}
+    model = serving_model(
+        stack, served_model_name="m", served_model_name_variable="SERVED_MODEL_NAME"
+    )
+    assert stack.resolve(model.cfn_model.primary_container)["environment"] == {
+        "SERVED_MODEL_NAME": "m"
+    }
 
 
 def test_conflicting_served_model_name_is_rejected():
     with pytest.raises(ConfigurationError) as caught:
-        serving_model(new_stack(), served_model_name="a", environment={"SM_VLLM_SERVED_MODEL_NAME": "b"})
+        serving_model(
+            new_stack(), served_model_name="a", environment={"SM_VLLM_SERVED_MODEL_NAME": "b"}
+        )
     (problem,) = caught.value.problems
-    assert str(problem) == "environment['SM_VLLM_SERVED_MODEL_NAME'] = 'b': conflicts with served_model_name='a'; set one of them"
+    assert (
+        str(problem)
+        == "environment['SM_VLLM_SERVED_MODEL_NAME'] = 'b': conflicts with served_model_name='a'; set one of them"
+    )
 
 
 def test_bad_image_weights_and_environment_are_reported_together():
@@ -41,7 +52,11 @@ def test_bad_image_weights_and_environment_are_reported_together():
             model_data=ModelData.from_s3_uri("https://example.com/weights"),
             environment={"1BAD": "x"},
         )
-    assert [p.property for p in caught.value.problems] == ["image", "model_data", "environment['1BAD']"]
+    assert [p.property for p in caught.value.problems] == [
+        "image",
+        "model_data",
+        "environment['1BAD']",
+    ]
     assert "private Amazon ECR image URI" in caught.value.problems[0].allowed
 
 
@@ -56,7 +71,11 @@ def test_uncompressed_s3_prefix_and_network_isolation():
     serving_model(stack, model_data=ModelData.from_s3_uri("s3://weights-bucket/models/gpt-oss-20b"))
     _, model = only_resource(template_of(stack), "AWS::SageMaker::Model")
     assert model["Properties"]["PrimaryContainer"]["ModelDataSource"] == {
-        "S3DataSource": {"CompressionType": "None", "S3DataType": "S3Prefix", "S3Uri": "s3://weights-bucket/models/gpt-oss-20b/"}
+        "S3DataSource": {
+            "CompressionType": "None",
+            "S3DataType": "S3Prefix",
+            "S3Uri": "s3://weights-bucket/models/gpt-oss-20b/",
+        }
     }
     assert model["Properties"]["EnableNetworkIsolation"] is True
     assert model["Properties"]["PrimaryContainer"]["Image"] == IMAGE
@@ -68,7 +87,12 @@ def test_no_weights_means_no_s3_access():
     template = template_of(stack)
     model_id, model = only_resource(template, "AWS::SageMaker::Model")
     role_id = model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
-    assert not [a for s in policy_statements(template, role_id) for a in actions_of(s) if a.startswith("s3:")]
+    assert not [
+        a
+        for s in policy_statements(template, role_id)
+        for a in actions_of(s)
+        if a.startswith("s3:")
+    ]
     assert "ModelDataSource" not in model["Properties"]["PrimaryContainer"]
 
 
@@ -79,7 +103,9 @@ def test_repository_image_grants_pull_on_that_repository():
     template = template_of(stack)
     model_id, model = only_resource(template, "AWS::SageMaker::Model")
     role_id = model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
-    pull = next(s for s in policy_statements(template, role_id) if "ecr:BatchGetImage" in actions_of(s))
+    pull = next(
+        s for s in policy_statements(template, role_id) if "ecr:BatchGetImage" in actions_of(s)
+    )
     repo_id, _ = only_resource(template, "AWS::ECR::Repository")
     assert pull["Resource"] == {"Fn::GetAtt": [repo_id, "Arn"]}
 
@@ -93,7 +119,9 @@ def test_vpc_config_creates_a_security_group_and_eni_permissions():
     vpc_config = model["Properties"]["VpcConfig"]
     assert len(vpc_config["Subnets"]) == 2 and len(vpc_config["SecurityGroupIds"]) == 1
     role_id = model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
-    assert any("ec2:CreateNetworkInterface" in actions_of(s) for s in policy_statements(template, role_id))
+    assert any(
+        "ec2:CreateNetworkInterface" in actions_of(s) for s in policy_statements(template, role_id)
+    )
 
 
 def test_default_child_is_the_l1():

@@ -21,7 +21,9 @@ def create_only_properties(resource_type: str) -> list[str]:
     schemas = resources.files("cfnlint") / "data" / "schemas"
     providers = json.loads((schemas / "providers" / "us-east-1.json").read_text())
     schema = json.loads((schemas / "resources" / f"{providers[resource_type]}.json").read_text())
-    return [pointer.removeprefix("/properties/") for pointer in schema.get("createOnlyProperties", [])]
+    return [
+        pointer.removeprefix("/properties/") for pointer in schema.get("createOnlyProperties", [])
+    ]
 
 
 def version_one() -> dict:
@@ -35,12 +37,19 @@ def version_two() -> dict:
     stack = new_stack("Serving")
     from cdk_llm_serving import ContainerImage
 
-    model = serving_model(stack, image=ContainerImage.from_ecr_uri("763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:v2"))
+    model = serving_model(
+        stack,
+        image=ContainerImage.from_ecr_uri("763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:v2"),
+    )
     quantized = serving_model(stack, "Quantized")
     pool_endpoint(
         stack,
         model=model,
-        pools=[InstancePool("ml.p5en.48xlarge"), InstancePool("ml.p5.48xlarge"), InstancePool("ml.g6e.2xlarge", model=quantized)],
+        pools=[
+            InstancePool("ml.p5en.48xlarge"),
+            InstancePool("ml.p5.48xlarge"),
+            InstancePool("ml.g6e.2xlarge", model=quantized),
+        ],
         initial_instance_count=3,
         provision_timeout=Duration.minutes(50),
     )
@@ -55,7 +64,9 @@ def test_endpoint_keeps_its_logical_id_and_every_create_only_property():
     create_only = create_only_properties("AWS::SageMaker::Endpoint")
     assert "EndpointName" in create_only
     for prop in create_only:
-        assert before_endpoint["Properties"].get(prop) == after_endpoint["Properties"].get(prop), prop
+        assert before_endpoint["Properties"].get(prop) == after_endpoint["Properties"].get(prop), (
+            prop
+        )
     assert isinstance(before_endpoint["Properties"]["EndpointName"], str)
 
 
@@ -67,11 +78,16 @@ def test_the_endpoint_config_is_replaced_under_a_generated_name():
     )
     # ProductionVariants is create-only: the change replaces the config ...
     assert "ProductionVariants" in create_only_properties("AWS::SageMaker::EndpointConfig")
-    assert before_config["Properties"]["ProductionVariants"] != after_config["Properties"]["ProductionVariants"]
+    assert (
+        before_config["Properties"]["ProductionVariants"]
+        != after_config["Properties"]["ProductionVariants"]
+    )
     # ... which works only because CloudFormation names it: a fixed name would clash with the old one.
     assert "EndpointConfigName" not in after_config["Properties"]
     _, endpoint = only_resource(after, "AWS::SageMaker::Endpoint")
-    assert endpoint["Properties"]["EndpointConfigName"] == {"Fn::GetAtt": [config_id, "EndpointConfigName"]}
+    assert endpoint["Properties"]["EndpointConfigName"] == {
+        "Fn::GetAtt": [config_id, "EndpointConfigName"]
+    }
 
 
 def test_replaced_models_get_generated_names_too():

@@ -18,13 +18,19 @@ POOLS = [("ml.p5.48xlarge", 20.0), ("ml.p4d.24xlarge", 12.0), ("ml.g6e.12xlarge"
 @pytest.fixture(scope="module")
 def scaled_template() -> dict:
     stack = new_stack("Scaled")
-    endpoint = pool_endpoint(stack, pools=[InstancePool(t, max_concurrency=cap) for t, cap in POOLS])
+    endpoint = pool_endpoint(
+        stack, pools=[InstancePool(t, max_concurrency=cap) for t, cap in POOLS]
+    )
     endpoint.auto_scale(min_capacity=1, max_capacity=8)
     return template_of(stack)
 
 
 def policy_of(template: dict) -> dict:
-    (policy,) = [p for p in resources_of_type(template, "AWS::ApplicationAutoScaling::ScalingPolicy").values() if p["Properties"]["PolicyType"] == "TargetTrackingScaling"]
+    (policy,) = [
+        p
+        for p in resources_of_type(template, "AWS::ApplicationAutoScaling::ScalingPolicy").values()
+        if p["Properties"]["PolicyType"] == "TargetTrackingScaling"
+    ]
     return policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
 
 
@@ -34,7 +40,9 @@ def observed_metrics(fleet: dict[int, tuple[int, float, float]]) -> dict[str, fl
     for index in range(1, len(POOLS) + 1):
         instances, rate, concurrency = fleet.get(index, (0, 0.0, 0.0))
         served = instances > 0 and rate > 0
-        values[f"inv{index}"] = instances * rate if served else None  # no datapoints without invocations
+        values[f"inv{index}"] = (
+            instances * rate if served else None
+        )  # no datapoints without invocations
         values[f"ipi{index}"] = rate if served else None  # each request adds 1/instances
         values[f"conc{index}"] = concurrency if instances > 0 else None
     return values
@@ -70,7 +78,9 @@ def test_the_published_unweighted_average_is_wrong_for_real_mixes():
     fleet = {1: (1, 30.0, 10.0), 3: (5, 10.0, 6.0)}
     naive = evaluate("(a / 20 + b / 8) / 2", {"a": 10.0, "b": 6.0})
     assert naive != pytest.approx(true_utilization(fleet))
-    assert evaluate("(a / 20 + b / 8) / 2", {"a": 10.0, "b": None}) is None  # blind while a pool is empty
+    assert (
+        evaluate("(a / 20 + b / 8) / 2", {"a": 10.0, "b": None}) is None
+    )  # blind while a pool is empty
 
 
 def test_policy_shape(scaled_template):
@@ -96,7 +106,10 @@ def test_scalable_target(scaled_template):
     assert props["ServiceNamespace"] == "sagemaker"
     assert (props["MinCapacity"], props["MaxCapacity"]) == (1, 8)
     _, endpoint = only_resource(scaled_template, "AWS::SageMaker::Endpoint")
-    assert props["ResourceId"] == f"endpoint/{endpoint['Properties']['EndpointName']}/variant/AllTraffic"
+    assert (
+        props["ResourceId"]
+        == f"endpoint/{endpoint['Properties']['EndpointName']}/variant/AllTraffic"
+    )
     endpoint_id, _ = only_resource(scaled_template, "AWS::SageMaker::Endpoint")
     assert endpoint_id in target["DependsOn"]
 
@@ -107,14 +120,30 @@ def test_capacities_derive_from_the_planner_when_the_model_declares_sizing():
 
     stack = new_stack()
     model = serving_model(stack, sizing=ModelSizing("gpt-oss-20b", "bf16", max_context=32768))
-    endpoint = pool_endpoint(stack, model=model, pools=[InstancePool("ml.g6e.12xlarge"), InstancePool("ml.g6.12xlarge", max_concurrency=6)])
+    endpoint = pool_endpoint(
+        stack,
+        model=model,
+        pools=[InstancePool("ml.g6e.12xlarge"), InstancePool("ml.g6.12xlarge", max_concurrency=6)],
+    )
     plan = endpoint.pool_plans[0].plan
-    assert endpoint.pool_capacities() == [float(min(plan.sequences_at_max_context, 256 * plan.data_parallel)), 6.0]
+    assert endpoint.pool_capacities() == [
+        float(min(plan.sequences_at_max_context, 256 * plan.data_parallel)),
+        6.0,
+    ]
 
 
 def scale_problems(**kwargs) -> list[str]:
     stack = new_stack()
-    endpoint = pool_endpoint(stack, pools=kwargs.pop("pools", [InstancePool("ml.p5.48xlarge", max_concurrency=20), InstancePool("ml.g6e.12xlarge", max_concurrency=8)]))
+    endpoint = pool_endpoint(
+        stack,
+        pools=kwargs.pop(
+            "pools",
+            [
+                InstancePool("ml.p5.48xlarge", max_concurrency=20),
+                InstancePool("ml.g6e.12xlarge", max_concurrency=8),
+            ],
+        ),
+    )
     with pytest.raises(ConfigurationError) as caught:
         endpoint.auto_scale(**{"max_capacity": 4, **kwargs})
     return [str(p) for p in caught.value.problems]
@@ -125,23 +154,40 @@ def test_invalid_ranges():
         "max_capacity = 2: must be at least 1 and at least min_capacity (5)",
         "target_utilization = 1.5: must be in (0, 1]",
     ]
-    assert scale_problems(min_capacity=0) == ["min_capacity = 0: must be at least 1 for a real-time endpoint"]
+    assert scale_problems(min_capacity=0) == [
+        "min_capacity = 0: must be at least 1 for a real-time endpoint"
+    ]
     assert scale_problems(target_utilization=0) == ["target_utilization = 0: must be in (0, 1]"]
 
 
 def test_every_pool_needs_a_capacity():
-    problems = scale_problems(pools=[InstancePool("ml.p5.48xlarge", max_concurrency=20), InstancePool("ml.g6e.12xlarge")])
-    assert problems == ["pools[1].max_concurrency = None: ml.g6e.12xlarge: autoscaling needs what one instance sustains; set max_concurrency or give the pool's model a sizing"]
+    problems = scale_problems(
+        pools=[InstancePool("ml.p5.48xlarge", max_concurrency=20), InstancePool("ml.g6e.12xlarge")]
+    )
+    assert problems == [
+        "pools[1].max_concurrency = None: ml.g6e.12xlarge: autoscaling needs what one instance sustains; set max_concurrency or give the pool's model a sizing"
+    ]
 
 
 def test_capacity_must_be_positive_and_finite():
     with pytest.raises(ConfigurationError) as caught:
-        pool_endpoint(pools=[InstancePool("ml.p5.48xlarge", max_concurrency=0), InstancePool("ml.g6e.12xlarge", max_concurrency=math.inf)])
-    assert [p.property for p in caught.value.problems] == ["pools[0].max_concurrency", "pools[1].max_concurrency"]
+        pool_endpoint(
+            pools=[
+                InstancePool("ml.p5.48xlarge", max_concurrency=0),
+                InstancePool("ml.g6e.12xlarge", max_concurrency=math.inf),
+            ]
+        )
+    assert [p.property for p in caught.value.problems] == [
+        "pools[0].max_concurrency",
+        "pools[1].max_concurrency",
+    ]
 
 
 def test_more_pools_than_one_alarm_can_read():
-    pools = [InstancePool(t, max_concurrency=4) for t in ("ml.p5.48xlarge", "ml.p5en.48xlarge", "ml.p4d.24xlarge", "ml.g6e.12xlarge")]
+    pools = [
+        InstancePool(t, max_concurrency=4)
+        for t in ("ml.p5.48xlarge", "ml.p5en.48xlarge", "ml.p4d.24xlarge", "ml.g6e.12xlarge")
+    ]
     (problem,) = scale_problems(pools=pools)
     assert "at most 3 pools" in problem
 
@@ -159,12 +205,24 @@ def test_async_endpoint_scales_on_backlog_and_from_zero():
     from cdk_llm_serving import AsyncInference
 
     stack = new_stack()
-    endpoint = pool_endpoint(stack, async_inference=AsyncInference(output_bucket=s3.Bucket(stack, "Out")))
+    endpoint = pool_endpoint(
+        stack, async_inference=AsyncInference(output_bucket=s3.Bucket(stack, "Out"))
+    )
     endpoint.auto_scale(min_capacity=0, max_capacity=4)
     template = template_of(stack)
-    policies = [p["Properties"] for p in resources_of_type(template, "AWS::ApplicationAutoScaling::ScalingPolicy").values()]
+    policies = [
+        p["Properties"]
+        for p in resources_of_type(template, "AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    ]
     tracking = next(p for p in policies if p["PolicyType"] == "TargetTrackingScaling")
-    assert tracking["TargetTrackingScalingPolicyConfiguration"]["CustomizedMetricSpecification"]["MetricName"] == "ApproximateBacklogSizePerInstance"
+    assert (
+        tracking["TargetTrackingScalingPolicyConfiguration"]["CustomizedMetricSpecification"][
+            "MetricName"
+        ]
+        == "ApproximateBacklogSizePerInstance"
+    )
     assert any(p["PolicyType"] == "StepScaling" for p in policies)
-    alarms = [a["Properties"] for a in resources_of_type(template, "AWS::CloudWatch::Alarm").values()]
+    alarms = [
+        a["Properties"] for a in resources_of_type(template, "AWS::CloudWatch::Alarm").values()
+    ]
     assert any(a.get("MetricName") == "HasBacklogWithoutCapacity" for a in alarms)

@@ -32,7 +32,9 @@ def serving_model(stack: Stack, id: str = "Model", **overrides: Any) -> ServingM
     return ServingModel(stack, id, **props)
 
 
-def pool_endpoint(stack: Stack | None = None, *, pools: list[InstancePool] | None = None, **overrides: Any) -> InstancePoolEndpoint:
+def pool_endpoint(
+    stack: Stack | None = None, *, pools: list[InstancePool] | None = None, **overrides: Any
+) -> InstancePoolEndpoint:
     stack = stack or new_stack()
     model = overrides.pop("model") if "model" in overrides else serving_model(stack)
     if pools is None:

@@ -14,4 +14,7 @@ ACCEPTED_WARNINGS: dict[str, str] = {
 
 
 def lint_template(template: dict) -> list:
-    return lint(json.dumps(template), config=ManualArgs(regions=["us-east-1"], ignore_checks=list(ACCEPTED_WARNINGS)))
+    return lint(
+        json.dumps(template),
+        config=ManualArgs(regions=["us-east-1"], ignore_checks=list(ACCEPTED_WARNINGS)),
+    )

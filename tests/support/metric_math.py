@@ -11,7 +11,9 @@ import re
 from collections.abc import Callable, Mapping
 
 Value = float | None
-_TOKEN = re.compile(r"\s*(?:(?P<number>\d+(?:\.\d+)?(?:e[-+]?\d+)?)|(?P<name>[A-Za-z_]\w*)|(?P<op>>=|<=|==|!=|[-+*/(),<>]))")
+_TOKEN = re.compile(
+    r"\s*(?:(?P<number>\d+(?:\.\d+)?(?:e[-+]?\d+)?)|(?P<name>[A-Za-z_]\w*)|(?P<op>>=|<=|==|!=|[-+*/(),<>]))"
+)
 
 
 def tokenize(expression: str) -> list[str]:
@@ -49,8 +51,12 @@ class _Parser:
     def comparison(self) -> Value:
         left = self.additive()
         ops: dict[str, Callable[[float, float], bool]] = {
-            ">": lambda a, b: a > b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b,
-            "<=": lambda a, b: a <= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+            ">": lambda a, b: a > b,
+            "<": lambda a, b: a < b,
+            ">=": lambda a, b: a >= b,
+            "<=": lambda a, b: a <= b,
+            "==": lambda a, b: a == b,
+            "!=": lambda a, b: a != b,
         }
         while self.peek() in ops:
             op = ops[self.take()]
@@ -63,7 +69,11 @@ class _Parser:
         while self.peek() in ("+", "-"):
             op = self.take()
             right = self.term()
-            left = None if left is None or right is None else (left + right if op == "+" else left - right)
+            left = (
+                None
+                if left is None or right is None
+                else (left + right if op == "+" else left - right)
+            )
         return left
 
     def term(self) -> Value:
@@ -76,7 +86,9 @@ class _Parser:
             elif op == "*":
                 left = left * right
             else:
-                left = None if right == 0 else left / right  # CloudWatch: division by zero has no value
+                left = (
+                    None if right == 0 else left / right
+                )  # CloudWatch: division by zero has no value
         return left
 
     def unary(self) -> Value:

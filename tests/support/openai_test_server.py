@@ -25,7 +25,10 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/v1/chat/completions":
             self.send_error(404)
             return
-        if self.server.required_token and self.headers.get("Authorization") != f"Bearer {self.server.required_token}":
+        if (
+            self.server.required_token
+            and self.headers.get("Authorization") != f"Bearer {self.server.required_token}"
+        ):
             self.send_response(401)
             self.end_headers()
             self.wfile.write(b'{"error":"unauthorized"}')
@@ -36,11 +39,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         model = self.server.model_name or body["model"]
         for delta in self._deltas(body):
-            chunk = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model, "choices": [{"index": 0, "delta": delta}]}
+            chunk = {
+                "id": "chatcmpl-test",
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [{"index": 0, "delta": delta}],
+            }
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
             time.sleep(self.server.delay)
-        usage = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model, "choices": [], "usage": {"completion_tokens": self.server.tokens_sent}}
+        usage = {
+            "id": "chatcmpl-test",
+            "object": "chat.completion.chunk",
+            "model": model,
+            "choices": [],
+            "usage": {"completion_tokens": self.server.tokens_sent},
+        }
         self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
 
     def _deltas(self, body: dict) -> Iterator[dict]:
@@ -48,8 +62,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.tokens_sent = 0
         yield {"role": "assistant"}
         if body.get("tools") and behaviour != "no-tools":
-            arguments = '{"city": "Seattle"}' if behaviour != "bad-arguments" else '{"city": Seattle'
-            yield {"tool_calls": [{"index": 0, "id": "call-1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]}
+            arguments = (
+                '{"city": "Seattle"}' if behaviour != "bad-arguments" else '{"city": Seattle'
+            )
+            yield {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call-1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": ""},
+                    }
+                ]
+            }
             for piece in (arguments[:8], arguments[8:]):
                 self.server.tokens_sent += 1
                 yield {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
@@ -64,9 +89,16 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class OpenAITestServer(ThreadingHTTPServer):
-    def __init__(self, delay: float, behaviour: str, required_token: str | None, model_name: str | None) -> None:
+    def __init__(
+        self, delay: float, behaviour: str, required_token: str | None, model_name: str | None
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
-        self.delay, self.behaviour, self.required_token, self.model_name = delay, behaviour, required_token, model_name
+        self.delay, self.behaviour, self.required_token, self.model_name = (
+            delay,
+            behaviour,
+            required_token,
+            model_name,
+        )
         self.tokens_sent = 0
 
     @property
@@ -75,7 +107,12 @@ class OpenAITestServer(ThreadingHTTPServer):
 
 
 @contextmanager
-def serving(delay: float = 0.01, behaviour: str = "ok", required_token: str | None = None, model_name: str | None = None) -> Iterator[OpenAITestServer]:
+def serving(
+    delay: float = 0.01,
+    behaviour: str = "ok",
+    required_token: str | None = None,
+    model_name: str | None = None,
+) -> Iterator[OpenAITestServer]:
     server = OpenAITestServer(delay, behaviour, required_token, model_name)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

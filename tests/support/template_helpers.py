@@ -10,7 +10,9 @@ _ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
 
 
 def resources_of_type(template: dict, resource_type: str) -> dict[str, dict]:
-    return {key: value for key, value in template["Resources"].items() if value["Type"] == resource_type}
+    return {
+        key: value for key, value in template["Resources"].items() if value["Type"] == resource_type
+    }
 
 
 def only_resource(template: dict, resource_type: str) -> tuple[str, dict]:
@@ -55,7 +57,9 @@ def flatten(value: Any, placeholder: str = "TOKEN") -> str:
 def manifest_objects(template: dict, key_part: str) -> list[dict]:
     """Kubernetes objects of the manifest resources whose logical id contains ``key_part``."""
     found: list[dict] = []
-    for key, resource in resources_of_type(template, "Custom::AWSCDK-EKS-KubernetesResource").items():
+    for key, resource in resources_of_type(
+        template, "Custom::AWSCDK-EKS-KubernetesResource"
+    ).items():
         if key_part in key:
             found += json.loads(flatten(resource["Properties"]["Manifest"], "deploy-time-value"))
     return found
