@@ -120,5 +120,5 @@ class VllmDashboard(Construct):
                     update_on_time_range_change=True,
                 )
             )
-        for left, right in zip(widgets[::2], widgets[1::2]):
+        for left, right in zip(widgets[::2], widgets[1::2], strict=True):
             self.dashboard.add_widgets(left, right)

@@ -147,7 +147,9 @@ class EndpointAutoScaling(Construct):
                     [pool.instance_type for pool in self.endpoint.pools],
                     f"weighted autoscaling reads 3 metrics per pool and a CloudWatch alarm at most 10: at most {MAX_WEIGHTED_POOLS} pools",
                 )
-            for index, (pool, capacity) in enumerate(zip(self.endpoint.pools, capacities)):
+            for index, (pool, capacity) in enumerate(
+                zip(self.endpoint.pools, capacities, strict=True)
+            ):
                 if capacity is None:
                     problems.add(
                         f"pools[{index}].max_concurrency",

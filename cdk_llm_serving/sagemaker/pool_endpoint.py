@@ -601,7 +601,9 @@ class InstancePoolEndpoint(Construct):
         """The metric-math queries of the weighted utilization (see ``fleet_utilization``)."""
         capacities = self.pool_capacities()
         missing = [
-            pool.instance_type for pool, capacity in zip(self.pools, capacities) if capacity is None
+            pool.instance_type
+            for pool, capacity in zip(self.pools, capacities, strict=True)
+            if capacity is None
         ]
         if missing:
             raise ConfigurationError(
@@ -616,7 +618,7 @@ class InstancePoolEndpoint(Construct):
             )
         pools = [
             PoolCapacity(pool.instance_type, capacity)
-            for pool, capacity in zip(self.pools, capacities)
+            for pool, capacity in zip(self.pools, capacities, strict=True)
         ]  # type: ignore[arg-type]
         return fleet_utilization_queries(self.endpoint_name, self.variant_name, pools)
 

@@ -42,7 +42,7 @@ def endpoint_from_recommendation(
 
     models: dict[tuple, ServingModel] = {}
     pool_models: list[ServingModel] = []
-    for index, pool in enumerate(pool_file.pools):
+    for pool in pool_file.pools:
         key = (pool.image_uri, pool.model_data_uri, tuple(sorted(pool.environment.items())))
         if key not in models:
             models[key] = ServingModel(
@@ -66,7 +66,7 @@ def endpoint_from_recommendation(
                 model=None if model is primary else model,
                 max_concurrency=pool.max_concurrency,
             )
-            for pool, model in zip(pool_file.pools, pool_models)
+            for pool, model in zip(pool_file.pools, pool_models, strict=True)
         ],
         **endpoint_props,
     )

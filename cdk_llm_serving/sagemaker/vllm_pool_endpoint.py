@@ -83,7 +83,7 @@ class VllmPoolEndpoint(Construct):
 
         self.models: dict[str, ServingModel] = {}
         pool_models: list[ServingModel] = []
-        for pool, planned in zip(vllm_pools, self.pool_plans):
+        for _pool, planned in zip(vllm_pools, self.pool_plans, strict=True):
             assert planned is not None
             pool_models.append(self._model_for(planned, image, weights))
         primary = pool_models[0]
@@ -97,7 +97,7 @@ class VllmPoolEndpoint(Construct):
                     model=None if m is primary else m,
                     max_concurrency=pool.max_concurrency,
                 )
-                for pool, m in zip(vllm_pools, pool_models)
+                for pool, m in zip(vllm_pools, pool_models, strict=True)
             ],
             **endpoint_props,
         )

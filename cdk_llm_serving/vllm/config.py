@@ -18,7 +18,6 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Union
 
 #: Flags vLLM 0.33 no longer has, with what replaced them: passing one makes vLLM exit.
 REMOVED_FLAGS: dict[str, str] = {
@@ -44,7 +43,7 @@ TYPED_FLAGS = (
     "load-format",
 )
 _FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-FlagValue = Union[str, int, float, bool]
+FlagValue = str | int | float | bool
 
 
 class VllmConfigError(ValueError):
@@ -154,7 +153,7 @@ class NgramSpeculation:
         return found
 
 
-Speculation = Union[MtpSpeculation, Eagle3Speculation, NgramSpeculation]
+Speculation = MtpSpeculation | Eagle3Speculation | NgramSpeculation
 
 
 @dataclass(frozen=True)
