@@ -1,7 +1,7 @@
 """The pool file: instance pools chosen by a SageMaker inference recommendation job.
 
 Versioned JSON (``format``/``version`` below), written by ``recommend to-pools`` and read
-by ``InstancePoolEndpoint.from_recommendation``::
+by ``InstancePoolEndpoint.build_from_recommendation``::
 
     {
       "format": "cdk-llm-serving/pools", "version": 1,

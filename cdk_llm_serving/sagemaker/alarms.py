@@ -94,7 +94,7 @@ class PoolEndpointAlarms(Construct):
             self.latency_p99 = cloudwatch.Alarm(
                 self,
                 "LatencyP99",
-                metric=endpoint.metric_model_latency("p99"),
+                metric=endpoint.metric_model_latency(statistic="p99"),
                 threshold=latency_p99_threshold.to_seconds() * 1_000_000,
                 evaluation_periods=5,
                 datapoints_to_alarm=3,
@@ -145,7 +145,7 @@ class PoolEndpointAlarms(Construct):
                 self,
                 f"RunningOnFallback{priority}",
                 metric=self.endpoint.metric_pool_instances(
-                    pool.instance_type, period=_FALLBACK_PERIOD
+                    instance_type=pool.instance_type, period=_FALLBACK_PERIOD
                 ),
                 threshold=0,
                 evaluation_periods=periods,

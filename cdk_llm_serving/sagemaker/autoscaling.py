@@ -12,7 +12,8 @@ to zero: a step policy on ``HasBacklogWithoutCapacity`` brings the first instanc
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from aws_cdk import Duration
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -21,10 +22,33 @@ from constructs import Construct
 
 from .._cdk.validation import seconds_of
 from ..errors import Problems
-from .fleet_utilization import MAX_WEIGHTED_POOLS, NAMESPACE, as_math_expression
+from .async_inference import AsyncInference
+from .fleet_utilization import MAX_WEIGHTED_POOLS, NAMESPACE, MetricQuery, as_math_expression
+from .instance_pool import InstancePool
 
-if TYPE_CHECKING:
-    from .pool_endpoint import InstancePoolEndpoint
+
+class ScalableEndpoint(Protocol):
+    """What autoscaling reads of an endpoint (``InstancePoolEndpoint`` provides it)."""
+
+    @property
+    def endpoint_name(self) -> str: ...
+
+    @property
+    def variant_name(self) -> str: ...
+
+    @property
+    def async_inference(self) -> AsyncInference | None: ...
+
+    @property
+    def pools(self) -> Sequence[InstancePool]: ...
+
+    @property
+    def cfn_endpoint(self) -> Construct: ...
+
+    def pool_capacities(self) -> list[float | None]: ...
+
+    def fleet_utilization_queries(self) -> list[MetricQuery]: ...
+
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
@@ -48,7 +72,7 @@ class EndpointAutoScaling(Construct):
         scope: Construct,
         id: str,
         *,
-        endpoint: InstancePoolEndpoint,
+        endpoint: ScalableEndpoint,
         min_capacity: int,
         max_capacity: int,
         target_utilization: float = 0.7,
@@ -243,7 +267,9 @@ class EndpointAutoScaling(Construct):
         self.scale_out_from_zero = policy
 
 
-def _to_cfn(query) -> appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty:
+def _to_cfn(
+    query: MetricQuery,
+) -> appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty:
     if query.expression is not None:
         return appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty(
             id=query.id,

@@ -96,19 +96,19 @@ class PoolEndpointDashboard(Construct):
         return [
             cloudwatch.GraphWidget(
                 title=f"{name} instances",
-                left=[endpoint.metric_pool_instances(instance_type)],
+                left=[endpoint.metric_pool_instances(instance_type=instance_type)],
                 width=_SMALL,
             ),
             cloudwatch.GraphWidget(
                 title=f"{name} invocations",
-                left=[endpoint.metric_invocations(instance_type)],
+                left=[endpoint.metric_invocations(instance_type=instance_type)],
                 width=_SMALL,
             ),
             cloudwatch.GraphWidget(
                 title=f"{name} model latency (µs)",
                 left=[
                     endpoint.metric_model_latency(
-                        statistic, instance_type=instance_type, label=statistic
+                        instance_type=instance_type, statistic=statistic, label=statistic
                     )
                     for statistic in ("p50", "p90", "p99")
                 ],
@@ -116,12 +116,12 @@ class PoolEndpointDashboard(Construct):
             ),
             cloudwatch.GraphWidget(
                 title=f"{name} concurrency / instance",
-                left=[endpoint.metric_concurrent_requests(instance_type)],
+                left=[endpoint.metric_concurrent_requests(instance_type=instance_type)],
                 width=_SMALL + 1,
             ),
             cloudwatch.GraphWidget(
                 title=f"{name} GPU utilization (%)",
-                left=[endpoint.metric_gpu_utilization(instance_type)],
+                left=[endpoint.metric_gpu_utilization(instance_type=instance_type)],
                 width=_SMALL + 1,
             ),
         ]

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from .._cdk.service_limits import production_variant_instance_types
+from .._cdk.validation import check_one_of
+from ..errors import Problems
 from .serving_model import ServingModel
 
 
@@ -26,3 +30,20 @@ class InstancePool:
     instance_type: str
     model: ServingModel | None = None
     max_concurrency: float | None = None
+
+    def validate(self, problems: Problems, prop: str) -> None:
+        """The instance type is a production-variant type; the capacity is a positive number."""
+        check_one_of(
+            problems,
+            f"{prop}.instance_type",
+            self.instance_type,
+            production_variant_instance_types(),
+            "SageMaker production-variant instance types",
+        )
+        capacity = self.max_concurrency
+        if capacity is not None and not (math.isfinite(capacity) and capacity > 0):
+            problems.add(
+                f"{prop}.max_concurrency",
+                capacity,
+                "must be a positive, finite number of concurrent requests",
+            )

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
+from pathlib import Path
 
-from aws_cdk import Annotations, Aws, Duration, Names, Stack
+from aws_cdk import Annotations, Arn, ArnFormat, Duration, Names, Resource, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -15,54 +14,23 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from .._cdk.role_grants import ExecutionRoleGrants
-from .._cdk.service_limits import limits, production_variant_instance_types
-from .._cdk.validation import (
-    check_at_least,
-    check_name,
-    check_one_of,
-    check_range,
-    is_unresolved,
-    seconds_of,
-)
+from .._cdk.service_limits import limits
+from .._cdk.validation import is_unresolved, seconds_of
 from ..errors import ConfigurationError, Problem, Problems
-from ..planning.instance_storage import has_local_storage
+from ._pool_checks import check_component_mode, check_pools, check_reservation, check_storage
 from .async_inference import AsyncInference
+from .autoscaling import EndpointAutoScaling
 from .deployment import BlueGreenDeployment, EndpointDeployment
-from .fleet_utilization import (
-    MetricQuery,
-    PoolCapacity,
-    as_math_expression,
-    fleet_utilization_queries,
-    instance_count_expression,
-)
+from .endpoint_api import EndpointApi, IPoolEndpoint
+from .endpoint_options import PoolEndpointOptions, RoutingStrategy
+from .fleet_utilization import MetricQuery, PoolCapacity, fleet_utilization_queries
 from .instance_pool import InstancePool
-from .pool_sizing import check_pools_fit
+from .pool_sizing import PoolFit, check_pools_fit
+from .recommended_pools import pools_from_recommendation
 from .serving_model import ServingModel
-
-if TYPE_CHECKING:
-    from .autoscaling import EndpointAutoScaling
-
-RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE", "KV_AWARE"]
-
-#: Values the MetricsConfig API accepts for MetricPublishFrequencyInSeconds (API reference).
-METRIC_PUBLISH_FREQUENCIES = (10, 30, 60, 120, 180, 240, 300)
 
 #: vLLM's default --max-num-seqs: the most sequences one engine batches.
 VLLM_DEFAULT_MAX_NUM_SEQS = 256
-INVOCATION_NAMESPACE = "AWS/SageMaker"
-UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
-UTILIZATION_METRICS = frozenset(
-    {
-        "CPUUtilization",
-        "MemoryUtilization",
-        "DiskUtilization",
-        "GPUUtilization",
-        "GPUMemoryUtilization",
-        "CPUReservation",
-        "MemoryReservation",
-        "GPUReservation",
-    }
-)
 
 #: Timeout used when no pool's model declares its sizing.
 _FALLBACK_TIMEOUT = Duration.minutes(30)
@@ -71,7 +39,15 @@ _FALLBACK_TIMEOUT = Duration.minutes(30)
 _RESERVATIONS_ONLY = "capacity-reservations-only"
 
 
-class InstancePoolEndpoint(Construct):
+@dataclass(frozen=True)
+class _Timeouts:
+    """The two start-up timeouts after the planner's defaults are applied."""
+
+    container_startup: Duration
+    model_data_download: Duration
+
+
+class InstancePoolEndpoint(Construct, EndpointApi):
     """A real-time (or asynchronous) SageMaker endpoint on an ordered list of instance pools.
 
     SageMaker provisions the first pool's type and falls back down the list when a
@@ -162,248 +138,69 @@ class InstancePoolEndpoint(Construct):
         managed_instance_count: tuple[int, int] | None = None,
     ) -> None:
         super().__init__(scope, id)
-        self.model = model
-        self.pools: tuple[InstancePool, ...] = tuple(pools)
-        self.variant_name = variant_name
-        self.async_inference = async_inference
-        self.endpoint_name: str = endpoint_name or Names.unique_resource_name(
-            self, max_length=63, separator="-"
+        options = PoolEndpointOptions(
+            endpoint_name=endpoint_name,
+            variant_name=variant_name,
+            initial_instance_count=initial_instance_count,
+            provision_timeout=provision_timeout,
+            container_startup_timeout=container_startup_timeout,
+            model_data_download_timeout=model_data_download_timeout,
+            routing_strategy=routing_strategy,
+            volume_size_gb=volume_size_gb,
+            volume_kms_key=volume_kms_key,
+            enhanced_metrics=enhanced_metrics,
+            detailed_observability=detailed_observability,
+            metric_publish_frequency=metric_publish_frequency,
+            async_inference=async_inference,
+            capacity_reservation_arn=capacity_reservation_arn,
+            deployment=deployment,
+            rollback_alarms=rollback_alarms,
+            rollback_error_threshold=rollback_error_threshold,
+            rollback_latency_threshold=rollback_latency_threshold,
+            managed_instance_count=managed_instance_count,
         )
-        self.hosts_inference_components = model is None
-        if deployment is None and not self.hosts_inference_components:
-            deployment = BlueGreenDeployment()
+        self._resolve(model, pools, options)
+        timeouts = self._validate(options)
+        self._render(options, timeouts)
 
-        problems = Problems(f"InstancePoolEndpoint '{self.node.path}'")
-        self._validate_pools(problems)
-        self._validate_component_mode(problems, managed_instance_count)
-        fits = check_pools_fit(self, problems, self.pools, model)
-        container_startup_timeout = self._timeout(
-            problems,
-            "container_startup_timeout",
-            container_startup_timeout,
-            [f.cold_start.startup_timeout_seconds for f in fits],
-            [f.cold_start.load_seconds + f.cold_start.engine_start_seconds for f in fits],
-            ("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"),
-        )
-        model_data_download_timeout = self._timeout(
-            problems,
-            "model_data_download_timeout",
-            model_data_download_timeout,
-            [f.cold_start.download_timeout_seconds for f in fits],
-            [f.cold_start.download_seconds for f in fits],
-            ("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"),
-        )
-        self.pool_plans = tuple(fits)
-        self.auto_scaling: EndpointAutoScaling | None = None
-        check_name(
-            problems,
-            "endpoint_name",
-            endpoint_name,
-            limits("CreateEndpointInput", "EndpointName"),
-            "an endpoint name",
-        )
-        check_name(
-            problems,
-            "variant_name",
-            variant_name,
-            limits("ProductionVariant", "VariantName"),
-            "a variant name",
-        )
-        check_at_least(
-            problems,
-            "initial_instance_count",
-            initial_instance_count,
-            limits("ProductionVariant", "InitialInstanceCount").minimum or 1,
-        )
-        check_range(
-            problems,
-            "provision_timeout",
-            seconds_of(provision_timeout),
-            limits("ProductionVariant", "VariantInstanceProvisionTimeoutInSeconds"),
-            "seconds",
-        )
-        check_range(
-            problems,
-            "container_startup_timeout",
-            seconds_of(container_startup_timeout),
-            limits("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"),
-            "seconds",
-        )
-        check_range(
-            problems,
-            "model_data_download_timeout",
-            seconds_of(model_data_download_timeout),
-            limits("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"),
-            "seconds",
-        )
-        check_range(
-            problems,
-            "volume_size_gb",
-            volume_size_gb,
-            limits("ProductionVariant", "VolumeSizeInGB"),
-            "GB",
-        )
-        check_one_of(
-            problems,
-            "routing_strategy",
-            routing_strategy,
-            limits("ProductionVariantRoutingConfig", "RoutingStrategy").enum,
-            "routing strategy",
-        )
-        if metric_publish_frequency not in METRIC_PUBLISH_FREQUENCIES:
-            problems.add(
-                "metric_publish_frequency",
-                metric_publish_frequency,
-                f"must be one of {', '.join(map(str, METRIC_PUBLISH_FREQUENCIES))} seconds",
-            )
-        self._validate_storage(problems, volume_size_gb, volume_kms_key)
-        self._validate_reservation(problems, capacity_reservation_arn)
-        if async_inference is not None:
-            async_inference.validate(problems, "async_inference")
-        if deployment is not None:
-            deployment.validate(problems, "deployment")
-        alarm_limits = limits("AutoRollbackConfig", "Alarms")
-        if rollback_alarms is not None and len(rollback_alarms) > (alarm_limits.maximum or 10):
-            problems.add(
-                "rollback_alarms",
-                f"{len(rollback_alarms)} alarms",
-                f"at most {alarm_limits.maximum} alarms",
-            )
-        check_at_least(problems, "rollback_error_threshold", rollback_error_threshold, 1)
-        if (
-            seconds_of(rollback_latency_threshold) is not None
-            and seconds_of(rollback_latency_threshold) <= 0
-        ):  # type: ignore[operator]
-            problems.add(
-                "rollback_latency_threshold",
-                rollback_latency_threshold.to_human_string(),
-                "must be positive",
-            )
-        problems.raise_if_any()
-
-        self.execution_role: iam.IRole | None = None
-        self.execution_role_grants: ExecutionRoleGrants | None = None
-        if self.hosts_inference_components:
-            self.execution_role = iam.Role(
-                self,
-                "ExecutionRole",
-                assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-                description="Execution role of a SageMaker endpoint hosting inference components",
-            )
-            self.execution_role_grants = ExecutionRoleGrants(self, self.execution_role)
-            self.execution_role_grants.logs_and_metrics()
-            self.execution_role_grants.acknowledge()
-        if async_inference is not None:
-            for role in [m.role for m in self.models] + (
-                [self.execution_role] if self.execution_role else []
-            ):
-                async_inference.grant_to(role)
-
-        self.cfn_endpoint_config = sagemaker.CfnEndpointConfig(
-            self,
-            "Config",
-            production_variants=[
-                sagemaker.CfnEndpointConfig.ProductionVariantProperty(
-                    variant_name=variant_name,
-                    model_name=model.model_name if model is not None else None,
-                    initial_instance_count=initial_instance_count,
-                    instance_pools=[
-                        sagemaker.CfnEndpointConfig.InstancePoolProperty(
-                            instance_type=pool.instance_type,
-                            priority=priority,
-                            model_name_override=(
-                                pool.model.model_name
-                                if pool.model is not None and pool.model is not model
-                                else None
-                            ),
-                        )
-                        for priority, pool in enumerate(self.pools, start=1)
-                    ],
-                    variant_instance_provision_timeout_in_seconds=seconds_of(provision_timeout),
-                    container_startup_health_check_timeout_in_seconds=None
-                    if model is None
-                    else seconds_of(container_startup_timeout),
-                    model_data_download_timeout_in_seconds=None
-                    if model is None
-                    else seconds_of(model_data_download_timeout),
-                    managed_instance_scaling=(
-                        sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
-                            status="ENABLED",
-                            min_instance_count=managed_instance_count[0],
-                            max_instance_count=managed_instance_count[1],
-                        )
-                        if managed_instance_count is not None
-                        else None
-                    ),
-                    routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
-                        routing_strategy=routing_strategy
-                    ),
-                    volume_size_in_gb=volume_size_gb,
-                    capacity_reservation_config=(
-                        sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
-                            capacity_reservation_preference=_RESERVATIONS_ONLY,
-                            ml_reservation_arn=capacity_reservation_arn,
-                        )
-                        if capacity_reservation_arn is not None
-                        else None
-                    ),
-                )
-            ],
-            kms_key_id=volume_kms_key.key_arn if volume_kms_key is not None else None,
-            execution_role_arn=self.execution_role.role_arn
-            if self.execution_role is not None
-            else None,
-            metrics_config=sagemaker.CfnEndpointConfig.MetricsConfigProperty(
-                enable_enhanced_metrics=enhanced_metrics,
-                enable_detailed_observability=detailed_observability,
-                metric_publish_frequency_in_seconds=metric_publish_frequency,
-            ),
-            async_inference_config=async_inference.to_cfn()
-            if async_inference is not None
-            else None,
-        )
-
-        if rollback_alarms is None:
-            rollback_alarms = (
-                []
-                if deployment is None
-                else self._default_rollback_alarms(
-                    rollback_error_threshold, rollback_latency_threshold
-                )
-            )
-        self.rollback_alarms: tuple[cloudwatch.IAlarm, ...] = tuple(rollback_alarms)
-
-        self.cfn_endpoint = sagemaker.CfnEndpoint(
-            self,
-            "Resource",
-            endpoint_config_name=self.cfn_endpoint_config.attr_endpoint_config_name,
-            endpoint_name=self.endpoint_name,
-            deployment_config=deployment.to_cfn(
-                [alarm.alarm_name for alarm in self.rollback_alarms]
-            )
-            if deployment is not None
-            else None,
-        )
-        self.endpoint_arn: str = Stack.of(self).format_arn(
-            service="sagemaker",
-            resource="endpoint",
-            resource_name=self.endpoint_name
-            if is_unresolved(self.endpoint_name)
-            else self.endpoint_name.lower(),
-        )
+    # -- imports and builders -----------------------------------------------------------
 
     @classmethod
-    def from_recommendation(
-        cls, scope: Construct, id: str, path: str, **endpoint_props: object
+    def from_endpoint_name(
+        cls, scope: Construct, id: str, endpoint_name: str, *, variant_name: str = "AllTraffic"
+    ) -> IPoolEndpoint:
+        """An existing endpoint in this stack's account and region, to grant and watch."""
+        return _ImportedPoolEndpoint(scope, id, endpoint_name, variant_name)
+
+    @classmethod
+    def from_endpoint_arn(
+        cls, scope: Construct, id: str, endpoint_arn: str, *, variant_name: str = "AllTraffic"
+    ) -> IPoolEndpoint:
+        """An existing endpoint by ARN (``arn:aws:sagemaker:REGION:ACCOUNT:endpoint/NAME``)."""
+        parts = Arn.split(endpoint_arn, ArnFormat.SLASH_RESOURCE_NAME)
+        imported = _ImportedPoolEndpoint(scope, id, parts.resource_name or "", variant_name)
+        imported.endpoint_arn = endpoint_arn
+        return imported
+
+    @classmethod
+    def build_from_recommendation(
+        cls,
+        scope: Construct,
+        id: str,
+        path: str | Path,
+        *,
+        options: PoolEndpointOptions | None = None,
     ) -> InstancePoolEndpoint:
-        """An endpoint whose pools come from a ``recommend to-pools`` file (see ``ops.pool_file``).
+        """A new endpoint whose pools come from a ``recommend to-pools`` file.
 
-        The returned endpoint sits under an intermediate construct ``id`` that also holds
-        the models (``<id>/Endpoint``, ``<id>/Model1``, ...).
+        Builds (it does not import): the endpoint sits under an intermediate construct
+        ``id`` that also holds the models (``<id>/Endpoint``, ``<id>/Model1``, ...). See
+        ``planning.pool_file`` for the file.
         """
-        from .recommended_pools import endpoint_from_recommendation
-
-        return endpoint_from_recommendation(scope, id, path, **endpoint_props)
+        holder = Construct(scope, id)
+        model, pools = pools_from_recommendation(holder, path)
+        settings = (options or PoolEndpointOptions()).as_kwargs()
+        return cls(holder, "Endpoint", model=model, pools=pools, **settings)
 
     # -- what the endpoint serves -------------------------------------------------------
 
@@ -415,31 +212,6 @@ class InstancePoolEndpoint(Construct):
             if pool.model is not None and all(pool.model is not known for known in seen):
                 seen.append(pool.model)
         return tuple(seen)
-
-    @property
-    def openai_base_url(self) -> str:
-        """Base URL of the OpenAI-compatible API (``…/chat/completions`` beneath it)."""
-        return f"https://runtime.sagemaker.{Aws.REGION}.{Aws.URL_SUFFIX}/endpoints/{self.endpoint_name}/openai/v1"
-
-    # -- permissions --------------------------------------------------------------------
-
-    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Invoke the endpoint (plain, streaming, async) and call its ``/openai/v1`` path.
-
-        The OpenAI-compatible path authenticates with a bearer token derived from a
-        SigV4 presigned ``CallWithBearerToken`` request; that action has no resource
-        scope, so it is granted on ``*``.
-        """
-        actions = ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
-        if self.async_inference is not None:
-            actions.append("sagemaker:InvokeEndpointAsync")
-        invoke = iam.Grant.add_to_principal(
-            grantee=grantee, actions=actions, resource_arns=[self.endpoint_arn]
-        )
-        bearer = iam.Grant.add_to_principal(
-            grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"]
-        )
-        return invoke.combine(bearer)
 
     # -- scaling ------------------------------------------------------------------------
 
@@ -458,14 +230,8 @@ class InstancePoolEndpoint(Construct):
                 capacities.append(float(pool.max_concurrency))
             elif index in planned:
                 plan = planned[index]
-                capacities.append(
-                    float(
-                        min(
-                            plan.sequences_at_max_context,
-                            VLLM_DEFAULT_MAX_NUM_SEQS * plan.data_parallel,
-                        )
-                    )
-                )
+                engines = VLLM_DEFAULT_MAX_NUM_SEQS * plan.data_parallel
+                capacities.append(float(min(plan.sequences_at_max_context, engines)))
             else:
                 capacities.append(None)
         return capacities
@@ -485,24 +251,14 @@ class InstancePoolEndpoint(Construct):
         See ``EndpointAutoScaling`` for the policy; asynchronous endpoints scale on their
         backlog and may set ``min_capacity=0``.
         """
-        from .autoscaling import EndpointAutoScaling
-
         if self.hosts_inference_components:
-            raise ConfigurationError(
-                f"InstancePoolEndpoint '{self.node.path}'",
-                [
-                    Problem(
-                        "auto_scale",
-                        "inference-component endpoint",
-                        "its instances follow its components: set managed_instance_count and scale copies with InferenceComponentOnPools.auto_scale_copies",
-                    )
-                ],
+            self._refuse(
+                "auto_scale",
+                "inference-component endpoint",
+                "its instances follow its components: set managed_instance_count and scale copies with InferenceComponentOnPools.auto_scale_copies",
             )
         if self.auto_scaling is not None:
-            raise ConfigurationError(
-                f"InstancePoolEndpoint '{self.node.path}'",
-                [Problem("auto_scale", "called twice", "configure autoscaling once per endpoint")],
-            )
+            self._refuse("auto_scale", "called twice", "configure autoscaling once per endpoint")
         self.auto_scaling = EndpointAutoScaling(
             self,
             "AutoScaling",
@@ -516,138 +272,208 @@ class InstancePoolEndpoint(Construct):
         )
         return self.auto_scaling
 
-    # -- metrics ------------------------------------------------------------------------
-
-    def metric(
-        self,
-        metric_name: str,
-        *,
-        instance_type: str | None = None,
-        namespace: str | None = None,
-        statistic: str = "Average",
-        period: Duration = Duration.minutes(1),
-        label: str | None = None,
-    ) -> cloudwatch.Metric:
-        """A metric of this endpoint's variant; with ``instance_type``, of that pool alone.
-
-        The namespace follows the metric: utilization metrics (CPU, GPU, memory, disk)
-        live in ``/aws/sagemaker/Endpoints``, invocation metrics in ``AWS/SageMaker``.
-        """
-        if namespace is None:
-            namespace = (
-                UTILIZATION_NAMESPACE
-                if metric_name in UTILIZATION_METRICS
-                else INVOCATION_NAMESPACE
-            )
-        dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
-        if instance_type is not None:
-            dimensions["InstanceType"] = instance_type
-        return cloudwatch.Metric(
-            namespace=namespace,
-            metric_name=metric_name,
-            dimensions_map=dimensions,
-            statistic=statistic,
-            period=period,
-            label=label,
-        )
-
-    def metric_invocations(
-        self, instance_type: str | None = None, **kwargs: object
-    ) -> cloudwatch.Metric:
-        return self.metric("Invocations", instance_type=instance_type, statistic="Sum", **kwargs)  # type: ignore[arg-type]
-
-    def metric_invocation_4xx_errors(
-        self, instance_type: str | None = None, **kwargs: object
-    ) -> cloudwatch.Metric:
-        return self.metric(
-            "Invocation4XXErrors", instance_type=instance_type, statistic="Sum", **kwargs
-        )  # type: ignore[arg-type]
-
-    def metric_invocation_5xx_errors(
-        self, instance_type: str | None = None, **kwargs: object
-    ) -> cloudwatch.Metric:
-        return self.metric(
-            "Invocation5XXErrors", instance_type=instance_type, statistic="Sum", **kwargs
-        )  # type: ignore[arg-type]
-
-    def metric_model_latency(
-        self, statistic: str = "p99", instance_type: str | None = None, **kwargs: object
-    ) -> cloudwatch.Metric:
-        """Model latency in microseconds (SageMaker's unit)."""
-        return self.metric(
-            "ModelLatency", instance_type=instance_type, statistic=statistic, **kwargs
-        )  # type: ignore[arg-type]
-
-    def metric_concurrent_requests(
-        self, instance_type: str | None = None, statistic: str = "Average", **kwargs: object
-    ) -> cloudwatch.Metric:
-        """Concurrent requests per instance (``ConcurrentRequestsPerModel``)."""
-        return self.metric(
-            "ConcurrentRequestsPerModel", instance_type=instance_type, statistic=statistic, **kwargs
-        )  # type: ignore[arg-type]
-
-    def metric_gpu_utilization(
-        self, instance_type: str | None = None, **kwargs: object
-    ) -> cloudwatch.Metric:
-        """GPU utilization in percent, summed over an instance's GPUs (``/aws/sagemaker/Endpoints``)."""
-        return self.metric("GPUUtilization", instance_type=instance_type, **kwargs)  # type: ignore[arg-type]
-
-    def metric_gpu_memory_utilization(
-        self, instance_type: str | None = None, **kwargs: object
-    ) -> cloudwatch.Metric:
-        return self.metric("GPUMemoryUtilization", instance_type=instance_type, **kwargs)  # type: ignore[arg-type]
-
     def fleet_utilization_queries(self) -> list[MetricQuery]:
         """The metric-math queries of the weighted utilization (see ``fleet_utilization``)."""
-        capacities = self.pool_capacities()
-        missing = [
-            pool.instance_type
-            for pool, capacity in zip(self.pools, capacities, strict=True)
-            if capacity is None
-        ]
+        pools: list[PoolCapacity] = []
+        missing: list[str] = []
+        for pool, capacity in zip(self.pools, self.pool_capacities(), strict=True):
+            if capacity is None:
+                missing.append(pool.instance_type)
+            else:
+                pools.append(PoolCapacity(pool.instance_type, capacity))
         if missing:
-            raise ConfigurationError(
-                f"InstancePoolEndpoint '{self.node.path}'",
-                [
-                    Problem(
-                        "pools.max_concurrency",
-                        missing,
-                        "fleet utilization needs every pool's capacity",
-                    )
-                ],
+            self._refuse(
+                "pools.max_concurrency", missing, "fleet utilization needs every pool's capacity"
             )
-        pools = [
-            PoolCapacity(pool.instance_type, capacity)
-            for pool, capacity in zip(self.pools, capacities, strict=True)
-        ]  # type: ignore[arg-type]
         return fleet_utilization_queries(self.endpoint_name, self.variant_name, pools)
 
-    def metric_fleet_utilization(self) -> cloudwatch.IMetric:
-        """The weighted utilization that autoscaling tracks (needs every pool's capacity)."""
-        return as_math_expression(self.fleet_utilization_queries())
+    # -- resolve -> validate -> render ----------------------------------------------------
 
-    def metric_pool_instances(
-        self, instance_type: str, period: Duration = Duration.minutes(1)
-    ) -> cloudwatch.MathExpression:
-        """Instances of one pool, derived from its invocation metrics (0 while it has none)."""
-        return cloudwatch.MathExpression(
-            expression=instance_count_expression(1),
-            using_metrics={
-                "inv1": self.metric(
-                    "Invocations", instance_type=instance_type, statistic="Sum", period=period
-                ),
-                "ipi1": self.metric(
-                    "InvocationsPerInstance",
-                    instance_type=instance_type,
-                    statistic="Sum",
-                    period=period,
-                ),
-            },
-            label=f"{instance_type} instances",
-            period=period,
+    def _resolve(
+        self,
+        model: ServingModel | None,
+        pools: Sequence[InstancePool],
+        options: PoolEndpointOptions,
+    ) -> None:
+        """Names and defaults that the checks and the resources share."""
+        self.model = model
+        self.pools: tuple[InstancePool, ...] = tuple(pools)
+        self.variant_name = options.variant_name
+        self.async_inference = options.async_inference
+        self.endpoint_name: str = options.endpoint_name or Names.unique_resource_name(
+            self, max_length=63, separator="-"
+        )
+        self.hosts_inference_components = model is None
+        self.deployment: EndpointDeployment | None = options.deployment
+        if self.deployment is None and not self.hosts_inference_components:
+            self.deployment = BlueGreenDeployment()
+        self.auto_scaling: EndpointAutoScaling | None = None
+
+    def _validate(self, options: PoolEndpointOptions) -> _Timeouts:
+        """Every problem at once; the start-up timeouts sized from the planner."""
+        problems = Problems(f"InstancePoolEndpoint '{self.node.path}'")
+        check_pools(problems, self.pools)
+        check_component_mode(problems, self.pools, options, hosts=self.hosts_inference_components)
+        fits = check_pools_fit(self, problems, self.pools, self.model)
+        self.pool_plans = tuple(fits)
+        timeouts = self._size_timeouts(problems, options, fits)
+        options.validate(problems)
+        if self.deployment is not None and options.deployment is None:
+            self.deployment.validate(problems, "deployment")
+        check_storage(problems, self.pools, options)
+        check_reservation(problems, self.pools, options)
+        problems.raise_if_any()
+        return timeouts
+
+    def _render(self, options: PoolEndpointOptions, timeouts: _Timeouts) -> None:
+        self._render_execution_role()
+        if self.async_inference is not None:
+            roles = [m.role for m in self.models]
+            if self.execution_role is not None:
+                roles.append(self.execution_role)
+            for role in roles:
+                self.async_inference.grant_to(role)
+        self.cfn_endpoint_config = self._render_config(options, timeouts)
+        alarms = options.rollback_alarms
+        if alarms is None and self.deployment is not None:
+            alarms = self._default_rollback_alarms(
+                options.rollback_error_threshold, options.rollback_latency_threshold
+            )
+        self.rollback_alarms: tuple[cloudwatch.IAlarm, ...] = tuple(alarms or ())
+        alarm_names = [alarm.alarm_name for alarm in self.rollback_alarms]
+        self.cfn_endpoint = sagemaker.CfnEndpoint(
+            self,
+            "Resource",
+            endpoint_config_name=self.cfn_endpoint_config.attr_endpoint_config_name,
+            endpoint_name=self.endpoint_name,
+            deployment_config=(
+                self.deployment.to_cfn(alarm_names) if self.deployment is not None else None
+            ),
+        )
+        name = self.endpoint_name
+        self.endpoint_arn: str = Stack.of(self).format_arn(
+            service="sagemaker",
+            resource="endpoint",
+            resource_name=name if is_unresolved(name) else name.lower(),
         )
 
+    def _render_execution_role(self) -> None:
+        """Only an inference-component endpoint has a role of its own (its models bring theirs)."""
+        self.execution_role: iam.IRole | None = None
+        self.execution_role_grants: ExecutionRoleGrants | None = None
+        if not self.hosts_inference_components:
+            return
+        self.execution_role = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description="Execution role of a SageMaker endpoint hosting inference components",
+        )
+        self.execution_role_grants = ExecutionRoleGrants(self, self.execution_role)
+        self.execution_role_grants.logs_and_metrics()
+        self.execution_role_grants.acknowledge()
+
+    def _render_config(
+        self, options: PoolEndpointOptions, timeouts: _Timeouts
+    ) -> sagemaker.CfnEndpointConfig:
+        key = options.volume_kms_key
+        role = self.execution_role
+        return sagemaker.CfnEndpointConfig(
+            self,
+            "Config",
+            production_variants=[self._render_variant(options, timeouts)],
+            kms_key_id=key.key_arn if key is not None else None,
+            execution_role_arn=role.role_arn if role is not None else None,
+            metrics_config=sagemaker.CfnEndpointConfig.MetricsConfigProperty(
+                enable_enhanced_metrics=options.enhanced_metrics,
+                enable_detailed_observability=options.detailed_observability,
+                metric_publish_frequency_in_seconds=options.metric_publish_frequency,
+            ),
+            async_inference_config=(
+                self.async_inference.to_cfn() if self.async_inference is not None else None
+            ),
+        )
+
+    def _render_variant(
+        self, options: PoolEndpointOptions, timeouts: _Timeouts
+    ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
+        hosts_model = self.model is not None
+        managed = options.managed_instance_count
+        reservation = options.capacity_reservation_arn
+        return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+            variant_name=self.variant_name,
+            model_name=self.model.model_name if self.model is not None else None,
+            initial_instance_count=options.initial_instance_count,
+            instance_pools=self._render_pools(),
+            variant_instance_provision_timeout_in_seconds=seconds_of(options.provision_timeout),
+            container_startup_health_check_timeout_in_seconds=(
+                seconds_of(timeouts.container_startup) if hosts_model else None
+            ),
+            model_data_download_timeout_in_seconds=(
+                seconds_of(timeouts.model_data_download) if hosts_model else None
+            ),
+            managed_instance_scaling=(
+                sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
+                    status="ENABLED", min_instance_count=managed[0], max_instance_count=managed[1]
+                )
+                if managed is not None
+                else None
+            ),
+            routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+                routing_strategy=options.routing_strategy
+            ),
+            volume_size_in_gb=options.volume_size_gb,
+            capacity_reservation_config=(
+                sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
+                    capacity_reservation_preference=_RESERVATIONS_ONLY,
+                    ml_reservation_arn=reservation,
+                )
+                if reservation is not None
+                else None
+            ),
+        )
+
+    def _render_pools(self) -> list[sagemaker.CfnEndpointConfig.InstancePoolProperty]:
+        """Priority is list position; a pool serving another model names it as an override."""
+        return [
+            sagemaker.CfnEndpointConfig.InstancePoolProperty(
+                instance_type=pool.instance_type,
+                priority=priority,
+                model_name_override=(
+                    pool.model.model_name
+                    if pool.model is not None and pool.model is not self.model
+                    else None
+                ),
+            )
+            for priority, pool in enumerate(self.pools, start=1)
+        ]
+
     # -- internals ----------------------------------------------------------------------
+
+    def _refuse(self, prop: str, value: object, allowed: str) -> None:
+        subject = f"InstancePoolEndpoint '{self.node.path}'"
+        raise ConfigurationError(subject, [Problem(prop, value, allowed)])
+
+    def _size_timeouts(
+        self, problems: Problems, options: PoolEndpointOptions, fits: list[PoolFit]
+    ) -> _Timeouts:
+        container = self._timeout(
+            problems,
+            "container_startup_timeout",
+            options.container_startup_timeout,
+            [f.cold_start.startup_timeout_seconds for f in fits],
+            [f.cold_start.load_seconds + f.cold_start.engine_start_seconds for f in fits],
+            ("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"),
+        )
+        download = self._timeout(
+            problems,
+            "model_data_download_timeout",
+            options.model_data_download_timeout,
+            [f.cold_start.download_timeout_seconds for f in fits],
+            [f.cold_start.download_seconds for f in fits],
+            ("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"),
+        )
+        return _Timeouts(container, download)
 
     def _timeout(
         self,
@@ -669,10 +495,11 @@ class InstancePoolEndpoint(Construct):
                 f"the planner's cold-start estimate exceeds the service maximum of {high} s; serve smaller weights or a faster-loading copy",
             )
         if given is not None:
-            if estimates and seconds_of(given) < slowest:  # type: ignore[operator]
+            given_seconds = seconds_of(given)
+            if estimates and given_seconds is not None and given_seconds < slowest:
                 Annotations.of(self).add_warning_v2(
                     f"cdk-llm-serving:{prop}BelowEstimate",
-                    f"{prop} {seconds_of(given)} s is below the planner's estimate of {slowest:.0f} s",
+                    f"{prop} {given_seconds} s is below the planner's estimate of {slowest:.0f} s",
                 )
             return given
         if not budgets:
@@ -704,101 +531,17 @@ class InstancePoolEndpoint(Construct):
         )
         return [errors, latency]
 
-    def _validate_pools(self, problems: Problems) -> None:
-        pool_limits = limits("ProductionVariant", "InstancePools")
-        low, high = pool_limits.minimum or 1, pool_limits.maximum or 5
-        if not low <= len(self.pools) <= high:
-            problems.add(
-                "pools",
-                [pool.instance_type for pool in self.pools],
-                f"must list {low} to {high} instance pools",
-            )
-        allowed = production_variant_instance_types()
-        seen: dict[str, int] = {}
-        for index, pool in enumerate(self.pools):
-            prop = f"pools[{index}].instance_type"
-            check_one_of(
-                problems,
-                prop,
-                pool.instance_type,
-                allowed,
-                "SageMaker production-variant instance types",
-            )
-            if pool.max_concurrency is not None and not (
-                math.isfinite(pool.max_concurrency) and pool.max_concurrency > 0
-            ):
-                problems.add(
-                    f"pools[{index}].max_concurrency",
-                    pool.max_concurrency,
-                    "must be a positive, finite number of concurrent requests",
-                )
-            if pool.instance_type in seen:
-                problems.add(
-                    prop,
-                    pool.instance_type,
-                    f"already used by pools[{seen[pool.instance_type]}]; each pool needs its own instance type",
-                )
-            else:
-                seen[pool.instance_type] = index
 
-    def _validate_component_mode(
-        self, problems: Problems, managed_instance_count: tuple[int, int] | None
-    ) -> None:
-        if self.hosts_inference_components:
-            for index, pool in enumerate(self.pools):
-                if pool.model is not None:
-                    problems.add(
-                        f"pools[{index}].model",
-                        pool.model.node.id,
-                        "an endpoint for inference components hosts no models of its own; give the model to InferenceComponentOnPools",
-                    )
-        elif managed_instance_count is not None:
-            problems.add(
-                "managed_instance_count",
-                managed_instance_count,
-                "only for endpoints that host inference components (model=None)",
-            )
-        if managed_instance_count is not None:
-            low, high = managed_instance_count
-            if low < 0 or high < max(1, low):
-                problems.add(
-                    "managed_instance_count",
-                    managed_instance_count,
-                    "must be (min, max) with 0 <= min <= max and max >= 1",
-                )
+class _ImportedPoolEndpoint(Resource, EndpointApi):
+    """An endpoint created elsewhere: grants and metrics only."""
 
-    def _validate_storage(
-        self, problems: Problems, volume_size_gb: int | None, volume_kms_key: kms.IKey | None
-    ) -> None:
-        local = [pool.instance_type for pool in self.pools if has_local_storage(pool.instance_type)]
-        if not local:
-            return
-        if volume_kms_key is not None:
-            problems.add(
-                "volume_kms_key",
-                volume_kms_key.node.path,
-                f"not allowed with instance types that have local NVMe storage ({', '.join(local)}): SageMaker rejects a KmsKeyId there; their volumes are hardware-encrypted",
-            )
-        if volume_size_gb is not None:
-            problems.add(
-                "volume_size_gb",
-                volume_size_gb,
-                f"not allowed with instance types that have local NVMe storage ({', '.join(local)}): SageMaker uses the instance storage and provisions no EBS volume",
-            )
-
-    def _validate_reservation(self, problems: Problems, arn: str | None) -> None:
-        if arn is None:
-            return
-        rule = limits("ProductionVariantCapacityReservationConfig", "MlReservationArn")
-        if not is_unresolved(arn) and not re.fullmatch(rule.pattern or ".*", arn):
-            problems.add(
-                "capacity_reservation_arn",
-                arn,
-                f"must be an ML reservation ARN matching {rule.pattern!r}",
-            )
-        if len(self.pools) > 1:
-            problems.add(
-                "capacity_reservation_arn",
-                arn,
-                "only allowed with a single pool: a reservation means capacity-reservations-only, which leaves fallback pools nothing to run on",
-            )
+    def __init__(self, scope: Construct, id: str, endpoint_name: str, variant_name: str) -> None:
+        super().__init__(scope, id)
+        self.endpoint_name = endpoint_name
+        self.variant_name = variant_name
+        self.async_inference = None
+        self.endpoint_arn = Stack.of(self).format_arn(
+            service="sagemaker",
+            resource="endpoint",
+            resource_name=endpoint_name if is_unresolved(endpoint_name) else endpoint_name.lower(),
+        )

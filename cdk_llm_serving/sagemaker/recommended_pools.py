@@ -1,9 +1,8 @@
-"""Build an ``InstancePoolEndpoint`` from a pool file written by ``recommend to-pools``."""
+"""The models and pools of a pool file written by ``recommend to-pools``."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from constructs import Construct
 
@@ -11,20 +10,19 @@ from ..errors import Problems
 from ..model_sources import ContainerImage, ModelData
 from ..planning.pool_file import PoolFile, PoolFileError
 from .instance_pool import InstancePool
-from .pool_endpoint import InstancePoolEndpoint
 from .serving_model import ServingModel
 
 
-def endpoint_from_recommendation(
-    scope: Construct, id: str, path: str | Path, **endpoint_props: Any
-) -> InstancePoolEndpoint:
+def pools_from_recommendation(
+    holder: Construct, path: str | Path
+) -> tuple[ServingModel, list[InstancePool]]:
     """Pools in the file's order, each with its recommended deployment and measured capacity.
 
-    Pools whose deployments are identical (image, weights, environment) share one model;
-    the first pool's model is the variant's, the others become ``ModelNameOverride``.
+    Pools whose deployments are identical (image, weights, environment) share one model,
+    created under ``holder``; the first pool's model is the variant's, the others become
+    ``ModelNameOverride``.
     """
-    holder = Construct(scope, id)
-    problems = Problems(f"InstancePoolEndpoint.from_recommendation '{holder.node.path}'")
+    problems = Problems(f"InstancePoolEndpoint.build_from_recommendation '{holder.node.path}'")
     try:
         pool_file = PoolFile.load(path)
     except PoolFileError as error:
@@ -40,7 +38,7 @@ def endpoint_from_recommendation(
             )
     problems.raise_if_any()
 
-    models: dict[tuple, ServingModel] = {}
+    models: dict[tuple[object, ...], ServingModel] = {}
     pool_models: list[ServingModel] = []
     for pool in pool_file.pools:
         key = (pool.image_uri, pool.model_data_uri, tuple(sorted(pool.environment.items())))
@@ -56,17 +54,12 @@ def endpoint_from_recommendation(
             )
         pool_models.append(models[key])
     primary = pool_models[0]
-    return InstancePoolEndpoint(
-        holder,
-        "Endpoint",
-        model=primary,
-        pools=[
-            InstancePool(
-                pool.instance_type,
-                model=None if model is primary else model,
-                max_concurrency=pool.max_concurrency,
-            )
-            for pool, model in zip(pool_file.pools, pool_models, strict=True)
-        ],
-        **endpoint_props,
-    )
+    pools = [
+        InstancePool(
+            pool.instance_type,
+            model=None if model is primary else model,
+            max_concurrency=pool.max_concurrency,
+        )
+        for pool, model in zip(pool_file.pools, pool_models, strict=True)
+    ]
+    return primary, pools

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+import jsii
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
@@ -21,6 +22,7 @@ from ..planning.sizing import ModelSizing
 VLLM_SERVED_MODEL_NAME_VARIABLE = "SM_VLLM_SERVED_MODEL_NAME"
 
 
+@jsii.implements(iam.IGrantable)
 class ServingModel(Construct):
     """A SageMaker model: one container image, optional uncompressed S3 weights, its own role.
 
@@ -73,65 +75,75 @@ class ServingModel(Construct):
         self.served_model_name = served_model_name
         self.sizing = sizing
         self.model_data = model_data
-        env = self._environment(
-            environment,
-            served_model_name,
-            served_model_name_variable,
-            image,
-            model_data,
-            model_name,
-        )
-
+        self.image = image
+        env = self._validate(environment, served_model_name, served_model_name_variable, model_name)
         self.role: iam.IRole = role or iam.Role(
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="Execution role of a SageMaker model served by cdk-llm-serving",
         )
-        self.image = image
         grants = ExecutionRoleGrants(self, self.role)
         grants.image_pull(image)
         if model_data is not None:
             grants.model_data_read(model_data)
         grants.logs_and_metrics()
-
-        self.security_groups: list[ec2.ISecurityGroup] = []
-        vpc_config = None
-        if vpc is not None:
-            self.security_groups = list(
-                security_groups
-                or [
-                    ec2.SecurityGroup(
-                        self,
-                        "SecurityGroup",
-                        vpc=vpc,
-                        allow_all_outbound=True,
-                        description="SageMaker model containers",
-                    )
-                ]
-            )
-            subnets = vpc.select_subnets(**_subnet_kwargs(vpc_subnets)).subnet_ids
-            vpc_config = sagemaker.CfnModel.VpcConfigProperty(
-                security_group_ids=[group.security_group_id for group in self.security_groups],
-                subnets=subnets,
-            )
-            grants.vpc_interfaces()
+        vpc_config = self._render_vpc(grants, vpc, vpc_subnets, security_groups)
         grants.acknowledge()
+        self.cfn_model = self._render_model(env, model_name, network_isolation, vpc_config)
+        self.model_name: str = self.cfn_model.attr_model_name
 
+    def _render_vpc(
+        self,
+        grants: ExecutionRoleGrants,
+        vpc: ec2.IVpc | None,
+        vpc_subnets: ec2.SubnetSelection | None,
+        security_groups: Sequence[ec2.ISecurityGroup] | None,
+    ) -> sagemaker.CfnModel.VpcConfigProperty | None:
+        """The containers' interfaces in the VPC, behind a group with no inbound rule."""
+        self.security_groups: list[ec2.ISecurityGroup] = []
+        if vpc is None:
+            return None
+        self.security_groups = list(security_groups or [])
+        if not self.security_groups:
+            self.security_groups.append(
+                ec2.SecurityGroup(
+                    self,
+                    "SecurityGroup",
+                    vpc=vpc,
+                    allow_all_outbound=True,
+                    description="SageMaker model containers",
+                )
+            )
+        subnets = vpc.select_subnets(**_subnet_kwargs(vpc_subnets)).subnet_ids
+        grants.vpc_interfaces()
+        return sagemaker.CfnModel.VpcConfigProperty(
+            security_group_ids=[group.security_group_id for group in self.security_groups],
+            subnets=subnets,
+        )
+
+    def _render_model(
+        self,
+        env: dict[str, str],
+        model_name: str | None,
+        network_isolation: bool,
+        vpc_config: sagemaker.CfnModel.VpcConfigProperty | None,
+    ) -> sagemaker.CfnModel:
+        data = self.model_data
         container = sagemaker.CfnModel.ContainerDefinitionProperty(
-            image=image.image_uri,
+            image=self.image.image_uri,
             environment=env or None,
             model_data_source=(
                 sagemaker.CfnModel.ModelDataSourceProperty(
                     s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
-                        s3_uri=model_data.s3_uri, s3_data_type="S3Prefix", compression_type="None"
+                        s3_uri=data.s3_uri, s3_data_type="S3Prefix", compression_type="None"
                     )
                 )
-                if model_data is not None
+                if data is not None
                 else None
             ),
         )
-        self.cfn_model = sagemaker.CfnModel(
+        model = sagemaker.CfnModel(
             self,
             "Resource",
             execution_role_arn=self.role.role_arn,
@@ -140,15 +152,16 @@ class ServingModel(Construct):
             enable_network_isolation=network_isolation,
             vpc_config=vpc_config,
         )
-        # The model is validated by SageMaker against its role's permissions at creation.
+        # SageMaker checks the model against its role's permissions at creation.
         if isinstance(self.role, iam.Role):
             policy = self.role.node.try_find_child("DefaultPolicy")
             if policy is not None:
-                self.cfn_model.node.add_dependency(policy)
-        self.model_name: str = self.cfn_model.attr_model_name
+                model.node.add_dependency(policy)
+        return model
 
     @property
     def grant_principal(self) -> iam.IPrincipal:
+        """The execution role: ``bucket.grant_read(model)`` grants the model's containers."""
         return self.role
 
     def grant_artifacts_to(self, grants: ExecutionRoleGrants) -> None:
@@ -157,19 +170,18 @@ class ServingModel(Construct):
         if self.model_data is not None:
             grants.model_data_read(self.model_data)
 
-    def _environment(
+    def _validate(
         self,
         environment: Mapping[str, str] | None,
         served_model_name: str | None,
         variable: str,
-        image: ContainerImage,
-        model_data: ModelData | None,
         model_name: str | None,
     ) -> dict[str, str]:
+        """Every problem at once; the container environment with the served name set."""
         problems = Problems(f"ServingModel '{self.node.path}'")
-        image.validate(problems, "image")
-        if model_data is not None:
-            model_data.validate(problems, "model_data")
+        self.image.validate(problems, "image")
+        if self.model_data is not None:
+            self.model_data.validate(problems, "model_data")
         check_name(
             problems,
             "model_name",
@@ -179,47 +191,53 @@ class ServingModel(Construct):
         )
         env = dict(environment or {})
         if served_model_name is not None:
-            given = env.get(variable)
-            if given is not None and given != served_model_name:
-                problems.add(
-                    f"environment[{variable!r}]",
-                    given,
-                    f"conflicts with served_model_name={served_model_name!r}; set one of them",
-                )
-            if not served_model_name.strip() or any(ch.isspace() for ch in served_model_name):
-                problems.add(
-                    "served_model_name",
-                    served_model_name,
-                    "must be a non-empty name without whitespace",
-                )
+            _check_served_name(problems, env, variable, served_model_name)
             env[variable] = served_model_name
-        env_limits = limits("ContainerDefinition", "Environment")
-        if env_limits.maximum is not None and len(env) > env_limits.maximum:
-            problems.add(
-                "environment", f"{len(env)} variables", f"at most {env_limits.maximum} variables"
-            )
-        key_limits = limits("EnvironmentKey")
-        value_limits = limits("EnvironmentValue")
-        for key, value in env.items():
-            if not re.fullmatch(key_limits.pattern or ".*", key) or len(key) > (
-                key_limits.maximum or 1024
-            ):
-                problems.add(
-                    f"environment[{key!r}]",
-                    key,
-                    f"variable names must match {key_limits.pattern!r}",
-                )
-            if not is_unresolved(value) and len(value) > (value_limits.maximum or 1024):
-                problems.add(
-                    f"environment[{key!r}]",
-                    value[:40] + "…",
-                    f"values must be at most {value_limits.maximum} characters",
-                )
+        _check_environment(problems, env)
         problems.raise_if_any()
         return env
 
 
-def _subnet_kwargs(selection: ec2.SubnetSelection | None) -> dict:
+def _check_served_name(
+    problems: Problems, env: Mapping[str, str], variable: str, served_model_name: str
+) -> None:
+    given = env.get(variable)
+    if given is not None and given != served_model_name:
+        problems.add(
+            f"environment[{variable!r}]",
+            given,
+            f"conflicts with served_model_name={served_model_name!r}; set one of them",
+        )
+    if not served_model_name.strip() or any(ch.isspace() for ch in served_model_name):
+        problems.add(
+            "served_model_name", served_model_name, "must be a non-empty name without whitespace"
+        )
+
+
+def _check_environment(problems: Problems, env: Mapping[str, str]) -> None:
+    """Count, names and value lengths from botocore's ContainerDefinition shape."""
+    env_limits = limits("ContainerDefinition", "Environment")
+    if env_limits.maximum is not None and len(env) > env_limits.maximum:
+        problems.add(
+            "environment", f"{len(env)} variables", f"at most {env_limits.maximum} variables"
+        )
+    key_limits = limits("EnvironmentKey")
+    value_limits = limits("EnvironmentValue")
+    for key, value in env.items():
+        bad_key = not re.fullmatch(key_limits.pattern or ".*", key)
+        if bad_key or len(key) > (key_limits.maximum or 1024):
+            problems.add(
+                f"environment[{key!r}]", key, f"variable names must match {key_limits.pattern!r}"
+            )
+        if not is_unresolved(value) and len(value) > (value_limits.maximum or 1024):
+            problems.add(
+                f"environment[{key!r}]",
+                value[:40] + "…",
+                f"values must be at most {value_limits.maximum} characters",
+            )
+
+
+def _subnet_kwargs(selection: ec2.SubnetSelection | None) -> dict[str, object]:
     if selection is None:
         return {"subnet_type": ec2.SubnetType.PRIVATE_WITH_EGRESS}
     return {

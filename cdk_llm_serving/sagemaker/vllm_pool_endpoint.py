@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from aws_cdk import Duration
 from constructs import Construct
 
 from ..errors import Problems
@@ -23,6 +23,9 @@ from ..planning.sizing import ModelSizing, PlanningError
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import Goal, PoolVllmPlan, derive_pool_config
+from .autoscaling import EndpointAutoScaling
+from .endpoint_api import EndpointApi
+from .endpoint_options import PoolEndpointOptions
 from .instance_pool import InstancePool
 from .pool_endpoint import InstancePoolEndpoint
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
@@ -50,7 +53,7 @@ class VllmPool:
     max_concurrency: float | None = None
 
 
-class VllmPoolEndpoint(Construct):
+class VllmPoolEndpoint(Construct, EndpointApi):
     """An ``InstancePoolEndpoint`` whose pools run vLLM configurations derived from one base.
 
     :param image: AWS's SageMaker vLLM container (or one that reads ``SM_VLLM_*`` the same way).
@@ -60,7 +63,11 @@ class VllmPoolEndpoint(Construct):
     :param weights: weight format -> S3 location, in preference order: full weights first,
         then quantized copies a pool may fall back to.
     :param pools: 1-5 pools (instance type strings or ``VllmPool``), most preferred first.
-    :param endpoint_props: further ``InstancePoolEndpoint`` properties.
+    :param endpoint_options: the endpoint's other options (name, timeouts, deployment,
+        ...). Default: ``PoolEndpointOptions()``.
+
+    The endpoint's API is this construct's own: ``grant_invoke``, ``openai_base_url``,
+    ``auto_scale`` and the ``metric*`` methods act on the endpoint (``self.endpoint``).
     """
 
     def __init__(
@@ -73,7 +80,7 @@ class VllmPoolEndpoint(Construct):
         base: VllmConfig,
         weights: Mapping[str, ModelData],
         pools: Sequence[str | VllmPool],
-        **endpoint_props: Any,
+        endpoint_options: PoolEndpointOptions | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.spec = preset(model) if isinstance(model, str) else model
@@ -99,7 +106,31 @@ class VllmPoolEndpoint(Construct):
                 )
                 for pool, m in zip(vllm_pools, pool_models, strict=True)
             ],
-            **endpoint_props,
+            **(endpoint_options or PoolEndpointOptions()).as_kwargs(),
+        )
+        self.endpoint_name = self.endpoint.endpoint_name
+        self.variant_name = self.endpoint.variant_name
+        self.endpoint_arn = self.endpoint.endpoint_arn
+        self.async_inference = self.endpoint.async_inference
+
+    def auto_scale(
+        self,
+        *,
+        min_capacity: int = 1,
+        max_capacity: int,
+        target_utilization: float = 0.7,
+        target_backlog_per_instance: float = 5.0,
+        scale_out_cooldown: Duration = Duration.minutes(1),
+        scale_in_cooldown: Duration = Duration.minutes(15),
+    ) -> EndpointAutoScaling:
+        """``InstancePoolEndpoint.auto_scale`` of the endpoint."""
+        return self.endpoint.auto_scale(
+            min_capacity=min_capacity,
+            max_capacity=max_capacity,
+            target_utilization=target_utilization,
+            target_backlog_per_instance=target_backlog_per_instance,
+            scale_out_cooldown=scale_out_cooldown,
+            scale_in_cooldown=scale_in_cooldown,
         )
 
     def _derive(

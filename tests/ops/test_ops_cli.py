@@ -423,7 +423,7 @@ def test_pool_file_round_trip_to_synthesized_instance_pools(tmp_path):
     path = tmp_path / "pools.json"
     pools_from_job(job_response("Completed", RECOMMENDATIONS)).write(path)
     stack = new_stack("FromRecommendation")
-    endpoint = InstancePoolEndpoint.from_recommendation(stack, "Serving", str(path))
+    endpoint = InstancePoolEndpoint.build_from_recommendation(stack, "Serving", str(path))
     assert endpoint.pool_capacities() == [10.0, 18.0, 24.0]  # throughput x ITL per pool
     template = template_of(stack)
     _, config = only_resource(template, "AWS::SageMaker::EndpointConfig")

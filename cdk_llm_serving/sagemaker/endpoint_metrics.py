@@ -1,0 +1,144 @@
+"""CloudWatch metrics of one endpoint variant, per pool with ``instance_type``.
+
+With instance pools SageMaker adds an ``InstanceType`` dimension to the variant's metrics
+(sagemaker/latest/dg/realtime-endpoints-heterogeneous.html); invocation metrics live in
+``AWS/SageMaker``, instance utilization in ``/aws/sagemaker/Endpoints``
+(sagemaker/latest/dg/monitoring-cloudwatch.html).
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict, Unpack
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+
+from .fleet_utilization import instance_count_expression
+
+INVOCATION_NAMESPACE = "AWS/SageMaker"
+UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
+UTILIZATION_METRICS = frozenset(
+    {
+        "CPUUtilization",
+        "MemoryUtilization",
+        "DiskUtilization",
+        "GPUUtilization",
+        "GPUMemoryUtilization",
+        "CPUReservation",
+        "MemoryReservation",
+        "GPUReservation",
+    }
+)
+
+
+class MetricOptions(TypedDict, total=False):
+    """CloudWatch's metric options (``aws_cloudwatch.MetricOptions``), as keywords."""
+
+    statistic: str
+    period: Duration
+    label: str
+    color: str
+    unit: cloudwatch.Unit
+    account: str
+    region: str
+
+
+class EndpointMetrics:
+    """``metric*`` methods for anything with an ``endpoint_name`` and a ``variant_name``.
+
+    Every method takes ``instance_type`` (one pool alone) and CloudWatch's metric options
+    as keywords, in the same order, as aws-cdk-lib's ``metric*`` methods do.
+    """
+
+    endpoint_name: str
+    variant_name: str
+
+    def metric(
+        self,
+        metric_name: str,
+        *,
+        instance_type: str | None = None,
+        namespace: str | None = None,
+        **options: Unpack[MetricOptions],
+    ) -> cloudwatch.Metric:
+        """A metric of this variant; the namespace follows the metric unless given."""
+        if namespace is None:
+            utilization = metric_name in UTILIZATION_METRICS
+            namespace = UTILIZATION_NAMESPACE if utilization else INVOCATION_NAMESPACE
+        dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
+        if instance_type is not None:
+            dimensions["InstanceType"] = instance_type
+        settings: MetricOptions = {"statistic": "Average", "period": Duration.minutes(1)}
+        settings.update(options)
+        return cloudwatch.Metric(
+            namespace=namespace, metric_name=metric_name, dimensions_map=dimensions, **settings
+        )
+
+    def metric_invocations(
+        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric:
+        """Requests sent to the variant (sum by default)."""
+        return self.metric("Invocations", instance_type=instance_type, **_sum(options))
+
+    def metric_invocation_4xx_errors(
+        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric:
+        """Requests the model answered with 4xx (sum by default)."""
+        return self.metric("Invocation4XXErrors", instance_type=instance_type, **_sum(options))
+
+    def metric_invocation_5xx_errors(
+        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric:
+        """Requests the model answered with 5xx (sum by default)."""
+        return self.metric("Invocation5XXErrors", instance_type=instance_type, **_sum(options))
+
+    def metric_model_latency(
+        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric:
+        """Model latency in microseconds, SageMaker's unit (p99 by default)."""
+        settings: MetricOptions = {"statistic": "p99"}
+        settings.update(options)
+        return self.metric("ModelLatency", instance_type=instance_type, **settings)
+
+    def metric_concurrent_requests(
+        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric:
+        """Concurrent requests per instance (``ConcurrentRequestsPerModel``, average)."""
+        return self.metric("ConcurrentRequestsPerModel", instance_type=instance_type, **options)
+
+    def metric_gpu_utilization(
+        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric:
+        """GPU utilization in percent, summed over an instance's GPUs."""
+        return self.metric("GPUUtilization", instance_type=instance_type, **options)
+
+    def metric_gpu_memory_utilization(
+        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric:
+        """GPU memory utilization in percent, summed over an instance's GPUs."""
+        return self.metric("GPUMemoryUtilization", instance_type=instance_type, **options)
+
+    def metric_pool_instances(
+        self, *, instance_type: str, period: Duration = Duration.minutes(1)
+    ) -> cloudwatch.MathExpression:
+        """Instances of one pool, derived from its invocation metrics (0 while it has none)."""
+        return cloudwatch.MathExpression(
+            expression=instance_count_expression(1),
+            using_metrics={
+                "inv1": self.metric_invocations(instance_type=instance_type, period=period),
+                "ipi1": self.metric(
+                    "InvocationsPerInstance",
+                    instance_type=instance_type,
+                    statistic="Sum",
+                    period=period,
+                ),
+            },
+            label=f"{instance_type} instances",
+            period=period,
+        )
+
+
+def _sum(options: MetricOptions) -> MetricOptions:
+    settings: MetricOptions = {"statistic": "Sum"}
+    settings.update(options)
+    return settings
