@@ -100,7 +100,43 @@ _LAZY: dict[str, str] = {
     ),
 }
 
-__all__ = sorted(["ConfigurationError", "Problem", *_LAZY])
+__all__ = [
+    "AsyncInference",
+    "BlueGreenDeployment",
+    "CapacitySize",
+    "ComponentSpecification",
+    "ConfigurationError",
+    "ContainerImage",
+    "EndpointAutoScaling",
+    "EndpointDeployment",
+    "Exposure",
+    "FsxModelStore",
+    "HelmChartSource",
+    "HyperPodEksCluster",
+    "HyperPodInstanceGroup",
+    "HyperPodServingAddons",
+    "InferenceComponentOnPools",
+    "InstancePool",
+    "InstancePoolEndpoint",
+    "KubernetesTaint",
+    "ModelData",
+    "ModelSizing",
+    "PoolEndpointAlarms",
+    "PoolEndpointDashboard",
+    "Problem",
+    "RollingDeployment",
+    "ServingModel",
+    "TrafficShift",
+    "VLLM_SERVED_MODEL_NAME_VARIABLE",
+    "VllmDashboard",
+    "VllmMultiNodeService",
+    "VllmObservability",
+    "VllmPool",
+    "VllmPoolEndpoint",
+    "VllmReplicaAutoscaling",
+    "default_catalog",
+    "plan",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
 from constructs import Construct
@@ -44,7 +45,7 @@ class GptOssPoolEndpointStack(Stack):
     """
 
     def __init__(
-        self, scope: Construct, id: str, *, settings: GptOssPoolSettings, **kwargs
+        self, scope: Construct, id: str, *, settings: GptOssPoolSettings, **kwargs: Any
     ) -> None:
         super().__init__(scope, id, **kwargs)
         self.serving = VllmPoolEndpoint(

@@ -98,7 +98,7 @@ class AcknowledgeCdkInternals:
             )
 
 
-def _as_list(value: Any) -> list:
+def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     return value if isinstance(value, list) else [value]

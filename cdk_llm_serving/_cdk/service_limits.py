@@ -33,7 +33,8 @@ def _shape(structure: str, member: str | None = None) -> Shape:
     shape = sagemaker_model().shape_for(structure)
     if member is None:
         return shape
-    return shape.members[member]  # type: ignore[attr-defined]
+    members: dict[str, Shape] = shape.members
+    return members[member]
 
 
 @functools.cache

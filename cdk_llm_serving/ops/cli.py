@@ -13,7 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: Test doubles by name ("sagemaker": a stubbed boto3 client, "sleep": a fake clock).
+Clients = Mapping[str, Any]
 
 
 def _plan_command(args: argparse.Namespace) -> int:
@@ -67,7 +73,7 @@ def _smoke_command(args: argparse.Namespace) -> int:
     return 0 if all(check.passed for check in checks) else 1
 
 
-def _sagemaker(args: argparse.Namespace, clients: dict | None) -> object:
+def _sagemaker(args: argparse.Namespace, clients: Clients | None) -> Any:
     if clients and "sagemaker" in clients:
         return clients["sagemaker"]
     import boto3
@@ -77,7 +83,7 @@ def _sagemaker(args: argparse.Namespace, clients: dict | None) -> object:
     return boto3.client("sagemaker", region_name=args.region, config=RETRY_CONFIG)
 
 
-def _aws_call(doing: str, call):  # type: ignore[no-untyped-def]
+def _aws_call(doing: str, call: Callable[[], T]) -> tuple[T | None, int]:
     """Run ``call``; an AWS error becomes one line on stderr and a distinct exit status."""
     from .aws_errors import describe_failure
 
@@ -89,7 +95,7 @@ def _aws_call(doing: str, call):  # type: ignore[no-untyped-def]
         return None, failure.exit_code
 
 
-def _fleet_command(args: argparse.Namespace, clients: dict | None = None) -> int:
+def _fleet_command(args: argparse.Namespace, clients: Clients | None = None) -> int:
     from .aws_errors import EXIT_FALLBACK
     from .fleet import fleet_as_dict, fleet_status, format_fleet
 
@@ -97,18 +103,18 @@ def _fleet_command(args: argparse.Namespace, clients: dict | None = None) -> int
         f"describe endpoint {args.endpoint!r}",
         lambda: fleet_status(_sagemaker(args, clients), args.endpoint),
     )
-    if code:
+    if status is None:
         return code
     print(json.dumps(fleet_as_dict(status), indent=2) if args.json else format_fleet(status))
     return EXIT_FALLBACK if args.fail_on_fallback and status.on_fallback else 0
 
 
-def _recommend_start(args: argparse.Namespace, clients: dict | None = None) -> int:
+def _recommend_start(args: argparse.Namespace, clients: Clients | None = None) -> int:
     import yaml
 
     from .recommend import RecommendationSpec, start_recommendation
 
-    values: dict = {}
+    values: dict[str, Any] = {}
     if args.spec:
         values.update(yaml.safe_load(open(args.spec)) or {})
     for key in (
@@ -144,7 +150,7 @@ def _recommend_start(args: argparse.Namespace, clients: dict | None = None) -> i
     return 0
 
 
-def _recommend_wait(args: argparse.Namespace, clients: dict | None = None) -> int:
+def _recommend_wait(args: argparse.Namespace, clients: Clients | None = None) -> int:
     from .recommend import JobFailed, wait_for_job
 
     sleep = (clients or {}).get("sleep", __import__("time").sleep)
@@ -158,13 +164,13 @@ def _recommend_wait(args: argparse.Namespace, clients: dict | None = None) -> in
     except JobFailed as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    if code:
+    if job is None:
         return code
     print(f"{args.job}: Completed with {len(job.get('Recommendations', []))} recommendations")
     return 0
 
 
-def _recommend_to_pools(args: argparse.Namespace, clients: dict | None = None) -> int:
+def _recommend_to_pools(args: argparse.Namespace, clients: Clients | None = None) -> int:
     from .recommend import pools_from_job
 
     job, code = _aws_call(
@@ -173,7 +179,7 @@ def _recommend_to_pools(args: argparse.Namespace, clients: dict | None = None) -
             AIRecommendationJobName=args.job
         ),
     )
-    if code:
+    if job is None:
         return code
     if job["AIRecommendationJobStatus"] != "Completed":
         print(
@@ -320,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, clients: dict | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, clients: Clients | None = None) -> int:
     """``clients`` lets tests hand in (stubbed) boto3 clients; by default boto3 makes them."""
     args = build_parser().parse_args(argv)
     if getattr(args, "aws", False):

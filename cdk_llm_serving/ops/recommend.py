@@ -93,7 +93,8 @@ def start_recommendation(client: Any, spec: RecommendationSpec) -> str:
     }
     if spec.instance_types:
         request["ComputeSpec"] = {"InstanceTypes": list(spec.instance_types)}
-    return client.create_ai_recommendation_job(**request)["AIRecommendationJobArn"]
+    arn: str = client.create_ai_recommendation_job(**request)["AIRecommendationJobArn"]
+    return arn
 
 
 class JobFailed(RuntimeError):
@@ -117,7 +118,8 @@ def wait_for_job(
         status = job["AIRecommendationJobStatus"]
         progress.write(f"[{waited / 60:5.1f} min] {name}: {status}\n")
         if status == "Completed":
-            return job
+            completed: dict[str, Any] = job
+            return completed
         if status in TERMINAL:
             raise JobFailed(
                 f"recommendation job {name} {status.lower()}: {job.get('FailureReason', 'no reason given')}"
@@ -195,9 +197,11 @@ def pools_from_job(job: Mapping[str, Any], goal: Goal | None = None) -> PoolFile
     pools: dict[str, RecommendedPool] = {}
     for recommendation in job.get("Recommendations", []):
         deployment = recommendation.get("DeploymentConfiguration") or {}
-        instance_type = deployment.get("InstanceType") or next(
-            iter((recommendation.get("ModelDetails") or {}).get("InstanceDetails", [])), {}
-        ).get("InstanceType")
+        details: list[dict[str, Any]] = (recommendation.get("ModelDetails") or {}).get(
+            "InstanceDetails", []
+        )
+        first: dict[str, Any] = next(iter(details), {})
+        instance_type = deployment.get("InstanceType") or first.get("InstanceType")
         if not instance_type:
             continue
         entries = recommendation.get("ExpectedPerformance", [])

@@ -21,10 +21,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-TOOL = {
+TOOL_NAME = "get_weather"
+TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
-        "name": "get_weather",
+        "name": TOOL_NAME,
         "description": "Current weather of a city",
         "parameters": {
             "type": "object",
@@ -147,10 +148,8 @@ def check_tool_call(result: StreamResult) -> Check:
         return Check(
             "tool call parsed", False, f"arguments are not JSON: {call['arguments'][:80]!r}"
         )
-    if call["name"] != TOOL["function"]["name"]:
-        return Check(
-            "tool call parsed", False, f"called {call['name']!r}, not {TOOL['function']['name']!r}"
-        )
+    if call["name"] != TOOL_NAME:
+        return Check("tool call parsed", False, f"called {call['name']!r}, not {TOOL_NAME!r}")
     return Check("tool call parsed", True, f"{call['name']}({json.dumps(arguments)})")
 
 

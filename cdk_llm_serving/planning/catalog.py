@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
@@ -13,7 +13,10 @@ GIB = 1024**3
 
 
 def load_data(name: str) -> dict[str, Any]:
-    return json.loads(resources.files(__package__).joinpath("data", name).read_text())
+    data: dict[str, Any] = json.loads(
+        resources.files(__package__).joinpath("data", name).read_text()
+    )
+    return data
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class Catalog:
     def __contains__(self, instance_type: object) -> bool:
         return instance_type in self._instances
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[InstanceSpec]:
         return iter(self._instances.values())
 
     def __len__(self) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .catalog import load_data
 
@@ -51,7 +51,7 @@ class ColdStart:
 
 
 @functools.cache
-def _loading() -> dict:
+def _loading() -> dict[str, Any]:
     return load_data("loading.json")
 
 

@@ -164,7 +164,7 @@ class RollingDeployment:
         return sagemaker.CfnEndpoint.DeploymentConfigProperty(
             rolling_update_policy=sagemaker.CfnEndpoint.RollingUpdatePolicyProperty(
                 maximum_batch_size=self.maximum_batch_size.to_cfn(),
-                wait_interval_in_seconds=seconds_of(self.wait),
+                wait_interval_in_seconds=int(self.wait.to_seconds()),
                 maximum_execution_timeout_in_seconds=seconds_of(self.maximum_execution_timeout),
                 rollback_maximum_batch_size=(
                     self.rollback_maximum_batch_size.to_cfn()

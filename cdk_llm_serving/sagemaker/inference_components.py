@@ -284,7 +284,11 @@ class InferenceComponentOnPools(Construct):
             if spec.model.sizing is not None and spec.instance_type in catalog:
                 plan, refusal = plan_one_instance(spec.model, spec.instance_type, catalog)
                 if plan is None:
-                    problems.add(f"{prop}.instance_type", spec.instance_type, refusal)
+                    problems.add(
+                        f"{prop}.instance_type",
+                        spec.instance_type,
+                        refusal or "cannot hold the model",
+                    )
                 elif plan.gpus_per_replica > spec.accelerators:
                     problems.add(
                         f"{prop}.accelerators",

@@ -110,6 +110,9 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         only). Default: off.
     """
 
+    #: The scaling of this endpoint, once ``auto_scale`` was called.
+    auto_scaling: EndpointAutoScaling | None
+
     def __init__(
         self,
         scope: Construct,
@@ -307,7 +310,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         self.deployment: EndpointDeployment | None = options.deployment
         if self.deployment is None and not self.hosts_inference_components:
             self.deployment = BlueGreenDeployment()
-        self.auto_scaling: EndpointAutoScaling | None = None
+        self.auto_scaling = None
 
     def _validate(self, options: PoolEndpointOptions) -> _Timeouts:
         """Every problem at once; the start-up timeouts sized from the planner."""

@@ -62,7 +62,7 @@ def check_pools_fit(
             continue
         plan, refusal = plan_one_instance(model, pool.instance_type, catalog)
         if plan is None:
-            problems.add(f"pools[{index}]", pool.instance_type, refusal)
+            problems.add(f"pools[{index}]", pool.instance_type, refusal or "cannot hold the model")
             continue
         for warning in plan.warnings:
             Annotations.of(scope).add_warning_v2(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import jsii
 from aws_cdk import aws_ec2 as ec2
@@ -237,7 +238,7 @@ def _check_environment(problems: Problems, env: Mapping[str, str]) -> None:
             )
 
 
-def _subnet_kwargs(selection: ec2.SubnetSelection | None) -> dict[str, object]:
+def _subnet_kwargs(selection: ec2.SubnetSelection | None) -> dict[str, Any]:
     if selection is None:
         return {"subnet_type": ec2.SubnetType.PRIVATE_WITH_EGRESS}
     return {

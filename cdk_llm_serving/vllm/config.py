@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 #: Flags vLLM 0.33 no longer has, with what replaced them: passing one makes vLLM exit.
@@ -49,7 +49,7 @@ FlagValue = str | int | float | bool
 class VllmConfigError(ValueError):
     """Every problem of one ``VllmConfig``, named by field."""
 
-    def __init__(self, problems: list[tuple[str, object, str]]) -> None:
+    def __init__(self, problems: Sequence[tuple[str, object, str]]) -> None:
         self.problems = tuple(problems)
         lines = "\n".join(f"  - {prop} = {value!r}: {allowed}" for prop, value, allowed in problems)
         super().__init__(
@@ -95,7 +95,7 @@ class Eagle3Speculation:
         }
 
     def problems(self) -> list[tuple[str, object, str]]:
-        found = []
+        found: list[tuple[str, object, str]] = []
         if not self.draft_model:
             found.append(
                 (
@@ -133,7 +133,7 @@ class NgramSpeculation:
         }
 
     def problems(self) -> list[tuple[str, object, str]]:
-        found = []
+        found: list[tuple[str, object, str]] = []
         if self.num_speculative_tokens < 1:
             found.append(
                 (
