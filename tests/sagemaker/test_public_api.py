@@ -1,0 +1,95 @@
+"""The typed, CDK-shaped public surface: grants, metric options, imports, options type."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import fields
+
+import pytest
+from aws_cdk import Duration, Stack
+
+from cdk_llm_serving import (
+    ConfigurationError,
+    InstancePool,
+    InstancePoolEndpoint,
+    VllmPool,
+    VllmPoolEndpoint,
+)
+from cdk_llm_serving.sagemaker.endpoint_options import PoolEndpointOptions
+from cdk_llm_serving.vllm import VllmConfig
+from tests.support.builders import IMAGE, new_stack, template_of
+from tests.support.public_api_usage import build
+from tests.support.template_helpers import actions_of, policy_statements
+
+
+def test_a_bucket_grants_read_to_a_serving_model_and_metrics_take_cloudwatch_options():
+    stack = new_stack()
+    endpoint, metric = build(stack)
+    assert metric.statistic == "Average" and metric.color == "#ff0000"
+    assert metric.dimensions["EndpointName"] == endpoint.endpoint_name
+    template = template_of(stack)
+    role = stack.get_logical_id(endpoint.model.role.node.default_child)  # type: ignore[union-attr, arg-type]
+    statements = policy_statements(template, role)
+    bucket = stack.get_logical_id(stack.node.find_child("Extra").node.default_child)  # type: ignore[arg-type]
+    assert any("s3:GetObject*" in actions_of(s) and bucket in str(s) for s in statements)
+
+
+def test_metric_methods_take_instance_type_as_keyword_only():
+    endpoint, _ = build(new_stack())
+    with pytest.raises(TypeError):
+        endpoint.metric_invocations("ml.g6e.12xlarge")  # type: ignore[misc]
+    latency = endpoint.metric_model_latency(
+        instance_type="ml.g6e.12xlarge", period=Duration.minutes(5)
+    )
+    assert latency.statistic == "p99" and latency.dimensions["InstanceType"] == "ml.g6e.12xlarge"
+
+
+def test_options_type_names_every_endpoint_option():
+    keywords = inspect.signature(InstancePoolEndpoint.__init__).parameters
+    options = {field.name for field in fields(PoolEndpointOptions)}
+    assert options == set(keywords) - {"self", "scope", "id", "model", "pools"}
+
+
+def test_imports_by_name_and_arn_grant_and_watch():
+    stack = Stack(new_stack().node.root, "Other")
+    by_name = InstancePoolEndpoint.from_endpoint_name(stack, "ByName", "Prod-Chat")
+    by_arn = InstancePoolEndpoint.from_endpoint_arn(
+        stack, "ByArn", "arn:aws:sagemaker:us-east-1:123456789012:endpoint/prod-chat"
+    )
+    assert by_arn.endpoint_name == "prod-chat"
+    assert by_name.metric_invocations().dimensions["EndpointName"] == "Prod-Chat"
+    assert stack.resolve(by_name.endpoint_arn)["Fn::Join"][1][-1] == ":endpoint/prod-chat"
+    assert (
+        "/endpoints/prod-chat/openai/v1" in stack.resolve(by_arn.openai_base_url)["Fn::Join"][1][-1]
+    )
+
+
+def test_vllm_pool_endpoint_is_the_endpoint_api_and_takes_an_options_type():
+    stack = new_stack()
+    serving = VllmPoolEndpoint(
+        stack,
+        "Serving",
+        image=__import__("cdk_llm_serving").ContainerImage.from_ecr_uri(IMAGE),
+        model="gpt-oss-20b",
+        base=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=8192),
+        weights={
+            "bf16": __import__("cdk_llm_serving").ModelData.from_s3_uri("s3://my-weights-bucket/a/")
+        },
+        pools=[VllmPool("ml.g6e.12xlarge")],
+        endpoint_options=PoolEndpointOptions(endpoint_name="chat"),
+    )
+    assert serving.endpoint_name == "chat" == serving.endpoint.endpoint_name
+    assert serving.metric_invocations().dimensions["EndpointName"] == "chat"
+    assert serving.auto_scale(max_capacity=3) is serving.endpoint.auto_scaling
+    with pytest.raises(TypeError):
+        VllmPoolEndpoint(stack, "Bad", routing_strategy="RANDOM")  # type: ignore[call-arg]
+
+
+def test_options_are_validated_with_their_property_names():
+    stack = new_stack()
+    with pytest.raises(ConfigurationError) as caught:
+        InstancePoolEndpoint.build_from_recommendation(
+            stack, "FromFile", "no-such-file.json", options=PoolEndpointOptions()
+        )
+    assert caught.value.problems[0].property == "path"
+    assert InstancePool("ml.g6e.12xlarge").validate is not None

@@ -1,0 +1,146 @@
+"""The package's layers: CDK-free planning/vllm/ops, no construct importing ops, no cycles."""
+
+from __future__ import annotations
+
+import ast
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cdk_llm_serving
+
+PACKAGE = Path(cdk_llm_serving.__file__).parent
+CDK_FREE = ("planning", "vllm", "ops")
+CONSTRUCT_PACKAGES = ("sagemaker", "hyperpod")
+
+
+def _modules(subpackage: str) -> list[str]:
+    path = [str(PACKAGE / subpackage)]
+    prefix = f"cdk_llm_serving.{subpackage}."
+    return [f"cdk_llm_serving.{subpackage}"] + [
+        info.name for info in pkgutil.walk_packages(path, prefix)
+    ]
+
+
+def test_cdk_free_layers_load_no_cdk_in_a_fresh_interpreter():
+    modules = [name for layer in CDK_FREE for name in _modules(layer)] + [
+        "cdk_llm_serving",
+        "cdk_llm_serving.errors",
+    ]
+    script = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('aws_cdk', 'jsii', 'constructs'))))\n"
+    )
+    loaded = json.loads(subprocess.check_output([sys.executable, "-c", script], text=True))
+    assert loaded == [], f"CDK modules loaded by the CDK-free layers: {loaded[:5]}"
+
+
+def test_the_layer_test_can_fail():
+    script = "import cdk_llm_serving.sagemaker, sys; print('aws_cdk' in sys.modules)"
+    assert subprocess.check_output([sys.executable, "-c", script], text=True).strip() == "True"
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """Absolute names of the package modules ``path`` imports, with the import's column."""
+    tree = ast.parse(path.read_text())
+    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    package = package.removesuffix(".__init__")
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found.append((name, node.col_offset))
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name, node.col_offset) for alias in node.names)
+    return [(name, col) for name, col in found if name.startswith("cdk_llm_serving")]
+
+
+def test_constructs_never_import_ops():
+    for subpackage in CONSTRUCT_PACKAGES:
+        for path in (PACKAGE / subpackage).rglob("*.py"):
+            bad = [name for name, _ in _imports(path) if name.startswith("cdk_llm_serving.ops")]
+            assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
+def test_no_function_level_imports_inside_the_package():
+    """The package's own modules are imported at module level: no cycle hides in a function.
+    (The CLI loads its boto3-backed commands lazily, which keeps ``plan`` fast.)"""
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "cli.py" or "assets" in path.parts:
+            continue
+        tree = ast.parse(path.read_text())
+        functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+        nested = [
+            node.module or "."
+            for function in functions
+            for node in ast.walk(function)
+            if isinstance(node, ast.ImportFrom)
+            and (node.level or (node.module or "").startswith("cdk_llm_serving"))
+        ]
+        assert not nested, f"{path.relative_to(PACKAGE)} imports {nested} inside a function"
+
+
+def test_no_import_cycles():
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        module = module.removesuffix(".__init__")
+        graph[module] = {name for name, _ in _imports(path)}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in graph:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges = {m: {r for n in deps if (r := resolve(n)) and r != m} for m, deps in graph.items()}
+    # A package's __init__ re-exporting its modules is not a cycle of the modules themselves.
+    for module in edges:
+        edges[module] = {dep for dep in edges[module] if not module.startswith(dep + ".")}
+    state: dict[str, int] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for dep in edges.get(module, ()):
+            if state.get(dep) == 1:
+                raise AssertionError(" -> ".join([*trail, module, dep]))
+            if dep not in state:
+                visit(dep, [*trail, module])
+        state[module] = 2
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [])
+
+
+def test_lazy_exports_match_the_type_checking_imports():
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    checked = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        for child in node.body
+        if isinstance(child, ast.ImportFrom)
+        for alias in child.names
+    }
+    lazy = set(cdk_llm_serving._LAZY)
+    assert checked == lazy
+    assert set(cdk_llm_serving.__all__) == lazy | {"ConfigurationError", "Problem"}
+    assert set(dir(cdk_llm_serving)) >= set(cdk_llm_serving.__all__)
+
+
+def test_tests_do_not_import_test_modules():
+    tests = Path(__file__).parent
+    for path in tests.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                leaf = node.module.rsplit(".", 1)[-1]
+                assert not leaf.startswith("test_"), f"{path.name} imports {node.module}"
