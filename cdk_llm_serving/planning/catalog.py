@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
@@ -23,10 +23,17 @@ class Gpu:
     bandwidth_tbps: float
     compute_capability: str
     native_formats: tuple[str, ...]
+    dense_tflops: tuple[tuple[str, float], ...] = ()
+    link_gb_per_s: float = 0.0
 
     @property
     def memory_bytes(self) -> float:
         return self.memory_gib * GIB
+
+    def peak_flops(self, precision: str) -> float:
+        """Dense tensor-core FLOP/s at ``precision`` (``bf16``, ``fp8``, ``fp4``); BF16 if absent."""
+        table = dict(self.dense_tflops)
+        return table.get(precision, table.get("bf16", 0.0)) * 1e12
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,7 @@ class Catalog:
     def __contains__(self, instance_type: object) -> bool:
         return instance_type in self._instances
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[InstanceSpec]:
         return iter(self._instances.values())
 
     def __len__(self) -> int:
@@ -93,7 +100,15 @@ class Catalog:
 @functools.cache
 def gpus() -> dict[str, Gpu]:
     return {
-        name: Gpu(name=name, memory_gib=g["memory_gib"], bandwidth_tbps=g["bandwidth_tbps"], compute_capability=g["compute_capability"], native_formats=tuple(g["native_formats"]))
+        name: Gpu(
+            name=name,
+            memory_gib=g["memory_gib"],
+            bandwidth_tbps=g["bandwidth_tbps"],
+            compute_capability=g["compute_capability"],
+            native_formats=tuple(g["native_formats"]),
+            dense_tflops=tuple(sorted(g.get("dense_tflops", {}).items())),
+            link_gb_per_s=float(g.get("link_gb_per_s", 0.0)),
+        )
         for name, g in load_data("gpus.json")["gpus"].items()
     }
 
