@@ -34,6 +34,7 @@ from constructs import Construct, IConstruct
 
 from ..errors import Problems
 from ..nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
+from ..planning.catalog import Catalog, default_catalog
 from .hyperpod_instance_group import HyperPodInstanceGroup
 
 LIFECYCLE_PREFIX = "lifecycle"
@@ -79,6 +80,8 @@ class HyperPodEksCluster(Construct):
     :param addon_versions: EKS add-on name -> version. Default: the pins in ``data/hyperpod.json``
         (VPC CNI pinned; add-ons left ``null`` there take EKS's default for the version).
     :param cluster_name: HyperPod cluster name. Default: derived from the construct path.
+    :param catalog: the planner's instance catalog GPU groups are checked against.
+        Default: ``default_catalog()``.
     """
 
     def __init__(
@@ -94,8 +97,10 @@ class HyperPodEksCluster(Construct):
         endpoint_public: bool = False,
         addon_versions: Mapping[str, str | None] | None = None,
         cluster_name: str | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
+        self.catalog = catalog or default_catalog()
         self.instance_groups = tuple(instance_groups)
         self.kubernetes_version = kubernetes_version
         self._validate(admin_role_arns)
@@ -190,7 +195,7 @@ class HyperPodEksCluster(Construct):
         problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
         names: dict[str, int] = {}
         for index, group in enumerate(self.instance_groups):
-            group.validate(problems, f"instance_groups[{index}]")
+            group.validate(problems, f"instance_groups[{index}]", self.catalog)
             if group.name in names:
                 problems.add(f"instance_groups[{index}].name", group.name, f"already used by instance_groups[{names[group.name]}]; group names must be unique")
             names.setdefault(group.name, index)

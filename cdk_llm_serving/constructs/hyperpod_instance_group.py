@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import Problems
-from ..planning.catalog import default_catalog
+from ..planning.catalog import Catalog, default_catalog
 from ..service_model import hyperpod_instance_types, limits
 from ..validation import check_name, check_one_of, check_range
 
@@ -78,7 +78,7 @@ class HyperPodInstanceGroup:
     def effective_labels(self) -> dict[str, str]:
         return {"cdk-llm-serving/group": self.name, "cdk-llm-serving/role": self.role, **self.labels}
 
-    def validate(self, problems: Problems, prop: str) -> None:
+    def validate(self, problems: Problems, prop: str, catalog: Catalog | None = None) -> None:
         spec = "ClusterInstanceGroupSpecification"
         check_name(problems, f"{prop}.name", self.name, limits(spec, "InstanceGroupName"), "an instance group name")
         check_one_of(problems, f"{prop}.instance_type", self.instance_type, hyperpod_instance_types(), "HyperPod cluster instance types")
@@ -91,7 +91,7 @@ class HyperPodInstanceGroup:
         for check in self.effective_health_checks:
             check_one_of(problems, f"{prop}.deep_health_checks", check, allowed_checks, "deep health checks")
         self._validate_kubernetes(problems, prop)
-        if self.role == "gpu" and self.instance_type in hyperpod_instance_types() and self.instance_type not in default_catalog():
+        if self.role == "gpu" and self.instance_type in hyperpod_instance_types() and self.instance_type not in (catalog or default_catalog()):
             problems.add(f"{prop}.instance_type", self.instance_type, "a GPU group needs a GPU instance type from the planner's catalog")
 
     def _validate_kubernetes(self, problems: Problems, prop: str) -> None:

@@ -19,7 +19,6 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from ..errors import Problems
-from ..planning.catalog import default_catalog
 from ..service_model import limits
 from ..validation import check_at_least, check_range, seconds_of
 from .instance_pool_endpoint import InstancePoolEndpoint
@@ -187,7 +186,7 @@ class InferenceComponentOnPools(Construct):
             problems.add("specifications", len(self.specifications), f"must list {low} to {high} specifications, one per pool type")
         pool_types = [pool.instance_type for pool in self.endpoint.pools]
         seen: dict[str, int] = {}
-        catalog = default_catalog()
+        catalog = self.endpoint.catalog
         for index, spec in enumerate(self.specifications):
             prop = f"specifications[{index}]"
             if spec.instance_type not in pool_types:

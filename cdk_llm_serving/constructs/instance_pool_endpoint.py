@@ -15,6 +15,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from ..errors import ConfigurationError, Problem, Problems
+from ..planning.catalog import Catalog, default_catalog
 from ..planning.instance_storage import has_local_storage
 from ..service_model import limits, production_variant_instance_types
 from ..validation import check_at_least, check_name, check_one_of, check_range, is_unresolved, seconds_of
@@ -108,6 +109,8 @@ class InstancePoolEndpoint(Construct):
         (two minutes in a row). Default: 5.
     :param rollback_latency_threshold: p99 model latency that trips the default latency alarm
         (three minutes in a row). Default: 120 seconds.
+    :param catalog: the planner's instance catalog (your prices, extra types). Default:
+        ``default_catalog()``.
     :param managed_instance_count: ``(min, max)`` instances for SageMaker's managed instance
         scaling, which follows the components' copy counts (inference-component endpoints
         only). Default: off.
@@ -139,8 +142,10 @@ class InstancePoolEndpoint(Construct):
         rollback_error_threshold: int = 5,
         rollback_latency_threshold: Duration = Duration.seconds(120),
         managed_instance_count: tuple[int, int] | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
+        self.catalog = catalog or default_catalog()
         self.model = model
         self.pools: tuple[InstancePool, ...] = tuple(pools)
         self.variant_name = variant_name
@@ -153,7 +158,7 @@ class InstancePoolEndpoint(Construct):
         problems = Problems(f"InstancePoolEndpoint '{self.node.path}'")
         self._validate_pools(problems)
         self._validate_component_mode(problems, managed_instance_count)
-        fits = check_pools_fit(self, problems, self.pools, model)
+        fits = check_pools_fit(self, problems, self.pools, model, catalog=self.catalog)
         container_startup_timeout = self._timeout(problems, "container_startup_timeout", container_startup_timeout, [f.cold_start.startup_timeout_seconds for f in fits], [f.cold_start.load_seconds + f.cold_start.engine_start_seconds for f in fits], ("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"))
         model_data_download_timeout = self._timeout(problems, "model_data_download_timeout", model_data_download_timeout, [f.cold_start.download_timeout_seconds for f in fits], [f.cold_start.download_seconds for f in fits], ("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"))
         self.pool_plans = tuple(fits)

@@ -35,13 +35,20 @@ def plan_one_instance(model: ServingModel, instance_type: str, catalog: Catalog)
         return None, f"cannot hold model {model.node.id!r}: {error}"
 
 
-def check_pools_fit(scope: IConstruct, problems: Problems, pools: Sequence[InstancePool], default_model: ServingModel | None) -> list[PoolFit]:
+def check_pools_fit(
+    scope: IConstruct,
+    problems: Problems,
+    pools: Sequence[InstancePool],
+    default_model: ServingModel | None,
+    *,
+    catalog: Catalog | None = None,
+) -> list[PoolFit]:
     """Plan every pool whose model declares its sizing; an endpoint instance is one node.
 
     A pool that cannot hold its model becomes a problem carrying the planner's
     explanation; a format without native kernels on the pool's GPU becomes a warning.
     """
-    catalog = default_catalog()
+    catalog = catalog or default_catalog()
     fits: list[PoolFit] = []
     for index, pool in enumerate(pools):
         model = pool.model or default_model

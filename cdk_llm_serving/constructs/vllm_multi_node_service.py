@@ -24,7 +24,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from ..errors import Problems
-from ..planning.catalog import default_catalog
+from ..planning.catalog import Catalog, default_catalog
 from ..planning.cold_start import estimate_cold_start
 from ..planning.models import ModelSpec, preset, weight_format
 from ..planning.sizing import Plan, PlanningError, plan
@@ -86,6 +86,7 @@ class VllmMultiNodeService(Construct):
     :param exposure: load balancer settings. Default: internal, HTTP.
     :param namespace: Default: the model store's namespace.
     :param name: the LeaderWorkerSet / Service name. Default: the served model name.
+    :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
     """
 
     def __init__(
@@ -108,8 +109,10 @@ class VllmMultiNodeService(Construct):
         exposure: Exposure = Exposure(),
         namespace: str | None = None,
         name: str | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
+        self.catalog = catalog or default_catalog()
         self.spec = preset(model) if isinstance(model, str) else model
         problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
         if (model_store is None) == (stream_from is None):
@@ -124,11 +127,11 @@ class VllmMultiNodeService(Construct):
             problems.raise_if_any()
         assert group is not None
         self.group = group
-        self.instance = default_catalog().get(group.instance_type)
+        self.instance = self.catalog.get(group.instance_type)
 
         self.plan: Plan | None = None
         try:
-            self.plan = plan(self.spec, quantization, group.instance_type, max_context=config.max_model_len)
+            self.plan = plan(self.spec, quantization, group.instance_type, max_context=config.max_model_len, catalog=self.catalog)
         except (PlanningError, KeyError) as error:
             problems.add("model", self.spec.name, str(error) if isinstance(error, PlanningError) else error.args[0])
         nodes = nodes_per_replica or (self.plan.nodes if self.plan else 1)

@@ -17,6 +17,7 @@ from typing import Any
 from constructs import Construct
 
 from ..errors import Problems
+from ..planning.catalog import Catalog, default_catalog
 from ..planning.models import ModelSpec, preset
 from ..planning.sizing import ModelSizing, PlanningError
 from ..vllm.config import VllmConfig, VllmConfigError
@@ -60,6 +61,7 @@ class VllmPoolEndpoint(Construct):
     :param weights: weight format -> S3 location, in preference order: full weights first,
         then quantized copies a pool may fall back to.
     :param pools: 1-5 pools (instance type strings or ``VllmPool``), most preferred first.
+    :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
     :param endpoint_props: further ``InstancePoolEndpoint`` properties.
     """
 
@@ -73,9 +75,11 @@ class VllmPoolEndpoint(Construct):
         base: VllmConfig,
         weights: Mapping[str, ModelData],
         pools: Sequence[str | VllmPool],
+        catalog: Catalog | None = None,
         **endpoint_props: Any,
     ) -> None:
         super().__init__(scope, id)
+        self.catalog = catalog or default_catalog()
         self.spec = preset(model) if isinstance(model, str) else model
         self.base = base.with_changes(model=SAGEMAKER_MODEL_DIR)
         vllm_pools = [VllmPool(p) if isinstance(p, str) else p for p in pools]
@@ -95,6 +99,7 @@ class VllmPoolEndpoint(Construct):
                 InstancePool(pool.instance_type, model=None if m is primary else m, max_concurrency=pool.max_concurrency)
                 for pool, m in zip(vllm_pools, pool_models)
             ],
+            catalog=self.catalog,
             **endpoint_props,
         )
 
@@ -116,7 +121,7 @@ class VllmPoolEndpoint(Construct):
                 if pool.config is not None:
                     planned = self._own_config(pool, formats)
                 elif formats:
-                    planned = derive_pool_config(self.base, self.spec, pool.instance_type, formats, goal=pool.goal)
+                    planned = derive_pool_config(self.base, self.spec, pool.instance_type, formats, goal=pool.goal, catalog=self.catalog)
             except (PlanningError, KeyError) as error:
                 message = error.args[0] if isinstance(error, KeyError) else str(error)
                 problems.add(prop, pool.instance_type, message)
@@ -124,7 +129,7 @@ class VllmPoolEndpoint(Construct):
                 for field_name, value, allowed in error.problems:
                     problems.add(f"{prop}.config.{field_name}", value, allowed)
             if planned is not None:
-                check = check_on_hardware(planned.config, pool.instance_type, model=self.spec, weight_format=planned.weight_format)
+                check = check_on_hardware(planned.config, pool.instance_type, model=self.spec, weight_format=planned.weight_format, catalog=self.catalog)
                 for field_name, value, allowed in check.problems:
                     problems.add(f"{prop}.config.{field_name}", value, allowed)
             plans.append(planned)
@@ -137,7 +142,7 @@ class VllmPoolEndpoint(Construct):
         if fmt not in formats:
             raise KeyError(f"weight_format {fmt!r} has no entry in weights ({', '.join(formats)})")
         config = pool.config.with_changes(model=SAGEMAKER_MODEL_DIR).validate()
-        return PoolVllmPlan(pool.instance_type, fmt, config, self._sizing(fmt, config).plan_on(pool.instance_type, max_nodes=1))
+        return PoolVllmPlan(pool.instance_type, fmt, config, self._sizing(fmt, config).plan_on(pool.instance_type, max_nodes=1, catalog=self.catalog))
 
     def _sizing(self, weight_format: str, config: VllmConfig) -> ModelSizing:
         """What a copy with ``config`` promises the planner: its format, context and layout."""
