@@ -83,14 +83,44 @@ class Catalog:
             known = ", ".join(sorted(self._instances))
             raise KeyError(f"instance type {instance_type!r} is not in the catalog; known: {known}") from None
 
-    def with_prices(self, prices: Mapping[str, float], source: str = "user-supplied") -> "Catalog":
-        """Your own prices (another region, a discount); unknown types are an error."""
+    def with_prices(
+        self, prices: Mapping[str, float], source: str = "user-supplied", *, region: str | None = None
+    ) -> Catalog:
+        """Your own prices (another region, a discount); unknown types are an error.
+
+        ``region`` names the region the prices are for (default: unchanged). The result is
+        an ordinary ``Catalog``: pass it to ``plan``, ``estimate_cost`` and the constructs.
+        """
         updated = dict(self._instances)
         for instance_type, price in prices.items():
             updated[instance_type] = replace(self.get(instance_type), price_per_hour=price, price_estimated=False)
-        return Catalog(updated, self.price_region, f"{self.price_source}; overridden: {source}")
+        return Catalog(updated, region or self.price_region, f"{self.price_source}; overridden: {source}")
 
-    def with_instances(self, extra: Iterable[InstanceSpec]) -> "Catalog":
+    def for_region(self, region: str) -> Catalog:
+        """This catalog if its prices are ``region``'s; otherwise an error naming the ways to get them.
+
+        No network at plan time: prices of another region come from a price file
+        (``with_price_file``), e.g. one written by ``fleet --live-prices --save-prices``.
+        """
+        if region == self.price_region:
+            return self
+        raise KeyError(
+            f"no recorded prices for region {region!r} (the catalog's prices are {self.price_region}'s); "
+            "give a price file (--prices FILE, e.g. written by `fleet --live-prices --region "
+            f"{region} --save-prices FILE`)"
+        )
+
+    def with_price_file(self, path: str) -> Catalog:
+        """Prices from a JSON file ``{"region": ..., "source": ..., "prices": {type: $/h}}``."""
+        with open(path) as handle:
+            data = json.load(handle)
+        prices = data.get("prices") if isinstance(data, dict) else None
+        if not isinstance(prices, dict) or not all(isinstance(v, int | float) for v in prices.values()):
+            raise KeyError(f"price file {path} must hold {{'region': ..., 'prices': {{instance type: dollars per hour}}}}")
+        source = str(data.get("source") or f"price file {path}")
+        return self.with_prices(prices, source, region=data.get("region"))
+
+    def with_instances(self, extra: Iterable[InstanceSpec]) -> Catalog:
         """Add (or replace) instance types, e.g. a new family the data file lacks."""
         updated = dict(self._instances)
         updated.update({spec.instance_type: spec for spec in extra})
