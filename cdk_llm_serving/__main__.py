@@ -25,21 +25,24 @@ def _plan_command(args: argparse.Namespace) -> int:
     from .planning.decode import Workload
     from .planning.report import plan_as_dict, plan_as_table
     from .planning.sizing import PlanningError, plan
+    from .planning.throughput import plan_for_throughput
 
     try:
         catalog = plan_catalog(args.region, args.prices)
-        result = plan(
-            plan_model(args.model, args.model_config, args.model_index),
-            args.quantization,
-            args.instance_type,
-            max_context=args.max_context,
-            concurrency=args.concurrency,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            kv_cache_dtype=args.kv_cache_dtype,
-            max_nodes=args.max_nodes,
-            catalog=catalog,
-            require_efa=not args.allow_without_efa,
-        )
+        model = plan_model(args.model, args.model_config, args.model_index)
+        options = {
+            "max_context": args.max_context,
+            "concurrency": args.concurrency,
+            "gpu_memory_utilization": args.gpu_memory_utilization,
+            "kv_cache_dtype": args.kv_cache_dtype,
+            "max_nodes": args.max_nodes,
+            "require_efa": not args.allow_without_efa,
+        }
+        workload = Workload(args.input_tokens, args.output_tokens)
+        if args.layout == "throughput":
+            result, _ = plan_for_throughput(model, args.quantization, args.instance_type, workload=workload, itl_target_ms=args.itl_target_ms, catalog=catalog, **options)
+        else:
+            result = plan(model, args.quantization, args.instance_type, catalog=catalog, **options)
     except (PlanningError, ConfigurationError, KeyError, OSError) as error:
         if args.json:
             print(json.dumps(error_as_dict(error), indent=2, default=str))
@@ -47,7 +50,6 @@ def _plan_command(args: argparse.Namespace) -> int:
         return 2
     path = args.loading_path or ("s3_download" if result.nodes == 1 else "fsx_lustre")
     cold_start = estimate_cold_start(result.weight_bytes, path, result.nodes)
-    workload = Workload(args.input_tokens, args.output_tokens)
     cost = estimate_cost(result, output_tokens_per_second=args.tokens_per_second, workload=workload, itl_target_ms=args.itl_target_ms, catalog=catalog)
     if args.json:
         print(json.dumps(plan_as_dict(result, cold_start, cost), indent=2))
@@ -215,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     planner.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's share of GPU memory (default 0.9)")
     planner.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "bf16", "fp8"], help="KV-cache precision (default auto = BF16)")
     planner.add_argument("--max-nodes", type=int, default=16, help="most nodes one replica may span (default 16; 1 for a SageMaker endpoint)")
+    planner.add_argument("--layout", choices=["smallest", "throughput"], default="smallest", help="smallest tensor-parallel size that fits (default), or the one with the most tokens/s per node at the ITL target")
     planner.add_argument("--allow-without-efa", action="store_true", help="allow layouts across nodes of types without EFA")
     planner.add_argument("--loading-path", choices=loading_paths(), help="how weights reach the GPUs (default: s3_download on one node, fsx_lustre on several)")
     planner.add_argument("--tokens-per-second", type=float, help="measured output tokens/s of one replica (default: decode model)")

@@ -12,8 +12,9 @@ is false.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from .catalog import Catalog
+from .catalog import Catalog, default_catalog
 from .decode import (
     DEFAULT_ITL_TARGET_MS,
     MAX_BATCH,
@@ -22,7 +23,8 @@ from .decode import (
     decode_step,
     prefill_seconds,
 )
-from .sizing import Plan
+from .models import ModelSpec, preset
+from .sizing import Plan, PlanningError, plan, tensor_parallel_options
 
 
 @dataclass(frozen=True)
@@ -112,3 +114,38 @@ def saturated_tokens_per_second(
     """Replica tokens/s at ``batch`` (default: the most the KV cache holds): a max-load figure."""
     size = batch if batch is not None else max_batch(plan, workload)
     return curve_point(plan, size, workload, catalog).tokens_per_second
+
+
+def plan_for_throughput(
+    model: ModelSpec | str,
+    quantization: str,
+    instance_type: str,
+    *,
+    workload: Workload | None = None,
+    itl_target_ms: float = DEFAULT_ITL_TARGET_MS,
+    catalog: Catalog | None = None,
+    **plan_options: Any,
+) -> tuple[Plan, ThroughputEstimate]:
+    """The tensor-parallel size whose layout serves the most tokens/s per node at the ITL target.
+
+    ``plan()`` picks the smallest tensor-parallel size that fits the weights, which can leave a
+    replica room for only a few sequences; this tries every size and keeps the best (layouts
+    meeting the target first, then tokens/s per node). Raises ``plan()``'s ``PlanningError``
+    when no size fits.
+    """
+    spec = preset(model) if isinstance(model, str) else model
+    gpus = (catalog or default_catalog()).get(instance_type).gpus
+    best: tuple[tuple[bool, float], Plan, ThroughputEstimate] | None = None
+    for tp in tensor_parallel_options(spec, gpus):
+        try:
+            laid_out = plan(spec, quantization, instance_type, catalog=catalog, tensor_parallel=tp, **plan_options)
+        except PlanningError:
+            continue
+        estimate = estimate_throughput(laid_out, workload, itl_target_ms=itl_target_ms, catalog=catalog)
+        score = (estimate.meets_target, estimate.tokens_per_second / laid_out.nodes)
+        if best is None or score > best[0]:
+            best = (score, laid_out, estimate)
+    if best is None:
+        laid_out = plan(spec, quantization, instance_type, catalog=catalog, **plan_options)  # raises
+        return laid_out, estimate_throughput(laid_out, workload, itl_target_ms=itl_target_ms, catalog=catalog)
+    return best[1], best[2]
