@@ -119,7 +119,13 @@ def _live_prices(args: argparse.Namespace, clients: dict | None, status: Any) ->
     """Reprice the fleet with the Price List API's on-demand prices of the endpoint's region."""
     import boto3
 
-    from .ops.live_prices import PRICING_ENDPOINT_REGION, live_catalog, pool_types, price_file, reprice
+    from .ops.live_prices import (
+        PRICING_ENDPOINT_REGION,
+        live_catalog,
+        pool_types,
+        price_file,
+        reprice,
+    )
     from .planning.catalog import default_catalog
 
     pricing = (clients or {}).get("pricing") or boto3.client("pricing", region_name=PRICING_ENDPOINT_REGION)

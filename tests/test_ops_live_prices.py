@@ -22,7 +22,13 @@ def product(instance_type: str, usage: str, usd: str) -> str:
     })  # fmt: skip
 
 
-def expect(stubber: Stubber, instance_type: str, price_list: list[str], next_token: str | None = None, token: str | None = None) -> None:
+def expect(
+    stubber: Stubber,
+    instance_type: str,
+    price_list: list[str],
+    next_token: str | None = None,
+    token: str | None = None,
+) -> None:
     request = {
         "ServiceCode": "AmazonSageMaker",
         "Filters": [
@@ -32,7 +38,11 @@ def expect(stubber: Stubber, instance_type: str, price_list: list[str], next_tok
     }
     if token:
         request["NextToken"] = token
-    response = {"PriceList": price_list, "FormatVersion": "aws_v1", **({"NextToken": next_token} if next_token else {})}
+    response = {
+        "PriceList": price_list,
+        "FormatVersion": "aws_v1",
+        **({"NextToken": next_token} if next_token else {}),
+    }
     stubber.add_response("get_products", response, request)
 
 
@@ -46,8 +56,18 @@ def pricing():
 
 def test_hosting_price_skips_training_products_and_follows_pages(pricing):
     client, stubber = pricing
-    expect(stubber, "ml.g6e.12xlarge", [product("ml.g6e.12xlarge", "USW2-Train:ml.g6e.12xlarge", "12.0")], next_token="page2")
-    expect(stubber, "ml.g6e.12xlarge", [product("ml.g6e.12xlarge", "USW2-Host:ml.g6e.12xlarge", "14.25")], token="page2")
+    expect(
+        stubber,
+        "ml.g6e.12xlarge",
+        [product("ml.g6e.12xlarge", "USW2-Train:ml.g6e.12xlarge", "12.0")],
+        next_token="page2",
+    )
+    expect(
+        stubber,
+        "ml.g6e.12xlarge",
+        [product("ml.g6e.12xlarge", "USW2-Host:ml.g6e.12xlarge", "14.25")],
+        token="page2",
+    )
     assert hosting_price(client, "us-west-2", "ml.g6e.12xlarge") == 14.25
 
 
@@ -57,11 +77,26 @@ def test_fleet_live_prices_reprices_the_pools_and_saves_a_price_file(pricing, tm
     pools = [("ml.g6e.12xlarge", None), ("ml.g6.12xlarge", None)]
     saved = tmp_path / "prices.json"
     with Stubber(sagemaker) as sm:
-        sm.add_response("describe_endpoint", endpoint_response([("ml.g6e.12xlarge", 2), ("ml.g6.12xlarge", 1)]), {"EndpointName": "serving"})
-        sm.add_response("describe_endpoint_config", config_response("config-a", pools), {"EndpointConfigName": "config-a"})
-        expect(stubber, "ml.g6.12xlarge", [product("ml.g6.12xlarge", "USW2-Host:ml.g6.12xlarge", "6.5")])
+        sm.add_response(
+            "describe_endpoint",
+            endpoint_response([("ml.g6e.12xlarge", 2), ("ml.g6.12xlarge", 1)]),
+            {"EndpointName": "serving"},
+        )
+        sm.add_response(
+            "describe_endpoint_config",
+            config_response("config-a", pools),
+            {"EndpointConfigName": "config-a"},
+        )
+        expect(
+            stubber,
+            "ml.g6.12xlarge",
+            [product("ml.g6.12xlarge", "USW2-Host:ml.g6.12xlarge", "6.5")],
+        )
         expect(stubber, "ml.g6e.12xlarge", [])  # not listed: keeps the catalog price
-        code = main(["fleet", "serving", "--json", "--live-prices", "--save-prices", str(saved)], clients={"sagemaker": sagemaker, "pricing": client})
+        code = main(
+            ["fleet", "serving", "--json", "--live-prices", "--save-prices", str(saved)],
+            clients={"sagemaker": sagemaker, "pricing": client},
+        )
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     prices = {p["instance_type"]: p["price_per_hour"] for p in data["variants"][0]["pools"]}
@@ -74,9 +109,24 @@ def test_fleet_live_prices_reprices_the_pools_and_saves_a_price_file(pricing, tm
 
 def test_plan_reads_a_saved_price_file_for_its_region(tmp_path, capsys):
     prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"region": "us-west-2", "source": "test", "prices": {"ml.g6.xlarge": 0.9}}))
-    args = ["plan", "--model", "gpt-oss-20b", "--quantization", "mxfp4", "--instance-type", "ml.g6.xlarge", "--max-context", "8192", "--json"]
+    prices.write_text(
+        json.dumps({"region": "us-west-2", "source": "test", "prices": {"ml.g6.xlarge": 0.9}})
+    )
+    args = [
+        "plan",
+        "--model",
+        "gpt-oss-20b",
+        "--quantization",
+        "mxfp4",
+        "--instance-type",
+        "ml.g6.xlarge",
+        "--max-context",
+        "8192",
+        "--json",
+    ]
     assert main([*args, "--region", "us-west-2", "--prices", str(prices)]) == 0
     assert json.loads(capsys.readouterr().out)["cost"]["fleet_price_per_hour"] == 0.9
     assert main([*args, "--region", "us-west-2"]) == 2
-    assert "no recorded prices for region 'us-west-2'" in json.loads(capsys.readouterr().out)["error"]
+    assert (
+        "no recorded prices for region 'us-west-2'" in json.loads(capsys.readouterr().out)["error"]
+    )

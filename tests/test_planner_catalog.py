@@ -10,7 +10,19 @@ from cdk_llm_serving.planning.catalog import default_catalog
 from cdk_llm_serving.planning.models import preset, presets, weight_format
 from cdk_llm_serving.service_model import hyperpod_instance_types, production_variant_instance_types
 
-REQUIRED_FAMILIES = {"g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200"}
+REQUIRED_FAMILIES = {
+    "g5",
+    "g6",
+    "g6e",
+    "p4d",
+    "p4de",
+    "p5",
+    "p5e",
+    "p5en",
+    "p6-b200",
+    "p6-b300",
+    "p6e-gb200",
+}
 
 
 def test_catalog_covers_every_required_family():
@@ -26,7 +38,9 @@ def test_every_catalog_type_exists_in_botocores_sagemaker_enums():
 def test_catalog_entries_are_plausible():
     for spec in default_catalog():
         assert spec.gpus in (1, 2, 4, 8), spec
-        assert spec.price_per_hour > 0 and spec.gpu.memory_gib > 0 and spec.gpu.bandwidth_tbps > 0, spec
+        assert (
+            spec.price_per_hour > 0 and spec.gpu.memory_gib > 0 and spec.gpu.bandwidth_tbps > 0
+        ), spec
         assert spec.architecture in ("x86_64", "arm64"), spec
     assert default_catalog().get("ml.p6e-gb200.36xlarge").architecture == "arm64"
 
@@ -62,7 +76,16 @@ def test_weight_formats_count_their_block_scales(name, bytes_per_param):
 
 
 def test_presets_include_the_required_models_with_sources():
-    required = {"gpt-oss-20b", "gpt-oss-120b", "llama-3.1-405b", "deepseek-v3", "deepseek-r1", "kimi-k2", "qwen3-235b-a22b", "reference-2.4t-a95b"}
+    required = {
+        "gpt-oss-20b",
+        "gpt-oss-120b",
+        "llama-3.1-405b",
+        "deepseek-v3",
+        "deepseek-r1",
+        "kimi-k2",
+        "qwen3-235b-a22b",
+        "reference-2.4t-a95b",
+    }
     assert required <= set(presets())
     for spec in presets().values():
         assert spec.source, spec.name
@@ -76,4 +99,8 @@ def test_kv_cache_per_token_follows_the_published_formulas():
     assert llama.kv_values_per_token() == 2 * 126 * 8 * 128
     deepseek = preset("deepseek-v3")  # MLA: (kv_lora_rank + rope dim) * layers
     assert deepseek.kv_values_per_token() == (512 + 64) * 61
-    assert deepseek.kv_replication(8) == 8 and llama.kv_replication(8) == 1 and llama.kv_replication(16) == 2
+    assert (
+        deepseek.kv_replication(8) == 8
+        and llama.kv_replication(8) == 1
+        and llama.kv_replication(16) == 2
+    )

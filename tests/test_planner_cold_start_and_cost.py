@@ -19,7 +19,10 @@ def test_download_path_copies_everything_to_every_instance():
 
 
 def test_streaming_paths_load_only_the_node_shard():
-    one, two = estimate_cold_start(1000e9, "fsx_lustre", nodes=1), estimate_cold_start(1000e9, "fsx_lustre", nodes=2)
+    one, two = (
+        estimate_cold_start(1000e9, "fsx_lustre", nodes=1),
+        estimate_cold_start(1000e9, "fsx_lustre", nodes=2),
+    )
     assert one.download_seconds == 0 and two.load_seconds == pytest.approx(one.load_seconds / 2)
 
 
@@ -40,7 +43,10 @@ def test_cost_uses_the_roofline_formula():
     result = plan("llama-3.1-405b", "fp8", "ml.p5.48xlarge", max_context=131072)
     cost = estimate_cost(result, batch=16, context_tokens=2048)
     bandwidth = 8 * 3.35e12 * 0.5
-    step = (active_weight_bytes(preset("llama-3.1-405b"), weight_format("fp8")) + 16 * 2048 * result.kv_bytes_per_token) / bandwidth
+    step = (
+        active_weight_bytes(preset("llama-3.1-405b"), weight_format("fp8"))
+        + 16 * 2048 * result.kv_bytes_per_token
+    ) / bandwidth
     assert cost.output_tokens_per_second == pytest.approx(16 / step)
     assert cost.fleet_price_per_hour == pytest.approx(113.07)
     assert cost.price_per_million_output_tokens == pytest.approx(113.07 / (16 / step * 3600) * 1e6)

@@ -28,7 +28,9 @@ def test_batch_one_reads_exactly_the_active_parameters():
     result = plan("deepseek-v3", "fp8", "ml.p5en.48xlarge", max_context=8192)
     step = decode_step(result, 1, 1)
     spec = preset("deepseek-v3")
-    active = (spec.active_params_b - spec.high_precision_params_b) * 1e9 + spec.high_precision_params_b * 2e9
+    active = (
+        spec.active_params_b - spec.high_precision_params_b
+    ) * 1e9 + spec.high_precision_params_b * 2e9
     assert step.dense_bytes + step.expert_bytes == pytest.approx(active)
 
 
@@ -41,14 +43,20 @@ def test_reference_model_decode_counts_touched_experts_and_one_stage():
     assert 0.45 < share < 0.55
     assert step.expert_bytes == pytest.approx(spec.routed_experts_b * 1e9 * share * 0.5625)
     assert step.dense_bytes == pytest.approx(dense_weight_bytes(spec, fmt))
-    assert step.kv_bytes == pytest.approx(32 * 4096 * result.kv_bytes_per_token * 8)  # MLA: every TP rank reads it
+    assert step.kv_bytes == pytest.approx(
+        32 * 4096 * result.kv_bytes_per_token * 8
+    )  # MLA: every TP rank reads it
     stage = 8 * 8.0e12 * BANDWIDTH_EFFICIENCY  # one pipeline stage of 8 B200, not 16 GPUs
     assert step.stage_bandwidth == pytest.approx(stage)
-    assert step.memory_s == pytest.approx((step.dense_bytes + step.expert_bytes + step.kv_bytes) / stage)
+    assert step.memory_s == pytest.approx(
+        (step.dense_bytes + step.expert_bytes + step.kv_bytes) / stage
+    )
     assert 800e9 < step.bytes_read < 900e9
     assert step.tokens_per_second == pytest.approx(1207, rel=0.01)
     fixed = estimate_cost(result, batch=32, context_tokens=4096)
-    assert fixed.price_per_million_output_tokens == pytest.approx(284.0 / (1207 * 3600) * 1e6, rel=0.01)
+    assert fixed.price_per_million_output_tokens == pytest.approx(
+        284.0 / (1207 * 3600) * 1e6, rel=0.01
+    )
 
 
 def test_batch_is_chosen_by_itl_target_and_kv_capacity():
@@ -67,7 +75,14 @@ def test_smallest_layout_leaves_little_batch_so_a_throughput_layout_is_offered()
     assert smallest.tensor_parallel == 2 and smallest.kv_tokens_per_replica // 2048 == 4
     workload = Workload(1024, 1024)
     assert not estimate_throughput(smallest, workload, itl_target_ms=20).meets_target
-    best, estimate = plan_for_throughput("llama-3.1-405b", "nvfp4", "ml.p6-b200.48xlarge", workload=workload, itl_target_ms=20, max_context=2048)
+    best, estimate = plan_for_throughput(
+        "llama-3.1-405b",
+        "nvfp4",
+        "ml.p6-b200.48xlarge",
+        workload=workload,
+        itl_target_ms=20,
+        max_context=2048,
+    )
     assert best.tensor_parallel == 8 and estimate.meets_target and estimate.chosen.itl_ms <= 20
 
 

@@ -28,9 +28,14 @@ def test_deepseek_r1_config_gives_the_published_figures():
 
 
 def test_a_config_spec_plans_like_the_preset():
-    from_config = plan(ModelSpec.from_hf_config(DEEPSEEK), "fp8", "ml.p5en.48xlarge", max_context=131072)
+    from_config = plan(
+        ModelSpec.from_hf_config(DEEPSEEK), "fp8", "ml.p5en.48xlarge", max_context=131072
+    )
     from_preset = plan("deepseek-r1", "fp8", "ml.p5en.48xlarge", max_context=131072)
-    assert (from_config.nodes, from_config.tensor_parallel) == (from_preset.nodes, from_preset.tensor_parallel)
+    assert (from_config.nodes, from_config.tensor_parallel) == (
+        from_preset.nodes,
+        from_preset.tensor_parallel,
+    )
 
 
 def _write(tmp_path: Path, **overrides: object) -> Path:
@@ -62,7 +67,9 @@ def test_safetensors_index_gives_the_exact_size(tmp_path):
 
 
 def test_bad_configs_list_every_problem(tmp_path):
-    path = _write(tmp_path, hidden_size=0, num_key_value_heads=5, num_experts=8, num_experts_per_tok=9)
+    path = _write(
+        tmp_path, hidden_size=0, num_key_value_heads=5, num_experts=8, num_experts_per_tok=9
+    )
     with pytest.raises(ModelConfigError) as caught:
         ModelSpec.from_hf_config(path)
     props = {p.property for p in caught.value.problems}

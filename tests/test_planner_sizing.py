@@ -10,20 +10,82 @@ from cdk_llm_serving.planning.sizing import PlanningError, plan
 
 # Each row: a deployment its publisher documents, and the layout the planner must find.
 PUBLISHED = [
-    pytest.param("gpt-oss-120b", "mxfp4", "ml.p5.4xlarge", 32768, 1, 1, id="gpt-oss-120b on one 80 GB H100 (OpenAI model card)"),
-    pytest.param("gpt-oss-20b", "mxfp4", "ml.g6.xlarge", 32768, 1, 1, id="gpt-oss-20b within 16 GB: one 24 GB L4 (OpenAI model card)"),
-    pytest.param("llama-3.1-405b", "fp8", "ml.p5.48xlarge", 131072, 1, 8, id="Llama 3.1 405B FP8 on one 8xH100 node (Meta)"),
-    pytest.param("llama-3.1-405b", "bf16", "ml.p5.48xlarge", 131072, 2, 8, id="Llama 3.1 405B BF16 needs two 8xH100 nodes (Meta)"),
-    pytest.param("deepseek-v3", "fp8", "ml.p5en.48xlarge", 131072, 1, 8, id="DeepSeek-V3 FP8 on one 8xH200 node (DeepSeek, SGLang)"),
-    pytest.param("deepseek-v3", "fp8", "ml.p5.48xlarge", 131072, 2, 8, id="DeepSeek-V3 FP8 on two 8xH100 nodes (SGLang)"),
-    pytest.param("kimi-k2", "fp8", "ml.p5en.48xlarge", 131072, 2, 8, id="Kimi-K2 FP8 at 128k needs 16 H200 (Moonshot deploy guidance)"),
+    pytest.param(
+        "gpt-oss-120b",
+        "mxfp4",
+        "ml.p5.4xlarge",
+        32768,
+        1,
+        1,
+        id="gpt-oss-120b on one 80 GB H100 (OpenAI model card)",
+    ),
+    pytest.param(
+        "gpt-oss-20b",
+        "mxfp4",
+        "ml.g6.xlarge",
+        32768,
+        1,
+        1,
+        id="gpt-oss-20b within 16 GB: one 24 GB L4 (OpenAI model card)",
+    ),
+    pytest.param(
+        "llama-3.1-405b",
+        "fp8",
+        "ml.p5.48xlarge",
+        131072,
+        1,
+        8,
+        id="Llama 3.1 405B FP8 on one 8xH100 node (Meta)",
+    ),
+    pytest.param(
+        "llama-3.1-405b",
+        "bf16",
+        "ml.p5.48xlarge",
+        131072,
+        2,
+        8,
+        id="Llama 3.1 405B BF16 needs two 8xH100 nodes (Meta)",
+    ),
+    pytest.param(
+        "deepseek-v3",
+        "fp8",
+        "ml.p5en.48xlarge",
+        131072,
+        1,
+        8,
+        id="DeepSeek-V3 FP8 on one 8xH200 node (DeepSeek, SGLang)",
+    ),
+    pytest.param(
+        "deepseek-v3",
+        "fp8",
+        "ml.p5.48xlarge",
+        131072,
+        2,
+        8,
+        id="DeepSeek-V3 FP8 on two 8xH100 nodes (SGLang)",
+    ),
+    pytest.param(
+        "kimi-k2",
+        "fp8",
+        "ml.p5en.48xlarge",
+        131072,
+        2,
+        8,
+        id="Kimi-K2 FP8 at 128k needs 16 H200 (Moonshot deploy guidance)",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("model", "fmt", "instance_type", "context", "nodes", "tensor_parallel"), PUBLISHED)
+@pytest.mark.parametrize(
+    ("model", "fmt", "instance_type", "context", "nodes", "tensor_parallel"), PUBLISHED
+)
 def test_published_deployments(model, fmt, instance_type, context, nodes, tensor_parallel):
     result = plan(model, fmt, instance_type, max_context=context)
-    assert (result.nodes, result.tensor_parallel, result.pipeline_parallel) == (nodes, tensor_parallel, nodes)
+    assert (result.nodes, result.tensor_parallel, result.pipeline_parallel) == (
+        nodes,
+        tensor_parallel,
+        nodes,
+    )
     assert result.sequences_at_max_context >= 1
 
 
@@ -48,7 +110,9 @@ def test_weight_and_kv_arithmetic():
     assert result.kv_bytes_per_token == 2 * 126 * 8 * 128 * 2
     usable = 79.6 * GIB * 0.9 - 2 * GIB
     assert result.kv_cache_bytes_per_gpu == pytest.approx(usable - expected_weights / 8)
-    assert result.kv_tokens_per_replica == int((usable - expected_weights / 8) * 8 // result.kv_bytes_per_token)
+    assert result.kv_tokens_per_replica == int(
+        (usable - expected_weights / 8) * 8 // result.kv_bytes_per_token
+    )
 
 
 def test_fp8_kv_cache_doubles_the_tokens():
@@ -69,7 +133,16 @@ def test_concurrency_can_demand_more_memory():
 
 
 def test_tensor_parallel_divides_the_attention_heads():
-    odd = ModelSpec(name="odd", total_params_b=30, active_params_b=30, layers=40, attention_heads=12, kv_heads=4, head_dim=128, max_context=32768)
+    odd = ModelSpec(
+        name="odd",
+        total_params_b=30,
+        active_params_b=30,
+        layers=40,
+        attention_heads=12,
+        kv_heads=4,
+        head_dim=128,
+        max_context=32768,
+    )
     result = plan(odd, "bf16", "ml.p4d.24xlarge", max_context=32768)
     assert 12 % result.tensor_parallel == 0
 
@@ -79,7 +152,11 @@ def test_no_fit_says_what_is_needed_what_is_there_and_what_would_fit():
         plan("llama-3.1-405b", "bf16", "ml.p5.48xlarge", max_context=131072, max_nodes=1)
     error = caught.value
     text = str(error)
-    assert "does not fit one node of ml.p5.48xlarge" in text and "needs 817 GiB" in text and "one node offers 557 GiB" in text
+    assert (
+        "does not fit one node of ml.p5.48xlarge" in text
+        and "needs 817 GiB" in text
+        and "one node offers 557 GiB" in text
+    )
     assert error.needed_bytes > error.available_bytes
     assert error.suggestions[0] == "2 x ml.p5.48xlarge (tensor 8 x pipeline 2)"
     assert any(s.startswith("1 x ml.p5en.48xlarge") for s in error.suggestions)
@@ -115,7 +192,16 @@ def test_unknown_names(args, message):
 
 
 def test_nothing_fits_at_all():
-    huge = ModelSpec(name="huge", total_params_b=40000, active_params_b=40000, layers=200, attention_heads=128, kv_heads=8, head_dim=128, max_context=8192)
+    huge = ModelSpec(
+        name="huge",
+        total_params_b=40000,
+        active_params_b=40000,
+        layers=200,
+        attention_heads=128,
+        kv_heads=8,
+        head_dim=128,
+        max_context=8192,
+    )
     with pytest.raises(PlanningError, match="does not fit up to 16 nodes") as caught:
         plan(huge, "bf16", "ml.p5.48xlarge")
     assert caught.value.suggestions == ()
@@ -124,18 +210,34 @@ def test_nothing_fits_at_all():
 def test_single_instance_targets_get_no_multi_node_suggestions():
     """A SageMaker endpoint instance cannot run a multi-node layout: never suggest one."""
     with pytest.raises(PlanningError) as caught:
-        plan("llama-3.1-405b", "bf16", "ml.p5.48xlarge", max_context=131072, max_nodes=1, single_instance=True)
+        plan(
+            "llama-3.1-405b",
+            "bf16",
+            "ml.p5.48xlarge",
+            max_context=131072,
+            max_nodes=1,
+            single_instance=True,
+        )
     assert caught.value.alternatives and all(a.nodes == 1 for a in caught.value.alternatives)
 
 
 def test_layouts_across_nodes_need_efa_unless_waived():
     """g6e.2xlarge has no EFA: no pipeline across six single-GPU nodes unless asked."""
-    with pytest.raises(PlanningError, match="does not fit one node .*need EFA, which ml.g6e.2xlarge lacks"):
+    with pytest.raises(
+        PlanningError, match="does not fit one node .*need EFA, which ml.g6e.2xlarge lacks"
+    ):
         plan("gpt-oss-120b", "bf16", "ml.g6e.2xlarge", max_context=8192)
     waived = plan("gpt-oss-120b", "bf16", "ml.g6e.2xlarge", max_context=8192, require_efa=False)
     assert waived.nodes > 1 and waived.pipeline_parallel == waived.nodes
     with pytest.raises(PlanningError) as caught:
-        plan("gpt-oss-120b", "bf16", "ml.g6e.48xlarge", max_context=131072, concurrency=64, max_nodes=1)
+        plan(
+            "gpt-oss-120b",
+            "bf16",
+            "ml.g6e.48xlarge",
+            max_context=131072,
+            concurrency=64,
+            max_nodes=1,
+        )
     for alternative in caught.value.alternatives:
         if alternative.nodes > 1:
             from cdk_llm_serving.planning.catalog import default_catalog
@@ -147,5 +249,7 @@ def test_model_sizing_on_one_instance_is_single_instance():
     from cdk_llm_serving.planning.sizing import ModelSizing
 
     with pytest.raises(PlanningError) as caught:
-        ModelSizing("llama-3.1-405b", "bf16", max_context=131072).plan_on("ml.p5.48xlarge", max_nodes=1)
+        ModelSizing("llama-3.1-405b", "bf16", max_context=131072).plan_on(
+            "ml.p5.48xlarge", max_nodes=1
+        )
     assert "pipeline" not in str(caught.value)

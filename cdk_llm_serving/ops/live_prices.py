@@ -55,7 +55,10 @@ def hosting_price(pricing: Any, region: str, instance_type: str) -> float | None
     """The on-demand hourly price of ``instance_type`` for real-time hosting in ``region``."""
     token: str | None = None
     while True:
-        request: dict[str, Any] = {"ServiceCode": SERVICE_CODE, "Filters": _filters(region, instance_type)}
+        request: dict[str, Any] = {
+            "ServiceCode": SERVICE_CODE,
+            "Filters": _filters(region, instance_type),
+        }
         if token:
             request["NextToken"] = token
         response = pricing.get_products(**request)
@@ -75,17 +78,25 @@ def hosting_prices(pricing: Any, region: str, instance_types: Iterable[str]) -> 
     return {t: price for t, price in found.items() if price is not None}
 
 
-def live_catalog(catalog: Catalog, pricing: Any, region: str, instance_types: Iterable[str]) -> Catalog:
+def live_catalog(
+    catalog: Catalog, pricing: Any, region: str, instance_types: Iterable[str]
+) -> Catalog:
     """``catalog`` with the live prices of ``instance_types`` in ``region``."""
     known = [t for t in instance_types if t in catalog]
     prices = hosting_prices(pricing, region, known)
     today = dt.date.today().isoformat()
-    return catalog.with_prices(prices, source=f"AWS Price List API, {region}, read {today}", region=region)
+    return catalog.with_prices(
+        prices, source=f"AWS Price List API, {region}, read {today}", region=region
+    )
 
 
 def pool_types(status: FleetStatus) -> list[str]:
     """Instance types of every pool the endpoint declares (current and pending)."""
-    types = {pool.instance_type for variant in (*status.variants, *status.pending) for pool in variant.pools}
+    types = {
+        pool.instance_type
+        for variant in (*status.variants, *status.pending)
+        for pool in variant.pools
+    }
     return sorted(types)
 
 
@@ -94,7 +105,12 @@ def reprice(status: FleetStatus, catalog: Catalog) -> FleetStatus:
 
     def pools(variant: VariantStatus) -> VariantStatus:
         priced = tuple(
-            replace(pool, price_per_hour=catalog.get(pool.instance_type).price_per_hour if pool.instance_type in catalog else None)
+            replace(
+                pool,
+                price_per_hour=catalog.get(pool.instance_type).price_per_hour
+                if pool.instance_type in catalog
+                else None,
+            )
             for pool in variant.pools
         )
         return replace(variant, pools=priced)

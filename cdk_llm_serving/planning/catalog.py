@@ -13,7 +13,10 @@ GIB = 1024**3
 
 
 def load_data(name: str) -> dict[str, Any]:
-    return json.loads(resources.files(__package__).joinpath("data", name).read_text())
+    data: dict[str, Any] = json.loads(
+        resources.files(__package__).joinpath("data", name).read_text()
+    )
+    return data
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,9 @@ class InstanceSpec:
 class Catalog:
     """Instance types by name; ``with_prices`` / ``with_instances`` return adjusted copies."""
 
-    def __init__(self, instances: Mapping[str, InstanceSpec], price_region: str, price_source: str) -> None:
+    def __init__(
+        self, instances: Mapping[str, InstanceSpec], price_region: str, price_source: str
+    ) -> None:
         self._instances = dict(instances)
         self.price_region = price_region
         self.price_source = price_source
@@ -81,10 +86,16 @@ class Catalog:
             return self._instances[instance_type]
         except KeyError:
             known = ", ".join(sorted(self._instances))
-            raise KeyError(f"instance type {instance_type!r} is not in the catalog; known: {known}") from None
+            raise KeyError(
+                f"instance type {instance_type!r} is not in the catalog; known: {known}"
+            ) from None
 
     def with_prices(
-        self, prices: Mapping[str, float], source: str = "user-supplied", *, region: str | None = None
+        self,
+        prices: Mapping[str, float],
+        source: str = "user-supplied",
+        *,
+        region: str | None = None,
     ) -> Catalog:
         """Your own prices (another region, a discount); unknown types are an error.
 
@@ -93,8 +104,12 @@ class Catalog:
         """
         updated = dict(self._instances)
         for instance_type, price in prices.items():
-            updated[instance_type] = replace(self.get(instance_type), price_per_hour=price, price_estimated=False)
-        return Catalog(updated, region or self.price_region, f"{self.price_source}; overridden: {source}")
+            updated[instance_type] = replace(
+                self.get(instance_type), price_per_hour=price, price_estimated=False
+            )
+        return Catalog(
+            updated, region or self.price_region, f"{self.price_source}; overridden: {source}"
+        )
 
     def for_region(self, region: str) -> Catalog:
         """This catalog if its prices are ``region``'s; otherwise an error naming the ways to get them.
@@ -115,8 +130,12 @@ class Catalog:
         with open(path) as handle:
             data = json.load(handle)
         prices = data.get("prices") if isinstance(data, dict) else None
-        if not isinstance(prices, dict) or not all(isinstance(v, int | float) for v in prices.values()):
-            raise KeyError(f"price file {path} must hold {{'region': ..., 'prices': {{instance type: dollars per hour}}}}")
+        if not isinstance(prices, dict) or not all(
+            isinstance(v, int | float) for v in prices.values()
+        ):
+            raise KeyError(
+                f"price file {path} must hold {{'region': ..., 'prices': {{instance type: dollars per hour}}}}"
+            )
         source = str(data.get("source") or f"price file {path}")
         return self.with_prices(prices, source, region=data.get("region"))
 
@@ -162,4 +181,8 @@ def default_catalog() -> Catalog:
         for name, entry in data["instances"].items()
     }
     # The long provenance stays in the data file; reports carry this short form.
-    return Catalog(instances, data["price_region"], f"{data['price_region']} on-demand list prices as of {data['price_date']}")
+    return Catalog(
+        instances,
+        data["price_region"],
+        f"{data['price_region']} on-demand list prices as of {data['price_date']}",
+    )

@@ -30,7 +30,9 @@ def plan_catalog(region: str | None, prices_path: str | None) -> Catalog:
     return catalog.for_region(region) if region else catalog
 
 
-def plan_model(model: str | None, config_path: str | None, index_path: str | None) -> ModelSpec | str:
+def plan_model(
+    model: str | None, config_path: str | None, index_path: str | None
+) -> ModelSpec | str:
     """A preset name, or a spec read from a local ``config.json`` (no network)."""
     if config_path:
         return ModelSpec.from_hf_config(config_path, index_path)
@@ -41,7 +43,9 @@ def plan_model(model: str | None, config_path: str | None, index_path: str | Non
 def error_as_dict(error: Exception) -> dict[str, Any]:
     """A refused plan as JSON: the message, every problem, and machine-readable alternatives."""
     if isinstance(error, ConfigurationError):
-        problems = [{"property": p.property, "value": p.value, "allowed": p.allowed} for p in error.problems]
+        problems = [
+            {"property": p.property, "value": p.value, "allowed": p.allowed} for p in error.problems
+        ]
         return {"error": str(error), "problems": problems, "alternatives": []}
     if isinstance(error, PlanningError):
         return {
@@ -52,7 +56,11 @@ def error_as_dict(error: Exception) -> dict[str, Any]:
             "alternatives": [alternative.as_dict() for alternative in error.alternatives],
         }
     message = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
-    return {"error": message, "problems": [{"property": "input", "value": None, "allowed": message}], "alternatives": []}
+    return {
+        "error": message,
+        "problems": [{"property": "input", "value": None, "allowed": message}],
+        "alternatives": [],
+    }
 
 
 def error_text(error: Exception) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from .catalog import load_data
 
@@ -36,17 +36,22 @@ class ColdStart:
     @property
     def download_timeout_seconds(self) -> int:
         """Budget for the download alone (SageMaker's ModelDataDownloadTimeoutInSeconds)."""
-        return max(self.minimum_timeout_seconds, math.ceil(self.download_seconds * self.safety_factor))
+        return max(
+            self.minimum_timeout_seconds, math.ceil(self.download_seconds * self.safety_factor)
+        )
 
     @property
     def startup_timeout_seconds(self) -> int:
         """Budget from container start to healthy (SageMaker's ContainerStartupHealthCheckTimeoutInSeconds,
         a Kubernetes startup probe)."""
-        return max(self.minimum_timeout_seconds, math.ceil((self.load_seconds + self.engine_start_seconds) * self.safety_factor))
+        return max(
+            self.minimum_timeout_seconds,
+            math.ceil((self.load_seconds + self.engine_start_seconds) * self.safety_factor),
+        )
 
 
 @functools.cache
-def _loading() -> dict:
+def _loading() -> dict[str, Any]:
     return load_data("loading.json")
 
 
@@ -59,7 +64,9 @@ def estimate_cold_start(weight_bytes: float, path: LoadingPath | str, nodes: int
     try:
         figures = data["paths"][path]
     except KeyError:
-        raise KeyError(f"unknown loading path {path!r}; known: {', '.join(data['paths'])}") from None
+        raise KeyError(
+            f"unknown loading path {path!r}; known: {', '.join(data['paths'])}"
+        ) from None
     downloads = figures["download_gb_per_s"] is not None
     per_node = weight_bytes if downloads else weight_bytes / nodes
     download = per_node / (figures["download_gb_per_s"] * 1e9) if downloads else 0.0

@@ -37,7 +37,9 @@ class CostEstimate:
 def active_weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
     """Bytes read per decode step: the active parameters, high-precision ones at BF16."""
     high = min(model.high_precision_params_b, model.active_params_b)
-    return (model.active_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(2.0, fmt.bytes_per_param)
+    return (model.active_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(
+        2.0, fmt.bytes_per_param
+    )
 
 
 def roofline_tokens_per_second(
@@ -68,7 +70,9 @@ def estimate_cost(
         throughput, source = output_tokens_per_second, "given"
     elif batch is not None:
         context = min(context_tokens or 4096, plan.max_context)
-        throughput = roofline_tokens_per_second(plan, batch=batch, context_tokens=context, catalog=catalog)
+        throughput = roofline_tokens_per_second(
+            plan, batch=batch, context_tokens=context, catalog=catalog
+        )
         throughput *= replicas
         source = f"decode model at a fixed batch {batch}, {context} tokens of context (no prefill)"
     else:
@@ -77,7 +81,9 @@ def estimate_cost(
         source = _estimate_source(estimate)
     per_million = price / (throughput * 3600) * 1e6
     estimated = " (estimated price)" if instance.price_estimated else ""
-    return CostEstimate(price, throughput, per_million, source, f"{catalog.price_source}{estimated}", estimate)
+    return CostEstimate(
+        price, throughput, per_million, source, f"{catalog.price_source}{estimated}", estimate
+    )
 
 
 def _estimate_source(estimate: ThroughputEstimate) -> str:

@@ -91,7 +91,11 @@ class DecodeStep:
 
     @property
     def bound(self) -> str:
-        named = {"memory": self.memory_s, "compute": self.compute_s, "all-to-all": self.all_to_all_s}
+        named = {
+            "memory": self.memory_s,
+            "compute": self.compute_s,
+            "all-to-all": self.all_to_all_s,
+        }
         return max(named, key=lambda name: named[name])
 
     @property

@@ -33,7 +33,9 @@ def step_arithmetic(plan: Plan, step: DecodeStep) -> str:
 
 
 def curve_text(estimate: ThroughputEstimate) -> str:
-    points = ", ".join(f"{p.batch}: {p.itl_ms:,.1f} ms / {p.tokens_per_second:,.0f} tok/s" for p in estimate.curve)
+    points = ", ".join(
+        f"{p.batch}: {p.itl_ms:,.1f} ms / {p.tokens_per_second:,.0f} tok/s" for p in estimate.curve
+    )
     return f"batch: ITL / replica tokens/s (prefill included) -> {points}"
 
 

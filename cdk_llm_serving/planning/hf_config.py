@@ -47,7 +47,9 @@ def _read_json(path: Path, subject: str) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except OSError as error:
-        raise ModelConfigError(subject, [Problem("path", str(path), f"a readable local file ({error.strerror})")]) from None
+        raise ModelConfigError(
+            subject, [Problem("path", str(path), f"a readable local file ({error.strerror})")]
+        ) from None
     except json.JSONDecodeError as error:
         raise ModelConfigError(subject, [Problem("json", str(error), "valid JSON")]) from None
     if not isinstance(data, dict):
@@ -81,7 +83,9 @@ def _attention_params(cfg: dict[str, Any], hidden: int, heads: int, problems: Pr
         q_rank = _optional_int(cfg, ("q_lora_rank",))
         q_dim = heads * (nope + rope)
         query = hidden * q_rank + q_rank * q_dim if q_rank else hidden * q_dim
-        return query + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
+        return (
+            query + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
+        )
     kv_heads, head_dim = _kv_layout(cfg, hidden, heads, problems)
     return 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
 
@@ -97,7 +101,9 @@ def _kv_layout(cfg: dict[str, Any], hidden: int, heads: int, problems: Problems)
 def _moe_figures(cfg: dict[str, Any], hidden: int) -> tuple[int, int, int, int]:
     """(experts, top-k, params of one routed expert, shared-expert params per MoE layer)."""
     experts = _optional_int(cfg, ("n_routed_experts", "num_experts", "num_local_experts"))
-    top_k = _optional_int(cfg, ("num_experts_per_tok", "experts_per_token", "num_experts_per_token"))
+    top_k = _optional_int(
+        cfg, ("num_experts_per_tok", "experts_per_token", "num_experts_per_token")
+    )
     inter = _optional_int(cfg, ("moe_intermediate_size", "intermediate_size"))
     shared_inter = _optional_int(cfg, ("shared_expert_intermediate_size",))
     shared = 3 * hidden * (shared_inter or inter * _optional_int(cfg, ("n_shared_experts",)))
@@ -144,8 +150,14 @@ def _count(cfg: dict[str, Any], problems: Problems) -> dict[str, Any]:
     attention = _attention_params(cfg, hidden, heads, problems)
     experts, top_k, expert, shared = _moe_figures(cfg, hidden)
     if experts and not 1 <= top_k <= experts:
-        problems.add("num_experts_per_tok", top_k or None, f"an integer in 1..{experts} (the experts per layer)")
-    dense_layers = min(layers, _optional_int(cfg, ("first_k_dense_replace",))) if experts else layers
+        problems.add(
+            "num_experts_per_tok",
+            top_k or None,
+            f"an integer in 1..{experts} (the experts per layer)",
+        )
+    dense_layers = (
+        min(layers, _optional_int(cfg, ("first_k_dense_replace",))) if experts else layers
+    )
     moe_layers = layers - dense_layers
     mlp = 3 * hidden * _optional_int(cfg, ("intermediate_size",))
     embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings", False) else 2)
@@ -154,7 +166,12 @@ def _count(cfg: dict[str, Any], problems: Problems) -> dict[str, Any]:
     mtp = _optional_int(cfg, ("num_nextn_predict_layers",))
     body = layers * attention + dense_layers * mlp + moe_layers * moe_layer
     mtp_params = mtp * (attention + (moe_layer if experts else mlp) + 2 * hidden * hidden)
-    active = embed + layers * attention + dense_layers * mlp + moe_layers * (top_k * expert + shared + router)
+    active = (
+        embed
+        + layers * attention
+        + dense_layers * mlp
+        + moe_layers * (top_k * expert + shared + router)
+    )
     return {
         "hidden": hidden, "layers": layers, "heads": heads, "embed": embed, "experts": experts,
         "top_k": top_k, "moe_layers": moe_layers if experts else 0, "mtp": mtp,
@@ -176,14 +193,19 @@ def _total_from_index(index_path: Path, counts: dict[str, Any], checkpoint: str)
     return (size - high * max(2.0, bpp)) / bpp + high
 
 
-def _spec(cfg: dict[str, Any], path: Path, c: dict[str, Any], total: float, index: Any) -> ModelSpec:
+def _spec(
+    cfg: dict[str, Any], path: Path, c: dict[str, Any], total: float, index: Any
+) -> ModelSpec:
     mla = bool(cfg.get("kv_lora_rank"))
     heads = c["heads"]
     kv_heads = 0 if mla else int(cfg.get("num_key_value_heads") or heads)
     head_dim = 0 if mla else int(cfg.get("head_dim") or c["hidden"] // heads)
     source = f"local config.json {path}" + (f" with safetensors index {index}" if index else "")
     return ModelSpec(
-        name=str(cfg.get("_name_or_path") or (path.parent.name if path.name == "config.json" else path.stem)),
+        name=str(
+            cfg.get("_name_or_path")
+            or (path.parent.name if path.name == "config.json" else path.stem)
+        ),
         total_params_b=total / 1e9,
         active_params_b=min(total, c["active"]) / 1e9,
         layers=c["layers"],

@@ -111,12 +111,18 @@ class WeightFormat:
 
 @functools.cache
 def presets() -> dict[str, ModelSpec]:
-    return {name: ModelSpec(name=name, **figures) for name, figures in load_data("models.json")["models"].items()}
+    return {
+        name: ModelSpec(name=name, **figures)
+        for name, figures in load_data("models.json")["models"].items()
+    }
 
 
 @functools.cache
 def weight_formats() -> dict[str, WeightFormat]:
-    return {name: WeightFormat(name=name, **entry) for name, entry in load_data("formats.json")["formats"].items()}
+    return {
+        name: WeightFormat(name=name, **entry)
+        for name, entry in load_data("formats.json")["formats"].items()
+    }
 
 
 def preset(name: str) -> ModelSpec:

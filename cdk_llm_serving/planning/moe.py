@@ -26,7 +26,8 @@ def expected_distinct_experts(experts: int, top_k: int, tokens: float) -> float:
     """Expected experts (of ``experts``) hit by ``tokens`` tokens routed top-``top_k`` uniformly."""
     if experts <= 0 or top_k <= 0 or tokens <= 0:
         return 0.0
-    return experts * (1 - (1 - min(top_k, experts) / experts) ** tokens)
+    miss: float = (1 - min(top_k, experts) / experts) ** tokens
+    return experts * (1 - miss)
 
 
 def touched_expert_share(spec: ModelSpec, tokens: float) -> float:

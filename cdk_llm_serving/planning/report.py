@@ -59,20 +59,46 @@ def plan_as_dict(plan: Plan, cold_start: ColdStart, cost: CostEstimate) -> dict[
     }
 
 
-def plan_as_table(plan: Plan, cold_start: ColdStart, cost: CostEstimate, catalog: Catalog | None = None) -> str:
+def plan_as_table(
+    plan: Plan, cold_start: ColdStart, cost: CostEstimate, catalog: Catalog | None = None
+) -> str:
     instance = (catalog or default_catalog()).get(plan.instance_type)
     rows = [
         ("model", f"{plan.model} in {plan.weight_format}"),
-        ("instance", f"{plan.instance_type}: {instance.gpus} x {instance.gpu.name} {instance.gpu.memory_gib:g} GiB, {instance.architecture}"),
-        ("weights", f"{plan.weight_bytes / GIB:,.1f} GiB total, {plan.weight_bytes_per_gpu / GIB:,.1f} GiB per GPU"),
-        ("KV cache", f"{plan.kv_bytes_per_token / 1024:,.1f} KiB per token ({plan.kv_cache_dtype}), {plan.kv_cache_bytes_per_gpu / GIB:,.1f} GiB per GPU"),
+        (
+            "instance",
+            f"{plan.instance_type}: {instance.gpus} x {instance.gpu.name} {instance.gpu.memory_gib:g} GiB, {instance.architecture}",
+        ),
+        (
+            "weights",
+            f"{plan.weight_bytes / GIB:,.1f} GiB total, {plan.weight_bytes_per_gpu / GIB:,.1f} GiB per GPU",
+        ),
+        (
+            "KV cache",
+            f"{plan.kv_bytes_per_token / 1024:,.1f} KiB per token ({plan.kv_cache_dtype}), {plan.kv_cache_bytes_per_gpu / GIB:,.1f} GiB per GPU",
+        ),
         ("nodes", f"{plan.nodes} ({plan.gpus_per_replica} GPUs per replica)"),
-        ("parallelism", f"tensor {plan.tensor_parallel}, pipeline {plan.pipeline_parallel}, data {plan.data_parallel}, expert {'on' if plan.expert_parallel else 'off'}"),
+        (
+            "parallelism",
+            f"tensor {plan.tensor_parallel}, pipeline {plan.pipeline_parallel}, data {plan.data_parallel}, expert {'on' if plan.expert_parallel else 'off'}",
+        ),
         ("memory budget", f"gpu_memory_utilization {plan.gpu_memory_utilization}"),
-        ("capacity", f"{plan.kv_tokens_per_replica:,} KV tokens per replica; {plan.sequences_at_max_context} sequences of {plan.max_context:,} tokens at once"),
-        ("cold start", f"~{cold_start.total_seconds / 60:.1f} min via {cold_start.path} (download {cold_start.download_seconds:.0f} s, load {cold_start.load_seconds:.0f} s, engine {cold_start.engine_start_seconds:.0f} s)"),
-        ("timeouts", f"download {cold_start.download_timeout_seconds} s, startup {cold_start.startup_timeout_seconds} s (x{cold_start.safety_factor:g})"),
-        ("cost", f"${cost.fleet_price_per_hour:,.2f}/h; ~{cost.output_tokens_per_second:,.0f} output tokens/s; ${cost.price_per_million_output_tokens:,.3f} per million output tokens"),
+        (
+            "capacity",
+            f"{plan.kv_tokens_per_replica:,} KV tokens per replica; {plan.sequences_at_max_context} sequences of {plan.max_context:,} tokens at once",
+        ),
+        (
+            "cold start",
+            f"~{cold_start.total_seconds / 60:.1f} min via {cold_start.path} (download {cold_start.download_seconds:.0f} s, load {cold_start.load_seconds:.0f} s, engine {cold_start.engine_start_seconds:.0f} s)",
+        ),
+        (
+            "timeouts",
+            f"download {cold_start.download_timeout_seconds} s, startup {cold_start.startup_timeout_seconds} s (x{cold_start.safety_factor:g})",
+        ),
+        (
+            "cost",
+            f"${cost.fleet_price_per_hour:,.2f}/h; ~{cost.output_tokens_per_second:,.0f} output tokens/s; ${cost.price_per_million_output_tokens:,.3f} per million output tokens",
+        ),
         ("throughput", cost.throughput_source),
         *_decode_rows(plan, cost),
         ("prices", cost.price_source),
@@ -89,5 +115,8 @@ def _decode_rows(plan: Plan, cost: CostEstimate) -> list[tuple[str, str]]:
     return [
         ("decode step", step_arithmetic(plan, estimate.chosen.step)),
         ("curve", curve_text(estimate)),
-        ("speculative", speculation_text(speculation_estimates(plan, estimate)) + " (not in the cost above)"),
+        (
+            "speculative",
+            speculation_text(speculation_estimates(plan, estimate)) + " (not in the cost above)",
+        ),
     ]

@@ -163,7 +163,9 @@ class ModelSizing:
 def weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
     """Bytes of the weights in ``fmt``, the high-precision part counted at BF16."""
     high = min(model.high_precision_params_b, model.total_params_b)
-    return (model.total_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(2.0, fmt.bytes_per_param)
+    return (model.total_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(
+        2.0, fmt.bytes_per_param
+    )
 
 
 def tensor_parallel_options(model: ModelSpec, gpus: int) -> list[int]:
@@ -204,7 +206,9 @@ class _Request:
         return self.max_nodes
 
 
-def _candidate_layouts(model: ModelSpec, instance: InstanceSpec, request: _Request) -> list[_Layout]:
+def _candidate_layouts(
+    model: ModelSpec, instance: InstanceSpec, request: _Request
+) -> list[_Layout]:
     options = tensor_parallel_options(model, instance.gpus)
     if request.tensor_parallel is not None:
         options = [tp for tp in options if tp == request.tensor_parallel]
@@ -247,24 +251,48 @@ def plan(
     instance = catalog.get(instance_type)
     context = spec.max_context if max_context is None else max_context
     _check_inputs(spec, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes)
-    if tensor_parallel is not None and tensor_parallel not in tensor_parallel_options(spec, instance.gpus):
-        raise PlanningError(f"tensor_parallel={tensor_parallel} must be one of {tensor_parallel_options(spec, instance.gpus)} for {spec.name} on {instance_type}")
-    request = _Request(context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes, tensor_parallel, single_instance, require_efa)
+    if tensor_parallel is not None and tensor_parallel not in tensor_parallel_options(
+        spec, instance.gpus
+    ):
+        raise PlanningError(
+            f"tensor_parallel={tensor_parallel} must be one of {tensor_parallel_options(spec, instance.gpus)} for {spec.name} on {instance_type}"
+        )
+    request = _Request(
+        context,
+        concurrency,
+        gpu_memory_utilization,
+        kv_cache_dtype,
+        max_nodes,
+        tensor_parallel,
+        single_instance,
+        require_efa,
+    )
     found = _fit(spec, fmt, instance, request)
     if found is None:
         raise _no_fit_error(spec, fmt, instance, request, catalog)
     return found
 
 
-def _check_inputs(spec: ModelSpec, context: int, concurrency: int, utilization: float, kv_dtype: str, max_nodes: int) -> None:
+def _check_inputs(
+    spec: ModelSpec,
+    context: int,
+    concurrency: int,
+    utilization: float,
+    kv_dtype: str,
+    max_nodes: int,
+) -> None:
     if context < 1 or context > spec.max_context:
-        raise PlanningError(f"max_context={context} is outside 1..{spec.max_context}, the longest context {spec.name} supports (vLLM refuses a longer --max-model-len)")
+        raise PlanningError(
+            f"max_context={context} is outside 1..{spec.max_context}, the longest context {spec.name} supports (vLLM refuses a longer --max-model-len)"
+        )
     if concurrency < 1:
         raise PlanningError(f"concurrency={concurrency} must be at least 1")
     if not 0 < utilization <= 1:
         raise PlanningError(f"gpu_memory_utilization={utilization} must be in (0, 1]")
     if kv_dtype not in KV_CACHE_DTYPE_BYTES:
-        raise PlanningError(f"kv_cache_dtype={kv_dtype!r} must be one of {', '.join(KV_CACHE_DTYPE_BYTES)}")
+        raise PlanningError(
+            f"kv_cache_dtype={kv_dtype!r} must be one of {', '.join(KV_CACHE_DTYPE_BYTES)}"
+        )
     if max_nodes < 1:
         raise PlanningError(f"max_nodes={max_nodes} must be at least 1")
 
@@ -273,7 +301,9 @@ def _usable_bytes(instance: InstanceSpec, utilization: float) -> float:
     return instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB
 
 
-def _fit(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request) -> Plan | None:
+def _fit(
+    spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request
+) -> Plan | None:
     total_weights = weight_bytes(spec, fmt)
     kv_per_token = spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[request.kv_dtype]
     usable = _usable_bytes(instance, request.utilization)
@@ -283,7 +313,9 @@ def _fit(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _R
         kv_space = usable - per_gpu
         if kv_space <= 0:
             continue
-        tokens = int(kv_space * shards // (kv_per_token * spec.kv_replication(layout.tensor_parallel)))
+        tokens = int(
+            kv_space * shards // (kv_per_token * spec.kv_replication(layout.tensor_parallel))
+        )
         if tokens < request.concurrency * request.context:
             continue
         note = fmt.fallback_note(instance.gpu)
@@ -312,7 +344,9 @@ def _fit(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _R
     return None
 
 
-def _alternatives(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request, catalog: Catalog) -> list[Alternative]:
+def _alternatives(
+    spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request, catalog: Catalog
+) -> list[Alternative]:
     """What would fit: more nodes of this type, other types, smaller formats (cheapest first)."""
     found: list[Alternative] = []
     free = replace(request, tensor_parallel=None)
@@ -326,7 +360,10 @@ def _alternatives(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, re
             fitted = _fit(spec, fmt, other, free)
             if fitted is not None:
                 others.append((other.price_per_hour * fitted.nodes, fitted))
-    found += [_alternative(fitted, "other instance type") for _, fitted in sorted(others, key=lambda item: item[0])[:3]]
+    found += [
+        _alternative(fitted, "other instance type")
+        for _, fitted in sorted(others, key=lambda item: item[0])[:3]
+    ]
     for smaller in weight_formats().values():
         if smaller.bytes_per_param < fmt.bytes_per_param:
             fitted = _fit(spec, smaller, instance, free)
@@ -336,12 +373,26 @@ def _alternatives(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, re
 
 
 def _alternative(fitted: Plan, reason: str) -> Alternative:
-    return Alternative(fitted.instance_type, fitted.nodes, fitted.tensor_parallel, fitted.pipeline_parallel, fitted.weight_format, reason)
+    return Alternative(
+        fitted.instance_type,
+        fitted.nodes,
+        fitted.tensor_parallel,
+        fitted.pipeline_parallel,
+        fitted.weight_format,
+        reason,
+    )
 
 
-def _no_fit_error(spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request, catalog: Catalog) -> PlanningError:
+def _no_fit_error(
+    spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request, catalog: Catalog
+) -> PlanningError:
     total_weights = weight_bytes(spec, fmt)
-    kv_needed = request.concurrency * request.context * spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[request.kv_dtype]
+    kv_needed = (
+        request.concurrency
+        * request.context
+        * spec.kv_values_per_token()
+        * KV_CACHE_DTYPE_BYTES[request.kv_dtype]
+    )
     per_gpu_usable = _usable_bytes(instance, request.utilization)
     usable_node = per_gpu_usable * instance.gpus
     limit = request.node_limit(instance)

@@ -46,7 +46,9 @@ class SpeculationMethod:
 
 DEFAULTS: dict[str, SpeculationMethod] = {
     "mtp": SpeculationMethod("mtp", 1, 0.85, 1.0, "DeepSeek-V3 report §5.4.3: 85-90 % acceptance"),
-    "eagle3": SpeculationMethod("eagle3", 3, 0.63, 1.0, "RedHatAI gpt-oss-20b EAGLE-3: tau 2.63 at k=7"),
+    "eagle3": SpeculationMethod(
+        "eagle3", 3, 0.63, 1.0, "RedHatAI gpt-oss-20b EAGLE-3: tau 2.63 at k=7"
+    ),
     "ngram": SpeculationMethod("ngram", 3, 0.35, 0.0, "ASSUMED: workload-dependent"),
 }
 
@@ -77,7 +79,9 @@ def accepted_tokens_per_step(acceptance_rate: float, draft_tokens: int) -> float
     return (1 - acceptance_rate ** (draft_tokens + 1)) / (1 - acceptance_rate)
 
 
-def method(name: str, acceptance_rate: float | None = None, draft_tokens: int | None = None) -> SpeculationMethod:
+def method(
+    name: str, acceptance_rate: float | None = None, draft_tokens: int | None = None
+) -> SpeculationMethod:
     """A default method, optionally with your measured acceptance rate or draft length."""
     try:
         base = DEFAULTS[name]
@@ -93,7 +97,12 @@ def method(name: str, acceptance_rate: float | None = None, draft_tokens: int | 
 
 
 def estimate_speculation(
-    plan: Plan, spec_method: SpeculationMethod, *, batch: int, context: int, catalog: Catalog | None = None
+    plan: Plan,
+    spec_method: SpeculationMethod,
+    *,
+    batch: int,
+    context: int,
+    catalog: Catalog | None = None,
 ) -> SpeculationEstimate:
     """Speed-up of ``spec_method`` on ``plan`` at ``batch`` sequences of ``context`` tokens."""
     plain = decode_step(plan, batch, context, catalog=catalog).step_s

@@ -138,14 +138,27 @@ def plan_for_throughput(
     best: tuple[tuple[bool, float], Plan, ThroughputEstimate] | None = None
     for tp in tensor_parallel_options(spec, gpus):
         try:
-            laid_out = plan(spec, quantization, instance_type, catalog=catalog, tensor_parallel=tp, **plan_options)
+            laid_out = plan(
+                spec,
+                quantization,
+                instance_type,
+                catalog=catalog,
+                tensor_parallel=tp,
+                **plan_options,
+            )
         except PlanningError:
             continue
-        estimate = estimate_throughput(laid_out, workload, itl_target_ms=itl_target_ms, catalog=catalog)
+        estimate = estimate_throughput(
+            laid_out, workload, itl_target_ms=itl_target_ms, catalog=catalog
+        )
         score = (estimate.meets_target, estimate.tokens_per_second / laid_out.nodes)
         if best is None or score > best[0]:
             best = (score, laid_out, estimate)
     if best is None:
-        laid_out = plan(spec, quantization, instance_type, catalog=catalog, **plan_options)  # raises
-        return laid_out, estimate_throughput(laid_out, workload, itl_target_ms=itl_target_ms, catalog=catalog)
+        laid_out = plan(
+            spec, quantization, instance_type, catalog=catalog, **plan_options
+        )  # raises
+        return laid_out, estimate_throughput(
+            laid_out, workload, itl_target_ms=itl_target_ms, catalog=catalog
+        )
     return best[1], best[2]
