@@ -10,6 +10,10 @@ Layouts tried, smallest first: tensor parallelism within one node (a divisor of 
 attention heads, up to the node's GPUs; the node's other GPUs become data-parallel
 replicas), then the whole node tensor-parallel with pipeline parallelism across
 nodes. MoE models get expert parallelism whenever more than one GPU shares a replica.
+Layouts across nodes are tried only on instance types with EFA (``require_efa``), and a
+single-instance target (a SageMaker endpoint: ``single_instance``) gets no multi-node
+alternative when nothing fits. Alternatives are ``Alternative`` records (``str()`` gives the
+text) so tools can act on them.
 """
 
 from __future__ import annotations
