@@ -23,33 +23,57 @@ Clients = Mapping[str, Any]
 
 
 def _plan_command(args: argparse.Namespace) -> int:
+    from ..errors import ConfigurationError
+    from ..planning.cli_support import error_as_dict, error_text, plan_catalog, plan_model
     from ..planning.cold_start import estimate_cold_start
     from ..planning.cost import estimate_cost
+    from ..planning.decode import Workload
     from ..planning.report import plan_as_dict, plan_as_table
     from ..planning.sizing import PlanningError, plan
+    from ..planning.throughput import plan_for_throughput
 
     try:
-        result = plan(
-            args.model,
-            args.quantization,
-            args.instance_type,
-            max_context=args.max_context,
-            concurrency=args.concurrency,
-            gpu_memory_utilization=args.gpu_memory_utilization,
-            kv_cache_dtype=args.kv_cache_dtype,
-            max_nodes=args.max_nodes,
-        )
-    except (PlanningError, KeyError) as error:
-        message = error.args[0] if isinstance(error, KeyError) else str(error)
-        print(f"error: {message}", file=sys.stderr)
+        catalog = plan_catalog(args.region, args.prices)
+        model = plan_model(args.model, args.model_config, args.model_index)
+        options = {
+            "max_context": args.max_context,
+            "concurrency": args.concurrency,
+            "gpu_memory_utilization": args.gpu_memory_utilization,
+            "kv_cache_dtype": args.kv_cache_dtype,
+            "max_nodes": args.max_nodes,
+            "require_efa": not args.allow_without_efa,
+        }
+        workload = Workload(args.input_tokens, args.output_tokens)
+        if args.layout == "throughput":
+            result, _ = plan_for_throughput(
+                model,
+                args.quantization,
+                args.instance_type,
+                workload=workload,
+                itl_target_ms=args.itl_target_ms,
+                catalog=catalog,
+                **options,
+            )
+        else:
+            result = plan(model, args.quantization, args.instance_type, catalog=catalog, **options)
+    except (PlanningError, ConfigurationError, KeyError, OSError) as error:
+        if args.json:
+            print(json.dumps(error_as_dict(error), indent=2, default=str))
+        print(f"error: {error_text(error)}", file=sys.stderr)
         return 2
     path = args.loading_path or ("s3_download" if result.nodes == 1 else "fsx_lustre")
     cold_start = estimate_cold_start(result.weight_bytes, path, result.nodes)
-    cost = estimate_cost(result, output_tokens_per_second=args.tokens_per_second)
+    cost = estimate_cost(
+        result,
+        output_tokens_per_second=args.tokens_per_second,
+        workload=workload,
+        itl_target_ms=args.itl_target_ms,
+        catalog=catalog,
+    )
     if args.json:
         print(json.dumps(plan_as_dict(result, cold_start, cost), indent=2))
     else:
-        print(plan_as_table(result, cold_start, cost))
+        print(plan_as_table(result, cold_start, cost, catalog))
     return 0
 
 
@@ -105,8 +129,39 @@ def _fleet_command(args: argparse.Namespace, clients: Clients | None = None) -> 
     )
     if status is None:
         return code
+    if args.live_prices:
+        status, code = _aws_call(
+            "read prices from the AWS Price List API", lambda: _live_prices(args, clients, status)
+        )
+        if status is None:
+            return code
     print(json.dumps(fleet_as_dict(status), indent=2) if args.json else format_fleet(status))
     return EXIT_FALLBACK if args.fail_on_fallback and status.on_fallback else 0
+
+
+def _live_prices(args: argparse.Namespace, clients: Clients | None, status: Any) -> Any:
+    """Reprice the fleet with the Price List API's on-demand prices of the endpoint's region."""
+    import boto3
+
+    from ..planning.catalog import default_catalog
+    from .live_prices import (
+        PRICING_ENDPOINT_REGION,
+        live_catalog,
+        pool_types,
+        price_file,
+        reprice,
+    )
+
+    pricing = (clients or {}).get("pricing") or boto3.client(
+        "pricing", region_name=PRICING_ENDPOINT_REGION
+    )
+    region = args.region or _sagemaker(args, clients).meta.region_name
+    types = pool_types(status)
+    catalog = live_catalog(default_catalog(), pricing, region, types)
+    if args.save_prices:
+        with open(args.save_prices, "w") as handle:
+            json.dump(price_file(catalog, types), handle, indent=2)
+    return reprice(status, catalog)
 
 
 def _recommend_start(args: argparse.Namespace, clients: Clients | None = None) -> int:
@@ -203,6 +258,7 @@ def _recommend_to_pools(args: argparse.Namespace, clients: Clients | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..planning.cli_support import positive_int
     from ..planning.cold_start import loading_paths
     from ..planning.models import presets, weight_formats
 
@@ -211,13 +267,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     planner = commands.add_parser("plan", help="size a model on an instance type")
-    planner.add_argument("--model", required=True, choices=sorted(presets()), help="model preset")
+    which = planner.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", choices=sorted(presets()), help="model preset")
+    which.add_argument("--model-config", help="a local Hugging Face config.json (no network)")
+    planner.add_argument("--model-index", help="its model.safetensors.index.json, for exact sizes")
     planner.add_argument(
         "--quantization", required=True, choices=list(weight_formats()), help="weight format"
     )
     planner.add_argument("--instance-type", required=True, help="e.g. ml.p6-b200.48xlarge")
     planner.add_argument(
-        "--max-context", type=int, help="tokens per sequence (default: the model's maximum)"
+        "--max-context",
+        type=int,
+        help="tokens per sequence, at least 1 (default: the model's maximum)",
     )
     planner.add_argument(
         "--concurrency",
@@ -244,6 +305,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="most nodes one replica may span (default 16; 1 for a SageMaker endpoint)",
     )
     planner.add_argument(
+        "--layout",
+        choices=["smallest", "throughput"],
+        default="smallest",
+        help="smallest tensor-parallel size that fits (default), or the one with the most tokens/s per node at the ITL target",
+    )
+    planner.add_argument(
+        "--allow-without-efa",
+        action="store_true",
+        help="allow layouts across nodes of types without EFA",
+    )
+    planner.add_argument(
         "--loading-path",
         choices=loading_paths(),
         help="how weights reach the GPUs (default: s3_download on one node, fsx_lustre on several)",
@@ -251,9 +323,37 @@ def build_parser() -> argparse.ArgumentParser:
     planner.add_argument(
         "--tokens-per-second",
         type=float,
-        help="measured output tokens/s of one replica (default: roofline estimate)",
+        help="measured output tokens/s of one replica (default: decode model)",
     )
-    planner.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    planner.add_argument(
+        "--input-tokens",
+        type=positive_int,
+        default=2048,
+        help="prompt tokens per request (default 2048)",
+    )
+    planner.add_argument(
+        "--output-tokens",
+        type=positive_int,
+        default=512,
+        help="generated tokens per request (default 512)",
+    )
+    planner.add_argument(
+        "--itl-target-ms",
+        type=float,
+        default=50.0,
+        help="inter-token latency the batch must meet (default 50)",
+    )
+    planner.add_argument(
+        "--region",
+        help="price region; needs recorded prices or --prices (default: the catalog's, us-east-1)",
+    )
+    planner.add_argument(
+        "--prices",
+        help='price file {"region": ..., "prices": {type: $/h}} (e.g. from fleet --save-prices)',
+    )
+    planner.add_argument(
+        "--json", action="store_true", help="print JSON instead of a table (errors too)"
+    )
     planner.set_defaults(handler=_plan_command)
 
     smoke = commands.add_parser(
@@ -288,6 +388,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on-fallback",
         action="store_true",
         help="exit 3 when instances run on a fallback pool",
+    )
+    fleet.add_argument(
+        "--live-prices",
+        action="store_true",
+        help="price pools from the AWS Price List API (needs credentials)",
+    )
+    fleet.add_argument(
+        "--save-prices", help="with --live-prices: write the prices as a file for plan --prices"
     )
     fleet.set_defaults(handler=_fleet_command, aws=True)
 
@@ -332,7 +440,3 @@ def main(argv: Sequence[str] | None = None, *, clients: Clients | None = None) -
     if getattr(args, "aws", False):
         return int(args.handler(args, clients))
     return int(args.handler(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -26,10 +26,17 @@ class Gpu:
     bandwidth_tbps: float
     compute_capability: str
     native_formats: tuple[str, ...]
+    dense_tflops: tuple[tuple[str, float], ...] = ()
+    link_gb_per_s: float = 0.0
 
     @property
     def memory_bytes(self) -> float:
         return self.memory_gib * GIB
+
+    def peak_flops(self, precision: str) -> float:
+        """Dense tensor-core FLOP/s at ``precision`` (``bf16``, ``fp8``, ``fp4``); BF16 if absent."""
+        table = dict(self.dense_tflops)
+        return table.get(precision, table.get("bf16", 0.0)) * 1e12
 
 
 @dataclass(frozen=True)
@@ -83,14 +90,54 @@ class Catalog:
                 f"instance type {instance_type!r} is not in the catalog; known: {known}"
             ) from None
 
-    def with_prices(self, prices: Mapping[str, float], source: str = "user-supplied") -> Catalog:
-        """Your own prices (another region, a discount); unknown types are an error."""
+    def with_prices(
+        self,
+        prices: Mapping[str, float],
+        source: str = "user-supplied",
+        *,
+        region: str | None = None,
+    ) -> Catalog:
+        """Your own prices (another region, a discount); unknown types are an error.
+
+        ``region`` names the region the prices are for (default: unchanged). The result is
+        an ordinary ``Catalog``: pass it to ``plan``, ``estimate_cost`` and the constructs.
+        """
         updated = dict(self._instances)
         for instance_type, price in prices.items():
             updated[instance_type] = replace(
                 self.get(instance_type), price_per_hour=price, price_estimated=False
             )
-        return Catalog(updated, self.price_region, f"{self.price_source}; overridden: {source}")
+        return Catalog(
+            updated, region or self.price_region, f"{self.price_source}; overridden: {source}"
+        )
+
+    def for_region(self, region: str) -> Catalog:
+        """This catalog if its prices are ``region``'s; otherwise an error naming the ways to get them.
+
+        No network at plan time: prices of another region come from a price file
+        (``with_price_file``), e.g. one written by ``fleet --live-prices --save-prices``.
+        """
+        if region == self.price_region:
+            return self
+        raise KeyError(
+            f"no recorded prices for region {region!r} (the catalog's prices are {self.price_region}'s); "
+            "give a price file (--prices FILE, e.g. written by `fleet --live-prices --region "
+            f"{region} --save-prices FILE`)"
+        )
+
+    def with_price_file(self, path: str) -> Catalog:
+        """Prices from a JSON file ``{"region": ..., "source": ..., "prices": {type: $/h}}``."""
+        with open(path) as handle:
+            data = json.load(handle)
+        prices = data.get("prices") if isinstance(data, dict) else None
+        if not isinstance(prices, dict) or not all(
+            isinstance(v, int | float) for v in prices.values()
+        ):
+            raise KeyError(
+                f"price file {path} must hold {{'region': ..., 'prices': {{instance type: dollars per hour}}}}"
+            )
+        source = str(data.get("source") or f"price file {path}")
+        return self.with_prices(prices, source, region=data.get("region"))
 
     def with_instances(self, extra: Iterable[InstanceSpec]) -> Catalog:
         """Add (or replace) instance types, e.g. a new family the data file lacks."""
@@ -108,6 +155,8 @@ def gpus() -> dict[str, Gpu]:
             bandwidth_tbps=g["bandwidth_tbps"],
             compute_capability=g["compute_capability"],
             native_formats=tuple(g["native_formats"]),
+            dense_tflops=tuple(sorted(g.get("dense_tflops", {}).items())),
+            link_gb_per_s=float(g.get("link_gb_per_s", 0.0)),
         )
         for name, g in load_data("gpus.json")["gpus"].items()
     }

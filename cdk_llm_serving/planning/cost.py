@@ -1,17 +1,14 @@
 """What a deployment costs per hour and per million output tokens.
 
-Decode throughput, when not measured, comes from a memory-bandwidth roofline: each
-decode step of a replica reads the active parameters once (shared by the whole
-batch) plus every sequence's KV cache, so
+Throughput, when not measured, comes from ``throughput.estimate_throughput``: the decode
+model of ``decode.py`` (dense weights once, the routed experts a batch touches, KV reads,
+one pipeline stage's bandwidth at a time, compute and all-to-all bounds, prefill), at the
+largest batch that meets an inter-token-latency target and fits the plan's KV cache::
 
-    step_seconds   = (active_weight_bytes + batch x context x kv_bytes_per_token)
-                     / (GPUs per replica x GPU bandwidth x efficiency)
-    tokens_per_s   = batch / step_seconds x data_parallel replicas
     $ per M tokens = fleet $ per hour / (tokens_per_s x 3600) x 1e6
 
-``efficiency`` (default 0.5) is the share of peak bandwidth real kernels reach. The
-roofline ignores compute limits, MoE expert imbalance and speculative decoding:
-treat it as an upper bound on throughput, a lower bound on cost.
+Give ``batch`` and ``context_tokens`` to price a fixed decode batch instead (decode only, no
+prefill), or ``output_tokens_per_second`` to use a measurement.
 """
 
 from __future__ import annotations
@@ -19,10 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .catalog import Catalog, default_catalog
-from .models import ModelSpec, WeightFormat, preset, weight_format
+from .decode import BANDWIDTH_EFFICIENCY, DEFAULT_ITL_TARGET_MS, Workload, decode_step
+from .models import ModelSpec, WeightFormat
 from .sizing import Plan
+from .throughput import ThroughputEstimate, estimate_throughput
 
-DEFAULT_BANDWIDTH_EFFICIENCY = 0.5
+DEFAULT_BANDWIDTH_EFFICIENCY = BANDWIDTH_EFFICIENCY
 
 
 @dataclass(frozen=True)
@@ -32,6 +31,7 @@ class CostEstimate:
     price_per_million_output_tokens: float
     throughput_source: str
     price_source: str
+    estimate: ThroughputEstimate | None = None
 
 
 def active_weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
@@ -43,19 +43,11 @@ def active_weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
 
 
 def roofline_tokens_per_second(
-    plan: Plan,
-    *,
-    batch: int,
-    context_tokens: int,
-    efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY,
-    catalog: Catalog | None = None,
+    plan: Plan, *, batch: int, context_tokens: int, catalog: Catalog | None = None
 ) -> float:
-    instance = (catalog or default_catalog()).get(plan.instance_type)
-    spec = plan.spec or preset(plan.model)
-    fmt = plan.fmt or weight_format(plan.weight_format)
-    bandwidth = plan.gpus_per_replica * instance.gpu.bandwidth_tbps * 1e12 * efficiency
-    step_bytes = active_weight_bytes(spec, fmt) + batch * context_tokens * plan.kv_bytes_per_token
-    return batch / (step_bytes / bandwidth) * plan.data_parallel
+    """Decode-only tokens/s of all data-parallel replicas at a fixed batch and context."""
+    step = decode_step(plan, batch, context_tokens, catalog=catalog)
+    return step.tokens_per_second * plan.data_parallel
 
 
 def estimate_cost(
@@ -63,30 +55,42 @@ def estimate_cost(
     *,
     replicas: int = 1,
     output_tokens_per_second: float | None = None,
-    batch: int = 32,
-    context_tokens: int = 4096,
+    batch: int | None = None,
+    context_tokens: int | None = None,
+    workload: Workload | None = None,
+    itl_target_ms: float = DEFAULT_ITL_TARGET_MS,
     catalog: Catalog | None = None,
 ) -> CostEstimate:
-    """Fleet price and $/M output tokens; give a measured throughput to skip the roofline."""
+    """Fleet price and $/M output tokens; give a measured throughput to skip the model."""
     catalog = catalog or default_catalog()
     instance = catalog.get(plan.instance_type)
     price = instance.price_per_hour * plan.nodes * replicas
-    if output_tokens_per_second is None:
-        throughput = (
-            roofline_tokens_per_second(
-                plan,
-                batch=batch,
-                context_tokens=min(context_tokens, plan.max_context),
-                catalog=catalog,
-            )
-            * replicas
+    estimate = None
+    if output_tokens_per_second is not None:
+        throughput, source = output_tokens_per_second, "given"
+    elif batch is not None:
+        context = min(context_tokens or 4096, plan.max_context)
+        throughput = roofline_tokens_per_second(
+            plan, batch=batch, context_tokens=context, catalog=catalog
         )
-        source = f"roofline estimate (batch {batch}, {min(context_tokens, plan.max_context)} tokens of context, {DEFAULT_BANDWIDTH_EFFICIENCY:.0%} of peak bandwidth)"
+        throughput *= replicas
+        source = f"decode model at a fixed batch {batch}, {context} tokens of context (no prefill)"
     else:
-        throughput = output_tokens_per_second
-        source = "given"
+        estimate = estimate_throughput(plan, workload, itl_target_ms=itl_target_ms, catalog=catalog)
+        throughput = estimate.tokens_per_second * replicas
+        source = _estimate_source(estimate)
     per_million = price / (throughput * 3600) * 1e6
     estimated = " (estimated price)" if instance.price_estimated else ""
     return CostEstimate(
-        price, throughput, per_million, source, f"{catalog.price_source}{estimated}"
+        price, throughput, per_million, source, f"{catalog.price_source}{estimated}", estimate
+    )
+
+
+def _estimate_source(estimate: ThroughputEstimate) -> str:
+    w, chosen = estimate.workload, estimate.chosen
+    target = "meets" if estimate.meets_target else "misses even at batch 1"
+    return (
+        f"decode model: batch {chosen.batch} per replica ({target} the {estimate.itl_target_ms:g} ms "
+        f"inter-token target, {chosen.itl_ms:.1f} ms, {chosen.step.bound}-bound), {w.input_tokens} in / "
+        f"{w.output_tokens} out tokens per request, prefill included"
     )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from .catalog import Gpu, load_data
+from .hf_config import spec_fields
 
 
 @dataclass(frozen=True)
@@ -34,10 +36,40 @@ class ModelSpec:
     checkpoint_format: str = "bf16"
     source: str = ""
     assumptions: str = ""
+    experts: int = 0
+    experts_per_token: int = 0
+    moe_layers: int = 0
+    hidden_size: int = 0
+    routed_params_b: float = 0.0
 
     @property
     def is_moe(self) -> bool:
         return self.active_params_b < self.total_params_b
+
+    @property
+    def routed_experts_b(self) -> float:
+        """Billions of parameters in routed experts (all of them, all MoE layers).
+
+        Given, or derived from ``total = shared + R`` and ``active = shared + R·k/E``:
+        ``R = (total - active) / (1 - k/E)``. Zero for a dense model.
+        """
+        if not self.is_moe or self.experts <= 0 or self.experts_per_token <= 0:
+            return 0.0
+        if self.routed_params_b:
+            return self.routed_params_b
+        return (self.total_params_b - self.active_params_b) / (
+            1 - self.experts_per_token / self.experts
+        )
+
+    @classmethod
+    def from_hf_config(cls, path: str | Path, index_path: str | Path | None = None) -> ModelSpec:
+        """A spec from a local Hugging Face ``config.json`` (+ optional safetensors index).
+
+        See ``hf_config.spec_fields``; raises ``ModelConfigError`` on a config it
+        cannot use. Reads local files only.
+        """
+        costs = {name: fmt.bytes_per_param for name, fmt in weight_formats().items()}
+        return cls(**spec_fields(path, index_path, costs))
 
     def kv_values_per_token(self) -> int:
         """Cached values per token over all layers (multiply by the KV dtype's bytes)."""

@@ -7,6 +7,13 @@ from typing import Any
 from .catalog import GIB, Catalog, default_catalog
 from .cold_start import ColdStart
 from .cost import CostEstimate
+from .decode_report import (
+    curve_text,
+    decode_as_dict,
+    speculation_estimates,
+    speculation_text,
+    step_arithmetic,
+)
 from .sizing import Plan
 
 
@@ -47,6 +54,7 @@ def plan_as_dict(plan: Plan, cold_start: ColdStart, cost: CostEstimate) -> dict[
             "throughput_source": cost.throughput_source,
             "price_source": cost.price_source,
         },
+        "decode": decode_as_dict(plan, cost.estimate) if cost.estimate is not None else None,
         "warnings": list(plan.warnings),
     }
 
@@ -92,8 +100,23 @@ def plan_as_table(
             f"${cost.fleet_price_per_hour:,.2f}/h; ~{cost.output_tokens_per_second:,.0f} output tokens/s; ${cost.price_per_million_output_tokens:,.3f} per million output tokens",
         ),
         ("throughput", cost.throughput_source),
+        *_decode_rows(plan, cost),
         ("prices", cost.price_source),
     ]
     rows += [("warning", warning) for warning in plan.warnings]
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+def _decode_rows(plan: Plan, cost: CostEstimate) -> list[tuple[str, str]]:
+    if cost.estimate is None:
+        return []
+    estimate = cost.estimate
+    return [
+        ("decode step", step_arithmetic(plan, estimate.chosen.step)),
+        ("curve", curve_text(estimate)),
+        (
+            "speculative",
+            speculation_text(speculation_estimates(plan, estimate)) + " (not in the cost above)",
+        ),
+    ]

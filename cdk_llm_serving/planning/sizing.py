@@ -10,11 +10,16 @@ Layouts tried, smallest first: tensor parallelism within one node (a divisor of 
 attention heads, up to the node's GPUs; the node's other GPUs become data-parallel
 replicas), then the whole node tensor-parallel with pipeline parallelism across
 nodes. MoE models get expert parallelism whenever more than one GPU shares a replica.
+Layouts across nodes are tried only on instance types with EFA (``require_efa``), and a
+single-instance target (a SageMaker endpoint: ``single_instance``) gets no multi-node
+alternative when nothing fits. Alternatives are ``Alternative`` records (``str()`` gives the
+text) so tools can act on them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .catalog import GIB, Catalog, InstanceSpec, default_catalog
 from .models import ModelSpec, WeightFormat, preset, weight_format, weight_formats
@@ -26,6 +31,35 @@ MAX_NODES = 16
 KV_CACHE_DTYPE_BYTES = {"auto": 2, "bf16": 2, "fp8": 1}
 
 
+@dataclass(frozen=True)
+class Alternative:
+    """A layout that would fit: machine-readable, and as text through ``str()``."""
+
+    instance_type: str
+    nodes: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    weight_format: str
+    reason: str
+
+    def __str__(self) -> str:
+        if self.reason == "more nodes":
+            return f"{self.nodes} x {self.instance_type} (tensor {self.tensor_parallel} x pipeline {self.pipeline_parallel})"
+        if self.reason == "smaller format":
+            return f"{self.weight_format} weights on {self.nodes} x {self.instance_type}"
+        return f"{self.nodes} x {self.instance_type}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "instance_type": self.instance_type,
+            "nodes": self.nodes,
+            "tensor_parallel_size": self.tensor_parallel,
+            "pipeline_parallel_size": self.pipeline_parallel,
+            "weight_format": self.weight_format,
+            "reason": self.reason,
+        }
+
+
 class PlanningError(ValueError):
     """A deployment that cannot work, with what it needs, what is there, and what would fit."""
 
@@ -35,14 +69,16 @@ class PlanningError(ValueError):
         *,
         needed_bytes: float | None = None,
         available_bytes: float | None = None,
-        suggestions: tuple[str, ...] = (),
+        alternatives: tuple[Alternative, ...] = (),
     ) -> None:
+        self.message = message
         self.needed_bytes = needed_bytes
         self.available_bytes = available_bytes
-        self.suggestions = suggestions
+        self.alternatives = alternatives
+        self.suggestions = tuple(str(alternative) for alternative in alternatives)
         text = message
-        if suggestions:
-            text += "\nWould fit: " + "; ".join(suggestions)
+        if self.suggestions:
+            text += "\nWould fit: " + "; ".join(self.suggestions)
         super().__init__(text)
 
 
@@ -104,8 +140,15 @@ class ModelSizing:
     tensor_parallel_size: int | None = None
 
     def plan_on(
-        self, instance_type: str, *, max_nodes: int = MAX_NODES, catalog: Catalog | None = None
+        self,
+        instance_type: str,
+        *,
+        max_nodes: int = MAX_NODES,
+        catalog: Catalog | None = None,
+        single_instance: bool | None = None,
     ) -> Plan:
+        """Plan on ``instance_type``; ``single_instance`` defaults to ``max_nodes == 1`` (an
+        endpoint instance hosts a whole copy, so no multi-node alternative is suggested)."""
         return plan(
             self.model,
             self.quantization,
@@ -117,6 +160,7 @@ class ModelSizing:
             max_nodes=max_nodes,
             catalog=catalog,
             tensor_parallel=self.tensor_parallel_size,
+            single_instance=max_nodes == 1 if single_instance is None else single_instance,
         )
 
 
@@ -146,17 +190,37 @@ class _Layout:
     data_parallel: int
 
 
+@dataclass(frozen=True)
+class _Request:
+    """What must fit, and which layouts are allowed."""
+
+    context: int
+    concurrency: int
+    utilization: float
+    kv_dtype: str
+    max_nodes: int
+    tensor_parallel: int | None = None
+    single_instance: bool = False
+    require_efa: bool = True
+
+    def node_limit(self, instance: InstanceSpec) -> int:
+        """Nodes a layout on ``instance`` may span: one without EFA unless EFA is waived."""
+        if self.single_instance or (self.require_efa and not instance.efa_devices):
+            return 1
+        return self.max_nodes
+
+
 def _candidate_layouts(
-    model: ModelSpec, instance: InstanceSpec, max_nodes: int, tensor_parallel: int | None = None
+    model: ModelSpec, instance: InstanceSpec, request: _Request
 ) -> list[_Layout]:
     options = tensor_parallel_options(model, instance.gpus)
-    if tensor_parallel is not None:
-        options = [tp for tp in options if tp == tensor_parallel]
+    if request.tensor_parallel is not None:
+        options = [tp for tp in options if tp == request.tensor_parallel]
         if not options:
             return []
     layouts = [_Layout(1, tp, 1, instance.gpus // tp) for tp in options]
     widest = options[-1]
-    layouts += [_Layout(nodes, widest, nodes, 1) for nodes in range(2, max_nodes + 1)]
+    layouts += [_Layout(n, widest, n, 1) for n in range(2, request.node_limit(instance) + 1)]
     return layouts
 
 
@@ -172,19 +236,24 @@ def plan(
     max_nodes: int = MAX_NODES,
     catalog: Catalog | None = None,
     tensor_parallel: int | None = None,
+    single_instance: bool = False,
+    require_efa: bool = True,
 ) -> Plan:
     """The smallest layout of ``model`` in ``quantization`` on ``instance_type`` that fits.
 
     Raises ``PlanningError`` with what is needed, what is there, and what would fit
     (more nodes, another instance type, a smaller format) when nothing does.
     ``tensor_parallel`` pins the tensor-parallel size (a divisor of the heads, at most the
-    node's GPUs); the node's other GPUs become data-parallel engines.
+    node's GPUs); the node's other GPUs become data-parallel engines. ``single_instance``:
+    the target runs one copy per instance (a SageMaker endpoint), so no alternative spans
+    nodes. ``require_efa`` (default): layouts across nodes only on instance types with EFA;
+    pipeline parallelism over plain TCP is rarely worth running.
     """
     spec = preset(model) if isinstance(model, str) else model
     fmt = weight_format(quantization) if isinstance(quantization, str) else quantization
     catalog = catalog or default_catalog()
     instance = catalog.get(instance_type)
-    context = max_context or spec.max_context
+    context = spec.max_context if max_context is None else max_context
     _check_inputs(spec, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes)
     if tensor_parallel is not None and tensor_parallel not in tensor_parallel_options(
         spec, instance.gpus
@@ -192,31 +261,19 @@ def plan(
         raise PlanningError(
             f"tensor_parallel={tensor_parallel} must be one of {tensor_parallel_options(spec, instance.gpus)} for {spec.name} on {instance_type}"
         )
-
-    found = _fit(
-        spec,
-        fmt,
-        instance,
+    request = _Request(
         context,
         concurrency,
         gpu_memory_utilization,
         kv_cache_dtype,
         max_nodes,
         tensor_parallel,
+        single_instance,
+        require_efa,
     )
+    found = _fit(spec, fmt, instance, request)
     if found is None:
-        raise _no_fit_error(
-            spec,
-            fmt,
-            instance,
-            context,
-            concurrency,
-            gpu_memory_utilization,
-            kv_cache_dtype,
-            max_nodes,
-            catalog,
-            tensor_parallel,
-        )
+        raise _no_fit_error(spec, fmt, instance, request, catalog)
     return found
 
 
@@ -244,21 +301,17 @@ def _check_inputs(
         raise PlanningError(f"max_nodes={max_nodes} must be at least 1")
 
 
+def _usable_bytes(instance: InstanceSpec, utilization: float) -> float:
+    return instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB
+
+
 def _fit(
-    spec: ModelSpec,
-    fmt: WeightFormat,
-    instance: InstanceSpec,
-    context: int,
-    concurrency: int,
-    utilization: float,
-    kv_dtype: str,
-    max_nodes: int,
-    tensor_parallel: int | None = None,
+    spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request
 ) -> Plan | None:
     total_weights = weight_bytes(spec, fmt)
-    kv_per_token = spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[kv_dtype]
-    usable = instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB
-    for layout in _candidate_layouts(spec, instance, max_nodes, tensor_parallel):
+    kv_per_token = spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[request.kv_dtype]
+    usable = _usable_bytes(instance, request.utilization)
+    for layout in _candidate_layouts(spec, instance, request):
         shards = layout.tensor_parallel * layout.pipeline_parallel
         per_gpu = total_weights / shards
         kv_space = usable - per_gpu
@@ -267,20 +320,17 @@ def _fit(
         tokens = int(
             kv_space * shards // (kv_per_token * spec.kv_replication(layout.tensor_parallel))
         )
-        if tokens < concurrency * context:
+        if tokens < request.concurrency * request.context:
             continue
-        warnings = []
         note = fmt.fallback_note(instance.gpu)
-        if note:
-            warnings.append(note)
         return Plan(
             model=spec.name,
             weight_format=fmt.name,
             instance_type=instance.instance_type,
-            max_context=context,
-            concurrency=concurrency,
-            gpu_memory_utilization=utilization,
-            kv_cache_dtype=kv_dtype,
+            max_context=request.context,
+            concurrency=request.concurrency,
+            gpu_memory_utilization=request.utilization,
+            kv_cache_dtype=request.kv_dtype,
             weight_bytes=total_weights,
             kv_bytes_per_token=kv_per_token,
             nodes=layout.nodes,
@@ -291,74 +341,81 @@ def _fit(
             weight_bytes_per_gpu=per_gpu,
             kv_cache_bytes_per_gpu=kv_space,
             kv_tokens_per_replica=tokens,
-            warnings=tuple(warnings),
+            warnings=(note,) if note else (),
             spec=spec,
             fmt=fmt,
         )
     return None
 
 
-def _no_fit_error(
-    spec: ModelSpec,
-    fmt: WeightFormat,
-    instance: InstanceSpec,
-    context: int,
-    concurrency: int,
-    utilization: float,
-    kv_dtype: str,
-    max_nodes: int,
-    catalog: Catalog,
-    tensor_parallel: int | None = None,
-) -> PlanningError:
-    total_weights = weight_bytes(spec, fmt)
-    kv_needed = concurrency * context * spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[kv_dtype]
-    usable_node = (
-        instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB
-    ) * instance.gpus
-    needed = total_weights + kv_needed
-    suggestions: list[str] = []
-    wider = (
-        _fit(spec, fmt, instance, context, concurrency, utilization, kv_dtype, MAX_NODES)
-        if max_nodes < MAX_NODES
-        else None
-    )
-    if wider is not None:
-        suggestions.append(
-            f"{wider.nodes} x {instance.instance_type} (tensor {wider.tensor_parallel} x pipeline {wider.pipeline_parallel})"
-        )
+def _alternatives(
+    spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request, catalog: Catalog
+) -> list[Alternative]:
+    """What would fit: more nodes of this type, other types, smaller formats (cheapest first)."""
+    found: list[Alternative] = []
+    free = replace(request, tensor_parallel=None)
+    if request.max_nodes < MAX_NODES and not request.single_instance:
+        wider = _fit(spec, fmt, instance, replace(free, max_nodes=MAX_NODES))
+        if wider is not None and wider.nodes > 1:
+            found.append(_alternative(wider, "more nodes"))
     others = []
     for other in catalog:
-        if other.instance_type == instance.instance_type:
-            continue
-        fitted = _fit(spec, fmt, other, context, concurrency, utilization, kv_dtype, max_nodes)
-        if fitted is not None:
-            others.append((other.price_per_hour * fitted.nodes, fitted))
-    for _, fitted in sorted(others, key=lambda item: item[0])[:3]:
-        suggestions.append(f"{fitted.nodes} x {fitted.instance_type}")
+        if other.instance_type != instance.instance_type:
+            fitted = _fit(spec, fmt, other, free)
+            if fitted is not None:
+                others.append((other.price_per_hour * fitted.nodes, fitted))
+    found += [
+        _alternative(fitted, "other instance type")
+        for _, fitted in sorted(others, key=lambda item: item[0])[:3]
+    ]
     for smaller in weight_formats().values():
         if smaller.bytes_per_param < fmt.bytes_per_param:
-            fitted = _fit(
-                spec, smaller, instance, context, concurrency, utilization, kv_dtype, max_nodes
-            )
+            fitted = _fit(spec, smaller, instance, free)
             if fitted is not None:
-                suggestions.append(
-                    f"{smaller.name} weights on {fitted.nodes} x {instance.instance_type}"
-                )
-    nodes = "one node" if max_nodes == 1 else f"up to {max_nodes} nodes"
+                found.append(_alternative(fitted, "smaller format"))
+    return found
+
+
+def _alternative(fitted: Plan, reason: str) -> Alternative:
+    return Alternative(
+        fitted.instance_type,
+        fitted.nodes,
+        fitted.tensor_parallel,
+        fitted.pipeline_parallel,
+        fitted.weight_format,
+        reason,
+    )
+
+
+def _no_fit_error(
+    spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request, catalog: Catalog
+) -> PlanningError:
+    total_weights = weight_bytes(spec, fmt)
+    kv_needed = (
+        request.concurrency
+        * request.context
+        * spec.kv_values_per_token()
+        * KV_CACHE_DTYPE_BYTES[request.kv_dtype]
+    )
+    per_gpu_usable = _usable_bytes(instance, request.utilization)
+    usable_node = per_gpu_usable * instance.gpus
+    limit = request.node_limit(instance)
+    nodes = "one node" if limit == 1 else f"up to {limit} nodes"
+    if limit < request.max_nodes and not request.single_instance:
+        nodes += f" (layouts across nodes need EFA, which {instance.instance_type} lacks)"
     pinned = ""
-    if tensor_parallel is not None:
-        per_gpu_usable = instance.gpu.memory_bytes * utilization - RUNTIME_RESERVE_GIB * GIB
+    if request.tensor_parallel is not None:
         pinned = (
-            f"; with tensor_parallel={tensor_parallel} each GPU holds {total_weights / tensor_parallel / GIB:,.1f} GiB of weights "
+            f"; with tensor_parallel={request.tensor_parallel} each GPU holds {total_weights / request.tensor_parallel / GIB:,.1f} GiB of weights "
             f"and has {per_gpu_usable / GIB:,.1f} GiB for weights and KV cache"
         )
     return PlanningError(
         f"{spec.name} in {fmt.name} does not fit {nodes} of {instance.instance_type} "
-        f"({instance.gpus} x {instance.gpu.name} {instance.gpu.memory_gib:g} GiB): needs {needed / GIB:,.0f} GiB "
-        f"({total_weights / GIB:,.0f} GiB weights + {kv_needed / GIB:,.1f} GiB KV cache for {concurrency} x {context:,} tokens), "
-        f"one node offers {usable_node / GIB:,.0f} GiB at gpu_memory_utilization {utilization} "
+        f"({instance.gpus} x {instance.gpu.name} {instance.gpu.memory_gib:g} GiB): needs {(total_weights + kv_needed) / GIB:,.0f} GiB "
+        f"({total_weights / GIB:,.0f} GiB weights + {kv_needed / GIB:,.1f} GiB KV cache for {request.concurrency} x {request.context:,} tokens), "
+        f"one node offers {usable_node / GIB:,.0f} GiB at gpu_memory_utilization {request.utilization} "
         f"less {RUNTIME_RESERVE_GIB:g} GiB runtime reserve per GPU{pinned}",
-        needed_bytes=needed,
-        available_bytes=usable_node * max_nodes,
-        suggestions=tuple(suggestions),
+        needed_bytes=total_weights + kv_needed,
+        available_bytes=usable_node * limit,
+        alternatives=tuple(_alternatives(spec, fmt, instance, request, catalog)),
     )

@@ -10,7 +10,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from ..errors import Problems
-from ..planning.catalog import default_catalog
+from ..planning.catalog import Catalog
 from .pool_endpoint import InstancePoolEndpoint
 
 #: Period of the fallback alarm's datapoints.
@@ -153,13 +153,12 @@ class PoolEndpointAlarms(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 alarm_description=(
                     f"{self.endpoint.endpoint_name}: instances of fallback pool {priority} ({pool.instance_type}{copy}) "
-                    f"for {after.to_human_string()} instead of {primary.instance_type}. {_price_note(pool.instance_type, primary.instance_type)}"
+                    f"for {after.to_human_string()} instead of {primary.instance_type}. {_price_note(pool.instance_type, primary.instance_type, self.endpoint.catalog)}"
                 ),
             )
 
 
-def _price_note(fallback: str, primary: str) -> str:
-    catalog = default_catalog()
+def _price_note(fallback: str, primary: str, catalog: Catalog) -> str:
     if fallback not in catalog or primary not in catalog:
         return ""
     return (

@@ -13,6 +13,7 @@ from aws_cdk import aws_kms as kms
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_name, check_one_of, check_range, seconds_of
 from ..errors import Problems
+from ..planning.catalog import Catalog
 from .async_inference import AsyncInference
 from .deployment import EndpointDeployment
 
@@ -49,6 +50,7 @@ class PoolEndpointOptions:
     rollback_error_threshold: int = 5
     rollback_latency_threshold: Duration = Duration.seconds(120)
     managed_instance_count: tuple[int, int] | None = None
+    catalog: Catalog | None = None
 
     def as_kwargs(self) -> dict[str, Any]:
         """The options as ``InstancePoolEndpoint`` keyword arguments."""

@@ -21,7 +21,6 @@ from constructs import Construct
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_range, seconds_of
 from ..errors import Problems
-from ..planning.catalog import default_catalog
 from .pool_endpoint import InstancePoolEndpoint
 from .pool_sizing import plan_one_instance
 from .serving_model import ServingModel
@@ -230,7 +229,7 @@ class InferenceComponentOnPools(Construct):
             )
         pool_types = [pool.instance_type for pool in self.endpoint.pools]
         seen: dict[str, int] = {}
-        catalog = default_catalog()
+        catalog = self.endpoint.catalog
         for index, spec in enumerate(self.specifications):
             prop = f"specifications[{index}]"
             if spec.instance_type not in pool_types:

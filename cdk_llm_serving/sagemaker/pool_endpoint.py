@@ -17,6 +17,7 @@ from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
 from .._cdk.validation import is_unresolved, seconds_of
 from ..errors import ConfigurationError, Problem, Problems
+from ..planning.catalog import Catalog, default_catalog
 from ._pool_checks import check_component_mode, check_pools, check_reservation, check_storage
 from .async_inference import AsyncInference
 from .autoscaling import EndpointAutoScaling
@@ -108,6 +109,8 @@ class InstancePoolEndpoint(Construct, EndpointApi):
     :param managed_instance_count: ``(min, max)`` instances for SageMaker's managed instance
         scaling, which follows the components' copy counts (inference-component endpoints
         only). Default: off.
+    :param catalog: the planner's instance catalog (your prices, extra types). Default:
+        ``default_catalog()``.
     """
 
     #: The scaling of this endpoint, once ``auto_scale`` was called.
@@ -139,6 +142,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         rollback_error_threshold: int = 5,
         rollback_latency_threshold: Duration = Duration.seconds(120),
         managed_instance_count: tuple[int, int] | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
         options = PoolEndpointOptions(
@@ -161,6 +165,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
             rollback_error_threshold=rollback_error_threshold,
             rollback_latency_threshold=rollback_latency_threshold,
             managed_instance_count=managed_instance_count,
+            catalog=catalog,
         )
         self._resolve(model, pools, options)
         timeouts = self._validate(options)
@@ -311,13 +316,14 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         if self.deployment is None and not self.hosts_inference_components:
             self.deployment = BlueGreenDeployment()
         self.auto_scaling = None
+        self.catalog = options.catalog or default_catalog()
 
     def _validate(self, options: PoolEndpointOptions) -> _Timeouts:
         """Every problem at once; the start-up timeouts sized from the planner."""
         problems = Problems(f"InstancePoolEndpoint '{self.node.path}'")
         check_pools(problems, self.pools)
         check_component_mode(problems, self.pools, options, hosts=self.hosts_inference_components)
-        fits = check_pools_fit(self, problems, self.pools, self.model)
+        fits = check_pools_fit(self, problems, self.pools, self.model, catalog=self.catalog)
         self.pool_plans = tuple(fits)
         timeouts = self._size_timeouts(problems, options, fits)
         options.validate(problems)

@@ -42,13 +42,15 @@ def check_pools_fit(
     problems: Problems,
     pools: Sequence[InstancePool],
     default_model: ServingModel | None,
+    *,
+    catalog: Catalog | None = None,
 ) -> list[PoolFit]:
     """Plan every pool whose model declares its sizing; an endpoint instance is one node.
 
     A pool that cannot hold its model becomes a problem carrying the planner's
     explanation; a format without native kernels on the pool's GPU becomes a warning.
     """
-    catalog = default_catalog()
+    catalog = catalog or default_catalog()
     fits: list[PoolFit] = []
     for index, pool in enumerate(pools):
         model = pool.model or default_model

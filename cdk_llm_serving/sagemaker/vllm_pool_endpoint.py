@@ -18,6 +18,7 @@ from constructs import Construct
 
 from ..errors import Problems
 from ..model_sources import ContainerImage, ModelData
+from ..planning.catalog import Catalog, default_catalog
 from ..planning.models import ModelSpec, preset
 from ..planning.sizing import ModelSizing, PlanningError
 from ..vllm.config import VllmConfig, VllmConfigError
@@ -81,8 +82,10 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         weights: Mapping[str, ModelData],
         pools: Sequence[str | VllmPool],
         endpoint_options: PoolEndpointOptions | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
+        self.catalog = catalog or default_catalog()
         self.spec = preset(model) if isinstance(model, str) else model
         self.base = base.with_changes(model=SAGEMAKER_MODEL_DIR)
         vllm_pools = [VllmPool(p) if isinstance(p, str) else p for p in pools]
@@ -106,7 +109,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
                 )
                 for pool, m in zip(vllm_pools, pool_models, strict=True)
             ],
-            **(endpoint_options or PoolEndpointOptions()).as_kwargs(),
+            **{**(endpoint_options or PoolEndpointOptions()).as_kwargs(), "catalog": self.catalog},
         )
         self.endpoint_name = self.endpoint.endpoint_name
         self.variant_name = self.endpoint.variant_name
@@ -154,7 +157,12 @@ class VllmPoolEndpoint(Construct, EndpointApi):
                     planned = self._own_config(pool, formats)
                 elif formats:
                     planned = derive_pool_config(
-                        self.base, self.spec, pool.instance_type, formats, goal=pool.goal
+                        self.base,
+                        self.spec,
+                        pool.instance_type,
+                        formats,
+                        goal=pool.goal,
+                        catalog=self.catalog,
                     )
             except (PlanningError, KeyError) as error:
                 message = error.args[0] if isinstance(error, KeyError) else str(error)
@@ -168,6 +176,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
                     pool.instance_type,
                     model=self.spec,
                     weight_format=planned.weight_format,
+                    catalog=self.catalog,
                 )
                 for field_name, value, allowed in check.problems:
                     problems.add(f"{prop}.config.{field_name}", value, allowed)
@@ -185,7 +194,9 @@ class VllmPoolEndpoint(Construct, EndpointApi):
             pool.instance_type,
             fmt,
             config,
-            self._sizing(fmt, config).plan_on(pool.instance_type, max_nodes=1),
+            self._sizing(fmt, config).plan_on(
+                pool.instance_type, max_nodes=1, catalog=self.catalog
+            ),
         )
 
     def _sizing(self, weight_format: str, config: VllmConfig) -> ModelSizing:

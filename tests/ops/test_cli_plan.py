@@ -91,3 +91,125 @@ def test_module_runs_without_loading_the_cdk():
         "assert 'aws_cdk' not in sys.modules and 'jsii' not in sys.modules, 'CDK loaded'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_plan_a_model_from_a_published_config_json(capsys):
+    """`plan --model-config` on DeepSeek-R1's real config.json (tests/data, source in its README)."""
+    config = str(
+        __import__("pathlib").Path(__file__).parents[1] / "data" / "deepseek-r1-config.json"
+    )
+    code = main(
+        [
+            "plan",
+            "--model-config",
+            config,
+            "--quantization",
+            "fp8",
+            "--instance-type",
+            "ml.p5en.48xlarge",
+            "--max-context",
+            "65536",
+            "--json",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["nodes"] == 1 and data["enable_expert_parallel"] is True
+    assert data["decode"]["step"]["expert_gb"] > 0 and data["decode"]["curve"][0]["batch"] == 1
+    assert [s["method"] for s in data["decode"]["speculative"]] == ["mtp", "eagle3", "ngram"]
+
+
+def test_json_errors_are_an_object_with_problems_and_alternatives(capsys):
+    code = main(
+        [
+            "plan",
+            "--model",
+            "kimi-k2",
+            "--quantization",
+            "fp8",
+            "--instance-type",
+            "ml.p5en.48xlarge",
+            "--max-nodes",
+            "1",
+            "--json",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert (
+        code == 2 and data["problems"] and data["error"].startswith("kimi-k2 in fp8 does not fit")
+    )
+    first = data["alternatives"][0]
+    assert first == {
+        "instance_type": "ml.p5en.48xlarge",
+        "nodes": 2,
+        "tensor_parallel_size": 8,
+        "pipeline_parallel_size": 2,
+        "weight_format": "fp8",
+        "reason": "more nodes",
+    }
+
+
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_max_context_must_be_at_least_one(value, capsys):
+    code = main(
+        [
+            "plan",
+            "--model",
+            "gpt-oss-20b",
+            "--quantization",
+            "mxfp4",
+            "--instance-type",
+            "ml.g6.xlarge",
+            "--max-context",
+            value,
+            "--json",
+        ]
+    )
+    assert code == 2 and "outside 1..131072" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_bad_model_config_is_reported_as_problems(tmp_path, capsys):
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"hidden_size": 0}))
+    code = main(
+        [
+            "plan",
+            "--model-config",
+            str(bad),
+            "--quantization",
+            "bf16",
+            "--instance-type",
+            "ml.g6.xlarge",
+            "--json",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert code == 2 and {"hidden_size", "num_hidden_layers", "vocab_size"} <= {
+        p["property"] for p in data["problems"]
+    }
+
+
+def test_throughput_layout_trades_tensor_parallel_size_for_batch(capsys):
+    args = [
+        "plan",
+        "--model",
+        "llama-3.1-405b",
+        "--quantization",
+        "nvfp4",
+        "--instance-type",
+        "ml.p6-b200.48xlarge",
+        "--max-context",
+        "2048",
+        "--input-tokens",
+        "1024",
+        "--output-tokens",
+        "1024",
+        "--itl-target-ms",
+        "20",
+        "--json",
+    ]
+    assert main(args) == 0
+    smallest = json.loads(capsys.readouterr().out)
+    assert main([*args, "--layout", "throughput"]) == 0
+    best = json.loads(capsys.readouterr().out)
+    assert smallest["tensor_parallel_size"] == 2 and best["tensor_parallel_size"] == 8
+    assert best["decode"]["meets_target"] and not smallest["decode"]["meets_target"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 import json
 
@@ -13,9 +12,7 @@ from botocore.stub import Stubber
 from cdk_llm_serving.ops.cli import main
 from cdk_llm_serving.ops.recommend import pools_from_job, wait_for_job
 from cdk_llm_serving.planning.pool_file import PoolFile, PoolFileError
-
-NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
-ARN = "arn:aws:sagemaker:us-west-2:123456789012:endpoint/serving"
+from tests.support.sagemaker_responses import NOW, config_response, endpoint_response
 
 
 @pytest.fixture
@@ -29,58 +26,6 @@ def sagemaker():
     with Stubber(client) as stubber:
         yield client, stubber
         stubber.assert_no_pending_responses()
-
-
-def endpoint_response(
-    pools: list[tuple[str, int]], pending: list[tuple[str, int]] | None = None
-) -> dict:
-    response = {
-        "EndpointName": "serving",
-        "EndpointArn": ARN,
-        "EndpointConfigName": "config-a",
-        "EndpointStatus": "Updating" if pending else "InService",
-        "CreationTime": NOW,
-        "LastModifiedTime": NOW,
-        "ProductionVariants": [
-            {
-                "VariantName": "AllTraffic",
-                "CurrentInstanceCount": sum(n for _, n in pools),
-                "InstancePools": [{"InstanceType": t, "CurrentInstanceCount": n} for t, n in pools],
-            }
-        ],
-    }
-    if pending:
-        response["PendingDeploymentSummary"] = {
-            "EndpointConfigName": "config-b",
-            "ProductionVariants": [
-                {
-                    "VariantName": "AllTraffic",
-                    "InstancePools": [
-                        {"InstanceType": t, "CurrentInstanceCount": n} for t, n in pending
-                    ],
-                }
-            ],
-        }
-    return response
-
-
-def config_response(name: str, pools: list[tuple[str, str | None]]) -> dict:
-    return {
-        "EndpointConfigName": name,
-        "EndpointConfigArn": f"arn:aws:sagemaker:us-west-2:123456789012:endpoint-config/{name}",
-        "CreationTime": NOW,
-        "ProductionVariants": [
-            {
-                "VariantName": "AllTraffic",
-                "ModelName": "full-model",
-                "InitialInstanceCount": 1,
-                "InstancePools": [
-                    {"InstanceType": t, "Priority": i, **({"ModelNameOverride": o} if o else {})}
-                    for i, (t, o) in enumerate(pools, start=1)
-                ],
-            }
-        ],
-    }
 
 
 POOLS = [("ml.g6e.12xlarge", None), ("ml.g6.12xlarge", None), ("ml.g6e.2xlarge", "int4-model")]

@@ -205,3 +205,51 @@ def test_nothing_fits_at_all():
     with pytest.raises(PlanningError, match="does not fit up to 16 nodes") as caught:
         plan(huge, "bf16", "ml.p5.48xlarge")
     assert caught.value.suggestions == ()
+
+
+def test_single_instance_targets_get_no_multi_node_suggestions():
+    """A SageMaker endpoint instance cannot run a multi-node layout: never suggest one."""
+    with pytest.raises(PlanningError) as caught:
+        plan(
+            "llama-3.1-405b",
+            "bf16",
+            "ml.p5.48xlarge",
+            max_context=131072,
+            max_nodes=1,
+            single_instance=True,
+        )
+    assert caught.value.alternatives and all(a.nodes == 1 for a in caught.value.alternatives)
+
+
+def test_layouts_across_nodes_need_efa_unless_waived():
+    """g6e.2xlarge has no EFA: no pipeline across six single-GPU nodes unless asked."""
+    with pytest.raises(
+        PlanningError, match="does not fit one node .*need EFA, which ml.g6e.2xlarge lacks"
+    ):
+        plan("gpt-oss-120b", "bf16", "ml.g6e.2xlarge", max_context=8192)
+    waived = plan("gpt-oss-120b", "bf16", "ml.g6e.2xlarge", max_context=8192, require_efa=False)
+    assert waived.nodes > 1 and waived.pipeline_parallel == waived.nodes
+    with pytest.raises(PlanningError) as caught:
+        plan(
+            "gpt-oss-120b",
+            "bf16",
+            "ml.g6e.48xlarge",
+            max_context=131072,
+            concurrency=64,
+            max_nodes=1,
+        )
+    for alternative in caught.value.alternatives:
+        if alternative.nodes > 1:
+            from cdk_llm_serving.planning.catalog import default_catalog
+
+            assert default_catalog().get(alternative.instance_type).efa_devices
+
+
+def test_model_sizing_on_one_instance_is_single_instance():
+    from cdk_llm_serving.planning.sizing import ModelSizing
+
+    with pytest.raises(PlanningError) as caught:
+        ModelSizing("llama-3.1-405b", "bf16", max_context=131072).plan_on(
+            "ml.p5.48xlarge", max_nodes=1
+        )
+    assert "pipeline" not in str(caught.value)

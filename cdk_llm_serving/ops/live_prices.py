@@ -1,0 +1,129 @@
+"""On-demand SageMaker hosting prices of a region from the AWS Price List API (``fleet --live-prices``).
+
+``GetProducts`` on service code ``AmazonSageMaker``, filtered by ``regionCode`` and
+``instanceName``; a product's on-demand price is ``terms.OnDemand.*.priceDimensions.*.
+pricePerUnit.USD`` (Price List API reference:
+https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html).
+The Price List API answers from ``us-east-1`` whatever region it prices.
+
+UNCONFIRMED, and kept in the constants below so they are easy to change: the attribute
+names ``instanceName`` / ``regionCode`` for SageMaker, and that real-time hosting products
+are the ones whose ``usagetype`` contains ``Host:`` (training and notebooks share instance
+names). A type without a hosting product keeps the catalog's price.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from ..planning.catalog import Catalog
+from .fleet import FleetStatus, VariantStatus
+
+PRICING_ENDPOINT_REGION = "us-east-1"
+SERVICE_CODE = "AmazonSageMaker"
+INSTANCE_ATTRIBUTE = "instanceName"
+REGION_ATTRIBUTE = "regionCode"
+HOSTING_USAGE_MARKER = "Host:"
+
+
+def _filters(region: str, instance_type: str) -> list[dict[str, str]]:
+    return [
+        {"Type": "TERM_MATCH", "Field": REGION_ATTRIBUTE, "Value": region},
+        {"Type": "TERM_MATCH", "Field": INSTANCE_ATTRIBUTE, "Value": instance_type},
+    ]
+
+
+def _on_demand_usd(product: dict[str, Any]) -> float | None:
+    for term in product.get("terms", {}).get("OnDemand", {}).values():
+        for dimension in term.get("priceDimensions", {}).values():
+            usd = dimension.get("pricePerUnit", {}).get("USD")
+            if usd is not None and float(usd) > 0:
+                return float(usd)
+    return None
+
+
+def _is_hosting(product: dict[str, Any]) -> bool:
+    usage = str(product.get("product", {}).get("attributes", {}).get("usagetype", ""))
+    return HOSTING_USAGE_MARKER in usage
+
+
+def hosting_price(pricing: Any, region: str, instance_type: str) -> float | None:
+    """The on-demand hourly price of ``instance_type`` for real-time hosting in ``region``."""
+    token: str | None = None
+    while True:
+        request: dict[str, Any] = {
+            "ServiceCode": SERVICE_CODE,
+            "Filters": _filters(region, instance_type),
+        }
+        if token:
+            request["NextToken"] = token
+        response = pricing.get_products(**request)
+        for raw in response.get("PriceList", []):
+            product = json.loads(raw) if isinstance(raw, str) else raw
+            price = _on_demand_usd(product) if _is_hosting(product) else None
+            if price is not None:
+                return price
+        token = response.get("NextToken")
+        if not token:
+            return None
+
+
+def hosting_prices(pricing: Any, region: str, instance_types: Iterable[str]) -> dict[str, float]:
+    """Prices of the types the Price List API lists for hosting in ``region``; others left out."""
+    found = {t: hosting_price(pricing, region, t) for t in instance_types}
+    return {t: price for t, price in found.items() if price is not None}
+
+
+def live_catalog(
+    catalog: Catalog, pricing: Any, region: str, instance_types: Iterable[str]
+) -> Catalog:
+    """``catalog`` with the live prices of ``instance_types`` in ``region``."""
+    known = [t for t in instance_types if t in catalog]
+    prices = hosting_prices(pricing, region, known)
+    today = dt.date.today().isoformat()
+    return catalog.with_prices(
+        prices, source=f"AWS Price List API, {region}, read {today}", region=region
+    )
+
+
+def pool_types(status: FleetStatus) -> list[str]:
+    """Instance types of every pool the endpoint declares (current and pending)."""
+    types = {
+        pool.instance_type
+        for variant in (*status.variants, *status.pending)
+        for pool in variant.pools
+    }
+    return sorted(types)
+
+
+def reprice(status: FleetStatus, catalog: Catalog) -> FleetStatus:
+    """``status`` with each pool's hourly price from ``catalog``."""
+
+    def pools(variant: VariantStatus) -> VariantStatus:
+        priced = tuple(
+            replace(
+                pool,
+                price_per_hour=catalog.get(pool.instance_type).price_per_hour
+                if pool.instance_type in catalog
+                else None,
+            )
+            for pool in variant.pools
+        )
+        return replace(variant, pools=priced)
+
+    return replace(
+        status,
+        variants=tuple(pools(v) for v in status.variants),
+        pending=tuple(pools(v) for v in status.pending),
+        price_source=catalog.price_source,
+    )
+
+
+def price_file(catalog: Catalog, instance_types: Iterable[str]) -> dict[str, Any]:
+    """What ``plan --prices FILE`` reads: the region, the source and the types' prices."""
+    prices = {t: catalog.get(t).price_per_hour for t in instance_types if t in catalog}
+    return {"region": catalog.price_region, "source": catalog.price_source, "prices": prices}

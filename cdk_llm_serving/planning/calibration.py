@@ -1,0 +1,79 @@
+"""Published throughput measurements and what the planner predicts for each (``data/measurements.json``).
+
+Each measurement names a model preset, weight format, instance type, tensor-parallel size,
+KV-cache dtype, concurrency (or ``None`` for a maximum-load run), input/output tokens and the
+measured output tokens/s of one replica, with its source URL and date. ``predict`` plans the
+same layout and evaluates the decode model (``decode.py``) at that batch; the ratio
+prediction / measurement must stay within the data file's ``factor`` either way.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from .catalog import Catalog, load_data
+from .decode import Workload
+from .sizing import plan
+from .throughput import saturated_tokens_per_second
+
+
+@dataclass(frozen=True)
+class Measurement:
+    id: str
+    model: str
+    weight_format: str
+    kv_cache_dtype: str
+    instance_type: str
+    gpu: str
+    layout: str
+    tensor_parallel: int
+    concurrency: int | None
+    input_tokens: int
+    output_tokens: int
+    tokens_per_second: float
+    per: str
+    engine: str
+    source: str
+    date: str
+
+    @property
+    def workload(self) -> Workload:
+        return Workload(self.input_tokens, self.output_tokens)
+
+
+@functools.cache
+def _data() -> dict[str, Any]:
+    return load_data("measurements.json")
+
+
+def measurements() -> tuple[Measurement, ...]:
+    return tuple(Measurement(**row) for row in _data()["measurements"])
+
+
+def calibration_factor() -> float:
+    """Most the planner may be off, either way, from any recorded measurement."""
+    return float(_data()["factor"])
+
+
+def predict(measurement: Measurement, catalog: Catalog | None = None) -> float:
+    """The planner's replica tokens/s for the measured layout, batch and token lengths."""
+    laid_out = plan(
+        measurement.model,
+        measurement.weight_format,
+        measurement.instance_type,
+        max_context=measurement.input_tokens + measurement.output_tokens,
+        kv_cache_dtype=measurement.kv_cache_dtype,
+        tensor_parallel=measurement.tensor_parallel,
+        max_nodes=1,
+        catalog=catalog,
+    )
+    return saturated_tokens_per_second(
+        laid_out, measurement.workload, catalog, batch=measurement.concurrency
+    )
+
+
+def ratios(catalog: Catalog | None = None) -> dict[str, float]:
+    """Prediction / measurement for every recorded measurement, by id."""
+    return {m.id: predict(m, catalog) / m.tokens_per_second for m in measurements()}

@@ -1,0 +1,114 @@
+"""Speculative decoding (MTP, EAGLE-3, n-gram) as a speed-up over plain decoding, shown separately.
+
+A verification step checks ``k`` drafted tokens per sequence; with a per-token acceptance
+rate ``α`` (independent positions) it yields on average::
+
+    τ = (1 - α^(k+1)) / (1 - α)   tokens per sequence per step
+
+(Leviathan, Kalman, Matias, "Fast Inference from Transformers via Speculative Decoding",
+ICML 2023, https://arxiv.org/abs/2211.17192, eq. 1). The step costs more than a plain decode
+step: the target model processes ``B·(k+1)`` tokens, so an MoE touches more experts
+(``moe.expected_distinct_experts`` at ``B·(k+1)`` tokens) and compute grows ``k+1`` fold, while
+weights and KV are still read once; the drafter adds ``k`` passes of about one decoder layer
+(MTP, EAGLE) or nothing (n-gram). Speed-up = ``τ · plain step / (verify step + draft)``, at the
+same batch. ITL per user = ``(verify step + draft) / τ``.
+
+Default acceptance per method (``DEFAULTS``), each with its source:
+
+- ``mtp``: ``k = 1``, ``α = 0.85``. DeepSeek-V3 technical report (arXiv:2412.19437, §5.4.3):
+  "the acceptance rate of the second token prediction ranges between 85% and 90%".
+- ``eagle3``: ``k = 3``, ``α = 0.63``. RedHatAI/gpt-oss-20b-speculator.eagle3 reaches an
+  acceptance length τ of 2.43-3.00 with k = 7 on MT-bench/HumanEval/GSM8K (table in the model
+  card of https://huggingface.co/nebius/EAGLE3-gpt-oss-20b); τ = 2.63 at k = 7 gives α ≈ 0.63.
+- ``ngram``: ``k = 3``, ``α = 0.35``. ASSUMED: n-gram acceptance depends on how much the output
+  repeats the prompt (high for code editing, low for open chat: https://specdecode-bench.github.io);
+  no single published figure. Pass your measured rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .catalog import Catalog
+from .decode import decode_step
+from .models import preset
+from .sizing import Plan
+
+
+@dataclass(frozen=True)
+class SpeculationMethod:
+    name: str
+    draft_tokens: int
+    acceptance_rate: float
+    drafter_layers: float
+    source: str
+
+
+DEFAULTS: dict[str, SpeculationMethod] = {
+    "mtp": SpeculationMethod("mtp", 1, 0.85, 1.0, "DeepSeek-V3 report §5.4.3: 85-90 % acceptance"),
+    "eagle3": SpeculationMethod(
+        "eagle3", 3, 0.63, 1.0, "RedHatAI gpt-oss-20b EAGLE-3: tau 2.63 at k=7"
+    ),
+    "ngram": SpeculationMethod("ngram", 3, 0.35, 0.0, "ASSUMED: workload-dependent"),
+}
+
+
+@dataclass(frozen=True)
+class SpeculationEstimate:
+    method: SpeculationMethod
+    batch: int
+    tokens_per_step: float
+    plain_step_s: float
+    speculative_step_s: float
+
+    @property
+    def speedup(self) -> float:
+        """Tokens/s with speculation over tokens/s without, at the same batch."""
+        return self.tokens_per_step * self.plain_step_s / self.speculative_step_s
+
+    @property
+    def itl_ms(self) -> float:
+        """Time between a user's tokens with speculation."""
+        return self.speculative_step_s / self.tokens_per_step * 1e3
+
+
+def accepted_tokens_per_step(acceptance_rate: float, draft_tokens: int) -> float:
+    """Expected tokens per verification step: ``(1 - α^(k+1)) / (1 - α)``."""
+    if not 0 <= acceptance_rate < 1:
+        raise ValueError(f"acceptance_rate={acceptance_rate} must be in [0, 1)")
+    return (1 - acceptance_rate ** (draft_tokens + 1)) / (1 - acceptance_rate)
+
+
+def method(
+    name: str, acceptance_rate: float | None = None, draft_tokens: int | None = None
+) -> SpeculationMethod:
+    """A default method, optionally with your measured acceptance rate or draft length."""
+    try:
+        base = DEFAULTS[name]
+    except KeyError:
+        raise KeyError(f"no speculation method {name!r}; known: {', '.join(DEFAULTS)}") from None
+    return SpeculationMethod(
+        name,
+        draft_tokens if draft_tokens is not None else base.draft_tokens,
+        acceptance_rate if acceptance_rate is not None else base.acceptance_rate,
+        base.drafter_layers,
+        base.source if acceptance_rate is None else "given",
+    )
+
+
+def estimate_speculation(
+    plan: Plan,
+    spec_method: SpeculationMethod,
+    *,
+    batch: int,
+    context: int,
+    catalog: Catalog | None = None,
+) -> SpeculationEstimate:
+    """Speed-up of ``spec_method`` on ``plan`` at ``batch`` sequences of ``context`` tokens."""
+    plain = decode_step(plan, batch, context, catalog=catalog).step_s
+    k = spec_method.draft_tokens
+    verify = decode_step(plan, batch, context, tokens_per_sequence=k + 1, catalog=catalog).step_s
+    layers = (plan.spec or preset(plan.model)).layers
+    draft = k * spec_method.drafter_layers * plain / layers
+    tau = accepted_tokens_per_step(spec_method.acceptance_rate, k)
+    return SpeculationEstimate(spec_method, batch, tau, plain, verify + draft)

@@ -1,0 +1,62 @@
+"""Constructs accept a catalog: your prices (``with_prices``) and extra instance types reach them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from aws_cdk.assertions import Annotations, Match
+
+from cdk_llm_serving import InstancePool, PoolEndpointAlarms
+from cdk_llm_serving.planning.catalog import default_catalog
+from cdk_llm_serving.planning.sizing import ModelSizing
+from tests.support.builders import new_stack, pool_endpoint, serving_model
+
+
+def test_an_endpoint_plans_a_type_only_a_custom_catalog_knows():
+    base = default_catalog()
+    g7e = dataclasses.replace(base.get("ml.g6e.48xlarge"), instance_type="ml.g7e.48xlarge")
+    catalog = base.with_instances([g7e])
+    stack = new_stack()
+    model = serving_model(stack, sizing=ModelSizing("gpt-oss-120b", "mxfp4", max_context=32768))
+    endpoint = pool_endpoint(
+        stack,
+        model=model,
+        pools=[InstancePool("ml.p5.48xlarge"), InstancePool("ml.g7e.48xlarge")],
+        catalog=catalog,
+    )
+    assert [fit.plan.instance_type for fit in endpoint.pool_plans] == [
+        "ml.p5.48xlarge",
+        "ml.g7e.48xlarge",
+    ]
+    assert endpoint.catalog is catalog
+
+
+def test_default_catalog_with_prices_reaches_the_alarms():
+    catalog = default_catalog().with_prices({"ml.p5en.48xlarge": 99.5}, source="our savings plan")
+    stack = new_stack()
+    model = serving_model(stack, sizing=ModelSizing("deepseek-v3", "fp8", max_context=32768))
+    endpoint = pool_endpoint(
+        stack,
+        model=model,
+        pools=[InstancePool("ml.p6-b200.48xlarge"), InstancePool("ml.p5en.48xlarge")],
+        catalog=catalog,
+    )
+    alarms = PoolEndpointAlarms(stack, "Alarms", endpoint=endpoint)
+    descriptions = [
+        stack.resolve(alarm.node.default_child.alarm_description) for alarm in alarms.alarms
+    ]
+    assert any(
+        "$99.50/h per ml.p5en.48xlarge" in text and "our savings plan" in text
+        for text in descriptions
+    )
+
+
+def test_without_a_catalog_the_new_type_is_unchecked():
+    stack = new_stack()
+    model = serving_model(stack, sizing=ModelSizing("gpt-oss-120b", "mxfp4", max_context=32768))
+    pool_endpoint(
+        stack, model=model, pools=[InstancePool("ml.p5.48xlarge"), InstancePool("ml.g6e.48xlarge")]
+    )
+    Annotations.from_stack(stack).has_no_warning(
+        "*", Match.string_like_regexp("not in the planner's catalog")
+    )

@@ -1,0 +1,101 @@
+"""The decode model: expected distinct experts, one pipeline stage at a time, MLA KV, batch choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdk_llm_serving.planning.cost import estimate_cost
+from cdk_llm_serving.planning.decode import BANDWIDTH_EFFICIENCY, Workload, decode_step
+from cdk_llm_serving.planning.models import preset, weight_format
+from cdk_llm_serving.planning.moe import dense_weight_bytes, expected_distinct_experts
+from cdk_llm_serving.planning.sizing import plan
+from cdk_llm_serving.planning.speculative import (
+    accepted_tokens_per_step,
+    estimate_speculation,
+    method,
+)
+from cdk_llm_serving.planning.throughput import estimate_throughput, plan_for_throughput
+
+
+def test_expected_distinct_experts_is_the_occupied_bins_expectation():
+    assert expected_distinct_experts(256, 8, 1) == pytest.approx(8)
+    assert expected_distinct_experts(384, 8, 32) == pytest.approx(384 * (1 - (1 - 8 / 384) ** 32))
+    assert expected_distinct_experts(32, 4, 10_000) == pytest.approx(32)
+    assert expected_distinct_experts(0, 8, 32) == 0
+
+
+def test_batch_one_reads_exactly_the_active_parameters():
+    result = plan("deepseek-v3", "fp8", "ml.p5en.48xlarge", max_context=8192)
+    step = decode_step(result, 1, 1)
+    spec = preset("deepseek-v3")
+    active = (
+        spec.active_params_b - spec.high_precision_params_b
+    ) * 1e9 + spec.high_precision_params_b * 2e9
+    assert step.dense_bytes + step.expert_bytes == pytest.approx(active)
+
+
+def test_reference_model_decode_counts_touched_experts_and_one_stage():
+    """Issue 16: at batch 32 the 2.4T model touches about half its routed experts."""
+    result = plan("reference-2.4t-a95b", "nvfp4", "ml.p6-b200.48xlarge", max_context=131072)
+    step = decode_step(result, 32, 4096)
+    spec, fmt = preset("reference-2.4t-a95b"), weight_format("nvfp4")
+    share = 1 - (1 - 8 / 384) ** 32
+    assert 0.45 < share < 0.55
+    assert step.expert_bytes == pytest.approx(spec.routed_experts_b * 1e9 * share * 0.5625)
+    assert step.dense_bytes == pytest.approx(dense_weight_bytes(spec, fmt))
+    assert step.kv_bytes == pytest.approx(
+        32 * 4096 * result.kv_bytes_per_token * 8
+    )  # MLA: every TP rank reads it
+    stage = 8 * 8.0e12 * BANDWIDTH_EFFICIENCY  # one pipeline stage of 8 B200, not 16 GPUs
+    assert step.stage_bandwidth == pytest.approx(stage)
+    assert step.memory_s == pytest.approx(
+        (step.dense_bytes + step.expert_bytes + step.kv_bytes) / stage
+    )
+    assert 800e9 < step.bytes_read < 900e9
+    assert step.tokens_per_second == pytest.approx(1207, rel=0.01)
+    fixed = estimate_cost(result, batch=32, context_tokens=4096)
+    assert fixed.price_per_million_output_tokens == pytest.approx(
+        284.0 / (1207 * 3600) * 1e6, rel=0.01
+    )
+
+
+def test_batch_is_chosen_by_itl_target_and_kv_capacity():
+    result = plan("llama-3.1-405b", "nvfp4", "ml.p6-b200.48xlarge", max_context=2048)
+    estimate = estimate_throughput(result, Workload(1024, 1024), itl_target_ms=10_000)
+    assert estimate.max_batch == result.kv_tokens_per_replica // 2048
+    assert estimate.chosen.batch == estimate.max_batch  # loose target: the KV cache is the limit
+    impossible = estimate_throughput(result, Workload(1024, 1024), itl_target_ms=0.1)
+    assert not impossible.meets_target and impossible.chosen.batch == 1
+
+
+def test_smallest_layout_leaves_little_batch_so_a_throughput_layout_is_offered():
+    """Issue 16: 405B NVFP4 on p6-b200 at 2k context: the smallest fit (TP2) holds 4 sequences per
+    replica and misses a 20 ms ITL; trying every tensor-parallel size finds a layout that meets it."""
+    smallest = plan("llama-3.1-405b", "nvfp4", "ml.p6-b200.48xlarge", max_context=2048)
+    assert smallest.tensor_parallel == 2 and smallest.kv_tokens_per_replica // 2048 == 4
+    workload = Workload(1024, 1024)
+    assert not estimate_throughput(smallest, workload, itl_target_ms=20).meets_target
+    best, estimate = plan_for_throughput(
+        "llama-3.1-405b",
+        "nvfp4",
+        "ml.p6-b200.48xlarge",
+        workload=workload,
+        itl_target_ms=20,
+        max_context=2048,
+    )
+    assert best.tensor_parallel == 8 and estimate.meets_target and estimate.chosen.itl_ms <= 20
+
+
+def test_speculation_tokens_per_step_and_the_gpt_oss_eagle3_claim():
+    """The seed's "2x tokens/s with EAGLE-3 on gpt-oss-20b": the plan gives about 2x only once a
+    batch already touches every expert; at batch 1 the 4 verified tokens touch ~3x the experts."""
+    assert accepted_tokens_per_step(0.85, 1) == pytest.approx(1.85)
+    assert accepted_tokens_per_step(0.0, 3) == 1
+    result = plan("gpt-oss-20b", "mxfp4", "ml.p5.4xlarge", max_context=8192)
+    eagle = method("eagle3")
+    low = estimate_speculation(result, eagle, batch=1, context=2048)
+    high = estimate_speculation(result, eagle, batch=64, context=2048)
+    assert 1.0 < low.speedup < 1.5
+    assert 1.8 < high.speedup <= accepted_tokens_per_step(eagle.acceptance_rate, eagle.draft_tokens)
+    with pytest.raises(KeyError, match="no speculation method 'medusa'"):
+        method("medusa")
