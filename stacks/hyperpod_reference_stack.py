@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_s3 as s3
@@ -10,6 +11,7 @@ from constructs import Construct
 
 from cdk_llm_serving.hyperpod.addons import HelmChartSource, HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.constants import DEFAULT_VLLM_IMAGE
 from cdk_llm_serving.hyperpod.dashboard import VllmDashboard
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
@@ -34,7 +36,7 @@ class HyperPodSettings:
     max_replicas: int = 1
     admin_role_arns: tuple[str, ...] = ()
     hyperpod_chart_dir: str | None = None
-    vllm_image: str = "vllm/vllm-openai:v0.33.0"
+    vllm_image: str = DEFAULT_VLLM_IMAGE
 
 
 class HyperPodReferenceStack(Stack):
@@ -44,7 +46,9 @@ class HyperPodReferenceStack(Stack):
     2.4T NVFP4 model at 128k context) times replicas.
     """
 
-    def __init__(self, scope: Construct, id: str, *, settings: HyperPodSettings, **kwargs) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, settings: HyperPodSettings, **kwargs: Any
+    ) -> None:
         super().__init__(scope, id, **kwargs)
         self.plan = plan(
             REFERENCE_MODEL,

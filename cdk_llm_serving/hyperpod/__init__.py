@@ -1,15 +1,20 @@
 """Serving path 2: SageMaker HyperPod on EKS, for models that need several nodes.
 
 ``HyperPodEksCluster`` (VPC, private EKS, lifecycle script, HyperPod instance groups),
-``HyperPodServingAddons`` (device plugins, LeaderWorkerSet, load balancer controller, KEDA),
+``HyperPodServingAddons`` (device plugins, LeaderWorkerSet, load balancer controller, and
+once per cluster KEDA and the metrics scraper's cluster role),
 ``FsxModelStore`` (weights on FSx for Lustre), ``VllmMultiNodeService`` (multi-node vLLM),
-``VllmObservability``, ``VllmDashboard`` and ``VllmReplicaAutoscaling``.
+``VllmObservability``, ``VllmDashboard`` and ``VllmReplicaAutoscaling``. The serving
+constructs take ``IHyperPodCluster``: a ``HyperPodEksCluster`` or
+``HyperPodEksCluster.from_cluster_attributes(...)`` for a cluster created elsewhere. String
+contracts (labels, taints, ports, metric and rule names, images) live in ``constants``.
 """
 
-from .addons import HelmChartSource, HyperPodServingAddons
+from .addons import HelmChartSource, HyperPodServingAddons, KedaInstallation
 from .cluster import HyperPodEksCluster
 from .dashboard import VllmDashboard
 from .instance_group import HyperPodInstanceGroup, KubernetesTaint
+from .interfaces import IHyperPodCluster
 from .model_store import FsxModelStore
 from .multi_node_service import Exposure, VllmMultiNodeService
 from .observability import VllmObservability
@@ -22,6 +27,8 @@ __all__ = [
     "HyperPodEksCluster",
     "HyperPodInstanceGroup",
     "HyperPodServingAddons",
+    "IHyperPodCluster",
+    "KedaInstallation",
     "KubernetesTaint",
     "VllmDashboard",
     "VllmMultiNodeService",

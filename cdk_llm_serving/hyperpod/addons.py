@@ -7,6 +7,10 @@
   and the NVIDIA and EFA device plugins are installed from their published charts instead.
 * LeaderWorkerSet controller (multi-node replicas), pinned.
 * AWS Load Balancer Controller (internal NLB/ALB for the serving endpoint), pinned.
+* Cluster-wide pieces that services request and that exist once per cluster, however many
+  services use them: KEDA with its operator's Pod Identity (``enable_keda``, for
+  ``VllmReplicaAutoscaling``) and the Amazon Managed Prometheus scraper's ClusterRole and
+  binding (``enable_scraper_access``, for ``VllmObservability``).
 
 Every chart is installed after the HyperPod nodes exist (their webhooks need pods).
 """
@@ -19,14 +23,28 @@ from typing import Any
 
 from aws_cdk import Annotations
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from .._cdk.nag import acknowledge_cdk_internals
 from ..errors import Problems
-from .cluster import HyperPodEksCluster, hyperpod_facts
+from ._facts import chart_pins
+from .constants import (
+    COLLECTOR_CLUSTER_ROLE,
+    COLLECTOR_ROLE_BINDING,
+    COLLECTOR_USER,
+    GPU_NODE_ROLE,
+    GPU_TAINT_KEY,
+    KEDA_NAMESPACE,
+    KEDA_OPERATOR_ACCOUNT,
+    POD_IDENTITY_PRINCIPAL,
+    ROLE_LABEL,
+    SYSTEM_NODE_ROLE,
+)
+from .interfaces import IHyperPodCluster
 
-HYPERPOD_CHART_HINT = (
+_HYPERPOD_CHART_HINT = (
     "the HyperPod dependencies Helm chart is required for HyperPod clusters created through the API: "
     "pass hyperpod_chart=HelmChartSource.from_directory('<checkout>/helm_chart/HyperPodHelmChart') from a checkout "
     "of github.com/aws/sagemaker-hyperpod-cli (or HelmChartSource.from_repository(...) for a copy you publish to your own "
@@ -60,15 +78,49 @@ class HelmChartSource:
                 f"{prop}.version", self.version, "pin the chart version of a repository chart"
             )
 
+    def _render(self, scope: Construct, asset_id: str) -> dict[str, Any]:
+        """``eks.HelmChart`` options locating the chart (a directory becomes an S3 asset)."""
+        asset = (
+            s3_assets.Asset(scope, asset_id, path=self.directory)
+            if self.directory is not None
+            else None
+        )
+        return {
+            "chart": self.chart,
+            "repository": self.repository,
+            "version": self.version,
+            "chart_asset": asset,
+        }
+
+
+@dataclass(frozen=True)
+class KedaInstallation:
+    """KEDA on one cluster: its chart and the operator's Pod Identity (one per cluster).
+
+    ``grant_query`` lets the operator read a Prometheus workspace: KEDA's ``aws``
+    TriggerAuthentication with ``identityOwner: operator`` queries with this identity.
+    """
+
+    chart: eks.HelmChart
+    operator_role: iam.Role
+    operator_identity: eks.CfnPodIdentityAssociation
+
+    def grant_query(self, workspace_arn: str) -> None:
+        self.operator_role.add_to_policy(
+            iam.PolicyStatement(actions=["aps:QueryMetrics"], resources=[workspace_arn])
+        )
+
 
 class HyperPodServingAddons(Construct):
-    """Helm charts for serving, in a deployable order.
+    """Helm charts for serving, in a deployable order; cluster-wide pieces, once each.
 
     :param cluster: the cluster to install into.
     :param hyperpod_chart: the HyperPod dependencies chart. Default: none, with a synth warning.
     :param hyperpod_chart_values: values for it. Default: none.
-    :param chart_versions: chart name -> version overrides of ``data/hyperpod.json``'s pins.
-    :param load_balancer_controller: install the AWS Load Balancer Controller. Default: ``True``.
+    :param chart_versions: chart name -> version overrides of ``data/hyperpod.json``'s pins
+        (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``).
+    :param load_balancer_controller: install the AWS Load Balancer Controller (needs a
+        cluster this app creates). Default: ``True``.
     """
 
     def __init__(
@@ -76,7 +128,7 @@ class HyperPodServingAddons(Construct):
         scope: Construct,
         id: str,
         *,
-        cluster: HyperPodEksCluster,
+        cluster: IHyperPodCluster,
         hyperpod_chart: HelmChartSource | None = None,
         hyperpod_chart_values: Mapping[str, Any] | None = None,
         chart_versions: Mapping[str, str] | None = None,
@@ -84,66 +136,142 @@ class HyperPodServingAddons(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.cluster = cluster
+        self._validate(hyperpod_chart, chart_versions, load_balancer_controller)
+        self.chart_versions: dict[str, str] = {
+            name: (chart_versions or {}).get(name, pin["version"])
+            for name, pin in chart_pins().items()
+        }
+        self.charts: dict[str, eks.HelmChart] = {}
+        self._render_node_charts(hyperpod_chart, hyperpod_chart_values)
+        self.leader_worker_set = self._published_chart("lws", values={})
+        self.load_balancer_controller: eks.AlbController | None = (
+            self._render_load_balancer_controller() if load_balancer_controller else None
+        )
+        self._keda: KedaInstallation | None = None
+        self._scraper_access: eks.KubernetesManifest | None = None
+
+    # -- what services request (once per cluster) ---------------------------------------
+
+    def enable_keda(self) -> KedaInstallation:
+        """KEDA and its operator's Pod Identity; installed on the first call, reused after.
+
+        EKS allows one Pod Identity association per service account, and the chart's CRDs
+        and namespace exist once per cluster: every ``VllmReplicaAutoscaling`` shares these.
+        """
+        if self._keda is None:
+            self._keda = self._render_keda()
+        return self._keda
+
+    def enable_scraper_access(self) -> eks.KubernetesManifest:
+        """The ClusterRole and binding the AMP managed scraper's user needs; created once.
+
+        Each scraper maps its own role to the Kubernetes user ``aps-collector-user``
+        (``VllmObservability``); the read-only rights of that user are cluster-wide.
+        """
+        if self._scraper_access is None:
+            self._scraper_access = eks.KubernetesManifest(
+                self, "ScraperRbac", cluster=self.cluster.eks_cluster, manifest=_scraper_rbac()
+            )
+            self._scraper_access.node.add_dependency(self.cluster.nodes_ready)
+        return self._scraper_access
+
+    # -- validate -----------------------------------------------------------------------
+
+    def _validate(
+        self,
+        hyperpod_chart: HelmChartSource | None,
+        chart_versions: Mapping[str, str] | None,
+        load_balancer_controller: bool,
+    ) -> None:
         problems = Problems(f"HyperPodServingAddons '{self.node.path}'")
         if hyperpod_chart is not None:
             hyperpod_chart.validate(problems, "hyperpod_chart")
-        pins = hyperpod_facts()["charts"]
-        for name in chart_versions or {}:
+        pins = chart_pins()
+        for name, version in (chart_versions or {}).items():
             if name not in pins:
                 problems.add(
                     f"chart_versions[{name!r}]",
-                    chart_versions[name],
+                    version,
                     f"not one of our charts: {', '.join(pins)}",
-                )  # type: ignore[index]
+                )
+        if load_balancer_controller and not isinstance(self.cluster.eks_cluster, eks.Cluster):
+            problems.add(
+                "load_balancer_controller",
+                load_balancer_controller,
+                "aws-cdk-lib's AlbController needs a cluster this app creates; pass False for an "
+                "imported cluster (install the controller there yourself)",
+            )
         problems.raise_if_any()
-        versions = {
-            name: (chart_versions or {}).get(name, pin["version"]) for name, pin in pins.items()
-        }
 
-        self.charts: dict[str, eks.HelmChart] = {}
+    # -- render -------------------------------------------------------------------------
+
+    def _render_node_charts(
+        self, hyperpod_chart: HelmChartSource | None, values: Mapping[str, Any] | None
+    ) -> None:
+        """The HyperPod dependencies chart, or (with a warning) the device plugins alone."""
         if hyperpod_chart is None:
             Annotations.of(self).add_warning_v2(
-                "cdk-llm-serving:hyperpodChartMissing", HYPERPOD_CHART_HINT
+                "cdk-llm-serving:hyperpodChartMissing", _HYPERPOD_CHART_HINT
             )
             for name in ("nvidia-device-plugin", "aws-efa-k8s-device-plugin"):
-                self._published_chart(name, versions[name], values=_DEVICE_PLUGIN_VALUES[name])
-        else:
-            self.charts["hyperpod-dependencies"] = self._chart(
-                "hyperpod-dependencies",
-                chart=hyperpod_chart.chart,
-                repository=hyperpod_chart.repository,
-                version=hyperpod_chart.version,
-                chart_asset=s3_assets.Asset(
-                    self, "HyperPodChartAsset", path=hyperpod_chart.directory
-                )
-                if hyperpod_chart.directory
-                else None,
-                namespace="kube-system",
-                values=dict(hyperpod_chart_values or {}),
-            )
-        self.leader_worker_set = self._published_chart("lws", versions["lws"], values={})
+                self._published_chart(name, values=_DEVICE_PLUGIN_VALUES)
+            return
+        self.charts["hyperpod-dependencies"] = self._chart(
+            "hyperpod-dependencies",
+            **hyperpod_chart._render(self, "HyperPodChartAsset"),
+            namespace="kube-system",
+            values=dict(values or {}),
+        )
 
-        self.load_balancer_controller: eks.AlbController | None = None
-        if load_balancer_controller:
-            self.load_balancer_controller = eks.AlbController(
-                self,
-                "LoadBalancerController",
-                cluster=cluster.eks_cluster,
-                version=eks.AlbControllerVersion.V2_9_2,
-            )
-            self.load_balancer_controller.node.add_dependency(cluster.nodes_ready)
-            acknowledge_cdk_internals(
-                self.load_balancer_controller,
-                "The AWS Load Balancer Controller's own IAM policy (shipped with aws-cdk-lib's AlbController): it manages load balancers, target groups and security groups it names at run time.",
-            )
+    def _render_load_balancer_controller(self) -> eks.AlbController:
+        cluster = self.cluster.eks_cluster
+        assert isinstance(cluster, eks.Cluster)  # _validate refused anything else
+        controller = eks.AlbController(
+            self,
+            "LoadBalancerController",
+            cluster=cluster,
+            version=eks.AlbControllerVersion.V2_9_2,
+        )
+        controller.node.add_dependency(self.cluster.nodes_ready)
+        acknowledge_cdk_internals(
+            controller,
+            "The AWS Load Balancer Controller's own IAM policy (shipped with aws-cdk-lib's AlbController): it manages load balancers, target groups and security groups it names at run time.",
+        )
+        return controller
 
-    def _published_chart(self, name: str, version: str, values: Mapping[str, Any]) -> eks.HelmChart:
-        pin = hyperpod_facts()["charts"][name]
+    def _render_keda(self) -> KedaInstallation:
+        """KEDA's chart on the system nodes, and a Pod Identity role for its operator."""
+        chart = self._published_chart(
+            "keda",
+            id="Keda",
+            values={"tolerations": [], "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE}},
+        )
+        role = iam.Role(
+            self,
+            "KedaQueryRole",
+            assumed_by=iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL).with_session_tags(),
+            description="KEDA operator: reads the vLLM queue depth from Amazon Managed Prometheus",
+        )
+        identity = eks.CfnPodIdentityAssociation(
+            self,
+            "KedaQueryIdentity",
+            cluster_name=self.cluster.eks_cluster.cluster_name,
+            namespace=KEDA_NAMESPACE,
+            service_account=KEDA_OPERATOR_ACCOUNT,
+            role_arn=role.role_arn,
+        )
+        identity.node.add_dependency(self.cluster.pod_identity_agent)
+        return KedaInstallation(chart=chart, operator_role=role, operator_identity=identity)
+
+    def _published_chart(
+        self, name: str, values: Mapping[str, Any], id: str | None = None
+    ) -> eks.HelmChart:
+        pin = chart_pins()[name]
         chart = self._chart(
-            name,
+            id or name,
             chart=pin["chart"],
             repository=pin["repository"],
-            version=version,
+            version=self.chart_versions[name],
             namespace=pin["namespace"],
             values=dict(values),
         )
@@ -158,7 +286,7 @@ class HyperPodServingAddons(Construct):
         repository: str | None,
         version: str | None,
         namespace: str,
-        values: dict,
+        values: dict[str, Any],
         chart_asset: s3_assets.Asset | None = None,
     ) -> eks.HelmChart:
         helm = eks.HelmChart(
@@ -179,14 +307,47 @@ class HyperPodServingAddons(Construct):
 
 
 #: Device plugins run only on GPU nodes, which carry the GPU taint.
-_GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-_DEVICE_PLUGIN_VALUES: dict[str, dict[str, Any]] = {
-    "nvidia-device-plugin": {
-        "tolerations": _GPU_TOLERATION,
-        "nodeSelector": {"cdk-llm-serving/role": "gpu"},
-    },
-    "aws-efa-k8s-device-plugin": {
-        "tolerations": _GPU_TOLERATION,
-        "nodeSelector": {"cdk-llm-serving/role": "gpu"},
-    },
+_DEVICE_PLUGIN_VALUES: dict[str, Any] = {
+    "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+    "nodeSelector": {ROLE_LABEL: GPU_NODE_ROLE},
 }
+
+
+def _scraper_rbac() -> list[dict[str, Any]]:
+    """Read-only discovery and /metrics rights for the scraper's user (AMP user guide)."""
+    read = ["describe", "get", "list", "watch"]
+    core = ["nodes", "nodes/proxy", "nodes/metrics", "services", "endpoints", "pods"]
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": COLLECTOR_CLUSTER_ROLE},
+            "rules": [
+                {"apiGroups": [""], "resources": [*core, "ingresses", "configmaps"], "verbs": read},
+                {
+                    "apiGroups": ["extensions", "networking.k8s.io"],
+                    "resources": ["ingresses/status", "ingresses"],
+                    "verbs": read,
+                },
+                {
+                    "apiGroups": ["discovery.k8s.io"],
+                    "resources": ["endpointslices"],
+                    "verbs": ["get", "list", "watch"],
+                },
+                {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": COLLECTOR_ROLE_BINDING},
+            "subjects": [
+                {"kind": "User", "name": COLLECTOR_USER, "apiGroup": "rbac.authorization.k8s.io"}
+            ],
+            "roleRef": {
+                "kind": "ClusterRole",
+                "name": COLLECTOR_CLUSTER_ROLE,
+                "apiGroup": "rbac.authorization.k8s.io",
+            },
+        },
+    ]

@@ -16,16 +16,16 @@ group (retained), and anything ``HyperPodServingAddons`` retains (the FSx file s
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import cast
 
 from aws_cdk import Acknowledgment, Names, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3_deployment
@@ -34,22 +34,16 @@ from constructs import Construct, IConstruct
 
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from ..errors import Problems
+from ._facts import addon_versions, hyperpod_facts, supported_kubernetes_versions
+from .constants import FSX_CSI_DRIVER_ADDON, POD_IDENTITY_AGENT_ADDON
 from .instance_group import HyperPodInstanceGroup
+from .interfaces import IHyperPodCluster
 
-LIFECYCLE_PREFIX = "lifecycle"
-ON_CREATE_SCRIPT = "on_create.sh"
-
-
-@functools.cache
-def hyperpod_facts() -> dict:
-    return json.loads(resources.files(__package__).joinpath("assets", "hyperpod.json").read_text())
+_LIFECYCLE_PREFIX = "lifecycle"
+_ON_CREATE_SCRIPT = "on_create.sh"
 
 
-def supported_kubernetes_versions() -> tuple[str, ...]:
-    return tuple(hyperpod_facts()["kubernetes_versions"])
-
-
-def _kubectl_layer(scope: Construct, version: str) -> object:
+def _kubectl_layer(scope: Construct, version: str) -> lambda_.ILayerVersion:
     """The kubectl/helm Lambda layer matching the cluster version (PyPI: aws-cdk.lambda-layer-kubectl-v3x)."""
     if version == "1.33":
         from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
@@ -62,8 +56,37 @@ def _kubectl_layer(scope: Construct, version: str) -> object:
     raise ValueError(f"no kubectl layer packaged for Kubernetes {version}")
 
 
+def _validate_instance_groups(
+    problems: Problems, groups: Sequence[HyperPodInstanceGroup], *, need_system: bool
+) -> None:
+    """Each group valid, names unique, a GPU group to serve on (and a system group if ours)."""
+    names: dict[str, int] = {}
+    for index, group in enumerate(groups):
+        group.validate(problems, f"instance_groups[{index}]")
+        if group.name in names:
+            problems.add(
+                f"instance_groups[{index}].name",
+                group.name,
+                f"already used by instance_groups[{names[group.name]}]; group names must be unique",
+            )
+        names.setdefault(group.name, index)
+    if not any(group.role == "gpu" for group in groups):
+        problems.add(
+            "instance_groups", [g.name for g in groups], "needs at least one GPU group to serve on"
+        )
+    if need_system and not any(group.role == "system" for group in groups):
+        problems.add(
+            "instance_groups",
+            [g.name for g in groups],
+            "needs a system group: controllers and CoreDNS must not take GPU nodes",
+        )
+
+
 class HyperPodEksCluster(Construct):
     """EKS plus HyperPod, ready for multi-node GPU serving.
+
+    Implements ``IHyperPodCluster``; ``from_cluster_attributes`` gives one for a cluster
+    created elsewhere.
 
     :param instance_groups: one CPU ``system`` group for controllers and at least one GPU group.
     :param vpc: an existing VPC with private subnets. Default: a new VPC over two Availability
@@ -80,6 +103,15 @@ class HyperPodEksCluster(Construct):
         (VPC CNI pinned; add-ons left ``null`` there take EKS's default for the version).
     :param cluster_name: HyperPod cluster name. Default: derived from the construct path.
     """
+
+    #: The EKS cluster, typed as its interface (see ``_render_eks``).
+    eks_cluster: eks.ICluster
+    #: EKS add-ons by construct ID (``Addon-<name>``); prefer the typed attributes below.
+    addons: dict[str, eks.Addon]
+    #: The EKS Pod Identity agent add-on (installed before the nodes join).
+    pod_identity_agent: eks.Addon
+    #: The FSx for Lustre CSI driver add-on (installed once nodes exist).
+    fsx_csi_driver: eks.Addon
 
     def __init__(
         self,
@@ -99,9 +131,96 @@ class HyperPodEksCluster(Construct):
         self.instance_groups = tuple(instance_groups)
         self.kubernetes_version = kubernetes_version
         self._validate(admin_role_arns)
-        versions = {**hyperpod_facts()["addon_versions"], **(addon_versions or {})}
+        versions = _resolve_addon_versions(addon_versions)
 
         self.vpc = vpc or self._new_vpc()
+        self._render_network(single_gpu_subnet)
+        self.eks_cluster = self._render_eks(endpoint_public, admin_role_arns)
+        before_nodes = self._render_addons("addons_before_nodes", versions)
+        self.lifecycle_bucket, upload = self._lifecycle_bucket()
+        self.execution_role = self._execution_role()
+        self.cfn_cluster = self._render_hyperpod(cluster_name)
+        self._order_hyperpod_after([upload, *before_nodes])
+        after_nodes = self._render_addons("addons_after_nodes", versions)
+        for addon in after_nodes:
+            addon.node.add_dependency(self.cfn_cluster)
+        self.addons = {addon.node.id: addon for addon in [*before_nodes, *after_nodes]}
+        self.pod_identity_agent = self.addons[f"Addon-{POD_IDENTITY_AGENT_ADDON}"]
+        self.fsx_csi_driver = self.addons[f"Addon-{FSX_CSI_DRIVER_ADDON}"]
+        self._acknowledge_cdk_internals()
+
+    @classmethod
+    def from_cluster_attributes(
+        cls,
+        scope: Construct,
+        id: str,
+        *,
+        eks_cluster: eks.ICluster,
+        vpc: ec2.IVpc,
+        node_security_group: ec2.ISecurityGroup,
+        instance_groups: Sequence[HyperPodInstanceGroup],
+        private_subnets: Sequence[ec2.ISubnet] | None = None,
+        gpu_subnets: Sequence[ec2.ISubnet] | None = None,
+    ) -> IHyperPodCluster:
+        """A HyperPod cluster created elsewhere, for the serving constructs.
+
+        :param eks_cluster: its EKS cluster, e.g. ``eks.Cluster.from_cluster_attributes(...)``
+            with a kubectl provider (manifests and charts are applied through it).
+        :param vpc: the cluster's VPC.
+        :param node_security_group: the security group of its HyperPod nodes.
+        :param instance_groups: its instance groups as they are (names, types, counts).
+        :param private_subnets: the nodes' subnets. Default: the VPC's private subnets.
+        :param gpu_subnets: the GPU groups' subnets. Default: the first of ``private_subnets``.
+
+        Its nodes and EKS add-ons (Pod Identity agent, FSx CSI driver) are taken to exist.
+        """
+        return _ImportedHyperPodCluster(
+            scope,
+            id,
+            eks_cluster=eks_cluster,
+            vpc=vpc,
+            node_security_group=node_security_group,
+            instance_groups=instance_groups,
+            private_subnets=private_subnets,
+            gpu_subnets=gpu_subnets,
+        )
+
+    # -- what dependents need ----------------------------------------------------------
+
+    @property
+    def nodes_ready(self) -> IConstruct:
+        """Depend on this to run after the HyperPod nodes exist (charts with webhooks, workloads)."""
+        return self.cfn_cluster
+
+    @property
+    def gpu_groups(self) -> list[HyperPodInstanceGroup]:
+        return [group for group in self.instance_groups if group.role == "gpu"]
+
+    # -- validate ----------------------------------------------------------------------
+
+    def _validate(self, admin_role_arns: Sequence[str]) -> None:
+        problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
+        _validate_instance_groups(problems, self.instance_groups, need_system=True)
+        versions = supported_kubernetes_versions()
+        if self.kubernetes_version not in versions:
+            problems.add(
+                "kubernetes_version",
+                self.kubernetes_version,
+                f"must be one HyperPod supports and we ship a kubectl layer for: {', '.join(versions)}",
+            )
+        for index, arn in enumerate(admin_role_arns):
+            if not arn.startswith("arn:") or ":iam::" not in arn or ":role/" not in arn:
+                problems.add(
+                    f"admin_role_arns[{index}]",
+                    arn,
+                    "must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)",
+                )
+        problems.raise_if_any()
+
+    # -- render ------------------------------------------------------------------------
+
+    def _render_network(self, single_gpu_subnet: bool) -> None:
+        """Private subnets, the GPU groups' subnets and the node security group."""
         private = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
         self.private_subnets: list[ec2.ISubnet] = list(private)
         self.gpu_subnets: list[ec2.ISubnet] = (
@@ -109,18 +228,26 @@ class HyperPodEksCluster(Construct):
         )
         self.node_security_group = self._node_security_group()
 
-        self.eks_cluster = eks.Cluster(
+    def _render_eks(self, endpoint_public: bool, admin_role_arns: Sequence[str]) -> eks.ICluster:
+        """The EKS cluster (private endpoint, all control-plane logs), open to the nodes.
+
+        Returned as ``eks.ICluster``: jsii's stub of ``eks.Cluster`` lacks the
+        ``kubectl_provider_options`` member of the ``ICluster`` protocol it implements at run
+        time, so mypy refuses a ``Cluster`` wherever ``ICluster`` is asked for. One cast here
+        lets every consumer type-check.
+        """
+        cluster = eks.Cluster(
             self,
             "Eks",
-            version=eks.KubernetesVersion.of(kubernetes_version),
+            version=eks.KubernetesVersion.of(self.kubernetes_version),
             vpc=self.vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
             endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE
             if endpoint_public
             else eks.EndpointAccess.PRIVATE,
             kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=_kubectl_layer(self, kubernetes_version)
-            ),  # type: ignore[arg-type]
+                kubectl_layer=_kubectl_layer(self, self.kubernetes_version)
+            ),
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             cluster_logging=[
@@ -131,18 +258,18 @@ class HyperPodEksCluster(Construct):
                 eks.ClusterLoggingTypes.SCHEDULER,
             ],
         )
-        self.eks_cluster.connections.allow_from(
+        cluster.connections.allow_from(
             self.node_security_group,
             ec2.Port.all_traffic(),
             "HyperPod nodes to the EKS control plane",
         )
         self.node_security_group.connections.allow_from(
-            self.eks_cluster.connections,
+            cluster.connections,
             ec2.Port.all_traffic(),
             "EKS control plane to kubelets and webhooks",
         )
         for index, arn in enumerate(admin_role_arns):
-            self.eks_cluster.grant_access(
+            cluster.grant_access(
                 f"Admin{index}",
                 arn,
                 [
@@ -151,15 +278,15 @@ class HyperPodEksCluster(Construct):
                     )
                 ],
             )
+        return cast(eks.ICluster, cluster)
 
-        before_nodes = [
-            self._addon(name, versions.get(name))
-            for name in hyperpod_facts()["addons_before_nodes"]
-        ]
-        self.lifecycle_bucket, upload = self._lifecycle_bucket()
-        self.execution_role = self._execution_role()
+    def _render_addons(self, phase: str, versions: Mapping[str, str | None]) -> list[eks.Addon]:
+        """The EKS add-ons ``hyperpod.json`` lists for ``phase`` (before or after the nodes)."""
+        return [self._addon(name, versions.get(name)) for name in hyperpod_facts()[phase]]
 
-        self.cfn_cluster = sagemaker.CfnCluster(
+    def _render_hyperpod(self, cluster_name: str | None) -> sagemaker.CfnCluster:
+        """The HyperPod cluster orchestrated by the EKS cluster, one entry per instance group."""
+        return sagemaker.CfnCluster(
             self,
             "Resource",
             cluster_name=cluster_name
@@ -177,23 +304,22 @@ class HyperPodEksCluster(Construct):
             node_provisioning_mode="Continuous",
             instance_groups=[self._instance_group(group) for group in self.instance_groups],
         )
-        # The EKS cluster comes first through the ClusterArn reference. A construct-level
-        # dependency on it would also take in the manifests and charts added to it later,
-        # which themselves wait for the HyperPod nodes: a cycle.
-        for dependency in [upload, *before_nodes]:
+
+    def _order_hyperpod_after(self, dependencies: Sequence[IConstruct]) -> None:
+        """Nodes join only once the script is uploaded, the node add-ons and role policy exist.
+
+        The EKS cluster comes first through the ClusterArn reference. A construct-level
+        dependency on it would also take in the manifests and charts added to it later,
+        which themselves wait for the HyperPod nodes: a cycle.
+        """
+        for dependency in dependencies:
             self.cfn_cluster.node.add_dependency(dependency)
         policy = self.execution_role.node.try_find_child("DefaultPolicy")
         if policy is not None:
             self.cfn_cluster.node.add_dependency(policy)
 
-        after_nodes = [
-            self._addon(name, versions.get(name)) for name in hyperpod_facts()["addons_after_nodes"]
-        ]
-        for addon in after_nodes:
-            addon.node.add_dependency(self.cfn_cluster)
-        self.addons: dict[str, eks.Addon] = {
-            addon.node.id: addon for addon in [*before_nodes, *after_nodes]
-        }
+    def _acknowledge_cdk_internals(self) -> None:
+        """cdk-nag findings on resources aws-cdk-lib generates for us, with reasons."""
         acknowledge_cdk_internals(
             self.eks_cluster.node.find_child("KubectlProvider"),
             "aws-cdk-lib's kubectl provider: its handler runs in the VPC to reach the private EKS endpoint, with the policies and runtime aws-cdk-lib chooses.",
@@ -208,59 +334,6 @@ class HyperPodEksCluster(Construct):
                     child,
                     "aws-cdk-lib's bucket-deployment handler that uploads the lifecycle script: it reads the CDK asset bucket and writes the lifecycle bucket.",
                 )
-
-    # -- what dependents need ----------------------------------------------------------
-
-    @property
-    def nodes_ready(self) -> IConstruct:
-        """Depend on this to run after the HyperPod nodes exist (charts with webhooks, workloads)."""
-        return self.cfn_cluster
-
-    @property
-    def gpu_groups(self) -> list[HyperPodInstanceGroup]:
-        return [group for group in self.instance_groups if group.role == "gpu"]
-
-    # -- parts -------------------------------------------------------------------------
-
-    def _validate(self, admin_role_arns: Sequence[str]) -> None:
-        problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
-        names: dict[str, int] = {}
-        for index, group in enumerate(self.instance_groups):
-            group.validate(problems, f"instance_groups[{index}]")
-            if group.name in names:
-                problems.add(
-                    f"instance_groups[{index}].name",
-                    group.name,
-                    f"already used by instance_groups[{names[group.name]}]; group names must be unique",
-                )
-            names.setdefault(group.name, index)
-        if not any(group.role == "gpu" for group in self.instance_groups):
-            problems.add(
-                "instance_groups",
-                [g.name for g in self.instance_groups],
-                "needs at least one GPU group to serve on",
-            )
-        if not any(group.role == "system" for group in self.instance_groups):
-            problems.add(
-                "instance_groups",
-                [g.name for g in self.instance_groups],
-                "needs a system group: controllers and CoreDNS must not take GPU nodes",
-            )
-        versions = supported_kubernetes_versions()
-        if self.kubernetes_version not in versions:
-            problems.add(
-                "kubernetes_version",
-                self.kubernetes_version,
-                f"must be one HyperPod supports and we ship a kubectl layer for: {', '.join(versions)}",
-            )
-        for index, arn in enumerate(admin_role_arns):
-            if not arn.startswith("arn:") or ":iam::" not in arn or ":role/" not in arn:
-                problems.add(
-                    f"admin_role_arns[{index}]",
-                    arn,
-                    "must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)",
-                )
-        problems.raise_if_any()
 
     def _new_vpc(self) -> ec2.Vpc:
         vpc = ec2.Vpc(
@@ -337,7 +410,7 @@ class HyperPodEksCluster(Construct):
             self,
             "LifecycleUpload",
             destination_bucket=bucket,
-            destination_key_prefix=f"{LIFECYCLE_PREFIX}/",
+            destination_key_prefix=f"{_LIFECYCLE_PREFIX}/",
             sources=[s3_deployment.Source.asset(str(script_dir))],
             prune=True,
             retain_on_delete=True,
@@ -397,7 +470,7 @@ class HyperPodEksCluster(Construct):
                 resources=["*"],
             )
         )
-        self.lifecycle_bucket.grant_read(role, f"{LIFECYCLE_PREFIX}/*")
+        self.lifecycle_bucket.grant_read(role, f"{_LIFECYCLE_PREFIX}/*")
         acknowledge(
             role,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]",
@@ -426,7 +499,7 @@ class HyperPodEksCluster(Construct):
             )
         acknowledge_wildcard_resources(
             role,
-            [f"{self.lifecycle_bucket.bucket_arn}/{LIFECYCLE_PREFIX}/*"],
+            [f"{self.lifecycle_bucket.bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
             "Read of the lifecycle scripts under their prefix.",
         )
         return role
@@ -434,41 +507,74 @@ class HyperPodEksCluster(Construct):
     def _instance_group(
         self, group: HyperPodInstanceGroup
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+        """A group's entry; GPU groups override the subnets when they sit in fewer."""
         override = None
         if group.role == "gpu" and self.gpu_subnets != self.private_subnets:
             override = sagemaker.CfnCluster.VpcConfigProperty(
                 security_group_ids=[self.node_security_group.security_group_id],
                 subnets=[subnet.subnet_id for subnet in self.gpu_subnets],
             )
-        taints = group.effective_taints
-        return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
-            instance_group_name=group.name,
-            instance_type=group.instance_type,
-            instance_count=group.count,
-            execution_role=self.execution_role.role_arn,
-            threads_per_core=group.threads_per_core,
-            life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
-                source_s3_uri=f"s3://{self.lifecycle_bucket.bucket_name}/{LIFECYCLE_PREFIX}/",
-                on_create=ON_CREATE_SCRIPT,
-            ),
-            instance_storage_configs=[
-                sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
-                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
-                        volume_size_in_gb=group.ebs_volume_gb
-                    )
-                )
-            ],
-            on_start_deep_health_checks=list(group.effective_health_checks) or None,
-            kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
-                labels=group.effective_labels,
-                taints=[
-                    sagemaker.CfnCluster.ClusterKubernetesTaintProperty(
-                        key=t.key, value=t.value, effect=t.effect
-                    )
-                    for t in taints
-                ]
-                or None,
-            ),
-            training_plan_arn=group.training_plan_arn,
+        return group._render(
+            execution_role_arn=self.execution_role.role_arn,
+            lifecycle_source_uri=f"s3://{self.lifecycle_bucket.bucket_name}/{_LIFECYCLE_PREFIX}/",
+            on_create=_ON_CREATE_SCRIPT,
             override_vpc_config=override,
         )
+
+
+def _resolve_addon_versions(overrides: Mapping[str, str | None] | None) -> dict[str, str | None]:
+    """Our pins, overridden by the caller's."""
+    return {**addon_versions(), **(overrides or {})}
+
+
+class _ImportedHyperPodCluster(Construct):
+    """An ``IHyperPodCluster`` for a cluster created elsewhere (see ``from_cluster_attributes``).
+
+    Its nodes and add-ons exist already: the ``*_ready`` members are this construct, which
+    holds no resources, so depending on them orders nothing.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        eks_cluster: eks.ICluster,
+        vpc: ec2.IVpc,
+        node_security_group: ec2.ISecurityGroup,
+        instance_groups: Sequence[HyperPodInstanceGroup],
+        private_subnets: Sequence[ec2.ISubnet] | None,
+        gpu_subnets: Sequence[ec2.ISubnet] | None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.instance_groups = tuple(instance_groups)
+        problems = Problems(f"HyperPodEksCluster.from_cluster_attributes '{self.node.path}'")
+        _validate_instance_groups(problems, self.instance_groups, need_system=False)
+        problems.raise_if_any()
+        self.eks_cluster = eks_cluster
+        self.vpc = vpc
+        self.node_security_group = node_security_group
+        self.private_subnets: list[ec2.ISubnet] = list(
+            private_subnets
+            if private_subnets is not None
+            else vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
+        )
+        self.gpu_subnets: list[ec2.ISubnet] = (
+            list(gpu_subnets) if gpu_subnets is not None else self.private_subnets[:1]
+        )
+
+    @property
+    def gpu_groups(self) -> list[HyperPodInstanceGroup]:
+        return [group for group in self.instance_groups if group.role == "gpu"]
+
+    @property
+    def nodes_ready(self) -> IConstruct:
+        return self
+
+    @property
+    def pod_identity_agent(self) -> IConstruct:
+        return self
+
+    @property
+    def fsx_csi_driver(self) -> IConstruct:
+        return self

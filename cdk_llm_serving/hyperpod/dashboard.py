@@ -8,7 +8,9 @@ only), and returns the chart. Thresholds drawn are the ones the alerting rules u
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -18,20 +20,54 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from .._cdk.nag import acknowledge_wildcard_resources
+from .constants import (
+    E2E_P99_RULE,
+    GENERATION_TOKENS_RATE_RULE,
+    INTER_TOKEN_P99_RULE,
+    KV_CACHE_USAGE_RULE,
+    QUEUE_DEPTH_RULE,
+    REQUESTS_RUNNING_RULE,
+    SPEC_ACCEPTANCE_RULE,
+    TTFT_P99_RULE,
+)
 from .observability import VllmObservability
 
 WIDGET_CODE = Path(__file__).parent / "assets" / "amp_widget"
 
-#: (title, PromQL, unit, threshold attribute of VllmObservability or None)
-PANELS: tuple[tuple[str, str, str, str | None], ...] = (
-    ("Time to first token p99", "vllm:ttft_seconds:p99", " s", "ttft_p99_threshold_seconds"),
-    ("Inter-token latency p99", "vllm:inter_token_latency_seconds:p99", " s", None),
-    ("End-to-end latency p99", "vllm:e2e_request_latency_seconds:p99", " s", None),
-    ("Requests waiting (queue depth)", "vllm:requests_waiting", "", "max_waiting_requests"),
-    ("Requests running", "vllm:requests_running", "", None),
-    ("KV-cache usage", "vllm:kv_cache_usage", "", "kv_cache_saturation"),
-    ("Generated tokens per second", "vllm:generation_tokens_per_second", "", None),
-    ("Speculative-decoding acceptance rate", "vllm:spec_decode_acceptance_rate", "", None),
+
+class _Panel(NamedTuple):
+    """One chart: a recorded series and, for alerted series, the alert's threshold."""
+
+    title: str
+    query: str
+    unit: str
+    threshold: Callable[[VllmObservability], float] | None
+
+
+PANELS: tuple[_Panel, ...] = (
+    _Panel(
+        "Time to first token p99",
+        TTFT_P99_RULE,
+        " s",
+        lambda observability: observability.ttft_p99_threshold_seconds,
+    ),
+    _Panel("Inter-token latency p99", INTER_TOKEN_P99_RULE, " s", None),
+    _Panel("End-to-end latency p99", E2E_P99_RULE, " s", None),
+    _Panel(
+        "Requests waiting (queue depth)",
+        QUEUE_DEPTH_RULE,
+        "",
+        lambda observability: observability.max_waiting_requests,
+    ),
+    _Panel("Requests running", REQUESTS_RUNNING_RULE, "", None),
+    _Panel(
+        "KV-cache usage",
+        KV_CACHE_USAGE_RULE,
+        "",
+        lambda observability: observability.kv_cache_saturation,
+    ),
+    _Panel("Generated tokens per second", GENERATION_TOKENS_RATE_RULE, "", None),
+    _Panel("Speculative-decoding acceptance rate", SPEC_ACCEPTANCE_RULE, "", None),
 )
 
 
@@ -104,10 +140,10 @@ class VllmDashboard(Construct):
             )
         )
         widgets = []
-        for title, query, unit, threshold_attribute in PANELS:
+        for title, query, unit, threshold in PANELS:
             params: dict[str, object] = {"query": query, "title": title, "unit": unit}
-            if threshold_attribute:
-                params["threshold"] = getattr(observability, threshold_attribute)
+            if threshold is not None:
+                params["threshold"] = threshold(observability)
             widgets.append(
                 cloudwatch.CustomWidget(
                     function_arn=self.function.function_arn,

@@ -1,4 +1,9 @@
-"""``HyperPodInstanceGroup``: one instance group of a HyperPod cluster (a plain value)."""
+"""``HyperPodInstanceGroup``: one instance group of a HyperPod cluster (a plain value).
+
+Value objects here follow the package's value protocol: ``validate(problems, prop)`` adds
+the problems of this value under property ``prop``; ``_render(...)`` returns what
+CloudFormation takes for it.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +12,42 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from aws_cdk import aws_sagemaker as sagemaker
+
 from .._cdk.service_limits import hyperpod_instance_types, limits
 from .._cdk.validation import check_name, check_one_of, check_range
 from ..errors import Problems
 from ..planning.catalog import default_catalog
+from .constants import GPU_TAINT_KEY, GPU_TAINT_VALUE, GROUP_LABEL, ROLE_LABEL
 
 GroupRole = Literal["system", "gpu"]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
-#: Taint on GPU groups by default, so only pods that tolerate it (the serving pods) land there.
-GPU_TAINT_KEY = "nvidia.com/gpu"
+__all__ = ["GPU_TAINT_KEY", "GroupRole", "HyperPodInstanceGroup", "KubernetesTaint"]
 
 
 @dataclass(frozen=True)
 class KubernetesTaint:
+    """A node taint HyperPod puts on every node of a group."""
+
     key: str
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    effect: TaintEffect
     value: str | None = None
+
+    def validate(self, problems: Problems, prop: str) -> None:
+        """Effect and key as the SageMaker API accepts them (botocore's service model)."""
+        effects = limits("ClusterKubernetesTaint", "Effect").enum
+        key_rule = limits("ClusterKubernetesTaintKey")
+        check_one_of(
+            problems, f"{prop}[{self.key!r}].effect", self.effect, effects, "taint effects"
+        )
+        if not re.fullmatch(key_rule.pattern or ".*", self.key):
+            problems.add(prop, self.key, f"taint keys must match {key_rule.pattern!r}")
+
+    def _render(self) -> sagemaker.CfnCluster.ClusterKubernetesTaintProperty:
+        return sagemaker.CfnCluster.ClusterKubernetesTaintProperty(
+            key=self.key, value=self.value, effect=self.effect
+        )
 
 
 @dataclass(frozen=True)
@@ -60,22 +85,55 @@ class HyperPodInstanceGroup:
         name: str = "system",
         instance_type: str = "ml.m5.2xlarge",
         count: int = 2,
-        **kwargs: object,
+        *,
+        threads_per_core: int = 2,
+        ebs_volume_gb: int = 500,
+        deep_health_checks: tuple[str, ...] | None = None,
+        labels: Mapping[str, str] | None = None,
+        taints: tuple[KubernetesTaint, ...] | None = None,
+        training_plan_arn: str | None = None,
     ) -> HyperPodInstanceGroup:
+        """A group for controllers and add-ons; hyperthreading on (2 threads per core)."""
         return cls(
             name=name,
             instance_type=instance_type,
             count=count,
             role="system",
-            threads_per_core=kwargs.pop("threads_per_core", 2),
-            **kwargs,
-        )  # type: ignore[arg-type]
+            threads_per_core=threads_per_core,
+            ebs_volume_gb=ebs_volume_gb,
+            deep_health_checks=deep_health_checks,
+            labels=dict(labels or {}),
+            taints=taints,
+            training_plan_arn=training_plan_arn,
+        )
 
     @classmethod
     def gpu(
-        cls, name: str, instance_type: str, count: int, **kwargs: object
+        cls,
+        name: str,
+        instance_type: str,
+        count: int,
+        *,
+        threads_per_core: int = 1,
+        ebs_volume_gb: int = 500,
+        deep_health_checks: tuple[str, ...] | None = None,
+        labels: Mapping[str, str] | None = None,
+        taints: tuple[KubernetesTaint, ...] | None = None,
+        training_plan_arn: str | None = None,
     ) -> HyperPodInstanceGroup:
-        return cls(name=name, instance_type=instance_type, count=count, role="gpu", **kwargs)  # type: ignore[arg-type]
+        """A serving group: tainted for GPU pods only, deep health checks on start."""
+        return cls(
+            name=name,
+            instance_type=instance_type,
+            count=count,
+            role="gpu",
+            threads_per_core=threads_per_core,
+            ebs_volume_gb=ebs_volume_gb,
+            deep_health_checks=deep_health_checks,
+            labels=dict(labels or {}),
+            taints=taints,
+            training_plan_arn=training_plan_arn,
+        )
 
     @property
     def effective_health_checks(self) -> tuple[str, ...]:
@@ -88,18 +146,36 @@ class HyperPodInstanceGroup:
         if self.taints is not None:
             return self.taints
         return (
-            (KubernetesTaint(GPU_TAINT_KEY, "NoSchedule", "present"),) if self.role == "gpu" else ()
+            (KubernetesTaint(GPU_TAINT_KEY, "NoSchedule", GPU_TAINT_VALUE),)
+            if self.role == "gpu"
+            else ()
         )
 
     @property
     def effective_labels(self) -> dict[str, str]:
         return {
-            "cdk-llm-serving/group": self.name,
-            "cdk-llm-serving/role": self.role,
+            GROUP_LABEL: self.name,
+            ROLE_LABEL: self.role,
             **self.labels,
         }
 
     def validate(self, problems: Problems, prop: str) -> None:
+        """What the SageMaker API would refuse, and GPU groups without a catalogued GPU type."""
+        self._validate_shape(problems, prop)
+        self._validate_kubernetes(problems, prop)
+        if (
+            self.role == "gpu"
+            and self.instance_type in hyperpod_instance_types()
+            and self.instance_type not in default_catalog()
+        ):
+            problems.add(
+                f"{prop}.instance_type",
+                self.instance_type,
+                "a GPU group needs a GPU instance type from the planner's catalog",
+            )
+
+    def _validate_shape(self, problems: Problems, prop: str) -> None:
+        """Name, type, counts, volume and health checks against botocore's service model."""
         spec = "ClusterInstanceGroupSpecification"
         check_name(
             problems,
@@ -138,19 +214,9 @@ class HyperPodInstanceGroup:
             check_one_of(
                 problems, f"{prop}.deep_health_checks", check, allowed_checks, "deep health checks"
             )
-        self._validate_kubernetes(problems, prop)
-        if (
-            self.role == "gpu"
-            and self.instance_type in hyperpod_instance_types()
-            and self.instance_type not in default_catalog()
-        ):
-            problems.add(
-                f"{prop}.instance_type",
-                self.instance_type,
-                "a GPU group needs a GPU instance type from the planner's catalog",
-            )
 
     def _validate_kubernetes(self, problems: Problems, prop: str) -> None:
+        """Label and taint counts, label syntax, then each taint."""
         label_limits = limits("ClusterKubernetesConfig", "Labels")
         taint_limits = limits("ClusterKubernetesConfig", "Taints")
         labels, taints = self.effective_labels, self.effective_taints
@@ -164,11 +230,17 @@ class HyperPodInstanceGroup:
             problems.add(
                 f"{prop}.taints", f"{len(taints)} taints", f"at most {taint_limits.maximum}"
             )
+        self._validate_labels(problems, prop)
+        for taint in taints:
+            taint.validate(problems, f"{prop}.taints")
+
+    def _validate_labels(self, problems: Problems, prop: str) -> None:
+        """User labels only: ours are valid whenever the group name is."""
         key_rule, value_rule = (
             limits("ClusterKubernetesLabelKey"),
             limits("ClusterKubernetesLabelValue"),
         )
-        for key, value in self.labels.items():  # ours are valid whenever the group name is
+        for key, value in self.labels.items():
             if not re.fullmatch(key_rule.pattern or ".*", key) or len(key) > (
                 key_rule.maximum or 317
             ):
@@ -181,17 +253,37 @@ class HyperPodInstanceGroup:
                     value,
                     f"label values must be 1-{value_rule.maximum} characters matching {value_rule.pattern!r}",
                 )
-        effects = limits("ClusterKubernetesTaint", "Effect").enum
-        taint_key = limits("ClusterKubernetesTaintKey")
-        for taint in taints:
-            check_one_of(
-                problems,
-                f"{prop}.taints[{taint.key!r}].effect",
-                taint.effect,
-                effects,
-                "taint effects",
-            )
-            if not re.fullmatch(taint_key.pattern or ".*", taint.key):
-                problems.add(
-                    f"{prop}.taints", taint.key, f"taint keys must match {taint_key.pattern!r}"
+
+    def _render(
+        self,
+        *,
+        execution_role_arn: str,
+        lifecycle_source_uri: str,
+        on_create: str,
+        override_vpc_config: sagemaker.CfnCluster.VpcConfigProperty | None = None,
+    ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+        """The ``InstanceGroups`` entry of ``AWS::SageMaker::Cluster`` for this group."""
+        return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
+            instance_group_name=self.name,
+            instance_type=self.instance_type,
+            instance_count=self.count,
+            execution_role=execution_role_arn,
+            threads_per_core=self.threads_per_core,
+            life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+                source_s3_uri=lifecycle_source_uri, on_create=on_create
+            ),
+            instance_storage_configs=[
+                sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                        volume_size_in_gb=self.ebs_volume_gb
+                    )
                 )
+            ],
+            on_start_deep_health_checks=list(self.effective_health_checks) or None,
+            kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
+                labels=self.effective_labels,
+                taints=[taint._render() for taint in self.effective_taints] or None,
+            ),
+            training_plan_arn=self.training_plan_arn,
+            override_vpc_config=override_vpc_config,
+        )

@@ -16,17 +16,18 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from ..errors import Problems
-from .cluster import HyperPodEksCluster
+from .interfaces import IHyperPodCluster
 
-#: PERSISTENT_2 capacity comes in multiples of 1200 GiB.
-CAPACITY_STEP_GIB = 1200
-THROUGHPUT_OPTIONS = (125, 250, 500, 1000)
+#: PERSISTENT_2 capacity comes in multiples of 1200 GiB (FSx for Lustre user guide).
+_CAPACITY_STEP_GIB = 1200
+#: PERSISTENT_2 per-unit storage throughput options, MB/s per TiB (same guide).
+_THROUGHPUT_OPTIONS = (125, 250, 500, 1000)
 
 
 class FsxModelStore(Construct):
     """Weights from ``s3://<bucket>/<prefix>`` at ``/<mount_path>`` in pods that claim ``claim_name``.
 
-    :param cluster: the HyperPod cluster (network, security group, EKS).
+    :param cluster: the HyperPod cluster (network, security group, EKS); ``IHyperPodCluster``.
     :param weights_bucket: the bucket holding the weights.
     :param weights_prefix: the prefix under it (the association links only that).
     :param storage_capacity_gib: a multiple of 1200. Default: 4800 (room for a 2.4T model in NVFP4 and another copy).
@@ -40,7 +41,7 @@ class FsxModelStore(Construct):
         scope: Construct,
         id: str,
         *,
-        cluster: HyperPodEksCluster,
+        cluster: IHyperPodCluster,
         weights_bucket: s3.IBucket,
         weights_prefix: str,
         storage_capacity_gib: int = 4800,
@@ -49,18 +50,34 @@ class FsxModelStore(Construct):
         claim_name: str = "model-weights",
     ) -> None:
         super().__init__(scope, id)
+        self._validate(storage_capacity_gib, throughput_per_tib, weights_prefix)
+        self.namespace, self.claim_name = namespace, claim_name
+        self.storage_capacity_gib = storage_capacity_gib
+        self.file_system = self._render_file_system(
+            cluster, storage_capacity_gib, throughput_per_tib
+        )
+        prefix = weights_prefix.strip("/")
+        self.association = self._render_association(weights_bucket, prefix)
+        self.mount_path = f"/{prefix}"
+        self.manifests = self.kubernetes_objects()
+        self.manifest = cluster.eks_cluster.add_manifest("WeightsVolume", *self.manifests)
+        self.manifest.node.add_dependency(cluster.fsx_csi_driver)
+
+    def _validate(
+        self, storage_capacity_gib: int, throughput_per_tib: int, weights_prefix: str
+    ) -> None:
         problems = Problems(f"FsxModelStore '{self.node.path}'")
-        if storage_capacity_gib < CAPACITY_STEP_GIB or storage_capacity_gib % CAPACITY_STEP_GIB:
+        if storage_capacity_gib < _CAPACITY_STEP_GIB or storage_capacity_gib % _CAPACITY_STEP_GIB:
             problems.add(
                 "storage_capacity_gib",
                 storage_capacity_gib,
-                f"PERSISTENT_2 needs a multiple of {CAPACITY_STEP_GIB} GiB",
+                f"PERSISTENT_2 needs a multiple of {_CAPACITY_STEP_GIB} GiB",
             )
-        if throughput_per_tib not in THROUGHPUT_OPTIONS:
+        if throughput_per_tib not in _THROUGHPUT_OPTIONS:
             problems.add(
                 "throughput_per_tib",
                 throughput_per_tib,
-                f"must be one of {', '.join(map(str, THROUGHPUT_OPTIONS))}",
+                f"must be one of {', '.join(map(str, _THROUGHPUT_OPTIONS))}",
             )
         if not weights_prefix.strip("/"):
             problems.add(
@@ -69,9 +86,12 @@ class FsxModelStore(Construct):
                 "must name a prefix: the association should not import a whole bucket",
             )
         problems.raise_if_any()
-        self.namespace, self.claim_name = namespace, claim_name
 
-        self.file_system = fsx.LustreFileSystem(
+    def _render_file_system(
+        self, cluster: IHyperPodCluster, storage_capacity_gib: int, throughput_per_tib: int
+    ) -> fsx.LustreFileSystem:
+        """PERSISTENT_2 in the GPU subnet, reachable from the nodes, retained on deletion."""
+        return fsx.LustreFileSystem(
             self,
             "FileSystem",
             vpc=cluster.vpc,
@@ -85,8 +105,12 @@ class FsxModelStore(Construct):
             ),
             removal_policy=RemovalPolicy.RETAIN,
         )
-        prefix = weights_prefix.strip("/")
-        self.association = fsx.CfnDataRepositoryAssociation(
+
+    def _render_association(
+        self, weights_bucket: s3.IBucket, prefix: str
+    ) -> fsx.CfnDataRepositoryAssociation:
+        """Imports ``s3://bucket/prefix/`` into ``/prefix`` lazily, following S3 changes."""
+        association = fsx.CfnDataRepositoryAssociation(
             self,
             "WeightsAssociation",
             file_system_id=self.file_system.file_system_id,
@@ -99,11 +123,8 @@ class FsxModelStore(Construct):
                 )
             ),
         )
-        self.association.apply_removal_policy(RemovalPolicy.RETAIN)
-        self.mount_path = f"/{prefix}"
-        self.manifests = self.kubernetes_objects()
-        self.manifest = cluster.eks_cluster.add_manifest("WeightsVolume", *self.manifests)
-        self.manifest.node.add_dependency(cluster.addons["Addon-aws-fsx-csi-driver"])
+        association.apply_removal_policy(RemovalPolicy.RETAIN)
+        return association
 
     def kubernetes_objects(self) -> list[dict[str, Any]]:
         """Namespace, static PersistentVolume and its claim (read-only for serving)."""
@@ -115,9 +136,7 @@ class FsxModelStore(Construct):
                 "kind": "PersistentVolume",
                 "metadata": {"name": volume_name},
                 "spec": {
-                    "capacity": {
-                        "storage": f"{self.file_system.node.default_child.storage_capacity}Gi"
-                    },  # type: ignore[union-attr]
+                    "capacity": {"storage": f"{self.storage_capacity_gib}Gi"},
                     "volumeMode": "Filesystem",
                     "accessModes": ["ReadWriteMany"],
                     "persistentVolumeReclaimPolicy": "Retain",
@@ -140,11 +159,7 @@ class FsxModelStore(Construct):
                     "accessModes": ["ReadWriteMany"],
                     "storageClassName": "",
                     "volumeName": volume_name,
-                    "resources": {
-                        "requests": {
-                            "storage": f"{self.file_system.node.default_child.storage_capacity}Gi"
-                        }
-                    },  # type: ignore[union-attr]
+                    "resources": {"requests": {"storage": f"{self.storage_capacity_gib}Gi"}},
                 },
             },
         ]

@@ -14,7 +14,7 @@ group's nodes, expert parallelism for MoE, and the quantization of the weight fo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,27 +26,48 @@ from constructs import Construct
 from .._cdk.role_grants import ExecutionRoleGrants
 from ..errors import Problems
 from ..model_sources import ModelData
-from ..planning.catalog import default_catalog
+from ..planning.catalog import InstanceSpec, default_catalog
 from ..planning.cold_start import estimate_cold_start
 from ..planning.models import ModelSpec, preset, weight_format
 from ..planning.sizing import Plan, PlanningError, plan
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
-from ..vllm.multinode import API_PORT, MULTINODE_FLAGS, Startup, leader_command, worker_command
+from ..vllm.multinode import MULTINODE_FLAGS, Startup, leader_command, worker_command
 from .addons import HyperPodServingAddons
-from .cluster import HyperPodEksCluster
-from .instance_group import GPU_TAINT_KEY
+from .constants import (
+    APP_NAME_LABEL,
+    DEFAULT_VLLM_IMAGE,
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    GPU_TAINT_KEY,
+    GROUP_LABEL,
+    INSTANCE_TYPE_LABEL,
+    LEADER_POD_ROLE,
+    LWS_API_VERSION,
+    NODE_HEALTH_LABEL,
+    NODE_HEALTHY,
+    PART_OF_LABEL,
+    PART_OF_VALUE,
+    POD_IDENTITY_PRINCIPAL,
+    ROLE_LABEL,
+    VLLM_API_PORT,
+    VLLM_HEALTH_PATH,
+    WORKER_POD_ROLE,
+)
+from .instance_group import HyperPodInstanceGroup
+from .interfaces import IHyperPodCluster
 from .model_store import FsxModelStore
 
-LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
-WEIGHTS_MOUNT = "/models"
-EFA_ENVIRONMENT = {
+__all__ = ["LWS_API_VERSION", "Exposure", "VllmMultiNodeService"]
+
+_WEIGHTS_MOUNT = "/models"
+_EFA_ENVIRONMENT = {
     "FI_PROVIDER": "efa",
     "FI_EFA_USE_DEVICE_RDMA": "1",
     "FI_EFA_FORK_SAFE": "1",
     "NCCL_DEBUG": "WARN",
 }
-PROBE_PERIOD_SECONDS = 10
+_PROBE_PERIOD_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -68,11 +89,29 @@ class Exposure:
     def scheme(self) -> str:
         return "https" if self.certificate_arn else "http"
 
+    def validate(self, problems: Problems, prop: str) -> None:
+        """Nothing to refuse: any combination deploys (the certificate is checked by ACM)."""
+
+    def _render(self) -> dict[str, str]:
+        """The Service annotations the AWS Load Balancer Controller reads for this exposure."""
+        prefix = "service.beta.kubernetes.io/aws-load-balancer"
+        annotations = {
+            f"{prefix}-type": "external",
+            f"{prefix}-nlb-target-type": "ip",
+            f"{prefix}-scheme": "internet-facing" if self.public else "internal",
+            f"{prefix}-healthcheck-path": VLLM_HEALTH_PATH,
+            f"{prefix}-healthcheck-protocol": "HTTP",
+        }
+        if self.certificate_arn:
+            annotations[f"{prefix}-ssl-cert"] = self.certificate_arn
+            annotations[f"{prefix}-ssl-ports"] = "443"
+        return annotations
+
 
 class VllmMultiNodeService(Construct):
     """Deploy ``config`` for ``model`` onto the cluster's GPU group.
 
-    :param cluster: the HyperPod cluster.
+    :param cluster: the HyperPod cluster (``HyperPodEksCluster`` or an imported one).
     :param addons: its serving add-ons (the LeaderWorkerSet CRD and the load balancer controller).
     :param model_store: FSx store holding the weights (mounted read-only at ``/models``).
         Default: none; then ``stream_from`` is required.
@@ -93,19 +132,22 @@ class VllmMultiNodeService(Construct):
     :param name: the LeaderWorkerSet / Service name. Default: the served model name.
     """
 
+    group: HyperPodInstanceGroup
+    instance: InstanceSpec
+
     def __init__(
         self,
         scope: Construct,
         id: str,
         *,
-        cluster: HyperPodEksCluster,
+        cluster: IHyperPodCluster,
         addons: HyperPodServingAddons,
         model_store: FsxModelStore | None = None,
         stream_from: ModelData | None = None,
         model: ModelSpec | str,
         quantization: str,
         config: VllmConfig,
-        image: str = "vllm/vllm-openai:v0.33.0",
+        image: str = DEFAULT_VLLM_IMAGE,
         gpu_group: str | None = None,
         replicas: int = 1,
         nodes_per_replica: int | None = None,
@@ -115,36 +157,78 @@ class VllmMultiNodeService(Construct):
         name: str | None = None,
     ) -> None:
         super().__init__(scope, id)
+        self.cluster, self.addons, self.exposure = cluster, addons, exposure
         self.spec = preset(model) if isinstance(model, str) else model
+        self.stream_from = stream_from
         problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
-        if (model_store is None) == (stream_from is None):
+        self._resolve_weights_source(problems, model_store, namespace)
+        self._resolve_group(problems, gpu_group)
+        self._resolve_plan(problems, quantization, config, nodes_per_replica)
+        self.replicas = replicas
+        self.name = name or (config.served_model_name or self.spec.name)
+        self._validate_placement(problems, quantization)
+        self.config = self._configure(config, quantization, model_store, problems)
+        if stream_from is not None:
+            stream_from.validate(problems, "stream_from")
+        exposure.validate(problems, "exposure")
+        problems.raise_if_any()
+
+        path = "fsx_lustre" if model_store is not None else "s3_streaming"
+        self.cold_start = estimate_cold_start(
+            self.plan.weight_bytes if self.plan else 0.0, path, self.nodes
+        )
+        self.service_account = f"{self.name}-weights" if stream_from is not None else None
+        prerequisites = (
+            [model_store.manifest] if model_store is not None else self._streaming_identity()
+        )
+        self.lws = self.leader_worker_set(
+            image, startup, model_store.claim_name if model_store else None
+        )
+        self.service = self.service_manifest()
+        self._render_workload(prerequisites)
+        self._render_base_url()
+
+    # -- resolve -------------------------------------------------------------------------
+
+    def _resolve_weights_source(
+        self, problems: Problems, model_store: FsxModelStore | None, namespace: str | None
+    ) -> None:
+        """Exactly one of an FSx store and an S3 prefix; the namespace follows the store."""
+        if (model_store is None) == (self.stream_from is None):
             problems.add(
                 "model_store / stream_from",
-                (model_store is not None, stream_from is not None),
+                (model_store is not None, self.stream_from is not None),
                 "give exactly one: an FSx model store or an S3 prefix to stream from",
             )
             problems.raise_if_any()
         self.namespace = namespace or (model_store.namespace if model_store else "inference")
-        self.stream_from = stream_from
-        groups = {group.name: group for group in cluster.gpu_groups}
-        group = (
-            groups.get(gpu_group)
-            if gpu_group
-            else (cluster.gpu_groups[0] if cluster.gpu_groups else None)
-        )
+
+    def _resolve_group(self, problems: Problems, gpu_group: str | None) -> None:
+        """The named GPU group, or the cluster's first; its catalog entry."""
+        gpu_groups = self.cluster.gpu_groups
+        groups = {group.name: group for group in gpu_groups}
+        group = groups.get(gpu_group) if gpu_group else (gpu_groups[0] if gpu_groups else None)
         if group is None:
             problems.add(
                 "gpu_group", gpu_group, f"must name a GPU group of the cluster: {', '.join(groups)}"
             )
             problems.raise_if_any()
-        assert group is not None
+            raise AssertionError("unreachable: raise_if_any raised")
         self.group = group
         self.instance = default_catalog().get(group.instance_type)
 
+    def _resolve_plan(
+        self,
+        problems: Problems,
+        quantization: str,
+        config: VllmConfig,
+        nodes_per_replica: int | None,
+    ) -> None:
+        """The planner's sizing for the group's type; nodes per replica default to it."""
         self.plan: Plan | None = None
         try:
             self.plan = plan(
-                self.spec, quantization, group.instance_type, max_context=config.max_model_len
+                self.spec, quantization, self.group.instance_type, max_context=config.max_model_len
             )
         except (PlanningError, KeyError) as error:
             problems.add(
@@ -152,7 +236,13 @@ class VllmMultiNodeService(Construct):
                 self.spec.name,
                 str(error) if isinstance(error, PlanningError) else error.args[0],
             )
-        nodes = nodes_per_replica or (self.plan.nodes if self.plan else 1)
+        self.nodes = nodes_per_replica or (self.plan.nodes if self.plan else 1)
+
+    # -- validate ------------------------------------------------------------------------
+
+    def _validate_placement(self, problems: Problems, quantization: str) -> None:
+        """Enough nodes per replica for the model, replicas that fit the group, EFA known."""
+        group, nodes, replicas = self.group, self.nodes, self.replicas
         if self.plan is not None and nodes < self.plan.nodes:
             problems.add(
                 "nodes_per_replica",
@@ -173,50 +263,32 @@ class VllmMultiNodeService(Construct):
                 group.instance_type,
                 "the catalog has no EFA device count for this type; add it to the catalog",
             )
-        self.nodes = nodes
-        self.replicas = replicas
-        self.name = name or (config.served_model_name or self.spec.name)
 
-        self.config = self._configure(config, quantization, model_store, problems)
-        if stream_from is not None:
-            stream_from.validate(problems, "stream_from")
-        problems.raise_if_any()
+    # -- render --------------------------------------------------------------------------
 
-        path = "fsx_lustre" if model_store is not None else "s3_streaming"
-        self.cold_start = estimate_cold_start(
-            self.plan.weight_bytes if self.plan else 0.0, path, nodes
-        )
-        self.service_account = f"{self.name}-weights" if stream_from is not None else None
-        prerequisites = (
-            [model_store.manifest] if model_store is not None else self._streaming_identity(cluster)
-        )
-        self.exposure = exposure
-        self.lws = self.leader_worker_set(
-            image, startup, model_store.claim_name if model_store else None
-        )
-        self.service = self.service_manifest()
+    def _render_workload(self, prerequisites: Sequence[Construct]) -> None:
+        """The LeaderWorkerSet and its Service, after the CRD, controller and weights."""
+        eks_cluster = self.cluster.eks_cluster
         self.lws_manifest = eks.KubernetesManifest(
-            self,
-            "LeaderWorkerSet",
-            cluster=cluster.eks_cluster,
-            manifest=[self.lws],
-            overwrite=True,
+            self, "LeaderWorkerSet", cluster=eks_cluster, manifest=[self.lws], overwrite=True
         )
-        self.lws_manifest.node.add_dependency(addons.leader_worker_set)
+        self.lws_manifest.node.add_dependency(self.addons.leader_worker_set)
         for prerequisite in prerequisites:
             self.lws_manifest.node.add_dependency(prerequisite)
         self.service_resource = eks.KubernetesManifest(
-            self, "Service", cluster=cluster.eks_cluster, manifest=[self.service], overwrite=True
+            self, "Service", cluster=eks_cluster, manifest=[self.service], overwrite=True
         )
-        if addons.load_balancer_controller is not None:
-            self.service_resource.node.add_dependency(addons.load_balancer_controller)
+        if self.addons.load_balancer_controller is not None:
+            self.service_resource.node.add_dependency(self.addons.load_balancer_controller)
         for prerequisite in prerequisites:
             self.service_resource.node.add_dependency(prerequisite)
 
+    def _render_base_url(self) -> None:
+        """The load balancer's hostname, once the controller has created it, as the base URL."""
         hostname = eks.KubernetesObjectValue(
             self,
             "LoadBalancerHostname",
-            cluster=cluster.eks_cluster,
+            cluster=self.cluster.eks_cluster,
             object_type="service",
             object_name=self.name,
             object_namespace=self.namespace,
@@ -224,7 +296,7 @@ class VllmMultiNodeService(Construct):
             timeout=Duration.minutes(10),
         )
         hostname.node.add_dependency(self.service_resource)
-        self.base_url = f"{exposure.scheme}://{hostname.value}/v1"
+        self.base_url = f"{self.exposure.scheme}://{hostname.value}/v1"
         CfnOutput(
             self,
             "BaseUrl",
@@ -234,13 +306,14 @@ class VllmMultiNodeService(Construct):
 
     # -- configuration -------------------------------------------------------------------
 
-    def _streaming_identity(self, cluster: HyperPodEksCluster) -> list[Construct]:
+    def _streaming_identity(self) -> list[Construct]:
         """Namespace and service account for the pods, and a Pod Identity role that reads the prefix."""
         assert self.stream_from is not None and self.service_account is not None
+        cluster = self.cluster
         role = iam.Role(
             self,
             "WeightsRole",
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            assumed_by=iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL).with_session_tags(),
             description=f"{self.name}: streams weights from S3",
         )
         grants = ExecutionRoleGrants(self, role)
@@ -269,24 +342,29 @@ class VllmMultiNodeService(Construct):
             service_account=self.service_account,
             role_arn=role.role_arn,
         )
-        association.node.add_dependency(cluster.addons["Addon-eks-pod-identity-agent"])
+        association.node.add_dependency(cluster.pod_identity_agent)
         return [manifest, association]
 
     def _configure(
         self, base: VllmConfig, quantization: str, store: FsxModelStore | None, problems: Problems
     ) -> VllmConfig:
-        gpus = self.instance.gpus
+        """The vLLM configuration this placement needs, checked against the hardware."""
         fmt = weight_format(quantization)
         streaming = store is None and self.stream_from is not None
         if streaming and base.load_format not in (None, "runai_streamer"):
             problems.add(
                 "config.load_format", base.load_format, "streaming from S3 needs runai_streamer"
             )
+        if self.stream_from is not None and store is None:
+            model_path = self.stream_from.s3_uri
+        else:
+            assert store is not None  # _resolve_weights_source: exactly one source
+            model_path = f"{_WEIGHTS_MOUNT}{store.mount_path}"
         config = base.with_changes(
-            model=self.stream_from.s3_uri if streaming else f"{WEIGHTS_MOUNT}{store.mount_path}",  # type: ignore[union-attr]
+            model=model_path,
             load_format="runai_streamer" if streaming else base.load_format,
             served_model_name=base.served_model_name or self.spec.name,
-            tensor_parallel_size=gpus,
+            tensor_parallel_size=self.instance.gpus,
             pipeline_parallel_size=self.nodes if self.nodes > 1 else None,
             enable_expert_parallel=self.spec.is_moe,
             quantization=fmt.vllm_quantization,
@@ -304,6 +382,11 @@ class VllmMultiNodeService(Construct):
             for prop, value, allowed in error.problems:
                 problems.add(f"config.{prop}", value, allowed)
             return config
+        self._check_on_hardware(config, quantization, problems)
+        return config
+
+    def _check_on_hardware(self, config: VllmConfig, quantization: str, problems: Problems) -> None:
+        """Problems the group's GPUs rule out; warnings for formats they emulate."""
         check = check_on_hardware(
             config,
             self.group.instance_type,
@@ -317,31 +400,21 @@ class VllmMultiNodeService(Construct):
             Annotations.of(self).add_warning_v2(
                 "cdk-llm-serving:nonNativeWeightFormat", f"{self.group.instance_type}: {warning}"
             )
-        return config
 
     # -- manifests -----------------------------------------------------------------------
 
     def labels(self) -> dict[str, str]:
-        return {"app.kubernetes.io/name": self.name, "app.kubernetes.io/part-of": "cdk-llm-serving"}
+        return {APP_NAME_LABEL: self.name, PART_OF_LABEL: PART_OF_VALUE}
 
     def pod_template(
         self, role: str, image: str, command: list[str], args: list[str], claim_name: str | None
     ) -> dict[str, Any]:
-        gpus, efa = self.instance.gpus, self.instance.efa_devices
-        resources = {"nvidia.com/gpu": str(gpus), "vpc.amazonaws.com/efa": str(efa)}
-        container: dict[str, Any] = {
-            "name": "vllm",
-            "image": image,
-            "command": command,
-            "args": args,
-            "env": [{"name": key, "value": value} for key, value in EFA_ENVIRONMENT.items()],
-            "resources": {"requests": dict(resources), "limits": dict(resources)},
-            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-        }
+        """A pod of a replica: the vLLM container, on a healthy node of the GPU group."""
+        container = self._container(image, command, args)
         volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
         if claim_name is not None:
             container["volumeMounts"].append(
-                {"name": "weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True}
+                {"name": "weights", "mountPath": _WEIGHTS_MOUNT, "readOnly": True}
             )
             volumes.append(
                 {
@@ -349,49 +422,62 @@ class VllmMultiNodeService(Construct):
                     "persistentVolumeClaim": {"claimName": claim_name, "readOnly": True},
                 }
             )
-        if role == "leader":
-            failures = math.ceil(self.cold_start.startup_timeout_seconds / PROBE_PERIOD_SECONDS)
-            probe = {
-                "httpGet": {"path": "/health", "port": API_PORT},
-                "periodSeconds": PROBE_PERIOD_SECONDS,
-            }
-            container["ports"] = [{"name": "http", "containerPort": API_PORT}]
-            container["startupProbe"] = {**probe, "failureThreshold": failures}
-            container["readinessProbe"] = {**probe, "failureThreshold": 3}
-            container["livenessProbe"] = {**probe, "periodSeconds": 30, "failureThreshold": 5}
+        if role == LEADER_POD_ROLE:
+            self._serve_api(container)
         spec_extra = {"serviceAccountName": self.service_account} if self.service_account else {}
         return {
-            "metadata": {"labels": {**self.labels(), "cdk-llm-serving/role": role}},
+            "metadata": {"labels": {**self.labels(), ROLE_LABEL: role}},
             "spec": {
                 **spec_extra,
                 "terminationGracePeriodSeconds": 120,
-                "nodeSelector": {
-                    "node.kubernetes.io/instance-type": self.group.instance_type,
-                    "cdk-llm-serving/group": self.group.name,
-                },
-                "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [
-                                {
-                                    "matchExpressions": [
-                                        {
-                                            "key": "sagemaker.amazonaws.com/node-health-status",
-                                            "operator": "In",
-                                            "values": ["Schedulable"],
-                                        }
-                                    ]
-                                }
-                            ]
-                        }
-                    }
-                },
-                "tolerations": [
-                    {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
-                ],
+                **self._scheduling(),
                 "containers": [container],
                 "volumes": volumes,
             },
+        }
+
+    def _container(self, image: str, command: list[str], args: list[str]) -> dict[str, Any]:
+        """The vLLM container with all of the node's GPUs and EFA devices."""
+        gpus, efa = self.instance.gpus, self.instance.efa_devices
+        resources = {GPU_RESOURCE: str(gpus), EFA_RESOURCE: str(efa)}
+        return {
+            "name": "vllm",
+            "image": image,
+            "command": command,
+            "args": args,
+            "env": [{"name": key, "value": value} for key, value in _EFA_ENVIRONMENT.items()],
+            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        }
+
+    def _serve_api(self, container: dict[str, Any]) -> None:
+        """The leader serves the API: its port and probes (startup allows the cold start)."""
+        failures = math.ceil(self.cold_start.startup_timeout_seconds / _PROBE_PERIOD_SECONDS)
+        probe = {
+            "httpGet": {"path": VLLM_HEALTH_PATH, "port": VLLM_API_PORT},
+            "periodSeconds": _PROBE_PERIOD_SECONDS,
+        }
+        container["ports"] = [{"name": "http", "containerPort": VLLM_API_PORT}]
+        container["startupProbe"] = {**probe, "failureThreshold": failures}
+        container["readinessProbe"] = {**probe, "failureThreshold": 3}
+        container["livenessProbe"] = {**probe, "periodSeconds": 30, "failureThreshold": 5}
+
+    def _scheduling(self) -> dict[str, Any]:
+        """Node selector, health affinity and GPU toleration of a serving pod."""
+        healthy = {"key": NODE_HEALTH_LABEL, "operator": "In", "values": [NODE_HEALTHY]}
+        return {
+            "nodeSelector": {
+                INSTANCE_TYPE_LABEL: self.group.instance_type,
+                GROUP_LABEL: self.group.name,
+            },
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [healthy]}]
+                    }
+                }
+            },
+            "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
         }
 
     def leader_worker_set(
@@ -403,17 +489,14 @@ class VllmMultiNodeService(Construct):
             "size": self.nodes,
             "restartPolicy": "RecreateGroupOnPodRestart",
             "workerTemplate": self.pod_template(
-                "worker", image, worker.command, worker.args, claim_name
+                WORKER_POD_ROLE, image, worker.command, worker.args, claim_name
             ),
         }
-        if self.nodes > 1:
-            template["leaderTemplate"] = self.pod_template(
-                "leader", image, leader.command, leader.args, claim_name
-            )
-        else:
-            template["workerTemplate"] = self.pod_template(
-                "leader", image, leader.command, leader.args, claim_name
-            )
+        leader_template = self.pod_template(
+            LEADER_POD_ROLE, image, leader.command, leader.args, claim_name
+        )
+        # One node per replica: the leader is the whole group, in the worker template.
+        template["leaderTemplate" if self.nodes > 1 else "workerTemplate"] = leader_template
         return {
             "apiVersion": LWS_API_VERSION,
             "kind": "LeaderWorkerSet",
@@ -426,20 +509,6 @@ class VllmMultiNodeService(Construct):
         }
 
     def service_manifest(self) -> dict[str, Any]:
-        annotations: dict[str, str] = {
-            "service.beta.kubernetes.io/aws-load-balancer-type": "external",
-            "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip",
-            "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing"
-            if self.exposure.public
-            else "internal",
-            "service.beta.kubernetes.io/aws-load-balancer-healthcheck-path": "/health",
-            "service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol": "HTTP",
-        }
-        if self.exposure.certificate_arn:
-            annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] = (
-                self.exposure.certificate_arn
-            )
-            annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] = "443"
         return {
             "apiVersion": "v1",
             "kind": "Service",
@@ -447,16 +516,16 @@ class VllmMultiNodeService(Construct):
                 "name": self.name,
                 "namespace": self.namespace,
                 "labels": self.labels(),
-                "annotations": annotations,
+                "annotations": self.exposure._render(),
             },
             "spec": {
                 "type": "LoadBalancer",
-                "selector": {**self.labels(), "cdk-llm-serving/role": "leader"},
+                "selector": {**self.labels(), ROLE_LABEL: LEADER_POD_ROLE},
                 "ports": [
                     {
                         "name": self.exposure.scheme,
                         "port": self.exposure.port,
-                        "targetPort": API_PORT,
+                        "targetPort": VLLM_API_PORT,
                         "protocol": "TCP",
                     }
                 ],

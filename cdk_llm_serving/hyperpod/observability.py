@@ -10,11 +10,15 @@ Recording rules publish p99 TTFT, inter-token and end-to-end latency, queue dept
 KV-cache usage, token throughput and the speculative-decoding acceptance rate; alerting
 rules fire on TTFT p99, queue depth and KV-cache saturation, routed by the workspace's
 alert manager to an encrypted SNS topic.
+
+The scraper reaches the cluster as the Kubernetes user ``aps-collector-user``; that user's
+ClusterRole and binding are cluster-wide, so ``HyperPodServingAddons`` holds them, once.
 """
 
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import yaml
 from aws_cdk import Aws, CfnOutput, Duration, Fn, RemovalPolicy
@@ -26,17 +30,45 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from ..errors import Problems
-from .cluster import HyperPodEksCluster
+from .constants import (
+    APP_NAME_LABEL,
+    COLLECTOR_USER,
+    E2E_P99_RULE,
+    GENERATION_TOKENS_RATE_RULE,
+    INTER_TOKEN_P99_RULE,
+    KV_CACHE_USAGE_RULE,
+    LEADER_POD_ROLE,
+    PROMPT_TOKENS_RATE_RULE,
+    QUEUE_DEPTH_RULE,
+    REQUESTS_RUNNING_RULE,
+    ROLE_LABEL,
+    SPEC_ACCEPTANCE_RULE,
+    TTFT_P99_RULE,
+    VLLM_API_PORT,
+    VLLM_E2E_HISTOGRAM,
+    VLLM_GENERATION_TOKENS,
+    VLLM_INTER_TOKEN_HISTOGRAM,
+    VLLM_KV_CACHE_USAGE,
+    VLLM_METRICS_PATH,
+    VLLM_PROMPT_TOKENS,
+    VLLM_REQUESTS_RUNNING,
+    VLLM_REQUESTS_WAITING,
+    VLLM_SPEC_ACCEPTED_TOKENS,
+    VLLM_SPEC_DRAFT_TOKENS,
+    VLLM_TTFT_HISTOGRAM,
+    prometheus_pod_label,
+)
+from .interfaces import IHyperPodCluster
 from .multi_node_service import VllmMultiNodeService
 
-COLLECTOR_USER = "aps-collector-user"
+_YAML_OPTIONS: dict[str, Any] = {"sort_keys": False, "width": 1_000_000}
 
 
 class VllmObservability(Construct):
     """Scrape the service's leaders, record its SLO series, alert on them.
 
-    :param cluster: the HyperPod cluster (network, EKS).
-    :param service: the vLLM service to watch.
+    :param cluster: the HyperPod cluster (network, EKS); ``IHyperPodCluster``.
+    :param service: the vLLM service to watch (its add-ons get the scraper's cluster role).
     :param ttft_p99_threshold: TTFT p99 that alerts (5 minutes). Default: 2 seconds.
     :param max_waiting_requests: queued requests that alert (5 minutes). Default: 32.
     :param kv_cache_saturation: KV-cache usage (0-1) that alerts (10 minutes). Default: 0.95.
@@ -48,7 +80,7 @@ class VllmObservability(Construct):
         scope: Construct,
         id: str,
         *,
-        cluster: HyperPodEksCluster,
+        cluster: IHyperPodCluster,
         service: VllmMultiNodeService,
         ttft_p99_threshold: Duration = Duration.seconds(2),
         max_waiting_requests: int = 32,
@@ -56,6 +88,49 @@ class VllmObservability(Construct):
         scrape_interval: Duration = Duration.seconds(30),
     ) -> None:
         super().__init__(scope, id)
+        self._validate(
+            ttft_p99_threshold, max_waiting_requests, kv_cache_saturation, scrape_interval
+        )
+        self.service = service
+        self.ttft_p99_threshold_seconds = ttft_p99_threshold.to_seconds()
+        self.max_waiting_requests = max_waiting_requests
+        self.kv_cache_saturation = kv_cache_saturation
+
+        self.alerts_topic = self._render_alerts_topic()
+        self.workspace = aps.CfnWorkspace(
+            self,
+            "Workspace",
+            alias=f"{service.name}-metrics",
+            alert_manager_definition=self.alert_manager_definition(),
+        )
+        self.rules = aps.CfnRuleGroupsNamespace(
+            self,
+            "Rules",
+            name=f"{service.name}-slo",
+            workspace=self.workspace.attr_arn,
+            data=self.rule_groups(ttft_p99_threshold, max_waiting_requests, kv_cache_saturation),
+        )
+        self.scraper = self._render_scraper(cluster, scrape_interval)
+        self.access_entry = self._render_scraper_access(cluster)
+        #: The scraper user's cluster-wide rights, shared by every service on the cluster.
+        self.rbac = service.addons.enable_scraper_access()
+        CfnOutput(
+            self,
+            "PrometheusQueryUrl",
+            value=f"{self.workspace.attr_prometheus_endpoint}api/v1/query",
+            description="PromQL query endpoint (SigV4, service aps)",
+        )
+        CfnOutput(self, "AlertsTopicArn", value=self.alerts_topic.topic_arn)
+
+    # -- validate ------------------------------------------------------------------------
+
+    def _validate(
+        self,
+        ttft_p99_threshold: Duration,
+        max_waiting_requests: int,
+        kv_cache_saturation: float,
+        scrape_interval: Duration,
+    ) -> None:
         problems = Problems(f"VllmObservability '{self.node.path}'")
         if ttft_p99_threshold.to_seconds() <= 0:
             problems.add(
@@ -70,11 +145,11 @@ class VllmObservability(Construct):
                 "scrape_interval", scrape_interval.to_human_string(), "must be 10 s to 5 min"
             )
         problems.raise_if_any()
-        self.service = service
-        self.ttft_p99_threshold_seconds = ttft_p99_threshold.to_seconds()
-        self.max_waiting_requests = max_waiting_requests
-        self.kv_cache_saturation = kv_cache_saturation
 
+    # -- render --------------------------------------------------------------------------
+
+    def _render_alerts_topic(self) -> sns.Topic:
+        """An SNS topic, encrypted with a key AMP may use, that only AMP of this account publishes to."""
         key = kms.Key(
             self,
             "AlertsKey",
@@ -83,36 +158,29 @@ class VllmObservability(Construct):
             description="Encrypts vLLM alert notifications",
         )
         key.grant(iam.ServicePrincipal("aps.amazonaws.com"), "kms:GenerateDataKey*", "kms:Decrypt")
-        self.alerts_topic = sns.Topic(
-            self, "Alerts", master_key=key, enforce_ssl=True, display_name=f"{service.name} alerts"
+        topic = sns.Topic(
+            self,
+            "Alerts",
+            master_key=key,
+            enforce_ssl=True,
+            display_name=f"{self.service.name} alerts",
         )
-        self.alerts_topic.add_to_resource_policy(
+        topic.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal("aps.amazonaws.com")],
                 actions=["sns:Publish", "sns:GetTopicAttributes"],
-                resources=[self.alerts_topic.topic_arn],
+                resources=[topic.topic_arn],
                 conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
             )
         )
+        return topic
 
-        self.workspace = aps.CfnWorkspace(
-            self,
-            "Workspace",
-            alias=f"{service.name}-metrics",
-            alert_manager_definition=self.alert_manager_definition(),
-        )
-        self.rules = aps.CfnRuleGroupsNamespace(
-            self,
-            "Rules",
-            name=f"{service.name}-slo",
-            workspace=self.workspace.attr_arn,
-            data=self.rule_groups(ttft_p99_threshold, max_waiting_requests, kv_cache_saturation),
-        )
-
-        self.scraper = aps.CfnScraper(
+    def _render_scraper(self, cluster: IHyperPodCluster, interval: Duration) -> aps.CfnScraper:
+        """The AMP managed scraper in the nodes' subnets, writing to the workspace."""
+        return aps.CfnScraper(
             self,
             "Scraper",
-            alias=f"{service.name}-scraper",
+            alias=f"{self.service.name}-scraper",
             source=aps.CfnScraper.SourceProperty(
                 eks_configuration=aps.CfnScraper.EksConfigurationProperty(
                     cluster_arn=cluster.eks_cluster.cluster_arn,
@@ -127,153 +195,102 @@ class VllmObservability(Construct):
             ),
             scrape_configuration=aps.CfnScraper.ScrapeConfigurationProperty(
                 configuration_blob=base64.b64encode(
-                    self.scrape_configuration(scrape_interval).encode()
+                    self.scrape_configuration(interval).encode()
                 ).decode()
             ),
         )
-        # The scraper's service-linked role reaches the cluster as a Kubernetes user bound to
-        # read-only discovery and /metrics rights. EKS access entries take the role ARN
-        # without its /aws-service-role/... path.
-        role_arn = self.scraper.attr_role_arn
-        parts = Fn.split("/", role_arn)
-        self.access_entry = eks.CfnAccessEntry(
+
+    def _render_scraper_access(self, cluster: IHyperPodCluster) -> eks.CfnAccessEntry:
+        """The scraper's service-linked role as the Kubernetes user ``aps-collector-user``.
+
+        EKS access entries take the role ARN without its /aws-service-role/... path.
+        """
+        parts = Fn.split("/", self.scraper.attr_role_arn)
+        return eks.CfnAccessEntry(
             self,
             "ScraperAccess",
             cluster_name=cluster.eks_cluster.cluster_name,
             principal_arn=Fn.join("/", [Fn.select(0, parts), Fn.select(3, parts)]),
             username=COLLECTOR_USER,
         )
-        self.rbac = eks.KubernetesManifest(
-            self, "ScraperRbac", cluster=cluster.eks_cluster, manifest=self.rbac_objects()
-        )
-        self.rbac.node.add_dependency(cluster.nodes_ready)
-        CfnOutput(
-            self,
-            "PrometheusQueryUrl",
-            value=f"{self.workspace.attr_prometheus_endpoint}api/v1/query",
-            description="PromQL query endpoint (SigV4, service aps)",
-        )
-        CfnOutput(self, "AlertsTopicArn", value=self.alerts_topic.topic_arn)
 
     # -- configuration documents ---------------------------------------------------------
 
     def scrape_configuration(self, interval: Duration) -> str:
-        """Prometheus scrape configuration: the service's leader pods, port 8000, /metrics."""
+        """Prometheus scrape configuration: the service's leader pods, the API port, /metrics."""
         seconds = f"{int(interval.to_seconds())}s"
+        keep = [
+            (prometheus_pod_label(APP_NAME_LABEL), self.service.name),
+            (prometheus_pod_label(ROLE_LABEL), LEADER_POD_ROLE),
+            ("__meta_kubernetes_pod_container_port_number", str(VLLM_API_PORT)),
+        ]
+        relabel: list[dict[str, Any]] = [
+            {"source_labels": [label], "regex": regex, "action": "keep"} for label, regex in keep
+        ]
+        relabel.append({"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"})
+        job = {
+            "job_name": "vllm",
+            "metrics_path": VLLM_METRICS_PATH,
+            "kubernetes_sd_configs": [
+                {"role": "pod", "namespaces": {"names": [self.service.namespace]}}
+            ],
+            "relabel_configs": relabel,
+        }
         return yaml.safe_dump(
-            {
-                "global": {"scrape_interval": seconds},
-                "scrape_configs": [
-                    {
-                        "job_name": "vllm",
-                        "metrics_path": "/metrics",
-                        "kubernetes_sd_configs": [
-                            {"role": "pod", "namespaces": {"names": [self.service.namespace]}}
-                        ],
-                        "relabel_configs": [
-                            {
-                                "source_labels": [
-                                    "__meta_kubernetes_pod_label_app_kubernetes_io_name"
-                                ],
-                                "regex": self.service.name,
-                                "action": "keep",
-                            },
-                            {
-                                "source_labels": [
-                                    "__meta_kubernetes_pod_label_cdk_llm_serving_role"
-                                ],
-                                "regex": "leader",
-                                "action": "keep",
-                            },
-                            {
-                                "source_labels": ["__meta_kubernetes_pod_container_port_number"],
-                                "regex": "8000",
-                                "action": "keep",
-                            },
-                            {
-                                "source_labels": ["__meta_kubernetes_pod_name"],
-                                "target_label": "pod",
-                            },
-                        ],
-                    }
-                ],
-            },
-            sort_keys=False,
-            width=1_000_000,
+            {"global": {"scrape_interval": seconds}, "scrape_configs": [job]}, **_YAML_OPTIONS
         )
 
     def rule_groups(self, ttft: Duration, max_waiting: int, kv_saturation: float) -> str:
         """Recording rules for the serving SLOs and the alerts on them (Prometheus rule file)."""
-        quantile = "histogram_quantile(0.99, sum by (le) (rate({metric}_bucket[5m])))"
-        recording = [
-            {
-                "record": "vllm:ttft_seconds:p99",
-                "expr": quantile.format(metric="vllm:time_to_first_token_seconds"),
-            },
-            {
-                "record": "vllm:inter_token_latency_seconds:p99",
-                "expr": quantile.format(metric="vllm:inter_token_latency_seconds"),
-            },
-            {
-                "record": "vllm:e2e_request_latency_seconds:p99",
-                "expr": quantile.format(metric="vllm:e2e_request_latency_seconds"),
-            },
-            {"record": "vllm:requests_waiting", "expr": "sum(vllm:num_requests_waiting)"},
-            {"record": "vllm:requests_running", "expr": "sum(vllm:num_requests_running)"},
-            {"record": "vllm:kv_cache_usage", "expr": "max(vllm:kv_cache_usage_perc)"},
-            {
-                "record": "vllm:generation_tokens_per_second",
-                "expr": "sum(rate(vllm:generation_tokens_total[5m]))",
-            },
-            {
-                "record": "vllm:prompt_tokens_per_second",
-                "expr": "sum(rate(vllm:prompt_tokens_total[5m]))",
-            },
-            {
-                "record": "vllm:spec_decode_acceptance_rate",
-                "expr": "sum(rate(vllm:spec_decode_num_accepted_tokens_total[5m])) / sum(rate(vllm:spec_decode_num_draft_tokens_total[5m]))",
-            },
-        ]
         name = self.service.name
-        alerts = [
+        return yaml.safe_dump(
+            {
+                "groups": [
+                    {"name": f"{name}-recording", "interval": "1m", "rules": _recording_rules()},
+                    {
+                        "name": f"{name}-alerts",
+                        "rules": self._alert_rules(ttft, max_waiting, kv_saturation),
+                    },
+                ]
+            },
+            **_YAML_OPTIONS,
+        )
+
+    def _alert_rules(
+        self, ttft: Duration, max_waiting: int, kv_saturation: float
+    ) -> list[dict[str, Any]]:
+        """TTFT p99, queue depth and KV-cache saturation above their thresholds."""
+        name = self.service.name
+        labels = {"severity": "warning", "service": name}
+        return [
             {
                 "alert": "VllmTtftP99High",
-                "expr": f"vllm:ttft_seconds:p99 > {ttft.to_seconds():g}",
+                "expr": f"{TTFT_P99_RULE} > {ttft.to_seconds():g}",
                 "for": "5m",
-                "labels": {"severity": "warning", "service": name},
+                "labels": dict(labels),
                 "annotations": {
                     "summary": f"{name}: time to first token p99 above {ttft.to_seconds():g} s"
                 },
             },
             {
                 "alert": "VllmQueueDepthHigh",
-                "expr": f"vllm:requests_waiting > {max_waiting}",
+                "expr": f"{QUEUE_DEPTH_RULE} > {max_waiting}",
                 "for": "5m",
-                "labels": {"severity": "warning", "service": name},
+                "labels": dict(labels),
                 "annotations": {
                     "summary": f"{name}: more than {max_waiting} requests waiting for a slot"
                 },
             },
             {
                 "alert": "VllmKvCacheSaturated",
-                "expr": f"vllm:kv_cache_usage > {kv_saturation:g}",
+                "expr": f"{KV_CACHE_USAGE_RULE} > {kv_saturation:g}",
                 "for": "10m",
-                "labels": {"severity": "warning", "service": name},
+                "labels": dict(labels),
                 "annotations": {
                     "summary": f"{name}: KV cache above {kv_saturation:.0%}: requests queue or get preempted"
                 },
             },
         ]
-        return yaml.safe_dump(
-            {
-                "groups": [
-                    {"name": f"{name}-recording", "interval": "1m", "rules": recording},
-                    {"name": f"{name}-alerts", "rules": alerts},
-                ]
-            },
-            sort_keys=False,
-            width=1_000_000,
-        )
 
     def alert_manager_definition(self) -> str:
         """Alert manager configuration (AMP's format: the config as a YAML block): every alert to SNS."""
@@ -293,8 +310,7 @@ class VllmObservability(Construct):
                     }
                 ],
             },
-            sort_keys=False,
-            width=1_000_000,
+            **_YAML_OPTIONS,
         )
         block = "".join(f"  {line}\n" for line in config.splitlines())
         return (
@@ -303,55 +319,25 @@ class VllmObservability(Construct):
             .replace("REGION", Aws.REGION)
         )
 
-    def rbac_objects(self) -> list[dict]:
-        return [
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": "aps-collector-role"},
-                "rules": [
-                    {
-                        "apiGroups": [""],
-                        "resources": [
-                            "nodes",
-                            "nodes/proxy",
-                            "nodes/metrics",
-                            "services",
-                            "endpoints",
-                            "pods",
-                            "ingresses",
-                            "configmaps",
-                        ],
-                        "verbs": ["describe", "get", "list", "watch"],
-                    },
-                    {
-                        "apiGroups": ["extensions", "networking.k8s.io"],
-                        "resources": ["ingresses/status", "ingresses"],
-                        "verbs": ["describe", "get", "list", "watch"],
-                    },
-                    {
-                        "apiGroups": ["discovery.k8s.io"],
-                        "resources": ["endpointslices"],
-                        "verbs": ["get", "list", "watch"],
-                    },
-                    {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
-                ],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": "aps-collector-user-role-binding"},
-                "subjects": [
-                    {
-                        "kind": "User",
-                        "name": COLLECTOR_USER,
-                        "apiGroup": "rbac.authorization.k8s.io",
-                    }
-                ],
-                "roleRef": {
-                    "kind": "ClusterRole",
-                    "name": "aps-collector-role",
-                    "apiGroup": "rbac.authorization.k8s.io",
-                },
-            },
-        ]
+
+def _recording_rules() -> list[dict[str, str]]:
+    """p99 latencies from vLLM's histograms, queue, KV cache, token rates, MTP acceptance."""
+    quantile = "histogram_quantile(0.99, sum by (le) (rate({metric}_bucket[5m])))"
+    rate = "sum(rate({metric}[5m]))"
+    return [
+        {"record": TTFT_P99_RULE, "expr": quantile.format(metric=VLLM_TTFT_HISTOGRAM)},
+        {
+            "record": INTER_TOKEN_P99_RULE,
+            "expr": quantile.format(metric=VLLM_INTER_TOKEN_HISTOGRAM),
+        },
+        {"record": E2E_P99_RULE, "expr": quantile.format(metric=VLLM_E2E_HISTOGRAM)},
+        {"record": QUEUE_DEPTH_RULE, "expr": f"sum({VLLM_REQUESTS_WAITING})"},
+        {"record": REQUESTS_RUNNING_RULE, "expr": f"sum({VLLM_REQUESTS_RUNNING})"},
+        {"record": KV_CACHE_USAGE_RULE, "expr": f"max({VLLM_KV_CACHE_USAGE})"},
+        {"record": GENERATION_TOKENS_RATE_RULE, "expr": rate.format(metric=VLLM_GENERATION_TOKENS)},
+        {"record": PROMPT_TOKENS_RATE_RULE, "expr": rate.format(metric=VLLM_PROMPT_TOKENS)},
+        {
+            "record": SPEC_ACCEPTANCE_RULE,
+            "expr": f"{rate.format(metric=VLLM_SPEC_ACCEPTED_TOKENS)} / {rate.format(metric=VLLM_SPEC_DRAFT_TOKENS)}",
+        },
+    ]

@@ -75,8 +75,13 @@ def render_svg(
     t0, t1 = min(p[0] for p in points), max(p[0] for p in points)
     values = [p[1] for p in points] + ([threshold] if threshold is not None else [])
     v0, v1 = min(0.0, min(values)), max(values) or 1.0
-    x = lambda t: pad_left + (t - t0) / ((t1 - t0) or 1) * plot_w  # noqa: E731
-    y = lambda v: pad_top + plot_h - (v - v0) / ((v1 - v0) or 1) * plot_h  # noqa: E731
+
+    def x(t: float) -> float:
+        return pad_left + (t - t0) / ((t1 - t0) or 1) * plot_w
+
+    def y(v: float) -> float:
+        return pad_top + plot_h - (v - v0) / ((v1 - v0) or 1) * plot_h
+
     out.append(
         f'<line x1="{pad_left}" y1="{pad_top + plot_h}" x2="{pad_left + plot_w}" y2="{pad_top + plot_h}" stroke="#888"/>'
     )

@@ -1,0 +1,37 @@
+"""Facts and pins the HyperPod constructs read from ``assets/hyperpod.json`` (private)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from typing import Any, TypedDict, cast
+
+
+class ChartPin(TypedDict):
+    """Where a published Helm chart comes from and the version we tested."""
+
+    repository: str
+    chart: str
+    version: str
+    namespace: str
+
+
+@functools.cache
+def hyperpod_facts() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath("assets", "hyperpod.json").read_text()
+    return cast(dict[str, Any], json.loads(text))
+
+
+def supported_kubernetes_versions() -> tuple[str, ...]:
+    return tuple(hyperpod_facts()["kubernetes_versions"])
+
+
+def chart_pins() -> dict[str, ChartPin]:
+    """Chart name -> pin, for every published chart the add-ons may install."""
+    return cast(dict[str, ChartPin], hyperpod_facts()["charts"])
+
+
+def addon_versions() -> dict[str, str | None]:
+    """EKS add-on name -> pinned version (``None``: EKS's default for the cluster version)."""
+    return cast(dict[str, "str | None"], hyperpod_facts()["addon_versions"])

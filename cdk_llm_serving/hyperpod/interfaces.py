@@ -1,0 +1,71 @@
+"""``IHyperPodCluster``: what the serving constructs read of a HyperPod cluster.
+
+``HyperPodEksCluster`` implements it, and so does the object
+``HyperPodEksCluster.from_cluster_attributes`` returns for a cluster this app did not
+create. ``HyperPodServingAddons``, ``FsxModelStore``, ``VllmMultiNodeService``,
+``VllmObservability`` and ``VllmReplicaAutoscaling`` take this interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from constructs import IConstruct
+
+from .instance_group import HyperPodInstanceGroup
+
+
+class IHyperPodCluster(Protocol):
+    """A HyperPod cluster on EKS, as the serving constructs use it.
+
+    The ``*_ready``-style members are constructs to depend on: resources that must exist
+    before a workload (nodes, the Pod Identity agent, the FSx CSI driver). For an imported
+    cluster they exist already and carry no dependency.
+    """
+
+    @property
+    def eks_cluster(self) -> eks.ICluster:
+        """The EKS cluster HyperPod orchestrates (manifests, charts, Pod Identity)."""
+        ...
+
+    @property
+    def vpc(self) -> ec2.IVpc: ...
+
+    @property
+    def node_security_group(self) -> ec2.ISecurityGroup:
+        """The HyperPod nodes' security group (FSx and the scraper join it)."""
+        ...
+
+    @property
+    def private_subnets(self) -> Sequence[ec2.ISubnet]:
+        """Subnets of the nodes (the scraper's network interfaces go there)."""
+        ...
+
+    @property
+    def gpu_subnets(self) -> Sequence[ec2.ISubnet]:
+        """Subnets of the GPU groups; the first holds the FSx file system."""
+        ...
+
+    @property
+    def instance_groups(self) -> tuple[HyperPodInstanceGroup, ...]: ...
+
+    @property
+    def gpu_groups(self) -> list[HyperPodInstanceGroup]: ...
+
+    @property
+    def nodes_ready(self) -> IConstruct:
+        """Depend on this to run after the HyperPod nodes exist."""
+        ...
+
+    @property
+    def pod_identity_agent(self) -> IConstruct:
+        """Depend on this before creating Pod Identity associations."""
+        ...
+
+    @property
+    def fsx_csi_driver(self) -> IConstruct:
+        """Depend on this before creating FSx PersistentVolumes."""
+        ...
