@@ -122,7 +122,7 @@ class HyperPodServingAddons(Construct):
     :param cluster: the cluster to install into.
     :param hyperpod_chart: the HyperPod dependencies chart. Default: none, with a synth warning.
     :param hyperpod_chart_values: values for it. Default: none.
-    :param chart_versions: chart name -> version overrides of ``data/hyperpod.json``'s pins
+    :param chart_versions: chart name -> version overrides of ``assets/hyperpod.json``'s pins
         (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``).
     :param load_balancer_controller: install the AWS Load Balancer Controller (needs a
         cluster this app creates). Default: ``True``.

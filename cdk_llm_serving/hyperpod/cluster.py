@@ -99,7 +99,7 @@ class HyperPodEksCluster(Construct):
         Default: 1.33.
     :param admin_role_arns: IAM roles granted cluster-admin through EKS access entries.
     :param endpoint_public: also expose the EKS API endpoint publicly. Default: ``False``.
-    :param addon_versions: EKS add-on name -> version. Default: the pins in ``data/hyperpod.json``
+    :param addon_versions: EKS add-on name -> version. Default: the pins in ``assets/hyperpod.json``
         (VPC CNI pinned; add-ons left ``null`` there take EKS's default for the version).
     :param cluster_name: HyperPod cluster name. Default: derived from the construct path.
     """
