@@ -56,6 +56,19 @@ class HyperPodReferenceStack(Stack):
             settings.gpu_instance_type,
             max_context=REFERENCE_CONTEXT,
         )
+        self._add_cluster(settings)
+        self._add_serving(settings)
+        self._add_monitoring_and_scaling(settings)
+        CfnOutput(self, "EksClusterName", value=self.cluster.eks_cluster.cluster_name)
+        CfnOutput(self, "HyperPodClusterArn", value=self.cluster.cfn_cluster.attr_cluster_arn)
+        CfnOutput(
+            self,
+            "WeightsClaim",
+            value=f"{self.model_store.namespace}/{self.model_store.claim_name}",
+        )
+
+    def _add_cluster(self, settings: HyperPodSettings) -> None:
+        """The cluster, its GPU group sized for the most replicas, the add-ons."""
         self.cluster = HyperPodEksCluster(
             self,
             "HyperPod",
@@ -78,6 +91,9 @@ class HyperPodReferenceStack(Stack):
         self.addons = HyperPodServingAddons(
             self, "ServingAddons", cluster=self.cluster, hyperpod_chart=chart
         )
+
+    def _add_serving(self, settings: HyperPodSettings) -> None:
+        """Weights on FSx and the multi-node vLLM service of the reference model."""
         weights = ModelData.from_s3_uri(settings.weights_uri)
         self.model_store = FsxModelStore(
             self,
@@ -106,6 +122,9 @@ class HyperPodReferenceStack(Stack):
                 tool_call_parser="qwen3_coder",
             ),
         )
+
+    def _add_monitoring_and_scaling(self, settings: HyperPodSettings) -> None:
+        """Metrics, alerts and dashboard; KEDA scaling when ``max_replicas`` allows more."""
         self.observability = VllmObservability(
             self, "Observability", cluster=self.cluster, service=self.service
         )
@@ -121,10 +140,3 @@ class HyperPodReferenceStack(Stack):
                 min_replicas=settings.replicas,
                 max_replicas=settings.max_replicas,
             )
-        CfnOutput(self, "EksClusterName", value=self.cluster.eks_cluster.cluster_name)
-        CfnOutput(self, "HyperPodClusterArn", value=self.cluster.cfn_cluster.attr_cluster_arn)
-        CfnOutput(
-            self,
-            "WeightsClaim",
-            value=f"{self.model_store.namespace}/{self.model_store.claim_name}",
-        )

@@ -34,10 +34,15 @@ from .constants import (
     COLLECTOR_CLUSTER_ROLE,
     COLLECTOR_ROLE_BINDING,
     COLLECTOR_USER,
+    EFA_DEVICE_PLUGIN_CHART,
     GPU_NODE_ROLE,
     GPU_TAINT_KEY,
+    HYPERPOD_DEPENDENCIES_CHART,
+    KEDA_CHART,
     KEDA_NAMESPACE,
     KEDA_OPERATOR_ACCOUNT,
+    LWS_CHART,
+    NVIDIA_DEVICE_PLUGIN_CHART,
     POD_IDENTITY_PRINCIPAL,
     ROLE_LABEL,
     SYSTEM_NODE_ROLE,
@@ -63,7 +68,7 @@ class HelmChartSource:
     directory: str | None = None
 
     @classmethod
-    def from_directory(cls, path: str, chart: str = "hyperpod-dependencies") -> HelmChartSource:
+    def from_directory(cls, path: str, chart: str = HYPERPOD_DEPENDENCIES_CHART) -> HelmChartSource:
         return cls(chart=chart, directory=path)
 
     @classmethod
@@ -117,7 +122,7 @@ class HyperPodServingAddons(Construct):
     :param cluster: the cluster to install into.
     :param hyperpod_chart: the HyperPod dependencies chart. Default: none, with a synth warning.
     :param hyperpod_chart_values: values for it. Default: none.
-    :param chart_versions: chart name -> version overrides of ``data/hyperpod.json``'s pins
+    :param chart_versions: chart name -> version overrides of ``assets/hyperpod.json``'s pins
         (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``).
     :param load_balancer_controller: install the AWS Load Balancer Controller (needs a
         cluster this app creates). Default: ``True``.
@@ -143,7 +148,7 @@ class HyperPodServingAddons(Construct):
         }
         self.charts: dict[str, eks.HelmChart] = {}
         self._render_node_charts(hyperpod_chart, hyperpod_chart_values)
-        self.leader_worker_set = self._published_chart("lws", values={})
+        self.leader_worker_set = self._published_chart(LWS_CHART, values={})
         self.load_balancer_controller: eks.AlbController | None = (
             self._render_load_balancer_controller() if load_balancer_controller else None
         )
@@ -213,11 +218,11 @@ class HyperPodServingAddons(Construct):
             Annotations.of(self).add_warning_v2(
                 "cdk-llm-serving:hyperpodChartMissing", _HYPERPOD_CHART_HINT
             )
-            for name in ("nvidia-device-plugin", "aws-efa-k8s-device-plugin"):
+            for name in (NVIDIA_DEVICE_PLUGIN_CHART, EFA_DEVICE_PLUGIN_CHART):
                 self._published_chart(name, values=_DEVICE_PLUGIN_VALUES)
             return
-        self.charts["hyperpod-dependencies"] = self._chart(
-            "hyperpod-dependencies",
+        self.charts[HYPERPOD_DEPENDENCIES_CHART] = self._chart(
+            HYPERPOD_DEPENDENCIES_CHART,
             **hyperpod_chart._render(self, "HyperPodChartAsset"),
             namespace="kube-system",
             values=dict(values or {}),
@@ -242,7 +247,7 @@ class HyperPodServingAddons(Construct):
     def _render_keda(self) -> KedaInstallation:
         """KEDA's chart on the system nodes, and a Pod Identity role for its operator."""
         chart = self._published_chart(
-            "keda",
+            KEDA_CHART,
             id="Keda",
             values={"tolerations": [], "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE}},
         )

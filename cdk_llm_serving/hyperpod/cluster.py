@@ -99,7 +99,7 @@ class HyperPodEksCluster(Construct):
         Default: 1.33.
     :param admin_role_arns: IAM roles granted cluster-admin through EKS access entries.
     :param endpoint_public: also expose the EKS API endpoint publicly. Default: ``False``.
-    :param addon_versions: EKS add-on name -> version. Default: the pins in ``data/hyperpod.json``
+    :param addon_versions: EKS add-on name -> version. Default: the pins in ``assets/hyperpod.json``
         (VPC CNI pinned; add-ons left ``null`` there take EKS's default for the version).
     :param cluster_name: HyperPod cluster name. Default: derived from the construct path.
     """
@@ -418,6 +418,7 @@ class HyperPodEksCluster(Construct):
         return bucket, upload
 
     def _execution_role(self) -> iam.Role:
+        """The node role: HyperPod's managed policy, ENIs, image pulls, the lifecycle script."""
         role = iam.Role(
             self,
             "ExecutionRole",
@@ -471,6 +472,11 @@ class HyperPodEksCluster(Construct):
             )
         )
         self.lifecycle_bucket.grant_read(role, f"{_LIFECYCLE_PREFIX}/*")
+        self._acknowledge_execution_role(role)
+        return role
+
+    def _acknowledge_execution_role(self, role: iam.Role) -> None:
+        """cdk-nag findings the node role cannot avoid, each with HyperPod's reason."""
         acknowledge(
             role,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]",
@@ -502,7 +508,6 @@ class HyperPodEksCluster(Construct):
             [f"{self.lifecycle_bucket.bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
             "Read of the lifecycle scripts under their prefix.",
         )
-        return role
 
     def _instance_group(
         self, group: HyperPodInstanceGroup

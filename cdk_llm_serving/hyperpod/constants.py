@@ -99,6 +99,15 @@ GENERATION_TOKENS_RATE_RULE: Final = "vllm:generation_tokens_per_second"
 PROMPT_TOKENS_RATE_RULE: Final = "vllm:prompt_tokens_per_second"
 SPEC_ACCEPTANCE_RULE: Final = "vllm:spec_decode_acceptance_rate"
 
+# -- Helm charts (keys of ``charts`` in assets/hyperpod.json; chart_versions takes these) --
+
+NVIDIA_DEVICE_PLUGIN_CHART: Final = "nvidia-device-plugin"
+EFA_DEVICE_PLUGIN_CHART: Final = "aws-efa-k8s-device-plugin"
+LWS_CHART: Final = "lws"
+KEDA_CHART: Final = "keda"
+#: Our name for the user-supplied HyperPod dependencies chart (github.com/aws/sagemaker-hyperpod-cli).
+HYPERPOD_DEPENDENCIES_CHART: Final = "hyperpod-dependencies"
+
 # -- KEDA --------------------------------------------------------------------------------
 
 #: Namespace the KEDA chart installs into (HyperPodServingAddons; kedacore/charts default).

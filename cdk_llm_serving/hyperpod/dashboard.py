@@ -83,6 +83,17 @@ class VllmDashboard(Construct):
         dashboard_name: str | None = None,
     ) -> None:
         super().__init__(scope, id)
+        self.function = self._render_widget_function(observability)
+        self.dashboard = cloudwatch.Dashboard(
+            self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3)
+        )
+        self.dashboard.add_widgets(_header(observability))
+        widgets = [self._panel_widget(panel, observability) for panel in PANELS]
+        for left, right in zip(widgets[::2], widgets[1::2], strict=True):
+            self.dashboard.add_widgets(left, right)
+
+    def _render_widget_function(self, observability: VllmObservability) -> lambda_.Function:
+        """The custom-widget Lambda: queries only this workspace, logs to its own group."""
         log_group = logs.LogGroup(
             self,
             "WidgetLogs",
@@ -111,7 +122,7 @@ class VllmDashboard(Construct):
             [f"{log_group.log_group_arn}:*"],
             "Log streams of the widget function's own log group; their names are made by Lambda.",
         )
-        self.function = lambda_.Function(
+        return lambda_.Function(
             self,
             "Widget",
             runtime=lambda_.Runtime.PYTHON_3_14,
@@ -124,37 +135,35 @@ class VllmDashboard(Construct):
             environment={"PROMETHEUS_ENDPOINT": observability.workspace.attr_prometheus_endpoint},
             description="CloudWatch custom widget: PromQL charts from Amazon Managed Prometheus",
         )
-        self.dashboard = cloudwatch.Dashboard(
-            self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3)
+
+    def _panel_widget(
+        self, panel: _Panel, observability: VllmObservability
+    ) -> cloudwatch.CustomWidget:
+        """One chart; alerted series carry their alert threshold (drawn as a dashed line)."""
+        params: dict[str, object] = {"query": panel.query, "title": panel.title, "unit": panel.unit}
+        if panel.threshold is not None:
+            params["threshold"] = panel.threshold(observability)
+        return cloudwatch.CustomWidget(
+            function_arn=self.function.function_arn,
+            title=panel.title,
+            params=params,
+            width=12,
+            height=6,
+            update_on_refresh=True,
+            update_on_resize=True,
+            update_on_time_range_change=True,
         )
-        service = observability.service
-        self.dashboard.add_widgets(
-            cloudwatch.TextWidget(
-                markdown=(
-                    f"# vLLM {service.name}\n{service.nodes} node(s) per replica x {service.replicas} replica(s) on `{service.group.instance_type}`. "
-                    "Alerts (TTFT p99, queue depth, KV-cache saturation) fire in Amazon Managed Prometheus and reach the alerts SNS topic; "
-                    "red dashed lines mark their thresholds."
-                ),
-                width=24,
-                height=2,
-            )
-        )
-        widgets = []
-        for title, query, unit, threshold in PANELS:
-            params: dict[str, object] = {"query": query, "title": title, "unit": unit}
-            if threshold is not None:
-                params["threshold"] = threshold(observability)
-            widgets.append(
-                cloudwatch.CustomWidget(
-                    function_arn=self.function.function_arn,
-                    title=title,
-                    params=params,
-                    width=12,
-                    height=6,
-                    update_on_refresh=True,
-                    update_on_resize=True,
-                    update_on_time_range_change=True,
-                )
-            )
-        for left, right in zip(widgets[::2], widgets[1::2], strict=True):
-            self.dashboard.add_widgets(left, right)
+
+
+def _header(observability: VllmObservability) -> cloudwatch.TextWidget:
+    """What is served where, and where the alerts go."""
+    service = observability.service
+    return cloudwatch.TextWidget(
+        markdown=(
+            f"# vLLM {service.name}\n{service.nodes} node(s) per replica x {service.replicas} replica(s) on `{service.group.instance_type}`. "
+            "Alerts (TTFT p99, queue depth, KV-cache saturation) fire in Amazon Managed Prometheus and reach the alerts SNS topic; "
+            "red dashed lines mark their thresholds."
+        ),
+        width=24,
+        height=2,
+    )

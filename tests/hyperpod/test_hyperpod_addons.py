@@ -1,0 +1,159 @@
+"""Cluster-wide add-ons: chart pins, KEDA and the scraper's cluster role once per cluster."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
+from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
+from cdk_llm_serving.hyperpod.model_store import FsxModelStore
+from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
+from cdk_llm_serving.hyperpod.observability import VllmObservability
+from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+from cdk_llm_serving.vllm import VllmConfig
+from tests.support.builders import new_stack, template_of
+from tests.support.template_helpers import (
+    flatten,
+    manifest_objects,
+    only_resource,
+    policy_statements,
+    resources_of_type,
+)
+
+
+def _cluster(stack, gpu_count: int = 2) -> HyperPodEksCluster:
+    return HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        instance_groups=[
+            HyperPodInstanceGroup.system(),
+            HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", gpu_count),
+        ],
+    )
+
+
+def _scaled_service(stack, cluster, addons, store, id: str, name: str) -> VllmReplicaAutoscaling:
+    service = VllmMultiNodeService(
+        stack,
+        id,
+        cluster=cluster,
+        addons=addons,
+        model_store=store,
+        model="deepseek-v3",
+        quantization="fp8",
+        replicas=1,
+        name=name,
+        config=VllmConfig(model="x", max_model_len=32768),
+    )
+    observability = VllmObservability(stack, f"{id}Obs", cluster=cluster, service=service)
+    return VllmReplicaAutoscaling(
+        stack,
+        f"{id}Scale",
+        cluster=cluster,
+        addons=addons,
+        service=service,
+        observability=observability,
+        max_replicas=2,
+    )
+
+
+def _charts(template: dict) -> dict[str, dict]:
+    return {
+        v["Properties"]["Chart"]: v["Properties"]
+        for v in resources_of_type(template, "Custom::AWSCDK-EKS-HelmChart").values()
+    }
+
+
+def test_chart_versions_pin_keda():
+    from aws_cdk import aws_s3 as s3
+
+    stack = new_stack("KedaPin")
+    cluster = _cluster(stack)
+    addons = HyperPodServingAddons(
+        stack, "Addons", cluster=cluster, chart_versions={"keda": "2.16.1"}
+    )
+    store = FsxModelStore(
+        stack,
+        "Store",
+        cluster=cluster,
+        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
+        weights_prefix="models/ds3",
+    )
+    _scaled_service(stack, cluster, addons, store, "Serving", "ds3")
+    charts = _charts(template_of(stack))
+    assert charts["keda"]["Version"] == "2.16.1"
+    assert charts["keda"]["Namespace"] == "keda"
+    assert charts["lws"]["Version"] == "0.8.0"  # the others keep their pins
+
+
+def test_unknown_chart_names_are_refused_with_the_allowed_ones():
+    stack = new_stack("BadPin")
+    cluster = _cluster(stack)
+    with pytest.raises(ConfigurationError) as caught:
+        HyperPodServingAddons(stack, "Addons", cluster=cluster, chart_versions={"kdea": "1.0"})
+    (problem,) = caught.value.problems
+    assert problem.property == "chart_versions['kdea']"
+    for name in ("nvidia-device-plugin", "aws-efa-k8s-device-plugin", "lws", "keda"):
+        assert name in problem.allowed
+
+
+def test_two_scaled_services_share_keda_and_the_scraper_role():
+    from aws_cdk import aws_s3 as s3
+
+    stack = new_stack("TwoServices")
+    cluster = _cluster(stack, gpu_count=4)
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    store = FsxModelStore(
+        stack,
+        "Store",
+        cluster=cluster,
+        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
+        weights_prefix="models/ds3",
+    )
+    first = _scaled_service(stack, cluster, addons, store, "ServingA", "ds3-a")
+    second = _scaled_service(stack, cluster, addons, store, "ServingB", "ds3-b")
+    assert addons.enable_keda() is addons.enable_keda()
+    assert first.keda is second.keda and first.pod_identity is second.pod_identity
+
+    template = template_of(stack)
+    assert list(_charts(template)).count("keda") == 1
+    charts = [
+        v
+        for v in resources_of_type(template, "Custom::AWSCDK-EKS-HelmChart").values()
+        if v["Properties"]["Chart"] == "keda"
+    ]
+    assert len(charts) == 1
+    key, association = only_resource(template, "AWS::EKS::PodIdentityAssociation")
+    assert association["Properties"]["ServiceAccount"] == "keda-operator"
+    role_id = association["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    (statement,) = policy_statements(template, role_id)  # CDK merges the two grants
+    assert statement["Action"] == "aps:QueryMetrics"
+    assert sorted(r["Fn::GetAtt"][0][: len("ServingAObs")] for r in statement["Resource"]) == [
+        "ServingAObs",
+        "ServingBObs",
+    ]
+
+    scaled = [obj["metadata"]["name"] for obj in manifest_objects(template, "ScaleScaledObject")]
+    assert sorted(scaled) == ["ds3-a", "ds3-a-amp", "ds3-b", "ds3-b-amp"]  # ScaledObject + auth
+    rbac = [
+        k
+        for k in resources_of_type(template, "Custom::AWSCDK-EKS-KubernetesResource")
+        if "ScraperRbac" in k
+    ]
+    assert len(rbac) == 1 and rbac[0].startswith("AddonsScraperRbac")
+    roles = [
+        obj
+        for obj in json.loads(flatten(template["Resources"][rbac[0]]["Properties"]["Manifest"]))
+        if obj["kind"] == "ClusterRole"
+    ]
+    assert [r["metadata"]["name"] for r in roles] == ["aps-collector-role"]
+    entries = [
+        v
+        for v in resources_of_type(template, "AWS::EKS::AccessEntry").values()
+        if v["Properties"].get("Username") == "aps-collector-user"
+    ]
+    assert len(entries) == 2  # one per scraper, both bound by the one ClusterRoleBinding
