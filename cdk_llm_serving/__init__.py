@@ -16,137 +16,40 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigurationError, Problem
+# ``X as X``: explicit re-exports, so type checkers in strict mode see them too.
+from .errors import ConfigurationError as ConfigurationError
+from .errors import Problem as Problem
+from .planning import ModelSizing as ModelSizing
+from .planning import default_catalog as default_catalog
+from .planning import plan as plan
 
 if TYPE_CHECKING:
-    from .hyperpod import (
-        Exposure,
-        FsxModelStore,
-        HelmChartSource,
-        HyperPodEksCluster,
-        HyperPodInstanceGroup,
-        HyperPodServingAddons,
-        KubernetesTaint,
-        VllmDashboard,
-        VllmMultiNodeService,
-        VllmObservability,
-        VllmReplicaAutoscaling,
-    )
-    from .model_sources import ContainerImage, ModelData
-    from .planning import ModelSizing, default_catalog, plan
-    from .sagemaker import (
-        VLLM_SERVED_MODEL_NAME_VARIABLE,
-        AsyncInference,
-        BlueGreenDeployment,
-        CapacitySize,
-        ComponentSpecification,
-        EndpointAutoScaling,
-        EndpointDeployment,
-        InferenceComponentOnPools,
-        InstancePool,
-        InstancePoolEndpoint,
-        PoolEndpointAlarms,
-        PoolEndpointDashboard,
-        RollingDeployment,
-        ServingModel,
-        TrafficShift,
-        VllmPool,
-        VllmPoolEndpoint,
-    )
+    from .hyperpod import *  # noqa: F403
+    from .model_sources import *  # noqa: F403
+    from .sagemaker import *  # noqa: F403
 
 __version__ = "0.1.0"
 
-#: Public name -> the subpackage that defines it (imported on first access).
-_LAZY: dict[str, str] = {
-    **dict.fromkeys(
-        [
-            "Exposure",
-            "FsxModelStore",
-            "HelmChartSource",
-            "HyperPodEksCluster",
-            "HyperPodInstanceGroup",
-            "HyperPodServingAddons",
-            "KubernetesTaint",
-            "VllmDashboard",
-            "VllmMultiNodeService",
-            "VllmObservability",
-            "VllmReplicaAutoscaling",
-        ],
-        ".hyperpod",
-    ),
-    **dict.fromkeys(["ContainerImage", "ModelData"], ".model_sources"),
-    **dict.fromkeys(["ModelSizing", "default_catalog", "plan"], ".planning"),
-    **dict.fromkeys(
-        [
-            "VLLM_SERVED_MODEL_NAME_VARIABLE",
-            "AsyncInference",
-            "BlueGreenDeployment",
-            "CapacitySize",
-            "ComponentSpecification",
-            "EndpointAutoScaling",
-            "EndpointDeployment",
-            "InferenceComponentOnPools",
-            "InstancePool",
-            "InstancePoolEndpoint",
-            "PoolEndpointAlarms",
-            "PoolEndpointDashboard",
-            "RollingDeployment",
-            "ServingModel",
-            "TrafficShift",
-            "VllmPool",
-            "VllmPoolEndpoint",
-        ],
-        ".sagemaker",
-    ),
-}
-
-__all__ = [
-    "AsyncInference",
-    "BlueGreenDeployment",
-    "CapacitySize",
-    "ComponentSpecification",
-    "ConfigurationError",
-    "ContainerImage",
-    "EndpointAutoScaling",
-    "EndpointDeployment",
-    "Exposure",
-    "FsxModelStore",
-    "HelmChartSource",
-    "HyperPodEksCluster",
-    "HyperPodInstanceGroup",
-    "HyperPodServingAddons",
-    "InferenceComponentOnPools",
-    "InstancePool",
-    "InstancePoolEndpoint",
-    "KubernetesTaint",
-    "ModelData",
-    "ModelSizing",
-    "PoolEndpointAlarms",
-    "PoolEndpointDashboard",
-    "Problem",
-    "RollingDeployment",
-    "ServingModel",
-    "TrafficShift",
-    "VLLM_SERVED_MODEL_NAME_VARIABLE",
-    "VllmDashboard",
-    "VllmMultiNodeService",
-    "VllmObservability",
-    "VllmPool",
-    "VllmPoolEndpoint",
-    "VllmReplicaAutoscaling",
-    "default_catalog",
-    "plan",
-]
+#: Modules whose ``__all__`` this package re-exports on first access; each imports aws_cdk.
+_CONSTRUCT_MODULES = (".sagemaker", ".hyperpod", ".model_sources")
+_EAGER = ["ConfigurationError", "Problem", "ModelSizing", "default_catalog", "plan"]
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    if name == "__all__":
+        return sorted(_EAGER + [n for m in _CONSTRUCT_MODULES for n in _module(m).__all__])
+    for module in _CONSTRUCT_MODULES:
+        found = _module(module)
+        if name in found.__all__:
+            value = getattr(found, name)
+            globals()[name] = value
+            return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(__getattr__("__all__")))
+
+
+def _module(name: str) -> Any:
+    return importlib.import_module(name, __name__)

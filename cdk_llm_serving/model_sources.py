@@ -12,6 +12,8 @@ from aws_cdk import aws_s3 as s3
 from ._cdk.validation import is_unresolved
 from .errors import Problems
 
+__all__ = ["ContainerImage", "ModelData"]
+
 _ECR_IMAGE_URI = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?"
     r"/(?P<repository>[a-z0-9][a-z0-9._/-]*)(?::[\w][\w.-]{0,127}|@sha256:[a-f0-9]{64})$"
