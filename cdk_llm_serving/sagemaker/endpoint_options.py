@@ -58,19 +58,19 @@ class PoolEndpointOptions:
 
     def validate(self, problems: Problems, prop: str = "") -> None:
         """Checks that need no pool: names, ranges and enums from botocore's model."""
-        at = _At(prop)
+        at = f"{prop}." if prop else ""  # property names under the given prefix
         self._validate_names(problems, at)
         self._validate_timeouts(problems, at)
         check_range(
             problems,
-            at("volume_size_gb"),
+            f"{at}volume_size_gb",
             self.volume_size_gb,
             limits("ProductionVariant", "VolumeSizeInGB"),
             "GB",
         )
         check_one_of(
             problems,
-            at("routing_strategy"),
+            f"{at}routing_strategy",
             self.routing_strategy,
             limits("ProductionVariantRoutingConfig", "RoutingStrategy").enum,
             "routing strategy",
@@ -78,39 +78,39 @@ class PoolEndpointOptions:
         if self.metric_publish_frequency not in METRIC_PUBLISH_FREQUENCIES:
             allowed = ", ".join(map(str, METRIC_PUBLISH_FREQUENCIES))
             problems.add(
-                at("metric_publish_frequency"),
+                f"{at}metric_publish_frequency",
                 self.metric_publish_frequency,
                 f"must be one of {allowed} seconds",
             )
         if self.async_inference is not None:
-            self.async_inference.validate(problems, at("async_inference"))
+            self.async_inference.validate(problems, f"{at}async_inference")
         if self.deployment is not None:
-            self.deployment.validate(problems, at("deployment"))
+            self.deployment.validate(problems, f"{at}deployment")
         self._validate_rollback(problems, at)
 
-    def _validate_names(self, problems: Problems, at: _At) -> None:
+    def _validate_names(self, problems: Problems, at: str) -> None:
         check_name(
             problems,
-            at("endpoint_name"),
+            f"{at}endpoint_name",
             self.endpoint_name,
             limits("CreateEndpointInput", "EndpointName"),
             "an endpoint name",
         )
         check_name(
             problems,
-            at("variant_name"),
+            f"{at}variant_name",
             self.variant_name,
             limits("ProductionVariant", "VariantName"),
             "a variant name",
         )
         check_at_least(
             problems,
-            at("initial_instance_count"),
+            f"{at}initial_instance_count",
             self.initial_instance_count,
             limits("ProductionVariant", "InitialInstanceCount").minimum or 1,
         )
 
-    def _validate_timeouts(self, problems: Problems, at: _At) -> None:
+    def _validate_timeouts(self, problems: Problems, at: str) -> None:
         for name, value, shape_member in (
             ("provision_timeout", self.provision_timeout, "VariantInstanceProvisionTimeout"),
             (
@@ -125,28 +125,18 @@ class PoolEndpointOptions:
             ),
         ):
             bounds = limits("ProductionVariant", f"{shape_member}InSeconds")
-            check_range(problems, at(name), seconds_of(value), bounds, "seconds")
+            check_range(problems, f"{at}{name}", seconds_of(value), bounds, "seconds")
 
-    def _validate_rollback(self, problems: Problems, at: _At) -> None:
+    def _validate_rollback(self, problems: Problems, at: str) -> None:
         most = limits("AutoRollbackConfig", "Alarms").maximum or 10
         if self.rollback_alarms is not None and len(self.rollback_alarms) > most:
             given = f"{len(self.rollback_alarms)} alarms"
-            problems.add(at("rollback_alarms"), given, f"at most {most} alarms")
-        check_at_least(problems, at("rollback_error_threshold"), self.rollback_error_threshold, 1)
+            problems.add(f"{at}rollback_alarms", given, f"at most {most} alarms")
+        check_at_least(problems, f"{at}rollback_error_threshold", self.rollback_error_threshold, 1)
         latency = seconds_of(self.rollback_latency_threshold)
         if latency is not None and latency <= 0:
             problems.add(
-                at("rollback_latency_threshold"),
+                f"{at}rollback_latency_threshold",
                 self.rollback_latency_threshold.to_human_string(),
                 "must be positive",
             )
-
-
-class _At:
-    """Property names under the prefix this value was given under (none at top level)."""
-
-    def __init__(self, prop: str) -> None:
-        self._prefix = f"{prop}." if prop else ""
-
-    def __call__(self, field: str) -> str:
-        return f"{self._prefix}{field}"
