@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, Required, TypedDict
 
 from aws_cdk import Duration
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -53,12 +53,23 @@ class ScalableEndpoint(Protocol):
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
 
+class AutoScalingOptions(TypedDict, total=False):
+    """``EndpointAutoScaling``'s options as ``auto_scale`` keywords (documented there)."""
+
+    min_capacity: int
+    max_capacity: Required[int]
+    target_utilization: float
+    target_backlog_per_instance: float
+    scale_out_cooldown: Duration
+    scale_in_cooldown: Duration
+
+
 class EndpointAutoScaling(Construct):
     """Scalable target plus the scaling policies for one ``InstancePoolEndpoint``.
 
     :param endpoint: the endpoint whose variant scales.
     :param min_capacity: fewest instances; at least 1 for real-time endpoints, 0 allowed for
-        asynchronous ones.
+        asynchronous ones. Default: 1.
     :param max_capacity: most instances.
     :param target_utilization: fleet utilization to hold, in (0, 1]. Default: 0.7.
     :param target_backlog_per_instance: queued requests per instance to hold (asynchronous
@@ -73,7 +84,7 @@ class EndpointAutoScaling(Construct):
         id: str,
         *,
         endpoint: ScalableEndpoint,
-        min_capacity: int,
+        min_capacity: int = 1,
         max_capacity: int,
         target_utilization: float = 0.7,
         target_backlog_per_instance: float = 5.0,

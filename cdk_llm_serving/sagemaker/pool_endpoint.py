@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Unpack
 
 from aws_cdk import Annotations, Arn, ArnFormat, Duration, Names, Resource, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -20,7 +21,7 @@ from ..errors import ConfigurationError, Problem, Problems
 from ..planning.catalog import Catalog, default_catalog
 from ._pool_checks import check_component_mode, check_pools, check_reservation, check_storage
 from .async_inference import AsyncInference
-from .autoscaling import EndpointAutoScaling
+from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .deployment import BlueGreenDeployment, EndpointDeployment
 from .endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import PoolEndpointOptions, RoutingStrategy
@@ -178,17 +179,15 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         cls, scope: Construct, id: str, endpoint_name: str, *, variant_name: str = "AllTraffic"
     ) -> IPoolEndpoint:
         """An existing endpoint in this stack's account and region, to grant and watch."""
-        return _ImportedPoolEndpoint(scope, id, endpoint_name, variant_name)
+        return _ImportedPoolEndpoint(scope, id, endpoint_name, variant_name, None)
 
     @classmethod
     def from_endpoint_arn(
         cls, scope: Construct, id: str, endpoint_arn: str, *, variant_name: str = "AllTraffic"
     ) -> IPoolEndpoint:
         """An existing endpoint by ARN (``arn:aws:sagemaker:REGION:ACCOUNT:endpoint/NAME``)."""
-        parts = Arn.split(endpoint_arn, ArnFormat.SLASH_RESOURCE_NAME)
-        imported = _ImportedPoolEndpoint(scope, id, parts.resource_name or "", variant_name)
-        imported.endpoint_arn = endpoint_arn
-        return imported
+        name = Arn.split(endpoint_arn, ArnFormat.SLASH_RESOURCE_NAME).resource_name or ""
+        return _ImportedPoolEndpoint(scope, id, name, variant_name, endpoint_arn)
 
     @classmethod
     def build_from_recommendation(
@@ -244,20 +243,12 @@ class InstancePoolEndpoint(Construct, EndpointApi):
                 capacities.append(None)
         return capacities
 
-    def auto_scale(
-        self,
-        *,
-        min_capacity: int = 1,
-        max_capacity: int,
-        target_utilization: float = 0.7,
-        target_backlog_per_instance: float = 5.0,
-        scale_out_cooldown: Duration = Duration.minutes(1),
-        scale_in_cooldown: Duration = Duration.minutes(15),
-    ) -> EndpointAutoScaling:
+    def auto_scale(self, **options: Unpack[AutoScalingOptions]) -> EndpointAutoScaling:
         """Scale the variant's instance count on the fleet's weighted utilization.
 
-        See ``EndpointAutoScaling`` for the policy; asynchronous endpoints scale on their
-        backlog and may set ``min_capacity=0``.
+        Takes ``EndpointAutoScaling``'s options (``max_capacity`` required) and documents
+        the policy there; asynchronous endpoints scale on their backlog and may set
+        ``min_capacity=0``.
         """
         if self.hosts_inference_components:
             self._refuse(
@@ -267,17 +258,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
             )
         if self.auto_scaling is not None:
             self._refuse("auto_scale", "called twice", "configure autoscaling once per endpoint")
-        self.auto_scaling = EndpointAutoScaling(
-            self,
-            "AutoScaling",
-            endpoint=self,
-            min_capacity=min_capacity,
-            max_capacity=max_capacity,
-            target_utilization=target_utilization,
-            target_backlog_per_instance=target_backlog_per_instance,
-            scale_out_cooldown=scale_out_cooldown,
-            scale_in_cooldown=scale_in_cooldown,
-        )
+        self.auto_scaling = EndpointAutoScaling(self, "AutoScaling", endpoint=self, **options)
         return self.auto_scaling
 
     def fleet_utilization_queries(self) -> list[MetricQuery]:
@@ -327,8 +308,6 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         self.pool_plans = tuple(fits)
         timeouts = self._size_timeouts(problems, options, fits)
         options.validate(problems)
-        if self.deployment is not None and options.deployment is None:
-            self.deployment.validate(problems, "deployment")
         check_storage(problems, self.pools, options)
         check_reservation(problems, self.pools, options)
         problems.raise_if_any()
@@ -359,12 +338,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
                 self.deployment.to_cfn(alarm_names) if self.deployment is not None else None
             ),
         )
-        name = self.endpoint_name
-        self.endpoint_arn: str = Stack.of(self).format_arn(
-            service="sagemaker",
-            resource="endpoint",
-            resource_name=name if is_unresolved(name) else name.lower(),
-        )
+        self.endpoint_arn: str = _endpoint_arn(self, self.endpoint_name)
 
     def _render_execution_role(self) -> None:
         """Only an inference-component endpoint has a role of its own (its models bring theirs)."""
@@ -544,13 +518,22 @@ class InstancePoolEndpoint(Construct, EndpointApi):
 class _ImportedPoolEndpoint(Resource, EndpointApi):
     """An endpoint created elsewhere: grants and metrics only."""
 
-    def __init__(self, scope: Construct, id: str, endpoint_name: str, variant_name: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        endpoint_name: str,
+        variant_name: str,
+        endpoint_arn: str | None,
+    ) -> None:
         super().__init__(scope, id)
         self.endpoint_name = endpoint_name
         self.variant_name = variant_name
         self.async_inference = None
-        self.endpoint_arn = Stack.of(self).format_arn(
-            service="sagemaker",
-            resource="endpoint",
-            resource_name=endpoint_name if is_unresolved(endpoint_name) else endpoint_name.lower(),
-        )
+        self.endpoint_arn = endpoint_arn or _endpoint_arn(self, endpoint_name)
+
+
+def _endpoint_arn(scope: Construct, endpoint_name: str) -> str:
+    """SageMaker lower-cases endpoint names in ARNs (a concrete name is lowered here)."""
+    name = endpoint_name if is_unresolved(endpoint_name) else endpoint_name.lower()
+    return Stack.of(scope).format_arn(service="sagemaker", resource="endpoint", resource_name=name)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Unpack
 
-from aws_cdk import Duration
 from constructs import Construct
 
 from ..errors import Problems
@@ -24,7 +24,7 @@ from ..planning.sizing import ModelSizing, PlanningError
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import Goal, PoolVllmPlan, derive_pool_config
-from .autoscaling import EndpointAutoScaling
+from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .endpoint_api import EndpointApi
 from .endpoint_options import PoolEndpointOptions
 from .instance_pool import InstancePool
@@ -116,25 +116,9 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         self.endpoint_arn = self.endpoint.endpoint_arn
         self.async_inference = self.endpoint.async_inference
 
-    def auto_scale(
-        self,
-        *,
-        min_capacity: int = 1,
-        max_capacity: int,
-        target_utilization: float = 0.7,
-        target_backlog_per_instance: float = 5.0,
-        scale_out_cooldown: Duration = Duration.minutes(1),
-        scale_in_cooldown: Duration = Duration.minutes(15),
-    ) -> EndpointAutoScaling:
+    def auto_scale(self, **options: Unpack[AutoScalingOptions]) -> EndpointAutoScaling:
         """``InstancePoolEndpoint.auto_scale`` of the endpoint."""
-        return self.endpoint.auto_scale(
-            min_capacity=min_capacity,
-            max_capacity=max_capacity,
-            target_utilization=target_utilization,
-            target_backlog_per_instance=target_backlog_per_instance,
-            scale_out_cooldown=scale_out_cooldown,
-            scale_in_cooldown=scale_in_cooldown,
-        )
+        return self.endpoint.auto_scale(**options)
 
     def _derive(
         self, pools: Sequence[VllmPool], weights: Mapping[str, ModelData]
