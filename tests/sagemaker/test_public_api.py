@@ -10,11 +10,16 @@ from aws_cdk import Duration, Stack
 
 from cdk_llm_serving import (
     ConfigurationError,
+    ContainerImage,
+    EndpointAutoScaling,
     InstancePool,
     InstancePoolEndpoint,
     VllmPool,
     VllmPoolEndpoint,
 )
+from cdk_llm_serving._cdk.contracts import PropValue
+from cdk_llm_serving.errors import Problems
+from cdk_llm_serving.sagemaker.autoscaling import AutoScalingOptions
 from cdk_llm_serving.sagemaker.endpoint_options import PoolEndpointOptions
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import IMAGE, new_stack, template_of
@@ -69,7 +74,7 @@ def test_vllm_pool_endpoint_is_the_endpoint_api_and_takes_an_options_type():
     serving = VllmPoolEndpoint(
         stack,
         "Serving",
-        image=__import__("cdk_llm_serving").ContainerImage.from_ecr_uri(IMAGE),
+        image=ContainerImage.from_ecr_uri(IMAGE),
         model="gpt-oss-20b",
         base=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=8192),
         weights={
@@ -85,11 +90,38 @@ def test_vllm_pool_endpoint_is_the_endpoint_api_and_takes_an_options_type():
         VllmPoolEndpoint(stack, "Bad", routing_strategy="RANDOM")  # type: ignore[call-arg]
 
 
-def test_options_are_validated_with_their_property_names():
+def test_build_from_recommendation_names_a_missing_file():
     stack = new_stack()
     with pytest.raises(ConfigurationError) as caught:
         InstancePoolEndpoint.build_from_recommendation(
             stack, "FromFile", "no-such-file.json", options=PoolEndpointOptions()
         )
     assert caught.value.problems[0].property == "path"
-    assert InstancePool("ml.g6e.12xlarge").validate is not None
+
+
+def test_value_types_report_problems_under_the_property_they_were_given_as():
+    problems = Problems("test")
+    pool = InstancePool("ml.nope.xlarge", max_concurrency=0)
+    assert isinstance(pool, PropValue)
+    pool.validate(problems, "pools[2]")
+    PoolEndpointOptions(variant_name="bad name!", metric_publish_frequency=7).validate(
+        problems, "endpoint_options"
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        problems.raise_if_any()
+    assert {p.property for p in caught.value.problems} == {
+        "pools[2].instance_type",
+        "pools[2].max_concurrency",
+        "endpoint_options.variant_name",
+        "endpoint_options.metric_publish_frequency",
+    }
+
+
+def test_auto_scaling_options_name_every_keyword_of_the_construct():
+    keywords = inspect.signature(EndpointAutoScaling.__init__).parameters
+    assert set(AutoScalingOptions.__annotations__) == set(keywords) - {
+        "self",
+        "scope",
+        "id",
+        "endpoint",
+    }
