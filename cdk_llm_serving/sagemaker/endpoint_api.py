@@ -53,7 +53,8 @@ class EndpointApi(EndpointMetrics):
     def openai_base_url(self) -> str:
         """Base URL of the OpenAI-compatible API (``…/chat/completions`` beneath it).
 
-        Path from sagemaker/latest/dg/realtime-endpoints-openai.html.
+        The path and its bearer-token auth: docs.aws.amazon.com/sagemaker/latest/dg/
+        realtime-endpoints-openai-compatible.html.
         """
         host = f"runtime.sagemaker.{Aws.REGION}.{Aws.URL_SUFFIX}"
         return f"https://{host}/endpoints/{self.endpoint_name}/openai/v1"
@@ -61,9 +62,10 @@ class EndpointApi(EndpointMetrics):
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
         """Invoke the endpoint (plain, streaming, async) and call its ``/openai/v1`` path.
 
-        The OpenAI-compatible path authenticates with a bearer token derived from a
-        SigV4 presigned ``CallWithBearerToken`` request; that action has no resource
-        scope, so it is granted on ``*``.
+        The OpenAI-compatible path authenticates with a bearer token that needs
+        ``sagemaker:CallWithBearerToken`` and ``sagemaker:InvokeEndpoint``
+        (realtime-endpoints-openai-compatible.html); the Service Authorization Reference
+        lists no resource type for ``CallWithBearerToken``, so it is granted on ``*``.
         """
         actions = ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
         if self.async_inference is not None:

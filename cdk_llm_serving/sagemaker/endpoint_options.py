@@ -19,7 +19,10 @@ from .deployment import EndpointDeployment
 
 RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE", "KV_AWARE"]
 
-#: Values the MetricsConfig API accepts for MetricPublishFrequencyInSeconds (API reference).
+#: Values MetricPublishFrequencyInSeconds accepts: the API reference lists them
+#: (sagemaker/latest/APIReference/API_MetricsConfig.html) and CloudFormation's schema enforces
+#: them; botocore's model has no enum for it. tests/sagemaker/test_endpoint_validation.py
+#: checks this tuple against the schema cfn-lint ships.
 METRIC_PUBLISH_FREQUENCIES = (10, 30, 60, 120, 180, 240, 300)
 
 

@@ -534,6 +534,10 @@ class _ImportedPoolEndpoint(Resource, EndpointApi):
 
 
 def _endpoint_arn(scope: Construct, endpoint_name: str) -> str:
-    """SageMaker lower-cases endpoint names in ARNs (a concrete name is lowered here)."""
+    """The endpoint's ARN, its name lower-cased as in the ARNs SageMaker returns.
+
+    UNCONFIRMED in AWS's docs (kept from the first version; ``DescribeEndpoint`` answers
+    with lower-case ARNs); a token name is left as it is.
+    """
     name = endpoint_name if is_unresolved(endpoint_name) else endpoint_name.lower()
     return Stack.of(scope).format_arn(service="sagemaker", resource="endpoint", resource_name=name)

@@ -15,7 +15,9 @@ from cdk_llm_serving import (
     TrafficShift,
 )
 from cdk_llm_serving._cdk.service_limits import production_variant_instance_types
+from cdk_llm_serving.sagemaker.endpoint_options import METRIC_PUBLISH_FREQUENCIES
 from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
+from tests.support.cfn_schemas import resource_schema
 from tests.support.template_helpers import actions_of, only_resource, policy_statements
 
 
@@ -237,3 +239,10 @@ def test_valid_async_endpoint_writes_to_its_bucket_and_may_write_there():
     role_id = template["Resources"][model_id]["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
     puts = [s for s in policy_statements(template, role_id) if "s3:PutObject" in actions_of(s)]
     assert puts, "the model role must be able to write async results"
+
+
+def test_metric_publish_frequencies_are_cloudformations():
+    """botocore has no enum for this field; CloudFormation's schema does, and wins."""
+    schema = resource_schema("AWS::SageMaker::EndpointConfig")
+    field = schema["definitions"]["MetricsConfig"]["properties"]["MetricPublishFrequencyInSeconds"]
+    assert tuple(field["enum"]) == METRIC_PUBLISH_FREQUENCIES

@@ -7,20 +7,16 @@ properties from the resource schema that cfn-lint ships and compares them.
 
 from __future__ import annotations
 
-import json
-from importlib import resources
-
 from aws_cdk import Duration
 
 from cdk_llm_serving import InstancePool
 from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
+from tests.support.cfn_schemas import resource_schema
 from tests.support.template_helpers import only_resource
 
 
 def create_only_properties(resource_type: str) -> list[str]:
-    schemas = resources.files("cfnlint") / "data" / "schemas"
-    providers = json.loads((schemas / "providers" / "us-east-1.json").read_text())
-    schema = json.loads((schemas / "resources" / f"{providers[resource_type]}.json").read_text())
+    schema = resource_schema(resource_type)
     return [
         pointer.removeprefix("/properties/") for pointer in schema.get("createOnlyProperties", [])
     ]
