@@ -21,7 +21,7 @@ def _render(value: Any) -> str:
         return f"<{value['Ref']}>"
     if isinstance(value, dict) and "Fn::Join" in value:
         separator, parts = value["Fn::Join"]
-        return separator.join(_render(part) for part in parts)
+        return str(separator).join(_render(part) for part in parts)
     if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
         return re.sub(r"\$\{([^}]+)\}", r"<\1>", value["Fn::Sub"])
     if isinstance(value, dict) and "Fn::GetAtt" in value:

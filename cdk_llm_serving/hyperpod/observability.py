@@ -236,24 +236,29 @@ class VllmObservability(Construct):
             ],
             "relabel_configs": relabel,
         }
-        return yaml.safe_dump(
-            {"global": {"scrape_interval": seconds}, "scrape_configs": [job]}, **_YAML_OPTIONS
-        )
+        document = {"global": {"scrape_interval": seconds}, "scrape_configs": [job]}
+        return str(yaml.safe_dump(document, **_YAML_OPTIONS))
 
     def rule_groups(self, ttft: Duration, max_waiting: int, kv_saturation: float) -> str:
         """Recording rules for the serving SLOs and the alerts on them (Prometheus rule file)."""
         name = self.service.name
-        return yaml.safe_dump(
-            {
-                "groups": [
-                    {"name": f"{name}-recording", "interval": "1m", "rules": _recording_rules()},
-                    {
-                        "name": f"{name}-alerts",
-                        "rules": self._alert_rules(ttft, max_waiting, kv_saturation),
-                    },
-                ]
-            },
-            **_YAML_OPTIONS,
+        return str(
+            yaml.safe_dump(
+                {
+                    "groups": [
+                        {
+                            "name": f"{name}-recording",
+                            "interval": "1m",
+                            "rules": _recording_rules(),
+                        },
+                        {
+                            "name": f"{name}-alerts",
+                            "rules": self._alert_rules(ttft, max_waiting, kv_saturation),
+                        },
+                    ]
+                },
+                **_YAML_OPTIONS,
+            )
         )
 
     def _alert_rules(
