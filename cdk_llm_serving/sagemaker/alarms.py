@@ -47,6 +47,29 @@ class PoolEndpointAlarms(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.endpoint = endpoint
+        self._validate(error_rate_threshold, latency_p99_threshold, fallback_after)
+        self.error_rate = (
+            self._error_rate(error_rate_threshold) if error_rate_threshold is not None else None
+        )
+        self.latency_p99 = (
+            self._latency_p99(latency_p99_threshold) if latency_p99_threshold is not None else None
+        )
+        self.scaling_metric_missing = (
+            self._scaling_metric_missing() if scaling_metric_missing else None
+        )
+        self.running_on_fallback: dict[str, cloudwatch.Alarm] = {}
+        if fallback_after is not None:
+            self._fallback_alarms(fallback_after)
+        for alarm in self.alarms:
+            for action in actions:
+                alarm.add_alarm_action(action)
+
+    def _validate(
+        self,
+        error_rate_threshold: float | None,
+        latency_p99_threshold: Duration | None,
+        fallback_after: Duration | None,
+    ) -> None:
         problems = Problems(f"PoolEndpointAlarms '{self.node.path}'")
         if error_rate_threshold is not None and not (0 < error_rate_threshold <= 1):
             problems.add("error_rate_threshold", error_rate_threshold, "must be in (0, 1]")
@@ -54,10 +77,8 @@ class PoolEndpointAlarms(Construct):
             problems.add(
                 "latency_p99_threshold", latency_p99_threshold.to_human_string(), "must be positive"
             )
-        if (
-            fallback_after is not None
-            and fallback_after.to_seconds() < _FALLBACK_PERIOD.to_seconds()
-        ):
+        period = _FALLBACK_PERIOD.to_seconds()
+        if fallback_after is not None and fallback_after.to_seconds() < period:
             problems.add(
                 "fallback_after",
                 fallback_after.to_human_string(),
@@ -65,60 +86,56 @@ class PoolEndpointAlarms(Construct):
             )
         problems.raise_if_any()
 
-        self.error_rate: cloudwatch.Alarm | None = None
-        self.latency_p99: cloudwatch.Alarm | None = None
-        self.scaling_metric_missing: cloudwatch.Alarm | None = None
-        self.running_on_fallback: dict[str, cloudwatch.Alarm] = {}
+    def _error_rate(self, threshold: float) -> cloudwatch.Alarm:
+        endpoint = self.endpoint
+        return cloudwatch.Alarm(
+            self,
+            "ErrorRate",
+            metric=cloudwatch.MathExpression(
+                expression="IF(FILL(invocations, 0) > 0, FILL(errors, 0) / invocations, 0)",
+                using_metrics={
+                    "invocations": endpoint.metric_invocations(),
+                    "errors": endpoint.metric_invocation_5xx_errors(),
+                },
+                label="5xx error rate",
+                period=Duration.minutes(1),
+            ),
+            threshold=threshold,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"{endpoint.endpoint_name}: more than {threshold:.0%} of invocations fail with 5xx",
+        )
 
-        if error_rate_threshold is not None:
-            self.error_rate = cloudwatch.Alarm(
-                self,
-                "ErrorRate",
-                metric=cloudwatch.MathExpression(
-                    expression="IF(FILL(invocations, 0) > 0, FILL(errors, 0) / invocations, 0)",
-                    using_metrics={
-                        "invocations": endpoint.metric_invocations(),
-                        "errors": endpoint.metric_invocation_5xx_errors(),
-                    },
-                    label="5xx error rate",
-                    period=Duration.minutes(1),
-                ),
-                threshold=error_rate_threshold,
-                evaluation_periods=5,
-                datapoints_to_alarm=3,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                alarm_description=f"{endpoint.endpoint_name}: more than {error_rate_threshold:.0%} of invocations fail with 5xx",
-            )
-        if latency_p99_threshold is not None:
-            self.latency_p99 = cloudwatch.Alarm(
-                self,
-                "LatencyP99",
-                metric=endpoint.metric_model_latency(statistic="p99"),
-                threshold=latency_p99_threshold.to_seconds() * 1_000_000,
-                evaluation_periods=5,
-                datapoints_to_alarm=3,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                alarm_description=f"{endpoint.endpoint_name}: p99 model latency above {latency_p99_threshold.to_human_string()}",
-            )
-        scaling = endpoint.auto_scaling
-        if scaling_metric_missing and scaling is not None and scaling.fleet_utilization is not None:
-            self.scaling_metric_missing = cloudwatch.Alarm(
-                self,
-                "ScalingMetricMissing",
-                metric=scaling.fleet_utilization,
-                threshold=1e9,  # never reached: only missing data (treated as breaching) alarms
-                evaluation_periods=5,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
-                alarm_description=f"{endpoint.endpoint_name}: the weighted-utilization metric has had no data for 5 minutes, so autoscaling is blind",
-            )
-        if fallback_after is not None:
-            self._fallback_alarms(fallback_after)
-        for alarm in self.alarms:
-            for action in actions:
-                alarm.add_alarm_action(action)
+    def _latency_p99(self, threshold: Duration) -> cloudwatch.Alarm:
+        return cloudwatch.Alarm(
+            self,
+            "LatencyP99",
+            metric=self.endpoint.metric_model_latency(statistic="p99"),
+            threshold=threshold.to_seconds() * 1_000_000,
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"{self.endpoint.endpoint_name}: p99 model latency above {threshold.to_human_string()}",
+        )
+
+    def _scaling_metric_missing(self) -> cloudwatch.Alarm | None:
+        """Only for endpoints that scale on the weighted utilization."""
+        scaling = self.endpoint.auto_scaling
+        if scaling is None or scaling.fleet_utilization is None:
+            return None
+        return cloudwatch.Alarm(
+            self,
+            "ScalingMetricMissing",
+            metric=scaling.fleet_utilization,
+            threshold=1e9,  # never reached: only missing data (treated as breaching) alarms
+            evaluation_periods=5,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+            alarm_description=f"{self.endpoint.endpoint_name}: the weighted-utilization metric has had no data for 5 minutes, so autoscaling is blind",
+        )
 
     @property
     def alarms(self) -> list[cloudwatch.Alarm]:

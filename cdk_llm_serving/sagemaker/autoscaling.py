@@ -128,18 +128,26 @@ class EndpointAutoScaling(Construct):
             if min_capacity == 0:
                 self._scale_out_from_zero()
         else:
-            queries = endpoint.fleet_utilization_queries()
-            self.fleet_utilization = as_math_expression(queries)
-            self.cfn_policy = self._target_tracking(
-                "WeightedUtilization",
-                "weighted-utilization",
-                target_utilization,
-                scale_out_cooldown,
-                scale_in_cooldown,
-                appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
-                    metrics=[_to_cfn(query) for query in queries]
-                ),
+            self.cfn_policy = self._weighted_utilization_policy(
+                target_utilization, scale_out_cooldown, scale_in_cooldown
             )
+
+    def _weighted_utilization_policy(
+        self, target: float, out_cooldown: Duration, in_cooldown: Duration
+    ) -> appscaling.CfnScalingPolicy:
+        """Target tracking on the fleet's weighted utilization (see ``fleet_utilization``)."""
+        queries = self.endpoint.fleet_utilization_queries()
+        self.fleet_utilization = as_math_expression(queries)
+        return self._target_tracking(
+            "WeightedUtilization",
+            "weighted-utilization",
+            target,
+            out_cooldown,
+            in_cooldown,
+            appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+                metrics=[_to_cfn(query) for query in queries]
+            ),
+        )
 
     def _validate(
         self,
