@@ -66,13 +66,7 @@ class EndpointMetrics:
             utilization = metric_name in UTILIZATION_METRICS
             namespace = UTILIZATION_NAMESPACE if utilization else INVOCATION_NAMESPACE
         dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
-        if instance_type is not None:
-            dimensions["InstanceType"] = instance_type
-        settings: MetricOptions = {"statistic": "Average", "period": Duration.minutes(1)}
-        settings.update(options)
-        return cloudwatch.Metric(
-            namespace=namespace, metric_name=metric_name, dimensions_map=dimensions, **settings
-        )
+        return build_metric(namespace, metric_name, dimensions, instance_type, options)
 
     def metric_invocations(
         self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
@@ -136,6 +130,24 @@ class EndpointMetrics:
             label=f"{instance_type} instances",
             period=period,
         )
+
+
+def build_metric(
+    namespace: str,
+    metric_name: str,
+    dimensions: dict[str, str],
+    instance_type: str | None,
+    options: MetricOptions,
+) -> cloudwatch.Metric:
+    """One metric, per pool when ``instance_type`` is given; average over a minute unless
+    the options say otherwise."""
+    if instance_type is not None:
+        dimensions = {**dimensions, "InstanceType": instance_type}
+    settings: MetricOptions = {"statistic": "Average", "period": Duration.minutes(1)}
+    settings.update(options)
+    return cloudwatch.Metric(
+        namespace=namespace, metric_name=metric_name, dimensions_map=dimensions, **settings
+    )
 
 
 def _sum(options: MetricOptions) -> MetricOptions:

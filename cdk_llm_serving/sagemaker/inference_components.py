@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Unpack
 
 from aws_cdk import Duration, Names
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -21,6 +22,8 @@ from constructs import Construct
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_range, seconds_of
 from ..errors import Problems
+from ..planning.catalog import Catalog
+from .endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
 from .pool_endpoint import InstancePoolEndpoint
 from .pool_sizing import plan_one_instance
 from .serving_model import ServingModel
@@ -42,6 +45,63 @@ class ComponentSpecification:
     accelerators: int
     min_memory_mb: int
     cpu_cores: float | None = None
+
+    def validate(self, problems: Problems, prop: str, catalog: Catalog | None = None) -> None:
+        """botocore's minimums; with a ``catalog``, the type's GPUs and the planner's fit."""
+        shape = "InferenceComponentComputeResourceRequirements"
+        least_gpus = limits(shape, "NumberOfAcceleratorDevicesRequired").minimum or 1
+        check_at_least(problems, f"{prop}.accelerators", self.accelerators, least_gpus)
+        known = catalog is not None and self.instance_type in catalog
+        if catalog is not None and known:
+            gpus = catalog.get(self.instance_type).gpus
+            if self.accelerators > gpus:
+                problems.add(
+                    f"{prop}.accelerators",
+                    self.accelerators,
+                    f"{self.instance_type} has {gpus} GPUs",
+                )
+        least_memory = limits(shape, "MinMemoryRequiredInMb").minimum or 128
+        check_at_least(problems, f"{prop}.min_memory_mb", self.min_memory_mb, least_memory)
+        least_cores = limits(shape, "NumberOfCpuCoresRequired").minimum or 0.25
+        if self.cpu_cores is not None and self.cpu_cores < least_cores:
+            problems.add(f"{prop}.cpu_cores", self.cpu_cores, f"must be at least {least_cores}")
+        if catalog is not None and known and self.model.sizing is not None:
+            self._check_fit(problems, prop, catalog)
+
+    def _check_fit(self, problems: Problems, prop: str, catalog: Catalog) -> None:
+        plan, refusal = plan_one_instance(self.model, self.instance_type, catalog)
+        if plan is None:
+            problems.add(
+                f"{prop}.instance_type", self.instance_type, refusal or "cannot hold the model"
+            )
+        elif plan.gpus_per_replica > self.accelerators:
+            problems.add(
+                f"{prop}.accelerators",
+                self.accelerators,
+                f"{self.model.node.id} needs {plan.gpus_per_replica} GPUs of {self.instance_type} (planner)",
+            )
+
+    def _render_requirements(
+        self,
+    ) -> sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty:
+        return (
+            sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
+                number_of_accelerator_devices_required=self.accelerators,
+                min_memory_required_in_mb=self.min_memory_mb,
+                number_of_cpu_cores_required=self.cpu_cores,
+            )
+        )
+
+
+def _render_startup(
+    startup: Duration | None, download: Duration | None
+) -> sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty | None:
+    if startup is None and download is None:
+        return None
+    return sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
+        container_startup_health_check_timeout_in_seconds=seconds_of(startup),
+        model_data_download_timeout_in_seconds=seconds_of(download),
+    )
 
 
 class InferenceComponentOnPools(Construct):
@@ -81,40 +141,31 @@ class InferenceComponentOnPools(Construct):
                 spec.model.grant_artifacts_to(grants)
             grants.acknowledge()
 
-        startup = (
-            sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
-                container_startup_health_check_timeout_in_seconds=seconds_of(
-                    container_startup_timeout
-                ),
-                model_data_download_timeout_in_seconds=seconds_of(model_data_download_timeout),
-            )
-            if container_startup_timeout is not None or model_data_download_timeout is not None
-            else None
-        )
+        startup = _render_startup(container_startup_timeout, model_data_download_timeout)
+        self.cfn_inference_component = self._render(copy_count, startup)
+        self.copy_scaling: appscaling.CfnScalingPolicy | None = None
 
-        def requirements(
-            spec: ComponentSpecification,
-        ) -> sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty:
-            return sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
-                number_of_accelerator_devices_required=spec.accelerators,
-                min_memory_required_in_mb=spec.min_memory_mb,
-                number_of_cpu_cores_required=spec.cpu_cores,
-            )
-
-        single = len(self.specifications) == 1
-        self.cfn_inference_component = sagemaker.CfnInferenceComponent(
+    def _render(
+        self,
+        copy_count: int,
+        startup: sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty | None,
+    ) -> sagemaker.CfnInferenceComponent:
+        """The singular ``Specification`` for one pool, ``Specifications`` for 2-5."""
+        specs = self.specifications
+        single = len(specs) == 1
+        return sagemaker.CfnInferenceComponent(
             self,
             "Resource",
-            endpoint_name=endpoint.cfn_endpoint.attr_endpoint_name,
-            variant_name=endpoint.variant_name,
+            endpoint_name=self.endpoint.cfn_endpoint.attr_endpoint_name,
+            variant_name=self.endpoint.variant_name,
             inference_component_name=self.component_name,
             runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(
                 copy_count=copy_count
             ),
             specification=(
                 sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
-                    model_name=self.specifications[0].model.model_name,
-                    compute_resource_requirements=requirements(self.specifications[0]),
+                    model_name=specs[0].model.model_name,
+                    compute_resource_requirements=specs[0]._render_requirements(),
                     startup_parameters=startup,
                 )
                 if single
@@ -127,14 +178,13 @@ class InferenceComponentOnPools(Construct):
                     sagemaker.CfnInferenceComponent.InferenceComponentSpecificationForInstanceTypeProperty(
                         instance_type=spec.instance_type,
                         model_name=spec.model.model_name,
-                        compute_resource_requirements=requirements(spec),
+                        compute_resource_requirements=spec._render_requirements(),
                         startup_parameters=startup,
                     )
-                    for spec in self.specifications
+                    for spec in specs
                 ]
             ),
         )
-        self.copy_scaling: appscaling.CfnScalingPolicy | None = None
 
     def auto_scale_copies(
         self,
@@ -194,20 +244,11 @@ class InferenceComponentOnPools(Construct):
         metric_name: str,
         *,
         instance_type: str | None = None,
-        statistic: str = "Average",
-        period: Duration = Duration.minutes(1),
+        **options: Unpack[MetricOptions],
     ) -> cloudwatch.Metric:
         """A metric of this component; with ``instance_type``, of its copies on that pool."""
         dimensions = {"InferenceComponentName": self.component_name}
-        if instance_type is not None:
-            dimensions["InstanceType"] = instance_type
-        return cloudwatch.Metric(
-            namespace="AWS/SageMaker",
-            metric_name=metric_name,
-            dimensions_map=dimensions,
-            statistic=statistic,
-            period=period,
-        )
+        return build_metric(INVOCATION_NAMESPACE, metric_name, dimensions, instance_type, options)
 
     def _validate(
         self, copy_count: int, startup: Duration | None, download: Duration | None
@@ -229,7 +270,6 @@ class InferenceComponentOnPools(Construct):
             )
         pool_types = [pool.instance_type for pool in self.endpoint.pools]
         seen: dict[str, int] = {}
-        catalog = self.endpoint.catalog
         for index, spec in enumerate(self.specifications):
             prop = f"specifications[{index}]"
             if spec.instance_type not in pool_types:
@@ -238,62 +278,14 @@ class InferenceComponentOnPools(Construct):
                     spec.instance_type,
                     f"must be one of the endpoint's pool types: {', '.join(pool_types)}",
                 )
-            if spec.instance_type in seen:
+            first = seen.setdefault(spec.instance_type, index)
+            if first != index:
                 problems.add(
                     f"{prop}.instance_type",
                     spec.instance_type,
-                    f"already specified by specifications[{seen[spec.instance_type]}]",
+                    f"already specified by specifications[{first}]",
                 )
-            seen.setdefault(spec.instance_type, index)
-            check_at_least(
-                problems,
-                f"{prop}.accelerators",
-                spec.accelerators,
-                limits(
-                    "InferenceComponentComputeResourceRequirements",
-                    "NumberOfAcceleratorDevicesRequired",
-                ).minimum
-                or 1,
-            )
-            if (
-                spec.instance_type in catalog
-                and spec.accelerators > catalog.get(spec.instance_type).gpus
-            ):
-                problems.add(
-                    f"{prop}.accelerators",
-                    spec.accelerators,
-                    f"{spec.instance_type} has {catalog.get(spec.instance_type).gpus} GPUs",
-                )
-            check_at_least(
-                problems,
-                f"{prop}.min_memory_mb",
-                spec.min_memory_mb,
-                limits(
-                    "InferenceComponentComputeResourceRequirements", "MinMemoryRequiredInMb"
-                ).minimum
-                or 128,
-            )
-            if spec.cpu_cores is not None and spec.cpu_cores < (
-                limits(
-                    "InferenceComponentComputeResourceRequirements", "NumberOfCpuCoresRequired"
-                ).minimum
-                or 0.25
-            ):
-                problems.add(f"{prop}.cpu_cores", spec.cpu_cores, "must be at least 0.25")
-            if spec.model.sizing is not None and spec.instance_type in catalog:
-                plan, refusal = plan_one_instance(spec.model, spec.instance_type, catalog)
-                if plan is None:
-                    problems.add(
-                        f"{prop}.instance_type",
-                        spec.instance_type,
-                        refusal or "cannot hold the model",
-                    )
-                elif plan.gpus_per_replica > spec.accelerators:
-                    problems.add(
-                        f"{prop}.accelerators",
-                        spec.accelerators,
-                        f"{spec.model.node.id} needs {plan.gpus_per_replica} GPUs of {spec.instance_type} (planner)",
-                    )
+            spec.validate(problems, prop, self.endpoint.catalog)
         uncovered = [t for t in pool_types if t not in seen]
         if uncovered:
             problems.add(
