@@ -166,10 +166,7 @@ class ModelSizing:
 
 def weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
     """Bytes of the weights in ``fmt``, the high-precision part counted at BF16."""
-    high = min(model.high_precision_params_b, model.total_params_b)
-    return (model.total_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(
-        2.0, fmt.bytes_per_param
-    )
+    return fmt.stored_bytes(model.total_params_b, model.high_precision_params_b)
 
 
 def tensor_parallel_options(model: ModelSpec, gpus: int) -> list[int]:
