@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .catalog import Catalog, InstanceSpec, default_catalog
-from .models import ModelSpec, WeightFormat, preset, weight_format
+from .models import ModelSpec, WeightFormat
 from .moe import dense_weight_bytes, expert_weight_bytes
 from .sizing import Plan
 
@@ -111,10 +111,6 @@ def compute_precision(fmt: WeightFormat, instance: InstanceSpec) -> str:
     return {"nvfp4": "fp4", "mxfp4": "fp4", "fp8": "fp8"}.get(fmt.name, "bf16")
 
 
-def _spec_and_format(plan: Plan) -> tuple[ModelSpec, WeightFormat]:
-    return plan.spec or preset(plan.model), plan.fmt or weight_format(plan.weight_format)
-
-
 def _link_bytes_per_s(instance: InstanceSpec, ep: int) -> float:
     """Per-GPU bandwidth of the all-to-all: NVLink within a node, EFA shared across nodes."""
     if ep <= instance.gpus:
@@ -143,7 +139,7 @@ def decode_step(
 ) -> DecodeStep:
     """The cost of one decode step; ``tokens_per_sequence`` > 1 for speculative verification."""
     instance = (catalog or default_catalog()).get(plan.instance_type)
-    spec, fmt = _spec_and_format(plan)
+    spec, fmt = plan.model_spec, plan.format_spec
     tokens = batch * tokens_per_sequence
     stage_bw = plan.tensor_parallel * instance.gpu.bandwidth_tbps * 1e12 * BANDWIDTH_EFFICIENCY
     kv = batch * context * plan.kv_bytes_per_token * spec.kv_replication(plan.tensor_parallel)
@@ -166,6 +162,6 @@ def decode_step(
 def prefill_seconds(plan: Plan, input_tokens: int, catalog: Catalog | None = None) -> float:
     """Compute-bound prefill of one request on one replica (stages one after another)."""
     instance = (catalog or default_catalog()).get(plan.instance_type)
-    spec, fmt = _spec_and_format(plan)
+    spec, fmt = plan.model_spec, plan.format_spec
     flops = instance.gpu.peak_flops(compute_precision(fmt, instance)) * COMPUTE_EFFICIENCY
     return 2 * spec.active_params_b * 1e9 * input_tokens / (plan.tensor_parallel * flops)

@@ -108,6 +108,16 @@ class Plan:
     fmt: WeightFormat | None = field(default=None, repr=False, compare=False)
 
     @property
+    def model_spec(self) -> ModelSpec:
+        """The spec planned with, or (for a plan built without one) the preset of that name."""
+        return self.spec or preset(self.model)
+
+    @property
+    def format_spec(self) -> WeightFormat:
+        """The weight format planned with, or the known format of that name."""
+        return self.fmt or weight_format(self.weight_format)
+
+    @property
     def gpus_per_replica(self) -> int:
         return self.tensor_parallel * self.pipeline_parallel
 
