@@ -38,13 +38,18 @@ from .models import ModelSpec, WeightFormat
 from .moe import dense_weight_bytes, expert_weight_bytes
 from .sizing import Plan
 
-#: Share of peak HBM bandwidth decode kernels reach (vLLM/TensorRT-LLM: roughly 50-80 %).
+#: Share of peak HBM bandwidth decode kernels reach. ASSUMED (no single published figure):
+#: chosen with ``COMPUTE_EFFICIENCY`` so the planner lands within ``measurements.json``'s
+#: factor of every recorded measurement (``tests/planning/test_planner_calibration.py``).
 BANDWIDTH_EFFICIENCY = 0.5
-#: Share of dense tensor-core peak that batched decode and prefill GEMMs reach.
+#: Share of dense tensor-core peak that batched decode and prefill GEMMs reach. ASSUMED,
+#: calibrated as ``BANDWIDTH_EFFICIENCY`` is.
 COMPUTE_EFFICIENCY = 0.4
 #: Bytes per activation value sent in the expert-parallel all-to-all (BF16).
 ACTIVATION_BYTES = 2
-#: Most sequences one engine runs at once (vLLM ``--max-num-seqs`` is of this order).
+#: Most sequences one engine runs at once: vLLM's default ``--max-num-seqs`` on GPUs with at
+#: least 70 GiB other than A100 (``EngineArgs`` batch defaults in vllm/engine/arg_utils.py,
+#: https://github.com/vllm-project/vllm); smaller GPUs and A100 default to 256.
 MAX_BATCH = 1024
 #: Default inter-token-latency target for picking a batch: 50 ms = 20 tokens/s per user.
 DEFAULT_ITL_TARGET_MS = 50.0
