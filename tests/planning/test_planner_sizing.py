@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_llm_serving.planning.catalog import GIB
+from cdk_llm_serving.planning.catalog import GIB, default_catalog
 from cdk_llm_serving.planning.models import ModelSpec
 from cdk_llm_serving.planning.sizing import PlanningError, plan
 
@@ -236,11 +236,10 @@ def test_layouts_across_nodes_need_efa_unless_waived():
             concurrency=64,
             max_nodes=1,
         )
-    for alternative in caught.value.alternatives:
-        if alternative.nodes > 1:
-            from cdk_llm_serving.planning.catalog import default_catalog
-
-            assert default_catalog().get(alternative.instance_type).efa_devices
+    across_nodes = [a for a in caught.value.alternatives if a.nodes > 1]
+    assert across_nodes  # else the check below would pass on nothing
+    for alternative in across_nodes:
+        assert default_catalog().get(alternative.instance_type).efa_devices
 
 
 def test_model_sizing_on_one_instance_is_single_instance():
