@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from typing import Any
 
 from ..errors import ConfigurationError
-from .catalog import Catalog, default_catalog
+from .catalog import GIB, Catalog, default_catalog
 from .models import ModelSpec
 from .sizing import PlanningError
 
@@ -43,9 +44,7 @@ def plan_model(
 def error_as_dict(error: Exception) -> dict[str, Any]:
     """A refused plan as JSON: the message, every problem, and machine-readable alternatives."""
     if isinstance(error, ConfigurationError):
-        problems = [
-            {"property": p.property, "value": p.value, "allowed": p.allowed} for p in error.problems
-        ]
+        problems = [asdict(problem) for problem in error.problems]
         return {"error": str(error), "problems": problems, "alternatives": []}
     if isinstance(error, PlanningError):
         return {
@@ -55,7 +54,7 @@ def error_as_dict(error: Exception) -> dict[str, Any]:
             "available_gib": _gib(error.available_bytes),
             "alternatives": [alternative.as_dict() for alternative in error.alternatives],
         }
-    message = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
+    message = error_text(error)
     return {
         "error": message,
         "problems": [{"property": "input", "value": None, "allowed": message}],
@@ -64,8 +63,9 @@ def error_as_dict(error: Exception) -> dict[str, Any]:
 
 
 def error_text(error: Exception) -> str:
+    """The message; a ``KeyError``'s without the quotes ``str(KeyError)`` adds."""
     return error.args[0] if isinstance(error, KeyError) and error.args else str(error)
 
 
 def _gib(value: float | None) -> float | None:
-    return None if value is None else round(value / 1024**3, 1)
+    return None if value is None else round(value / GIB, 1)

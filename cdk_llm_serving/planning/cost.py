@@ -36,10 +36,7 @@ class CostEstimate:
 
 def active_weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
     """Bytes read per decode step: the active parameters, high-precision ones at BF16."""
-    high = min(model.high_precision_params_b, model.active_params_b)
-    return (model.active_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(
-        2.0, fmt.bytes_per_param
-    )
+    return fmt.stored_bytes(model.active_params_b, model.high_precision_params_b)
 
 
 def roofline_tokens_per_second(

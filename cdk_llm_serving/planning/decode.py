@@ -34,17 +34,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .catalog import Catalog, InstanceSpec, default_catalog
-from .models import ModelSpec, WeightFormat, preset, weight_format
+from .models import ModelSpec, WeightFormat
 from .moe import dense_weight_bytes, expert_weight_bytes
 from .sizing import Plan
 
-#: Share of peak HBM bandwidth decode kernels reach (vLLM/TensorRT-LLM: roughly 50-80 %).
+#: Share of peak HBM bandwidth decode kernels reach. ASSUMED (no single published figure):
+#: chosen with ``COMPUTE_EFFICIENCY`` so the planner lands within ``measurements.json``'s
+#: factor of every recorded measurement (``tests/planning/test_planner_calibration.py``).
 BANDWIDTH_EFFICIENCY = 0.5
-#: Share of dense tensor-core peak that batched decode and prefill GEMMs reach.
+#: Share of dense tensor-core peak that batched decode and prefill GEMMs reach. ASSUMED,
+#: calibrated as ``BANDWIDTH_EFFICIENCY`` is.
 COMPUTE_EFFICIENCY = 0.4
 #: Bytes per activation value sent in the expert-parallel all-to-all (BF16).
 ACTIVATION_BYTES = 2
-#: Most sequences one engine runs at once (vLLM ``--max-num-seqs`` is of this order).
+#: Most sequences one engine runs at once: vLLM's default ``--max-num-seqs`` on GPUs with at
+#: least 70 GiB other than A100 (``EngineArgs`` batch defaults in vllm/engine/arg_utils.py,
+#: https://github.com/vllm-project/vllm); smaller GPUs and A100 default to 256.
 MAX_BATCH = 1024
 #: Default inter-token-latency target for picking a batch: 50 ms = 20 tokens/s per user.
 DEFAULT_ITL_TARGET_MS = 50.0
@@ -111,10 +116,6 @@ def compute_precision(fmt: WeightFormat, instance: InstanceSpec) -> str:
     return {"nvfp4": "fp4", "mxfp4": "fp4", "fp8": "fp8"}.get(fmt.name, "bf16")
 
 
-def _spec_and_format(plan: Plan) -> tuple[ModelSpec, WeightFormat]:
-    return plan.spec or preset(plan.model), plan.fmt or weight_format(plan.weight_format)
-
-
 def _link_bytes_per_s(instance: InstanceSpec, ep: int) -> float:
     """Per-GPU bandwidth of the all-to-all: NVLink within a node, EFA shared across nodes."""
     if ep <= instance.gpus:
@@ -143,7 +144,7 @@ def decode_step(
 ) -> DecodeStep:
     """The cost of one decode step; ``tokens_per_sequence`` > 1 for speculative verification."""
     instance = (catalog or default_catalog()).get(plan.instance_type)
-    spec, fmt = _spec_and_format(plan)
+    spec, fmt = plan.model_spec, plan.format_spec
     tokens = batch * tokens_per_sequence
     stage_bw = plan.tensor_parallel * instance.gpu.bandwidth_tbps * 1e12 * BANDWIDTH_EFFICIENCY
     kv = batch * context * plan.kv_bytes_per_token * spec.kv_replication(plan.tensor_parallel)
@@ -166,6 +167,6 @@ def decode_step(
 def prefill_seconds(plan: Plan, input_tokens: int, catalog: Catalog | None = None) -> float:
     """Compute-bound prefill of one request on one replica (stages one after another)."""
     instance = (catalog or default_catalog()).get(plan.instance_type)
-    spec, fmt = _spec_and_format(plan)
+    spec, fmt = plan.model_spec, plan.format_spec
     flops = instance.gpu.peak_flops(compute_precision(fmt, instance)) * COMPUTE_EFFICIENCY
     return 2 * spec.active_params_b * 1e9 * input_tokens / (plan.tensor_parallel * flops)

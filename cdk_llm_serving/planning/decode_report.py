@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from .decode import BANDWIDTH_EFFICIENCY, DecodeStep
-from .models import preset
 from .moe import expected_distinct_experts
 from .sizing import Plan
 from .speculative import DEFAULTS, SpeculationEstimate, estimate_speculation
@@ -14,7 +13,7 @@ from .throughput import ThroughputEstimate
 
 def step_arithmetic(plan: Plan, step: DecodeStep) -> str:
     """One line: bytes read per step, over which bandwidth, and the resulting step time."""
-    spec = plan.spec or preset(plan.model)
+    spec = plan.model_spec
     experts = ""
     if spec.routed_experts_b > 0:
         touched = expected_distinct_experts(spec.experts, spec.experts_per_token, step.batch)
@@ -41,7 +40,7 @@ def curve_text(estimate: ThroughputEstimate) -> str:
 
 def speculation_estimates(plan: Plan, estimate: ThroughputEstimate) -> list[SpeculationEstimate]:
     """Each speculation method the model can use, at the chosen batch (MTP only with MTP layers)."""
-    spec = plan.spec or preset(plan.model)
+    spec = plan.model_spec
     names = [name for name in DEFAULTS if name != "mtp" or spec.mtp_layers > 0]
     batch, context = estimate.chosen.batch, estimate.workload.mean_context
     return [estimate_speculation(plan, DEFAULTS[n], batch=batch, context=context) for n in names]

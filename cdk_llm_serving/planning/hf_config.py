@@ -73,7 +73,9 @@ def _optional_int(cfg: dict[str, Any], keys: tuple[str, ...]) -> int:
     return 0
 
 
-def _attention_params(cfg: dict[str, Any], hidden: int, heads: int, problems: Problems) -> int:
+def _attention_params(
+    cfg: dict[str, Any], hidden: int, heads: int, kv_layout: tuple[int, int], problems: Problems
+) -> int:
     """Attention weights of one layer (MLA when ``kv_lora_rank`` is set, else GQA)."""
     if cfg.get("kv_lora_rank"):
         rank = _positive_int(cfg, "kv_lora_rank", problems)
@@ -86,7 +88,7 @@ def _attention_params(cfg: dict[str, Any], hidden: int, heads: int, problems: Pr
         return (
             query + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
         )
-    kv_heads, head_dim = _kv_layout(cfg, hidden, heads, problems)
+    kv_heads, head_dim = kv_layout
     return 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
 
 
@@ -154,7 +156,9 @@ def _count(cfg: dict[str, Any], problems: Problems) -> dict[str, Any]:
     heads = _positive_int(cfg, "num_attention_heads", problems)
     vocab = _positive_int(cfg, "vocab_size", problems)
     _positive_int(cfg, "max_position_embeddings", problems)
-    attention = _attention_params(cfg, hidden, heads, problems)
+    mla = bool(cfg.get("kv_lora_rank"))
+    kv_heads, head_dim = (0, 0) if mla else _kv_layout(cfg, hidden, heads, problems)
+    attention = _attention_params(cfg, hidden, heads, (kv_heads, head_dim), problems)
     experts, top_k, expert, shared = _moe_figures(cfg, hidden)
     if experts and not 1 <= top_k <= experts:
         problems.add(
@@ -180,7 +184,8 @@ def _count(cfg: dict[str, Any], problems: Problems) -> dict[str, Any]:
         + moe_layers * (top_k * expert + shared + router)
     )
     return {
-        "hidden": hidden, "layers": layers, "heads": heads, "embed": embed, "experts": experts,
+        "hidden": hidden, "layers": layers, "heads": heads, "kv_heads": kv_heads,
+        "head_dim": head_dim, "embed": embed, "experts": experts,
         "top_k": top_k, "moe_layers": moe_layers if experts else 0, "mtp": mtp,
         "routed": moe_layers * experts * expert, "total": embed + body + mtp_params, "active": active,
     }  # fmt: skip
@@ -204,8 +209,6 @@ def _spec(
 ) -> dict[str, Any]:
     mla = bool(cfg.get("kv_lora_rank"))
     heads = c["heads"]
-    kv_heads = 0 if mla else int(cfg.get("num_key_value_heads") or heads)
-    head_dim = 0 if mla else int(cfg.get("head_dim") or c["hidden"] // heads)
     source = f"local config.json {path}" + (f" with safetensors index {index}" if index else "")
     return dict(
         name=str(
@@ -219,8 +222,8 @@ def _spec(
         max_context=int(cfg["max_position_embeddings"]),
         high_precision_params_b=c["embed"] / 1e9,
         attention="mla" if mla else "gqa",
-        kv_heads=kv_heads,
-        head_dim=head_dim,
+        kv_heads=c["kv_heads"],
+        head_dim=c["head_dim"],
         kv_lora_rank=int(cfg.get("kv_lora_rank") or 0),
         qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0) if mla else 0,
         mtp_layers=c["mtp"],

@@ -98,6 +98,14 @@ class WeightFormat:
     def runs_natively_on(self, gpu: Gpu) -> bool:
         return self.name in gpu.native_formats
 
+    def stored_bytes(self, params_b: float, high_precision_params_b: float) -> float:
+        """Bytes of ``params_b`` billion parameters in this format, of which
+        ``high_precision_params_b`` (capped at ``params_b``) stay at BF16 or wider."""
+        high = min(high_precision_params_b, params_b)
+        return (params_b - high) * 1e9 * self.bytes_per_param + high * 1e9 * max(
+            2.0, self.bytes_per_param
+        )
+
     def fallback_note(self, gpu: Gpu) -> str | None:
         """Why this format is slow on ``gpu`` (None when it runs natively)."""
         if self.runs_natively_on(gpu):

@@ -47,9 +47,7 @@ def dense_params_b(spec: ModelSpec) -> float:
 
 def dense_weight_bytes(spec: ModelSpec, fmt: WeightFormat) -> float:
     """Bytes of the always-read weights; the high-precision part counted at BF16."""
-    dense = dense_params_b(spec)
-    high = min(spec.high_precision_params_b, dense)
-    return (dense - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(2.0, fmt.bytes_per_param)
+    return fmt.stored_bytes(dense_params_b(spec), spec.high_precision_params_b)
 
 
 def expert_weight_bytes(spec: ModelSpec, fmt: WeightFormat, tokens: float) -> float:

@@ -108,6 +108,16 @@ class Plan:
     fmt: WeightFormat | None = field(default=None, repr=False, compare=False)
 
     @property
+    def model_spec(self) -> ModelSpec:
+        """The spec planned with, or (for a plan built without one) the preset of that name."""
+        return self.spec or preset(self.model)
+
+    @property
+    def format_spec(self) -> WeightFormat:
+        """The weight format planned with, or the known format of that name."""
+        return self.fmt or weight_format(self.weight_format)
+
+    @property
     def gpus_per_replica(self) -> int:
         return self.tensor_parallel * self.pipeline_parallel
 
@@ -166,10 +176,7 @@ class ModelSizing:
 
 def weight_bytes(model: ModelSpec, fmt: WeightFormat) -> float:
     """Bytes of the weights in ``fmt``, the high-precision part counted at BF16."""
-    high = min(model.high_precision_params_b, model.total_params_b)
-    return (model.total_params_b - high) * 1e9 * fmt.bytes_per_param + high * 1e9 * max(
-        2.0, fmt.bytes_per_param
-    )
+    return fmt.stored_bytes(model.total_params_b, model.high_precision_params_b)
 
 
 def tensor_parallel_options(model: ModelSpec, gpus: int) -> list[int]:

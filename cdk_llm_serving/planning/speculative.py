@@ -31,7 +31,6 @@ from dataclasses import dataclass
 
 from .catalog import Catalog
 from .decode import decode_step
-from .models import preset
 from .sizing import Plan
 
 
@@ -108,7 +107,7 @@ def estimate_speculation(
     plain = decode_step(plan, batch, context, catalog=catalog).step_s
     k = spec_method.draft_tokens
     verify = decode_step(plan, batch, context, tokens_per_sequence=k + 1, catalog=catalog).step_s
-    layers = (plan.spec or preset(plan.model)).layers
+    layers = plan.model_spec.layers
     draft = k * spec_method.drafter_layers * plain / layers
     tau = accepted_tokens_per_step(spec_method.acceptance_rate, k)
     return SpeculationEstimate(spec_method, batch, tau, plain, verify + draft)

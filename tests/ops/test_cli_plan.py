@@ -10,6 +10,29 @@ import pytest
 
 from cdk_llm_serving.ops.cli import main
 
+#: kimi-k2 in FP8 on one p5en node: does not fit, so the plan is refused.
+KIMI_ON_ONE_NODE = [
+    "plan",
+    "--model",
+    "kimi-k2",
+    "--quantization",
+    "fp8",
+    "--instance-type",
+    "ml.p5en.48xlarge",
+    "--max-nodes",
+    "1",
+]
+#: gpt-oss-20b in MXFP4 on one L4; add --max-context.
+GPT_OSS_20B_ON_L4 = [
+    "plan",
+    "--model",
+    "gpt-oss-20b",
+    "--quantization",
+    "mxfp4",
+    "--instance-type",
+    "ml.g6.xlarge",
+]
+
 
 @pytest.mark.parametrize("instance_type", ["ml.p6-b200.48xlarge", "ml.p5en.48xlarge"])
 def test_plan_prints_a_table_for_the_reference_model(instance_type, capsys):
@@ -62,19 +85,7 @@ def test_plan_json(capsys):
 
 
 def test_plan_that_cannot_fit_exits_2_with_the_explanation(capsys):
-    code = main(
-        [
-            "plan",
-            "--model",
-            "kimi-k2",
-            "--quantization",
-            "fp8",
-            "--instance-type",
-            "ml.p5en.48xlarge",
-            "--max-nodes",
-            "1",
-        ]
-    )
+    code = main(KIMI_ON_ONE_NODE)
     err = capsys.readouterr().err
     assert code == 2
     assert (
@@ -119,20 +130,7 @@ def test_plan_a_model_from_a_published_config_json(capsys):
 
 
 def test_json_errors_are_an_object_with_problems_and_alternatives(capsys):
-    code = main(
-        [
-            "plan",
-            "--model",
-            "kimi-k2",
-            "--quantization",
-            "fp8",
-            "--instance-type",
-            "ml.p5en.48xlarge",
-            "--max-nodes",
-            "1",
-            "--json",
-        ]
-    )
+    code = main([*KIMI_ON_ONE_NODE, "--json"])
     data = json.loads(capsys.readouterr().out)
     assert (
         code == 2 and data["problems"] and data["error"].startswith("kimi-k2 in fp8 does not fit")
@@ -150,20 +148,7 @@ def test_json_errors_are_an_object_with_problems_and_alternatives(capsys):
 
 @pytest.mark.parametrize("value", ["0", "-5"])
 def test_max_context_must_be_at_least_one(value, capsys):
-    code = main(
-        [
-            "plan",
-            "--model",
-            "gpt-oss-20b",
-            "--quantization",
-            "mxfp4",
-            "--instance-type",
-            "ml.g6.xlarge",
-            "--max-context",
-            value,
-            "--json",
-        ]
-    )
+    code = main([*GPT_OSS_20B_ON_L4, "--max-context", value, "--json"])
     assert code == 2 and "outside 1..131072" in json.loads(capsys.readouterr().out)["error"]
 
 
@@ -213,3 +198,17 @@ def test_throughput_layout_trades_tensor_parallel_size_for_batch(capsys):
     best = json.loads(capsys.readouterr().out)
     assert smallest["tensor_parallel_size"] == 2 and best["tensor_parallel_size"] == 8
     assert best["decode"]["meets_target"] and not smallest["decode"]["meets_target"]
+
+
+def test_plan_reads_a_saved_price_file_for_its_region(tmp_path, capsys):
+    prices = tmp_path / "prices.json"
+    prices.write_text(
+        json.dumps({"region": "us-west-2", "source": "test", "prices": {"ml.g6.xlarge": 0.9}})
+    )
+    args = [*GPT_OSS_20B_ON_L4, "--max-context", "8192", "--json"]
+    assert main([*args, "--region", "us-west-2", "--prices", str(prices)]) == 0
+    assert json.loads(capsys.readouterr().out)["cost"]["fleet_price_per_hour"] == 0.9
+    assert main([*args, "--region", "us-west-2"]) == 2
+    assert (
+        "no recorded prices for region 'us-west-2'" in json.loads(capsys.readouterr().out)["error"]
+    )

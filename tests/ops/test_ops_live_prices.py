@@ -105,28 +105,3 @@ def test_fleet_live_prices_reprices_the_pools_and_saves_a_price_file(pricing, tm
     written = json.loads(saved.read_text())
     assert written["region"] == "us-west-2" and written["prices"]["ml.g6.12xlarge"] == 6.5
     assert "AWS Price List API, us-west-2" in written["source"]
-
-
-def test_plan_reads_a_saved_price_file_for_its_region(tmp_path, capsys):
-    prices = tmp_path / "prices.json"
-    prices.write_text(
-        json.dumps({"region": "us-west-2", "source": "test", "prices": {"ml.g6.xlarge": 0.9}})
-    )
-    args = [
-        "plan",
-        "--model",
-        "gpt-oss-20b",
-        "--quantization",
-        "mxfp4",
-        "--instance-type",
-        "ml.g6.xlarge",
-        "--max-context",
-        "8192",
-        "--json",
-    ]
-    assert main([*args, "--region", "us-west-2", "--prices", str(prices)]) == 0
-    assert json.loads(capsys.readouterr().out)["cost"]["fleet_price_per_hour"] == 0.9
-    assert main([*args, "--region", "us-west-2"]) == 2
-    assert (
-        "no recorded prices for region 'us-west-2'" in json.loads(capsys.readouterr().out)["error"]
-    )

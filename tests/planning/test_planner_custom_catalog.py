@@ -7,22 +7,27 @@ import dataclasses
 from aws_cdk.assertions import Annotations, Match
 
 from cdk_llm_serving import InstancePool, PoolEndpointAlarms
-from cdk_llm_serving.planning.catalog import default_catalog
+from cdk_llm_serving.planning.catalog import Catalog, default_catalog
 from cdk_llm_serving.planning.sizing import ModelSizing
 from tests.support.builders import new_stack, pool_endpoint, serving_model
+
+
+def endpoint_on(sizing: ModelSizing, instance_types: list[str], catalog: Catalog) -> tuple:
+    """A new stack and a pool endpoint of ``sizing`` over ``instance_types``, given ``catalog``."""
+    stack = new_stack()
+    model = serving_model(stack, sizing=sizing)
+    pools = [InstancePool(instance_type) for instance_type in instance_types]
+    return stack, pool_endpoint(stack, model=model, pools=pools, catalog=catalog)
 
 
 def test_an_endpoint_plans_a_type_only_a_custom_catalog_knows():
     base = default_catalog()
     g7e = dataclasses.replace(base.get("ml.g6e.48xlarge"), instance_type="ml.g7e.48xlarge")
     catalog = base.with_instances([g7e])
-    stack = new_stack()
-    model = serving_model(stack, sizing=ModelSizing("gpt-oss-120b", "mxfp4", max_context=32768))
-    endpoint = pool_endpoint(
-        stack,
-        model=model,
-        pools=[InstancePool("ml.p5.48xlarge"), InstancePool("ml.g7e.48xlarge")],
-        catalog=catalog,
+    _, endpoint = endpoint_on(
+        ModelSizing("gpt-oss-120b", "mxfp4", max_context=32768),
+        ["ml.p5.48xlarge", "ml.g7e.48xlarge"],
+        catalog,
     )
     assert [fit.plan.instance_type for fit in endpoint.pool_plans] == [
         "ml.p5.48xlarge",
@@ -33,13 +38,10 @@ def test_an_endpoint_plans_a_type_only_a_custom_catalog_knows():
 
 def test_default_catalog_with_prices_reaches_the_alarms():
     catalog = default_catalog().with_prices({"ml.p5en.48xlarge": 99.5}, source="our savings plan")
-    stack = new_stack()
-    model = serving_model(stack, sizing=ModelSizing("deepseek-v3", "fp8", max_context=32768))
-    endpoint = pool_endpoint(
-        stack,
-        model=model,
-        pools=[InstancePool("ml.p6-b200.48xlarge"), InstancePool("ml.p5en.48xlarge")],
-        catalog=catalog,
+    stack, endpoint = endpoint_on(
+        ModelSizing("deepseek-v3", "fp8", max_context=32768),
+        ["ml.p6-b200.48xlarge", "ml.p5en.48xlarge"],
+        catalog,
     )
     alarms = PoolEndpointAlarms(stack, "Alarms", endpoint=endpoint)
     descriptions = [

@@ -6,8 +6,8 @@ import pytest
 
 from cdk_llm_serving.planning.cost import estimate_cost
 from cdk_llm_serving.planning.decode import BANDWIDTH_EFFICIENCY, Workload, decode_step
-from cdk_llm_serving.planning.models import preset, weight_format
-from cdk_llm_serving.planning.moe import dense_weight_bytes, expected_distinct_experts
+from cdk_llm_serving.planning.models import preset
+from cdk_llm_serving.planning.moe import expected_distinct_experts
 from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.planning.speculative import (
     accepted_tokens_per_step,
@@ -38,11 +38,13 @@ def test_reference_model_decode_counts_touched_experts_and_one_stage():
     """Issue 16: at batch 32 the 2.4T model touches about half its routed experts."""
     result = plan("reference-2.4t-a95b", "nvfp4", "ml.p6-b200.48xlarge", max_context=131072)
     step = decode_step(result, 32, 4096)
-    spec, fmt = preset("reference-2.4t-a95b"), weight_format("nvfp4")
+    spec = preset("reference-2.4t-a95b")
     share = 1 - (1 - 8 / 384) ** 32
     assert 0.45 < share < 0.55
     assert step.expert_bytes == pytest.approx(spec.routed_experts_b * 1e9 * share * 0.5625)
-    assert step.dense_bytes == pytest.approx(dense_weight_bytes(spec, fmt))
+    routed_b = (2400 - 95) / (1 - 8 / 384)  # total = dense + routed, active = dense + routed·k/E
+    dense_b = 95 - routed_b * 8 / 384
+    assert step.dense_bytes == pytest.approx((dense_b - 40) * 1e9 * 0.5625 + 40 * 2e9)
     assert step.kv_bytes == pytest.approx(
         32 * 4096 * result.kv_bytes_per_token * 8
     )  # MLA: every TP rank reads it

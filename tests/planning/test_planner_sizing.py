@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_llm_serving.planning.catalog import GIB
+from cdk_llm_serving.planning.catalog import GIB, default_catalog
 from cdk_llm_serving.planning.models import ModelSpec
 from cdk_llm_serving.planning.sizing import PlanningError, plan
 
@@ -132,17 +132,24 @@ def test_concurrency_can_demand_more_memory():
     assert many.tensor_parallel > one.tensor_parallel
 
 
-def test_tensor_parallel_divides_the_attention_heads():
-    odd = ModelSpec(
-        name="odd",
-        total_params_b=30,
-        active_params_b=30,
-        layers=40,
-        attention_heads=12,
-        kv_heads=4,
+def dense_gqa(
+    name: str, params_b: float, *, layers: int, heads: int, kv_heads: int, max_context: int
+) -> ModelSpec:
+    """A dense GQA model with 128-dim heads, for shapes no preset has."""
+    return ModelSpec(
+        name=name,
+        total_params_b=params_b,
+        active_params_b=params_b,
+        layers=layers,
+        attention_heads=heads,
+        kv_heads=kv_heads,
         head_dim=128,
-        max_context=32768,
+        max_context=max_context,
     )
+
+
+def test_tensor_parallel_divides_the_attention_heads():
+    odd = dense_gqa("odd", 30, layers=40, heads=12, kv_heads=4, max_context=32768)
     result = plan(odd, "bf16", "ml.p4d.24xlarge", max_context=32768)
     assert 12 % result.tensor_parallel == 0
 
@@ -192,16 +199,7 @@ def test_unknown_names(args, message):
 
 
 def test_nothing_fits_at_all():
-    huge = ModelSpec(
-        name="huge",
-        total_params_b=40000,
-        active_params_b=40000,
-        layers=200,
-        attention_heads=128,
-        kv_heads=8,
-        head_dim=128,
-        max_context=8192,
-    )
+    huge = dense_gqa("huge", 40000, layers=200, heads=128, kv_heads=8, max_context=8192)
     with pytest.raises(PlanningError, match="does not fit up to 16 nodes") as caught:
         plan(huge, "bf16", "ml.p5.48xlarge")
     assert caught.value.suggestions == ()
@@ -238,11 +236,10 @@ def test_layouts_across_nodes_need_efa_unless_waived():
             concurrency=64,
             max_nodes=1,
         )
-    for alternative in caught.value.alternatives:
-        if alternative.nodes > 1:
-            from cdk_llm_serving.planning.catalog import default_catalog
-
-            assert default_catalog().get(alternative.instance_type).efa_devices
+    across_nodes = [a for a in caught.value.alternatives if a.nodes > 1]
+    assert across_nodes  # else the check below would pass on nothing
+    for alternative in across_nodes:
+        assert default_catalog().get(alternative.instance_type).efa_devices
 
 
 def test_model_sizing_on_one_instance_is_single_instance():
