@@ -49,6 +49,7 @@ class Problems:
     def __bool__(self) -> bool:
         return bool(self._problems)
 
-    def raise_if_any(self) -> None:
+    def raise_if_any(self, error: type[ConfigurationError] = ConfigurationError) -> None:
+        """Raise ``error`` (a ``ConfigurationError`` or a subclass) listing every problem."""
         if self._problems:
-            raise ConfigurationError(self.subject, self._problems)
+            raise error(self.subject, self._problems)

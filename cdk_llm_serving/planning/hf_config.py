@@ -139,10 +139,7 @@ def spec_fields(
     cfg = _text_config(_read_json(path, subject))
     problems = Problems(subject)
     counts = _count(cfg, problems)
-    try:
-        problems.raise_if_any()
-    except ConfigurationError as error:
-        raise ModelConfigError(error.subject, list(error.problems)) from None
+    problems.raise_if_any(ModelConfigError)
     total = counts["total"]
     if index_path is not None:
         checkpoint = _checkpoint_format(cfg)
