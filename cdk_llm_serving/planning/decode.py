@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .catalog import Catalog, InstanceSpec, default_catalog
+from .catalog import Catalog, InstanceSpec
 from .models import ModelSpec, WeightFormat
 from .moe import dense_weight_bytes, expert_weight_bytes
 from .sizing import Plan
@@ -143,7 +143,7 @@ def decode_step(
     catalog: Catalog | None = None,
 ) -> DecodeStep:
     """The cost of one decode step; ``tokens_per_sequence`` > 1 for speculative verification."""
-    instance = (catalog or default_catalog()).get(plan.instance_type)
+    instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
     spec, fmt = plan.model_spec, plan.format_spec
     tokens = batch * tokens_per_sequence
     stage_bw = plan.tensor_parallel * instance.gpu.bandwidth_tbps * 1e12 * BANDWIDTH_EFFICIENCY
@@ -166,7 +166,7 @@ def decode_step(
 
 def prefill_seconds(plan: Plan, input_tokens: int, catalog: Catalog | None = None) -> float:
     """Compute-bound prefill of one request on one replica (stages one after another)."""
-    instance = (catalog or default_catalog()).get(plan.instance_type)
+    instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
     spec, fmt = plan.model_spec, plan.format_spec
     flops = instance.gpu.peak_flops(compute_precision(fmt, instance)) * COMPUTE_EFFICIENCY
     return 2 * spec.active_params_b * 1e9 * input_tokens / (plan.tensor_parallel * flops)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .catalog import GIB, Catalog, default_catalog
+from .catalog import GIB, Catalog
 from .cold_start import ColdStart
 from .cost import CostEstimate
 from .decode_report import (
@@ -62,7 +62,7 @@ def plan_as_dict(plan: Plan, cold_start: ColdStart, cost: CostEstimate) -> dict[
 def plan_as_table(
     plan: Plan, cold_start: ColdStart, cost: CostEstimate, catalog: Catalog | None = None
 ) -> str:
-    instance = (catalog or default_catalog()).get(plan.instance_type)
+    instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
     rows = [
         ("model", f"{plan.model} in {plan.weight_format}"),
         (

@@ -106,11 +106,17 @@ class Plan:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     spec: ModelSpec | None = field(default=None, repr=False, compare=False)
     fmt: WeightFormat | None = field(default=None, repr=False, compare=False)
+    instance: InstanceSpec | None = field(default=None, repr=False, compare=False)
 
     @property
     def model_spec(self) -> ModelSpec:
         """The spec planned with, or (for a plan built without one) the preset of that name."""
         return self.spec or preset(self.model)
+
+    @property
+    def instance_spec(self) -> InstanceSpec:
+        """The instance planned on (from the catalog the plan used), or the default catalog's."""
+        return self.instance or default_catalog().get(self.instance_type)
 
     @property
     def format_spec(self) -> WeightFormat:
@@ -351,6 +357,7 @@ def _fit(
             warnings=(note,) if note else (),
             spec=spec,
             fmt=fmt,
+            instance=instance,
         )
     return None
 

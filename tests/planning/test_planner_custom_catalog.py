@@ -8,7 +8,10 @@ from aws_cdk.assertions import Annotations, Match
 
 from cdk_llm_serving import InstancePool, PoolEndpointAlarms
 from cdk_llm_serving.planning.catalog import Catalog, default_catalog
-from cdk_llm_serving.planning.sizing import ModelSizing
+from cdk_llm_serving.planning.cold_start import estimate_cold_start
+from cdk_llm_serving.planning.cost import estimate_cost
+from cdk_llm_serving.planning.report import plan_as_dict, plan_as_table
+from cdk_llm_serving.planning.sizing import ModelSizing, plan
 from tests.support.builders import new_stack, pool_endpoint, serving_model
 
 
@@ -62,3 +65,18 @@ def test_without_a_catalog_the_new_type_is_unchecked():
     Annotations.from_stack(stack).has_no_warning(
         "*", Match.string_like_regexp("not in the planner's catalog")
     )
+
+
+def test_reports_of_a_plan_on_a_custom_type_use_the_plan_s_own_instance():
+    """A plan remembers the catalog entry it was made on: the table, the JSON and the
+    speculation estimates of a type only a custom catalog knows need no catalog of their own
+    (they raised KeyError when they looked the type up in the default catalog)."""
+    base = default_catalog()
+    g7e = dataclasses.replace(base.get("ml.g6e.48xlarge"), instance_type="ml.g7e.48xlarge")
+    catalog = base.with_instances([g7e])
+    result = plan("gpt-oss-120b", "mxfp4", "ml.g7e.48xlarge", max_context=32768, catalog=catalog)
+    cost = estimate_cost(result, catalog=catalog)
+    cold = estimate_cold_start(result.weight_bytes, "s3_download")
+    assert result.instance_spec is g7e
+    assert plan_as_dict(result, cold, cost)["decode"]["speculative"]
+    assert "ml.g7e.48xlarge" in plan_as_table(result, cold, cost)
