@@ -59,7 +59,7 @@ from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 from .model_store import FsxModelStore
 
-__all__ = ["LWS_API_VERSION", "Exposure", "VllmMultiNodeService"]
+__all__ = ["Exposure", "VllmMultiNodeService"]
 
 _WEIGHTS_MOUNT = "/models"
 _EFA_ENVIRONMENT = {

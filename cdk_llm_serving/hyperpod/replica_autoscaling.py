@@ -20,18 +20,12 @@ from constructs import Construct
 from .._cdk.validation import check_at_least
 from ..errors import Problems
 from .addons import HyperPodServingAddons
-from .constants import (
-    KEDA_API_VERSION,
-    KEDA_NAMESPACE,
-    KEDA_OPERATOR_ACCOUNT,
-    LWS_API_VERSION,
-    QUEUE_DEPTH_RULE,
-)
+from .constants import KEDA_API_VERSION, LWS_API_VERSION, QUEUE_DEPTH_RULE
 from .interfaces import IHyperPodCluster
 from .multi_node_service import VllmMultiNodeService
 from .observability import VllmObservability
 
-__all__ = ["KEDA_NAMESPACE", "KEDA_OPERATOR_ACCOUNT", "VllmReplicaAutoscaling"]
+__all__ = ["VllmReplicaAutoscaling"]
 
 
 class VllmReplicaAutoscaling(Construct):
