@@ -11,7 +11,7 @@ Deploy order, enforced with dependencies so one ``cdk deploy`` succeeds:
 
 What ``cdk destroy`` removes: the HyperPod and EKS clusters with everything running on
 them, the VPC and the node roles. What it keeps: the lifecycle bucket and the VPC flow-log
-group (retained), and anything ``HyperPodServingAddons`` retains (the FSx file system).
+group (retained). ``FsxModelStore`` retains its file system on its own.
 """
 
 from __future__ import annotations
