@@ -77,25 +77,14 @@ def test_scaled_template_passes_cfn_lint(scaled_hyperpod):
 
 
 def test_replicas_are_bounded_by_the_gpu_group():
-    from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
     from cdk_llm_serving.hyperpod.observability import VllmObservability
     from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
-    from cdk_llm_serving.vllm import VllmConfig
     from tests.support.builders import new_stack
-    from tests.support.hyperpod import small_cluster
+    from tests.support.hyperpod import deepseek_service, small_cluster
 
     stack = new_stack("Keda")
     cluster, addons, store = small_cluster(stack, gpu_count=2)
-    service = VllmMultiNodeService(
-        stack,
-        "Serving",
-        cluster=cluster,
-        addons=addons,
-        model_store=store,
-        model="deepseek-v3",
-        quantization="fp8",
-        config=VllmConfig(model="x", max_model_len=32768),
-    )
+    service = deepseek_service(stack, cluster, addons, store)
     observability = VllmObservability(stack, "Obs", cluster=cluster, service=service)
     with pytest.raises(ConfigurationError) as caught:
         VllmReplicaAutoscaling(
