@@ -5,13 +5,21 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod._facts import chart_pins
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
+from cdk_llm_serving.hyperpod.constants import KEDA_CHART, KEDA_OPERATOR_ACCOUNT
 from cdk_llm_serving.hyperpod.observability import VllmObservability
 from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
 from tests.support.builders import new_stack, template_of
-from tests.support.hyperpod import deepseek_service, hyperpod_cluster, model_store
+from tests.support.hyperpod import (
+    deepseek_service,
+    hyperpod_cluster,
+    model_store,
+    published_chart,
+)
 from tests.support.template_helpers import (
     flatten,
     manifest_objects,
@@ -113,3 +121,15 @@ def test_two_scaled_services_share_keda_and_the_scraper_role():
         if v["Properties"].get("Username") == "aps-collector-user"
     ]
     assert len(entries) == 2  # one per scraper, both bound by the one ClusterRoleBinding
+
+
+@pytest.mark.parametrize("name", sorted(chart_pins()))
+def test_every_pin_names_a_published_chart(shared_dir, name):
+    chart = published_chart(shared_dir, name)
+    assert (chart / "values.yaml").is_file()
+
+
+def test_keda_values_and_operator_account_are_the_charts(shared_dir):
+    values = yaml.safe_load((published_chart(shared_dir, KEDA_CHART) / "values.yaml").read_text())
+    assert values["serviceAccount"]["operator"]["name"] == KEDA_OPERATOR_ACCOUNT
+    assert {"tolerations", "nodeSelector"} <= set(values)  # the keys _render_keda sets

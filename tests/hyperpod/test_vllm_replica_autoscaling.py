@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
+import jsonschema
 import pytest
 
 from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod.constants import KEDA_API_VERSION, KEDA_CHART
 from stacks.reference_app import add_reference_stacks
 from tests.support.app import new_app
+from tests.support.hyperpod import chart_crd_schema, published_chart
+from tests.support.kubernetes_schemas import concretize
 from tests.support.linting import lint_template
 from tests.support.template_helpers import manifest_objects, only_resource, resources_of_type
 
@@ -48,6 +54,37 @@ def test_gpu_group_holds_the_maximum_and_keda_scales_within_it(scaled_hyperpod):
         and trigger["metadata"]["threshold"] == "8"
     )
     assert scaled["TriggerAuthentication"]["spec"] == {"podIdentity": {"provider": "aws"}}
+
+
+@pytest.fixture
+def keda_schemas(shared_dir) -> dict[str, dict]:
+    """KEDA's CRD schemas, from the chart version assets/hyperpod.json pins."""
+    chart = published_chart(shared_dir, KEDA_CHART)
+    version = KEDA_API_VERSION.split("/")[1]
+    return {
+        kind: chart_crd_schema(chart, kind, version)
+        for kind in ("ScaledObject", "TriggerAuthentication")
+    }
+
+
+def test_keda_objects_match_the_charts_crds(scaled_hyperpod, keda_schemas):
+    objects = manifest_objects(scaled_hyperpod, "ReplicaAutoscalingScaledObject")
+    assert sorted(obj["kind"] for obj in objects) == ["ScaledObject", "TriggerAuthentication"]
+    for obj in objects:
+        assert obj["apiVersion"] == KEDA_API_VERSION
+        jsonschema.validate(concretize(obj), keda_schemas[obj["kind"]])
+
+
+def test_the_keda_crd_check_can_fail(scaled_hyperpod, keda_schemas):
+    (auth,) = [
+        obj
+        for obj in manifest_objects(scaled_hyperpod, "ReplicaAutoscalingScaledObject")
+        if obj["kind"] == "TriggerAuthentication"
+    ]
+    broken = json.loads(json.dumps(auth))
+    broken["spec"]["podIdentity"]["provider"] = "amazon"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(concretize(broken), keda_schemas["TriggerAuthentication"])
 
 
 def test_keda_queries_only_its_workspace(scaled_hyperpod):

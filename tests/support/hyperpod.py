@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import yaml
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 
+from cdk_llm_serving.hyperpod._facts import chart_pins
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
@@ -106,3 +109,35 @@ def imported_cluster(stack: Stack, gpu_count: int = 2) -> IHyperPodCluster:
         ),
         instance_groups=instance_groups(gpu_count),
     )
+
+
+def published_chart(shared_dir: Path, name: str) -> Path:
+    """The unpacked upstream chart (``<shared>/charts``) that ``assets/hyperpod.json`` pins as ``name``.
+
+    Found by the ``name`` and ``version`` of its ``Chart.yaml`` (a leading ``v`` ignored), as
+    ``charts/README.md`` describes; fails when no published chart matches the pin.
+    """
+    pin = chart_pins()[name]
+    wanted = (pin["chart"], pin["version"].lstrip("v"))
+    for chart_yaml in sorted((shared_dir / "charts").glob("*/Chart.yaml")):
+        meta = yaml.safe_load(chart_yaml.read_text())
+        if (meta["name"], str(meta["version"]).lstrip("v")) == wanted:
+            return chart_yaml.parent
+    raise AssertionError(
+        f"no published chart {wanted[0]} {wanted[1]} under {shared_dir / 'charts'}"
+    )
+
+
+def chart_crd_schema(chart: Path, kind: str, version: str) -> dict:
+    """The openAPIV3Schema of ``kind`` at ``version`` from a chart's CRD templates.
+
+    Lines holding Helm template actions (the install switch, labels) are dropped; the schema
+    itself is plain YAML in the published charts.
+    """
+    for path in sorted(chart.glob("templates/crds/*.yaml")):
+        text = "\n".join(line for line in path.read_text().splitlines() if "{{" not in line)
+        crd = yaml.safe_load(text)
+        if crd["spec"]["names"]["kind"] == kind:
+            (found,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
+            return dict(found["schema"]["openAPIV3Schema"])
+    raise AssertionError(f"no CRD for {kind} in {chart}")
