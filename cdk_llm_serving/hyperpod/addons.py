@@ -125,7 +125,9 @@ class HyperPodServingAddons(Construct):
     :param chart_versions: chart name -> version overrides of ``assets/hyperpod.json``'s pins
         (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``).
     :param load_balancer_controller: install the AWS Load Balancer Controller (needs a
-        cluster this app creates). Default: ``True``.
+        cluster this app creates: aws-cdk-lib's ``AlbControllerProps.cluster`` is a ``Cluster``,
+        not an ``ICluster``; aws/aws-cdk packages/aws-cdk-lib/aws-eks-v2/lib/alb-controller.ts).
+        Default: ``True``.
     """
 
     def __init__(
@@ -160,8 +162,11 @@ class HyperPodServingAddons(Construct):
     def enable_keda(self) -> KedaInstallation:
         """KEDA and its operator's Pod Identity; installed on the first call, reused after.
 
-        EKS allows one Pod Identity association per service account, and the chart's CRDs
-        and namespace exist once per cluster: every ``VllmReplicaAutoscaling`` shares these.
+        EKS allows one Pod Identity association per service account (an association maps one
+        role to one namespace/service account, https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html;
+        a second is refused with ResourceInUseException, EKS API reference
+        CreatePodIdentityAssociation), and the chart's CRDs and namespace exist once per
+        cluster: every ``VllmReplicaAutoscaling`` shares these.
         """
         if self._keda is None:
             self._keda = self._render_keda()
@@ -171,7 +176,8 @@ class HyperPodServingAddons(Construct):
         """The ClusterRole and binding the AMP managed scraper's user needs; created once.
 
         Each scraper maps its own role to the Kubernetes user ``aps-collector-user``
-        (``VllmObservability``); the read-only rights of that user are cluster-wide.
+        (``VllmObservability``); the read-only rights of that user are cluster-wide (AMP user
+        guide, https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html).
         """
         if self._scraper_access is None:
             self._scraper_access = eks.KubernetesManifest(
@@ -245,7 +251,10 @@ class HyperPodServingAddons(Construct):
         return controller
 
     def _render_keda(self) -> KedaInstallation:
-        """KEDA's chart on the system nodes, and a Pod Identity role for its operator."""
+        """KEDA's chart on the system nodes, and a Pod Identity role for its operator.
+
+        ``tolerations``/``nodeSelector`` are top-level keys of kedacore/charts keda/values.yaml.
+        """
         chart = self._published_chart(
             KEDA_CHART,
             id="Keda",

@@ -11,7 +11,7 @@ Deploy order, enforced with dependencies so one ``cdk deploy`` succeeds:
 
 What ``cdk destroy`` removes: the HyperPod and EKS clusters with everything running on
 them, the VPC and the node roles. What it keeps: the lifecycle bucket and the VPC flow-log
-group (retained), and anything ``HyperPodServingAddons`` retains (the FSx file system).
+group (retained). ``FsxModelStore`` retains its file system on its own.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import cast
 
-from aws_cdk import Acknowledgment, Names, RemovalPolicy, Stack, Validations
+from aws_cdk import Names, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -497,11 +497,10 @@ class HyperPodEksCluster(Construct):
             "Tags only network interfaces, whose IDs exist only at run time.",
         )
         for action in ("s3:GetBucket*", "s3:GetObject*", "s3:List*"):
-            Validations.of(role).acknowledge(
-                Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Action::{action}]",
-                    reason="Read-only access to the lifecycle-script bucket (CDK's grant_read).",
-                )
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[Action::{action}]",
+                "Read-only access to the lifecycle-script bucket (CDK's grant_read).",
             )
         acknowledge_wildcard_resources(
             role,

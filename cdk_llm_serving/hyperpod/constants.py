@@ -21,9 +21,10 @@ DEFAULT_VLLM_IMAGE: Final = "vllm/vllm-openai:v0.33.0"
 
 #: vLLM's API and /metrics port; one value with the multi-node launcher (vllm.multinode).
 VLLM_API_PORT: Final = API_PORT
-#: vLLM's readiness endpoint (vLLM docs, "OpenAI-compatible server": GET /health).
+#: vLLM's readiness endpoint, GET /health
+#: (https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html).
 VLLM_HEALTH_PATH: Final = "/health"
-#: vLLM's Prometheus endpoint (vLLM docs, "Production metrics").
+#: vLLM's Prometheus endpoint (https://docs.vllm.ai/en/latest/usage/metrics.html).
 VLLM_METRICS_PATH: Final = "/metrics"
 
 # -- Kubernetes labels -------------------------------------------------------------------
@@ -49,30 +50,35 @@ APP_NAME_LABEL: Final = "app.kubernetes.io/name"
 PART_OF_LABEL: Final = "app.kubernetes.io/part-of"
 #: Value of ``PART_OF_LABEL`` on everything we deploy.
 PART_OF_VALUE: Final = "cdk-llm-serving"
-#: Node label HyperPod's health-monitoring agent maintains (SageMaker HyperPod EKS docs,
-#: "resiliency: node health status labels"); serving pods require ``Schedulable``.
+#: Node label HyperPod's health-monitoring agent maintains; serving pods require ``Schedulable``
+#: (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-node-labels.html).
 NODE_HEALTH_LABEL: Final = "sagemaker.amazonaws.com/node-health-status"
 #: The ``NODE_HEALTH_LABEL`` value of a node that passed its health checks.
 NODE_HEALTHY: Final = "Schedulable"
 
 # -- taints and extended resources -------------------------------------------------------
 
-#: Taint on GPU groups by default (NVIDIA's convention, github.com/NVIDIA/k8s-device-plugin),
-#: so only pods that tolerate it (serving pods, device plugins) land there.
+#: Taint on GPU groups by default, so only pods that tolerate it (serving pods, device plugins)
+#: land there: the key NVIDIA/k8s-device-plugin's chart tolerates
+#: (deployments/helm/nvidia-device-plugin/values.yaml, ``tolerations``).
 GPU_TAINT_KEY: Final = "nvidia.com/gpu"
 #: Value of the default GPU taint.
 GPU_TAINT_VALUE: Final = "present"
-#: Extended resource the NVIDIA device plugin advertises (github.com/NVIDIA/k8s-device-plugin).
+#: Extended resource the NVIDIA device plugin advertises (NVIDIA/k8s-device-plugin README.md).
 GPU_RESOURCE: Final = "nvidia.com/gpu"
-#: Extended resource the EFA device plugin advertises (github.com/aws/eks-charts, aws-efa-k8s-device-plugin).
+#: Extended resource the EFA device plugin advertises
+#: (https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html).
 EFA_RESOURCE: Final = "vpc.amazonaws.com/efa"
 
 # -- LeaderWorkerSet ---------------------------------------------------------------------
 
-#: API group/version of the LeaderWorkerSet CRD (github.com/kubernetes-sigs/lws, chart >= 0.6).
+#: API group/version of the LeaderWorkerSet CRD (kubernetes-sigs/lws
+#: config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml; tests check the copy in
+#: shared/schemas).
 LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"
 
-# -- vLLM metrics (vLLM docs, "Production metrics"; names as of vLLM 0.1x) ----------------
+# -- vLLM metrics (https://docs.vllm.ai/en/latest/usage/metrics.html; defined in
+# -- vllm-project/vllm vllm/v1/metrics/loggers.py, PrometheusStatLogger) ------------------
 
 VLLM_TTFT_HISTOGRAM: Final = "vllm:time_to_first_token_seconds"
 VLLM_INTER_TOKEN_HISTOGRAM: Final = "vllm:inter_token_latency_seconds"
@@ -110,32 +116,39 @@ HYPERPOD_DEPENDENCIES_CHART: Final = "hyperpod-dependencies"
 
 # -- KEDA --------------------------------------------------------------------------------
 
-#: Namespace the KEDA chart installs into (HyperPodServingAddons; kedacore/charts default).
+#: Namespace HyperPodServingAddons installs the KEDA chart into (the ``namespace`` of its pin in
+#: assets/hyperpod.json; kedacore/charts installs into the release namespace).
 KEDA_NAMESPACE: Final = "keda"
-#: Service account of KEDA's operator (kedacore/charts default); its Pod Identity queries AMP.
+#: Service account of KEDA's operator (kedacore/charts keda/values.yaml,
+#: ``serviceAccount.operator.name``; tests read the pinned chart); its Pod Identity queries AMP.
 KEDA_OPERATOR_ACCOUNT: Final = "keda-operator"
-#: KEDA's CRD group/version (keda.sh docs, ScaledObject and TriggerAuthentication).
+#: KEDA's CRD group/version (https://keda.sh/docs/2.17/reference/scaledobject-spec/; tests
+#: validate against the CRDs of the pinned chart).
 KEDA_API_VERSION: Final = "keda.sh/v1alpha1"
 
 # -- AMP managed scraper -----------------------------------------------------------------
 
-#: Kubernetes user the scraper's role maps to (AMP user guide, "Configuring your EKS cluster").
+#: Kubernetes user the scraper's role maps to (AMP user guide, "Configuring your Amazon EKS
+#: cluster", https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html).
 COLLECTOR_USER: Final = "aps-collector-user"
 #: ClusterRole granting it discovery and /metrics reads (same guide).
 COLLECTOR_CLUSTER_ROLE: Final = "aps-collector-role"
 #: Its ClusterRoleBinding (same guide).
 COLLECTOR_ROLE_BINDING: Final = "aps-collector-user-role-binding"
 
-# -- EKS add-ons (names as EKS publishes them: ``aws eks describe-addon-versions``) --------
+# -- EKS add-ons (names as EKS publishes them, ``aws eks describe-addon-versions``;
+# -- https://docs.aws.amazon.com/eks/latest/userguide/workloads-add-ons-available-eks.html) --
 
-#: EKS Pod Identity agent: Pod Identity associations need it running.
+#: EKS Pod Identity agent: Pod Identity associations need it running
+#: (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-agent-setup.html).
 POD_IDENTITY_AGENT_ADDON: Final = "eks-pod-identity-agent"
 #: FSx for Lustre CSI driver: the model store's PersistentVolume needs it.
 FSX_CSI_DRIVER_ADDON: Final = "aws-fsx-csi-driver"
 
 # -- IAM ---------------------------------------------------------------------------------
 
-#: Principal of EKS Pod Identity roles (EKS user guide, "Pod Identity").
+#: Principal of EKS Pod Identity roles, with ``sts:TagSession``
+#: (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html).
 POD_IDENTITY_PRINCIPAL: Final = "pods.eks.amazonaws.com"
 
 

@@ -23,7 +23,7 @@ from .constants import GPU_TAINT_KEY, GPU_TAINT_VALUE, GROUP_LABEL, ROLE_LABEL
 GroupRole = Literal["system", "gpu"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
-__all__ = ["GPU_TAINT_KEY", "GroupRole", "HyperPodInstanceGroup", "KubernetesTaint"]
+__all__ = ["GroupRole", "HyperPodInstanceGroup", "KubernetesTaint"]
 
 
 @dataclass(frozen=True)

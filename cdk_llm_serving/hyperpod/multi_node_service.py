@@ -24,6 +24,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from .._cdk.role_grants import ExecutionRoleGrants
+from .._cdk.validation import check_at_least
 from ..errors import Problems
 from ..model_sources import ModelData
 from ..planning.catalog import InstanceSpec, default_catalog
@@ -58,7 +59,7 @@ from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 from .model_store import FsxModelStore
 
-__all__ = ["LWS_API_VERSION", "Exposure", "VllmMultiNodeService"]
+__all__ = ["Exposure", "VllmMultiNodeService"]
 
 _WEIGHTS_MOUNT = "/models"
 _EFA_ENVIRONMENT = {
@@ -249,8 +250,7 @@ class VllmMultiNodeService(Construct):
                 nodes,
                 f"the planner needs {self.plan.nodes} x {group.instance_type} per replica for {self.spec.name} in {quantization}",
             )
-        if replicas < 1:
-            problems.add("replicas", replicas, "must be at least 1")
+        check_at_least(problems, "replicas", replicas, 1)
         if replicas * nodes > group.count:
             problems.add(
                 "replicas",

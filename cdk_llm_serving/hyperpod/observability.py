@@ -29,6 +29,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from .._cdk.validation import check_at_least
 from ..errors import Problems
 from .constants import (
     APP_NAME_LABEL,
@@ -136,8 +137,7 @@ class VllmObservability(Construct):
             problems.add(
                 "ttft_p99_threshold", ttft_p99_threshold.to_human_string(), "must be positive"
             )
-        if max_waiting_requests < 1:
-            problems.add("max_waiting_requests", max_waiting_requests, "must be at least 1")
+        check_at_least(problems, "max_waiting_requests", max_waiting_requests, 1)
         if not 0 < kv_cache_saturation <= 1:
             problems.add("kv_cache_saturation", kv_cache_saturation, "must be in (0, 1]")
         if not 10 <= scrape_interval.to_seconds() <= 300:

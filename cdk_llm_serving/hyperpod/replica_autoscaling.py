@@ -17,20 +17,15 @@ from aws_cdk import Aws
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from .._cdk.validation import check_at_least
 from ..errors import Problems
 from .addons import HyperPodServingAddons
-from .constants import (
-    KEDA_API_VERSION,
-    KEDA_NAMESPACE,
-    KEDA_OPERATOR_ACCOUNT,
-    LWS_API_VERSION,
-    QUEUE_DEPTH_RULE,
-)
+from .constants import KEDA_API_VERSION, LWS_API_VERSION, QUEUE_DEPTH_RULE
 from .interfaces import IHyperPodCluster
 from .multi_node_service import VllmMultiNodeService
 from .observability import VllmObservability
 
-__all__ = ["KEDA_NAMESPACE", "KEDA_OPERATOR_ACCOUNT", "VllmReplicaAutoscaling"]
+__all__ = ["VllmReplicaAutoscaling"]
 
 
 class VllmReplicaAutoscaling(Construct):
@@ -103,10 +98,7 @@ class VllmReplicaAutoscaling(Construct):
                 max_replicas,
                 f"must be between min_replicas ({min_replicas}) and {ceiling}: GPU group {service.group.name!r} holds {service.group.count} nodes, {service.nodes} per replica",
             )
-        if waiting_requests_per_replica < 1:
-            problems.add(
-                "waiting_requests_per_replica", waiting_requests_per_replica, "must be at least 1"
-            )
+        check_at_least(problems, "waiting_requests_per_replica", waiting_requests_per_replica, 1)
         problems.raise_if_any()
 
     def keda_objects(self) -> list[dict[str, Any]]:

@@ -5,17 +5,21 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod._facts import chart_pins
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
-from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
-from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
-from cdk_llm_serving.hyperpod.model_store import FsxModelStore
-from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
+from cdk_llm_serving.hyperpod.constants import KEDA_CHART, KEDA_OPERATOR_ACCOUNT
 from cdk_llm_serving.hyperpod.observability import VllmObservability
 from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
-from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import new_stack, template_of
+from tests.support.hyperpod import (
+    deepseek_service,
+    hyperpod_cluster,
+    model_store,
+    published_chart,
+)
 from tests.support.template_helpers import (
     flatten,
     manifest_objects,
@@ -25,30 +29,8 @@ from tests.support.template_helpers import (
 )
 
 
-def _cluster(stack, gpu_count: int = 2) -> HyperPodEksCluster:
-    return HyperPodEksCluster(
-        stack,
-        "HyperPod",
-        instance_groups=[
-            HyperPodInstanceGroup.system(),
-            HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", gpu_count),
-        ],
-    )
-
-
 def _scaled_service(stack, cluster, addons, store, id: str, name: str) -> VllmReplicaAutoscaling:
-    service = VllmMultiNodeService(
-        stack,
-        id,
-        cluster=cluster,
-        addons=addons,
-        model_store=store,
-        model="deepseek-v3",
-        quantization="fp8",
-        replicas=1,
-        name=name,
-        config=VllmConfig(model="x", max_model_len=32768),
-    )
+    service = deepseek_service(stack, cluster, addons, store, id=id, replicas=1, name=name)
     observability = VllmObservability(stack, f"{id}Obs", cluster=cluster, service=service)
     return VllmReplicaAutoscaling(
         stack,
@@ -69,21 +51,12 @@ def _charts(template: dict) -> dict[str, dict]:
 
 
 def test_chart_versions_pin_keda():
-    from aws_cdk import aws_s3 as s3
-
     stack = new_stack("KedaPin")
-    cluster = _cluster(stack)
+    cluster = hyperpod_cluster(stack)
     addons = HyperPodServingAddons(
         stack, "Addons", cluster=cluster, chart_versions={"keda": "2.16.1"}
     )
-    store = FsxModelStore(
-        stack,
-        "Store",
-        cluster=cluster,
-        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
-        weights_prefix="models/ds3",
-    )
-    _scaled_service(stack, cluster, addons, store, "Serving", "ds3")
+    _scaled_service(stack, cluster, addons, model_store(stack, cluster), "Serving", "ds3")
     charts = _charts(template_of(stack))
     assert charts["keda"]["Version"] == "2.16.1"
     assert charts["keda"]["Namespace"] == "keda"
@@ -92,7 +65,7 @@ def test_chart_versions_pin_keda():
 
 def test_unknown_chart_names_are_refused_with_the_allowed_ones():
     stack = new_stack("BadPin")
-    cluster = _cluster(stack)
+    cluster = hyperpod_cluster(stack)
     with pytest.raises(ConfigurationError) as caught:
         HyperPodServingAddons(stack, "Addons", cluster=cluster, chart_versions={"kdea": "1.0"})
     (problem,) = caught.value.problems
@@ -102,25 +75,16 @@ def test_unknown_chart_names_are_refused_with_the_allowed_ones():
 
 
 def test_two_scaled_services_share_keda_and_the_scraper_role():
-    from aws_cdk import aws_s3 as s3
-
     stack = new_stack("TwoServices")
-    cluster = _cluster(stack, gpu_count=4)
+    cluster = hyperpod_cluster(stack, gpu_count=4)
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
-    store = FsxModelStore(
-        stack,
-        "Store",
-        cluster=cluster,
-        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
-        weights_prefix="models/ds3",
-    )
+    store = model_store(stack, cluster)
     first = _scaled_service(stack, cluster, addons, store, "ServingA", "ds3-a")
     second = _scaled_service(stack, cluster, addons, store, "ServingB", "ds3-b")
     assert addons.enable_keda() is addons.enable_keda()
     assert first.keda is second.keda and first.pod_identity is second.pod_identity
 
     template = template_of(stack)
-    assert list(_charts(template)).count("keda") == 1
     charts = [
         v
         for v in resources_of_type(template, "Custom::AWSCDK-EKS-HelmChart").values()
@@ -157,3 +121,15 @@ def test_two_scaled_services_share_keda_and_the_scraper_role():
         if v["Properties"].get("Username") == "aps-collector-user"
     ]
     assert len(entries) == 2  # one per scraper, both bound by the one ClusterRoleBinding
+
+
+@pytest.mark.parametrize("name", sorted(chart_pins()))
+def test_every_pin_names_a_published_chart(shared_dir, name):
+    chart = published_chart(shared_dir, name)
+    assert (chart / "values.yaml").is_file()
+
+
+def test_keda_values_and_operator_account_are_the_charts(shared_dir):
+    values = yaml.safe_load((published_chart(shared_dir, KEDA_CHART) / "values.yaml").read_text())
+    assert values["serviceAccount"]["operator"]["name"] == KEDA_OPERATOR_ACCOUNT
+    assert {"tolerations", "nodeSelector"} <= set(values)  # the keys _render_keda sets

@@ -9,39 +9,18 @@ from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.interfaces import IHyperPodCluster
-from cdk_llm_serving.hyperpod.model_store import FsxModelStore
-from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
 from cdk_llm_serving.hyperpod.observability import VllmObservability
 from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
-from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import new_stack, template_of
-from tests.support.hyperpod import imported_cluster
+from tests.support.hyperpod import deepseek_service, imported_cluster, model_store
 from tests.support.template_helpers import manifest_objects, resources_of_type
 
 
 def test_a_service_deploys_onto_an_imported_cluster():
-    from aws_cdk import aws_s3 as s3
-
     stack = new_stack("Imported")
     cluster: IHyperPodCluster = imported_cluster(stack, gpu_count=2)
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster, load_balancer_controller=False)
-    store = FsxModelStore(
-        stack,
-        "Store",
-        cluster=cluster,
-        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
-        weights_prefix="models/ds3",
-    )
-    service = VllmMultiNodeService(
-        stack,
-        "Serving",
-        cluster=cluster,
-        addons=addons,
-        model_store=store,
-        model="deepseek-v3",
-        quantization="fp8",
-        config=VllmConfig(model="x", max_model_len=32768),
-    )
+    service = deepseek_service(stack, cluster, addons, model_store(stack, cluster))
     observability = VllmObservability(stack, "Obs", cluster=cluster, service=service)
     VllmReplicaAutoscaling(
         stack,

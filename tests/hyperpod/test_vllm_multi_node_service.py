@@ -11,15 +11,13 @@ import yaml
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
-from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
-from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
-from cdk_llm_serving.hyperpod.multi_node_service import Exposure, VllmMultiNodeService
+from cdk_llm_serving.hyperpod.multi_node_service import Exposure
 from cdk_llm_serving.planning.cold_start import estimate_cold_start
 from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
 from cdk_llm_serving.vllm.multinode import leader_command, worker_command
 from tests.support.builders import new_stack
-from tests.support.hyperpod import small_cluster
+from tests.support.hyperpod import deepseek_service, hyperpod_cluster, small_cluster
 from tests.support.kubernetes_schemas import concretize, validate_core
 from tests.support.template_helpers import manifest_objects, resources_of_type
 
@@ -164,19 +162,10 @@ def test_base_url_output_and_deploy_order(reference_templates):
 
 def service_problems(config=None, **kwargs) -> list[str]:
     stack = new_stack("Svc")
-    cluster, addons, store = small_cluster(stack)
+    if config is not None:
+        kwargs["config"] = config
     with pytest.raises(ConfigurationError) as caught:
-        VllmMultiNodeService(
-            stack,
-            "Serving",
-            cluster=cluster,
-            addons=addons,
-            model_store=store,
-            model="deepseek-v3",
-            quantization="fp8",
-            config=config or VllmConfig(model="x", max_model_len=32768),
-            **kwargs,
-        )
+        deepseek_service(stack, *small_cluster(stack), **kwargs)
     return [f"{p.property}: {p.allowed}" for p in caught.value.problems]
 
 
@@ -220,14 +209,10 @@ def test_planner_refusal_is_reported():
         max_context=8192,
     )
     stack = new_stack("Svc2")
-    cluster, addons, store = small_cluster(stack)
     with pytest.raises(ConfigurationError) as caught:
-        VllmMultiNodeService(
+        deepseek_service(
             stack,
-            "Serving",
-            cluster=cluster,
-            addons=addons,
-            model_store=store,
+            *small_cluster(stack),
             model=huge,
             quantization="bf16",
             config=VllmConfig(model="x"),
@@ -240,16 +225,9 @@ def test_planner_refusal_is_reported():
 
 def test_public_tls_exposure_and_ray_startup():
     stack = new_stack("Svc3")
-    cluster, addons, store = small_cluster(stack)
-    service = VllmMultiNodeService(
+    service = deepseek_service(
         stack,
-        "Serving",
-        cluster=cluster,
-        addons=addons,
-        model_store=store,
-        model="deepseek-v3",
-        quantization="fp8",
-        config=VllmConfig(model="x", max_model_len=32768),
+        *small_cluster(stack),
         startup="ray",
         exposure=Exposure(
             public=True, certificate_arn="arn:aws:acm:us-west-2:123456789012:certificate/abc"
@@ -288,24 +266,13 @@ def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
     from tests.support.template_helpers import actions_of, policy_statements
 
     stack = new_stack("Stream")
-    cluster = HyperPodEksCluster(
-        stack,
-        "HyperPod",
-        instance_groups=[
-            HyperPodInstanceGroup.system(),
-            HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 2),
-        ],
-    )
+    cluster = hyperpod_cluster(stack)
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
-    service = VllmMultiNodeService(
+    service = deepseek_service(
         stack,
-        "Serving",
-        cluster=cluster,
-        addons=addons,
+        cluster,
+        addons,
         stream_from=ModelData.from_s3_uri("s3://weights-bucket/deepseek-v3/"),
-        model="deepseek-v3",
-        quantization="fp8",
-        config=VllmConfig(model="x", max_model_len=32768),
     )
     spec = service.lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
     args = spec["containers"][0]["args"]
@@ -337,14 +304,6 @@ def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
 
 def test_weights_come_from_exactly_one_place():
     stack = new_stack("Neither")
-    cluster, addons, store = small_cluster(stack)
+    cluster, addons, _ = small_cluster(stack)
     with pytest.raises(ConfigurationError, match="give exactly one"):
-        VllmMultiNodeService(
-            stack,
-            "Serving",
-            cluster=cluster,
-            addons=addons,
-            model="deepseek-v3",
-            quantization="fp8",
-            config=VllmConfig(model="x"),
-        )
+        deepseek_service(stack, cluster, addons, config=VllmConfig(model="x"))

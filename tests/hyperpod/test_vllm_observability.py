@@ -110,24 +110,13 @@ def test_scraper_gets_a_kubernetes_user_with_read_only_rights(hyperpod):
 
 
 def test_validation():
-    from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
     from cdk_llm_serving.hyperpod.observability import VllmObservability
-    from cdk_llm_serving.vllm import VllmConfig
     from tests.support.builders import new_stack
-    from tests.support.hyperpod import small_cluster
+    from tests.support.hyperpod import deepseek_service, small_cluster
 
     stack = new_stack("Obs")
     cluster, addons, store = small_cluster(stack)
-    service = VllmMultiNodeService(
-        stack,
-        "Serving",
-        cluster=cluster,
-        addons=addons,
-        model_store=store,
-        model="deepseek-v3",
-        quantization="fp8",
-        config=VllmConfig(model="x", max_model_len=32768),
-    )
+    service = deepseek_service(stack, cluster, addons, store)
     with pytest.raises(ConfigurationError) as caught:
         VllmObservability(
             stack,

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
+import jsonschema
 import pytest
 
 from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod.constants import KEDA_API_VERSION, KEDA_CHART
 from stacks.reference_app import add_reference_stacks
 from tests.support.app import new_app
+from tests.support.hyperpod import chart_crd_schema, published_chart
+from tests.support.kubernetes_schemas import concretize
 from tests.support.linting import lint_template
 from tests.support.template_helpers import manifest_objects, only_resource, resources_of_type
 
@@ -50,6 +56,37 @@ def test_gpu_group_holds_the_maximum_and_keda_scales_within_it(scaled_hyperpod):
     assert scaled["TriggerAuthentication"]["spec"] == {"podIdentity": {"provider": "aws"}}
 
 
+@pytest.fixture
+def keda_schemas(shared_dir) -> dict[str, dict]:
+    """KEDA's CRD schemas, from the chart version assets/hyperpod.json pins."""
+    chart = published_chart(shared_dir, KEDA_CHART)
+    version = KEDA_API_VERSION.split("/")[1]
+    return {
+        kind: chart_crd_schema(chart, kind, version)
+        for kind in ("ScaledObject", "TriggerAuthentication")
+    }
+
+
+def test_keda_objects_match_the_charts_crds(scaled_hyperpod, keda_schemas):
+    objects = manifest_objects(scaled_hyperpod, "ReplicaAutoscalingScaledObject")
+    assert sorted(obj["kind"] for obj in objects) == ["ScaledObject", "TriggerAuthentication"]
+    for obj in objects:
+        assert obj["apiVersion"] == KEDA_API_VERSION
+        jsonschema.validate(concretize(obj), keda_schemas[obj["kind"]])
+
+
+def test_the_keda_crd_check_can_fail(scaled_hyperpod, keda_schemas):
+    (auth,) = [
+        obj
+        for obj in manifest_objects(scaled_hyperpod, "ReplicaAutoscalingScaledObject")
+        if obj["kind"] == "TriggerAuthentication"
+    ]
+    broken = json.loads(json.dumps(auth))
+    broken["spec"]["podIdentity"]["provider"] = "amazon"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(concretize(broken), keda_schemas["TriggerAuthentication"])
+
+
 def test_keda_queries_only_its_workspace(scaled_hyperpod):
     _, association = only_resource(scaled_hyperpod, "AWS::EKS::PodIdentityAssociation")
     assert (
@@ -77,25 +114,14 @@ def test_scaled_template_passes_cfn_lint(scaled_hyperpod):
 
 
 def test_replicas_are_bounded_by_the_gpu_group():
-    from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
     from cdk_llm_serving.hyperpod.observability import VllmObservability
     from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
-    from cdk_llm_serving.vllm import VllmConfig
     from tests.support.builders import new_stack
-    from tests.support.hyperpod import small_cluster
+    from tests.support.hyperpod import deepseek_service, small_cluster
 
     stack = new_stack("Keda")
     cluster, addons, store = small_cluster(stack, gpu_count=2)
-    service = VllmMultiNodeService(
-        stack,
-        "Serving",
-        cluster=cluster,
-        addons=addons,
-        model_store=store,
-        model="deepseek-v3",
-        quantization="fp8",
-        config=VllmConfig(model="x", max_model_len=32768),
-    )
+    service = deepseek_service(stack, cluster, addons, store)
     observability = VllmObservability(stack, "Obs", cluster=cluster, service=service)
     with pytest.raises(ConfigurationError) as caught:
         VllmReplicaAutoscaling(

@@ -2,45 +2,82 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import yaml
 from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 
+from cdk_llm_serving.hyperpod._facts import chart_pins
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.interfaces import IHyperPodCluster
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
+from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
+from cdk_llm_serving.vllm import VllmConfig
 
 
-def small_cluster(
-    stack: Stack, gpu_count: int = 2
-) -> tuple[HyperPodEksCluster, HyperPodServingAddons, FsxModelStore]:
-    """A system group, one p5en GPU group, the add-ons and an FSx store for ``models/ds3``."""
-    cluster = HyperPodEksCluster(
-        stack,
-        "HyperPod",
-        instance_groups=[
-            HyperPodInstanceGroup.system(),
-            HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", gpu_count),
-        ],
-    )
-    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
-    store = FsxModelStore(
+def instance_groups(gpu_count: int = 2) -> list[HyperPodInstanceGroup]:
+    """The default system group and one p5en GPU group named ``gpu``."""
+    return [
+        HyperPodInstanceGroup.system(),
+        HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", gpu_count),
+    ]
+
+
+def hyperpod_cluster(stack: Stack, gpu_count: int = 2) -> HyperPodEksCluster:
+    """A new cluster with ``instance_groups(gpu_count)``."""
+    return HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(gpu_count))
+
+
+def model_store(stack: Stack, cluster: IHyperPodCluster) -> FsxModelStore:
+    """An FSx store for ``s3://weights-bucket/models/ds3``."""
+    return FsxModelStore(
         stack,
         "Store",
         cluster=cluster,
         weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
         weights_prefix="models/ds3",
     )
-    return cluster, addons, store
+
+
+def small_cluster(
+    stack: Stack, gpu_count: int = 2
+) -> tuple[HyperPodEksCluster, HyperPodServingAddons, FsxModelStore]:
+    """A system group, one p5en GPU group, the add-ons and an FSx store for ``models/ds3``."""
+    cluster = hyperpod_cluster(stack, gpu_count)
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    return cluster, addons, model_store(stack, cluster)
+
+
+def deepseek_service(
+    stack: Stack,
+    cluster: IHyperPodCluster,
+    addons: HyperPodServingAddons,
+    store: FsxModelStore | None = None,
+    *,
+    id: str = "Serving",
+    **overrides: Any,
+) -> VllmMultiNodeService:
+    """DeepSeek-V3 in FP8 (one p5en per replica) at 32k context; ``overrides`` replace any prop."""
+    props: dict[str, Any] = {
+        "model": "deepseek-v3",
+        "quantization": "fp8",
+        "config": VllmConfig(model="x", max_model_len=32768),
+        **overrides,
+    }
+    return VllmMultiNodeService(
+        stack, id, cluster=cluster, addons=addons, model_store=store, **props
+    )
 
 
 def imported_cluster(stack: Stack, gpu_count: int = 2) -> IHyperPodCluster:
     """An existing HyperPod cluster (VPC, node security group, EKS with a kubectl provider)."""
-    from aws_cdk import aws_ec2 as ec2
-    from aws_cdk import aws_eks_v2 as eks
-    from aws_cdk import aws_iam as iam
-
     vpc = ec2.Vpc.from_vpc_attributes(
         stack,
         "ExistingVpc",
@@ -70,8 +107,37 @@ def imported_cluster(stack: Stack, gpu_count: int = 2) -> IHyperPodCluster:
         node_security_group=ec2.SecurityGroup.from_security_group_id(
             stack, "ExistingNodes", "sg-0123456789abcdef0"
         ),
-        instance_groups=[
-            HyperPodInstanceGroup.system(),
-            HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", gpu_count),
-        ],
+        instance_groups=instance_groups(gpu_count),
     )
+
+
+def published_chart(shared_dir: Path, name: str) -> Path:
+    """The unpacked upstream chart (``<shared>/charts``) that ``assets/hyperpod.json`` pins as ``name``.
+
+    Found by the ``name`` and ``version`` of its ``Chart.yaml`` (a leading ``v`` ignored), as
+    ``charts/README.md`` describes; fails when no published chart matches the pin.
+    """
+    pin = chart_pins()[name]
+    wanted = (pin["chart"], pin["version"].lstrip("v"))
+    for chart_yaml in sorted((shared_dir / "charts").glob("*/Chart.yaml")):
+        meta = yaml.safe_load(chart_yaml.read_text())
+        if (meta["name"], str(meta["version"]).lstrip("v")) == wanted:
+            return chart_yaml.parent
+    raise AssertionError(
+        f"no published chart {wanted[0]} {wanted[1]} under {shared_dir / 'charts'}"
+    )
+
+
+def chart_crd_schema(chart: Path, kind: str, version: str) -> dict:
+    """The openAPIV3Schema of ``kind`` at ``version`` from a chart's CRD templates.
+
+    Lines holding Helm template actions (the install switch, labels) are dropped; the schema
+    itself is plain YAML in the published charts.
+    """
+    for path in sorted(chart.glob("templates/crds/*.yaml")):
+        text = "\n".join(line for line in path.read_text().splitlines() if "{{" not in line)
+        crd = yaml.safe_load(text)
+        if crd["spec"]["names"]["kind"] == kind:
+            (found,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
+            return dict(found["schema"]["openAPIV3Schema"])
+    raise AssertionError(f"no CRD for {kind} in {chart}")
