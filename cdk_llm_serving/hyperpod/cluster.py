@@ -140,13 +140,14 @@ class HyperPodEksCluster(Construct):
         self.lifecycle_bucket, upload = self._lifecycle_bucket()
         self.execution_role = self._execution_role()
         self.cfn_cluster = self._render_hyperpod(cluster_name)
-        self._order_hyperpod_after([upload, *before_nodes])
+        self._order_hyperpod_after([upload, *before_nodes.values()])
         after_nodes = self._render_addons("addons_after_nodes", versions)
-        for addon in after_nodes:
+        for addon in after_nodes.values():
             addon.node.add_dependency(self.cfn_cluster)
-        self.addons = {addon.node.id: addon for addon in [*before_nodes, *after_nodes]}
-        self.pod_identity_agent = self.addons[f"Addon-{POD_IDENTITY_AGENT_ADDON}"]
-        self.fsx_csi_driver = self.addons[f"Addon-{FSX_CSI_DRIVER_ADDON}"]
+        #: Every EKS add-on this cluster installs, by its EKS name (``vpc-cni``, ``coredns``, ...).
+        self.addons: dict[str, eks.Addon] = {**before_nodes, **after_nodes}
+        self.pod_identity_agent = self.addons[POD_IDENTITY_AGENT_ADDON]
+        self.fsx_csi_driver = self.addons[FSX_CSI_DRIVER_ADDON]
         self._acknowledge_cdk_internals()
 
     @classmethod
@@ -280,9 +281,11 @@ class HyperPodEksCluster(Construct):
             )
         return cast(eks.ICluster, cluster)
 
-    def _render_addons(self, phase: str, versions: Mapping[str, str | None]) -> list[eks.Addon]:
+    def _render_addons(
+        self, phase: str, versions: Mapping[str, str | None]
+    ) -> dict[str, eks.Addon]:
         """The EKS add-ons ``hyperpod.json`` lists for ``phase`` (before or after the nodes)."""
-        return [self._addon(name, versions.get(name)) for name in hyperpod_facts()[phase]]
+        return {name: self._addon(name, versions.get(name)) for name in hyperpod_facts()[phase]}
 
     def _render_hyperpod(self, cluster_name: str | None) -> sagemaker.CfnCluster:
         """The HyperPod cluster orchestrated by the EKS cluster, one entry per instance group."""
