@@ -18,8 +18,10 @@ from constructs import Construct
 from ..errors import Problems
 from .interfaces import IHyperPodCluster
 
-#: PERSISTENT_2 capacity comes in multiples of 1200 GiB (FSx for Lustre user guide).
-_CAPACITY_STEP_GIB = 1200
+#: SSD PERSISTENT_2 capacity: 1200 GiB, 2400 GiB, then increments of 2400 GiB (botocore's
+#: fsx model, CreateFileSystemRequest.StorageCapacity documentation).
+_SMALL_CAPACITIES_GIB = (1200, 2400)
+_CAPACITY_STEP_GIB = 2400
 #: PERSISTENT_2 per-unit storage throughput options, MB/s per TiB (same guide).
 _THROUGHPUT_OPTIONS = (125, 250, 500, 1000)
 
@@ -30,7 +32,7 @@ class FsxModelStore(Construct):
     :param cluster: the HyperPod cluster (network, security group, EKS); ``IHyperPodCluster``.
     :param weights_bucket: the bucket holding the weights.
     :param weights_prefix: the prefix under it (the association links only that).
-    :param storage_capacity_gib: a multiple of 1200. Default: 4800 (room for a 2.4T model in NVFP4 and another copy).
+    :param storage_capacity_gib: 1200, 2400 or a multiple of 2400. Default: 4800 (room for a 2.4T model in NVFP4 and another copy).
     :param throughput_per_tib: MB/s per TiB (125, 250, 500, 1000). Default: 500.
     :param namespace: namespace of the PersistentVolumeClaim. Default: ``inference``.
     :param claim_name: the claim's name. Default: ``model-weights``.
@@ -67,11 +69,11 @@ class FsxModelStore(Construct):
         self, storage_capacity_gib: int, throughput_per_tib: int, weights_prefix: str
     ) -> None:
         problems = Problems(f"FsxModelStore '{self.node.path}'")
-        if storage_capacity_gib < _CAPACITY_STEP_GIB or storage_capacity_gib % _CAPACITY_STEP_GIB:
+        if not _valid_capacity(storage_capacity_gib):
             problems.add(
                 "storage_capacity_gib",
                 storage_capacity_gib,
-                f"PERSISTENT_2 needs a multiple of {_CAPACITY_STEP_GIB} GiB",
+                f"PERSISTENT_2 takes 1200 or 2400 GiB, or a multiple of {_CAPACITY_STEP_GIB} GiB",
             )
         if throughput_per_tib not in _THROUGHPUT_OPTIONS:
             problems.add(
@@ -163,3 +165,7 @@ class FsxModelStore(Construct):
                 },
             },
         ]
+
+
+def _valid_capacity(gib: int) -> bool:
+    return gib in _SMALL_CAPACITIES_GIB or (gib > 0 and gib % _CAPACITY_STEP_GIB == 0)

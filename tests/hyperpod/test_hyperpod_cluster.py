@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from aws_cdk import aws_s3 as s3
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup, KubernetesTaint
+from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.planning.sizing import plan
 from tests.support.builders import new_stack
+from tests.support.hyperpod import hyperpod_cluster
 from tests.support.kubernetes_schemas import validate_core
 from tests.support.template_helpers import (
     actions_of,
@@ -338,3 +341,29 @@ def test_an_imported_vpc_is_used_as_is():
     ]
     groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
     assert groups["gpu"]["OverrideVpcConfig"]["Subnets"] == ["subnet-0aaaaaaaaaaaaaaa1"]
+
+
+@pytest.mark.parametrize(
+    ("gib", "valid"), [(1200, True), (2400, True), (3600, False), (4800, True), (600, False)]
+)
+def test_fsx_capacity_follows_the_persistent_2_steps(gib, valid):
+    """SSD PERSISTENT_2 takes 1200, 2400, then steps of 2400 GiB (botocore's fsx model)."""
+    stack = new_stack("Fsx")
+    cluster = hyperpod_cluster(stack)
+    bucket = s3.Bucket.from_bucket_name(stack, "W", "weights-bucket")
+
+    def build() -> None:
+        FsxModelStore(
+            stack,
+            "Store",
+            cluster=cluster,
+            weights_bucket=bucket,
+            weights_prefix="m",
+            storage_capacity_gib=gib,
+        )
+
+    if valid:
+        build()
+    else:
+        with pytest.raises(ConfigurationError, match="storage_capacity_gib"):
+            build()
