@@ -125,16 +125,12 @@ class HyperPodReferenceStack(Stack):
 
     def _add_monitoring_and_scaling(self, settings: HyperPodSettings) -> None:
         """Metrics, alerts and dashboard; KEDA scaling when ``max_replicas`` allows more."""
-        self.observability = VllmObservability(
-            self, "Observability", cluster=self.cluster, service=self.service
-        )
+        self.observability = VllmObservability(self, "Observability", service=self.service)
         self.dashboard = VllmDashboard(self, "Dashboard", observability=self.observability)
         if settings.max_replicas > settings.replicas:
             self.autoscaling = VllmReplicaAutoscaling(
                 self,
                 "ReplicaAutoscaling",
-                cluster=self.cluster,
-                addons=self.addons,
                 service=self.service,
                 observability=self.observability,
                 min_replicas=settings.replicas,

@@ -68,8 +68,8 @@ _YAML_OPTIONS: dict[str, Any] = {"sort_keys": False, "width": 1_000_000}
 class VllmObservability(Construct):
     """Scrape the service's leaders, record its SLO series, alert on them.
 
-    :param cluster: the HyperPod cluster (network, EKS); ``IHyperPodCluster``.
-    :param service: the vLLM service to watch (its add-ons get the scraper's cluster role).
+    :param service: the vLLM service to watch; its cluster hosts the scraper and its add-ons
+        hold the scraper's cluster role.
     :param ttft_p99_threshold: TTFT p99 that alerts (5 minutes). Default: 2 seconds.
     :param max_waiting_requests: queued requests that alert (5 minutes). Default: 32.
     :param kv_cache_saturation: KV-cache usage (0-1) that alerts (10 minutes). Default: 0.95.
@@ -81,7 +81,6 @@ class VllmObservability(Construct):
         scope: Construct,
         id: str,
         *,
-        cluster: IHyperPodCluster,
         service: VllmMultiNodeService,
         ttft_p99_threshold: Duration = Duration.seconds(2),
         max_waiting_requests: int = 32,
@@ -111,8 +110,8 @@ class VllmObservability(Construct):
             workspace=self.workspace.attr_arn,
             data=self.rule_groups(ttft_p99_threshold, max_waiting_requests, kv_cache_saturation),
         )
-        self.scraper = self._render_scraper(cluster, scrape_interval)
-        self.access_entry = self._render_scraper_access(cluster)
+        self.scraper = self._render_scraper(service.cluster, scrape_interval)
+        self.access_entry = self._render_scraper_access(service.cluster)
         #: The scraper user's cluster-wide rights, shared by every service on the cluster.
         self.rbac = service.addons.enable_scraper_access()
         CfnOutput(

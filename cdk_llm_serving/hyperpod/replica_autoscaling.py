@@ -19,9 +19,7 @@ from constructs import Construct
 
 from .._cdk.validation import check_at_least
 from ..errors import Problems
-from .addons import HyperPodServingAddons
 from .constants import KEDA_API_VERSION, LWS_API_VERSION, QUEUE_DEPTH_RULE
-from .interfaces import IHyperPodCluster
 from .multi_node_service import VllmMultiNodeService
 from .observability import VllmObservability
 
@@ -31,8 +29,8 @@ __all__ = ["VllmReplicaAutoscaling"]
 class VllmReplicaAutoscaling(Construct):
     """Scale replicas of ``service`` between ``min_replicas`` and what the GPU group holds.
 
-    :param cluster: the HyperPod cluster; ``IHyperPodCluster``.
-    :param addons: its serving add-ons, which install KEDA once for all services.
+    :param service: the service to scale; its add-ons install KEDA once for all services.
+    :param observability: the service's ``VllmObservability`` (KEDA queries its workspace).
     :param waiting_requests_per_replica: queue depth per replica that KEDA holds. Default: 8.
     :param min_replicas: Default: 1.
     :param max_replicas: Default: the GPU group's nodes // nodes per replica.
@@ -43,8 +41,6 @@ class VllmReplicaAutoscaling(Construct):
         scope: Construct,
         id: str,
         *,
-        cluster: IHyperPodCluster,
-        addons: HyperPodServingAddons,
         service: VllmMultiNodeService,
         observability: VllmObservability,
         waiting_requests_per_replica: int = 8,
@@ -54,7 +50,14 @@ class VllmReplicaAutoscaling(Construct):
         super().__init__(scope, id)
         ceiling = service.group.count // service.nodes
         max_replicas = max_replicas if max_replicas is not None else ceiling
-        self._validate(service, ceiling, waiting_requests_per_replica, min_replicas, max_replicas)
+        self._validate(
+            service,
+            observability,
+            ceiling,
+            waiting_requests_per_replica,
+            min_replicas,
+            max_replicas,
+        )
         self.service, self.observability = service, observability
         self.min_replicas, self.max_replicas, self.threshold = (
             min_replicas,
@@ -62,7 +65,7 @@ class VllmReplicaAutoscaling(Construct):
             waiting_requests_per_replica,
         )
 
-        keda = addons.enable_keda()
+        keda = service.addons.enable_keda()
         keda.grant_query(observability.workspace.attr_arn)
         self.keda = keda.chart
         self.query_role = keda.operator_role
@@ -70,7 +73,7 @@ class VllmReplicaAutoscaling(Construct):
         self.manifest = eks.KubernetesManifest(
             self,
             "ScaledObject",
-            cluster=cluster.eks_cluster,
+            cluster=service.cluster.eks_cluster,
             manifest=self.keda_objects(),
             overwrite=True,
         )
@@ -80,12 +83,19 @@ class VllmReplicaAutoscaling(Construct):
     def _validate(
         self,
         service: VllmMultiNodeService,
+        observability: VllmObservability,
         ceiling: int,
         waiting_requests_per_replica: int,
         min_replicas: int,
         max_replicas: int,
     ) -> None:
         problems = Problems(f"VllmReplicaAutoscaling '{self.node.path}'")
+        if observability.service is not service:
+            problems.add(
+                "observability",
+                observability.node.path,
+                f"must watch the scaled service {service.node.path}: KEDA reads its queue depth there",
+            )
         if min_replicas < 1:
             problems.add(
                 "min_replicas",

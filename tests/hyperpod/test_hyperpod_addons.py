@@ -31,12 +31,10 @@ from tests.support.template_helpers import (
 
 def _scaled_service(stack, cluster, addons, store, id: str, name: str) -> VllmReplicaAutoscaling:
     service = deepseek_service(stack, cluster, addons, store, id=id, replicas=1, name=name)
-    observability = VllmObservability(stack, f"{id}Obs", cluster=cluster, service=service)
+    observability = VllmObservability(stack, f"{id}Obs", service=service)
     return VllmReplicaAutoscaling(
         stack,
         f"{id}Scale",
-        cluster=cluster,
-        addons=addons,
         service=service,
         observability=observability,
         max_replicas=2,

@@ -21,12 +21,10 @@ def test_a_service_deploys_onto_an_imported_cluster():
     cluster: IHyperPodCluster = imported_cluster(stack, gpu_count=2)
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster, load_balancer_controller=False)
     service = deepseek_service(stack, cluster, addons, model_store(stack, cluster))
-    observability = VllmObservability(stack, "Obs", cluster=cluster, service=service)
+    observability = VllmObservability(stack, "Obs", service=service)
     VllmReplicaAutoscaling(
         stack,
         "Scale",
-        cluster=cluster,
-        addons=addons,
         service=service,
         observability=observability,
     )

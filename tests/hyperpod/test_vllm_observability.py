@@ -121,7 +121,6 @@ def test_validation():
         VllmObservability(
             stack,
             "Obs",
-            cluster=cluster,
             service=service,
             ttft_p99_threshold=Duration.seconds(0),
             max_waiting_requests=0,

@@ -122,13 +122,11 @@ def test_replicas_are_bounded_by_the_gpu_group():
     stack = new_stack("Keda")
     cluster, addons, store = small_cluster(stack, gpu_count=2)
     service = deepseek_service(stack, cluster, addons, store)
-    observability = VllmObservability(stack, "Obs", cluster=cluster, service=service)
+    observability = VllmObservability(stack, "Obs", service=service)
     with pytest.raises(ConfigurationError) as caught:
         VllmReplicaAutoscaling(
             stack,
             "Scale",
-            cluster=cluster,
-            addons=addons,
             service=service,
             observability=observability,
             min_replicas=0,
@@ -138,3 +136,20 @@ def test_replicas_are_bounded_by_the_gpu_group():
     problems = {p.property: p.allowed for p in caught.value.problems}
     assert set(problems) == {"min_replicas", "max_replicas", "waiting_requests_per_replica"}
     assert "GPU group 'gpu' holds 2 nodes, 1 per replica" in problems["max_replicas"]
+
+
+def test_observability_of_another_service_is_refused():
+    """KEDA reads the queue depth the observability records: it must watch this service."""
+    from cdk_llm_serving.hyperpod.observability import VllmObservability
+    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+    from tests.support.builders import new_stack
+    from tests.support.hyperpod import deepseek_service, small_cluster
+
+    stack = new_stack("Keda")
+    cluster, addons, store = small_cluster(stack, gpu_count=2)
+    first = deepseek_service(stack, cluster, addons, store, id="First", name="first", replicas=1)
+    second = deepseek_service(stack, cluster, addons, store, id="Second", name="second", replicas=1)
+    watching_second = VllmObservability(stack, "Obs", service=second)
+    with pytest.raises(ConfigurationError) as caught:
+        VllmReplicaAutoscaling(stack, "Scale", service=first, observability=watching_second)
+    assert [p.property for p in caught.value.problems] == ["observability"]
