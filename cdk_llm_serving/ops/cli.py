@@ -258,14 +258,23 @@ def _recommend_to_pools(args: argparse.Namespace, clients: Clients | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..planning.cli_support import positive_int
-    from ..planning.cold_start import loading_paths
-    from ..planning.models import presets, weight_formats
-
     parser = argparse.ArgumentParser(
         prog="python -m cdk_llm_serving", description="cdk-llm-serving tools"
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_plan(commands)
+    _add_smoke(commands)
+    _add_fleet(commands)
+    _add_recommend(commands)
+    return parser
+
+
+def _add_plan(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``plan``: the capacity planner's options."""
+    from ..planning.cli_support import positive_int
+    from ..planning.cold_start import loading_paths
+    from ..planning.models import presets, weight_formats
+
     planner = commands.add_parser("plan", help="size a model on an instance type")
     which = planner.add_mutually_exclusive_group(required=True)
     which.add_argument("--model", choices=sorted(presets()), help="model preset")
@@ -356,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     planner.set_defaults(handler=_plan_command)
 
+
+def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``smoke``: stream a tool-calling and a reasoning request."""
     smoke = commands.add_parser(
         "smoke", help="check an OpenAI-compatible endpoint: tool calls, reasoning, TTFT/ITL"
     )
@@ -378,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--json", action="store_true", help="print JSON instead of text")
     smoke.set_defaults(handler=_smoke_command)
 
+
+def _add_fleet(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``fleet``: per-pool instances, fallback and cost of an endpoint."""
     fleet = commands.add_parser(
         "fleet", help="what an instance-pool endpoint runs on, per pool, and what it costs"
     )
@@ -399,6 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fleet.set_defaults(handler=_fleet_command, aws=True)
 
+
+def _add_recommend(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``recommend start|wait|to-pools``: inference recommendation jobs."""
     recommend = commands.add_parser(
         "recommend", help="SageMaker inference recommendations -> instance pools"
     )
@@ -431,7 +449,6 @@ def build_parser() -> argparse.ArgumentParser:
     to_pools.add_argument("--output", default="pools.json")
     to_pools.add_argument("--region")
     to_pools.set_defaults(handler=_recommend_to_pools, aws=True)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None, *, clients: Clients | None = None) -> int:
