@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..planning.catalog import Catalog, default_catalog
+from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.models import ModelSpec, WeightFormat, preset, weight_formats
 from .config import Eagle3Speculation, MtpSpeculation, VllmConfig
 
@@ -48,79 +48,80 @@ def check_on_hardware(
     ``weight_format`` names the weights actually loaded when ``quantization`` does not say
     (e.g. BF16 weights of a model whose published checkpoint is MXFP4).
     """
-    catalog = catalog or default_catalog()
+    instance = (catalog or default_catalog()).get(instance_type)
     spec = preset(model) if isinstance(model, str) else model
-    instance = catalog.get(instance_type)
-    problems: list[tuple[str, object, str]] = []
-    warnings: list[str] = []
-    tp = config.tensor_parallel_size or 1
-    pp = config.pipeline_parallel_size or 1
-    dp = config.data_parallel_size or 1
-    gpus = instance.gpus * nodes
-    used = tp * pp * dp
-    if used > gpus or gpus % used:
-        problems.append(
-            (
-                "tensor_parallel_size x pipeline_parallel_size x data_parallel_size",
-                f"{tp} x {pp} x {dp} = {used}",
-                f"must divide the {gpus} GPUs of {nodes} x {instance_type}",
-            )
-        )
-    if tp > instance.gpus:
-        problems.append(
-            (
-                "tensor_parallel_size",
-                tp,
-                f"tensor parallelism stays within a node: at most {instance.gpus} on {instance_type}",
-            )
-        )
+    problems = _layout_problems(config, instance, nodes)
     if spec is not None:
-        if spec.attention_heads % tp:
-            problems.append(
-                (
-                    "tensor_parallel_size",
-                    tp,
-                    f"must divide {spec.name}'s {spec.attention_heads} attention heads",
-                )
-            )
-        if isinstance(config.speculative, MtpSpeculation) and spec.mtp_layers < 1:
-            problems.append(
-                (
-                    "speculative",
-                    "mtp",
-                    f"{spec.name} has no MTP layers; use EAGLE-3 with a draft model or n-gram",
-                )
-            )
-        if config.max_model_len is not None and config.max_model_len > spec.max_context:
-            problems.append(
-                (
-                    "max_model_len",
-                    config.max_model_len,
-                    f"{spec.name} supports at most {spec.max_context} tokens",
-                )
-            )
-        if config.enable_expert_parallel and not spec.is_moe:
-            problems.append(
-                (
-                    "enable_expert_parallel",
-                    True,
-                    f"{spec.name} is dense: it has no experts to shard",
-                )
-            )
-    if (
-        isinstance(config.speculative, Eagle3Speculation)
-        and config.speculative.draft_model == config.model
-    ):
+        problems += _model_problems(config, spec)
+    speculative = config.speculative
+    if isinstance(speculative, Eagle3Speculation) and speculative.draft_model == config.model:
         problems.append(
             (
                 "speculative.draft_model",
-                config.speculative.draft_model,
+                speculative.draft_model,
                 "the draft model must differ from the served model",
             )
         )
     fmt = weight_formats().get(weight_format) if weight_format else weight_format_of(config, spec)
-    if fmt is not None:
-        note = fmt.fallback_note(instance.gpu)
-        if note:
-            warnings.append(note)
-    return HardwareCheck(tuple(problems), tuple(warnings))
+    note = fmt.fallback_note(instance.gpu) if fmt is not None else None
+    return HardwareCheck(tuple(problems), (note,) if note else ())
+
+
+def _layout_problems(
+    config: VllmConfig, instance: InstanceSpec, nodes: int
+) -> list[tuple[str, object, str]]:
+    """TP x PP x DP divides the GPUs of ``nodes`` instances; TP stays within one node."""
+    tp = config.tensor_parallel_size or 1
+    pp = config.pipeline_parallel_size or 1
+    dp = config.data_parallel_size or 1
+    gpus, used = instance.gpus * nodes, tp * pp * dp
+    found: list[tuple[str, object, str]] = []
+    if used > gpus or gpus % used:
+        found.append(
+            (
+                "tensor_parallel_size x pipeline_parallel_size x data_parallel_size",
+                f"{tp} x {pp} x {dp} = {used}",
+                f"must divide the {gpus} GPUs of {nodes} x {instance.instance_type}",
+            )
+        )
+    if tp > instance.gpus:
+        found.append(
+            (
+                "tensor_parallel_size",
+                tp,
+                f"tensor parallelism stays within a node: at most {instance.gpus} on {instance.instance_type}",
+            )
+        )
+    return found
+
+
+def _model_problems(config: VllmConfig, spec: ModelSpec) -> list[tuple[str, object, str]]:
+    """Heads that split over TP, MTP layers for MTP, context within the model's, experts for EP."""
+    tp = config.tensor_parallel_size or 1
+    checks: list[tuple[bool, str, object, str]] = [
+        (
+            spec.attention_heads % tp != 0,
+            "tensor_parallel_size",
+            tp,
+            f"must divide {spec.name}'s {spec.attention_heads} attention heads",
+        ),
+        (
+            isinstance(config.speculative, MtpSpeculation) and spec.mtp_layers < 1,
+            "speculative",
+            "mtp",
+            f"{spec.name} has no MTP layers; use EAGLE-3 with a draft model or n-gram",
+        ),
+        (
+            config.max_model_len is not None and config.max_model_len > spec.max_context,
+            "max_model_len",
+            config.max_model_len,
+            f"{spec.name} supports at most {spec.max_context} tokens",
+        ),
+        (
+            bool(config.enable_expert_parallel) and not spec.is_moe,
+            "enable_expert_parallel",
+            True,
+            f"{spec.name} is dense: it has no experts to shard",
+        ),
+    ]
+    return [(prop, value, allowed) for failed, prop, value, allowed in checks if failed]
