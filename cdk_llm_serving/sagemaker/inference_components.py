@@ -250,24 +250,8 @@ class InferenceComponentOnPools(Construct):
         dimensions = {"InferenceComponentName": self.component_name}
         return build_metric(INVOCATION_NAMESPACE, metric_name, dimensions, instance_type, options)
 
-    def _validate(
-        self, copy_count: int, startup: Duration | None, download: Duration | None
-    ) -> None:
-        problems = Problems(f"InferenceComponentOnPools '{self.node.path}'")
-        if not self.endpoint.hosts_inference_components:
-            problems.add(
-                "endpoint",
-                self.endpoint.node.path,
-                "must be created for inference components (InstancePoolEndpoint(model=None, ...))",
-            )
-        count_limits = limits("CreateInferenceComponentInput", "Specifications")
-        low, high = count_limits.minimum or 1, count_limits.maximum or 5
-        if not low <= len(self.specifications) <= high:
-            problems.add(
-                "specifications",
-                len(self.specifications),
-                f"must list {low} to {high} specifications, one per pool type",
-            )
+    def _validate_specifications(self, problems: Problems) -> None:
+        """Each one valid, on one of the endpoint's pool types, once; every pool covered."""
         pool_types = [pool.instance_type for pool in self.endpoint.pools]
         seen: dict[str, int] = {}
         for index, spec in enumerate(self.specifications):
@@ -293,6 +277,26 @@ class InferenceComponentOnPools(Construct):
                 [s.instance_type for s in self.specifications],
                 f"every pool needs a specification; missing: {', '.join(uncovered)}",
             )
+
+    def _validate(
+        self, copy_count: int, startup: Duration | None, download: Duration | None
+    ) -> None:
+        problems = Problems(f"InferenceComponentOnPools '{self.node.path}'")
+        if not self.endpoint.hosts_inference_components:
+            problems.add(
+                "endpoint",
+                self.endpoint.node.path,
+                "must be created for inference components (InstancePoolEndpoint(model=None, ...))",
+            )
+        count_limits = limits("CreateInferenceComponentInput", "Specifications")
+        low, high = count_limits.minimum or 1, count_limits.maximum or 5
+        if not low <= len(self.specifications) <= high:
+            problems.add(
+                "specifications",
+                len(self.specifications),
+                f"must list {low} to {high} specifications, one per pool type",
+            )
+        self._validate_specifications(problems)
         check_at_least(
             problems,
             "copy_count",
