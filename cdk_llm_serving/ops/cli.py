@@ -16,6 +16,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from ..planning.cli_support import positive_int
+from ..planning.cold_start import loading_paths
+from ..planning.models import presets, weight_formats
+
 T = TypeVar("T")
 
 #: Test doubles by name ("sagemaker": a stubbed boto3 client, "sleep": a fake clock).
@@ -271,9 +275,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_plan(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``plan``: the capacity planner's options."""
-    from ..planning.cli_support import positive_int
-    from ..planning.cold_start import loading_paths
-    from ..planning.models import presets, weight_formats
 
     planner = commands.add_parser("plan", help="size a model on an instance type")
     which = planner.add_mutually_exclusive_group(required=True)
@@ -329,6 +330,12 @@ def _add_plan(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         choices=loading_paths(),
         help="how weights reach the GPUs (default: s3_download on one node, fsx_lustre on several)",
     )
+    _add_plan_output_options(planner)
+    planner.set_defaults(handler=_plan_command)
+
+
+def _add_plan_output_options(planner: argparse.ArgumentParser) -> None:
+    """Throughput, workload, prices and output format of ``plan``."""
     planner.add_argument(
         "--tokens-per-second",
         type=float,
@@ -363,7 +370,6 @@ def _add_plan(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     planner.add_argument(
         "--json", action="store_true", help="print JSON instead of a table (errors too)"
     )
-    planner.set_defaults(handler=_plan_command)
 
 
 def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
