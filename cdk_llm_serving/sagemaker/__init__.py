@@ -7,7 +7,7 @@ autoscaling, alarms, dashboards, inference components and safe updates.
 
 from .alarms import PoolEndpointAlarms
 from .async_inference import AsyncInference
-from .autoscaling import EndpointAutoScaling
+from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .dashboard import PoolEndpointDashboard
 from .deployment import (
     BlueGreenDeployment,
@@ -16,6 +16,9 @@ from .deployment import (
     RollingDeployment,
     TrafficShift,
 )
+from .endpoint_api import IPoolEndpoint
+from .endpoint_metrics import MetricOptions
+from .endpoint_options import PoolEndpointOptions
 from .inference_components import ComponentSpecification, InferenceComponentOnPools
 from .instance_pool import InstancePool
 from .pool_endpoint import InstancePoolEndpoint
@@ -25,6 +28,7 @@ from .vllm_pool_endpoint import VllmPool, VllmPoolEndpoint
 __all__ = [
     "VLLM_SERVED_MODEL_NAME_VARIABLE",
     "AsyncInference",
+    "AutoScalingOptions",
     "BlueGreenDeployment",
     "CapacitySize",
     "ComponentSpecification",
@@ -33,8 +37,11 @@ __all__ = [
     "InferenceComponentOnPools",
     "InstancePool",
     "InstancePoolEndpoint",
+    "IPoolEndpoint",
+    "MetricOptions",
     "PoolEndpointAlarms",
     "PoolEndpointDashboard",
+    "PoolEndpointOptions",
     "RollingDeployment",
     "ServingModel",
     "TrafficShift",
