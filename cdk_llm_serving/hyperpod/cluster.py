@@ -34,6 +34,7 @@ from constructs import Construct, IConstruct
 
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from ..errors import Problems
+from ..planning.catalog import Catalog, default_catalog
 from ._facts import addon_versions, hyperpod_facts, supported_kubernetes_versions
 from .constants import FSX_CSI_DRIVER_ADDON, POD_IDENTITY_AGENT_ADDON
 from .instance_group import HyperPodInstanceGroup
@@ -57,12 +58,16 @@ def _kubectl_layer(scope: Construct, version: str) -> lambda_.ILayerVersion:
 
 
 def _validate_instance_groups(
-    problems: Problems, groups: Sequence[HyperPodInstanceGroup], *, need_system: bool
+    problems: Problems,
+    groups: Sequence[HyperPodInstanceGroup],
+    *,
+    need_system: bool,
+    catalog: Catalog | None = None,
 ) -> None:
     """Each group valid, names unique, a GPU group to serve on (and a system group if ours)."""
     names: dict[str, int] = {}
     for index, group in enumerate(groups):
-        group.validate(problems, f"instance_groups[{index}]")
+        group.validate(problems, f"instance_groups[{index}]", catalog)
         if group.name in names:
             problems.add(
                 f"instance_groups[{index}].name",
@@ -102,6 +107,8 @@ class HyperPodEksCluster(Construct):
     :param addon_versions: EKS add-on name -> version. Default: the pins in ``assets/hyperpod.json``
         (VPC CNI pinned; add-ons left ``null`` there take EKS's default for the version).
     :param cluster_name: HyperPod cluster name. Default: derived from the construct path.
+    :param catalog: the planner's instance catalog GPU groups are checked against (your
+        prices, extra types). Default: ``default_catalog()``.
     """
 
     #: The EKS cluster, typed as its interface (see ``_render_eks``).
@@ -126,8 +133,10 @@ class HyperPodEksCluster(Construct):
         endpoint_public: bool = False,
         addon_versions: Mapping[str, str | None] | None = None,
         cluster_name: str | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
+        self.catalog = catalog or default_catalog()
         self.instance_groups = tuple(instance_groups)
         self.kubernetes_version = kubernetes_version
         self._validate(admin_role_arns)
@@ -201,7 +210,9 @@ class HyperPodEksCluster(Construct):
 
     def _validate(self, admin_role_arns: Sequence[str]) -> None:
         problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
-        _validate_instance_groups(problems, self.instance_groups, need_system=True)
+        _validate_instance_groups(
+            problems, self.instance_groups, need_system=True, catalog=self.catalog
+        )
         versions = supported_kubernetes_versions()
         if self.kubernetes_version not in versions:
             problems.add(

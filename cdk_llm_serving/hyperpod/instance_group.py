@@ -17,7 +17,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from .._cdk.service_limits import hyperpod_instance_types, limits
 from .._cdk.validation import check_name, check_one_of, check_range
 from ..errors import Problems
-from ..planning.catalog import default_catalog
+from ..planning.catalog import Catalog, default_catalog
 from .constants import GPU_TAINT_KEY, GPU_TAINT_VALUE, GROUP_LABEL, ROLE_LABEL
 
 GroupRole = Literal["system", "gpu"]
@@ -159,14 +159,15 @@ class HyperPodInstanceGroup:
             **self.labels,
         }
 
-    def validate(self, problems: Problems, prop: str) -> None:
-        """What the SageMaker API would refuse, and GPU groups without a catalogued GPU type."""
+    def validate(self, problems: Problems, prop: str, catalog: Catalog | None = None) -> None:
+        """What the SageMaker API would refuse, and GPU groups without a catalogued GPU type
+        (in ``catalog``; default ``default_catalog()``)."""
         self._validate_shape(problems, prop)
         self._validate_kubernetes(problems, prop)
         if (
             self.role == "gpu"
             and self.instance_type in hyperpod_instance_types()
-            and self.instance_type not in default_catalog()
+            and self.instance_type not in (catalog or default_catalog())
         ):
             problems.add(
                 f"{prop}.instance_type",

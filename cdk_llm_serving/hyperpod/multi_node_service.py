@@ -27,7 +27,7 @@ from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.validation import check_at_least
 from ..errors import Problems
 from ..model_sources import ModelData
-from ..planning.catalog import InstanceSpec, default_catalog
+from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.cold_start import estimate_cold_start
 from ..planning.models import ModelSpec, preset, weight_format
 from ..planning.sizing import Plan, PlanningError, plan
@@ -131,6 +131,7 @@ class VllmMultiNodeService(Construct):
     :param exposure: load balancer settings. Default: internal, HTTP.
     :param namespace: Default: the model store's namespace.
     :param name: the LeaderWorkerSet / Service name. Default: the served model name.
+    :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
     """
 
     group: HyperPodInstanceGroup
@@ -156,9 +157,11 @@ class VllmMultiNodeService(Construct):
         exposure: Exposure = Exposure(),
         namespace: str | None = None,
         name: str | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.cluster, self.addons, self.exposure = cluster, addons, exposure
+        self.catalog = catalog or default_catalog()
         self.spec = preset(model) if isinstance(model, str) else model
         self.stream_from = stream_from
         problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
@@ -216,7 +219,7 @@ class VllmMultiNodeService(Construct):
             problems.raise_if_any()
             raise AssertionError("unreachable: raise_if_any raised")
         self.group = group
-        self.instance = default_catalog().get(group.instance_type)
+        self.instance = self.catalog.get(group.instance_type)
 
     def _resolve_plan(
         self,
@@ -229,7 +232,11 @@ class VllmMultiNodeService(Construct):
         self.plan: Plan | None = None
         try:
             self.plan = plan(
-                self.spec, quantization, self.group.instance_type, max_context=config.max_model_len
+                self.spec,
+                quantization,
+                self.group.instance_type,
+                max_context=config.max_model_len,
+                catalog=self.catalog,
             )
         except (PlanningError, KeyError) as error:
             problems.add(
@@ -393,6 +400,7 @@ class VllmMultiNodeService(Construct):
             model=self.spec,
             nodes=self.nodes,
             weight_format=quantization,
+            catalog=self.catalog,
         )
         for prop, value, allowed in check.problems:
             problems.add(f"config.{prop}", value, allowed)

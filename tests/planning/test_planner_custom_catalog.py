@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from aws_cdk.assertions import Annotations, Match
 
-from cdk_llm_serving import InstancePool, PoolEndpointAlarms
+from cdk_llm_serving import (
+    ConfigurationError,
+    HyperPodEksCluster,
+    HyperPodInstanceGroup,
+    HyperPodServingAddons,
+    InstancePool,
+    PoolEndpointAlarms,
+)
 from cdk_llm_serving.planning.catalog import Catalog, default_catalog
 from cdk_llm_serving.planning.cold_start import estimate_cold_start
 from cdk_llm_serving.planning.cost import estimate_cost
 from cdk_llm_serving.planning.report import plan_as_dict, plan_as_table
 from cdk_llm_serving.planning.sizing import ModelSizing, plan
 from tests.support.builders import new_stack, pool_endpoint, serving_model
+from tests.support.hyperpod import deepseek_service, model_store
 
 
 def endpoint_on(sizing: ModelSizing, instance_types: list[str], catalog: Catalog) -> tuple:
@@ -80,3 +89,24 @@ def test_reports_of_a_plan_on_a_custom_type_use_the_plan_s_own_instance():
     assert result.instance_spec is g7e
     assert plan_as_dict(result, cold, cost)["decode"]["speculative"]
     assert "ml.g7e.48xlarge" in plan_as_table(result, cold, cost)
+
+
+def test_hyperpod_cluster_and_service_accept_a_custom_catalog():
+    """A GPU group of a type only the custom catalog knows: refused without it, planned with it."""
+    base = default_catalog()
+    g7e = dataclasses.replace(base.get("ml.p5en.48xlarge"), instance_type="ml.g7e.48xlarge")
+    catalog = base.with_instances([g7e])
+    groups = [
+        HyperPodInstanceGroup.system(),
+        HyperPodInstanceGroup.gpu("gpu", "ml.g7e.48xlarge", 2),
+    ]
+    with pytest.raises(ConfigurationError, match="planner's catalog"):
+        HyperPodEksCluster(new_stack("Refused"), "HyperPod", instance_groups=groups)
+
+    stack = new_stack("Custom")
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=groups, catalog=catalog)
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    store = model_store(stack, cluster)
+    service = deepseek_service(stack, cluster, addons, store, catalog=catalog)
+    assert cluster.catalog is catalog and service.instance is g7e
+    assert service.plan is not None and service.plan.instance_type == "ml.g7e.48xlarge"
