@@ -11,7 +11,6 @@ the package is installed.
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import time
@@ -20,6 +19,8 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from .bearer_token import generate_bearer_token
 
 TOOL_NAME = "get_weather"
 TOOL: dict[str, Any] = {
@@ -169,29 +170,9 @@ def check_reasoning(result: StreamResult) -> Check:
     )
 
 
-def sagemaker_bearer_token(region: str, expires_seconds: int = 900) -> str:
-    """A bearer token for SageMaker's ``/openai/v1`` path.
-
-    Base64 of a SigV4 query-presigned URL for the ``CallWithBearerToken`` action, signed
-    with the default boto3 credential chain. The exact URL shape is UNCONFIRMED beyond
-    AWS's description; pass ``--bearer-token`` to use a token made another way.
-    """
-    import botocore.session
-    from botocore.auth import SigV4QueryAuth
-    from botocore.awsrequest import AWSRequest
-
-    session = botocore.session.get_session()
-    credentials = session.get_credentials()
-    if credentials is None:
-        raise RuntimeError("no AWS credentials found in the standard chain")
-    request = AWSRequest(
-        method="GET",
-        url=f"https://runtime.sagemaker.{region}.amazonaws.com/?Action=CallWithBearerToken",
-    )
-    SigV4QueryAuth(
-        credentials.get_frozen_credentials(), "sagemaker", region, expires=expires_seconds
-    ).add_auth(request)
-    return base64.b64encode(request.url.encode()).decode()
+def sagemaker_bearer_token(region: str) -> str:
+    """A 12-hour bearer token for SageMaker's ``/openai/v1`` path (``bearer_token``)."""
+    return generate_bearer_token(region)
 
 
 def run_smoke(

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import json
-import urllib.parse
 
 import pytest
 
 from cdk_llm_serving.ops.cli import main
-from cdk_llm_serving.ops.smoke import percentile, sagemaker_bearer_token
+from cdk_llm_serving.ops.smoke import percentile
 from tests.support.openai_test_server import serving
 
 
@@ -88,20 +86,6 @@ def test_unreachable_endpoint(capsys):
         capsys, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "2"
     )
     assert code == 2 and err.startswith("error: cannot reach")
-
-
-def test_sagemaker_bearer_token_is_a_presigned_call_with_bearer_token_url(monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-example")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    url = base64.b64decode(sagemaker_bearer_token("us-west-2")).decode()
-    parsed = urllib.parse.urlparse(url)
-    query = urllib.parse.parse_qs(parsed.query)
-    assert parsed.netloc == "runtime.sagemaker.us-west-2.amazonaws.com"
-    assert query["Action"] == ["CallWithBearerToken"] and query["X-Amz-Algorithm"] == [
-        "AWS4-HMAC-SHA256"
-    ]
-    assert "/us-west-2/sagemaker/aws4_request" in query["X-Amz-Credential"][0]
 
 
 def test_percentile_nearest_rank():
