@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jsii
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
@@ -31,7 +32,8 @@ class ServingModel(Construct):
     prefix (``s3:GetObject`` under it, ``s3:ListBucket`` limited to it) and write
     the endpoint's logs and metrics: nothing wider.
 
-    :param image: the container image (``ContainerImage.from_ecr_uri`` / ``from_repository``).
+    :param image: the container image (``ContainerImage.from_ecr_uri`` / ``from_repository`` /
+        ``from_dlc``); an ECR image must be in the stack's region when that is concrete.
     :param model_data: the weights, served uncompressed from an S3 prefix. Default: none
         (the image carries or fetches its weights).
     :param served_model_name: the name the server reports in every response's ``model``
@@ -76,7 +78,7 @@ class ServingModel(Construct):
         self.served_model_name = served_model_name
         self.sizing = sizing
         self.model_data = model_data
-        self.image = image
+        self.image = image.bind(self)
         env = self._validate(environment, served_model_name, served_model_name_variable, model_name)
         self.role: iam.IRole = role or iam.Role(
             self,
@@ -85,7 +87,7 @@ class ServingModel(Construct):
             description="Execution role of a SageMaker model served by cdk-llm-serving",
         )
         grants = ExecutionRoleGrants(self, self.role)
-        grants.image_pull(image)
+        grants.image_pull(self.image)
         if model_data is not None:
             grants.model_data_read(model_data)
         grants.logs_and_metrics()
@@ -180,7 +182,7 @@ class ServingModel(Construct):
     ) -> dict[str, str]:
         """Every problem at once; the container environment with the served name set."""
         problems = Problems(f"ServingModel '{self.node.path}'")
-        self.image.validate(problems, "image")
+        self.image.validate(problems, "image", region=Stack.of(self).region)
         if self.model_data is not None:
             self.model_data.validate(problems, "model_data")
         check_name(
