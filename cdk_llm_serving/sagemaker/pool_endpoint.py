@@ -248,7 +248,10 @@ class InstancePoolEndpoint(Construct, EndpointApi):
 
         Takes ``EndpointAutoScaling``'s options (``max_capacity`` required) and documents
         the policy there; asynchronous endpoints scale on their backlog and may set
-        ``min_capacity=0``.
+        ``min_capacity=0``. Sets ``RetainAllVariantProperties`` so deploys keep the current
+        instance count. SageMaker refuses to change the pools' instance types (or remove the
+        variant) while it is autoscaled: deploy once without ``auto_scale``, then with the new
+        pools (``update_rules.autoscaled_update_problems`` checks two templates).
         """
         if self.hosts_inference_components:
             self._refuse(
@@ -259,6 +262,10 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         if self.auto_scaling is not None:
             self._refuse("auto_scale", "called twice", "configure autoscaling once per endpoint")
         self.auto_scaling = EndpointAutoScaling(self, "AutoScaling", endpoint=self, **options)
+        # Autoscaling owns the instance count: updates keep it (and the weight) instead of
+        # resetting it to InitialInstanceCount; pools, models and settings still come from the
+        # new config, and no property type is excluded (see ``update_rules``).
+        self.cfn_endpoint.retain_all_variant_properties = True
         return self.auto_scaling
 
     def fleet_utilization_queries(self) -> list[MetricQuery]:
