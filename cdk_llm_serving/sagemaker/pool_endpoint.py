@@ -197,15 +197,18 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         path: str | Path,
         *,
         options: PoolEndpointOptions | None = None,
+        client_model_name: str | None = None,
     ) -> InstancePoolEndpoint:
         """A new endpoint whose pools come from a ``recommend to-pools`` file.
 
         Builds (it does not import): the endpoint sits under an intermediate construct
         ``id`` that also holds the models (``<id>/Endpoint``, ``<id>/Model1``, ...). See
-        ``planning.pool_file`` for the file.
+        ``planning.pool_file`` for the file. Clients send ``client_model_name`` (default: the
+        recommendation job's name); responses name the deployment that answered
+        (``<client name>-<instance type>``).
         """
         holder = Construct(scope, id)
-        model, pools = pools_from_recommendation(holder, path)
+        model, pools = pools_from_recommendation(holder, path, client_model_name)
         settings = (options or PoolEndpointOptions()).as_kwargs()
         return cls(holder, "Endpoint", model=model, pools=pools, **settings)
 

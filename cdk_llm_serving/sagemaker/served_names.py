@@ -24,6 +24,7 @@ deploy time by a custom resource that may put (and delete) exactly that one obje
 
 from __future__ import annotations
 
+import json
 import re
 
 from aws_cdk import Stack
@@ -38,6 +39,9 @@ from ..model_sources import ModelData
 MODEL_DIR = "/opt/ml/model"
 #: The SageMaker vLLM container variable that becomes ``--config``.
 VLLM_CONFIG_VARIABLE = "SM_VLLM_CONFIG"
+#: Carries the served names (JSON list, copy first) for operators: ``fleet`` reads it back.
+#: Neither the container's entrypoint (``SM_VLLM_*`` only) nor vLLM (``VLLM_*``) reads it.
+SERVED_NAMES_VARIABLE = "CDK_LLM_SERVING_SERVED_NAMES"
 #: Folder of our config files under the weights prefix.
 CONFIG_FOLDER = "cdk-llm-serving"
 #: aws-cdk-lib's id of the singleton function behind every ``AwsCustomResource`` of a stack.
@@ -49,10 +53,15 @@ def config_file_name(copy_name: str) -> str:
     return f"served-names-{re.sub(r'[^A-Za-z0-9._-]', '-', copy_name)}.yaml"
 
 
+def served_names(copy_name: str, client_name: str) -> list[str]:
+    """The copy's name first (responses carry it), then the shared name."""
+    return [copy_name] if copy_name == client_name else [copy_name, client_name]
+
+
 def served_names_yaml(copy_name: str, client_name: str) -> str:
-    """The config file: the copy's name first (responses carry it), then the shared name."""
-    names = [copy_name] if copy_name == client_name else [copy_name, client_name]
-    return "served-model-name:\n" + "".join(f'  - "{name}"\n' for name in names)
+    """The config file: ``served-model-name`` as a YAML list (JSON strings are YAML strings)."""
+    names = served_names(copy_name, client_name)
+    return "served-model-name:\n" + "".join(f"  - {json.dumps(name)}\n" for name in names)
 
 
 class ServedNamesFile(Construct):
@@ -76,7 +85,10 @@ class ServedNamesFile(Construct):
         relative = f"{CONFIG_FOLDER}/{config_file_name(copy_name)}"
         self.key = f"{model_data.key_prefix}{relative}"
         self.container_path = f"{MODEL_DIR}/{relative}"
-        self.environment = {VLLM_CONFIG_VARIABLE: self.container_path}
+        self.environment = {
+            VLLM_CONFIG_VARIABLE: self.container_path,
+            SERVED_NAMES_VARIABLE: json.dumps(served_names(copy_name, client_name)),
+        }
         bucket_arn = f"arn:{Stack.of(self).partition}:s3:::{model_data.bucket_name}"
         location = {"Bucket": model_data.bucket_name, "Key": self.key}
         self.resource = cr.AwsCustomResource(
