@@ -1,25 +1,30 @@
-"""``PoolEndpointDashboard``: one CloudWatch dashboard for a pool endpoint, a row per pool."""
+"""``PoolEndpointDashboard``: one CloudWatch dashboard for a pool endpoint, pools side by side."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from .pool_endpoint import InstancePoolEndpoint
+from .promql_charts import PromQLCharts
 from .serving_model import ServingModel
+from .token_metrics import TokenQueries
 
 _WIDTH = 24
 _SMALL = 4
 
 
 class PoolEndpointDashboard(Construct):
-    """Fleet utilization against its target, a row per pool, and the alarms.
+    """Fleet utilization against its target, the pools side by side, token latency, alarms.
 
-    Per pool: instances (derived from invocation metrics), invocations, model latency
-    p50/p90/p99, concurrency per instance, GPU utilization.
+    One row of charts with a line per pool (most preferred first): instances (idle ones
+    included), invocations, model latency p99, concurrency per instance, GPU utilization.
+    With detailed observability, a row of token-level charts per pool from its PromQL
+    metrics (``token_metrics``): time to first token p50/p99, inter-token latency p50/p99,
+    generated tokens per second.
 
     :param endpoint: the endpoint to show.
     :param alarms: alarms for the status row. Default: the endpoint's rollback alarms.
@@ -51,8 +56,11 @@ class PoolEndpointDashboard(Construct):
             )
         )
         self.dashboard.add_widgets(*self._fleet_row(endpoint))
-        for priority, pool in enumerate(endpoint.pools, start=1):
-            self.dashboard.add_widgets(*self._pool_row(endpoint, priority, pool.instance_type))
+        self.dashboard.add_widgets(*self._pools_row(endpoint))
+        self.charts: PromQLCharts | None = None
+        if endpoint.detailed_observability:
+            self.charts = PromQLCharts.of(self)
+            self.dashboard.add_widgets(*self._token_row(endpoint, self.charts))
         shown = list(alarms) or list(endpoint.rollback_alarms)
         if shown:
             self.dashboard.add_widgets(
@@ -89,42 +97,78 @@ class PoolEndpointDashboard(Construct):
         )
         return widgets
 
-    def _pool_row(
-        self, endpoint: InstancePoolEndpoint, priority: int, instance_type: str
-    ) -> list[cloudwatch.IWidget]:
-        name = f"{priority}: {instance_type}"
+    def _pools_row(self, endpoint: InstancePoolEndpoint) -> list[cloudwatch.IWidget]:
+        """One chart per measure, one line per pool (labelled ``<priority>: <type>``)."""
+        pools = [
+            (f"{p}: {pool.instance_type}", pool.instance_type)
+            for p, pool in enumerate(endpoint.pools, start=1)
+        ]
+
+        def chart(
+            title: str, build: Callable[[str, str], cloudwatch.IMetric], width: int
+        ) -> cloudwatch.GraphWidget:
+            return cloudwatch.GraphWidget(
+                title=title, left=[build(label, t) for label, t in pools], width=width
+            )
+
         return [
-            cloudwatch.GraphWidget(
-                title=f"{name} instances",
-                left=[endpoint.metric_pool_instances(instance_type=instance_type)],
-                width=_SMALL,
+            chart(
+                "Instances per pool",
+                lambda label, t: endpoint.metric_pool_instances(instance_type=t).with_(label=label),
+                _SMALL + 1,
             ),
-            cloudwatch.GraphWidget(
-                title=f"{name} invocations",
-                left=[endpoint.metric_invocations(instance_type=instance_type)],
-                width=_SMALL,
+            chart(
+                "Invocations per pool",
+                lambda label, t: endpoint.metric_invocations(instance_type=t, label=label),
+                _SMALL + 1,
             ),
-            cloudwatch.GraphWidget(
-                title=f"{name} model latency (µs)",
-                left=[
-                    endpoint.metric_model_latency(
-                        instance_type=instance_type, statistic=statistic, label=statistic
-                    )
-                    for statistic in ("p50", "p90", "p99")
-                ],
-                width=_SMALL + 2,
+            chart(
+                "Model latency p99 (µs) per pool",
+                lambda label, t: endpoint.metric_model_latency(
+                    instance_type=t, statistic="p99", label=label
+                ),
+                _SMALL,
             ),
-            cloudwatch.GraphWidget(
-                title=f"{name} concurrency / instance",
-                left=[endpoint.metric_concurrent_requests(instance_type=instance_type)],
-                width=_SMALL + 1,
+            chart(
+                "Concurrency / instance per pool",
+                lambda label, t: endpoint.metric_concurrent_requests(instance_type=t, label=label),
+                _SMALL + 1,
             ),
-            cloudwatch.GraphWidget(
-                title=f"{name} GPU utilization (%)",
-                left=[endpoint.metric_gpu_utilization(instance_type=instance_type)],
-                width=_SMALL + 1,
+            chart(
+                "GPU utilization (%) per pool",
+                lambda label, t: endpoint.metric_gpu_utilization(instance_type=t, label=label),
+                _SMALL + 1,
             ),
         ]
+
+    def _token_row(
+        self, endpoint: InstancePoolEndpoint, charts: PromQLCharts
+    ) -> list[cloudwatch.IWidget]:
+        """Token-level latency and throughput, a line per pool (instance type)."""
+        queries = TokenQueries(endpoint.endpoint_name, endpoint.variant_name)
+        return [
+            charts.chart(
+                "Time to first token p50/p99 per pool",
+                _quantiles(queries.ttft(0.5), queries.ttft(0.99)),
+                " s",
+                8,
+            ),
+            charts.chart(
+                "Inter-token latency p50/p99 per pool",
+                _quantiles(queries.inter_token(0.5), queries.inter_token(0.99)),
+                " s",
+                8,
+            ),
+            charts.chart("Generated tokens/s per pool", queries.tokens_per_second(), "", 8),
+        ]
+
+
+def _quantiles(p50: str, p99: str) -> str:
+    """Both quantiles in one result, told apart by a ``quantile`` label."""
+    return (
+        f'label_replace({p50}, "quantile", "p50", "", "") or '
+        f'label_replace({p99}, "quantile", "p99", "", "")'
+    )
 
 
 def _serving(model: ServingModel | None) -> str:

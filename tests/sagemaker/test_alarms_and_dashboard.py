@@ -53,24 +53,64 @@ def test_fallback_alarms_watch_each_non_primary_pool_for_an_hour(pool_template):
         assert instance_type in fallback["AlarmDescription"] and "$" in fallback["AlarmDescription"]
 
 
-def test_scaling_metric_missing_alarm_reads_the_policy_expression(pool_template):
+def test_scaling_metric_missing_alarm_reads_one_raw_metric(pool_template):
     missing = alarm(pool_template, "AlarmsScalingMetricMissing")
     assert missing["TreatMissingData"] == "breaching"
-    assert len([m for m in missing["Metrics"] if "MetricStat" in m]) == 9  # within CloudWatch's 10
+    assert "Metrics" not in missing  # no copy of the scaling expression
+    assert (missing["MetricName"], missing["Statistic"]) == (
+        "ConcurrentRequestsPerModel",
+        "SampleCount",
+    )
+    assert {d["Name"] for d in missing["Dimensions"]} == {"EndpointName", "VariantName"}
 
 
-def test_dashboard_has_a_row_per_pool_and_the_alarms(pool_template):
+def test_fallback_alarms_count_idle_instances(pool_template):
+    fallback = alarm(pool_template, "AlarmsRunningOnFallback3")
+    (stat,) = [m["MetricStat"] for m in fallback["Metrics"] if "MetricStat" in m]
+    assert (stat["Metric"]["MetricName"], stat["Stat"]) == (
+        "ConcurrentRequestsPerModel",
+        "SampleCount",
+    )
+    # One sample per instance per 60 s interval over a 300 s period: samples x 0.2.
+    (expression,) = [m["Expression"] for m in fallback["Metrics"] if "Expression" in m]
+    assert expression.endswith("* 0.2")
+
+
+def test_token_latency_alarms_are_promql_per_pool(pool_template):
+    alarms = [
+        r["Properties"]
+        for k, r in resources_of_type(pool_template, "AWS::CloudWatch::Alarm").items()
+        if k.startswith(("AlarmsTtftP99", "AlarmsInterTokenP99"))
+    ]
+    assert len(alarms) == 2
+    queries = sorted(a["EvaluationCriteria"]["PromQLCriteria"]["Query"] for a in alarms)
+    assert queries[0].startswith('histogram_quantile(0.99, sum by (le, "@resource.host.type")')
+    assert (
+        '{"vllm:inter_token_latency_seconds_bucket", "aws.sagemaker.endpoint.name"=' in queries[0]
+    )
+    assert queries[0].endswith(") > 0.2") and queries[1].endswith(") > 2")
+    assert "vllm:time_to_first_token_seconds_bucket" in queries[1]
+    assert all(a["EvaluationCriteria"]["PromQLCriteria"]["PendingPeriod"] == 300 for a in alarms)
+
+
+def test_dashboard_shows_pools_side_by_side_token_latency_and_the_alarms(pool_template):
     _, dashboard = only_resource(pool_template, "AWS::CloudWatch::Dashboard")
     body = flatten(dashboard["Properties"]["DashboardBody"], "<token>")
     for title in (
-        "1: ml.g6e.12xlarge instances",
-        "2: ml.g6.12xlarge model latency",
-        "3: ml.g6e.2xlarge GPU utilization",
+        "Instances per pool",
+        "Model latency p99 (µs) per pool",
+        "GPU utilization (%) per pool",
         "Fleet utilization vs target",
+        "Time to first token p50/p99 per pool",
+        "Inter-token latency p50/p99 per pool",
+        "Generated tokens/s per pool",
         '"type":"alarm"',
     ):
         assert title in body, title
+    for label in ("1: ml.g6e.12xlarge", "2: ml.g6.12xlarge", "3: ml.g6e.2xlarge"):
+        assert label in body
     assert '"value":0.7' in body  # the target line
+    assert '\\"quantile\\", \\"p99\\"' in body or '"quantile", "p99"' in body
 
 
 def test_alarm_validation():
@@ -95,6 +135,8 @@ def test_optional_alarms_can_be_turned_off():
         error_rate_threshold=None,
         latency_p99_threshold=None,
         fallback_after=None,
+        ttft_p99_threshold=None,
+        inter_token_p99_threshold=None,
     )
     assert alarms.alarms == []
 
