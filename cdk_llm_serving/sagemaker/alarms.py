@@ -12,7 +12,7 @@ from constructs import Construct
 from ..errors import Problems
 from ..planning.catalog import Catalog
 from .pool_endpoint import InstancePoolEndpoint
-from .token_metrics import TokenQueries
+from .token_metrics import TokenMetricNames, TokenQueries
 
 #: Default p99 inter-token latency that alarms (200 ms: 5 tokens/s per stream).
 _DEFAULT_INTER_TOKEN_P99 = Duration.millis(200)
@@ -39,6 +39,8 @@ class PoolEndpointAlarms(Construct):
         when the endpoint has detailed observability. ``None`` disables. Default: 2 seconds.
     :param inter_token_p99_threshold: p99 inter-token latency that alarms, per pool (as
         above). ``None`` disables. Default: 200 milliseconds.
+    :param token_metric_names: the PromQL names of vLLM's token metrics. Default:
+        ``TokenMetricNames()`` (vLLM's own names; see ``token_metrics``).
     :param actions: alarm actions (e.g. an SNS topic) added to every alarm. Default: none.
     """
 
@@ -54,6 +56,7 @@ class PoolEndpointAlarms(Construct):
         fallback_after: Duration | None = Duration.hours(1),
         ttft_p99_threshold: Duration | None = Duration.seconds(2),
         inter_token_p99_threshold: Duration | None = _DEFAULT_INTER_TOKEN_P99,
+        token_metric_names: TokenMetricNames | None = None,
         actions: Sequence[cloudwatch.IAlarmAction] = (),
     ) -> None:
         super().__init__(scope, id)
@@ -78,7 +81,8 @@ class PoolEndpointAlarms(Construct):
             self._fallback_alarms(fallback_after)
         self.token_latency: dict[str, cloudwatch.PromQLAlarm] = {}
         if endpoint.detailed_observability:
-            self._token_alarms(ttft_p99_threshold, inter_token_p99_threshold)
+            names = token_metric_names or TokenMetricNames()
+            self._token_alarms(names, ttft_p99_threshold, inter_token_p99_threshold)
         for alarm in self.alarms:
             for action in actions:
                 alarm.add_alarm_action(action)
@@ -161,9 +165,11 @@ class PoolEndpointAlarms(Construct):
             alarm_description=f"{self.endpoint.endpoint_name}: no concurrency samples for 5 minutes, so the weighted-utilization scaling metric is blind",
         )
 
-    def _token_alarms(self, ttft: Duration | None, inter_token: Duration | None) -> None:
+    def _token_alarms(
+        self, names: TokenMetricNames, ttft: Duration | None, inter_token: Duration | None
+    ) -> None:
         """p99 TTFT and inter-token latency per pool; each breaching pool is a contributor."""
-        queries = TokenQueries(self.endpoint.endpoint_name, self.endpoint.variant_name)
+        queries = TokenQueries(self.endpoint.endpoint_name, self.endpoint.variant_name, names)
         for key, threshold, query, what in (
             ("TtftP99", ttft, queries.ttft(0.99), "time to first token"),
             ("InterTokenP99", inter_token, queries.inter_token(0.99), "inter-token latency"),

@@ -47,6 +47,7 @@ def pools_from_recommendation(
     for pool in pool_file.pools:
         key = (pool.image_uri, pool.model_data_uri, tuple(sorted(pool.environment.items())))
         if key not in models:
+            served, client_name = _names(pool, client)
             models[key] = ServingModel(
                 holder,
                 f"Model{len(models) + 1}",
@@ -55,7 +56,8 @@ def pools_from_recommendation(
                 if pool.model_data_uri
                 else None,
                 environment=pool.environment,
-                **_names(pool, client),
+                served_model_name=served,
+                client_model_name=client_name,
             )
         pool_models.append(models[key])
     primary = pool_models[0]
@@ -70,13 +72,10 @@ def pools_from_recommendation(
     return primary, pools
 
 
-def _names(pool: RecommendedPool, client: str) -> dict[str, str]:
-    """Served names for one recommended deployment (none where it names its own)."""
+def _names(pool: RecommendedPool, client: str) -> tuple[str | None, str | None]:
+    """(copy name, client name) of one recommended deployment; none where it names its own."""
     if {VLLM_SERVED_MODEL_NAME_VARIABLE, VLLM_CONFIG_VARIABLE} & set(pool.environment):
-        return {}
+        return None, None
     if not pool.model_data_uri:  # no weights prefix for the config file: one name
-        return {"served_model_name": client}
-    return {
-        "served_model_name": copy_served_name(client, pool.instance_type),
-        "client_model_name": client,
-    }
+        return client, None
+    return copy_served_name(client, pool.instance_type), client

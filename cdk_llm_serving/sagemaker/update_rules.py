@@ -41,13 +41,15 @@ def _resources(template: Mapping[str, Any], kind: str) -> dict[str, Mapping[str,
     }
 
 
-def _variants(template: Mapping[str, Any], endpoint: Mapping[str, Any]) -> dict[str, frozenset]:
+def _variants(
+    template: Mapping[str, Any], endpoint: Mapping[str, Any]
+) -> dict[str, frozenset[str]]:
     """Variant name -> the instance types it runs on, for one endpoint of ``template``."""
     reference = endpoint.get("Properties", {}).get("EndpointConfigName")
     configs = _resources(template, "AWS::SageMaker::EndpointConfig")
     config_id = reference.get("Fn::GetAtt", [None])[0] if isinstance(reference, dict) else None
     config = configs.get(config_id or "", {})
-    variants: dict[str, frozenset] = {}
+    variants: dict[str, frozenset[str]] = {}
     for variant in config.get("Properties", {}).get("ProductionVariants", []):
         pools = variant.get("InstancePools") or [{"InstanceType": variant.get("InstanceType")}]
         variants[variant["VariantName"]] = frozenset(str(p["InstanceType"]) for p in pools)
