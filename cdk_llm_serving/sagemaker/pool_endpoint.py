@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from .instance_pool import InstancePool
 from .pool_sizing import PoolFit, check_pools_fit
 from .recommended_pools import pools_from_recommendation
 from .serving_model import ServingModel
+from .update_rules import DEPLOYED_TEMPLATE_CONTEXT, deployed_variant_problems
 
 #: vLLM's default --max-num-seqs: the most sequences one engine batches.
 VLLM_DEFAULT_MAX_NUM_SEQS = 256
@@ -254,7 +256,9 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         ``min_capacity=0``. Sets ``RetainAllVariantProperties`` so deploys keep the current
         instance count. SageMaker refuses to change the pools' instance types (or remove the
         variant) while it is autoscaled: deploy once without ``auto_scale``, then with the new
-        pools (``update_rules.autoscaled_update_problems`` checks two templates).
+        pools (``update_rules.autoscaled_update_problems`` checks two templates). Given the
+        deployed template as context ``cdk-llm-serving:deployed-template`` (a JSON file, as
+        ``aws cloudformation get-template`` prints it), synth refuses such a change.
         """
         if self.hosts_inference_components:
             self._refuse(
@@ -269,6 +273,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         # resetting it to InitialInstanceCount; pools, models and settings still come from the
         # new config, and no property type is excluded (see ``update_rules``).
         self.cfn_endpoint.retain_all_variant_properties = True
+        self._check_against_deployed()
         return self.auto_scaling
 
     def fleet_utilization_queries(self) -> list[MetricQuery]:
@@ -444,6 +449,24 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         ]
 
     # -- internals ----------------------------------------------------------------------
+
+    def _check_against_deployed(self) -> None:
+        """Refuse at synth what SageMaker would refuse on update of the deployed template."""
+        path = self.node.try_get_context(DEPLOYED_TEMPLATE_CONTEXT)
+        if not path:
+            return
+        try:
+            deployed = json.loads(Path(str(path)).read_text())
+        except (OSError, ValueError) as error:
+            self._refuse(DEPLOYED_TEMPLATE_CONTEXT, path, f"cannot read a JSON template: {error}")
+        if isinstance(deployed.get("TemplateBody"), dict):
+            deployed = deployed["TemplateBody"]
+        types = frozenset(pool.instance_type for pool in self.pools)
+        problems = deployed_variant_problems(
+            deployed, self.endpoint_name, {self.variant_name: types}
+        )
+        if problems:
+            raise ConfigurationError(f"InstancePoolEndpoint '{self.node.path}'", problems)
 
     def _refuse(self, prop: str, value: object, allowed: str) -> None:
         subject = f"InstancePoolEndpoint '{self.node.path}'"

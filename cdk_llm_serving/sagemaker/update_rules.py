@@ -20,7 +20,8 @@ CloudFormation cannot deregister a scalable target before it updates the endpoin
 stack update (old resources are removed only in the clean-up phase), so an instance-type
 change of an autoscaled variant takes two deploys: one without ``auto_scale``, then one with
 the new pools and ``auto_scale`` again. ``autoscaled_update_problems`` compares the deployed
-template (``aws cloudformation get-template``) with a new synth and names what would fail.
+template (``aws cloudformation get-template``) with a new synth and names what would fail;
+given that template as context (``DEPLOYED_TEMPLATE_CONTEXT``), synth refuses it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from typing import Any
 from ..errors import Problem
 
 _TARGET = "AWS::ApplicationAutoScaling::ScalableTarget"
+#: Context key: path of the deployed template (JSON), e.g.
+#: ``cdk synth -c cdk-llm-serving:deployed-template=deployed.json``.
+DEPLOYED_TEMPLATE_CONTEXT = "cdk-llm-serving:deployed-template"
 
 
 def _resources(template: Mapping[str, Any], kind: str) -> dict[str, Mapping[str, Any]]:
@@ -76,34 +80,58 @@ def _endpoints_by_name(template: Mapping[str, Any]) -> dict[str, Mapping[str, An
     }
 
 
+def _variant_problems(
+    where: str, old: frozenset[str] | None, new: frozenset[str] | None
+) -> list[Problem]:
+    """AWS's rules for one autoscaled variant: not removed, same instance types."""
+    if new is None:
+        return [
+            Problem(
+                where,
+                "removed",
+                "an autoscaled variant cannot be removed: deploy once without auto_scale first",
+            )
+        ]
+    if old is not None and old != new:
+        return [
+            Problem(
+                where,
+                f"instance types {sorted(old)} -> {sorted(new)}",
+                "SageMaker refuses instance-type changes of an autoscaled variant: deploy once without auto_scale, then with the new pools",
+            )
+        ]
+    return []
+
+
+def deployed_variant_problems(
+    deployed: Mapping[str, Any],
+    endpoint_name: str,
+    variants: Mapping[str, frozenset[str]],
+) -> list[Problem]:
+    """Problems of updating ``deployed`` so that endpoint ``endpoint_name`` has ``variants``
+    (variant name -> instance types); for synth-time checks of one endpoint."""
+    endpoint = _endpoints_by_name(deployed).get(endpoint_name)
+    if endpoint is None:
+        return []
+    old = _variants(deployed, endpoint)
+    return [
+        problem
+        for name, variant in sorted(_scaled_variants(deployed))
+        if name == endpoint_name
+        for problem in _variant_problems(
+            f"endpoint {name} variant {variant}", old.get(variant), variants.get(variant)
+        )
+    ]
+
+
 def autoscaled_update_problems(
     deployed: Mapping[str, Any], updated: Mapping[str, Any]
 ) -> list[Problem]:
     """What SageMaker would refuse (or reset) when ``deployed`` is updated to ``updated``."""
     problems: list[Problem] = []
-    before, after = _endpoints_by_name(deployed), _endpoints_by_name(updated)
-    for name, variant in sorted(_scaled_variants(deployed)):
-        if name not in before or name not in after:
-            continue
-        old = _variants(deployed, before[name]).get(variant)
-        new = _variants(updated, after[name]).get(variant)
-        where = f"endpoint {name} variant {variant}"
-        if new is None:
-            problems.append(
-                Problem(
-                    where,
-                    "removed",
-                    "an autoscaled variant cannot be removed: deploy once without auto_scale first",
-                )
-            )
-        elif old is not None and old != new:
-            problems.append(
-                Problem(
-                    where,
-                    f"instance types {sorted(old)} -> {sorted(new)}",
-                    "SageMaker refuses instance-type changes of an autoscaled variant: deploy once without auto_scale, then with the new pools",
-                )
-            )
+    after = _endpoints_by_name(updated)
+    for name, endpoint in after.items():
+        problems += deployed_variant_problems(deployed, name, _variants(updated, endpoint))
     for name, variant in sorted(_scaled_variants(updated)):
         props = after.get(name, {}).get("Properties", {})
         if name in after and props.get("RetainAllVariantProperties") is not True:

@@ -7,9 +7,12 @@ properties from the resource schema that cfn-lint ships and compares them.
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from aws_cdk import Duration
 
-from cdk_llm_serving import InstancePool
+from cdk_llm_serving import ConfigurationError, InstancePool
 from cdk_llm_serving.sagemaker.update_rules import autoscaled_update_problems
 from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
 from tests.support.cfn_schemas import resource_schema
@@ -164,3 +167,19 @@ def test_changing_instance_types_of_an_autoscaled_variant_is_named_before_deploy
     _, endpoint = only_resource(after, "AWS::SageMaker::Endpoint")
     del endpoint["Properties"]["RetainAllVariantProperties"]
     assert len(autoscaled_update_problems(before, after)) == 2
+
+
+def test_synth_refuses_an_instance_type_change_against_the_deployed_template(tmp_path):
+    """``-c cdk-llm-serving:deployed-template=<get-template output>`` turns the rule into a synth error."""
+    deployed = tmp_path / "deployed.json"
+    deployed.write_text(json.dumps({"TemplateBody": autoscaled(SCALED_POOLS)}))
+    stack = new_stack("Scaled", **{"cdk-llm-serving:deployed-template": str(deployed)})
+    changed = pool_endpoint(
+        stack, pools=[SCALED_POOLS[0], InstancePool("ml.g6.12xlarge", max_concurrency=8)]
+    )
+    with pytest.raises(ConfigurationError) as error:
+        changed.auto_scale(max_capacity=6)
+    assert "SageMaker refuses instance-type changes of an autoscaled variant" in str(error.value)
+    # The same types in another order (and another image) pass.
+    stack = new_stack("Scaled", **{"cdk-llm-serving:deployed-template": str(deployed)})
+    pool_endpoint(stack, pools=list(reversed(SCALED_POOLS))).auto_scale(max_capacity=6)
