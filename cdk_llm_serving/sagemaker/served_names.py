@@ -27,12 +27,12 @@ from __future__ import annotations
 import json
 import re
 
-from aws_cdk import Stack
+from aws_cdk import Aspects, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from .._cdk.nag import acknowledge_cdk_internals
+from .._cdk.nag import AcknowledgeCdkInternals, acknowledge_cdk_internals
 from ..model_sources import ModelData
 
 #: Where SageMaker mounts ModelDataSource files inside the container.
@@ -110,7 +110,9 @@ class ServedNamesFile(Construct):
         if model_data.encryption_key is not None:
             model_data.encryption_key.grant_encrypt(self.resource)
         provider = Stack.of(self).node.try_find_child(_AWS_CUSTOM_RESOURCE_PROVIDER)
-        if provider is not None:
+        if provider is not None and not any(
+            isinstance(aspect, AcknowledgeCdkInternals) for aspect in Aspects.of(provider).all
+        ):
             acknowledge_cdk_internals(
                 provider,
                 "aws-cdk-lib's AwsCustomResource function (basic execution role, its runtime); "
