@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
 from aws_cdk import Duration
 from aws_cdk import aws_s3 as s3
+from botocore.credentials import Credentials
 
 from cdk_llm_serving import (
     AsyncInference,
@@ -15,9 +17,16 @@ from cdk_llm_serving import (
     PoolEndpointAlarms,
     PoolEndpointDashboard,
 )
+from cdk_llm_serving.sagemaker.promql_charts import CHART_CODE
 from tests.support.builders import new_stack, pool_endpoint, template_of
 from tests.support.linting import lint_template
-from tests.support.template_helpers import flatten, only_resource, resources_of_type
+from tests.support.template_helpers import (
+    actions_of,
+    flatten,
+    only_resource,
+    policy_statements,
+    resources_of_type,
+)
 
 
 def alarm(template: dict, prefix: str) -> dict:
@@ -155,3 +164,39 @@ def test_async_autoscaling_alarms_and_dashboard_pass_cfn_lint():
     matches = lint_template(template)
     assert not matches, "\n".join(map(str, matches))
     assert json.dumps(template).count("HasBacklogWithoutCapacity") == 1
+
+
+def test_token_charts_query_cloudwatch_promql_with_read_only_metrics_access(pool_template):
+    functions = resources_of_type(pool_template, "AWS::Lambda::Function")
+    (chart_id, chart) = next(
+        (k, f) for k, f in functions.items() if k.startswith("CdkLlmServingPromQLCharts")
+    )
+    env = chart["Properties"]["Environment"]["Variables"]
+    assert env["SIGV4_SERVICE"] == "monitoring"
+    assert flatten(env["PROMETHEUS_ENDPOINT"], "<token>") == "https://monitoring.us-west-2.<token>"
+    role_id = chart["Properties"]["Role"]["Fn::GetAtt"][0]
+    actions = {a for s in policy_statements(pool_template, role_id) for a in actions_of(s)}
+    assert actions == {
+        "cloudwatch:GetMetricData",
+        "cloudwatch:ListMetrics",
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+    }
+    # The chart code signs for the service it is told (CloudWatch's QueryMetrics: "monitoring").
+    spec = importlib.util.spec_from_file_location("promql_chart", CHART_CODE / "index.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    request = module.signed_query_request(
+        "https://monitoring.us-west-2.amazonaws.com",
+        "us-west-2",
+        '{"vllm:generation_tokens_total"}',
+        1700000000,
+        1700003600,
+        60,
+        credentials=Credentials("AKIAEXAMPLEEXAMPLE00", "example"),
+        service="monitoring",
+    )
+    assert request.full_url.startswith(
+        "https://monitoring.us-west-2.amazonaws.com/api/v1/query_range?"
+    )
+    assert "/us-west-2/monitoring/aws4_request" in request.get_header("Authorization")
