@@ -106,12 +106,18 @@ def _add_l1_copies(stack: Any, count: int, resources: dict[str, Any]) -> None:
     from aws_cdk import CfnResource
 
     for index in range(count):
-        for logical_id, body in resources.items():
+        # Each copy renames its logical IDs, its references to them and the physical names
+        # derived from the stack's name ("Bench-…") with its index.
+        body = json.dumps(resources).replace("Bench-", f"Bench-{index}-")
+        for logical_id in resources:
+            body = body.replace(f'"{logical_id}"', f'"{logical_id}{index}"')
+            body = body.replace("${" + logical_id, "${" + f"{logical_id}{index}")
+        for logical_id, resource_body in json.loads(body).items():
             CfnResource(
                 stack,
-                f"{logical_id}{index}",
-                type=body["Type"],
-                properties=body.get("Properties"),
+                logical_id,
+                type=resource_body["Type"],
+                properties=resource_body.get("Properties"),
             )
 
 
@@ -169,7 +175,11 @@ def _measure(name: str, count: int = 0, l1_file: str | None = None) -> dict[str,
 def _endpoint_resources(template_path: str) -> dict[str, Any]:
     """The resources one endpoint adds: everything in a one-endpoint stack but the CDK's own."""
     resources = json.loads(Path(template_path).read_text())["Resources"]
-    return {key: body for key, body in resources.items() if body["Type"] != "AWS::CDK::Metadata"}
+    return {
+        key: body
+        for key, body in resources.items()
+        if body["Type"] not in ("AWS::CDK::Metadata", "AWS::CloudFormation::WaitConditionHandle")
+    }
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float:
