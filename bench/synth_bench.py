@@ -121,6 +121,16 @@ def _add_l1_copies(stack: Any, count: int, resources: dict[str, Any]) -> None:
             )
 
 
+def _include_templates(app: Any, templates: dict[str, str]) -> None:
+    """The reference app's templates as L1s (``CfnInclude``): the floor of its synth cost."""
+    from aws_cdk import Environment, Stack
+    from aws_cdk import cloudformation_include as cfn_inc
+
+    for stack_name, path in templates.items():
+        stack = Stack(app, stack_name, env=Environment(region="us-west-2", account="111111111111"))
+        cfn_inc.CfnInclude(stack, "Template", template_file=path)
+
+
 def _run_scenario(name: str, count: int, l1_file: str | None) -> dict[str, Any]:
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
     counts = _count_jsii_calls()
@@ -137,6 +147,9 @@ def _run_scenario(name: str, count: int, l1_file: str | None) -> dict[str, Any]:
 
         add_reference_stacks(app)
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    elif name == "reference-l1":
+        assert l1_file is not None
+        _include_templates(app, json.loads(Path(l1_file).read_text()))
     else:
         stack = Stack(app, "Bench", env=Environment(region="us-east-1", account="111111111111"))
         # An empty template is invalid: the empty app holds the smallest resource there is.
@@ -153,6 +166,9 @@ def _run_scenario(name: str, count: int, l1_file: str | None) -> dict[str, Any]:
         "bytes": sum(path.stat().st_size for path in templates),
         "resources": sum(len(json.loads(p.read_text()).get("Resources", {})) for p in templates),
         "template": str(templates[0]) if templates else None,
+        "templates": {
+            stack.stack_name: str(Path(outdir, stack.template_file)) for stack in assembly.stacks
+        },
     }
 
 
@@ -246,13 +262,21 @@ def main() -> None:
     one = _measure("pool", 1)
     l1_file = Path(tempfile.mkdtemp(prefix="bench-l1-")) / "endpoint.json"
     l1_file.write_text(json.dumps(_endpoint_resources(one["template"])))
-    scenarios: list[tuple[str, str, int]] = [("empty", "empty", 0), ("reference", "reference", 0)]
+    reference = _measure("reference")
+    reference_file = l1_file.with_name("reference.json")
+    reference_file.write_text(json.dumps(reference["templates"]))
+    scenarios: list[tuple[str, str, int]] = [
+        ("empty", "empty", 0),
+        ("reference", "reference", 0),
+        ("reference as L1", "reference-l1", 0),
+    ]
     for count in ENDPOINT_COUNTS:
         scenarios += [(f"pool x{count}", "pool", count), (f"l1 x{count}", "l1", count)]
     results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in scenarios}
     for _ in range(args.rounds):
         for label, name, count in scenarios:
-            results[label].append(_measure(name, count, str(l1_file) if name == "l1" else None))
+            inputs = {"l1": l1_file, "reference-l1": reference_file}.get(name)
+            results[label].append(_measure(name, count, str(inputs) if inputs else None))
     _report(results, args.rounds)
 
 
