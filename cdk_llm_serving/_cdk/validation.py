@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import weakref
 from collections.abc import Iterable
 
 from aws_cdk import Duration, Token
@@ -29,11 +30,18 @@ def is_unresolved(value: object) -> bool:
     return False
 
 
+#: Seconds of each Duration already asked: defaults such as ``Duration.minutes(5)`` are one
+#: object shared by every construct, and each ``to_seconds`` is a jsii round trip.
+_seconds: weakref.WeakKeyDictionary[Duration, int] = weakref.WeakKeyDictionary()
+
+
 def seconds_of(value: Duration | int | None) -> int | None:
     if value is None:
         return None
     if isinstance(value, Duration):
-        return int(value.to_seconds())
+        if value not in _seconds:
+            _seconds[value] = int(value.to_seconds())
+        return _seconds[value]
     return value
 
 
