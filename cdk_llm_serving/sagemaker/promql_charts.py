@@ -13,14 +13,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from .._cdk.nag import acknowledge_wildcard_resources
+from .._cdk.widget_function import WidgetFunctionSpec, widget_function
 
 #: The chart function's code (standard library + botocore, in the Lambda Python runtime).
 CHART_CODE = Path(__file__).parents[1] / "hyperpod" / "assets" / "amp_widget"
@@ -48,49 +46,26 @@ class PromQLCharts(Construct):
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
-        log_group = logs.LogGroup(
+        self.function = widget_function(
             self,
-            "Logs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Draws PromQL charts of SageMaker detailed-observability metrics",
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"], resources=["*"]
-            )
-        )
-        logs_arn = f"{log_group.log_group_arn}:*"
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[logs_arn]
-            )
-        )
-        acknowledge_wildcard_resources(
-            role,
-            ["*", logs_arn],
-            "CloudWatch GetMetricData/ListMetrics have no resource-level permissions; log streams of the function's own group are named by Lambda.",
-        )
-        self.function = lambda_.Function(
-            self,
-            "Function",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="index.handler",
-            code=lambda_.Code.from_asset(str(CHART_CODE), exclude=["__pycache__", "*.pyc"]),
-            role=role,
-            log_group=log_group,
-            timeout=Duration.seconds(30),
-            memory_size=256,
-            environment={
-                "PROMETHEUS_ENDPOINT": f"https://monitoring.{stack.region}.{stack.url_suffix}",
-                "SIGV4_SERVICE": "monitoring",
-            },
-            description="CloudWatch custom widget: PromQL charts from CloudWatch (detailed observability)",
+            "Chart",
+            WidgetFunctionSpec(
+                code=CHART_CODE,
+                description="CloudWatch custom widget: PromQL charts from CloudWatch (detailed observability)",
+                role_description="Draws PromQL charts of SageMaker detailed-observability metrics",
+                statements=[
+                    iam.PolicyStatement(
+                        actions=["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"],
+                        resources=["*"],
+                    )
+                ],
+                environment={
+                    "PROMETHEUS_ENDPOINT": f"https://monitoring.{stack.region}.{stack.url_suffix}",
+                    "SIGV4_SERVICE": "monitoring",
+                },
+                wildcards=["*"],
+                wildcard_reason="CloudWatch GetMetricData/ListMetrics have no resource-level permissions.",
+            ),
         )
 
     def chart(self, title: str, query: str, unit: str, width: int) -> cloudwatch.CustomWidget:
