@@ -10,6 +10,12 @@ https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html):
   SageMaker AI auto scaling allows the update."
 * ``RetainAllVariantProperties: true`` keeps the current instance count (and weight) of
   variants with the same name instead of resetting them to ``InitialInstanceCount``.
+  Nothing is excluded (``ExcludeRetainedVariantProperties`` unset): its types are
+  ``DesiredInstanceCount`` (excluding it would reset the count autoscaling owns, the very
+  loss this avoids), ``DesiredWeight`` (one variant: its weight never changes) and
+  ``DataCaptureConfig`` ("Not currently supported", botocore 1.44.8 ``VariantPropertyType``).
+  Pools, models and the deployment policy always come from the new config
+  (``RetainDeploymentConfig`` stays false).
 
 Instance pools: AWS does not say whether changing a variant's pool list counts as changing
 its instance type (UNCONFIRMED). Decided conservatively here: a change of the *set* of pool
