@@ -9,6 +9,7 @@ flag plus one token per item).
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -112,3 +113,52 @@ def test_one_name_for_both_needs_no_file():
     model = serving_model(stack, served_model_name="m", client_model_name="m")
     env = stack.resolve(model.cfn_model.primary_container)["environment"]
     assert env["SM_VLLM_SERVED_MODEL_NAME"] == "m" and model.served_names_file is None
+
+
+def _writer_statements(template: dict, action: str) -> list[str]:
+    return [
+        json.dumps(statement["Resource"])
+        for policy in resources_of_type(template, "AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if action in statement["Action"]
+    ]
+
+
+def test_two_owners_of_the_same_weights_and_names_never_share_a_file():
+    """Deleting one endpoint (or moving a construct) must not remove another's file."""
+    stack = new_stack("Shared")
+    weights = ModelData.from_s3_uri("s3://weights/gpt-oss-20b/")
+    first, second = (
+        serving_model(stack, id, model_data=weights, served_model_name="c", client_model_name="s")
+        for id in ("Staging", "Production")
+    )
+    assert first.served_names_file and second.served_names_file
+    keys = {first.served_names_file.key, second.served_names_file.key}
+    assert len(keys) == 2 and all(k.startswith("gpt-oss-20b/cdk-llm-serving/") for k in keys)
+
+
+def test_the_old_file_is_deletable_after_the_prefix_changes_and_only_its_own():
+    """CloudFormation deletes the replaced file in cleanup, when the policy names the new key."""
+    keys = {}
+    for prefix in ("gpt-oss-20b/v1/", "gpt-oss-20b/v2/"):
+        stack = new_stack("Moved")
+        model = serving_model(
+            stack,
+            model_data=ModelData.from_s3_uri(f"s3://weights/{prefix}"),
+            served_model_name="c",
+            client_model_name="s",
+        )
+        assert model.served_names_file is not None
+        keys[prefix] = model.served_names_file.key
+        template = template_of(stack)
+    (put,) = _writer_statements(template, "s3:PutObject")
+    assert keys["gpt-oss-20b/v2/"] in put and keys["gpt-oss-20b/v1/"] not in put
+    (delete,) = _writer_statements(template, "s3:DeleteObject")
+    resource = json.loads(delete)  # arn:<partition>:s3:::<bucket>/<key pattern>
+    if isinstance(resource, dict):
+        resource = "".join(p for p in resource["Fn::Join"][1] if isinstance(p, str))
+    pattern = re.escape(resource.split(":::")[-1]).replace(r"\*", ".*")
+    assert re.fullmatch(pattern, "weights/" + keys["gpt-oss-20b/v1/"])
+    other_owner = keys["gpt-oss-20b/v1/"].replace(keys["gpt-oss-20b/v1/"][-13:-5], "00000000")
+    assert not re.fullmatch(pattern, "weights/" + other_owner)
+    assert not re.fullmatch(pattern, "weights/gpt-oss-20b/v1/config.json")
