@@ -310,7 +310,6 @@ class InstancePoolEndpoint(Construct, EndpointApi):
             self, max_length=63, separator="-"
         )
         self.hosts_inference_components = model is None
-        self.metric_publish_frequency = options.metric_publish_frequency
         self.detailed_observability = options.detailed_observability
         self.deployment: EndpointDeployment | None = options.deployment
         if self.deployment is None and not self.hosts_inference_components:

@@ -20,6 +20,7 @@ from cdk_llm_serving import (
 from cdk_llm_serving.sagemaker.promql_charts import CHART_CODE
 from tests.support.builders import new_stack, pool_endpoint, template_of
 from tests.support.linting import lint_template
+from tests.support.metric_math import evaluate_queries
 from tests.support.template_helpers import (
     actions_of,
     flatten,
@@ -80,9 +81,11 @@ def test_fallback_alarms_count_idle_instances(pool_template):
         "ConcurrentRequestsPerModel",
         "SampleCount",
     )
-    # One sample per instance per 60 s interval over a 300 s period: samples x 0.2.
-    (expression,) = [m["Expression"] for m in fallback["Metrics"] if "Expression" in m]
-    assert expression.endswith("* 0.2")
+    # Three instances, idle or not, each sampled every 10 s (AWS: high-resolution metric)
+    # over the alarm's 300 s period: the expression reads 3.
+    (sample_id,) = [m["Id"] for m in fallback["Metrics"] if "MetricStat" in m]
+    assert evaluate_queries(fallback["Metrics"], {sample_id: 3 * 300 / 10}) == pytest.approx(3)
+    assert evaluate_queries(fallback["Metrics"], {sample_id: None}) == 0
 
 
 def test_token_latency_alarms_are_promql_per_pool(pool_template):
