@@ -162,3 +162,17 @@ def test_the_old_file_is_deletable_after_the_prefix_changes_and_only_its_own():
     other_owner = keys["gpt-oss-20b/v1/"].replace(keys["gpt-oss-20b/v1/"][-13:-5], "00000000")
     assert not re.fullmatch(pattern, "weights/" + other_owner)
     assert not re.fullmatch(pattern, "weights/gpt-oss-20b/v1/config.json")
+
+
+@pytest.mark.parametrize("uri", ["s3://weights/gpt-oss-20b/model.tar.gz", "s3://weights/m.tgz/"])
+def test_an_archive_is_refused_not_mounted_as_an_empty_prefix(uri):
+    """SageMaker would mount ``<archive>/`` as a folder: the weights and the names file missing."""
+    with pytest.raises(ConfigurationError) as error:
+        serving_model(
+            new_stack("Archive"),
+            model_data=ModelData.from_s3_uri(uri),
+            served_model_name="c",
+            client_model_name="s",
+        )
+    (problem,) = error.value.problems
+    assert problem.property == "model_data.prefix" and "not an archive" in problem.allowed
