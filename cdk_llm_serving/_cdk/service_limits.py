@@ -33,6 +33,9 @@ class Limits:
     maximum: int | None
     pattern: str | None
     enum: tuple[str, ...]
+    #: API values CloudFormation's schema refuses, with where (left out of ``enum``).
+    cloudformation_refuses: tuple[str, ...] = ()
+    cloudformation_resource: str = ""
 
 
 def _shape(structure: str, member: str | None = None) -> Shape:
@@ -72,15 +75,16 @@ def limits(structure: str, member: str | None = None) -> Limits:
     """Constraints of ``structure`` (or of its ``member``), e.g. ``limits("ProductionVariant", "VolumeSizeInGB")``."""
     shape = _shape(structure, member)
     meta = shape.metadata
-    enum = tuple(getattr(shape, "enum", None) or ())
+    api_enum = tuple(getattr(shape, "enum", None) or ())
     narrower = CLOUDFORMATION_NARROWER.get((structure, member))
-    if narrower is not None and narrower.enum is not None:
-        enum = tuple(value for value in enum if value in narrower.enum)
+    cfn_enum = narrower.enum if narrower is not None and narrower.enum is not None else api_enum
     return Limits(
         minimum=meta.get("min"),
         maximum=meta.get("max"),
         pattern=meta.get("pattern"),
-        enum=enum,
+        enum=tuple(value for value in api_enum if value in cfn_enum),
+        cloudformation_refuses=tuple(value for value in api_enum if value not in cfn_enum),
+        cloudformation_resource=narrower.resource_type if narrower is not None else "",
     )
 
 

@@ -77,7 +77,7 @@ class PoolEndpointOptions:
             problems,
             f"{at}routing_strategy",
             self.routing_strategy,
-            limits("ProductionVariantRoutingConfig", "RoutingStrategy").enum,
+            limits("ProductionVariantRoutingConfig", "RoutingStrategy"),
             "routing strategy",
         )
         if self.metric_publish_frequency not in METRIC_PUBLISH_FREQUENCIES:

@@ -106,3 +106,13 @@ def test_kv_aware_routing_is_refused_at_synth():
         pool_endpoint(new_stack("KvAware"), routing_strategy="KV_AWARE")
     assert "routing_strategy = 'KV_AWARE'" in str(error.value)
     assert "LEAST_OUTSTANDING_REQUESTS, RANDOM, PREFIX_AWARE" in str(error.value)
+    assert (
+        "the SageMaker API accepts KV_AWARE but CloudFormation's AWS::SageMaker::EndpointConfig"
+        in str(error.value)
+    )
+
+
+def test_a_value_neither_accepts_gets_the_plain_message():
+    with pytest.raises(ConfigurationError) as error:
+        pool_endpoint(new_stack("Typo"), routing_strategy="RANDOMLY")
+    assert "CloudFormation" not in str(error.value) and "RANDOM" in str(error.value)
