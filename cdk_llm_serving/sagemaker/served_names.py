@@ -28,7 +28,8 @@ in its cleanup phase (the delete grant names every file of this construct in the
 the policy is already the new one then); a new bucket leaves the old file (its bucket is no
 longer granted; cleanup failures do not fail the update). A weights bucket of another
 account must grant the stack's custom-resource role ``s3:PutObject``/``s3:DeleteObject`` on
-those keys in its bucket policy, or the deploy fails at the put.
+those keys in its bucket policy (and an imported KMS key's policy must let it encrypt), or the
+deploy fails at the put; an SSE-KMS bucket needs ``ModelData``'s ``encryption_key``.
 """
 
 from __future__ import annotations
