@@ -85,16 +85,6 @@ def test_expression_equals_true_utilization(scaled_template, mix, samples_per_in
     assert value == pytest.approx(true_utilization(MIXES[mix]))
 
 
-def test_invocation_derived_counts_overstated_idle_pools():
-    """The earlier n_i = Invocations / InvocationsPerInstance counts an idle pool as 0."""
-    fleet = MIXES["idle fallback instances"]
-    old = evaluate(
-        "(n1 * c1) / (n1 * 20 + IF(FILL(ipi3, 0) > 0, FILL(inv3, 0) / FILL(ipi3, 0), 0) * 8)",
-        {"n1": 2.0, "c1": 14.0, "inv3": None, "ipi3": None},
-    )
-    assert old == pytest.approx(0.7) and true_utilization(fleet) == pytest.approx(28 / 64)
-
-
 def test_the_published_unweighted_average_is_wrong_for_real_mixes():
     """AWS's example averages per-type utilization: (a/20 + b/8) / 2."""
     fleet = {1: (1, 10.0), 3: (5, 6.0)}
