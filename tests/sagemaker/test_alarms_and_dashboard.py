@@ -138,6 +138,24 @@ def test_alarm_validation():
     assert [p.property for p in caught.value.problems] == ["error_rate_threshold", "fallback_after"]
 
 
+def test_every_alarm_problem_in_one_error():
+    endpoint = pool_endpoint()
+    with pytest.raises(ConfigurationError) as caught:
+        PoolEndpointAlarms(
+            endpoint.node.scope,
+            "Alarms",
+            endpoint=endpoint,
+            error_rate_threshold=2,
+            ttft_p99_threshold=Duration.seconds(0),
+            inter_token_p99_threshold=Duration.millis(0),
+        )
+    assert [p.property for p in caught.value.problems] == [
+        "error_rate_threshold",
+        "ttft_p99_threshold",
+        "inter_token_p99_threshold",
+    ]
+
+
 def test_optional_alarms_can_be_turned_off():
     endpoint = pool_endpoint()
     alarms = PoolEndpointAlarms(
