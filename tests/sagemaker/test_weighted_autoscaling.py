@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import botocore.session
 import pytest
 
 from cdk_llm_serving import ConfigurationError, InstancePool
@@ -212,6 +213,18 @@ def test_five_pools_the_api_maximum_fit_one_alarm():
     endpoint.auto_scale(max_capacity=10)
     metrics = policy_of(template_of(stack))["CustomizedMetricSpecification"]["Metrics"]
     assert len([q for q in metrics if "MetricStat" in q]) == MAX_ALARM_METRICS
+    # PutMetricAlarm (which target tracking creates): "up to 20 MetricDataQuery structures ...
+    # as many as 10 ... MetricStat" (botocore cloudwatch MetricDataQuery documentation), and
+    # each expression within Application Auto Scaling's own length limit.
+    assert len(metrics) <= 20
+    longest = (
+        botocore.session.get_session()
+        .get_service_model("application-autoscaling")
+        .shape_for("TargetTrackingMetricDataQuery")
+        .members["Expression"]
+        .metadata["max"]
+    )
+    assert all(len(q.get("Expression", "")) <= longest for q in metrics)
     # Two idle pools among five: every instance counts.
     observed = {f"samples{i}": float(n) for i, n in enumerate((1, 0, 2, 1, 0), start=1) if n}
     observed |= {f"load{i}": load for i, load in ((1, 4.0), (3, 0.0), (4, 0.0))}
