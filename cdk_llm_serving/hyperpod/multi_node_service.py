@@ -497,7 +497,7 @@ class VllmMultiNodeService(Construct):
                 )
             ],
         )
-        provider.node.add_dependency(secrets_store_addon(self.cluster))
+        provider.node.add_dependency(secrets_store_addon(self, self.cluster))
         provider.node.add_dependency(after)
         return provider
 

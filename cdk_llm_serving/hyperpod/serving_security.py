@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
@@ -53,15 +54,17 @@ IMDS_CIDR = "169.254.169.254/32"
 _SECRETS_STORE_ID = "SecretsStoreCsiDriver"
 
 
-def secrets_store_addon(cluster: IHyperPodCluster) -> eks.Addon:
-    """The ASCP add-on of ``cluster``, created on first use (one per cluster)."""
+def secrets_store_addon(scope: Construct, cluster: IHyperPodCluster) -> eks.Addon:
+    """The ASCP add-on of ``cluster``, created on first use (one per cluster and stack)."""
     eks_cluster = cluster.eks_cluster
-    existing = eks_cluster.node.try_find_child(_SECRETS_STORE_ID)
+    stack = Stack.of(scope)
+    addon_id = f"{_SECRETS_STORE_ID}{eks_cluster.node.addr[:8]}"
+    existing = stack.node.try_find_child(addon_id)
     if isinstance(existing, eks.Addon):
         return existing
     addon = eks.Addon(
-        eks_cluster,
-        _SECRETS_STORE_ID,
+        stack,
+        addon_id,
         cluster=eks_cluster,
         addon_name=SECRETS_STORE_ADDON,
         preserve_on_delete=False,

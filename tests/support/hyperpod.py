@@ -82,6 +82,7 @@ def imported_cluster(stack: Stack, gpu_count: int = 2) -> IHyperPodCluster:
         stack,
         "ExistingVpc",
         vpc_id="vpc-0123456789abcdef0",
+        vpc_cidr_block="10.0.0.0/16",
         availability_zones=["us-east-1a", "us-east-1b"],
         private_subnet_ids=["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
     )
