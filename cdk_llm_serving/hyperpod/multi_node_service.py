@@ -129,7 +129,9 @@ class Exposure:
             try:
                 ipaddress.ip_network(cidr)
             except ValueError:
-                problems.add(f"{prop}.source_ranges[{index}]", cidr, "a CIDR such as 203.0.113.0/24")
+                problems.add(
+                    f"{prop}.source_ranges[{index}]", cidr, "a CIDR such as 203.0.113.0/24"
+                )
         if not self.public:
             return
         if not self.certificate_arn:
@@ -455,7 +457,9 @@ class VllmMultiNodeService(Construct):
         grants.acknowledge()
         if self.api_key is not None:
             self.api_key.grant_read(role)
-        namespace = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}]
+        namespace = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
+        ]
         manifest = eks.KubernetesManifest(
             self,
             "WeightsIdentity",

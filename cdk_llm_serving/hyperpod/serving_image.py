@@ -31,7 +31,7 @@ def default_vllm_image(scope: Construct, problems: Problems, prop: str = "image"
     """
     facts = vllm_image_facts()
     stack = Stack.of(scope)
-    region = stack.region
+    region, suffix = stack.region, stack.url_suffix
     if Token.is_unresolved(region):
         accounts = RegionInfo.region_map(FactName.DLC_REPOSITORY_ACCOUNT)
         mapping = CfnMapping(
@@ -42,9 +42,14 @@ def default_vllm_image(scope: Construct, problems: Problems, prop: str = "image"
         )
         account = mapping.find_in_map(region, "account")
     else:
-        found = RegionInfo.get(region).dlc_repository_account
+        info = RegionInfo.get(region)
+        found, suffix = info.dlc_repository_account, info.domain_suffix or suffix
         if found is None:
-            problems.add(prop, None, f"no AWS deep-learning container account is known for {region}; give an image")
+            problems.add(
+                prop,
+                None,
+                f"no AWS deep-learning container account is known for {region}; give an image",
+            )
             return ""
         account = found
-    return f"{account}.dkr.ecr.{region}.{stack.url_suffix}/{facts['repository']}:{facts['tag']}"
+    return f"{account}.dkr.ecr.{region}.{suffix}/{facts['repository']}:{facts['tag']}"

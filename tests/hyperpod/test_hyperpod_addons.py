@@ -23,7 +23,6 @@ from tests.support.hyperpod import (
 from tests.support.template_helpers import (
     flatten,
     manifest_objects,
-    only_resource,
     policy_statements,
     resources_of_type,
 )
