@@ -230,7 +230,7 @@ class VllmMultiNodeService(Construct):
         self._resolve_weights_source(problems, model_store, namespace)
         self._resolve_group(problems, gpu_group)
         self._resolve_plan(problems, quantization, config, nodes_per_replica)
-        self.replicas = replicas
+        self.replicas, self.startup = replicas, startup
         self.name = name or (config.served_model_name or self.spec.name)
         self._validate_placement(problems, quantization)
         self.config = self._configure(config, quantization, model_store, problems)
@@ -252,6 +252,10 @@ class VllmMultiNodeService(Construct):
         )
         self.service_account = f"{self.name}-vllm"
         self.api_key = (api_key or generated_api_key(self, self.name)) if authenticate else None
+        self._render(model_store)
+
+    def _render(self, model_store: FsxModelStore | None) -> None:
+        """Identity and key first, then the isolated workload, its Service and base URL."""
         identity = self._pod_identity(with_namespace=model_store is None)
         prerequisites = [*identity]
         if model_store is not None:
@@ -260,7 +264,7 @@ class VllmMultiNodeService(Construct):
         if self.api_key is not None:
             prerequisites.append(self._api_key_provider(identity[0]))
         self.lws = self.leader_worker_set(
-            self.image, startup, model_store.claim_name if model_store else None
+            self.image, self.startup, model_store.claim_name if model_store else None
         )
         self.service = self.service_manifest()
         self.network_policies = network_policies(
@@ -532,7 +536,7 @@ class VllmMultiNodeService(Construct):
             served_model_name=base.served_model_name or self.spec.name,
             tensor_parallel_size=self.instance.gpus,
             pipeline_parallel_size=self.nodes if self.nodes > 1 and not data_parallel else None,
-            data_parallel_size=self.nodes if data_parallel else None,
+            data_parallel_size=self.nodes if data_parallel else base.data_parallel_size,
             enable_expert_parallel=self.spec.is_moe,
             quantization=fmt.vllm_quantization,
         )
@@ -550,6 +554,12 @@ class VllmMultiNodeService(Construct):
                 problems.add(f"config.{prop}", value, allowed)
             return config
         self._check_on_hardware(config, quantization, problems)
+        try:  # the launcher's own checks (one rank per node, native start for DP, ...)
+            leader_command(config, self.nodes, self.startup)
+        except VllmConfigError as error:
+            for prop, value, allowed in error.problems:
+                if not prop.startswith("extra_flags"):  # reported above
+                    problems.add(prop if prop == "startup" else f"config.{prop}", value, allowed)
         return config
 
     def _check_on_hardware(self, config: VllmConfig, quantization: str, problems: Problems) -> None:

@@ -291,3 +291,12 @@ def test_without_authentication_there_is_no_key_anywhere():
     spec = service.lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
     assert spec["containers"][0]["command"] == ["vllm"] and service.api_key is None
     assert not resources_of_type(template_of(stack), "AWS::SecretsManager::Secret")
+
+
+def test_a_moe_across_nodes_cannot_start_with_ray():
+    stack = new_stack("RayDp")
+    with pytest.raises(ConfigurationError) as caught:
+        deepseek_service(stack, *small_cluster(stack), nodes_per_replica=2, startup="ray")
+    assert [(p.property, p.allowed) for p in caught.value.problems] == [
+        ("startup", "the data-parallel layout starts natively")
+    ]
