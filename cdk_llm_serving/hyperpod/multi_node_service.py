@@ -441,6 +441,13 @@ class VllmMultiNodeService(Construct):
             value=self.base_url,
             description=f"OpenAI-compatible base URL of {self.config.served_model_name}",
         )
+        if self.api_key is not None:
+            CfnOutput(
+                self,
+                "ApiKeySecretArn",
+                value=self.api_key.secret_arn,
+                description="Secrets Manager secret holding the API key (Authorization: Bearer)",
+            )
 
     # -- configuration -------------------------------------------------------------------
 

@@ -40,11 +40,6 @@ RAY_PORT = 6379
 #: The data-parallel RPC port all nodes of a replica share (the value of vLLM's multi-node
 #: DP example, docs/serving/data_parallel_deployment.md).
 DP_RPC_PORT = 13345
-#: Every port the pods of one replica use to reach each other (NetworkPolicies allow these
-#: inside the group only): torch.distributed's master, Ray's head, the DP RPC port. NCCL
-#: and vLLM's own sockets pick further ports at run time, so the group allows all ports
-#: between its own pods.
-GROUP_PORTS = (MASTER_PORT, RAY_PORT, DP_RPC_PORT)
 #: Flags this module sets per pod: a config must not set them itself.
 MULTINODE_FLAGS = (
     "nnodes",

@@ -191,6 +191,10 @@ def test_leader_reads_the_api_key_from_a_csi_mounted_secret(hyperpod, lws):
     (secret_key, secret), *_ = resources_of_type(hyperpod, "AWS::SecretsManager::Secret").items()
     assert "GenerateSecretString" in secret["Properties"]
     assert "SecretString" not in secret["Properties"]  # the value never enters the template
+    (output,) = [
+        v for k, v in hyperpod["Outputs"].items() if k.startswith("ServingApiKeySecretArn")
+    ]
+    assert output["Value"] == {"Ref": secret_key}
     resources = hyperpod["Resources"]
     (spc_key,) = [k for k in resources if k.startswith("ServingApiKeyProvider")]
     assert secret_key in json.dumps(resources[spc_key]["Properties"]["Manifest"])
