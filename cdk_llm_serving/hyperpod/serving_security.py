@@ -133,33 +133,49 @@ def network_policies(
 ) -> list[dict[str, Any]]:
     """Group-internal traffic, the API port from the VPC to leaders, no metadata service."""
     group = {"podSelector": {"matchLabels": group_labels}}
-    isolate = {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": f"{name}-group", "namespace": namespace},
-        "spec": {
-            "podSelector": {"matchLabels": group_labels},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [group]}],
-            "egress": [
-                {"to": [group]},
-                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}]},
-            ],
-        },
-    }
-    api = {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": f"{name}-api", "namespace": namespace},
-        "spec": {
-            "podSelector": {"matchLabels": leader_labels},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [{"ipBlock": {"cidr": vpc_cidr}}],
-                    "ports": [{"protocol": "TCP", "port": api_port}],
-                }
-            ],
-        },
-    }
+    isolate = _network_policy(
+        f"{name}-group",
+        namespace,
+        group_labels,
+        ingress=[{"from": [group]}],
+        egress=[
+            {"to": [group]},
+            {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}]},
+        ],
+    )
+    api = _network_policy(
+        f"{name}-api",
+        namespace,
+        leader_labels,
+        ingress=[
+            {
+                "from": [{"ipBlock": {"cidr": vpc_cidr}}],
+                "ports": [{"protocol": "TCP", "port": api_port}],
+            }
+        ],
+    )
     return [isolate, api]
+
+
+def _network_policy(
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    *,
+    ingress: list[dict[str, Any]],
+    egress: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A NetworkPolicy on the pods with ``labels``; egress is restricted only when given."""
+    spec: dict[str, Any] = {
+        "podSelector": {"matchLabels": labels},
+        "policyTypes": ["Ingress", "Egress"] if egress is not None else ["Ingress"],
+        "ingress": ingress,
+    }
+    if egress is not None:
+        spec["egress"] = egress
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }

@@ -19,7 +19,7 @@ from cdk_llm_serving.hyperpod.serving_security import API_KEY_FILE, IMDS_CIDR
 from cdk_llm_serving.planning.catalog import default_catalog
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import new_stack, template_of
-from tests.support.hyperpod import deepseek_service, small_cluster
+from tests.support.hyperpod import deepseek_service, lws_crd_schema, small_cluster
 from tests.support.kubernetes_schemas import concretize, validate_core
 from tests.support.template_helpers import manifest_objects, resources_of_type
 
@@ -42,11 +42,7 @@ def lws(hyperpod) -> dict:
 
 @pytest.fixture
 def lws_schema(shared_dir: Path) -> dict:
-    crd = yaml.safe_load(
-        (shared_dir / "schemas" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
-    )
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    return version["schema"]["openAPIV3Schema"]
+    return lws_crd_schema(shared_dir)
 
 
 def pod_specs(lws: dict) -> dict[str, dict]:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-import yaml
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
@@ -17,7 +16,7 @@ from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
 from cdk_llm_serving.vllm.multinode import leader_command, worker_command
 from tests.support.builders import new_stack
-from tests.support.hyperpod import deepseek_service, hyperpod_cluster, small_cluster
+from tests.support.hyperpod import deepseek_service, hyperpod_cluster, lws_crd_schema, small_cluster
 from tests.support.kubernetes_schemas import concretize, validate_core
 from tests.support.template_helpers import manifest_objects, resources_of_type
 
@@ -36,11 +35,7 @@ def service(reference_templates) -> dict:
 
 @pytest.fixture
 def lws_schema(shared_dir: Path) -> dict:
-    crd = yaml.safe_load(
-        (shared_dir / "schemas" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
-    )
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    return version["schema"]["openAPIV3Schema"]
+    return lws_crd_schema(shared_dir)
 
 
 def test_leader_worker_set_matches_the_crd_schema(lws, lws_schema):
