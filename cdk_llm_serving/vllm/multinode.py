@@ -157,8 +157,9 @@ def with_api_key_file(command: PodCommand, path: str) -> PodCommand:
     """The same start, with vLLM's API key read from ``path`` into ``VLLM_API_KEY``.
 
     vLLM takes its key from ``--api-key`` or the ``VLLM_API_KEY`` environment variable
-    (vllm-project/vllm ``vllm/envs.py`` ``VLLM_API_KEY``; the OpenAI server's authentication
-    middleware then requires ``Authorization: Bearer <key>`` on ``/v1`` routes, while
+    (vllm-project/vllm ``vllm/entrypoints/openai/api_server.py``, ``build_app``:
+    ``if token := args.api_key or envs.VLLM_API_KEY`` installs an authentication middleware
+    that checks ``Authorization: Bearer <key>`` only on paths starting with ``/v1``, so
     ``/health`` and ``/metrics`` stay open for probes and the scraper). The key comes from a
     mounted file (the Secrets Store CSI driver), so a shell reads it at start: the value never
     appears in the pod spec. The start fails when the file is missing or empty.
