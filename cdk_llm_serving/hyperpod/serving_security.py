@@ -21,7 +21,9 @@
   run-time ports) and the leader accepts the API port from the VPC (the load balancer's
   IP targets see the NLB's private addresses: client IP preservation is off for IP targets
   by default; the AMP managed scraper and the kubelet's probes also come from the VPC);
-  nothing else gets in. Egress is open except the instance metadata service
+  nothing else gets in. Limit: pods take their addresses from the VPC's subnets too (VPC
+  CNI), so any pod of the cluster can open the API port; ``/v1`` still needs the key, while
+  ``/health`` and ``/metrics`` answer anyone inside the VPC. Egress is open except the instance metadata service
   (169.254.169.254/32, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html),
   so a serving pod cannot take the node's role; EKS Pod Identity's agent (169.254.170.23)
   stays reachable (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html).
