@@ -21,6 +21,7 @@ from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import new_stack, template_of
 from tests.support.hyperpod import deepseek_service, lws_crd_schema, small_cluster
 from tests.support.kubernetes_schemas import concretize, validate_core
+from tests.support.network_policy import Endpoint, allowed
 from tests.support.template_helpers import manifest_objects, resources_of_type
 
 DLC_IMAGE = (
@@ -300,3 +301,34 @@ def test_a_moe_across_nodes_cannot_start_with_ray():
     assert [(p.property, p.allowed) for p in caught.value.problems] == [
         ("startup", "the data-parallel layout starts natively")
     ]
+
+
+def test_network_policies_allow_the_group_and_the_vpc_and_nothing_else(hyperpod, lws):
+    policies = manifest_objects(hyperpod, "ServingNetworkPolicies")
+    vpc_cidr = "10.0.0.0/16"  # the reference VPC's CIDR (the template's token)
+    for policy in policies:
+        for rule in policy["spec"].get("ingress", []):
+            for peer in rule["from"]:
+                if peer.get("ipBlock", {}).get("cidr") == "deploy-time-value":
+                    peer["ipBlock"]["cidr"] = vpc_cidr
+    template = lws["spec"]["leaderWorkerTemplate"]
+    namespace = lws["metadata"]["namespace"]
+    leader = Endpoint("10.0.1.10", template["leaderTemplate"]["metadata"]["labels"], namespace)
+    worker = Endpoint("10.0.1.11", template["workerTemplate"]["metadata"]["labels"], namespace)
+    stranger = Endpoint("10.0.2.20", {"app.kubernetes.io/name": "other"}, namespace)
+    nlb, internet = Endpoint("10.0.0.5"), Endpoint("203.0.113.7")
+    imds, pod_identity, s3 = (
+        Endpoint("169.254.169.254"),
+        Endpoint("169.254.170.23"),
+        Endpoint("52.218.1.1"),
+    )
+
+    for port in (29500, 6379, 13345, 45123):  # torch.distributed, Ray, DP RPC, NCCL
+        assert allowed(policies, worker, leader, port) and allowed(policies, leader, worker, port)
+        assert not allowed(policies, stranger, leader, port)
+        assert not allowed(policies, nlb, worker, port)
+    assert allowed(policies, nlb, leader, 8000) and not allowed(policies, internet, leader, 8000)
+    assert not allowed(policies, nlb, worker, 8000)
+    for pod in (leader, worker):
+        assert not allowed(policies, pod, imds, 80)
+        assert allowed(policies, pod, pod_identity, 80) and allowed(policies, pod, s3, 443)
