@@ -42,7 +42,7 @@ from ..planning.cold_start import estimate_cold_start
 from ..planning.models import ModelSpec, preset, weight_format
 from ..planning.sizing import Plan, PlanningError, plan
 from ..vllm.config import VllmConfig, VllmConfigError
-from ..vllm.hardware import check_on_hardware
+from ..vllm.hardware import check_on_hardware, speculation_with_pipeline_note
 from ..vllm.multinode import (
     MULTINODE_FLAGS,
     Startup,
@@ -585,6 +585,9 @@ class VllmMultiNodeService(Construct):
             Annotations.of(self).add_warning_v2(
                 "cdk-llm-serving:nonNativeWeightFormat", f"{self.group.instance_type}: {warning}"
             )
+        note = speculation_with_pipeline_note(config)
+        if note is not None:
+            Annotations.of(self).add_warning_v2("cdk-llm-serving:speculationWithPipeline", note)
 
     # -- manifests -----------------------------------------------------------------------
 

@@ -171,3 +171,23 @@ def _parallel_refusals(config: VllmConfig) -> list[tuple[str, object, str]]:
         ),
     ]
     return [(prop, value, allowed) for failed, prop, value, allowed in checks if failed]
+
+
+def speculation_with_pipeline_note(config: VllmConfig) -> str | None:
+    """Why speculative decoding with pipeline parallelism > 1 may not start, or ``None``.
+
+    Not refused by vLLM's configuration, but unverified at run time: the V1 runner asserts one
+    sampled token per request when it passes tokens between pipeline stages with async
+    scheduling (vllm-project/vllm ``vllm/v1/worker/gpu_model_runner.py``,
+    ``_pp_broadcast_prev_sampled_token_ids``: "PP+async expects sampled_token_ids to have
+    shape [num_reqs, 1]"), and Model Runner V2's parity tracker (vllm-project/vllm#47172, per
+    the vLLM blog post on MRV2 becoming the default in v0.29) lists MTP with pipeline
+    parallelism as open work.
+    """
+    if config.speculative is None or (config.pipeline_parallel_size or 1) <= 1:
+        return None
+    return (
+        f"{config.speculative.method} speculative decoding with pipeline_parallel_size="
+        f"{config.pipeline_parallel_size} is not verified to start on vLLM's default runner; "
+        "prefer data parallel + expert parallel (MoE) or drop speculative decoding"
+    )

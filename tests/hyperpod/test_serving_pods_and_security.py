@@ -17,7 +17,7 @@ from cdk_llm_serving.hyperpod.multi_node_service import Exposure
 from cdk_llm_serving.hyperpod.pod_spec import guaranteed_cpu_memory
 from cdk_llm_serving.hyperpod.serving_security import API_KEY_FILE, IMDS_CIDR
 from cdk_llm_serving.planning.catalog import default_catalog
-from cdk_llm_serving.vllm import VllmConfig
+from cdk_llm_serving.vllm import NgramSpeculation, VllmConfig
 from tests.support.builders import new_stack, template_of
 from tests.support.hyperpod import deepseek_service, lws_crd_schema, small_cluster
 from tests.support.kubernetes_schemas import concretize, validate_core
@@ -332,3 +332,26 @@ def test_network_policies_allow_the_group_and_the_vpc_and_nothing_else(hyperpod,
     for pod in (leader, worker):
         assert not allowed(policies, pod, imds, 80)
         assert allowed(policies, pod, pod_identity, 80) and allowed(policies, pod, s3, 443)
+
+
+def test_speculation_with_pipeline_parallelism_warns():
+    """A dense model across nodes keeps pipeline parallelism; speculation on top warns."""
+    stack = new_stack("SpecPp")
+    service = deepseek_service(
+        stack,
+        *small_cluster(stack),
+        model="llama-3.1-405b",
+        quantization="fp8",
+        nodes_per_replica=2,
+        config=VllmConfig(model="x", max_model_len=32768, speculative=NgramSpeculation()),
+    )
+    assert service.config.pipeline_parallel_size == 2 and service.config.data_parallel_size is None
+    assert [w for w in warnings_of(stack) if "speculationWithPipeline" in w]
+    stack = new_stack("SpecDp")  # the MoE runs data parallel: no warning
+    deepseek_service(
+        stack,
+        *small_cluster(stack),
+        nodes_per_replica=2,
+        config=VllmConfig(model="x", max_model_len=32768, speculative=NgramSpeculation()),
+    )
+    assert not [w for w in warnings_of(stack) if "speculationWithPipeline" in w]

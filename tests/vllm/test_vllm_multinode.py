@@ -6,7 +6,7 @@ import pytest
 
 from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
 from cdk_llm_serving.vllm.config import VllmConfigError
-from cdk_llm_serving.vllm.hardware import check_on_hardware
+from cdk_llm_serving.vllm.hardware import check_on_hardware, speculation_with_pipeline_note
 from cdk_llm_serving.vllm.multinode import (
     leader_command,
     with_api_key_file,
@@ -92,3 +92,14 @@ def test_check_on_hardware_refuses_what_vllm_refuses(flags, changes, prop):
         ).problems
         == ()
     )
+
+
+def test_speculation_with_pipeline_parallelism_is_flagged():
+    pipeline = VllmConfig(
+        model="m", tensor_parallel_size=8, pipeline_parallel_size=2, speculative=MtpSpeculation()
+    )
+    assert "mtp speculative decoding with pipeline_parallel_size=2" in (
+        speculation_with_pipeline_note(pipeline) or ""
+    )
+    assert speculation_with_pipeline_note(DP_EP) is None
+    assert speculation_with_pipeline_note(pipeline.with_changes(speculative=None)) is None
