@@ -7,10 +7,11 @@ and NCCL silently falls back to TCP sockets. Facts and sources: ``assets/vllm_im
 
 from __future__ import annotations
 
-from aws_cdk import CfnMapping, Stack, Token
+from aws_cdk import CfnMapping, Stack
 from aws_cdk.region_info import FactName, RegionInfo
 from constructs import Construct
 
+from .._cdk.validation import is_unresolved
 from ..errors import Problems
 from ._facts import vllm_image_facts
 
@@ -32,7 +33,7 @@ def default_vllm_image(scope: Construct, problems: Problems, prop: str = "image"
     facts = vllm_image_facts()
     stack = Stack.of(scope)
     region, suffix = stack.region, stack.url_suffix
-    if Token.is_unresolved(region):
+    if is_unresolved(region):
         accounts = RegionInfo.region_map(FactName.DLC_REPOSITORY_ACCOUNT)
         mapping = CfnMapping(
             stack,
