@@ -355,3 +355,15 @@ def test_speculation_with_pipeline_parallelism_warns():
         config=VllmConfig(model="x", max_model_len=32768, speculative=NgramSpeculation()),
     )
     assert not [w for w in warnings_of(stack) if "speculationWithPipeline" in w]
+
+
+def test_identity_manifest_matches_kubernetes_schemas(hyperpod, lws):
+    (account,) = manifest_objects(
+        hyperpod, "ServingWeightsIdentity"
+    )  # the store owns the namespace
+    validate_core(account)
+    assert account["kind"] == "ServiceAccount" and account["automountServiceAccountToken"] is False
+    assert all(
+        spec["serviceAccountName"] == account["metadata"]["name"]
+        for spec in pod_specs(lws).values()
+    )
