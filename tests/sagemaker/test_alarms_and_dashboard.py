@@ -125,35 +125,24 @@ def test_dashboard_shows_pools_side_by_side_token_latency_and_the_alarms(pool_te
     assert '\\"quantile\\", \\"p99\\"' in body or '"quantile", "p99"' in body
 
 
+def alarm_problems(**props) -> list[str]:
+    endpoint = pool_endpoint()
+    with pytest.raises(ConfigurationError) as caught:
+        PoolEndpointAlarms(endpoint.node.scope, "Alarms", endpoint=endpoint, **props)
+    return [p.property for p in caught.value.problems]
+
+
 def test_alarm_validation():
-    endpoint = pool_endpoint()
-    with pytest.raises(ConfigurationError) as caught:
-        PoolEndpointAlarms(
-            endpoint.node.scope,
-            "Alarms",
-            endpoint=endpoint,
-            error_rate_threshold=2,
-            fallback_after=Duration.minutes(1),
-        )
-    assert [p.property for p in caught.value.problems] == ["error_rate_threshold", "fallback_after"]
-
-
-def test_every_alarm_problem_in_one_error():
-    endpoint = pool_endpoint()
-    with pytest.raises(ConfigurationError) as caught:
-        PoolEndpointAlarms(
-            endpoint.node.scope,
-            "Alarms",
-            endpoint=endpoint,
-            error_rate_threshold=2,
-            ttft_p99_threshold=Duration.seconds(0),
-            inter_token_p99_threshold=Duration.millis(0),
-        )
-    assert [p.property for p in caught.value.problems] == [
+    assert alarm_problems(error_rate_threshold=2, fallback_after=Duration.minutes(1)) == [
         "error_rate_threshold",
-        "ttft_p99_threshold",
-        "inter_token_p99_threshold",
+        "fallback_after",
     ]
+    # Every problem in one error, the token thresholds included.
+    assert alarm_problems(
+        error_rate_threshold=2,
+        ttft_p99_threshold=Duration.seconds(0),
+        inter_token_p99_threshold=Duration.millis(0),
+    ) == ["error_rate_threshold", "ttft_p99_threshold", "inter_token_p99_threshold"]
 
 
 def test_optional_alarms_can_be_turned_off():
