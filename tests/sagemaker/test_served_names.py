@@ -16,6 +16,7 @@ import yaml
 
 from cdk_llm_serving import ModelData, VllmPool, VllmPoolEndpoint
 from cdk_llm_serving.errors import ConfigurationError
+from cdk_llm_serving.ops.fleet import served_name
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import new_stack, serving_model, template_of
 from tests.support.template_helpers import resources_of_type
@@ -176,3 +177,11 @@ def test_an_archive_is_refused_not_mounted_as_an_empty_prefix(uri):
         )
     (problem,) = error.value.problems
     assert problem.property == "model_data.prefix" and "not an archive" in problem.allowed
+
+
+def test_fleet_reads_the_copy_name_from_the_synthesized_environment(fleet):
+    """``ops.fleet`` cannot import this package's constructs; it reads what they write."""
+    stack, serving, _ = fleet
+    for model in serving.models.values():
+        env = stack.resolve(model.cfn_model.primary_container)["environment"]
+        assert served_name(env) == model.served_model_name
