@@ -20,7 +20,9 @@ becomes the flag followed by one token per item; command-line flags override the
 ``/opt/ml/model``; CloudFormation's ``AWS::SageMaker::Model`` has no
 ``AdditionalModelDataSources``, so the file goes into the weights prefix itself, written at
 deploy time by a custom resource that may put exactly that one object and delete only its
-own files (the construct's address is in the file name, see ``config_file_name``).
+own files (the construct's address is in the file name, see ``config_file_name``). Every
+custom resource of a stack runs on aws-cdk-lib's one ``AwsCustomResource`` function, so its
+role holds the grants of all the stack's served-names files and nothing else.
 
 Lifecycle (the custom resource's physical id is the key): ``cdk destroy`` deletes the file;
 a new weights prefix or copy name writes the new file and CloudFormation deletes the old one
@@ -149,7 +151,7 @@ class ServedNamesFile(Construct):
             acknowledge_cdk_internals(
                 provider,
                 "aws-cdk-lib's AwsCustomResource function (basic execution role, its runtime); "
-                "its only grant is one S3 object",
+                "its only grants: put and delete of the stack's served-names files",
             )
 
     @staticmethod
