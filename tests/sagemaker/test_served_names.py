@@ -185,3 +185,17 @@ def test_fleet_reads_the_copy_name_from_the_synthesized_environment(fleet):
     for model in serving.models.values():
         env = stack.resolve(model.cfn_model.primary_container)["environment"]
         assert served_name(env) == model.served_model_name
+
+
+def test_cdk_destroy_deletes_exactly_the_file_the_resource_wrote(fleet):
+    _, _, template = fleet
+    for resource in resources_of_type(template, "Custom::AWS").values():
+        create, delete = (json.loads(resource["Properties"][k]) for k in ("Create", "Delete"))
+        if create["action"] != "putObject":
+            continue
+        assert (delete["service"], delete["action"]) == ("S3", "deleteObject")
+        assert delete["parameters"] == {
+            "Bucket": create["parameters"]["Bucket"],
+            "Key": create["parameters"]["Key"],
+        }
+        assert create["physicalResourceId"]["id"] == create["parameters"]["Key"]
