@@ -183,7 +183,9 @@ class VllmMultiNodeService(Construct):
         )
         self.service_account = f"{self.name}-weights" if stream_from is not None else None
         prerequisites = (
-            [model_store.manifest] if model_store is not None else self._streaming_identity()
+            [model_store.manifest, model_store.association]
+            if model_store is not None
+            else self._streaming_identity()
         )
         self.lws = self.leader_worker_set(
             image, startup, model_store.claim_name if model_store else None

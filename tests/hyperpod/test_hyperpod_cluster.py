@@ -86,10 +86,16 @@ def test_deploy_order(hyperpod_template):
         for k, v in resources_of_type(hyperpod_template, "AWS::EKS::Addon").items()
     }
     assert {addons["vpc-cni"], addons["kube-proxy"], addons["eks-pod-identity-agent"]} <= depends
+    stages = resources_of_type(hyperpod_template, "Custom::HyperPodNodesReady")
+    last = next(k for k, v in stages.items() if v["Properties"]["Final"] == "true")
+    assert all(
+        v["Properties"]["ClusterName"] == {"Fn::GetAtt": [cluster_id, "ClusterArn"]}
+        for v in stages.values()
+    )
     for name in ("coredns", "aws-fsx-csi-driver"):
-        assert cluster_id in resources[addons[name]]["DependsOn"], name
+        assert last in resources[addons[name]]["DependsOn"], name
     for key, chart in resources_of_type(hyperpod_template, "Custom::AWSCDK-EKS-HelmChart").items():
-        assert cluster_id in chart.get("DependsOn", []), key
+        assert last in chart.get("DependsOn", []), key
     for key, manifest in resources_of_type(
         hyperpod_template, "Custom::AWSCDK-EKS-KubernetesResource"
     ).items():
