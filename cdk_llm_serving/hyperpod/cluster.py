@@ -51,6 +51,8 @@ from .interfaces import IHyperPodCluster
 from .node_readiness import HyperPodNodesReady
 
 _LIFECYCLE_PREFIX = "lifecycle"
+#: The CIDR of the VPC we create (aws-cdk-lib's default, written out to find free blocks).
+_VPC_CIDR = "10.0.0.0/16"
 _ON_CREATE_SCRIPT = "on_create.sh"
 
 
@@ -446,6 +448,7 @@ class HyperPodEksCluster(Construct):
         vpc = ec2.Vpc(
             self,
             "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(_VPC_CIDR),
             max_azs=2,
             nat_gateways=1,
             subnet_configuration=[
@@ -686,13 +689,13 @@ def _validate_gpu_zone(
 
 
 def _free_block(vpc: ec2.IVpc, like: Sequence[ec2.ISubnet]) -> str | None:
-    """The first block of the VPC's CIDR, the size of ``like[0]``, no subnet overlaps."""
+    """The first block of our VPC's CIDR, the size of ``like[0]``, no subnet overlaps."""
     used = [
         ipaddress.IPv4Network(subnet.ipv4_cidr_block)
         for subnet in [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]
     ]
     size = ipaddress.IPv4Network(like[0].ipv4_cidr_block).prefixlen
-    for block in ipaddress.IPv4Network(vpc.vpc_cidr_block).subnets(new_prefix=size):
+    for block in ipaddress.IPv4Network(_VPC_CIDR).subnets(new_prefix=size):
         if not any(block.overlaps(other) for other in used):
             return str(block)
     return None
