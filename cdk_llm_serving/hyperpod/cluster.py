@@ -45,6 +45,7 @@ from ..errors import Problems
 from ..planning.catalog import Catalog, default_catalog
 from ._facts import addon_versions, hyperpod_facts, supported_kubernetes_versions
 from .availability_zones import az_id_problem
+from .capacity import GpuNodeLedger
 from .constants import FSX_CSI_DRIVER_ADDON, POD_IDENTITY_AGENT_ADDON
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
@@ -163,6 +164,7 @@ class HyperPodEksCluster(Construct):
         super().__init__(scope, id)
         self.catalog = catalog or default_catalog()
         self.instance_groups = tuple(instance_groups)
+        self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
         self.kubernetes_version = kubernetes_version
         self._validate(admin_role_arns, vpc, gpu_availability_zone_id, gpu_subnet_cidr)
         versions = _resolve_addon_versions(addon_versions)
@@ -230,6 +232,16 @@ class HyperPodEksCluster(Construct):
         )
 
     # -- what dependents need ----------------------------------------------------------
+
+    def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
+        """Reserve ``nodes`` of instance group ``group_name`` for ``consumer``.
+
+        Every consumer on a group (services at their maximum replicas, endpoints,
+        operators) reserves here; when their sum exceeds the group's instance count, one
+        ``ConfigurationError`` lists each consumer's share. Reserving again replaces the
+        consumer's earlier share.
+        """
+        self.gpu_node_ledger.reserve(consumer, group_name, nodes)
 
     @property
     def nodes_ready(self) -> IConstruct:
@@ -730,6 +742,7 @@ class _ImportedHyperPodCluster(Construct):
         problems = Problems(f"HyperPodEksCluster.from_cluster_attributes '{self.node.path}'")
         _validate_instance_groups(problems, self.instance_groups, need_system=False)
         problems.raise_if_any()
+        self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
         self.eks_cluster = eks_cluster
         self.vpc = vpc
         self.node_security_group = node_security_group
@@ -749,6 +762,10 @@ class _ImportedHyperPodCluster(Construct):
     @property
     def nodes_ready(self) -> IConstruct:
         return self
+
+    def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
+        """As ``HyperPodEksCluster.reserve_gpu_nodes``, for the consumers in this app."""
+        self.gpu_node_ledger.reserve(consumer, group_name, nodes)
 
     @property
     def pod_identity_agent(self) -> IConstruct:

@@ -176,6 +176,7 @@ class VllmMultiNodeService(Construct):
             stream_from.validate(problems, "stream_from")
         exposure.validate(problems, "exposure")
         problems.raise_if_any()
+        cluster.reserve_gpu_nodes(self, self.group.name, self.replicas * self.nodes)
 
         path = "fsx_lustre" if model_store is not None else "s3_streaming"
         self.cold_start = estimate_cold_start(
