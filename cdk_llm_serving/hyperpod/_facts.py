@@ -35,3 +35,14 @@ def chart_pins() -> dict[str, ChartPin]:
 def addon_versions() -> dict[str, str | None]:
     """EKS add-on name -> pinned version (``None``: EKS's default for the cluster version)."""
     return cast(dict[str, "str | None"], hyperpod_facts()["addon_versions"])
+
+
+def cloudformation_enum(shape: str, botocore_enum: tuple[str, ...]) -> tuple[str, ...]:
+    """``botocore_enum`` narrowed to what CloudFormation's resource schema allows for ``shape``.
+
+    Only shapes recorded in ``cloudformation_enums`` narrow; the others pass unchanged.
+    """
+    narrower = hyperpod_facts().get("cloudformation_enums", {}).get(shape)
+    if narrower is None:
+        return botocore_enum
+    return tuple(value for value in botocore_enum if value in narrower)
