@@ -32,9 +32,10 @@ def chart_pins() -> dict[str, ChartPin]:
     return cast(dict[str, ChartPin], hyperpod_facts()["charts"])
 
 
-def addon_versions() -> dict[str, str | None]:
-    """EKS add-on name -> pinned version (``None``: EKS's default for the cluster version)."""
-    return cast(dict[str, "str | None"], hyperpod_facts()["addon_versions"])
+def addon_versions(kubernetes_version: str) -> dict[str, str | None]:
+    """EKS add-on name -> the version pinned for ``kubernetes_version`` (none: unknown version)."""
+    pins = hyperpod_facts()["addon_versions"].get(kubernetes_version, {})
+    return cast(dict[str, "str | None"], dict(pins))
 
 
 def cloudformation_enum(shape: str, botocore_enum: tuple[str, ...]) -> tuple[str, ...]:

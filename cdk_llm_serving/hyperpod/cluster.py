@@ -52,6 +52,15 @@ from .interfaces import IHyperPodCluster
 from .node_readiness import HyperPodNodesReady
 
 _LIFECYCLE_PREFIX = "lifecycle"
+#: S3 actions that change the lifecycle script (denied to all but its deployment).
+_OBJECT_WRITES = [
+    "s3:PutObject",
+    "s3:PutObjectAcl",
+    "s3:PutObjectVersionAcl",
+    "s3:DeleteObject",
+    "s3:DeleteObjectVersion",
+    "s3:RestoreObject",
+]
 #: The CIDR of the VPC we create (aws-cdk-lib's default, written out to find free blocks).
 _VPC_CIDR = "10.0.0.0/16"
 _ON_CREATE_SCRIPT = "on_create.sh"
@@ -118,7 +127,7 @@ class HyperPodEksCluster(Construct):
     :param admin_role_arns: IAM roles granted cluster-admin through EKS access entries.
     :param endpoint_public: also expose the EKS API endpoint publicly. Default: ``False``.
     :param addon_versions: EKS add-on name -> version. Default: the pins in ``assets/hyperpod.json``
-        (VPC CNI pinned; add-ons left ``null`` there take EKS's default for the version).
+        for ``kubernetes_version`` (every add-on pinned, each pin with its source there).
     :param cluster_name: HyperPod cluster name. Default: derived from the construct path.
     :param catalog: the planner's instance catalog GPU groups are checked against (your
         prices, extra types). Default: ``default_catalog()``.
@@ -167,7 +176,7 @@ class HyperPodEksCluster(Construct):
         self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
         self.kubernetes_version = kubernetes_version
         self._validate(admin_role_arns, vpc, gpu_availability_zone_id, gpu_subnet_cidr)
-        versions = _resolve_addon_versions(addon_versions)
+        versions = _resolve_addon_versions(addon_versions, kubernetes_version)
 
         self._owns_vpc = vpc is None
         self.vpc = vpc or self._new_vpc()
@@ -532,6 +541,31 @@ class HyperPodEksCluster(Construct):
         )
 
     def _lifecycle_bucket(self) -> tuple[s3.Bucket, s3_deployment.BucketDeployment]:
+        """The lifecycle script's bucket: access-logged, writable only by its upload.
+
+        The script runs as root on every node HyperPod creates or replaces, so whoever may
+        write it owns the GPU nodes. The bucket policy denies object writes and deletes to
+        every principal but the bucket-deployment handler that uploads the script (an
+        explicit deny wins over any allow, IAM policy evaluation logic). Server access logs
+        go to a retained log bucket encrypted with SSE-S3, the only default encryption S3
+        server access logging accepts on its target bucket (S3 user guide, "Enabling Amazon
+        S3 server access logging").
+        """
+        logs_bucket = s3.Bucket(
+            self,
+            "LifecycleAccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=True,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            logs_bucket,
+            "AwsSolutions-S1",
+            "The lifecycle bucket's access-log bucket: logging it would log the logging.",
+        )
         bucket = s3.Bucket(
             self,
             "LifecycleScripts",
@@ -540,11 +574,8 @@ class HyperPodEksCluster(Construct):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             versioned=True,
             removal_policy=RemovalPolicy.RETAIN,
-        )
-        acknowledge(
-            bucket,
-            "AwsSolutions-S1",
-            "Holds only the lifecycle script CloudFormation uploads; the stack's history is its audit trail, server access logs add nothing.",
+            server_access_logs_bucket=logs_bucket,
+            server_access_logs_prefix="lifecycle-scripts/",
         )
         script_dir = Path(str(resources.files(__package__).joinpath("assets", "lifecycle")))
         upload = s3_deployment.BucketDeployment(
@@ -555,6 +586,16 @@ class HyperPodEksCluster(Construct):
             sources=[s3_deployment.Source.asset(str(script_dir))],
             prune=True,
             retain_on_delete=True,
+        )
+        bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheDeploymentWritesLifecycleScripts",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=_OBJECT_WRITES,
+                resources=[bucket.arn_for_objects("*")],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": upload.handler_role.role_arn}},
+            )
         )
         return bucket, upload
 
@@ -713,9 +754,11 @@ def _free_block(vpc: ec2.IVpc, like: Sequence[ec2.ISubnet]) -> str | None:
     return None
 
 
-def _resolve_addon_versions(overrides: Mapping[str, str | None] | None) -> dict[str, str | None]:
-    """Our pins, overridden by the caller's."""
-    return {**addon_versions(), **(overrides or {})}
+def _resolve_addon_versions(
+    overrides: Mapping[str, str | None] | None, kubernetes_version: str
+) -> dict[str, str | None]:
+    """Our pins for the Kubernetes version, overridden by the caller's."""
+    return {**addon_versions(kubernetes_version), **(overrides or {})}
 
 
 class _ImportedHyperPodCluster(Construct):

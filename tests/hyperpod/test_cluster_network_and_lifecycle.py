@@ -418,3 +418,69 @@ def test_on_create_leaves_a_running_services_directory_alone(tmp_path):
     assert "containerd is running" in result.stdout
     assert f"moved {containerd}" not in result.stdout
     assert (root / "var" / "lib" / "kubelet").is_symlink()
+
+
+# -- issue 14: the lifecycle bucket and the add-on pins -------------------------------------------
+
+
+def _lifecycle_bucket(template: dict) -> tuple[str, dict]:
+    (found,) = [
+        item
+        for item in resources_of_type(template, "AWS::S3::Bucket").items()
+        if "LifecycleScripts" in item[0]
+    ]
+    return found
+
+
+def test_only_the_deployment_may_write_the_lifecycle_script(hyperpod_template):
+    bucket_id, _ = _lifecycle_bucket(hyperpod_template)
+    (policy,) = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in resources_of_type(hyperpod_template, "AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": bucket_id}
+    ]
+    (deny,) = [s for s in policy if s.get("Sid") == "OnlyTheDeploymentWritesLifecycleScripts"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
+    assert {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"} <= set(actions_of(deny))
+    (exempt,) = deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]["Fn::GetAtt"][:1]
+    deployments = resources_of_type(hyperpod_template, "AWS::Lambda::Function")
+    handler = next(v for k, v in deployments.items() if k.startswith("CustomCDKBucketDeployment"))
+    assert handler["Properties"]["Role"] == {"Fn::GetAtt": [exempt, "Arn"]}
+
+
+def test_lifecycle_bucket_access_is_logged_to_a_retained_encrypted_bucket(hyperpod_template):
+    _, bucket = _lifecycle_bucket(hyperpod_template)
+    logging = bucket["Properties"]["LoggingConfiguration"]
+    logs_id = _ref_id(logging["DestinationBucketName"])
+    logs = hyperpod_template["Resources"][logs_id]
+    assert logs["DeletionPolicy"] == "Retain" and logs["UpdateReplacePolicy"] == "Retain"
+    (rule,) = logs["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    assert logs["Properties"]["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True
+
+
+@pytest.mark.parametrize("version", ["1.33", "1.34"])
+def test_every_eks_addon_is_pinned_for_the_cluster_version(hyperpod_template, version):
+    from cdk_llm_serving.hyperpod._facts import hyperpod_facts
+
+    templates = [hyperpod_template]
+    if version != "1.33":
+        stack = new_stack(f"Pins{version.replace('.', '')}")
+        HyperPodEksCluster(
+            stack, "HyperPod", instance_groups=instance_groups(), kubernetes_version=version
+        )
+        templates = [_template(stack)]
+    for template in templates:
+        addons = resources_of_type(template, "AWS::EKS::Addon")
+        assert addons
+        for key, addon in addons.items():
+            props = addon["Properties"]
+            assert props.get("AddonVersion"), key
+            assert re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", props["AddonVersion"]), key
+            if props["AddonName"] == "kube-proxy":
+                # kube-proxy follows the Kubernetes minor version.
+                assert props["AddonVersion"].startswith(f"v{version}."), key
+    pins = hyperpod_facts()["addon_versions"]
+    facts = hyperpod_facts()
+    listed = set(facts["addons_before_nodes"]) | set(facts["addons_after_nodes"])
+    assert set(pins[version]) == listed

@@ -155,7 +155,10 @@ def test_execution_role_and_lifecycle_bucket(hyperpod_template):
     )
     actions = {a for s in policy_statements(hyperpod_template, role_id) for a in actions_of(s)}
     assert {"ec2:CreateNetworkInterface", "ecr:BatchGetImage", "s3:GetObject*"} <= actions
-    bucket_id, bucket = only_resource(hyperpod_template, "AWS::S3::Bucket")
+    (bucket_id, bucket), _ = sorted(
+        resources_of_type(hyperpod_template, "AWS::S3::Bucket").items(),
+        key=lambda item: "LifecycleScripts" not in item[0],
+    )
     assert bucket["DeletionPolicy"] == "Retain" and bucket["UpdateReplacePolicy"] == "Retain"
     assert bucket["Properties"]["PublicAccessBlockConfiguration"] == {
         "BlockPublicAcls": True,
@@ -164,7 +167,11 @@ def test_execution_role_and_lifecycle_bucket(hyperpod_template):
         "RestrictPublicBuckets": True,
     }
     assert "BucketEncryption" in bucket["Properties"]
-    (policy,) = resources_of_type(hyperpod_template, "AWS::S3::BucketPolicy").values()
+    (policy,) = [
+        p
+        for p in resources_of_type(hyperpod_template, "AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": bucket_id}
+    ]
     assert any(
         s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}} and s["Effect"] == "Deny"
         for s in policy["Properties"]["PolicyDocument"]["Statement"]
