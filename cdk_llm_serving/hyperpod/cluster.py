@@ -323,12 +323,16 @@ class HyperPodEksCluster(Construct):
         ``AvailabilityZoneId`` (set instead of ``AvailabilityZone``: the schema excludes
         one with the other), as AWS's HyperPod reference template does.
         """
+        problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
+        if cidr is not None and self._owns_vpc and not _fits(self.vpc, cidr):
+            problems.add(
+                "gpu_subnet_cidr", cidr, f"must lie in {_VPC_CIDR} and overlap no other subnet"
+            )
         cidr = cidr or _free_block(self.vpc, self.private_subnets)
         if cidr is None:
-            problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
             problems.add("gpu_subnet_cidr", None, "no free block left in the VPC; give one")
-            problems.raise_if_any()
-            raise AssertionError("unreachable")
+        problems.raise_if_any()
+        assert cidr is not None
         subnet = ec2.CfnSubnet(
             self,
             "GpuSubnet",
@@ -739,6 +743,15 @@ def _validate_gpu_zone(
             problems.add("gpu_subnet_cidr", cidr, f"must be an IPv4 CIDR block ({error})")
         if az_id is None:
             problems.add("gpu_subnet_cidr", cidr, "only applies with gpu_availability_zone_id")
+
+
+def _fits(vpc: ec2.IVpc, cidr: str) -> bool:
+    """``cidr`` lies in our VPC's CIDR and overlaps none of its subnets."""
+    block = ipaddress.IPv4Network(cidr)
+    subnets = [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]
+    return block.subnet_of(ipaddress.IPv4Network(_VPC_CIDR)) and not any(
+        block.overlaps(ipaddress.IPv4Network(subnet.ipv4_cidr_block)) for subnet in subnets
+    )
 
 
 def _free_block(vpc: ec2.IVpc, like: Sequence[ec2.ISubnet]) -> str | None:

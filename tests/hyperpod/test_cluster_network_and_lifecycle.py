@@ -484,3 +484,12 @@ def test_every_eks_addon_is_pinned_for_the_cluster_version(hyperpod_template, ve
     facts = hyperpod_facts()
     listed = set(facts["addons_before_nodes"]) | set(facts["addons_after_nodes"])
     assert set(pins[version]) == listed
+
+
+def test_a_gpu_subnet_cidr_must_be_free_in_our_vpc():
+    with pytest.raises(ConfigurationError) as caught:
+        _zoned_stack(gpu_availability_zone_id="use1-az4", gpu_subnet_cidr="10.0.0.0/24")
+    assert [p.property for p in caught.value.problems] == ["gpu_subnet_cidr"]
+    stack, _ = _zoned_stack(gpu_availability_zone_id="use1-az4", gpu_subnet_cidr="10.0.250.0/24")
+    subnets = resources_of_type(_template(stack), "AWS::EC2::Subnet").values()
+    assert any(s["Properties"]["CidrBlock"] == "10.0.250.0/24" for s in subnets)

@@ -120,8 +120,8 @@ def test_delete_needs_no_call(handler, client):
 
 
 def test_on_event_keeps_the_physical_id_and_records_the_start(handler):
-    created = handler.on_event(_event())
-    assert created["PhysicalResourceId"] == f"{ARN}-nodes-ready"
+    created = handler.on_event({**_event(), "LogicalResourceId": "NodesReadyStage1"})
+    assert created["PhysicalResourceId"] == f"{ARN}/NodesReadyStage1"
     assert int(created["Data"]["StartedAt"]) > 0
     updated = handler.on_event({**_event("Update"), "PhysicalResourceId": "kept"})
     assert updated["PhysicalResourceId"] == "kept"

@@ -68,7 +68,7 @@ def _client() -> Any:
 def on_event(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     """Start (or, on Delete, skip) the wait; remember when it started."""
     physical_id = event.get("PhysicalResourceId") or (
-        f"{event['ResourceProperties']['ClusterName']}-nodes-ready"
+        f"{event['ResourceProperties']['ClusterName']}/{event.get('LogicalResourceId', 'nodes-ready')}"
     )
     return {"PhysicalResourceId": physical_id, "Data": {"StartedAt": str(int(time.time()))}}
 
