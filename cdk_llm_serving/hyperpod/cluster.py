@@ -27,7 +27,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from aws_cdk import CfnTag, Duration, Names, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
@@ -544,6 +544,19 @@ class HyperPodEksCluster(Construct):
             preserve_on_delete=False,
         )
 
+    def _private_bucket(self, id: str, **extra: Any) -> s3.Bucket:
+        """SSE-S3, TLS only, no public access, versioned, retained; ``extra`` props on top."""
+        return s3.Bucket(
+            self,
+            id,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            versioned=True,
+            removal_policy=RemovalPolicy.RETAIN,
+            **extra,
+        )
+
     def _lifecycle_bucket(self) -> tuple[s3.Bucket, s3_deployment.BucketDeployment]:
         """The lifecycle script's bucket: access-logged, writable only by its upload.
 
@@ -555,29 +568,16 @@ class HyperPodEksCluster(Construct):
         server access logging accepts on its target bucket (S3 user guide, "Enabling Amazon
         S3 server access logging").
         """
-        logs_bucket = s3.Bucket(
-            self,
-            "LifecycleAccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=True,
-            removal_policy=RemovalPolicy.RETAIN,
+        logs_bucket = self._private_bucket(
+            "LifecycleAccessLogs", object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED
         )
         acknowledge(
             logs_bucket,
             "AwsSolutions-S1",
             "The lifecycle bucket's access-log bucket: logging it would log the logging.",
         )
-        bucket = s3.Bucket(
-            self,
+        bucket = self._private_bucket(
             "LifecycleScripts",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            versioned=True,
-            removal_policy=RemovalPolicy.RETAIN,
             server_access_logs_bucket=logs_bucket,
             server_access_logs_prefix="lifecycle-scripts/",
         )

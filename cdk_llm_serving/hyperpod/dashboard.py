@@ -12,14 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from .._cdk.nag import acknowledge_wildcard_resources
+from .._cdk.function_role import role_with_own_logs
 from .constants import (
     E2E_P99_RULE,
     GENERATION_TOKENS_RATE_RULE,
@@ -94,33 +93,16 @@ class VllmDashboard(Construct):
 
     def _render_widget_function(self, observability: VllmObservability) -> lambda_.Function:
         """The custom-widget Lambda: queries only this workspace, logs to its own group."""
-        log_group = logs.LogGroup(
+        role, log_group = role_with_own_logs(
             self,
-            "WidgetLogs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        role = iam.Role(
-            self,
-            "WidgetRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            role_id="WidgetRole",
+            logs_id="WidgetLogs",
             description="Draws vLLM SLO charts from Amazon Managed Prometheus",
         )
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["aps:QueryMetrics"], resources=[observability.workspace.attr_arn]
             )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[f"{log_group.log_group_arn}:*"],
-            )
-        )
-        acknowledge_wildcard_resources(
-            role,
-            [f"{log_group.log_group_arn}:*"],
-            "Log streams of the widget function's own log group; their names are made by Lambda.",
         )
         return lambda_.Function(
             self,

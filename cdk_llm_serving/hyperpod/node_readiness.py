@@ -24,11 +24,11 @@ from pathlib import Path
 from aws_cdk import CustomResource, Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
+from .._cdk.function_role import role_with_own_logs
+from .._cdk.nag import acknowledge, acknowledge_cdk_internals
 from .instance_group import HyperPodInstanceGroup
 
 NODE_WAIT_CODE = Path(__file__).parent / "assets" / "node_wait"
@@ -103,31 +103,15 @@ class HyperPodNodesReady(Construct):
 
     def _provider(self, cluster_arn: str) -> cr.Provider:
         """The handlers (list this cluster's nodes only) under the provider framework."""
-        log_group = logs.LogGroup(
+        role, log_group = role_with_own_logs(
             self,
-            "Logs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        role = iam.Role(
-            self,
-            "HandlerRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            role_id="HandlerRole",
+            logs_id="Logs",
             description="Waits for HyperPod nodes: lists the nodes of one cluster",
+            logs_removal=RemovalPolicy.DESTROY,
         )
         role.add_to_policy(
             iam.PolicyStatement(actions=["sagemaker:ListClusterNodes"], resources=[cluster_arn])
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[f"{log_group.log_group_arn}:*"],
-            )
-        )
-        acknowledge_wildcard_resources(
-            role,
-            [f"{log_group.log_group_arn}:*"],
-            "Log streams of the handlers' own log group; their names are made by Lambda.",
         )
         handlers = [
             lambda_.Function(

@@ -385,15 +385,19 @@ def _fake_node(tmp_path: Path, active: str = "") -> tuple[Path, dict[str, str]]:
     return root, env
 
 
-def test_on_create_moves_storage_without_rsync(tmp_path):
-    root, env = _fake_node(tmp_path)
-    result = subprocess.run(
+def _run_on_create(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [shutil.which("bash") or "bash", str(ON_CREATE)],
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
+
+
+def test_on_create_moves_storage_without_rsync(tmp_path):
+    root, env = _fake_node(tmp_path)
+    result = _run_on_create(env)
     for name in ("containerd", "kubelet"):
         link = root / "var" / "lib" / name
         assert link.is_symlink() and link.resolve() == (root / "opt" / "sagemaker" / name)
@@ -406,13 +410,7 @@ def test_on_create_moves_storage_without_rsync(tmp_path):
 
 def test_on_create_leaves_a_running_services_directory_alone(tmp_path):
     root, env = _fake_node(tmp_path, active="containerd")
-    result = subprocess.run(
-        [shutil.which("bash") or "bash", str(ON_CREATE)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    result = _run_on_create(env)
     containerd = root / "var" / "lib" / "containerd"
     assert containerd.is_dir() and not containerd.is_symlink()
     assert "containerd is running" in result.stdout

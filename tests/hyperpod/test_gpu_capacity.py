@@ -12,20 +12,25 @@ from tests.support.builders import new_stack
 from tests.support.hyperpod import deepseek_service, imported_cluster, small_cluster
 
 
-def _two_node_services(count: int, gpu_nodes: int) -> ConfigurationError:
-    stack = new_stack()
+def _add_two_node_services(stack, count: int, gpu_nodes: int):
+    """A cluster with ``gpu_nodes`` GPU nodes, then ``count`` one-replica 2-node services."""
     cluster, addons, store = small_cluster(stack, gpu_count=gpu_nodes)
+    for index in range(count):
+        deepseek_service(
+            stack,
+            cluster,
+            addons,
+            store,
+            id=f"Serving{index}",
+            name=f"ds{index}",
+            nodes_per_replica=2,
+        )
+    return cluster
+
+
+def _two_node_services(count: int, gpu_nodes: int) -> ConfigurationError:
     with pytest.raises(ConfigurationError) as caught:
-        for index in range(count):
-            deepseek_service(
-                stack,
-                cluster,
-                addons,
-                store,
-                id=f"Serving{index}",
-                name=f"ds{index}",
-                nodes_per_replica=2,
-            )
+        _add_two_node_services(new_stack(), count, gpu_nodes)
     return caught.value
 
 
@@ -48,18 +53,7 @@ def test_the_listing_names_every_consumer_of_the_group():
 
 
 def test_services_that_fit_together_synthesize():
-    stack = new_stack()
-    cluster, addons, store = small_cluster(stack, gpu_count=4)
-    for index in range(2):
-        deepseek_service(
-            stack,
-            cluster,
-            addons,
-            store,
-            id=f"Serving{index}",
-            name=f"ds{index}",
-            nodes_per_replica=2,
-        )
+    cluster = _add_two_node_services(new_stack(), 2, gpu_nodes=4)
     assert cluster.gpu_node_ledger.reserved("gpu") == 4
 
 
