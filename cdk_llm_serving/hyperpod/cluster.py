@@ -503,12 +503,13 @@ class HyperPodEksCluster(Construct):
     def _node_security_group(self) -> ec2.SecurityGroup:
         """All traffic to and from itself (EFA), all outbound, FSx for Lustre ports.
 
-        EFA needs a security group that allows all inbound AND all outbound traffic to and
-        from itself (EC2 user guide, "Prepare an EFA-enabled security group",
-        https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html; AWS's HyperPod
-        EKS reference template, aws-samples/awsome-distributed-training
+        EFA needs all traffic to and from the group itself, inbound and outbound: EKS's
+        default cluster security group carries an "Outbound | All | Self (for EFA traffic)"
+        rule (EKS user guide, "View Amazon EKS security group requirements for clusters",
+        https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html), and so does
+        AWS's HyperPod EKS reference template (aws-samples/awsome-distributed-training
         ``1.architectures/7.sagemaker-hyperpod-eks/cfn-templates/nested-stacks/security-group-stack.yaml``,
-        ``IntraSGCommunicationRuleEgress``). aws-cdk-lib drops egress rules added to a group
+        ``IntraSGCommunicationRuleEgress``)). aws-cdk-lib drops egress rules added to a group
         that allows all outbound (and refuses an all-traffic egress rule on one that does
         not), so the rule to itself is its own ``AWS::EC2::SecurityGroupEgress``.
         """
