@@ -23,6 +23,7 @@ from cdk_llm_serving.hyperpod.node_readiness import wait_budget
 from tests.support.builders import new_stack
 from tests.support.cfn_schemas import resource_schema
 from tests.support.hyperpod import imported_cluster, instance_groups
+from tests.support.linting import lint_template
 from tests.support.template_helpers import (
     actions_of,
     only_resource,
@@ -203,6 +204,7 @@ def test_gpu_subnet_and_file_system_sit_in_the_chosen_zone():
     ]
     ((routes_id, _),) = routes
     assert routes_id in cluster["DependsOn"]
+    assert lint_template(template) == []
 
 
 @pytest.mark.parametrize(
