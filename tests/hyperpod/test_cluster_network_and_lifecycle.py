@@ -493,3 +493,20 @@ def test_a_gpu_subnet_cidr_must_be_free_in_our_vpc():
     stack, _ = _zoned_stack(gpu_availability_zone_id="use1-az4", gpu_subnet_cidr="10.0.250.0/24")
     subnets = resources_of_type(_template(stack), "AWS::EC2::Subnet").values()
     assert any(s["Properties"]["CidrBlock"] == "10.0.250.0/24" for s in subnets)
+
+
+def test_association_path_follows_a_bucket_made_in_the_same_app():
+    stack = new_stack()
+    bucket = s3.Bucket(stack, "Weights")
+    FsxModelStore(
+        stack,
+        "Store",
+        cluster=imported_cluster(stack),
+        weights_bucket=bucket,
+        weights_prefix="models/ds3",
+    )
+    _, association = only_resource(_template(stack), "AWS::FSx::DataRepositoryAssociation")
+    separator, parts = association["Properties"]["FileSystemPath"]["Fn::Join"]
+    bucket_id, _ = only_resource(_template(stack), "AWS::S3::Bucket")
+    assert separator == "" and {"Ref": bucket_id} in parts
+    assert parts[0] == "/" and re.fullmatch(r"/models/ds3-[0-9a-f]{8}", parts[-1])
