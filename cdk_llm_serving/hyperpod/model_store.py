@@ -135,9 +135,12 @@ class FsxModelStore(Construct):
             allow_all_outbound=True,
             description="FSx for Lustre model store: Lustre from the HyperPod nodes",
         )
-        for peer in (cluster.node_security_group, group):
-            group.add_ingress_rule(peer, ec2.Port.tcp(988), "FSx for Lustre")
-            group.add_ingress_rule(peer, ec2.Port.tcp_range(1018, 1023), "FSx for Lustre")
+        # From itself: aws-cdk-lib's LustreFileSystem adds TCP 988-1023 from its own group.
+        nodes = cluster.node_security_group
+        group.add_ingress_rule(nodes, ec2.Port.tcp(988), "FSx for Lustre from the nodes")
+        group.add_ingress_rule(
+            nodes, ec2.Port.tcp_range(1018, 1023), "FSx for Lustre from the nodes"
+        )
         group.apply_removal_policy(RemovalPolicy.RETAIN)
         return group
 

@@ -297,13 +297,14 @@ def test_file_system_group_admits_lustre_from_the_nodes(hyperpod_template):
     (fs_group,) = [_ref_id(v) for v in fs["Properties"]["SecurityGroupIds"]]
     _, cluster = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
     (node_group,) = cluster["Properties"]["VpcConfig"]["SecurityGroupIds"]
-    rules = {
-        (_ref_id(r["Properties"]["SourceSecurityGroupId"]), r["Properties"].get("FromPort"))
-        for r in resources_of_type(hyperpod_template, "AWS::EC2::SecurityGroupIngress").values()
-        if _ref_id(r["Properties"]["GroupId"]) == fs_group
-    }
-    assert {(_ref_id(node_group), 988), (_ref_id(node_group), 1018)} <= rules
-    assert {(fs_group, 988), (fs_group, 1018)} <= rules
+    open_ports: dict[str | None, set[int]] = {}
+    for rule in resources_of_type(hyperpod_template, "AWS::EC2::SecurityGroupIngress").values():
+        props = rule["Properties"]
+        if _ref_id(props["GroupId"]) == fs_group and props["IpProtocol"] == "tcp":
+            ports = range(props["FromPort"], props["ToPort"] + 1)
+            open_ports.setdefault(_ref_id(props["SourceSecurityGroupId"]), set()).update(ports)
+    lustre = {988, *range(1018, 1024)}
+    assert lustre <= open_ports[_ref_id(node_group)] and lustre <= open_ports[fs_group]
 
 
 # -- the data repository association -----------------------------------------------------------
