@@ -325,16 +325,7 @@ class HyperPodEksCluster(Construct):
         ``AvailabilityZoneId`` (set instead of ``AvailabilityZone``: the schema excludes
         one with the other), as AWS's HyperPod reference template does.
         """
-        problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
-        if cidr is not None and self._owns_vpc and not _fits(self.vpc, cidr):
-            problems.add(
-                "gpu_subnet_cidr", cidr, f"must lie in {_VPC_CIDR} and overlap no other subnet"
-            )
-        cidr = cidr or _free_block(self.vpc, self.private_subnets)
-        if cidr is None:
-            problems.add("gpu_subnet_cidr", None, "no free block left in the VPC; give one")
-        problems.raise_if_any()
-        assert cidr is not None
+        cidr, route_table_id = self._gpu_subnet_placement(cidr)
         subnet = ec2.CfnSubnet(
             self,
             "GpuSubnet",
@@ -346,7 +337,6 @@ class HyperPodEksCluster(Construct):
         )
         if self._owns_vpc:
             subnet.apply_removal_policy(RemovalPolicy.RETAIN)
-        route_table_id = self.private_subnets[0].route_table.route_table_id
         self.gpu_subnet_routes = ec2.CfnSubnetRouteTableAssociation(
             self, "GpuSubnetRoutes", subnet_id=subnet.ref, route_table_id=route_table_id
         )
@@ -358,6 +348,32 @@ class HyperPodEksCluster(Construct):
             route_table_id=route_table_id,
             ipv4_cidr_block=cidr,
         )
+
+    def _gpu_subnet_placement(self, cidr: str | None) -> tuple[str, str]:
+        """The GPU subnet's CIDR (given and free, or the first free block of our VPC) and
+        the route table it shares with the first private subnet (NAT egress)."""
+        problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
+        if cidr is not None and self._owns_vpc and not _fits(self.vpc, cidr):
+            problems.add(
+                "gpu_subnet_cidr", cidr, f"must lie in {_VPC_CIDR} and overlap no other subnet"
+            )
+        cidr = cidr or _free_block(self.vpc, self.private_subnets)
+        if cidr is None:
+            problems.add("gpu_subnet_cidr", None, "no free block left in the VPC; give one")
+        try:
+            route_table_id: str | None = self.private_subnets[0].route_table.route_table_id
+        except RuntimeError:  # jsii: an imported subnet given without its route table
+            route_table_id = None
+        if route_table_id is None:
+            problems.add(
+                "vpc",
+                self.vpc.vpc_id,
+                "an imported VPC needs its private subnets' route tables "
+                "(Vpc.from_vpc_attributes(private_subnet_route_table_ids=...)) for the GPU subnet",
+            )
+        problems.raise_if_any()
+        assert cidr is not None and route_table_id is not None
+        return cidr, route_table_id
 
     def _render_eks(self, endpoint_public: bool, admin_role_arns: Sequence[str]) -> eks.ICluster:
         """The EKS cluster (private endpoint, all control-plane logs), open to the nodes.

@@ -221,27 +221,43 @@ def test_a_zone_id_of_another_region_or_a_zone_name_is_refused(az_id, why):
     assert problem.property == "gpu_availability_zone_id" and why in str(problem)
 
 
-def test_an_imported_vpc_needs_the_gpu_subnet_cidr():
+def _on_imported_vpc(route_tables: bool, **kwargs) -> Stack:
     from aws_cdk import aws_ec2 as ec2
 
     stack = new_stack()
+    tables = ["rtb-0aaaaaaaaaaaaaaaa", "rtb-0bbbbbbbbbbbbbbbb"] if route_tables else None
     vpc = ec2.Vpc.from_vpc_attributes(
         stack,
         "Vpc",
         vpc_id="vpc-0123456789abcdef0",
         availability_zones=["us-east-1a", "us-east-1b"],
         private_subnet_ids=["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
-        private_subnet_route_table_ids=["rtb-0aaaaaaaaaaaaaaaa", "rtb-0bbbbbbbbbbbbbbbb"],
+        private_subnet_route_table_ids=tables,
     )
+    HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        instance_groups=instance_groups(),
+        vpc=vpc,
+        gpu_availability_zone_id="use1-az4",
+        **kwargs,
+    )
+    return stack
+
+
+def test_an_imported_vpc_needs_the_gpu_subnet_cidr_and_route_tables():
     with pytest.raises(ConfigurationError) as caught:
-        HyperPodEksCluster(
-            stack,
-            "HyperPod",
-            instance_groups=instance_groups(),
-            vpc=vpc,
-            gpu_availability_zone_id="use1-az4",
-        )
+        _on_imported_vpc(route_tables=True)
     assert [p.property for p in caught.value.problems] == ["gpu_subnet_cidr"]
+    with pytest.raises(ConfigurationError) as caught:
+        _on_imported_vpc(route_tables=False, gpu_subnet_cidr="10.9.0.0/20")
+    assert [p.property for p in caught.value.problems] == ["vpc"]
+    template = _template(_on_imported_vpc(route_tables=True, gpu_subnet_cidr="10.9.0.0/20"))
+    (subnet,) = resources_of_type(template, "AWS::EC2::Subnet").values()
+    assert subnet["Properties"]["CidrBlock"] == "10.9.0.0/20"
+    assert "DeletionPolicy" not in subnet  # not ours to keep: the VPC is the user's
+    (routes,) = resources_of_type(template, "AWS::EC2::SubnetRouteTableAssociation").values()
+    assert routes["Properties"]["RouteTableId"] == "rtb-0aaaaaaaaaaaaaaaa"
 
 
 @pytest.mark.parametrize(
