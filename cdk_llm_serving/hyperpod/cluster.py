@@ -676,19 +676,22 @@ class HyperPodEksCluster(Construct):
                 resources=["*"],
             )
         )
-        # The Pod Identity agent on each node exchanges service-account tokens with the
-        # node's credentials; the action's only resource type is the EKS cluster
-        # (Service Authorization Reference, "Actions, resources, and condition keys for
-        # Amazon EKS Auth"; AWS's HyperPod reference execution role lists the action).
+        self._allow_pod_identity(role)
+        self.lifecycle_bucket.grant_read(role, f"{_LIFECYCLE_PREFIX}/*")
+        self._acknowledge_execution_role(role)
+        return role
+
+    def _allow_pod_identity(self, role: iam.Role) -> None:
+        """The Pod Identity agent on each node exchanges service-account tokens with the
+        node's credentials; the action's only resource type is the EKS cluster (Service
+        Authorization Reference, "Actions, resources, and condition keys for Amazon EKS
+        Auth"; AWS's HyperPod reference execution role lists the action)."""
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["eks-auth:AssumeRoleForPodIdentity"],
                 resources=[self.eks_cluster.cluster_arn],
             )
         )
-        self.lifecycle_bucket.grant_read(role, f"{_LIFECYCLE_PREFIX}/*")
-        self._acknowledge_execution_role(role)
-        return role
 
     def _acknowledge_execution_role(self, role: iam.Role) -> None:
         """cdk-nag findings the node role cannot avoid, each with HyperPod's reason."""
