@@ -9,7 +9,8 @@ How long to wait is derived from the groups: a base for launch, lifecycle script
 kubelet join, time for on-start deep health checks when a group runs them, and a little
 per node of the largest group. AWS publishes no figures for these; the constants below are
 our estimates (override with ``timeout``). A CloudFormation custom resource must answer
-within one hour (``ServiceTimeout`` at most 3600 s, AWS::CloudFormation::CustomResource),
+within one hour (``ServiceTimeout``: "an integer from 1 to 3600", CloudFormation user guide,
+``AWS::CloudFormation::CustomResource``),
 so a longer wait is split into chained stages of at most ``_STAGE`` each: every stage but
 the last completes at its deadline, the last fails there, naming each group's
 running/expected count.
@@ -29,6 +30,7 @@ from constructs import Construct
 
 from .._cdk.function_role import role_with_own_logs
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals
+from ..errors import Problems
 from .instance_group import HyperPodInstanceGroup
 
 NODE_WAIT_CODE = Path(__file__).parent / "assets" / "node_wait"
@@ -74,8 +76,12 @@ class HyperPodNodesReady(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.timeout = timeout or wait_budget(instance_groups)
+        if self.timeout.to_seconds() < _QUERY_INTERVAL.to_seconds():
+            problems = Problems(f"HyperPodNodesReady '{self.node.path}'")
+            problems.add("timeout", self.timeout.to_human_string(), "must be at least 1 minute")
+            problems.raise_if_any()
         provider = self._provider(cluster_arn)
-        stages = max(1, math.ceil(self.timeout.to_minutes() / _STAGE.to_minutes()))
+        stages = max(1, math.ceil(self.timeout.to_seconds() / _STAGE.to_seconds()))
         per_stage = math.ceil(self.timeout.to_seconds() / stages)
         groups = {group.name: str(group.count) for group in instance_groups}
         self.stages: list[CustomResource] = []

@@ -141,6 +141,17 @@ def test_the_wait_grows_with_the_group_and_can_be_set():
     assert sum(int(s["Properties"]["DeadlineSeconds"]) for s in stages) >= 3 * 3600
 
 
+def test_a_wait_under_a_minute_is_refused():
+    with pytest.raises(ConfigurationError) as caught:
+        HyperPodEksCluster(
+            new_stack(),
+            "HyperPod",
+            instance_groups=instance_groups(),
+            nodes_ready_timeout=Duration.seconds(30),
+        )
+    assert [p.property for p in caught.value.problems] == ["timeout"]
+
+
 def test_the_wait_handler_may_only_list_this_clusters_nodes(hyperpod_template):
     cluster_id, _ = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
     roles = [
