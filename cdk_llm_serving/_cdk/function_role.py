@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -16,9 +18,10 @@ def role_with_own_logs(
     role_id: str,
     logs_id: str,
     description: str,
+    statements: Sequence[iam.PolicyStatement] = (),
     logs_removal: RemovalPolicy = RemovalPolicy.RETAIN,
 ) -> tuple[iam.Role, logs.LogGroup]:
-    """A role Lambda assumes and a log group (one month) only it writes; add the rest yourself.
+    """A role Lambda assumes with ``statements``, and a log group (one month) only it writes.
 
     Pass the log group as the function's ``log_group`` so Lambda writes there (and not to
     a group it would create with the wildcard grants of ``AWSLambdaBasicExecutionRole``).
@@ -32,6 +35,8 @@ def role_with_own_logs(
         assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
         description=description,
     )
+    for statement in statements:
+        role.add_to_policy(statement)
     streams = f"{log_group.log_group_arn}:*"
     role.add_to_policy(
         iam.PolicyStatement(

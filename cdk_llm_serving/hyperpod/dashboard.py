@@ -18,7 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from .._cdk.function_role import role_with_own_logs
+from .._cdk.widget_function import WidgetFunctionSpec, widget_function
 from .constants import (
     E2E_P99_RULE,
     GENERATION_TOKENS_RATE_RULE,
@@ -93,29 +93,21 @@ class VllmDashboard(Construct):
 
     def _render_widget_function(self, observability: VllmObservability) -> lambda_.Function:
         """The custom-widget Lambda: queries only this workspace, logs to its own group."""
-        role, log_group = role_with_own_logs(
-            self,
-            role_id="WidgetRole",
-            logs_id="WidgetLogs",
-            description="Draws vLLM SLO charts from Amazon Managed Prometheus",
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["aps:QueryMetrics"], resources=[observability.workspace.attr_arn]
-            )
-        )
-        return lambda_.Function(
+        workspace = observability.workspace
+        return widget_function(
             self,
             "Widget",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="index.handler",
-            code=lambda_.Code.from_asset(str(WIDGET_CODE), exclude=["__pycache__", "*.pyc"]),
-            role=role,
-            log_group=log_group,
-            timeout=Duration.seconds(30),
-            memory_size=256,
-            environment={"PROMETHEUS_ENDPOINT": observability.workspace.attr_prometheus_endpoint},
-            description="CloudWatch custom widget: PromQL charts from Amazon Managed Prometheus",
+            WidgetFunctionSpec(
+                code=WIDGET_CODE,
+                description="CloudWatch custom widget: PromQL charts from Amazon Managed Prometheus",
+                role_description="Draws vLLM SLO charts from Amazon Managed Prometheus",
+                statements=[
+                    iam.PolicyStatement(
+                        actions=["aps:QueryMetrics"], resources=[workspace.attr_arn]
+                    )
+                ],
+                environment={"PROMETHEUS_ENDPOINT": workspace.attr_prometheus_endpoint},
+            ),
         )
 
     def _panel_widget(

@@ -114,10 +114,10 @@ class HyperPodNodesReady(Construct):
             role_id="HandlerRole",
             logs_id="Logs",
             description="Waits for HyperPod nodes: lists the nodes of one cluster",
+            statements=[
+                iam.PolicyStatement(actions=["sagemaker:ListClusterNodes"], resources=[cluster_arn])
+            ],
             logs_removal=RemovalPolicy.DESTROY,
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(actions=["sagemaker:ListClusterNodes"], resources=[cluster_arn])
         )
         handlers = [
             lambda_.Function(
