@@ -438,6 +438,16 @@ def test_on_create_moves_storage_without_rsync(tmp_path):
     assert not (root / "opt" / "sagemaker" / "containerd" / "containerd").exists()
 
 
+def test_on_create_links_a_directory_that_does_not_exist_yet(tmp_path):
+    root, env = _fake_node(tmp_path)
+    shutil.rmtree(root / "var" / "lib" / "kubelet")
+    result = _run_on_create(env)
+    kubelet = root / "var" / "lib" / "kubelet"
+    assert kubelet.is_symlink()
+    assert f"linked {kubelet} -> {root}/opt/sagemaker/kubelet" in result.stdout
+    assert f"moved {kubelet}" not in result.stdout
+
+
 def test_on_create_leaves_a_running_services_directory_alone(tmp_path):
     root, env = _fake_node(tmp_path, active="containerd")
     result = _run_on_create(env)

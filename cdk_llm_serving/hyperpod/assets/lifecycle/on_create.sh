@@ -56,12 +56,14 @@ move_dir() {
     return 0
   fi
   mkdir -p "$destination"
+  local verb="linked"
   if [[ -d "$source" && ! -L "$source" ]]; then
     if ! copy_tree "$source" "$destination"; then
       log "  copy of $source to $destination failed: left in place"
       return 0
     fi
     rm -rf "$source"
+    verb="moved"
   fi
   if [[ -e "$source" && ! -L "$source" ]]; then
     log "  $source still exists: not linked"
@@ -69,7 +71,7 @@ move_dir() {
   fi
   mkdir -p "$(dirname "$source")"
   ln -sfn "$destination" "$source"
-  log "  moved $source -> $destination"
+  log "  $verb $source -> $destination"
 }
 
 move_dir "$ROOT/var/lib/containerd" "$TARGET/containerd" containerd
