@@ -118,7 +118,9 @@ class HyperPodEksCluster(Construct):
 
     :param instance_groups: one CPU ``system`` group for controllers and at least one GPU group.
     :param vpc: an existing VPC with private subnets. Default: a new VPC over two Availability
-        Zones with one NAT gateway, an S3 gateway endpoint and flow logs.
+        Zones with one NAT gateway, an S3 gateway endpoint and flow logs, retained with its
+        GPU subnet on ``cdk destroy`` (see the module doc). A VPC you create in the same
+        stack is yours to retain likewise when an ``FsxModelStore`` keeps its file system.
     :param gpu_subnet: the one subnet every GPU group (and the FSx file system) uses, so
         multi-node replicas sit close together. Default: the first private subnet. ``None``
         together with ``single_gpu_subnet=False`` spreads GPU groups over all private subnets.
