@@ -47,3 +47,10 @@ def cloudformation_enum(shape: str, botocore_enum: tuple[str, ...]) -> tuple[str
     if narrower is None:
         return botocore_enum
     return tuple(value for value in botocore_enum if value in narrower)
+
+
+@functools.cache
+def vllm_image_facts() -> dict[str, Any]:
+    """The default vLLM image (AWS's EC2/EKS vLLM container with EFA) and its sources."""
+    text = resources.files(__package__).joinpath("assets", "vllm_image.json").read_text()
+    return cast(dict[str, Any], json.loads(text))

@@ -563,6 +563,7 @@ class HyperPodEksCluster(Construct):
             addon_name=name,
             addon_version=version,
             preserve_on_delete=False,
+            configuration_values=_ADDON_CONFIGURATION.get(name),
         )
 
     def _private_bucket(self, id: str, **extra: Any) -> s3.Bucket:
@@ -589,9 +590,9 @@ class HyperPodEksCluster(Construct):
         server access logging accepts on its target bucket (S3 user guide, "Enabling Amazon
         S3 server access logging").
         """
-        logs_bucket = self._private_bucket(
-            "LifecycleAccessLogs", object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED
-        )
+        # Object ownership left to aws-cdk-lib: ObjectWriter for ACL delivery in apps without
+        # the @aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy flag, S3's default otherwise.
+        logs_bucket = self._private_bucket("LifecycleAccessLogs")
         acknowledge(
             logs_bucket,
             "AwsSolutions-S1",
@@ -744,6 +745,11 @@ class HyperPodEksCluster(Construct):
             on_create=_ON_CREATE_SCRIPT,
             override_vpc_config=override,
         )
+
+
+#: Add-on configuration: the VPC CNI enforces NetworkPolicies (the serving pods' isolation)
+#: only with ``enableNetworkPolicy`` (https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html).
+_ADDON_CONFIGURATION: dict[str, dict[str, str]] = {"vpc-cni": {"enableNetworkPolicy": "true"}}
 
 
 def _validate_gpu_zone(

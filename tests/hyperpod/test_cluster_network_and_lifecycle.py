@@ -521,7 +521,7 @@ def test_every_eks_addon_is_pinned_for_the_cluster_version(hyperpod_template, ve
     pins = hyperpod_facts()["addon_versions"]
     facts = hyperpod_facts()
     listed = set(facts["addons_before_nodes"]) | set(facts["addons_after_nodes"])
-    assert set(pins[version]) == listed
+    assert listed <= set(pins[version])
 
 
 def test_a_gpu_subnet_cidr_must_be_free_in_our_vpc():
@@ -548,3 +548,13 @@ def test_association_path_follows_a_bucket_made_in_the_same_app():
     bucket_id, _ = only_resource(_template(stack), "AWS::S3::Bucket")
     assert separator == "" and {"Ref": bucket_id} in parts
     assert parts[0] == "/" and re.fullmatch(r"/models/ds3-[0-9a-f]{8}", parts[-1])
+
+
+def test_lifecycle_logs_work_without_the_cdk_json_feature_flags():
+    """An app without our cdk.json (no serverAccessLogsUseBucketPolicy flag) still synthesizes."""
+    from aws_cdk import App
+
+    stack = Stack(App(), "Bare")
+    HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups())
+    _, bucket = _lifecycle_bucket(_template(stack))
+    assert "LoggingConfiguration" in bucket["Properties"]
