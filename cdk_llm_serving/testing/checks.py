@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from aws_cdk import App, IPolicyValidationPluginBeta1, Stack, Token, Validations
+from aws_cdk import App, IPolicyValidationPlugin, Stack, Token, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from .._extras import require_extra
@@ -22,16 +22,20 @@ require_extra("testing", "cfnlint", __name__)
 
 from cfnlint.api import ManualArgs, lint  # noqa: E402
 
+#: A cdk-nag rule pack class: called with the app, it gives a validation plugin.
+NagPack = Callable[..., IPolicyValidationPlugin]
+
 __all__ = [
     "ACCEPTED_CFN_LINT_WARNINGS",
     "NAG_PACKS",
+    "NagPack",
     "add_nag_packs",
     "cfn_lint",
     "checked_template",
 ]
 
 #: The cdk-nag rule packs the library's constructs are tested under.
-NAG_PACKS: tuple[Callable[[App], IPolicyValidationPluginBeta1], ...] = (AwsSolutionsChecks,)
+NAG_PACKS: tuple[NagPack, ...] = (AwsSolutionsChecks,)
 
 #: cfn-lint rules the library's templates are allowed to trigger, each with the reason.
 ACCEPTED_CFN_LINT_WARNINGS: dict[str, str] = {
@@ -40,9 +44,7 @@ ACCEPTED_CFN_LINT_WARNINGS: dict[str, str] = {
 }
 
 
-def add_nag_packs(
-    app: App, packs: Sequence[Callable[[App], IPolicyValidationPluginBeta1]] = NAG_PACKS
-) -> None:
+def add_nag_packs(app: App, packs: Sequence[NagPack] = NAG_PACKS) -> None:
     """Run ``packs`` on ``app`` at synthesis; an unacknowledged finding fails ``app.synth()``."""
     Validations.of(app).add_plugins(*(pack(app) for pack in packs))
 
@@ -61,7 +63,7 @@ def cfn_lint(
 def checked_template(
     stack: Stack,
     *,
-    nag_packs: Sequence[Callable[[App], IPolicyValidationPluginBeta1]] = NAG_PACKS,
+    nag_packs: Sequence[NagPack] = NAG_PACKS,
     ignore_checks: Iterable[str] = tuple(ACCEPTED_CFN_LINT_WARNINGS),
 ) -> dict[str, Any]:
     """``stack``'s template, once ``nag_packs`` and cfn-lint found nothing in it.
