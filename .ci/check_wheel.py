@@ -3,7 +3,8 @@
 
 Builds the wheel, installs it with only the base dependencies into a fresh virtualenv,
 synthesizes the README's SageMaker app from it and checks that the HyperPod extra's kubectl
-layers stayed out (and that importing the HyperPod constructs says which extra to install).
+layers stayed out (and that importing the HyperPod constructs, or the testing checks and
+snapshots, says which extra to install).
 Then adds the ``testing`` extra and runs the README's consumer snapshot test from the wheel:
 once writing its snapshot, once matching it. pip's cache and requirements.txt's pins as
 constraints keep the installs to unpacking cached wheels.
@@ -11,6 +12,7 @@ constraints keep the installs to unpacking cached wheels.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -80,22 +82,41 @@ def readme_block(heading: str) -> Snippet:
     return block
 
 
+#: What the base install must refuse, naming the extra to install.
+NEEDS_EXTRA = {
+    "cdk_llm_serving.hyperpod": "hyperpod",
+    "cdk_llm_serving.testing.checks": "testing",
+    "cdk_llm_serving.testing.snapshots": "testing",
+}
+
+#: Run in the fresh virtualenv: which kubectl layers are there, what each import says.
+PROBE = f"""
+import importlib, importlib.util, json
+import cdk_llm_serving, cdk_llm_serving.testing
+errors = {{}}
+for module in {list(NEEDS_EXTRA)!r}:
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        errors[module] = str(error)
+print(json.dumps({{
+    "kubectl": [m for m in {KUBECTL_LAYERS!r} if importlib.util.find_spec(m)],
+    "errors": errors,
+    "file": cdk_llm_serving.__file__,
+}}))
+"""
+
+
 def check_base_install(python: Path, work: Path) -> None:
-    missing = sh(
-        python,
-        "-c",
-        f"import importlib.util as u; print([u.find_spec(m) for m in {KUBECTL_LAYERS!r}])",
-        cwd=work,
-    )
-    assert missing.strip() == "[None, None]", f"the base install brought kubectl layers: {missing}"
-    hyperpod = subprocess.run(
-        [python, "-c", "import cdk_llm_serving.hyperpod"], cwd=work, capture_output=True, text=True
-    )
-    assert hyperpod.returncode != 0 and "cdk-llm-serving[hyperpod]" in hyperpod.stderr, (
-        hyperpod.stderr
-    )
-    where = sh(python, "-c", "import cdk_llm_serving; print(cdk_llm_serving.__file__)", cwd=work)
-    assert where.startswith(str(python.parents[1])), f"imported from {where}, not the wheel"
+    """No kubectl layer; the parts that need an extra say which; the package is the wheel's."""
+    found = json.loads(sh(python, "-c", PROBE, cwd=work))
+    assert not found["kubectl"], f"the base install brought kubectl layers: {found['kubectl']}"
+    for module, extra in NEEDS_EXTRA.items():
+        assert f"pip install 'cdk-llm-serving[{extra}]'" in found["errors"].get(module, ""), (
+            module,
+            found["errors"],
+        )
+    assert found["file"].startswith(str(python.parents[1])), f"imported {found['file']}"
     version = sh(python.parent / "cdk-llm-serving", "--version", cwd=work)
     assert version.startswith("cdk-llm-serving "), version
     run(readme_block("SageMaker endpoint on instance pools"), work / "sagemaker-app", python)
