@@ -5,7 +5,7 @@ A small cluster (one ``ml.m5.xlarge`` system node, one ``ml.g5.12xlarge`` GPU no
 serving add-ons, the weights on FSx for Lustre linked to ``$CDK_LLM_SERVING_INTEG_WEIGHTS_URI``
 (an S3 prefix holding Llama-2-7B in BF16, which you stage), and the vLLM service. A Lambda
 function in the cluster's private subnets posts an OpenAI-style chat completion to the
-service's base URL; the assertion expects an assistant message back.
+service's base URL with the service's API key; the assertion expects an assistant message.
 
 ``make test`` only synthesizes this and compares it with the committed snapshot (with the
 placeholder weights location); README "Integration tests" says how to deploy it.
@@ -42,15 +42,19 @@ WEIGHTS = ModelData.from_s3_uri(
     os.environ.get("CDK_LLM_SERVING_INTEG_WEIGHTS_URI", "s3://my-integ-weights/llama-2-7b/")
 )
 
-#: Posts one chat completion to BASE_URL and returns the parsed response.
+#: Posts one chat completion to BASE_URL with the service's API key (read from Secrets
+#: Manager) and returns the parsed response.
 CLIENT_CODE = """
 import json, os, urllib.request
+import boto3
 
 def handler(event, context):
+    secrets = boto3.client("secretsmanager")
+    key = secrets.get_secret_value(SecretId=os.environ["API_KEY_SECRET_ARN"])["SecretString"]
     request = urllib.request.Request(
         os.environ["BASE_URL"] + "/chat/completions",
         data=json.dumps(event).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + key},
     )
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())
@@ -97,8 +101,9 @@ client = lambda_.Function(
     timeout=Duration.seconds(90),
     vpc=cluster.vpc,
     vpc_subnets=ec2.SubnetSelection(subnets=list(cluster.private_subnets)),
-    environment={"BASE_URL": service.base_url},
+    environment={"BASE_URL": service.base_url, "API_KEY_SECRET_ARN": service.api_key.secret_arn},
 )
+service.api_key.grant_read(client)
 
 integ = IntegTest(app, "HyperPodServiceAnswers", test_cases=[stack], regions=[REGION])
 chat = integ.assertions.invoke_function(
