@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tarfile
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import aws_cdk
 import pytest
 
 from tests.support.doc_snippets import (
     CONSUMER_CDK_JSON,
+    NO_VALIDATION,
     ROOT,
     Snippet,
     all_snippets,
@@ -96,3 +100,15 @@ def test_the_project_app_uses_the_consumer_flags_and_its_own_settings_only():
     consumer = json.loads(CONSUMER_CDK_JSON.read_text())["context"]
     flags = {key: value for key, value in ours.items() if not key.startswith("llm-serving:")}
     assert flags == consumer
+
+
+def test_the_validation_switch_is_the_one_aws_cdk_lib_reads():
+    """Runs that skip the built-in validation (a template already validated) set the variable
+    aws-cdk-lib's synthesis reads (``core/lib/private/synthesis-validation.js``)."""
+    bundle = next((Path(aws_cdk.__file__).parent / "_jsii").glob("aws-cdk-lib@*.jsii.tgz"))
+    with tarfile.open(bundle) as archive:
+        member = archive.extractfile("package/core/lib/private/synthesis-validation.js")
+        assert member is not None
+        source = member.read().decode()
+    [(name, value)] = NO_VALIDATION.items()
+    assert f'process.env.{name}!=="{value}"' in source

@@ -6,6 +6,13 @@ CLI synthesizes it (``cdk synth --app "python3 <block>"``), so it gets the conte
 directory's ``cdk.json`` exactly as a user's app does. Any other block runs as a script.
 Each runs in a fresh process, in a directory of its own holding ``docs/consumer-cdk.json``
 as ``cdk.json``.
+
+aws-cdk-lib's built-in CloudFormation validation (a WASM engine that costs about 3 s of CPU
+to start in every process that synthesizes; ``core/lib/private/synthesis-validation.js``)
+runs wherever a template is checked for the first time, and is turned off
+(``CDK_VALIDATION=false``, the switch aws-cdk-lib documents) where the same template was
+already validated: the snapshot-matching pass of a test block, and the wheel check's runs of
+blocks that ``tests/test_documentation.py`` also runs.
 """
 
 from __future__ import annotations
@@ -77,29 +84,45 @@ def environment(python: Path = Path(sys.executable)) -> dict[str, str]:
     return env
 
 
-def commands(snippet: Snippet, file: str, python: Path) -> list[list[str]]:
-    """What a user runs for this block: one command, or pytest twice (write, then check)."""
+#: The environment that turns aws-cdk-lib's built-in CloudFormation validation off.
+NO_VALIDATION = {"CDK_VALIDATION": "false"}
+
+
+def commands(snippet: Snippet, file: str, python: Path) -> list[tuple[list[str], dict[str, str]]]:
+    """What a user runs for this block, each with the environment it adds: one command, or
+    pytest twice (write, then check; the check synthesizes the template the write validated)."""
     if snippet.kind == "pytest":
         pytest = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", file]
-        return [[*pytest, "--snapshot-update"], pytest]
+        return [([*pytest, "--snapshot-update"], {}), (pytest, NO_VALIDATION)]
     if snippet.kind == "app":
         cdk = shutil.which("cdk", path=environment(python)["PATH"]) or "cdk"
-        return [[cdk, "synth", "--quiet", "--app", f"{python} {file}"]]
-    return [[str(python), file]]
+        return [([cdk, "synth", "--quiet", "--app", f"{python} {file}"], {})]
+    return [([str(python), file], {})]
 
 
-def run(snippet: Snippet, workdir: Path, python: Path = Path(sys.executable)) -> str:
-    """Run ``snippet`` in ``workdir``; return its output, or raise ``AssertionError`` with it."""
+def run(
+    snippet: Snippet,
+    workdir: Path,
+    python: Path = Path(sys.executable),
+    *,
+    validated_elsewhere: bool = False,
+    passes: int | None = None,
+) -> str:
+    """Run ``snippet`` in ``workdir``; return its output, or raise ``AssertionError`` with it.
+
+    ``validated_elsewhere``: its templates are validated by another run, so this one skips
+    aws-cdk-lib's CloudFormation validation; ``passes``: run only the first ``passes`` commands.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(CONSUMER_CDK_JSON, workdir / "cdk.json")
     file = "test_snippet.py" if snippet.kind == "pytest" else "snippet.py"
     (workdir / file).write_text(snippet.code)
     output = []
-    for command in commands(snippet, file, python):
+    for command, extra in commands(snippet, file, python)[:passes]:
         done = subprocess.run(
             command,
             cwd=workdir,
-            env=environment(python),
+            env={**environment(python), **extra, **(NO_VALIDATION if validated_elsewhere else {})},
             capture_output=True,
             text=True,
             timeout=600,
