@@ -11,6 +11,12 @@ from tests.support.app import SHARED, new_app  # isort: skip
 from aws_cdk import cx_api
 
 from cdk_llm_serving.testing.checks import add_nag_packs
+from tests.support.cpu_time import (  # noqa: F401  (pytest --cpu-time=N)
+    pytest_addoption,
+    pytest_runtest_protocol,
+    pytest_sessionstart,
+    pytest_terminal_summary,
+)
 
 
 @pytest.fixture(scope="session")
