@@ -1,0 +1,174 @@
+"""The HyperPod dependencies chart: vendored or published, installed before the HyperPod cluster."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod.addons import HelmChartSource, HyperPodServingAddons
+from cdk_llm_serving.hyperpod.chart_source import missing_dependencies, stale_archives
+from tests.support.builders import new_stack, template_of
+from tests.support.hyperpod import hyperpod_cluster
+from tests.support.template_helpers import flatten, only_resource, resources_of_type
+
+HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
+
+
+def _chart_copy(shared_dir, tmp_path, drop=()):
+    source = shared_dir / "charts" / "hyperpod-dependencies-011ca92"
+    if not source.is_dir():
+        pytest.skip(
+            f"{source} (AWS's HyperPod chart, vendored) is not in this checkout's shared dir"
+        )
+    target = tmp_path / "HyperPodHelmChart"
+    shutil.copytree(source, target)
+    for name in drop:
+        path = target / "charts" / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return target
+
+
+def _with_chart(source: HelmChartSource, **addon_props):
+    stack = new_stack("HyperPodChart")
+    cluster = hyperpod_cluster(stack)
+    HyperPodServingAddons(stack, "Addons", cluster=cluster, hyperpod_chart=source, **addon_props)
+    return template_of(stack)
+
+
+def _hyperpod_chart(template: dict) -> tuple[str, dict]:
+    (found,) = [
+        (key, value)
+        for key, value in resources_of_type(template, HELM_CHART).items()
+        if value["Properties"]["Release"] == "hyperpod-dependencies"
+    ]
+    return found
+
+
+def test_a_git_checkout_without_its_remote_dependencies_is_refused_naming_each(
+    shared_dir, tmp_path
+):
+    chart = _chart_copy(
+        shared_dir,
+        tmp_path,
+        drop=("nvidia-device-plugin", "aws-efa-k8s-device-plugin", "cert-manager"),
+    )
+    assert missing_dependencies(chart) == [
+        "aws-efa-k8s-device-plugin 0.5.20",
+        "cert-manager v1.18.2",
+        "nvidia-device-plugin 0.16.1",
+    ]
+    stack = new_stack("Unvendored")
+    cluster = hyperpod_cluster(stack)
+    with pytest.raises(ConfigurationError) as caught:
+        HyperPodServingAddons(
+            stack,
+            "Addons",
+            cluster=cluster,
+            hyperpod_chart=HelmChartSource.from_directory(str(chart)),
+        )
+    (problem,) = caught.value.problems
+    assert problem.property == "hyperpod_chart.directory"
+    for name in ("nvidia-device-plugin 0.16.1", "aws-efa-k8s-device-plugin", "cert-manager"):
+        assert name in problem.allowed
+    assert f"helm dependency build {chart}" in problem.allowed
+
+
+def test_a_vendored_chart_is_an_asset_alone_installed_before_the_hyperpod_cluster(
+    shared_dir, tmp_path
+):
+    chart = _chart_copy(shared_dir, tmp_path)
+    assert missing_dependencies(chart) == []
+    assert stale_archives(chart) == ["health-monitoring-agent-0.1.0.tgz"]
+    template = _with_chart(HelmChartSource.from_directory(str(chart)))
+    key, resource = _hyperpod_chart(template)
+    props = resource["Properties"]
+    # aws-cdk-lib's kubectl handler asserts Chart, Repository and Version are absent with an asset
+    assert "ChartAssetURL" in props
+    assert not {"Chart", "Repository", "Version"} & set(props)
+    assert props["Namespace"] == "kube-system" and "Wait" not in props
+    cluster_key, cluster = only_resource(template, "AWS::SageMaker::Cluster")
+    assert cluster_key not in resource.get("DependsOn", [])
+    assert key in cluster["DependsOn"]
+    # the other charts still wait for the nodes
+    for other_key, other in resources_of_type(template, HELM_CHART).items():
+        if other_key != key:
+            assert cluster_key in other.get("DependsOn", [])
+
+
+def test_hyperpod_chart_values_place_its_device_plugins_and_keep_the_users(shared_dir, tmp_path):
+    chart = _chart_copy(shared_dir, tmp_path)
+    template = _with_chart(
+        HelmChartSource.from_directory(str(chart)),
+        hyperpod_chart_values={"mlflow": {"enabled": False}, "global": {"extra": 1}},
+    )
+    values = json.loads(flatten(_hyperpod_chart(template)[1]["Properties"]["Values"]))
+    assert values["global"] == {"region": "us-east-1", "extra": 1}
+    assert values["mlflow"] == {"enabled": False}
+    efa = values["aws-efa-k8s-device-plugin"]
+    assert efa["supportedInstanceLabels"]["values"] == ["ml.p5en.48xlarge"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in efa[
+        "tolerations"
+    ]
+    nvidia = values["nvidia-device-plugin"]
+    assert nvidia["fullnameOverride"] == "nvidia-device-plugin"
+    # no direct installs next to the chart
+    releases = {
+        r["Properties"]["Release"] for r in resources_of_type(template, HELM_CHART).values()
+    }
+    assert not {"nvidia-device-plugin", "aws-efa-k8s-device-plugin"} & releases
+
+
+def test_a_published_copy_is_pulled_from_oci():
+    template = _with_chart(
+        HelmChartSource.from_repository(
+            "oci://111122223333.dkr.ecr.us-east-1.amazonaws.com/charts/hyperpod-helm-chart", "0.1.0"
+        )
+    )
+    props = _hyperpod_chart(template)[1]["Properties"]
+    assert props["Repository"].endswith("/charts/hyperpod-helm-chart")
+    assert props["Version"] == "0.1.0" and "ChartAssetURL" not in props
+
+
+@pytest.mark.parametrize(
+    ("repository", "version", "wrong"),
+    [
+        ("https://example.com/charts", "0.1.0", "hyperpod_chart.repository"),
+        (
+            "oci://111122223333.dkr.ecr.us-east-1.amazonaws.com/charts",
+            "0.1.0",
+            "hyperpod_chart.repository",
+        ),
+        (
+            "oci://111122223333.dkr.ecr.us-east-1.amazonaws.com/charts/hyperpod-helm-chart",
+            "",
+            "hyperpod_chart.version",
+        ),
+    ],
+)
+def test_repository_sources_the_handler_cannot_pull_are_refused(repository, version, wrong):
+    stack = new_stack("BadRepo")
+    cluster = hyperpod_cluster(stack)
+    with pytest.raises(ConfigurationError) as caught:
+        HyperPodServingAddons(
+            stack,
+            "Addons",
+            cluster=cluster,
+            hyperpod_chart=HelmChartSource.from_repository(repository, version),
+        )
+    assert [p.property for p in caught.value.problems] == [wrong]
+
+
+def test_a_directory_without_chart_yaml_is_refused(tmp_path):
+    stack = new_stack("NoChart")
+    cluster = hyperpod_cluster(stack)
+    with pytest.raises(ConfigurationError) as caught:
+        HyperPodServingAddons(
+            stack,
+            "Addons",
+            cluster=cluster,
+            hyperpod_chart=HelmChartSource.from_directory(str(tmp_path)),
+        )
+    assert "Chart.yaml" in caught.value.problems[0].allowed
