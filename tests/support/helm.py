@@ -88,7 +88,7 @@ def chart_installs(template: dict) -> list[ChartInstall]:
     for logical_id, resource in sorted(resources_of_type(template, HELM_CHART_TYPE).items()):
         props = resource["Properties"]
         asset_url = props.get("ChartAssetURL")
-        match = _ASSET_HASH.search(flatten(asset_url)) if asset_url else None
+        match = _ASSET_HASH.search(json.dumps(asset_url)) if asset_url else None
         values = props.get("Values")
         found.append(
             ChartInstall(
