@@ -65,6 +65,8 @@ VCPUS: dict[str, tuple[int, float | None]] = {
     "ml.p6-b200.48xlarge": (192, None),
     "ml.p6-b300.48xlarge": (192, None),
     "ml.p4d.24xlarge": (96, None),
+    "ml.g6e.4xlarge": (16, None),
+    "ml.g6e.12xlarge": (48, None),
     "ml.g6e.48xlarge": (192, None),
 }
 #: Pods per node the kubelet reserves memory for (Kubernetes' default ``maxPods``).
