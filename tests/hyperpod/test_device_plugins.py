@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_llm_serving.hyperpod._facts import chart_pins
 from cdk_llm_serving.hyperpod.device_plugins import (
     efa_instance_types,
     efa_values,
@@ -15,7 +14,8 @@ from cdk_llm_serving.hyperpod.device_plugins import (
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup, KubernetesTaint
 from cdk_llm_serving.planning.catalog import default_catalog
 from tests.support.app import SHARED
-from tests.support.helm import extract_helm, find_chart, helm_template, namespace_of
+from tests.support.helm import extract_helm, helm_template, namespace_of
+from tests.support.hyperpod import published_chart
 from tests.support.scheduling import EFA, GPU, Cluster, hyperpod_nodes, workloads
 
 DEDICATED = KubernetesTaint("example.com/dedicated", "NoSchedule", "inference")
@@ -81,8 +81,7 @@ def test_published_plugins_land_on_every_gpu_node_through_its_taints(
         ("nvidia-device-plugin", nvidia_values(GROUPS)),
         ("aws-efa-k8s-device-plugin", efa_values(GROUPS, default_catalog())),
     ):
-        pin = chart_pins()[name]
-        chart = find_chart(SHARED / "charts", pin["chart"], pin["version"])
+        chart = published_chart(SHARED, name)
         objects += helm_template(helm, chart, name, "kube-system", values, tmp_path)
     cluster = Cluster(hyperpod_nodes(_template(GROUPS), health_checking=health_checking))
     cluster.place(workloads(objects, namespace_of))

@@ -38,6 +38,14 @@ def _with_chart(source: HelmChartSource, **addon_props):
     return template_of(stack)
 
 
+def _refused(source: HelmChartSource) -> ConfigurationError:
+    stack = new_stack("Refused")
+    cluster = hyperpod_cluster(stack)
+    with pytest.raises(ConfigurationError) as caught:
+        HyperPodServingAddons(stack, "Addons", cluster=cluster, hyperpod_chart=source)
+    return caught.value
+
+
 def _hyperpod_chart(template: dict) -> tuple[str, dict]:
     (found,) = [
         (key, value)
@@ -60,16 +68,8 @@ def test_a_git_checkout_without_its_remote_dependencies_is_refused_naming_each(
         "cert-manager v1.18.2",
         "nvidia-device-plugin 0.16.1",
     ]
-    stack = new_stack("Unvendored")
-    cluster = hyperpod_cluster(stack)
-    with pytest.raises(ConfigurationError) as caught:
-        HyperPodServingAddons(
-            stack,
-            "Addons",
-            cluster=cluster,
-            hyperpod_chart=HelmChartSource.from_directory(str(chart)),
-        )
-    (problem,) = caught.value.problems
+    error = _refused(HelmChartSource.from_directory(str(chart)))
+    (problem,) = error.problems
     assert problem.property == "hyperpod_chart.directory"
     for name in ("nvidia-device-plugin 0.16.1", "aws-efa-k8s-device-plugin", "cert-manager"):
         assert name in problem.allowed
@@ -149,26 +149,10 @@ def test_a_published_copy_is_pulled_from_oci():
     ],
 )
 def test_repository_sources_the_handler_cannot_pull_are_refused(repository, version, wrong):
-    stack = new_stack("BadRepo")
-    cluster = hyperpod_cluster(stack)
-    with pytest.raises(ConfigurationError) as caught:
-        HyperPodServingAddons(
-            stack,
-            "Addons",
-            cluster=cluster,
-            hyperpod_chart=HelmChartSource.from_repository(repository, version),
-        )
-    assert [p.property for p in caught.value.problems] == [wrong]
+    error = _refused(HelmChartSource.from_repository(repository, version))
+    assert [p.property for p in error.problems] == [wrong]
 
 
 def test_a_directory_without_chart_yaml_is_refused(tmp_path):
-    stack = new_stack("NoChart")
-    cluster = hyperpod_cluster(stack)
-    with pytest.raises(ConfigurationError) as caught:
-        HyperPodServingAddons(
-            stack,
-            "Addons",
-            cluster=cluster,
-            hyperpod_chart=HelmChartSource.from_directory(str(tmp_path)),
-        )
-    assert "Chart.yaml" in caught.value.problems[0].allowed
+    error = _refused(HelmChartSource.from_directory(str(tmp_path)))
+    assert "Chart.yaml" in error.problems[0].allowed
