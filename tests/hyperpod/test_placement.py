@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import Environment
+from aws_cdk import Environment, Validations
+from cdk_nag import AwsSolutionsChecks
 
 from cdk_llm_serving.planning.catalog import default_catalog
 from stacks import add_reference_stacks
@@ -56,8 +57,10 @@ def helm(tmp_path_factory) -> Path:
 
 def _synth_variant(name: str) -> tuple[dict, Path]:
     if name == "reference-hyperpod-chart":
+        # as the README documents it: the reference app, its context key, cdk-nag's checks
         app = new_app(**{"llm-serving:hyperpod:chart-dir": str(HYPERPOD_CHART)})
         add_reference_stacks(app)
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
         assembly = app.synth()
         return assembly.get_stack_by_name("ReferenceMoeHyperPod").template, Path(assembly.directory)
     app = new_app()
@@ -218,3 +221,21 @@ def test_the_charts_default_placement_lands_no_device_plugin(helm, tmp_path, ren
     cluster = Cluster(hyperpod_nodes(template))
     cluster.place(workloads(objects, namespace_of))
     assert not any(node.capacity.get(GPU) or node.capacity.get(EFA) for node in cluster.nodes)
+
+
+def test_aws_chart_values_alone_land_no_efa_plugin_on_our_gpu_nodes(helm, tmp_path, rendered):
+    """What our HyperPod-chart values fix: AWS's EFA values do not tolerate nvidia.com/gpu."""
+    template = rendered["reference-p6-b200"]["template"]
+    objects = helm_template(
+        helm,
+        HYPERPOD_CHART,
+        "hyperpod-dependencies",
+        "kube-system",
+        {"global": {"region": "us-west-2"}},
+        tmp_path,
+    )
+    cluster = Cluster(hyperpod_nodes(template))
+    cluster.place([w for w in workloads(objects, namespace_of) if w.daemon])
+    gpu_nodes = [node for node in cluster.nodes if node.instance_type in default_catalog()]
+    assert all(node.capacity.get(GPU) == 8 for node in gpu_nodes)
+    assert not any(node.capacity.get(EFA) for node in gpu_nodes)
