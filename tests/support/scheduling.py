@@ -24,13 +24,15 @@ Scheduling (https://kubernetes.io/docs/concepts/scheduling-eviction/): a pod fit
 every ``nodeSelector`` label matches, one ``requiredDuringScheduling`` node-selector term
 matches, every ``NoSchedule``/``NoExecute`` taint is tolerated, and its requests (the sum of its
 containers', or an init container's if larger; a limit stands in for a missing request) fit
-what is left of the node's allocatable. DaemonSets run one pod on every node they fit
-(resources are not checked for them, as the DaemonSet controller does not). Other pods are
-placed first-fit; a LeaderWorkerSet replica is one leader pod plus ``size - 1`` workers.
+what is left of the node's allocatable. DaemonSets run one pod on every node whose labels and
+taints admit it (placed before anything else; one whose requests do not fit there is
+unplaced). Other pods are placed first-fit; a LeaderWorkerSet replica is one leader pod plus
+``size - 1`` workers. Not modelled: EKS add-on pods (VPC CNI, kube-proxy, CoreDNS, Pod
+Identity agent, FSx CSI driver), pod (anti-)affinity and topology spread.
 
 Reusable: ``workloads(objects)`` reads Deployments, StatefulSets, Jobs, Pods, DaemonSets and
-LeaderWorkerSets from any manifest list; ``Cluster.place`` accepts more pods later (e.g. the
-inference operator's).
+LeaderWorkerSets from any manifest list; after ``Cluster.place``, ``Cluster.place_pod`` places
+more pods on what is left (e.g. the inference operator's).
 """
 
 from __future__ import annotations
@@ -379,12 +381,17 @@ class Cluster:
         owner = f"{workload.kind}/{workload.namespace}/{workload.name}"
         placement.placed[owner] = []
         for node in self.nodes:
-            if why_not(pod.spec, node) is None:
-                for name, value in pod.requests.items():
-                    node.used[name] = node.used.get(name, 0.0) + value
-                node.pods.append(pod.name)
-                placement.placed[owner].append(node.name)
-                self._advertise(pod, node)
+            if why_not(pod.spec, node) is not None:
+                continue  # the DaemonSet runs no pod there
+            reason = self._fits(pod, node)
+            if reason is not None:
+                placement.unplaced[f"{pod.name}@{node.name}"] = reason
+                continue
+            for name, value in pod.requests.items():
+                node.used[name] = node.used.get(name, 0.0) + value
+            node.pods.append(pod.name)
+            placement.placed[owner].append(node.name)
+            self._advertise(pod, node)
 
     def _fits(self, pod: Pod, node: Node) -> str | None:
         reason = why_not(pod.spec, node)
