@@ -1,7 +1,8 @@
 """``HelmChartSource``: where a user-supplied chart (the HyperPod dependencies chart) comes from.
 
-Two forms, each rendered as aws-cdk-lib's kubectl handler accepts it
-(aws/aws-cdk ``packages/@aws-cdk/custom-resource-handlers/lib/aws-eks-v2/kubectl-handler/helm/__init__.py``):
+Two forms, each rendered as aws-cdk-lib's kubectl handler accepts it (aws-cdk-lib 2.275.0,
+``custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/helm/__init__.py`` in its package;
+the tests run that handler on our resources):
 
 * a local chart directory, uploaded as an S3 asset: the handler asserts that a resource with
   ``ChartAssetURL`` has no ``Chart``, ``Repository`` or ``Version`` (so none are set), unzips

@@ -12,9 +12,16 @@ from cdk_llm_serving.hyperpod.addons import HelmChartSource, HyperPodServingAddo
 from cdk_llm_serving.hyperpod.chart_source import missing_dependencies, stale_archives
 from tests.support.builders import new_stack, template_of
 from tests.support.hyperpod import hyperpod_cluster
+from tests.support.kubectl_handler import load_helm_handler, run_create
 from tests.support.template_helpers import flatten, only_resource, resources_of_type
 
 HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
+
+
+@pytest.fixture(scope="module")
+def handler(tmp_path_factory):
+    """aws-cdk-lib's kubectl handler (Helm part), as installed."""
+    return load_helm_handler(tmp_path_factory.mktemp("handler"))
 
 
 def _chart_copy(shared_dir, tmp_path, drop=()):
@@ -77,7 +84,7 @@ def test_a_git_checkout_without_its_remote_dependencies_is_refused_naming_each(
 
 
 def test_a_vendored_chart_is_an_asset_alone_installed_before_the_hyperpod_cluster(
-    shared_dir, tmp_path
+    shared_dir, tmp_path, handler
 ):
     chart = _chart_copy(shared_dir, tmp_path)
     assert missing_dependencies(chart) == []
@@ -89,6 +96,15 @@ def test_a_vendored_chart_is_an_asset_alone_installed_before_the_hyperpod_cluste
     assert "ChartAssetURL" in props
     assert not {"Chart", "Repository", "Version"} & set(props)
     assert props["Namespace"] == "kube-system" and "Wait" not in props
+    # the handler itself accepts it, downloads the asset and installs without --wait
+    commands = run_create(handler, props, "/tmp/chart")
+    assert commands[1][0] == "fetch" and commands[1][1].startswith("s3://")
+    helm = commands[-1]
+    assert helm[:5] == ["helm", "upgrade", "hyperpod-dependencies", "/tmp/chart", "--install"]
+    assert "--wait" not in helm and "--repo" not in helm and "--version" not in helm
+    # what the previous rendering did (Chart next to the asset) the handler refuses
+    with pytest.raises(AssertionError):
+        run_create(handler, {**props, "Chart": "hyperpod-dependencies"}, "/tmp/chart")
     cluster_key, cluster = only_resource(template, "AWS::SageMaker::Cluster")
     assert cluster_key not in resource.get("DependsOn", [])
     assert key in cluster["DependsOn"]
@@ -121,7 +137,7 @@ def test_hyperpod_chart_values_place_its_device_plugins_and_keep_the_users(share
     assert not {"nvidia-device-plugin", "aws-efa-k8s-device-plugin"} & releases
 
 
-def test_a_published_copy_is_pulled_from_oci():
+def test_a_published_copy_is_pulled_from_oci(handler):
     template = _with_chart(
         HelmChartSource.from_repository(
             "oci://111122223333.dkr.ecr.us-east-1.amazonaws.com/charts/hyperpod-helm-chart", "0.1.0"
@@ -130,6 +146,14 @@ def test_a_published_copy_is_pulled_from_oci():
     props = _hyperpod_chart(template)[1]["Properties"]
     assert props["Repository"].endswith("/charts/hyperpod-helm-chart")
     assert props["Version"] == "0.1.0" and "ChartAssetURL" not in props
+    commands = run_create(handler, props, "/tmp/pulled/hyperpod-helm-chart")
+    assert commands[1][0] == "fetch" and commands[1][2:] == [props["Repository"], "0.1.0"]
+    assert commands[-1][:4] == [
+        "helm",
+        "upgrade",
+        "hyperpod-dependencies",
+        "/tmp/pulled/hyperpod-helm-chart",
+    ]
 
 
 @pytest.mark.parametrize(
