@@ -55,7 +55,10 @@ def helm(tmp_path_factory) -> Path:
     return extract_helm(tmp_path_factory.mktemp("helm"))
 
 
-def _synth_variant(name: str) -> tuple[dict, Path]:
+def _synth_variant(name: str, reference_assembly) -> tuple[dict, Path]:
+    if name == "reference-p6-b200":  # the reference app's stack, synthesized once per session
+        stack = reference_assembly.get_stack_by_name("ReferenceMoeHyperPod")
+        return stack.template, Path(reference_assembly.directory)
     if name == "reference-hyperpod-chart":
         # as the README documents it: the reference app, its context key, cdk-nag's checks
         app = new_app(**{"llm-serving:hyperpod:chart-dir": str(HYPERPOD_CHART)})
@@ -64,22 +67,20 @@ def _synth_variant(name: str) -> tuple[dict, Path]:
         assembly = app.synth()
         return assembly.get_stack_by_name("ReferenceMoeHyperPod").template, Path(assembly.directory)
     app = new_app()
-    settings = HyperPodSettings(weights_uri=WEIGHTS)
-    if name == "reference-p5en-keda":
-        settings = HyperPodSettings(
-            weights_uri=WEIGHTS, gpu_instance_type="ml.p5en.48xlarge", max_replicas=2
-        )
+    settings = HyperPodSettings(
+        weights_uri=WEIGHTS, gpu_instance_type="ml.p5en.48xlarge", max_replicas=2
+    )
     HyperPodReferenceStack(app, "Placement", env=Environment(region="us-west-2"), settings=settings)
     assembly = app.synth()
     return assembly.get_stack_by_name("Placement").template, Path(assembly.directory)
 
 
 @pytest.fixture(scope="module")
-def rendered(helm, tmp_path_factory) -> dict[str, dict[str, Any]]:
+def rendered(helm, tmp_path_factory, reference_assembly) -> dict[str, dict[str, Any]]:
     """Per variant: the template, every object it deploys, and the placement of its pods."""
     found = {}
     for name in VARIANTS:
-        template, assembly_dir = _synth_variant(name)
+        template, assembly_dir = _synth_variant(name, reference_assembly)
         charts = render_template_charts(
             template, helm, CHARTS, tmp_path_factory.mktemp(name), assembly_dir
         )
