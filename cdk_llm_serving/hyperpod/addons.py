@@ -55,7 +55,13 @@ from .constants import (
     ROLE_LABEL,
     SYSTEM_NODE_ROLE,
 )
-from .device_plugins import deep_merge, efa_values, hyperpod_chart_values, nvidia_values
+from .device_plugins import (
+    deep_merge,
+    efa_instance_types,
+    efa_values,
+    hyperpod_chart_values,
+    nvidia_values,
+)
 from .interfaces import IHyperPodCluster
 
 __all__ = ["HelmChartSource", "HyperPodServingAddons", "KedaInstallation"]
@@ -202,11 +208,12 @@ class HyperPodServingAddons(Construct):
                 values=nvidia_values(groups),
                 release=NVIDIA_DEVICE_PLUGIN_RELEASE,
             )
-            self._published_chart(
-                EFA_DEVICE_PLUGIN_CHART,
-                values=efa_values(groups, self._catalog),
-                release=EFA_DEVICE_PLUGIN_RELEASE,
-            )
+            if efa_instance_types(groups, self._catalog):  # no EFA node: no EFA plugin
+                self._published_chart(
+                    EFA_DEVICE_PLUGIN_CHART,
+                    values=efa_values(groups, self._catalog),
+                    release=EFA_DEVICE_PLUGIN_RELEASE,
+                )
             return
         ours = hyperpod_chart_values(groups, self._catalog, Stack.of(self).region)
         chart = self._chart(

@@ -113,19 +113,22 @@ def nvidia_values(groups: Iterable[HyperPodInstanceGroup]) -> dict[str, Any]:
 
 
 def efa_values(groups: Iterable[HyperPodInstanceGroup], catalog: Catalog) -> dict[str, Any]:
-    """EFA device-plugin values: EFA groups' types, the EFA taint, ours (CriticalAddonsOnly is fixed)."""
+    """EFA device-plugin values: EFA groups' types, the EFA taint, ours (CriticalAddonsOnly is fixed).
+
+    Without EFA groups the instance list is left to the chart: an ``In`` expression with no
+    values is invalid (Kubernetes API reference, NodeSelectorRequirement: "If the operator is
+    In or NotIn, the values array must be non-empty").
+    """
     groups = list(groups)
-    return {
-        "fullnameOverride": EFA_DEVICE_PLUGIN_RELEASE,
-        "supportedInstanceLabels": {
-            "keys": [INSTANCE_TYPE_LABEL],
-            "values": efa_instance_types(groups, catalog),
-        },
-        "tolerations": _tolerations(
-            [_toleration(EFA_TAINT_KEY, "NoSchedule"), _toleration(GPU_TAINT_KEY, "NoSchedule")],
-            groups,
-        ),
-    }
+    values: dict[str, Any] = {"fullnameOverride": EFA_DEVICE_PLUGIN_RELEASE}
+    efa_types = efa_instance_types(groups, catalog)
+    if efa_types:
+        values["supportedInstanceLabels"] = {"keys": [INSTANCE_TYPE_LABEL], "values": efa_types}
+    values["tolerations"] = _tolerations(
+        [_toleration(EFA_TAINT_KEY, "NoSchedule"), _toleration(GPU_TAINT_KEY, "NoSchedule")],
+        groups,
+    )
+    return values
 
 
 def hyperpod_chart_values(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
+from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.device_plugins import (
     efa_instance_types,
     efa_values,
@@ -14,9 +16,11 @@ from cdk_llm_serving.hyperpod.device_plugins import (
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup, KubernetesTaint
 from cdk_llm_serving.planning.catalog import default_catalog
 from tests.support.app import SHARED
+from tests.support.builders import new_stack, template_of
 from tests.support.helm import extract_helm, helm_template, namespace_of
 from tests.support.hyperpod import published_chart
 from tests.support.scheduling import EFA, GPU, Cluster, hyperpod_nodes, workloads
+from tests.support.template_helpers import resources_of_type
 
 DEDICATED = KubernetesTaint("example.com/dedicated", "NoSchedule", "inference")
 GROUPS = [
@@ -95,3 +99,22 @@ def test_published_plugins_land_on_every_gpu_node_through_its_taints(
         "b200-1": (8.0, 8.0),
         "l40s-0": (1.0, None),
     }
+
+
+def test_without_efa_nodes_no_efa_plugin_and_no_empty_instance_list():
+    """``In`` with no values is invalid in Kubernetes; a cluster without EFA needs no EFA plugin."""
+    groups = [
+        HyperPodInstanceGroup.system(),
+        HyperPodInstanceGroup.gpu("l40s", "ml.g6e.4xlarge", 1),
+    ]
+    assert "supportedInstanceLabels" not in efa_values(groups, default_catalog())
+    stack = new_stack("NoEfa")
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=groups)
+    HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    releases = {
+        resource["Properties"]["Release"]
+        for resource in resources_of_type(
+            template_of(stack), "Custom::AWSCDK-EKS-HelmChart"
+        ).values()
+    }
+    assert "nvidia-device-plugin" in releases and "aws-efa-k8s-device-plugin" not in releases
