@@ -98,8 +98,13 @@ class HyperPodServingAddons(Construct):
     """Helm charts for serving, in a deployable order; cluster-wide pieces, once each.
 
     :param cluster: the cluster to install into.
-    :param hyperpod_chart: the HyperPod dependencies chart. Default: none, with a synth warning.
-    :param hyperpod_chart_values: values for it. Default: none.
+    :param hyperpod_chart: the HyperPod dependencies chart (release ``hyperpod-dependencies`` in
+        ``kube-system``, installed before the HyperPod cluster of a ``HyperPodEksCluster``);
+        its device plugins replace the direct installs. Default: none, with a synth warning,
+        and the NVIDIA and EFA plugins from their published charts.
+    :param hyperpod_chart_values: values merged over ours (``global.region`` and the device
+        plugins' placement, ``device_plugins.hyperpod_chart_values``), key by key; lists replace.
+        Default: none.
     :param chart_versions: chart name -> version overrides of ``assets/hyperpod.json``'s pins
         (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``).
     :param load_balancer_controller: install the AWS Load Balancer Controller (needs a
