@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 
 import pytest
 
@@ -32,6 +33,8 @@ def _chart_copy(shared_dir, tmp_path, drop=()):
         )
     target = tmp_path / "HyperPodHelmChart"
     shutil.copytree(source, target)
+    for path in [target, *target.rglob("*")]:  # the shared copy is read-only
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
     for name in drop:
         path = target / "charts" / name
         shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -180,3 +183,12 @@ def test_repository_sources_the_handler_cannot_pull_are_refused(repository, vers
 def test_a_directory_without_chart_yaml_is_refused(tmp_path):
     error = _refused(HelmChartSource.from_directory(str(tmp_path)))
     assert "Chart.yaml" in error.problems[0].allowed
+
+
+def test_archives_helm_dependency_build_writes_count_as_vendored(shared_dir, tmp_path):
+    """`helm dependency build` leaves <name>-<version>.tgz archives, also of file:// subcharts."""
+    chart = _chart_copy(shared_dir, tmp_path, drop=("nvidia-device-plugin",))
+    (chart / "charts" / "nvidia-device-plugin-0.16.1.tgz").write_bytes(b"")
+    (chart / "charts" / "mpi-operator-0.1.0.tgz").write_bytes(b"")
+    assert missing_dependencies(chart) == []
+    assert stale_archives(chart) == ["health-monitoring-agent-0.1.0.tgz", "mpi-operator-0.1.0.tgz"]
