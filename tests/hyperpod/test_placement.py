@@ -30,6 +30,7 @@ from tests.support.helm import (
     namespace_of,
     render_template_charts,
 )
+from tests.support.kubernetes_schemas import validate_core
 from tests.support.scheduling import (
     EFA,
     GPU,
@@ -240,3 +241,18 @@ def test_aws_chart_values_alone_land_no_efa_plugin_on_our_gpu_nodes(helm, tmp_pa
     gpu_nodes = [node for node in cluster.nodes if node.instance_type in default_catalog()]
     assert all(node.capacity.get(GPU) == 8 for node in gpu_nodes)
     assert not any(node.capacity.get(EFA) for node in gpu_nodes)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rendered_device_plugins_match_the_kubernetes_schema(rendered, variant):
+    """Our affinity and toleration values, as the charts render them, are valid DaemonSets."""
+    plugins = [
+        obj
+        for objects in rendered[variant]["charts"].values()
+        for obj in objects
+        if obj["kind"] == "DaemonSet"
+        and obj["metadata"]["name"] in ("nvidia-device-plugin", "aws-efa-k8s-device-plugin")
+    ]
+    assert len(plugins) == 2
+    for obj in plugins:
+        validate_core(obj)
