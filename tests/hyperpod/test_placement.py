@@ -177,6 +177,17 @@ def test_the_hyperpod_chart_path_installs_no_direct_device_plugins(rendered):
     assert kinds[("DaemonSet", "aws-efa-k8s-device-plugin")] == 1
 
 
+def test_the_hyperpod_chart_needs_no_node_to_install(rendered):
+    """Installed before the nodes and without --wait: no hook (Helm waits for hook Jobs)."""
+    objects = rendered["reference-hyperpod-chart"]["charts"]["hyperpod-dependencies"]
+    hooks = [
+        (obj["kind"], obj["metadata"]["name"])
+        for obj in objects
+        if "helm.sh/hook" in (obj["metadata"].get("annotations") or {})
+    ]
+    assert hooks == []
+
+
 def test_the_staged_hyperpod_chart_leaves_out_the_stale_archive(rendered):
     """The upstream chart ships health-monitoring-agent twice; Helm would pick one at random."""
     images = {
