@@ -150,6 +150,7 @@ def _reserved_millicores(vcpus: int) -> float:
 
 
 def _capacity(instance_type: str, catalog: Catalog) -> dict[str, float]:
+    assert instance_type in VCPUS, f"add {instance_type}'s vCPUs (and memory) to VCPUS"
     vcpus, memory_gib = VCPUS[instance_type]
     if memory_gib is None:
         memory_gib = catalog.get(instance_type).host_memory_gib
