@@ -59,8 +59,10 @@ class HelmChartSource:
     def from_repository(
         cls, repository: str, version: str, chart: str = HYPERPOD_CHART_NAME
     ) -> HelmChartSource:
-        """A copy you publish, e.g. ``helm push hyperpod-helm-chart-0.1.0.tgz oci://<registry>/charts``
-        then ``from_repository("oci://<registry>/charts/hyperpod-helm-chart", "0.1.0")``."""
+        """A copy you publish: ``helm dependency build`` then ``helm package`` the chart directory
+        (so the archive carries its subcharts; synth cannot look inside a remote copy),
+        ``helm push hyperpod-helm-chart-0.1.0.tgz oci://<registry>/charts``, then
+        ``from_repository("oci://<registry>/charts/hyperpod-helm-chart", "0.1.0")``."""
         return cls(chart=chart, repository=repository, version=version)
 
     def validate(self, problems: Problems, prop: str) -> None:
