@@ -127,6 +127,7 @@ def test_both_lws_pods_land_on_gpu_nodes_with_their_gpus_and_efa(rendered, varia
         nodes = placement.placed[owner]
         assert len(nodes) == len(workload.pods) >= 2  # leader and worker(s)
         assert len(set(nodes)) == len(nodes), "one pod per node"
+        assert len({cluster.node(name).group for name in nodes}) == 1, "one GPU group"
         for pod, node_name in zip(workload.pods, nodes, strict=True):
             node = cluster.node(node_name)
             spec = default_catalog().get(node.instance_type)
