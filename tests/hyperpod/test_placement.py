@@ -136,14 +136,15 @@ def test_both_lws_pods_land_on_gpu_nodes_with_their_gpus_and_efa(rendered, varia
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.xfail(
-    strict=True, reason="needs task C: serving pods get Guaranteed CPU/memory requests"
-)
-def test_lws_pods_request_cpu_and_memory(rendered, variant):
+def test_lws_pods_are_guaranteed_and_fit_next_to_the_daemons(rendered, variant):
+    """CPU and memory requested (= limits, QoS Guaranteed); that they fit is the placement."""
     lws = [w for w in workloads(rendered[variant]["objects"]) if w.kind == "LeaderWorkerSet"]
     for workload in lws:
         for pod in workload.pods:
             assert pod.requests.get("cpu", 0) > 0 and pod.requests.get("memory", 0) > 0
+            for container in pod.spec["containers"]:
+                resources = container["resources"]
+                assert resources["requests"] == resources["limits"], container["name"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
