@@ -111,10 +111,11 @@ def test_a_vendored_chart_is_an_asset_alone_installed_before_the_hyperpod_cluste
     cluster_key, cluster = only_resource(template, "AWS::SageMaker::Cluster")
     assert cluster_key not in resource.get("DependsOn", [])
     assert key in cluster["DependsOn"]
-    # the other charts still wait for the nodes
+    assert not any("NodesReady" in dep for dep in resource.get("DependsOn", []))
+    # the other charts still wait for the nodes (cluster.nodes_ready: the node wait)
     for other_key, other in resources_of_type(template, HELM_CHART).items():
         if other_key != key:
-            assert cluster_key in other.get("DependsOn", [])
+            assert any("NodesReady" in dep for dep in other.get("DependsOn", [])), other_key
 
 
 def test_hyperpod_chart_values_place_its_device_plugins_and_keep_the_users(shared_dir, tmp_path):
