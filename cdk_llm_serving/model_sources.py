@@ -9,7 +9,7 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
-from ._cdk.validation import is_unresolved
+from ._cdk.validation import check_s3_prefix, is_unresolved
 from .errors import Problems
 
 __all__ = ["ContainerImage", "ModelData"]
@@ -111,3 +111,4 @@ class ModelData:
                 self.prefix,
                 "must name a key prefix: the model role is granted that prefix only, never a whole bucket",
             )
+        check_s3_prefix(problems, f"{prop}.prefix", self.prefix)

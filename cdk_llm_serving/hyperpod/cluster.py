@@ -33,9 +33,11 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
+from .._cdk.validation import check_one_of
 from ..errors import Problems
 from ..planning.catalog import Catalog, default_catalog
 from ._facts import addon_versions, hyperpod_facts, supported_kubernetes_versions
+from ._input_checks import check_cluster_inputs
 from .constants import FSX_CSI_DRIVER_ADDON, POD_IDENTITY_AGENT_ADDON
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
@@ -139,7 +141,7 @@ class HyperPodEksCluster(Construct):
         self.catalog = catalog or default_catalog()
         self.instance_groups = tuple(instance_groups)
         self.kubernetes_version = kubernetes_version
-        self._validate(admin_role_arns)
+        self._validate(admin_role_arns, vpc, cluster_name, addon_versions)
         versions = _resolve_addon_versions(addon_versions)
 
         self.vpc = vpc or self._new_vpc()
@@ -208,8 +210,17 @@ class HyperPodEksCluster(Construct):
 
     # -- validate ----------------------------------------------------------------------
 
-    def _validate(self, admin_role_arns: Sequence[str]) -> None:
+    def _validate(
+        self,
+        admin_role_arns: Sequence[str],
+        vpc: ec2.IVpc | None = None,
+        cluster_name: str | None = None,
+        addons: Mapping[str, str | None] | None = None,
+    ) -> None:
         problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
+        check_cluster_inputs(problems, self.instance_groups, admin_role_arns, vpc, cluster_name)
+        for name in addons or {}:
+            check_one_of(problems, "addon_versions", name, sorted(addon_versions()), "EKS add-ons")
         _validate_instance_groups(
             problems, self.instance_groups, need_system=True, catalog=self.catalog
         )

@@ -15,6 +15,7 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from .._cdk.validation import check_s3_prefix
 from ..errors import Problems
 from .interfaces import IHyperPodCluster
 
@@ -87,6 +88,7 @@ class FsxModelStore(Construct):
                 weights_prefix,
                 "must name a prefix: the association should not import a whole bucket",
             )
+        check_s3_prefix(problems, "weights_prefix", weights_prefix)
         problems.raise_if_any()
 
     def _render_file_system(

@@ -24,7 +24,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from .._cdk.role_grants import ExecutionRoleGrants
-from .._cdk.validation import check_at_least
+from .._cdk.validation import check_at_least, check_kubernetes_name, kubernetes_name
 from ..errors import Problems
 from ..model_sources import ModelData
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
@@ -34,6 +34,7 @@ from ..planning.sizing import Plan, PlanningError, plan
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.multinode import MULTINODE_FLAGS, Startup, leader_command, worker_command
+from ._input_checks import check_service_options
 from .addons import HyperPodServingAddons
 from .constants import (
     APP_NAME_LABEL,
@@ -165,11 +166,14 @@ class VllmMultiNodeService(Construct):
         self.spec = preset(model) if isinstance(model, str) else model
         self.stream_from = stream_from
         problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
+        check_service_options(problems, startup, quantization)
         self._resolve_weights_source(problems, model_store, namespace)
         self._resolve_group(problems, gpu_group)
         self._resolve_plan(problems, quantization, config, nodes_per_replica)
         self.replicas = replicas
-        self.name = name or (config.served_model_name or self.spec.name)
+        self.name = name or kubernetes_name(config.served_model_name or self.spec.name)
+        check_kubernetes_name(problems, "name", self.name)
+        check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
         self._validate_placement(problems, quantization)
         self.config = self._configure(config, quantization, model_store, problems)
         if stream_from is not None:

@@ -20,7 +20,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from .._cdk.service_limits import limits
-from .._cdk.validation import check_at_least, check_range, seconds_of
+from .._cdk.validation import check_at_least, check_name, check_range, seconds_of
 from ..errors import Problems
 from ..planning.catalog import Catalog
 from .endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
@@ -288,6 +288,13 @@ class InferenceComponentOnPools(Construct):
                 self.endpoint.node.path,
                 "must be created for inference components (InstancePoolEndpoint(model=None, ...))",
             )
+        check_name(
+            problems,
+            "component_name",
+            self.component_name,
+            limits("CreateInferenceComponentInput", "InferenceComponentName"),
+            "an inference component name",
+        )
         count_limits = limits("CreateInferenceComponentInput", "Specifications")
         low, high = count_limits.minimum or 1, count_limits.maximum or 5
         if not low <= len(self.specifications) <= high:

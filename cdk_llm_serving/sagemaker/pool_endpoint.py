@@ -17,9 +17,16 @@ from constructs import Construct
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
 from .._cdk.validation import is_unresolved, seconds_of
-from ..errors import ConfigurationError, Problem, Problems
+from ..errors import ConfigurationError, Problem, Problems, refuse_unknown_options
 from ..planning.catalog import Catalog, default_catalog
-from ._pool_checks import check_component_mode, check_pools, check_reservation, check_storage
+from ._pool_checks import (
+    check_component_mode,
+    check_pools,
+    check_pools_hardware,
+    check_prop_types,
+    check_reservation,
+    check_storage,
+)
 from .async_inference import AsyncInference
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .deployment import BlueGreenDeployment, EndpointDeployment
@@ -258,6 +265,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
             )
         if self.auto_scaling is not None:
             self._refuse("auto_scale", "called twice", "configure autoscaling once per endpoint")
+        refuse_unknown_options(f"InstancePoolEndpoint '{self.node.path}'", "auto_scale", options, AutoScalingOptions)
         self.auto_scaling = EndpointAutoScaling(self, "AutoScaling", endpoint=self, **options)
         return self.auto_scaling
 
@@ -286,7 +294,8 @@ class InstancePoolEndpoint(Construct, EndpointApi):
     ) -> None:
         """Names and defaults that the checks and the resources share."""
         self.model = model
-        self.pools: tuple[InstancePool, ...] = tuple(pools)
+        self._given = (model, pools)
+        self.pools: tuple[InstancePool, ...] = tuple(pools) if isinstance(pools, list | tuple) else ()
         self.variant_name = options.variant_name
         self.async_inference = options.async_inference
         self.endpoint_name: str = options.endpoint_name or Names.unique_resource_name(
@@ -302,7 +311,9 @@ class InstancePoolEndpoint(Construct, EndpointApi):
     def _validate(self, options: PoolEndpointOptions) -> _Timeouts:
         """Every problem at once; the start-up timeouts sized from the planner."""
         problems = Problems(f"InstancePoolEndpoint '{self.node.path}'")
+        check_prop_types(problems, *self._given)
         check_pools(problems, self.pools)
+        check_pools_hardware(problems, self.pools, self.model, self.catalog)
         check_component_mode(problems, self.pools, options, hosts=self.hosts_inference_components)
         fits = check_pools_fit(self, problems, self.pools, self.model, catalog=self.catalog)
         self.pool_plans = tuple(fits)

@@ -14,10 +14,11 @@ from constructs import Construct
 
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
-from .._cdk.validation import check_name, is_unresolved
+from .._cdk.validation import check_name, check_subnets, is_unresolved
 from ..errors import Problems
 from ..model_sources import ContainerImage, ModelData
 from ..planning.sizing import ModelSizing
+from ._container_checks import check_container_environment
 
 #: Environment variable through which AWS's SageMaker vLLM container sets ``--served-model-name``.
 VLLM_SERVED_MODEL_NAME_VARIABLE = "SM_VLLM_SERVED_MODEL_NAME"
@@ -77,7 +78,10 @@ class ServingModel(Construct):
         self.sizing = sizing
         self.model_data = model_data
         self.image = image
+        self._placement = (network_isolation, vpc, vpc_subnets)
         env = self._validate(environment, served_model_name, served_model_name_variable, model_name)
+        #: The container's environment (with the served name's variable).
+        self.environment: dict[str, str] = env
         self.role: iam.IRole = role or iam.Role(
             self,
             "Role",
@@ -195,6 +199,10 @@ class ServingModel(Construct):
             _check_served_name(problems, env, variable, served_model_name)
             env[variable] = served_model_name
         _check_environment(problems, env)
+        isolated, vpc, vpc_subnets = self._placement
+        check_container_environment(problems, env, isolated, self.sizing)
+        if vpc is not None:
+            check_subnets(problems, "vpc_subnets", vpc, _subnet_kwargs(vpc_subnets))
         problems.raise_if_any()
         return env
 

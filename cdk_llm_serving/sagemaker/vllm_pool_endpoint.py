@@ -16,10 +16,10 @@ from typing import Unpack
 
 from constructs import Construct
 
-from ..errors import Problems
+from ..errors import Problems, check_choice, check_literal, check_sequence
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
-from ..planning.models import ModelSpec, preset
+from ..planning.models import ModelSpec, preset, weight_formats
 from ..planning.sizing import ModelSizing, PlanningError
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
@@ -88,6 +88,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         self.catalog = catalog or default_catalog()
         self.spec = preset(model) if isinstance(model, str) else model
         self.base = base.with_changes(model=SAGEMAKER_MODEL_DIR)
+        _check_inputs(f"VllmPoolEndpoint '{self.node.path}'", pools, weights)
         vllm_pools = [VllmPool(p) if isinstance(p, str) else p for p in pools]
         self.pool_plans: list[PoolVllmPlan | None] = self._derive(vllm_pools, weights)
 
@@ -136,6 +137,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         for index, pool in enumerate(pools):
             prop = f"pools[{index}]"
             planned = None
+            check_literal(problems, f"{prop}.goal", pool.goal, Goal, "pool goals")
             try:
                 if pool.config is not None:
                     planned = self._own_config(pool, formats)
@@ -152,8 +154,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
                 message = error.args[0] if isinstance(error, KeyError) else str(error)
                 problems.add(prop, pool.instance_type, message)
             except VllmConfigError as error:
-                for field_name, value, allowed in error.problems:
-                    problems.add(f"{prop}.config.{field_name}", value, allowed)
+                problems.absorb(error, f"{prop}.config")
             if planned is not None:
                 check = check_on_hardware(
                     planned.config,
@@ -165,8 +166,34 @@ class VllmPoolEndpoint(Construct, EndpointApi):
                 for field_name, value, allowed in check.problems:
                     problems.add(f"{prop}.config.{field_name}", value, allowed)
             plans.append(planned)
+        self._check_served_names(problems, plans)
         problems.raise_if_any()
         return plans
+
+    def _check_served_names(
+        self, problems: Problems, plans: Sequence[PoolVllmPlan | None]
+    ) -> None:
+        """Two different configurations must not share a served name (nor its construct id)."""
+        seen: dict[str, tuple[str, int]] = {}
+        for index, planned in enumerate(plans):
+            if planned is None:
+                continue
+            served = self._served_name(planned)
+            first = seen.setdefault(_construct_id(served), (self._key(planned), index))
+            if first[0] != self._key(planned):
+                problems.add(
+                    f"pools[{index}].config.served_model_name",
+                    served,
+                    f"pools[{first[1]}] serves another configuration under this name; "
+                    "give each configuration its own served_model_name",
+                )
+
+    def _served_name(self, planned: PoolVllmPlan) -> str:
+        return planned.config.served_model_name or f"{self.spec.name}-{planned.weight_format}"
+
+    @staticmethod
+    def _key(planned: PoolVllmPlan) -> str:
+        return f"{planned.weight_format}:{sorted(planned.config.to_sagemaker_environment().items())}"
 
     def _own_config(self, pool: VllmPool, formats: Sequence[str]) -> PoolVllmPlan:
         assert pool.config is not None
@@ -197,8 +224,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         self, planned: PoolVllmPlan, image: ContainerImage, weights: Mapping[str, ModelData]
     ) -> ServingModel:
         config = planned.config
-        served = config.served_model_name or f"{self.spec.name}-{planned.weight_format}"
-        key = f"{planned.weight_format}:{sorted(config.to_sagemaker_environment().items())}"
+        served, key = self._served_name(planned), self._key(planned)
         if key in self.models:
             return self.models[key]
         environment = config.to_sagemaker_environment()
@@ -223,3 +249,18 @@ def _construct_id(served_name: str) -> str:
     return "".join(
         part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", served_name) if part
     )
+
+
+def _check_inputs(subject: str, pools: object, weights: object) -> None:
+    """Lists and mappings of the right types, known weight formats; raises at once otherwise,
+    since deriving the pools' configurations needs them."""
+    problems = Problems(subject)
+    check_sequence(problems, "pools", pools, (str, VllmPool), "instance type strings or VllmPool values")
+    if not isinstance(weights, Mapping):
+        problems.add("weights", weights, "must map weight formats to ModelData")
+    else:
+        for name, data in weights.items():
+            check_choice(problems, f"weights[{name!r}]", name, list(weight_formats()), "weight formats")
+            if not isinstance(data, ModelData):
+                problems.add(f"weights[{name!r}]", data, "must be a ModelData (ModelData.from_s3_uri)")
+    problems.raise_if_any()

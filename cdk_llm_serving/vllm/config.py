@@ -19,6 +19,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from ..errors import ConfigurationError, Problem
+from .registry import flag_problems, name_problems
+
 #: Flags vLLM 0.33 no longer has, with what replaced them: passing one makes vLLM exit.
 REMOVED_FLAGS: dict[str, str] = {
     "enable-reasoning": "removed: --reasoning-parser alone turns reasoning parsing on",
@@ -46,15 +49,11 @@ _FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FlagValue = str | int | float | bool
 
 
-class VllmConfigError(ValueError):
-    """Every problem of one ``VllmConfig``, named by field."""
+class VllmConfigError(ConfigurationError):
+    """Every problem of one ``VllmConfig``, named by field (a ``ConfigurationError``)."""
 
     def __init__(self, problems: Sequence[tuple[str, object, str]]) -> None:
-        self.problems = tuple(problems)
-        lines = "\n".join(f"  - {prop} = {value!r}: {allowed}" for prop, value, allowed in problems)
-        super().__init__(
-            f"VllmConfig: {len(problems)} problem{'s' if len(problems) != 1 else ''}\n{lines}"
-        )
+        super().__init__("VllmConfig", [Problem(*problem) for problem in problems])
 
 
 @dataclass(frozen=True)
@@ -296,6 +295,12 @@ class VllmConfig:
             )
         if self.speculative is not None:
             found += self.speculative.problems()
+        found += name_problems(
+            self.tool_call_parser,
+            self.reasoning_parser,
+            self.quantization,
+            ("tool_call_parser", "reasoning_parser", "quantization"),
+        )
         typed = set(TYPED_FLAGS)
         for name, value in self.extra_flags.items():
             prop = f"extra_flags[{name!r}]"
@@ -307,6 +312,8 @@ class VllmConfig:
                 found.append((prop, value, f"--{name} was {REMOVED_FLAGS[name]}"))
             elif name in typed:
                 found.append((prop, value, f"--{name} has a typed field; set that instead"))
+            else:
+                found += flag_problems(prop, name, value)
             if isinstance(value, float) and not math.isfinite(value):
                 found.append((prop, value, "must be finite"))
         return found
