@@ -23,6 +23,10 @@ class Problem:
         """``prop, value, allowed = problem``."""
         return iter((self.property, self.value, self.allowed))
 
+    def __getitem__(self, index: int) -> Any:
+        """``problem[0]`` is the property, ``[1]`` the value, ``[2]`` what is allowed."""
+        return (self.property, self.value, self.allowed)[index]
+
 
 class ConfigurationError(ValueError):
     """Raised at synth time when a construct's input cannot deploy.
@@ -73,7 +77,9 @@ class Problems:
 # -- checks shared by every layer (CDK-free: the planner, vLLM and CLI use them too) -----
 
 
-def check_choice(problems: Problems, prop: str, value: Any, allowed: Iterable[str], what: str) -> bool:
+def check_choice(
+    problems: Problems, prop: str, value: Any, allowed: Iterable[str], what: str
+) -> bool:
     """``value`` must be one of ``allowed``; the message names the closest matches.
 
     Returns whether it was (so a caller can skip checks that need a known value).
@@ -140,7 +146,9 @@ def check_keywords(
         if name not in names:
             close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            problems.add(f"{prop}.{name}", given[name], f"{hint}not an option; options: {', '.join(names)}")
+            problems.add(
+                f"{prop}.{name}", given[name], f"{hint}not an option; options: {', '.join(names)}"
+            )
             ok = False
     return ok
 
@@ -150,7 +158,9 @@ def typed_dict_keys(typed_dict: Any) -> frozenset[str]:
     return frozenset(typed_dict.__required_keys__ | typed_dict.__optional_keys__)
 
 
-def refuse_unknown_options(subject: str, prop: str, given: Mapping[str, Any], typed_dict: Any) -> None:
+def refuse_unknown_options(
+    subject: str, prop: str, given: Mapping[str, Any], typed_dict: Any
+) -> None:
     """``**options`` typed as ``Unpack[typed_dict]``: a misspelled key is a ``ConfigurationError``
     naming it and the closest option, not Python's ``TypeError`` further down."""
     problems = Problems(subject)

@@ -115,7 +115,19 @@ def kubernetes_name(text: str, max_length: int = KUBERNETES_LABEL_MAX) -> str:
 
 
 #: Suffixes of single files that hold weights or archives (a prefix never ends in one).
-_OBJECT_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip", ".gz", ".safetensors", ".bin", ".gguf", ".pt", ".pth", ".json")
+_OBJECT_SUFFIXES = (
+    ".tar.gz",
+    ".tgz",
+    ".tar",
+    ".zip",
+    ".gz",
+    ".safetensors",
+    ".bin",
+    ".gguf",
+    ".pt",
+    ".pth",
+    ".json",
+)
 
 
 def check_s3_prefix(problems: Problems, prop: str, prefix: str | None) -> None:
@@ -153,8 +165,12 @@ def check_subnets(
     try:
         found = vpc.select_subnets(**selection).subnets
     except JSIIError as error:
-        problems.add(prop, _describe(selection), f"the VPC has no such subnets ({error}); "
-                     "choose subnets it has, e.g. SubnetSelection(subnet_type=SubnetType.PRIVATE_ISOLATED)")
+        problems.add(
+            prop,
+            _describe(selection),
+            f"the VPC has no such subnets ({error}); "
+            "choose subnets it has, e.g. SubnetSelection(subnet_type=SubnetType.PRIVATE_ISOLATED)",
+        )
         return
     if not found:
         problems.add(prop, _describe(selection), "selects no subnet of the VPC")
@@ -193,7 +209,9 @@ def check_pattern(
         return
     low, high = limits.minimum or 0, limits.maximum
     pattern = limits.pattern or ".*"
-    if len(value) < low or (high is not None and len(value) > high) or not re.fullmatch(
-        pattern, value
+    if (
+        len(value) < low
+        or (high is not None and len(value) > high)
+        or not re.fullmatch(pattern, value)
     ):
         problems.add(prop, value, f"{what} must match {pattern!r} ({low}-{high} characters)")

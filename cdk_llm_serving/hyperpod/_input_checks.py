@@ -25,7 +25,11 @@ def check_cluster_inputs(
 ) -> None:
     """Lists that are lists (raises at once otherwise), the VPC, the cluster name."""
     check_sequence(
-        problems, "instance_groups", instance_groups, HyperPodInstanceGroup, "HyperPodInstanceGroup values"
+        problems,
+        "instance_groups",
+        instance_groups,
+        HyperPodInstanceGroup,
+        "HyperPodInstanceGroup values",
     )
     check_sequence(problems, "admin_role_arns", admin_role_arns, str, "IAM role ARN strings")
     problems.raise_if_any()
@@ -44,5 +48,7 @@ def check_service_options(problems: Problems, startup: object, quantization: obj
     """``VllmMultiNodeService``'s ``startup`` (from its ``Literal`` type) and weight format;
     raises at once on an unknown format, which the planner and vLLM flags both need."""
     check_literal(problems, "startup", startup, Startup, "start-up modes")
-    if not check_choice(problems, "quantization", quantization, list(weight_formats()), "weight formats"):
+    if not check_choice(
+        problems, "quantization", quantization, list(weight_formats()), "weight formats"
+    ):
         problems.raise_if_any()

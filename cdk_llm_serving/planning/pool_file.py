@@ -99,7 +99,9 @@ class PoolFile:
             problems.add("format", data.get("format"), f"must be {FORMAT!r}")
         elif data.get("version") != VERSION:
             problems.add(
-                "version", data.get("version"), f"not supported (this library reads version {VERSION})"
+                "version",
+                data.get("version"),
+                f"not supported (this library reads version {VERSION})",
             )
         problems.raise_if_any(PoolFileError)
         goal = data.get("goal", "cost")
@@ -121,7 +123,9 @@ def _pool(problems: Problems, prop: str, pool: dict[str, Any]) -> RecommendedPoo
     fields = {f.name: f for f in dataclasses.fields(RecommendedPool)}
     check_keywords(problems, prop, {k: v for k, v in pool.items() if k not in fields}, fields)
     if not isinstance(pool.get("instance_type"), str):
-        problems.add(f"{prop}.instance_type", pool.get("instance_type"), "must be an instance type string")
+        problems.add(
+            f"{prop}.instance_type", pool.get("instance_type"), "must be an instance type string"
+        )
     for name in ("image_uri", "model_data_uri", "model_package_arn"):
         if not isinstance(pool.get(name), str | None):
             problems.add(f"{prop}.{name}", pool.get(name), "must be a string or null")
@@ -137,7 +141,9 @@ def _pool(problems: Problems, prop: str, pool: dict[str, Any]) -> RecommendedPoo
     if not isinstance(expected, dict):
         problems.add(f"{prop}.expected", expected, "must be an object of expected figures")
         expected = {}
-    check_keywords(problems, f"{prop}.expected", {k: v for k, v in expected.items() if k not in known}, known)
+    check_keywords(
+        problems, f"{prop}.expected", {k: v for k, v in expected.items() if k not in known}, known
+    )
     for name in known:
         _number(problems, f"{prop}.expected.{name}", expected.get(name))
     if problems:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from .._cdk.service_limits import production_variant_instance_types
 from ..errors import Problems
 from ..planning.catalog import Catalog
 from ..planning.models import weight_formats
@@ -52,7 +53,7 @@ def check_container_environment(
             )
     quantization = env.get("SM_VLLM_QUANTIZATION")
     if sizing is not None and quantization is not None:
-        fmt = weight_formats().get(sizing.weight_format)
+        fmt = weight_formats().get(sizing.quantization)
         if fmt is not None:
             for prop, value, allowed in quantization_problems(
                 "environment['SM_VLLM_QUANTIZATION']", quantization, fmt.vllm_quantization, fmt.name
@@ -70,6 +71,8 @@ def check_pool_hardware(
 ) -> None:
     """Pool ``index`` runs its model's image and parallel layout: CUDA needs NVIDIA GPUs,
     the ranks must fit its GPUs."""
+    if instance_type not in production_variant_instance_types():
+        return  # reported by InstancePool.validate
     if _CUDA_IMAGE.search(image_uri) and not _NVIDIA_FAMILY.match(instance_type):
         problems.add(
             f"pools[{index}].instance_type",
@@ -90,7 +93,9 @@ def _check_ranks(
             continue
         if not value.isdigit() or int(value) < 1:
             problems.add(
-                f"pools[{index}].model.environment[{variable!r}]", value, "must be a positive integer"
+                f"pools[{index}].model.environment[{variable!r}]",
+                value,
+                "must be a positive integer",
             )
             return
         ranks *= int(value)

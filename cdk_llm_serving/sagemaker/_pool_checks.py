@@ -116,7 +116,12 @@ def check_pools_hardware(
         served = pool.model or model
         if served is not None and not is_unresolved(served.image.image_uri):
             check_pool_hardware(
-                problems, index, pool.instance_type, served.image.image_uri, served.environment, catalog
+                problems,
+                index,
+                pool.instance_type,
+                served.image.image_uri,
+                served.environment,
+                catalog,
             )
 
 

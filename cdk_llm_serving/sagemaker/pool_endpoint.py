@@ -265,7 +265,9 @@ class InstancePoolEndpoint(Construct, EndpointApi):
             )
         if self.auto_scaling is not None:
             self._refuse("auto_scale", "called twice", "configure autoscaling once per endpoint")
-        refuse_unknown_options(f"InstancePoolEndpoint '{self.node.path}'", "auto_scale", options, AutoScalingOptions)
+        refuse_unknown_options(
+            f"InstancePoolEndpoint '{self.node.path}'", "auto_scale", options, AutoScalingOptions
+        )
         self.auto_scaling = EndpointAutoScaling(self, "AutoScaling", endpoint=self, **options)
         return self.auto_scaling
 
@@ -295,7 +297,9 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         """Names and defaults that the checks and the resources share."""
         self.model = model
         self._given = (model, pools)
-        self.pools: tuple[InstancePool, ...] = tuple(pools) if isinstance(pools, list | tuple) else ()
+        self.pools: tuple[InstancePool, ...] = (
+            tuple(pools) if isinstance(pools, list | tuple) else ()
+        )
         self.variant_name = options.variant_name
         self.async_inference = options.async_inference
         self.endpoint_name: str = options.endpoint_name or Names.unique_resource_name(

@@ -170,9 +170,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         problems.raise_if_any()
         return plans
 
-    def _check_served_names(
-        self, problems: Problems, plans: Sequence[PoolVllmPlan | None]
-    ) -> None:
+    def _check_served_names(self, problems: Problems, plans: Sequence[PoolVllmPlan | None]) -> None:
         """Two different configurations must not share a served name (nor its construct id)."""
         seen: dict[str, tuple[str, int]] = {}
         for index, planned in enumerate(plans):
@@ -193,7 +191,9 @@ class VllmPoolEndpoint(Construct, EndpointApi):
 
     @staticmethod
     def _key(planned: PoolVllmPlan) -> str:
-        return f"{planned.weight_format}:{sorted(planned.config.to_sagemaker_environment().items())}"
+        return (
+            f"{planned.weight_format}:{sorted(planned.config.to_sagemaker_environment().items())}"
+        )
 
     def _own_config(self, pool: VllmPool, formats: Sequence[str]) -> PoolVllmPlan:
         assert pool.config is not None
@@ -255,12 +255,18 @@ def _check_inputs(subject: str, pools: object, weights: object) -> None:
     """Lists and mappings of the right types, known weight formats; raises at once otherwise,
     since deriving the pools' configurations needs them."""
     problems = Problems(subject)
-    check_sequence(problems, "pools", pools, (str, VllmPool), "instance type strings or VllmPool values")
+    check_sequence(
+        problems, "pools", pools, (str, VllmPool), "instance type strings or VllmPool values"
+    )
     if not isinstance(weights, Mapping):
         problems.add("weights", weights, "must map weight formats to ModelData")
     else:
         for name, data in weights.items():
-            check_choice(problems, f"weights[{name!r}]", name, list(weight_formats()), "weight formats")
+            check_choice(
+                problems, f"weights[{name!r}]", name, list(weight_formats()), "weight formats"
+            )
             if not isinstance(data, ModelData):
-                problems.add(f"weights[{name!r}]", data, "must be a ModelData (ModelData.from_s3_uri)")
+                problems.add(
+                    f"weights[{name!r}]", data, "must be a ModelData (ModelData.from_s3_uri)"
+                )
     problems.raise_if_any()

@@ -66,7 +66,10 @@ def flag_problems(prop: str, flag: str, value: object) -> Found:
 
 
 def name_problems(
-    tool_call_parser: object, reasoning_parser: object, quantization: object, props: tuple[str, str, str]
+    tool_call_parser: object,
+    reasoning_parser: object,
+    quantization: object,
+    props: tuple[str, str, str],
 ) -> Found:
     """Parser and quantization names vLLM does not register (``None`` = not set)."""
     known = registry()
@@ -102,13 +105,23 @@ def sagemaker_environment_problems(environment: Mapping[str, str]) -> Found:
     for flag, (key, value) in flags.items():
         prop = f"environment[{key!r}]"
         if flag in registry().container_flags:
-            found.append((prop, value, f"--{flag} is the container's own: {registry().container_flags[flag]}"))
+            found.append(
+                (
+                    prop,
+                    value,
+                    f"--{flag} is the container's own: {registry().container_flags[flag]}",
+                )
+            )
         else:
             found += flag_problems(prop, flag, value)
     auto = flags.get("enable-auto-tool-choice")
     if auto is not None and auto[1].lower() == "true" and "tool-call-parser" not in flags:
         found.append(
-            (f"environment[{auto[0]!r}]", auto[1], "vLLM refuses automatic tool choice without SM_VLLM_TOOL_CALL_PARSER")
+            (
+                f"environment[{auto[0]!r}]",
+                auto[1],
+                "vLLM refuses automatic tool choice without SM_VLLM_TOOL_CALL_PARSER",
+            )
         )
     names = [flags.get(name) for name in ("tool-call-parser", "reasoning-parser", "quantization")]
     values = [entry[1] if entry else None for entry in names]
@@ -117,7 +130,9 @@ def sagemaker_environment_problems(environment: Mapping[str, str]) -> Found:
     return found
 
 
-def quantization_problems(prop: str, quantization: str | None, weights_quantization: str | None, weight_format: str) -> Found:
+def quantization_problems(
+    prop: str, quantization: str | None, weights_quantization: str | None, weight_format: str
+) -> Found:
     """A ``--quantization`` that does not match the weights' format.
 
     Quantized weights load with their own method; unquantized weights take only a method
@@ -127,5 +142,10 @@ def quantization_problems(prop: str, quantization: str | None, weights_quantizat
         return []
     if weights_quantization is None and quantization in ONLINE_QUANTIZATION:
         return []
-    expected = weights_quantization or f"none (or one vLLM applies while loading: {', '.join(sorted(ONLINE_QUANTIZATION))})"
-    return [(prop, quantization, f"the weights are {weight_format}: quantization must be {expected}")]
+    expected = (
+        weights_quantization
+        or f"none (or one vLLM applies while loading: {', '.join(sorted(ONLINE_QUANTIZATION))})"
+    )
+    return [
+        (prop, quantization, f"the weights are {weight_format}: quantization must be {expected}")
+    ]
