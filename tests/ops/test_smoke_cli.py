@@ -9,6 +9,7 @@ import urllib.parse
 import pytest
 
 from cdk_llm_serving.ops.cli import main
+from cdk_llm_serving.ops.exit_codes import EXIT_HTTP_ERROR, EXIT_UNREACHABLE
 from cdk_llm_serving.ops.smoke import percentile, sagemaker_bearer_token
 from tests.support.openai_test_server import serving
 
@@ -80,14 +81,14 @@ def test_bearer_token_is_sent_and_http_errors_are_one_line(capsys):
         code, _, err = run(
             capsys, "--base-url", server.base_url, "--model", "m", "--bearer-token", "wrong"
         )
-    assert code == 2 and err.startswith("error: HTTP 401") and err.count("\n") == 1
+    assert code == EXIT_HTTP_ERROR and err.startswith("error: HTTP 401") and err.count("\n") == 1
 
 
 def test_unreachable_endpoint(capsys):
     code, _, err = run(
         capsys, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "2"
     )
-    assert code == 2 and err.startswith("error: cannot reach")
+    assert code == EXIT_UNREACHABLE and err.startswith("error: cannot reach")
 
 
 def test_sagemaker_bearer_token_is_a_presigned_call_with_bearer_token_url(monkeypatch):

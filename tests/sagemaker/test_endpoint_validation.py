@@ -21,7 +21,6 @@ from tests.support.builders import new_stack, pool_endpoint, serving_model, temp
 from tests.support.cfn_schemas import resource_schema
 from tests.support.template_helpers import actions_of, only_resource, policy_statements
 
-
 #: An AWS Neuron (Inferentia) serving image: the CUDA one is refused on ml.inf2 pools.
 NEURON_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.31.0-neuronx-sdk2.20.0"
 
