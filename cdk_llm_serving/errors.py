@@ -120,20 +120,24 @@ def check_literal(problems: Problems, prop: str, value: Any, literal: Any, what:
 def check_sequence(
     problems: Problems, prop: str, value: Any, element: type | tuple[type, ...], what: str
 ) -> bool:
-    """``value`` must be a list (or tuple) whose elements are ``element``s.
+    """``value`` must be a list (or tuple) whose elements are each ``what`` (``element``).
 
     A string is refused as a whole (never one problem per character); each element of the
     wrong type is one problem naming its index. Returns whether the sequence is usable.
     """
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        problems.add(prop, value, f"must be a list of {what}, not a {type(value).__name__}")
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        problems.add(prop, value, f"must be a list, each element {what}; not {_kind(value)}")
         return False
     ok = True
     for index, item in enumerate(value):
         if not isinstance(item, element):
-            problems.add(f"{prop}[{index}]", item, f"must be {what}, not a {type(item).__name__}")
+            problems.add(f"{prop}[{index}]", item, f"must be {what}, not {_kind(item)}")
             ok = False
     return ok
+
+
+def _kind(value: Any) -> str:
+    return "None" if value is None else f"a {type(value).__name__}"
 
 
 def check_keywords(

@@ -8,7 +8,6 @@ from typing import Any
 
 from aws_cdk import Duration, Token
 from aws_cdk import aws_ec2 as ec2
-from jsii.errors import JSIIError
 
 from ..errors import Problems, check_choice
 from .service_limits import Limits
@@ -164,12 +163,13 @@ def check_subnets(
     """
     try:
         found = vpc.select_subnets(**selection).subnets
-    except JSIIError as error:
+    except RuntimeError as error:  # jsii raises the library's error as a RuntimeError
+        reason = str(error).split(": ", 1)[-1].splitlines()[0]
         problems.add(
             prop,
             _describe(selection),
-            f"the VPC has no such subnets ({error}); "
-            "choose subnets it has, e.g. SubnetSelection(subnet_type=SubnetType.PRIVATE_ISOLATED)",
+            f"the VPC has no such subnets ({reason}); select subnets it has, "
+            "e.g. SubnetSelection(subnet_type=SubnetType.PRIVATE_ISOLATED)",
         )
         return
     if not found:
@@ -191,13 +191,13 @@ def check_eks_vpc(problems: Problems, prop: str, vpc: ec2.IVpc) -> None:
     check_subnets(problems, prop, vpc, selection)
     if len(problems) > before:
         return
+    # Unresolved zones (Fn::GetAZs) still differ per zone: the same zone is the same token.
     zones = {subnet.availability_zone for subnet in vpc.select_subnets(**selection).subnets}
-    if not any(is_unresolved(zone) for zone in zones) and len(zones) < 2:
+    if len(zones) < 2:
         problems.add(
             prop,
-            sorted(zones),
-            "EKS needs private subnets in at least two Availability Zones; this VPC's are in "
-            f"{len(zones)}",
+            f"private subnets in {len(zones)} Availability Zone(s)",
+            "EKS needs subnets in at least two Availability Zones",
         )
 
 

@@ -29,9 +29,9 @@ def check_cluster_inputs(
         "instance_groups",
         instance_groups,
         HyperPodInstanceGroup,
-        "HyperPodInstanceGroup values",
+        "a HyperPodInstanceGroup",
     )
-    check_sequence(problems, "admin_role_arns", admin_role_arns, str, "IAM role ARN strings")
+    check_sequence(problems, "admin_role_arns", admin_role_arns, str, "an IAM role ARN string")
     problems.raise_if_any()
     if vpc is not None:
         check_eks_vpc(problems, "vpc", vpc)

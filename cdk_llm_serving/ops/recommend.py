@@ -56,7 +56,7 @@ class RecommendationSpec:
         values = {k: v for k, v in data.items() if k in fields}
         if "instance_types" in values:
             if check_sequence(
-                problems, "instance_types", values["instance_types"], str, "instance type strings"
+                problems, "instance_types", values["instance_types"], str, "an instance type string"
             ):
                 values["instance_types"] = tuple(values["instance_types"])
         if "goal" in values:

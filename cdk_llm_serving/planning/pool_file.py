@@ -93,7 +93,9 @@ class PoolFile:
         """The file's content checked field by field; ``PoolFileError`` lists every problem."""
         problems = Problems(source if source.startswith("pool file") else f"pool file {source}")
         if not isinstance(data, dict):
-            problems.add("(top level)", type(data).__name__, "must be a JSON object")
+            problems.add(
+                "(top level)", data, "must be a JSON object with format, version, job, goal and pools"
+            )
             problems.raise_if_any(PoolFileError)
         if data.get("format") != FORMAT:
             problems.add("format", data.get("format"), f"must be {FORMAT!r}")
@@ -110,7 +112,7 @@ class PoolFile:
             problems.add("job", data.get("job"), "must be the recommendation job's name (a string)")
         pools = data.get("pools")
         parsed: tuple[RecommendedPool, ...] = ()
-        if check_sequence(problems, "pools", pools, dict, "pool objects"):
+        if check_sequence(problems, "pools", pools, dict, "a pool object"):
             if not 1 <= len(pools) <= 5:
                 problems.add("pools", len(pools), "must list 1 to 5 pools")
             parsed = tuple(_pool(problems, f"pools[{i}]", pool) for i, pool in enumerate(pools))

@@ -130,5 +130,5 @@ def check_prop_types(problems: Problems, model: object, pools: object) -> None:
     raises at once otherwise, since no other check can read them."""
     if model is not None and not isinstance(model, ServingModel):
         problems.add("model", model, f"must be a ServingModel, not a {type(model).__name__}")
-    check_sequence(problems, "pools", pools, InstancePool, "InstancePool values")
+    check_sequence(problems, "pools", pools, InstancePool, "an InstancePool")
     problems.raise_if_any()

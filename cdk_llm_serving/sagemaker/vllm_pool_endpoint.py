@@ -256,7 +256,7 @@ def _check_inputs(subject: str, pools: object, weights: object) -> None:
     since deriving the pools' configurations needs them."""
     problems = Problems(subject)
     check_sequence(
-        problems, "pools", pools, (str, VllmPool), "instance type strings or VllmPool values"
+        problems, "pools", pools, (str, VllmPool), "an instance type string or a VllmPool"
     )
     if not isinstance(weights, Mapping):
         problems.add("weights", weights, "must map weight formats to ModelData")
