@@ -20,12 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..errors import ConfigurationError, Problem
-from .registry import flag_problems, name_problems
+from .registry import flag_problems, name_problems, registry
 
-#: Flags vLLM 0.33 no longer has, with what replaced them: passing one makes vLLM exit.
-REMOVED_FLAGS: dict[str, str] = {
-    "enable-reasoning": "removed: --reasoning-parser alone turns reasoning parsing on",
-}
+#: Flags vLLM 0.33 no longer has, with what replaced them: passing one makes vLLM exit
+#: (recorded with vLLM's other registries in ``data/vllm_registry.json``).
+REMOVED_FLAGS: dict[str, str] = dict(registry().removed_flags)
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 #: Flags with a typed field, in the order they are rendered.
 TYPED_FLAGS = (
