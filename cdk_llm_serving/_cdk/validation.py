@@ -186,7 +186,7 @@ def check_eks_vpc(problems: Problems, prop: str, vpc: ec2.IVpc) -> None:
     """Private subnets with egress in at least two Availability Zones, as EKS requires
     ("subnets in at least two different Availability Zones",
     https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html)."""
-    selection = {"subnet_type": ec2.SubnetType.PRIVATE_WITH_EGRESS}
+    selection: dict[str, Any] = {"subnet_type": ec2.SubnetType.PRIVATE_WITH_EGRESS}
     before = len(problems)
     check_subnets(problems, prop, vpc, selection)
     if len(problems) > before:
