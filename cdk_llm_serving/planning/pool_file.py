@@ -94,7 +94,9 @@ class PoolFile:
         problems = Problems(source if source.startswith("pool file") else f"pool file {source}")
         if not isinstance(data, dict):
             problems.add(
-                "(top level)", data, "must be a JSON object with format, version, job, goal and pools"
+                "(top level)",
+                data,
+                "must be a JSON object with format, version, job, goal and pools",
             )
             problems.raise_if_any(PoolFileError)
         if data.get("format") != FORMAT:

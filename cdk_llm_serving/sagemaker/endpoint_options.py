@@ -11,13 +11,16 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_kms as kms
 
 from .._cdk.service_limits import limits
-from .._cdk.validation import check_at_least, check_name, check_one_of, check_range, seconds_of
-from ..errors import Problems
+from .._cdk.validation import check_at_least, check_name, check_range, seconds_of
+from ..errors import Problems, check_literal
 from ..planning.catalog import Catalog
 from .async_inference import AsyncInference
 from .deployment import EndpointDeployment
 
-RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE", "KV_AWARE"]
+#: Routing strategies botocore's model and CloudFormation's schema both accept (botocore also
+#: lists KV_AWARE, which AWS::SageMaker::EndpointConfig refuses; tests/test_cloudformation_agreement.py
+#: checks this type against both). The type is the one list the check reads.
+RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE"]
 
 #: Values MetricPublishFrequencyInSeconds accepts: the API reference lists them
 #: (sagemaker/latest/APIReference/API_MetricsConfig.html) and CloudFormation's schema enforces
@@ -71,12 +74,12 @@ class PoolEndpointOptions:
             limits("ProductionVariant", "VolumeSizeInGB"),
             "GB",
         )
-        check_one_of(
+        check_literal(
             problems,
             f"{at}routing_strategy",
             self.routing_strategy,
-            limits("ProductionVariantRoutingConfig", "RoutingStrategy").enum,
-            "routing strategy",
+            RoutingStrategy,
+            "routing strategies",
         )
         if self.metric_publish_frequency not in METRIC_PUBLISH_FREQUENCIES:
             allowed = ", ".join(map(str, METRIC_PUBLISH_FREQUENCIES))

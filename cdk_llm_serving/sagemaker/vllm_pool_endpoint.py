@@ -255,9 +255,12 @@ def _check_inputs(subject: str, pools: object, weights: object) -> None:
     """Lists and mappings of the right types, known weight formats; raises at once otherwise,
     since deriving the pools' configurations needs them."""
     problems = Problems(subject)
-    if check_sequence(
-        problems, "pools", pools, (str, VllmPool), "an instance type string or a VllmPool"
-    ) and not 1 <= len(pools) <= 5:  # type: ignore[arg-type]
+    if (
+        check_sequence(
+            problems, "pools", pools, (str, VllmPool), "an instance type string or a VllmPool"
+        )
+        and not 1 <= len(pools) <= 5
+    ):  # type: ignore[arg-type]
         problems.add("pools", pools, "must list 1 to 5 pools, most preferred first")
     if not isinstance(weights, Mapping):
         problems.add("weights", weights, "must map weight formats to ModelData")

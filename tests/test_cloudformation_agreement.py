@@ -9,6 +9,8 @@ import re
 import pytest
 
 from cdk_llm_serving._cdk.service_limits import limits
+from cdk_llm_serving.errors import literal_values
+from cdk_llm_serving.sagemaker.endpoint_options import RoutingStrategy
 from tests.support.cfn_schemas import resource_schema
 
 ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/"
@@ -77,3 +79,10 @@ def test_botocore_and_cloudformation_agree(shape, schema, samples):
         if value == "" and shape[1] == "InferenceComponentName":
             continue  # both allow an empty name (min 0); the construct never passes one
         assert _botocore_accepts(shape, value) == _cfn_accepts(schema, value), value
+
+
+def test_routing_strategies_are_the_ones_botocore_and_cloudformation_accept():
+    botocore = set(limits("ProductionVariantRoutingConfig", "RoutingStrategy").enum)
+    config = resource_schema("AWS::SageMaker::EndpointConfig")["definitions"]["RoutingConfig"]
+    cloudformation = set(config["properties"]["RoutingStrategy"]["enum"])
+    assert set(literal_values(RoutingStrategy)) == botocore & cloudformation
