@@ -9,16 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_s3 as s3
 
 from cdk_llm_serving import (
+    BlueGreenDeployment,
     ConfigurationError,
     ContainerImage,
     InstancePool,
     ModelData,
     ServingModel,
+    TrafficShift,
     VllmPool,
     VllmPoolEndpoint,
 )
@@ -209,6 +211,23 @@ CASES: list[Case] = [
         "an unknown add-on name",
         lambda: cluster(addon_versions={"vpc-cnii": "v1.20.0"}),
         "addon_versions = 'vpc-cnii': EKS add-ons must be one of aws-fsx-csi-driver, coredns, eks-pod-identity-agent, kube-proxy, vpc-cni",
+    ),
+    (
+        "a routing strategy CloudFormation refuses",
+        lambda: pool_endpoint(routing_strategy="KV_AWARE"),
+        "routing_strategy = 'KV_AWARE': routing strategies must be one of LEAST_OUTSTANDING_REQUESTS, RANDOM, PREFIX_AWARE",
+    ),
+    (
+        "a traffic shift that is not one",
+        lambda: pool_endpoint(
+            deployment=BlueGreenDeployment(traffic=TrafficShift("ALL_AT_ONE", Duration.minutes(5)))
+        ),
+        "deployment.traffic.type = 'ALL_AT_ONE': traffic shifts must be one of ALL_AT_ONCE, CANARY, LINEAR",
+    ),
+    (
+        "no pools at all",
+        lambda: vllm_endpoint(pools=[]),
+        "pools = []: must list 1 to 5 pools, most preferred first",
     ),
     # -- what vLLM, SageMaker, EKS or Kubernetes refuse later -----------------------------
     (
