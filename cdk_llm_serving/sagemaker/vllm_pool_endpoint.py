@@ -255,13 +255,12 @@ def _check_inputs(subject: str, pools: object, weights: object) -> None:
     """Lists and mappings of the right types, known weight formats; raises at once otherwise,
     since deriving the pools' configurations needs them."""
     problems = Problems(subject)
-    if (
-        check_sequence(
-            problems, "pools", pools, (str, VllmPool), "an instance type string or a VllmPool"
-        )
-        and not 1 <= len(pools) <= 5
-    ):  # type: ignore[arg-type]
-        problems.add("pools", pools, "must list 1 to 5 pools, most preferred first")
+    what = "an instance type string or a VllmPool"
+    if check_sequence(problems, "pools", pools, (str, VllmPool), what) and isinstance(
+        pools, list | tuple
+    ):
+        if not 1 <= len(pools) <= 5:
+            problems.add("pools", pools, "must list 1 to 5 pools, most preferred first")
     if not isinstance(weights, Mapping):
         problems.add("weights", weights, "must map weight formats to ModelData")
     else:
