@@ -124,16 +124,18 @@ def _sagemaker(args: argparse.Namespace, clients: Clients | None) -> Any:
     return boto3.client("sagemaker", region_name=args.region, config=RETRY_CONFIG)
 
 
-def _aws_call(doing: str, call: Callable[[], T]) -> tuple[T | None, int]:
-    """Run ``call``; an AWS error becomes one line on stderr and a distinct exit status."""
+def _aws_call(
+    doing: str, call: Callable[[], T], args: argparse.Namespace | None = None
+) -> tuple[T | None, int]:
+    """Run ``call``; an AWS error becomes one line on stderr (JSON on stdout under
+    ``--json``) and a distinct exit status."""
     from .aws_errors import describe_failure
 
     try:
         return call(), 0
     except Exception as error:  # noqa: BLE001 - describe_failure re-raises what is not AWS's
         failure = describe_failure(error, doing)
-        print(f"error: {_one_line(failure.message)}", file=sys.stderr)
-        return None, failure.exit_code
+        return None, _fail(args or argparse.Namespace(), failure.message, failure.exit_code)
 
 
 def _fleet_command(args: argparse.Namespace, clients: Clients | None = None) -> int:
@@ -143,12 +145,15 @@ def _fleet_command(args: argparse.Namespace, clients: Clients | None = None) -> 
     status, code = _aws_call(
         f"describe endpoint {args.endpoint!r}",
         lambda: fleet_status(_sagemaker(args, clients), args.endpoint),
+        args,
     )
     if status is None:
         return code
     if args.live_prices:
         status, code = _aws_call(
-            "read prices from the AWS Price List API", lambda: _live_prices(args, clients, status)
+            "read prices from the AWS Price List API",
+            lambda: _live_prices(args, clients, status),
+            args,
         )
         if status is None:
             return code

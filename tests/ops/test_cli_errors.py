@@ -182,3 +182,9 @@ def test_readme_documents_every_exit_status():
     readme = (ROOT / "README.md").read_text()
     for code, meaning in MEANINGS.items():
         assert f"| {code} | {meaning} |" in readme
+
+
+def test_aws_errors_are_json_under_json(tmp_path):
+    result = cli("fleet", "my-endpoint", "--json", home=tmp_path)
+    assert result.returncode == EXIT_NO_REGION
+    assert json.loads(result.stdout)["exit_code"] == EXIT_NO_REGION
