@@ -300,6 +300,11 @@ class VllmConfig:
             self.quantization,
             ("tool_call_parser", "reasoning_parser", "quantization"),
         )
+        return found + self._extra_flag_problems()
+
+    def _extra_flag_problems(self) -> list[tuple[str, object, str]]:
+        """Each extra flag: its name's form, removed, typed or not vLLM's; a finite value."""
+        found: list[tuple[str, object, str]] = []
         typed = set(TYPED_FLAGS)
         for name, value in self.extra_flags.items():
             prop = f"extra_flags[{name!r}]"
