@@ -149,10 +149,8 @@ def check_keywords(
     for name in given:
         if name not in names:
             close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            problems.add(
-                f"{prop}.{name}", given[name], f"{hint}not an option; options: {', '.join(names)}"
-            )
+            listed = f"did you mean {close[0]!r}?" if close else f"options: {', '.join(names)}"
+            problems.add(f"{prop}.{name}", given[name], f"not an option; {listed}")
             ok = False
     return ok
 

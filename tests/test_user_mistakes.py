@@ -189,12 +189,17 @@ CASES: list[Case] = [
     (
         "a misspelled keyword through **options",
         lambda: pool_endpoint().auto_scale(max_capacity=4, target_utilisation=0.7),
-        "auto_scale.target_utilisation = 0.7: did you mean 'target_utilization'? not an option; options: max_capacity, min_capacity, scale_in_cooldown, scale_out_cooldown, target_backlog_per_instance, target_utilization",
+        "auto_scale.target_utilisation = 0.7: not an option; did you mean 'target_utilization'?",
     ),
     (
         "a list-like prop given as a string",
         lambda: pool_endpoint(pools="ml.g6e.12xlarge"),
         "pools = 'ml.g6e.12xlarge': must be a list, each element an InstancePool; not a str",
+    ),
+    (
+        "a misspelled endpoint option passed as a dict",
+        lambda: vllm_endpoint(endpoint_options={"endpont_name": "serving"}),
+        "endpoint_options.endpont_name = 'serving': not an option; did you mean 'endpoint_name'?",
     ),
     # -- Literal options checked from their type ------------------------------------------
     (

@@ -9,6 +9,7 @@ become ``ModelNameOverride``s.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Unpack
 
 from constructs import Construct
 
-from ..errors import Problems, check_choice, check_literal, check_sequence
+from ..errors import Problems, check_choice, check_keywords, check_literal, check_sequence
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
 from ..planning.models import ModelSpec, preset, weight_formats
@@ -65,7 +66,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         then quantized copies a pool may fall back to.
     :param pools: 1-5 pools (instance type strings or ``VllmPool``), most preferred first.
     :param endpoint_options: the endpoint's other options (name, timeouts, deployment,
-        ...). Default: ``PoolEndpointOptions()``.
+        ...), or the same as a dict of keywords. Default: ``PoolEndpointOptions()``.
 
     The endpoint's API is this construct's own: ``grant_invoke``, ``openai_base_url``,
     ``auto_scale`` and the ``metric*`` methods act on the endpoint (``self.endpoint``).
@@ -88,7 +89,9 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         self.catalog = catalog or default_catalog()
         self.spec = preset(model) if isinstance(model, str) else model
         self.base = base.with_changes(model=SAGEMAKER_MODEL_DIR)
-        _check_inputs(f"VllmPoolEndpoint '{self.node.path}'", pools, weights)
+        _check_inputs(f"VllmPoolEndpoint '{self.node.path}'", pools, weights, endpoint_options)
+        if isinstance(endpoint_options, Mapping):  # the options as keywords, checked above
+            endpoint_options = PoolEndpointOptions(**endpoint_options)
         vllm_pools = [VllmPool(p) if isinstance(p, str) else p for p in pools]
         self.pool_plans: list[PoolVllmPlan | None] = self._derive(vllm_pools, weights)
 
@@ -251,10 +254,15 @@ def _construct_id(served_name: str) -> str:
     )
 
 
-def _check_inputs(subject: str, pools: object, weights: object) -> None:
+def _check_inputs(subject: str, pools: object, weights: object, options: object) -> None:
     """Lists and mappings of the right types, known weight formats; raises at once otherwise,
     since deriving the pools' configurations needs them."""
     problems = Problems(subject)
+    if isinstance(options, Mapping):  # endpoint props as a dict: name any misspelled key
+        fields = [f.name for f in dataclasses.fields(PoolEndpointOptions)]
+        check_keywords(problems, "endpoint_options", options, fields)
+    elif options is not None and not isinstance(options, PoolEndpointOptions):
+        problems.add("endpoint_options", options, "must be a PoolEndpointOptions")
     what = "an instance type string or a VllmPool"
     if check_sequence(problems, "pools", pools, (str, VllmPool), what) and isinstance(
         pools, list | tuple

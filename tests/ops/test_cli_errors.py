@@ -78,7 +78,7 @@ CASES = [
         "--spec with a misspelled key",
         lambda t: [*START, "--spec", spec(t, "nmae: job\n")],
         EXIT_USAGE,
-        "error: recommendation spec: 5 problems; spec.nmae = 'job': did you mean 'name'?",
+        "error: recommendation spec: 5 problems; spec.nmae = 'job': not an option; did you mean 'name'?",
     ),
     (
         "--tokens-per-second 0",
