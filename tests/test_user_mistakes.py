@@ -91,7 +91,7 @@ def cluster(**overrides: Any) -> HyperPodEksCluster:
     return HyperPodEksCluster(stack, "HyperPod", **props)
 
 
-def fsx_store(prefix: str) -> FsxModelStore:
+def fsx_store(prefix: str, **overrides: Any) -> FsxModelStore:
     stack = new_stack()
     return FsxModelStore(
         stack,
@@ -99,6 +99,7 @@ def fsx_store(prefix: str) -> FsxModelStore:
         cluster=hyperpod_cluster(stack),
         weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
         weights_prefix=prefix,
+        **overrides,
     )
 
 
@@ -141,6 +142,11 @@ Case = tuple[str, Callable[..., Any], str]
 #: (kind, the mistake, the exact problem it must produce)
 CASES: list[Case] = [
     # -- raw Python/jsii errors before issue 15 -------------------------------------------
+    (
+        "a model store namespace that is not DNS-1123",
+        lambda: fsx_store("models/ds3", namespace="Models_NS"),
+        "namespace = 'Models_NS': a Kubernetes namespace must be 1-63 lower-case letters, digits and '-', starting with a letter or digit and ending with a letter or digit; e.g. 'models-ns'",
+    ),
     (
         "unknown model preset",
         lambda: preset("gpt-oss-21b"),

@@ -15,7 +15,7 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from .._cdk.validation import check_s3_prefix
+from .._cdk.validation import check_kubernetes_name, check_s3_prefix
 from ..errors import Problems
 from .interfaces import IHyperPodCluster
 
@@ -53,6 +53,7 @@ class FsxModelStore(Construct):
         claim_name: str = "model-weights",
     ) -> None:
         super().__init__(scope, id)
+        self.namespace = namespace
         self._validate(storage_capacity_gib, throughput_per_tib, weights_prefix)
         self.namespace, self.claim_name = namespace, claim_name
         self.storage_capacity_gib = storage_capacity_gib
@@ -89,6 +90,7 @@ class FsxModelStore(Construct):
                 "must name a prefix: the association should not import a whole bucket",
             )
         check_s3_prefix(problems, "weights_prefix", weights_prefix)
+        check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
         problems.raise_if_any()
 
     def _render_file_system(
