@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import App, Environment, Stack
 
-from .gpt_oss_pool_endpoint_stack import (
-    VLLM_SAGEMAKER_IMAGE,
-    GptOssPoolEndpointStack,
-    GptOssPoolSettings,
-)
+from .gpt_oss_pool_endpoint_stack import GptOssPoolEndpointStack, GptOssPoolSettings
 from .hyperpod_reference_stack import HyperPodReferenceStack, HyperPodSettings
 
 #: Context keys (``cdk.json`` or ``-c key=value``) and their placeholder defaults.
@@ -34,9 +30,7 @@ def add_reference_stacks(app: App) -> list[Stack]:
     """Add every reference stack to ``app``; needs no AWS account (region only)."""
     region = _context(app, "llm-serving:region")
     env = Environment(region=region)
-    image_uri = _context(app, "llm-serving:gpt-oss-20b:image-uri") or VLLM_SAGEMAKER_IMAGE.format(
-        region=region
-    )
+    image_uri = app.node.try_get_context("llm-serving:gpt-oss-20b:image-uri") or ""
     pool_stack = GptOssPoolEndpointStack(
         app,
         "GptOss20bPoolEndpoint",

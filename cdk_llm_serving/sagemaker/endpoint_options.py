@@ -17,9 +17,9 @@ from ..planning.catalog import Catalog
 from .async_inference import AsyncInference
 from .deployment import EndpointDeployment
 
-#: Routing strategies botocore's model and CloudFormation's schema both accept (botocore also
-#: lists KV_AWARE, which AWS::SageMaker::EndpointConfig refuses; tests/test_cloudformation_agreement.py
-#: checks this type against both). The type is the one list the check reads.
+#: What both the API and CloudFormation accept (the API's KV_AWARE is not in CloudFormation's
+#: schema; see ``_cdk.service_limits.CLOUDFORMATION_NARROWER``).
+#: The check reads this type (``errors.check_literal``).
 RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE"]
 
 #: Values MetricPublishFrequencyInSeconds accepts: the API reference lists them
