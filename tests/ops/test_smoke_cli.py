@@ -80,7 +80,7 @@ def test_a_copy_name_fails_on_the_other_copies_of_a_mixed_fleet(capsys):
     """Why clients send the shared name: vLLM answers 404 for names a copy does not serve."""
     with serving(copies=MIXED_FLEET, shared_name="gpt-oss-20b") as server:
         code, _, err = run(capsys, "--base-url", server.base_url, "--model", MIXED_FLEET[1])
-    assert code == 2 and err.startswith("error: HTTP 404") and "does not exist" in err
+    assert code == EXIT_HTTP_ERROR and err.startswith("error: HTTP 404") and "does not exist" in err
 
 
 def test_text_report_names_the_copy(capsys):
