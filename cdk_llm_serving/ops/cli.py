@@ -368,7 +368,7 @@ def _add_plan_output_options(planner: argparse.ArgumentParser) -> None:
     )
     planner.add_argument(
         "--itl-target-ms",
-        type=float,
+        type=positive_float,
         default=50.0,
         help="inter-token latency the batch must meet (default 50)",
     )

@@ -97,6 +97,22 @@ CASES = [
         "usage:",
     ),
     (
+        "--itl-target-ms 0",
+        lambda t: [
+            "plan",
+            "--model",
+            "gpt-oss-20b",
+            "--quantization",
+            "bf16",
+            "--instance-type",
+            "ml.g6e.12xlarge",
+            "--itl-target-ms",
+            "0",
+        ],
+        EXIT_USAGE,
+        "usage:",
+    ),
+    (
         "malformed --base-url",
         lambda t: ["smoke", "--base-url", "localhost:8000/v1", "--model", "m"],
         EXIT_USAGE,
