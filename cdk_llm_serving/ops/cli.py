@@ -408,7 +408,7 @@ def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="make a SageMaker bearer token for this region from the standard AWS credential chain",
     )
     smoke.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds per request (default 300)"
+        "--timeout", type=positive_float, default=300.0, help="seconds per request (default 300)"
     )
     smoke.add_argument("--json", action="store_true", help="print JSON instead of text")
     smoke.set_defaults(handler=_smoke_command)
@@ -461,7 +461,7 @@ def _add_recommend(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     start.set_defaults(handler=_recommend_start, aws=True)
     wait = steps.add_parser("wait", help="poll a job until it completes or fails")
     wait.add_argument("job")
-    wait.add_argument("--poll-seconds", type=float, default=60.0)
+    wait.add_argument("--poll-seconds", type=positive_float, default=60.0)
     wait.add_argument("--region")
     wait.set_defaults(handler=_recommend_wait, aws=True)
     to_pools = steps.add_parser("to-pools", help="write the job's results as a pool file")
