@@ -190,7 +190,7 @@ CASES: list[Case] = [
     (
         "a string where an InstancePool belongs",
         lambda: pool_endpoint(pools=["ml.g6e.12xlarge"]),
-        "pools[0] = 'ml.g6e.12xlarge': must be an InstancePool, not a str",
+        "pools[0] = 'ml.g6e.12xlarge': must be InstancePool, not a str",
     ),
     (
         "a misspelled keyword through **options",
@@ -200,12 +200,27 @@ CASES: list[Case] = [
     (
         "a list-like prop given as a string",
         lambda: pool_endpoint(pools="ml.g6e.12xlarge"),
-        "pools = 'ml.g6e.12xlarge': must be a list, each element an InstancePool; not a str",
+        "pools = 'ml.g6e.12xlarge': must be a list, each element InstancePool; not a str",
     ),
     (
         "a misspelled endpoint option passed as a dict",
         lambda: vllm_endpoint(endpoint_options={"endpont_name": "serving"}),
         "endpoint_options.endpont_name = 'serving': not an option; did you mean 'endpoint_name'?",
+    ),
+    (
+        "a string where a value type belongs",
+        lambda: serving_model(new_stack(), model_data="s3://weights/x/"),
+        "model_data = 's3://weights/x/': must be ModelData | None, not a str",
+    ),
+    (
+        "a number given as a string",
+        lambda: VllmConfig(model="m", max_model_len="8192").validate(),
+        "max_model_len = '8192': must be int | None, not a str",
+    ),
+    (
+        "a wrong type inside a value",
+        lambda: pool_endpoint(pools=[InstancePool("ml.g6e.12xlarge", model="llama")]),
+        "pools[0].model = 'llama': must be ServingModel | None, not a str",
     ),
     # -- Literal options checked from their type ------------------------------------------
     (

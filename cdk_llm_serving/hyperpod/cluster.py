@@ -35,7 +35,7 @@ from constructs import Construct, IConstruct
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_one_of
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
 from ._facts import addon_versions, hyperpod_facts, supported_kubernetes_versions
 from ._input_checks import check_cluster_inputs
@@ -123,6 +123,7 @@ class HyperPodEksCluster(Construct):
     #: The FSx for Lustre CSI driver add-on (installed once nodes exist).
     fsx_csi_driver: eks.Addon
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

@@ -16,7 +16,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from .._cdk.validation import check_kubernetes_name, check_s3_prefix
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from .interfaces import IHyperPodCluster
 
 #: SSD PERSISTENT_2 capacity: 1200 GiB, 2400 GiB, then increments of 2400 GiB (botocore's
@@ -39,6 +39,7 @@ class FsxModelStore(Construct):
     :param claim_name: the claim's name. Default: ``model-weights``.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

@@ -26,7 +26,7 @@ from constructs import Construct
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_at_least, check_kubernetes_name, kubernetes_name
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from ..model_sources import ModelData
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.cold_start import estimate_cold_start
@@ -139,6 +139,7 @@ class VllmMultiNodeService(Construct):
     group: HyperPodInstanceGroup
     instance: InstanceSpec
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

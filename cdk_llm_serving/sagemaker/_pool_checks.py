@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from .._cdk.service_limits import limits
 from .._cdk.validation import is_unresolved
-from ..errors import Problems, check_sequence
+from ..errors import Problems
 from ..planning.catalog import Catalog
 from ..planning.instance_storage import has_local_storage
 from ._container_checks import check_pool_hardware
@@ -123,12 +123,3 @@ def check_pools_hardware(
                 served.environment,
                 catalog,
             )
-
-
-def check_prop_types(problems: Problems, model: object, pools: object) -> None:
-    """``model`` a ``ServingModel`` (or ``None``), ``pools`` a list of ``InstancePool``;
-    raises at once otherwise, since no other check can read them."""
-    if model is not None and not isinstance(model, ServingModel):
-        problems.add("model", model, f"must be a ServingModel, not a {type(model).__name__}")
-    check_sequence(problems, "pools", pools, InstancePool, "an InstancePool")
-    problems.raise_if_any()

@@ -21,7 +21,7 @@ from constructs import Construct
 
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_name, check_range, seconds_of
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
 from .endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
 from .pool_endpoint import InstancePoolEndpoint
@@ -115,6 +115,7 @@ class InferenceComponentOnPools(Construct):
     :param model_data_download_timeout: download budget per copy (60-3600 s). Default: SageMaker's.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

@@ -19,13 +19,12 @@ from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import is_unresolved, seconds_of
-from ..errors import ConfigurationError, Problem, Problems, refuse_unknown_options
+from ..errors import ConfigurationError, Problem, Problems, checked_props, refuse_unknown_options
 from ..planning.catalog import Catalog, default_catalog
 from ._pool_checks import (
     check_component_mode,
     check_pools,
     check_pools_hardware,
-    check_prop_types,
     check_reservation,
     check_storage,
 )
@@ -127,6 +126,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
     #: The scaling of this endpoint, once ``auto_scale`` was called.
     auto_scaling: EndpointAutoScaling | None
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -313,7 +313,6 @@ class InstancePoolEndpoint(Construct, EndpointApi):
     ) -> None:
         """Names and defaults that the checks and the resources share."""
         self.model = model
-        self._given = (model, pools)
         self.pools: tuple[InstancePool, ...] = (
             tuple(pools) if isinstance(pools, list | tuple) else ()
         )
@@ -334,7 +333,6 @@ class InstancePoolEndpoint(Construct, EndpointApi):
     def _validate(self, options: PoolEndpointOptions) -> _Timeouts:
         """Every problem at once; the start-up timeouts sized from the planner."""
         problems = Problems(f"InstancePoolEndpoint '{self.node.path}'")
-        check_prop_types(problems, *self._given)
         check_pools(problems, self.pools)
         check_pools_hardware(problems, self.pools, self.model, self.catalog)
         check_component_mode(problems, self.pools, options, hosts=self.hosts_inference_components)

@@ -17,7 +17,7 @@ from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_name, check_subnets, is_unresolved
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.sizing import ModelSizing
 from ._container_checks import check_container_environment
@@ -65,6 +65,7 @@ class ServingModel(Construct):
         Default: none (unchecked; fixed default timeouts).
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

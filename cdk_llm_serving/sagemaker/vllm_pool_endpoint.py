@@ -13,11 +13,18 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Unpack
+from typing import Any, Unpack
 
 from constructs import Construct
 
-from ..errors import Problems, check_choice, check_keywords, check_literal, check_sequence
+from ..errors import (
+    Problems,
+    check_choice,
+    check_keywords,
+    check_literal,
+    check_sequence,
+    checked_props,
+)
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
 from ..planning.models import ModelSpec, preset, weight_formats
@@ -74,6 +81,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
     ``auto_scale`` and the ``metric*`` methods act on the endpoint (``self.endpoint``).
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -84,7 +92,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         base: VllmConfig,
         weights: Mapping[str, ModelData],
         pools: Sequence[str | VllmPool],
-        endpoint_options: PoolEndpointOptions | None = None,
+        endpoint_options: PoolEndpointOptions | Mapping[str, Any] | None = None,
         catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)

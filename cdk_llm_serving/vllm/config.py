@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..errors import ConfigurationError, Problem
+from ..errors import ConfigurationError, Problem, Problems, check_fields
 from .registry import flag_problems, name_problems, registry
 
 #: Flags vLLM 0.33 no longer has, with what replaced them: passing one makes vLLM exit
@@ -253,6 +253,10 @@ class VllmConfig:
     # -- checks -----------------------------------------------------------------------
 
     def problems(self) -> list[tuple[str, object, str]]:
+        typed = Problems("VllmConfig")
+        check_fields(typed, "", self)  # wrong types first: the checks below compare values
+        if typed:
+            return [(p.property, p.value, p.allowed) for p in typed.problems()]
         found: list[tuple[str, object, str]] = []
         if not self.model:
             found.append(("model", self.model, "must name the weights' location"))
