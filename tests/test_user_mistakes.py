@@ -12,7 +12,9 @@ import pytest
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_s3 as s3
+from constructs import Construct
 
+import cdk_llm_serving
 from cdk_llm_serving import (
     BlueGreenDeployment,
     ConfigurationError,
@@ -393,3 +395,16 @@ def test_every_problem_of_one_construct_comes_in_one_error():
         "environment['SM_VLLM_PORT']",
         "environment['SM_VLLM_ENABLE_REASONING']",
     ]
+
+
+def test_every_public_construct_checks_its_props_against_their_types():
+    """New constructs follow the rule too: their __init__ goes through errors.checked_props."""
+    constructs = [
+        getattr(cdk_llm_serving, name)
+        for name in cdk_llm_serving.__all__
+        if isinstance(getattr(cdk_llm_serving, name), type)
+        and issubclass(getattr(cdk_llm_serving, name), Construct)
+    ]
+    assert len(constructs) >= 10
+    unchecked = [c.__name__ for c in constructs if not hasattr(c.__init__, "__wrapped__")]
+    assert unchecked == []

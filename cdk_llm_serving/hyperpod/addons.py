@@ -28,7 +28,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from .._cdk.nag import acknowledge_cdk_internals
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from ._facts import chart_pins
 from .constants import (
     COLLECTOR_CLUSTER_ROLE,
@@ -130,6 +130,7 @@ class HyperPodServingAddons(Construct):
         Default: ``True``.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
