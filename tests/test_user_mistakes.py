@@ -238,7 +238,7 @@ CASES: list[Case] = [
     (
         "an unknown add-on name",
         lambda: cluster(addon_versions={"vpc-cnii": "v1.20.0"}),
-        "addon_versions = 'vpc-cnii': EKS add-ons must be one of aws-fsx-csi-driver, coredns, eks-pod-identity-agent, kube-proxy, vpc-cni",
+        "addon_versions = 'vpc-cnii': EKS add-ons must be one of aws-fsx-csi-driver, aws-secrets-store-csi-driver-provider, coredns, eks-pod-identity-agent, kube-proxy, vpc-cni",
     ),
     (
         "a routing strategy CloudFormation refuses",
