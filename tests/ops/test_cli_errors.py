@@ -22,6 +22,15 @@ from cdk_llm_serving.ops.exit_codes import (
 ROOT = Path(__file__).resolve().parents[2]
 #: Starts a recommendation without touching AWS: only the spec is read before the call.
 START = ["recommend", "start", "--region", "us-west-2"]
+PLAN = [
+    "plan",
+    "--model",
+    "gpt-oss-20b",
+    "--quantization",
+    "bf16",
+    "--instance-type",
+    "ml.g6e.12xlarge",
+]
 
 
 def cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -83,13 +92,7 @@ CASES = [
     (
         "--tokens-per-second 0",
         lambda t: [
-            "plan",
-            "--model",
-            "gpt-oss-20b",
-            "--quantization",
-            "bf16",
-            "--instance-type",
-            "ml.g6e.12xlarge",
+            *PLAN,
             "--tokens-per-second",
             "0",
         ],
@@ -99,13 +102,7 @@ CASES = [
     (
         "--itl-target-ms 0",
         lambda t: [
-            "plan",
-            "--model",
-            "gpt-oss-20b",
-            "--quantization",
-            "bf16",
-            "--instance-type",
-            "ml.g6e.12xlarge",
+            *PLAN,
             "--itl-target-ms",
             "0",
         ],
@@ -153,13 +150,7 @@ CASES = [
     (
         "plan: unreadable price file",
         lambda t: [
-            "plan",
-            "--model",
-            "gpt-oss-20b",
-            "--quantization",
-            "bf16",
-            "--instance-type",
-            "ml.g6e.12xlarge",
+            *PLAN,
             "--prices",
             spec(t, "{not json"),
         ],
