@@ -11,8 +11,8 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_kms as kms
 
 from .._cdk.service_limits import limits
-from .._cdk.validation import check_at_least, check_name, check_range, seconds_of
-from ..errors import Problems, check_literal
+from .._cdk.validation import check_at_least, check_name, check_one_of, check_range, seconds_of
+from ..errors import Problems
 from ..planning.catalog import Catalog
 from .async_inference import AsyncInference
 from .deployment import EndpointDeployment
@@ -24,9 +24,10 @@ RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE"
 
 #: Values MetricPublishFrequencyInSeconds accepts: the API reference lists them
 #: (sagemaker/latest/APIReference/API_MetricsConfig.html) and CloudFormation's schema enforces
-#: them; botocore's model has no enum for it. tests/sagemaker/test_endpoint_validation.py
-#: checks this tuple against the schema cfn-lint ships.
-METRIC_PUBLISH_FREQUENCIES = (10, 30, 60, 120, 180, 240, 300)
+#: them; botocore's model has no enum for it (``CLOUDFORMATION_NARROWER``).
+METRIC_PUBLISH_FREQUENCIES = tuple(
+    int(value) for value in limits("MetricsConfig", "MetricPublishFrequencyInSeconds").enum
+)
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,12 @@ class PoolEndpointOptions:
             limits("ProductionVariant", "VolumeSizeInGB"),
             "GB",
         )
-        check_literal(
+        check_one_of(
             problems,
             f"{at}routing_strategy",
             self.routing_strategy,
-            RoutingStrategy,
-            "routing strategies",
+            limits("ProductionVariantRoutingConfig", "RoutingStrategy"),
+            "routing strategy",
         )
         if self.metric_publish_frequency not in METRIC_PUBLISH_FREQUENCIES:
             allowed = ", ".join(map(str, METRIC_PUBLISH_FREQUENCIES))
