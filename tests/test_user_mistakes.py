@@ -243,7 +243,7 @@ CASES: list[Case] = [
     (
         "a routing strategy CloudFormation refuses",
         lambda: pool_endpoint(routing_strategy="KV_AWARE"),
-        "routing_strategy = 'KV_AWARE': routing strategies must be one of LEAST_OUTSTANDING_REQUESTS, RANDOM, PREFIX_AWARE",
+        "routing_strategy = 'KV_AWARE': routing strategy must be one of LEAST_OUTSTANDING_REQUESTS, RANDOM, PREFIX_AWARE: the SageMaker API accepts KV_AWARE but CloudFormation's AWS::SageMaker::EndpointConfig schema does not, so the template would be refused (cfn-lint E3030)",
     ),
     (
         "a traffic shift that is not one",
@@ -325,7 +325,7 @@ CASES: list[Case] = [
         lambda: model_with(
             {}, model_data=ModelData.from_s3_uri("s3://weights/models/model.tar.gz")
         ),
-        "model_data.prefix = 'models/model.tar.gz': names one object, but a prefix is expected: give the folder the weights' files are under (uncompressed; a model.tar.gz is not unpacked)",
+        "model_data.prefix = 'models/model.tar.gz': must be the folder of uncompressed weights, not an archive: the model reads every file under the prefix as is (S3Prefix, CompressionType None); unpack it",
     ),
     (
         "an S3 prefix given as a full URI",

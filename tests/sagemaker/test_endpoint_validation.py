@@ -133,7 +133,7 @@ def test_endpoint_and_variant_names():
 def test_routing_strategy_outside_the_service_enum():
     message = only_problem(routing_strategy="ROUND_ROBIN")
     assert message.startswith(
-        "routing_strategy = 'ROUND_ROBIN': routing strategies must be one of LEAST_OUTSTANDING_REQUESTS, RANDOM"
+        "routing_strategy = 'ROUND_ROBIN': routing strategy must be one of LEAST_OUTSTANDING_REQUESTS, RANDOM"
     )
 
 
