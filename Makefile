@@ -22,7 +22,7 @@ $(STAMP): requirements.txt pyproject.toml package.json package-lock.json
 	touch $(STAMP)
 
 synth: $(STAMP)
-	npx cdk synth --quiet
+	npx cdk synth --quiet -c llm-serving:allow-placeholders=true
 
 test: $(STAMP)
 	ruff check .

@@ -70,26 +70,46 @@ class ModelData:
 
     Weights are served as individual files (``CompressionType: None``): no
     multi-GB tarball to unpack on every instance start.
+
+    Read grants carry an ``aws:ResourceAccount`` condition: the bucket must belong to
+    ``bucket_account`` (default: the account of the stack that grants), so a bucket of the
+    same name in someone else's account is never read.
     """
 
     bucket_name: str
     prefix: str
     encryption_key: kms.IKey | None = None
+    bucket_account: str | None = None
 
     @classmethod
     def from_bucket(cls, bucket: s3.IBucket, prefix: str) -> ModelData:
         return cls(
-            bucket_name=bucket.bucket_name, prefix=prefix, encryption_key=bucket.encryption_key
+            bucket_name=bucket.bucket_name,
+            prefix=prefix,
+            encryption_key=bucket.encryption_key,
+            bucket_account=bucket.env.account,
         )
 
     @classmethod
-    def from_s3_uri(cls, uri: str, encryption_key: kms.IKey | None = None) -> ModelData:
-        """``s3://bucket/prefix/``; an unparseable URI is reported by ``validate``."""
+    def from_s3_uri(
+        cls,
+        uri: str,
+        encryption_key: kms.IKey | None = None,
+        bucket_account: str | None = None,
+    ) -> ModelData:
+        """``s3://bucket/prefix/``; an unparseable URI is reported by ``validate``.
+
+        ``bucket_account``: the 12-digit account that owns the bucket, when it is not the
+        deploying account.
+        """
         match = _S3_URI.match(uri)
         if not match:
             return cls(bucket_name="", prefix=uri, encryption_key=encryption_key)
         return cls(
-            bucket_name=match["bucket"], prefix=match["prefix"], encryption_key=encryption_key
+            bucket_name=match["bucket"],
+            prefix=match["prefix"],
+            encryption_key=encryption_key,
+            bucket_account=bucket_account,
         )
 
     @property

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import cast
 
-from aws_cdk import Names, RemovalPolicy, Stack
+from aws_cdk import Aws, Names, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -33,6 +33,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
+from .._cdk.role_grants import resource_account_condition
 from ..errors import Problems
 from ..planning.catalog import Catalog, default_catalog
 from ._facts import addon_versions, hyperpod_facts, supported_kubernetes_versions
@@ -41,6 +42,22 @@ from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 
 _LIFECYCLE_PREFIX = "lifecycle"
+#: EC2 actions HyperPod's nodes need for their network interfaces (no resource-level ARN at synth).
+_NODE_NETWORK_ACTIONS = [
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeVpcs",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DetachNetworkInterface",
+    "ec2:ModifyNetworkInterfaceAttribute",
+    "ec2:UnassignPrivateIpAddresses",
+]
 _ON_CREATE_SCRIPT = "on_create.sh"
 
 
@@ -328,6 +345,7 @@ class HyperPodEksCluster(Construct):
         """
         for dependency in dependencies:
             self.cfn_cluster.node.add_dependency(dependency)
+        self.cfn_cluster.node.add_dependency(self.execution_role_policy)
         policy = self.execution_role.node.try_find_child("DefaultPolicy")
         if policy is not None:
             self.cfn_cluster.node.add_dependency(policy)
@@ -444,27 +462,26 @@ class HyperPodEksCluster(Construct):
             ],
             description="HyperPod node execution role (cdk-llm-serving)",
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "ec2:AssignPrivateIpAddresses",
-                    "ec2:CreateNetworkInterface",
-                    "ec2:CreateNetworkInterfacePermission",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:DeleteNetworkInterfacePermission",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeVpcs",
-                    "ec2:DescribeDhcpOptions",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeSecurityGroups",
-                    "ec2:DetachNetworkInterface",
-                    "ec2:ModifyNetworkInterfaceAttribute",
-                    "ec2:UnassignPrivateIpAddresses",
-                ],
-                resources=["*"],
-            )
+        # Its own named policy: only these wildcards are acknowledged, on this policy alone.
+        self.execution_role_policy = iam.ManagedPolicy(
+            self,
+            "ExecutionRolePolicy",
+            roles=[role],
+            description="HyperPod nodes: network interfaces, image pulls, lifecycle scripts",
+            statements=self._execution_role_statements(),
         )
-        role.add_to_policy(
+        self._acknowledge_execution_role(role, self.execution_role_policy)
+        return role
+
+    def _execution_role_statements(self) -> list[iam.PolicyStatement]:
+        """ENIs, image pulls, and read of the lifecycle scripts in this account's bucket.
+
+        s3:ListBucket and s3:GetObject on the lifecycle bucket are what HyperPod needs
+        (docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html).
+        """
+        bucket_arn = self.lifecycle_bucket.bucket_arn
+        return [
+            iam.PolicyStatement(actions=_NODE_NETWORK_ACTIONS, resources=["*"]),
             iam.PolicyStatement(
                 actions=["ec2:CreateTags"],
                 resources=[
@@ -472,9 +489,7 @@ class HyperPodEksCluster(Construct):
                         service="ec2", resource="network-interface", resource_name="*"
                     )
                 ],
-            )
-        )
-        role.add_to_policy(
+            ),
             iam.PolicyStatement(
                 actions=[
                     "ecr:BatchCheckLayerAvailability",
@@ -483,13 +498,25 @@ class HyperPodEksCluster(Construct):
                     "ecr:GetDownloadUrlForLayer",
                 ],
                 resources=["*"],
-            )
-        )
-        self.lifecycle_bucket.grant_read(role, f"{_LIFECYCLE_PREFIX}/*")
-        self._acknowledge_execution_role(role)
-        return role
+            ),
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[f"{bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
+                conditions=resource_account_condition(Aws.ACCOUNT_ID),
+            ),
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn],
+                conditions={
+                    "StringLike": {
+                        "s3:prefix": [f"{_LIFECYCLE_PREFIX}/", f"{_LIFECYCLE_PREFIX}/*"]
+                    },
+                    **resource_account_condition(Aws.ACCOUNT_ID),
+                },
+            ),
+        ]
 
-    def _acknowledge_execution_role(self, role: iam.Role) -> None:
+    def _acknowledge_execution_role(self, role: iam.Role, policy: iam.ManagedPolicy) -> None:
         """cdk-nag findings the node role cannot avoid, each with HyperPod's reason."""
         acknowledge(
             role,
@@ -497,12 +524,12 @@ class HyperPodEksCluster(Construct):
             "HyperPod requires its managed instance policy on the node role.",
         )
         acknowledge_wildcard_resources(
-            role,
+            policy,
             ["*"],
             "HyperPod attaches ENIs in the cluster's subnets (EC2 network-interface actions take no ARN known at synth time) and nodes pull serving images from repositories chosen at deploy time.",
         )
         acknowledge_wildcard_resources(
-            role,
+            policy,
             [
                 Stack.of(self).format_arn(
                     service="ec2", resource="network-interface", resource_name="*"
@@ -510,14 +537,8 @@ class HyperPodEksCluster(Construct):
             ],
             "Tags only network interfaces, whose IDs exist only at run time.",
         )
-        for action in ("s3:GetBucket*", "s3:GetObject*", "s3:List*"):
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[Action::{action}]",
-                "Read-only access to the lifecycle-script bucket (CDK's grant_read).",
-            )
         acknowledge_wildcard_resources(
-            role,
+            policy,
             [f"{self.lifecycle_bucket.bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
             "Read of the lifecycle scripts under their prefix.",
         )

@@ -91,6 +91,7 @@ class ServingModel(Construct):
         grants.logs_and_metrics()
         vpc_config = self._render_vpc(grants, vpc, vpc_subnets, security_groups)
         grants.acknowledge()
+        self.role_grants = grants
         self.cfn_model = self._render_model(env, model_name, network_isolation, vpc_config)
         self.model_name: str = self.cfn_model.attr_model_name
 
@@ -158,6 +159,8 @@ class ServingModel(Construct):
             policy = self.role.node.try_find_child("DefaultPolicy")
             if policy is not None:
                 model.node.add_dependency(policy)
+        if self.role_grants.policy is not None:
+            model.node.add_dependency(self.role_grants.policy)
         return model
 
     @property

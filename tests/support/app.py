@@ -24,7 +24,8 @@ def project_context() -> dict:
 def new_app(**context: object) -> App:
     """An app like the reference one, minus what makes snapshots unstable."""
     return App(
-        context={**project_context(), **context},
+        # As `make synth`: the reference app's placeholder buckets are allowed for inspection.
+        context={**project_context(), "llm-serving:allow-placeholders": True, **context},
         analytics_reporting=False,
         default_stack_synthesizer=DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
     )
