@@ -166,3 +166,73 @@ class ExecutionRoleGrants:
 
     def _wildcard(self, resource: str, reason: str) -> None:
         self._reasons.setdefault(resource, []).append(reason)
+
+
+#: Id of the customer managed policy, under the grantee's role, that holds the bearer-token grant.
+BEARER_TOKEN_POLICY_ID = "SageMakerCallWithBearerToken"
+#: Why the bearer-token statement's ``*`` is unavoidable and bounded.
+BEARER_TOKEN_REASON = (
+    "sagemaker:CallWithBearerToken has no resource type (Service Authorization Reference); "
+    "aws:ResourceAccount limits it to the caller's own account, as AWS's managed policy "
+    "AmazonSageMakerJobRuntimeAccess does."
+)
+
+
+def bearer_token_statement() -> iam.PolicyStatement:
+    """``CallWithBearerToken`` on ``*``, only for resources of the caller's own account.
+
+    The condition is the one AWS's managed policy ``AmazonSageMakerJobRuntimeAccess``
+    puts on the same action (docs.aws.amazon.com/aws-managed-policy/latest/reference/
+    AmazonSageMakerJobRuntimeAccess.html, statement ``BearerTokenPermissions``).
+    """
+    return iam.PolicyStatement(
+        actions=["sagemaker:CallWithBearerToken"],
+        resources=["*"],
+        conditions={"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}},
+    )
+
+
+def _role_of(grantee: iam.IGrantable) -> iam.IRole | None:
+    principal = grantee.grant_principal
+    if isinstance(principal, Construct) and hasattr(principal, "role_name"):
+        return principal  # type: ignore[return-value]
+    return None
+
+
+def grant_bearer_token(grantee: iam.IGrantable) -> iam.Grant | None:
+    """Give ``grantee`` the bearer-token statement in a policy of its own.
+
+    A role gets it in one customer managed policy (``BEARER_TOKEN_POLICY_ID`` under the
+    role, shared by every endpoint that grants it), so ``acknowledge_bearer_token`` can
+    acknowledge exactly that ``*``; other principals get it in their default policy
+    (the returned ``Grant``).
+    """
+    role = _role_of(grantee)
+    if role is None:
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["sagemaker:CallWithBearerToken"],
+            resource_arns=["*"],
+            conditions={"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}},
+        )
+    if role.node.try_find_child(BEARER_TOKEN_POLICY_ID) is None:
+        iam.ManagedPolicy(
+            role,
+            BEARER_TOKEN_POLICY_ID,
+            roles=[role],
+            statements=[bearer_token_statement()],
+            description="cdk-llm-serving: SageMaker's OpenAI-compatible path (bearer token)",
+        )
+    return None
+
+
+def acknowledge_bearer_token(grantee: iam.IGrantable, reason: str = BEARER_TOKEN_REASON) -> None:
+    """Acknowledge cdk-nag's IAM5 ``Resource::*`` on the grantee's bearer-token policy only."""
+    role = _role_of(grantee)
+    policy = role.node.try_find_child(BEARER_TOKEN_POLICY_ID) if role is not None else None
+    if policy is None:
+        raise ValueError(
+            f"{grantee.grant_principal} holds no {BEARER_TOKEN_POLICY_ID} policy: "
+            "only a role granted with grant_invoke has one to acknowledge"
+        )
+    acknowledge_wildcard_resources(policy, ["*"], reason)

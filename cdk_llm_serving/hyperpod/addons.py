@@ -28,6 +28,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from .._cdk.nag import acknowledge_cdk_internals
+from .._cdk.pod_identity import pod_identity_role
 from ..errors import Problems
 from ._facts import chart_pins
 from .constants import (
@@ -43,7 +44,6 @@ from .constants import (
     KEDA_OPERATOR_ACCOUNT,
     LWS_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
-    POD_IDENTITY_PRINCIPAL,
     ROLE_LABEL,
     SYSTEM_NODE_ROLE,
 )
@@ -260,10 +260,12 @@ class HyperPodServingAddons(Construct):
             id="Keda",
             values={"tolerations": [], "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE}},
         )
-        role = iam.Role(
+        role = pod_identity_role(
             self,
             "KedaQueryRole",
-            assumed_by=iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL).with_session_tags(),
+            cluster_arn=self.cluster.eks_cluster.cluster_arn,
+            namespace=KEDA_NAMESPACE,
+            service_account=KEDA_OPERATOR_ACCOUNT,
             description="KEDA operator: reads the vLLM queue depth from Amazon Managed Prometheus",
         )
         identity = eks.CfnPodIdentityAssociation(

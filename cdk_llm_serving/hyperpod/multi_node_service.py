@@ -20,9 +20,9 @@ from typing import Any
 
 from aws_cdk import Annotations, CfnOutput, Duration
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from .._cdk.pod_identity import pod_identity_role
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.validation import check_at_least
 from ..errors import Problems
@@ -49,7 +49,6 @@ from .constants import (
     NODE_HEALTHY,
     PART_OF_LABEL,
     PART_OF_VALUE,
-    POD_IDENTITY_PRINCIPAL,
     ROLE_LABEL,
     VLLM_API_PORT,
     VLLM_HEALTH_PATH,
@@ -317,10 +316,12 @@ class VllmMultiNodeService(Construct):
         """Namespace and service account for the pods, and a Pod Identity role that reads the prefix."""
         assert self.stream_from is not None and self.service_account is not None
         cluster = self.cluster
-        role = iam.Role(
+        role = pod_identity_role(
             self,
             "WeightsRole",
-            assumed_by=iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL).with_session_tags(),
+            cluster_arn=cluster.eks_cluster.cluster_arn,
+            namespace=self.namespace,
+            service_account=self.service_account,
             description=f"{self.name}: streams weights from S3",
         )
         grants = ExecutionRoleGrants(self, role)
