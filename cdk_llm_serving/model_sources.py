@@ -5,18 +5,41 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from aws_cdk import Annotations
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from constructs import IConstruct
 
 from ._cdk.validation import is_unresolved
 from .errors import Problems
 
-__all__ = ["ContainerImage", "ModelData"]
+__all__ = ["ContainerImage", "ModelData", "warn_if_tag_only"]
+
+#: Warning id of an image referenced by a tag only (acknowledge it to accept a moving tag).
+TAG_ONLY_IMAGE_WARNING = "cdk-llm-serving:imageTagOnly"
+_DIGEST = re.compile(r"@sha256:[a-f0-9]{64}$")
+
+
+def warn_if_tag_only(scope: IConstruct, prop: str, image_uri: str) -> None:
+    """Warn (id ``cdk-llm-serving:imageTagOnly``) when ``image_uri`` names no digest.
+
+    A tag can be moved to other content after review; a digest names the exact image
+    (docs.aws.amazon.com/AmazonECR/latest/userguide/image-tag-mutability.html).
+    """
+    if is_unresolved(image_uri) or _DIGEST.search(image_uri):
+        return
+    Annotations.of(scope).add_warning_v2(
+        TAG_ONLY_IMAGE_WARNING,
+        f"{prop} = {image_uri!r} is pinned by tag only: the tag can be moved to another image. "
+        "Give the digest (<repository>@sha256:<digest> or <repository>:<tag>@sha256:<digest>).",
+    )
+
 
 _ECR_IMAGE_URI = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?"
-    r"/(?P<repository>[a-z0-9][a-z0-9._/-]*)(?::[\w][\w.-]{0,127}|@sha256:[a-f0-9]{64})$"
+    r"/(?P<repository>[a-z0-9][a-z0-9._/-]*)"
+    r"(?::[\w][\w.-]{0,127}(?:@sha256:[a-f0-9]{64})?|@sha256:[a-f0-9]{64})$"
 )
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<prefix>.*)$")
 
@@ -38,11 +61,22 @@ class ContainerImage:
         return cls(image_uri=image_uri)
 
     @classmethod
-    def from_repository(cls, repository: ecr.IRepository, tag: str = "latest") -> ContainerImage:
+    def from_repository(
+        cls, repository: ecr.IRepository, tag: str = "latest", digest: str | None = None
+    ) -> ContainerImage:
+        """An image of ``repository``: by ``digest`` (``sha256:…``) when given, else by ``tag``."""
         return cls(
-            image_uri=repository.repository_uri_for_tag(tag),
+            image_uri=(
+                repository.repository_uri_for_digest(digest)
+                if digest is not None
+                else repository.repository_uri_for_tag(tag)
+            ),
             repository_arn=repository.repository_arn,
         )
+
+    def warn_if_tag_only(self, scope: IConstruct, prop: str) -> None:
+        """A synth warning (``cdk-llm-serving:imageTagOnly``) unless the image is pinned by digest."""
+        warn_if_tag_only(scope, prop, self.image_uri)
 
     def validate(self, problems: Problems, prop: str) -> None:
         if self.repository_arn is not None or is_unresolved(self.image_uri):

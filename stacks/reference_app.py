@@ -11,6 +11,7 @@ from .gpt_oss_pool_endpoint_stack import (
     GptOssPoolEndpointStack,
     GptOssPoolSettings,
 )
+from .hipaa_review import acknowledge_hyperpod_stack, acknowledge_pool_stack
 from .hyperpod_reference_stack import HyperPodReferenceStack, HyperPodSettings
 
 #: Context keys (``cdk.json`` or ``-c key=value``) and their placeholder defaults.
@@ -101,4 +102,6 @@ def add_reference_stacks(app: App) -> list[Stack]:
             max_replicas=int(_context(app, "llm-serving:reference-moe:max-replicas")),
         ),
     )
+    acknowledge_pool_stack(pool_stack)
+    acknowledge_hyperpod_stack(hyperpod_stack)
     return [pool_stack, hyperpod_stack]

@@ -375,7 +375,11 @@ class HyperPodEksCluster(Construct):
             nat_gateways=1,
             subnet_configuration=[
                 ec2.SubnetConfiguration(
-                    name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24
+                    name="public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=24,
+                    # The NAT gateway brings its own Elastic IP; nothing else gets a public IP.
+                    map_public_ip_on_launch=False,
                 ),
                 # Pods take VPC addresses (VPC CNI): large private subnets.
                 ec2.SubnetConfiguration(

@@ -26,7 +26,7 @@ from .._cdk.pod_identity import pod_identity_role
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.validation import check_at_least
 from ..errors import Problems
-from ..model_sources import ModelData
+from ..model_sources import ModelData, warn_if_tag_only
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.cold_start import estimate_cold_start
 from ..planning.models import ModelSpec, preset, weight_format
@@ -184,6 +184,7 @@ class VllmMultiNodeService(Construct):
         prerequisites = (
             [model_store.manifest] if model_store is not None else self._streaming_identity()
         )
+        warn_if_tag_only(self, "image", image)
         self.lws = self.leader_worker_set(
             image, startup, model_store.claim_name if model_store else None
         )

@@ -86,6 +86,7 @@ class ServingModel(Construct):
         )
         grants = ExecutionRoleGrants(self, self.role)
         grants.image_pull(image)
+        image.warn_if_tag_only(self, "image")
         if model_data is not None:
             grants.model_data_read(model_data)
         grants.logs_and_metrics()

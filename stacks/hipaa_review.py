@@ -1,0 +1,87 @@
+"""The HIPAA.Security findings that remain on the reference stacks, each acknowledged with its reason.
+
+cdk-nag's ``HIPAASecurityChecks`` runs beside ``AwsSolutionsChecks`` (``app.py``, the test
+suite). Findings on resources aws-cdk-lib generates are acknowledged where the constructs
+acknowledge their AwsSolutions findings (``_cdk/nag.py``); these are the reference's own.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Validations
+from constructs import IConstruct
+
+from .gpt_oss_pool_endpoint_stack import GptOssPoolEndpointStack
+from .hyperpod_reference_stack import HyperPodReferenceStack
+
+
+def _acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
+    Validations.of(scope).acknowledge(Acknowledgment(id=f"HIPAA.Security-{rule}", reason=reason))
+
+
+def acknowledge_pool_stack(stack: GptOssPoolEndpointStack) -> None:
+    _acknowledge(
+        stack.endpoint.cfn_endpoint_config,
+        "SageMakerEndpointConfigurationKMSKeyConfigured",
+        "Every pool's instance type (g6e, g6) has local NVMe storage, which a hardware module "
+        "encrypts and for which SageMaker refuses a KmsKeyId "
+        "(docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateEndpointConfig.html, KmsKeyId).",
+    )
+
+
+def acknowledge_hyperpod_stack(stack: HyperPodReferenceStack) -> None:
+    cluster = stack.cluster
+    _acknowledge(
+        cluster.vpc,
+        "VPCNoUnrestrictedRouteToIGW",
+        "Only the public subnets route to the internet gateway, for the NAT gateway; "
+        "nodes, pods and the load balancer sit in the private subnets.",
+    )
+    for scope in (cluster.node_security_group, cluster.eks_cluster):
+        _acknowledge(
+            scope,
+            "EC2RestrictedCommonPorts",
+            "The all-traffic rules admit only the cluster's own security groups (EFA and "
+            "the EKS control plane need them), never a CIDR range: nothing is unrestricted.",
+        )
+    _acknowledge(
+        cluster.vpc.node.find_child("FlowLog"),
+        "IAMNoInlinePolicy",
+        "aws-cdk-lib's flow-log role: its inline policy writes only to the flow-log group.",
+    )
+    _acknowledge(
+        cluster.node.find_child("FlowLogs"),
+        "CloudWatchLogGroupEncrypted",
+        "VPC flow-log records (addresses, ports, byte counts) hold no request content; "
+        "CloudWatch Logs encrypts them at rest with its own keys.",
+    )
+    bucket = cluster.lifecycle_bucket
+    for rule, reason in (
+        (
+            "S3BucketReplicationEnabled",
+            "Holds only the lifecycle script, which every deploy uploads again from source.",
+        ),
+        (
+            "S3DefaultEncryptionKMS",
+            "Holds only the lifecycle script (public project source, no data): SSE-S3 suffices.",
+        ),
+        (
+            "S3BucketLoggingEnabled",
+            "Holds only the lifecycle script CloudFormation uploads; writes are the stack's own.",
+        ),
+    ):
+        _acknowledge(bucket, rule, reason)
+    dashboard = stack.dashboard
+    for rule, reason in (
+        ("LambdaConcurrency", "Invoked only by the dashboard's custom widgets, on view."),
+        ("LambdaDLQ", "Invoked synchronously by CloudWatch dashboards: no event to dead-letter."),
+        (
+            "LambdaInsideVPC",
+            "Reaches only Amazon Managed Prometheus's public, SigV4-signed query API.",
+        ),
+        (
+            "CloudWatchLogGroupEncrypted",
+            "The widget's logs hold PromQL queries and errors, no request content.",
+        ),
+        ("IAMNoInlinePolicy", "aws-cdk-lib's grant to the widget's role: one AMP query action."),
+    ):
+        _acknowledge(dashboard, rule, reason)
