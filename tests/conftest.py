@@ -13,14 +13,13 @@ from aws_cdk import Validations, cx_api
 
 @pytest.fixture(scope="session")
 def reference_assembly() -> cx_api.CloudAssembly:
-    from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks
-
     from stacks import add_reference_stacks
+    from stacks.hipaa_review import compliance_checks
 
     app = new_app()
     add_reference_stacks(app)
     # cdk-nag runs as a validation plugin: any unacknowledged finding fails this synth.
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app), HIPAASecurityChecks(app))
+    Validations.of(app).add_plugins(*compliance_checks(app))
     return app.synth()
 
 

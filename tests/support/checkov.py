@@ -112,9 +112,7 @@ def load_suppressions() -> list[dict[str, Any]]:
     return list(yaml.safe_load(SUPPRESSIONS.read_text()))
 
 
-def unsuppressed(
-    findings: list[dict[str, Any]], suppressions: list[dict[str, Any]]
-) -> list[str]:
+def unsuppressed(findings: list[dict[str, Any]], suppressions: list[dict[str, Any]]) -> list[str]:
     """``check resource`` of every finding that no suppression names."""
     left = []
     for finding in findings:
