@@ -162,7 +162,10 @@ def test_model_roles_read_only_their_own_weights_prefix(pool_template):
             == f":s3:::cdk-llm-serving-placeholder-weights/{prefix}*"
         )
         listing = next(s for s in statements if "s3:ListBucket" in actions_of(s))
-        assert listing["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
+        assert listing["Condition"] == {
+            "StringLike": {"s3:prefix": [prefix, f"{prefix}*"]},
+            "StringEquals": {"aws:ResourceAccount": {"Ref": "AWS::AccountId"}},
+        }
         ecr = next(s for s in statements if "ecr:BatchGetImage" in actions_of(s))
         assert ecr["Resource"]["Fn::Join"][1][-1] == ":ecr:us-west-2:763104351884:repository/vllm"
         for statement in statements:
