@@ -7,7 +7,7 @@ acknowledge their AwsSolutions findings (``_cdk/nag.py``); these are the referen
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, App, IPolicyValidationPluginBeta1, Validations
+from aws_cdk import Acknowledgment, App, IPolicyValidationPlugin, Validations
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks
 from constructs import IConstruct
 
@@ -15,7 +15,7 @@ from .gpt_oss_pool_endpoint_stack import GptOssPoolEndpointStack
 from .hyperpod_reference_stack import HyperPodReferenceStack
 
 
-def compliance_checks(app: App) -> list[IPolicyValidationPluginBeta1]:
+def compliance_checks(app: App) -> list[IPolicyValidationPlugin]:
     """The cdk-nag packs the reference app and the test suite run: AwsSolutions and HIPAA.Security."""
     return [AwsSolutionsChecks(app), HIPAASecurityChecks(app)]
 

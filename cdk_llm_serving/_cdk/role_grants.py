@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -178,6 +180,10 @@ BEARER_TOKEN_REASON = (
 )
 
 
+#: The caller's own account, as AmazonSageMakerJobRuntimeAccess writes it.
+_OWN_ACCOUNT = {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}}
+
+
 def bearer_token_statement() -> iam.PolicyStatement:
     """``CallWithBearerToken`` on ``*``, only for resources of the caller's own account.
 
@@ -188,7 +194,7 @@ def bearer_token_statement() -> iam.PolicyStatement:
     return iam.PolicyStatement(
         actions=["sagemaker:CallWithBearerToken"],
         resources=["*"],
-        conditions={"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}},
+        conditions=_OWN_ACCOUNT,
     )
 
 
@@ -213,11 +219,11 @@ def grant_bearer_token(grantee: iam.IGrantable) -> iam.Grant | None:
             grantee=grantee,
             actions=["sagemaker:CallWithBearerToken"],
             resource_arns=["*"],
-            conditions={"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}},
+            conditions=_OWN_ACCOUNT,
         )
     if role.node.try_find_child(BEARER_TOKEN_POLICY_ID) is None:
         iam.ManagedPolicy(
-            role,
+            cast(Construct, role),
             BEARER_TOKEN_POLICY_ID,
             roles=[role],
             statements=[bearer_token_statement()],
