@@ -24,19 +24,19 @@ def _synth_with_nag(stack: Stack) -> None:
     app.synth()  # type: ignore[attr-defined]
 
 
-def test_a_new_wildcard_on_a_model_role_is_reported():
+def _model_role(stack: Stack) -> iam.IRole:
+    return serving_model(stack).role
+
+
+def _node_role(stack: Stack) -> iam.IRole:
+    return hyperpod_cluster(stack).execution_role
+
+
+@pytest.mark.parametrize("role_of", [_model_role, _node_role], ids=["model role", "node role"])
+def test_a_new_wildcard_on_a_role_is_reported(role_of):
     """The role's own wildcards are acknowledged on their policy only, not on the role."""
     stack = new_stack()
-    model = serving_model(stack)
-    model.role.add_to_principal_policy(WILDCARD_READ)
-    with pytest.raises(Exception, match=IAM5_STAR):
-        _synth_with_nag(stack)
-
-
-def test_a_new_wildcard_on_the_node_role_is_reported():
-    stack = new_stack()
-    cluster = hyperpod_cluster(stack)
-    cluster.execution_role.add_to_policy(WILDCARD_READ)
+    role_of(stack).add_to_principal_policy(WILDCARD_READ)
     with pytest.raises(Exception, match=IAM5_STAR):
         _synth_with_nag(stack)
 
