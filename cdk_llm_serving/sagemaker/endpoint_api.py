@@ -30,6 +30,8 @@ class IPoolEndpoint(Protocol):
 
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant: ...
 
+    def acknowledge_invoke_grant(self, grantee: iam.IGrantable, reason: str = ...) -> None: ...
+
     def metric(
         self,
         metric_name: str,
