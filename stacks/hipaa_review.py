@@ -88,6 +88,5 @@ def acknowledge_hyperpod_stack(stack: HyperPodReferenceStack) -> None:
             "CloudWatchLogGroupEncrypted",
             "The widget's logs hold PromQL queries and errors, no request content.",
         ),
-        ("IAMNoInlinePolicy", "aws-cdk-lib's grant to the widget's role: one AMP query action."),
     ):
         _acknowledge(dashboard, rule, reason)

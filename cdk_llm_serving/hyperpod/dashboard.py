@@ -106,19 +106,24 @@ class VllmDashboard(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description="Draws vLLM SLO charts from Amazon Managed Prometheus",
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["aps:QueryMetrics"], resources=[observability.workspace.attr_arn]
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[f"{log_group.log_group_arn}:*"],
-            )
+        # Its own named policy: the one wildcard is acknowledged on this policy alone.
+        policy = iam.ManagedPolicy(
+            self,
+            "WidgetPolicy",
+            roles=[role],
+            description="vLLM dashboard widget: query this workspace, write its own logs",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["aps:QueryMetrics"], resources=[observability.workspace.attr_arn]
+                ),
+                iam.PolicyStatement(
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[f"{log_group.log_group_arn}:*"],
+                ),
+            ],
         )
         acknowledge_wildcard_resources(
-            role,
+            policy,
             [f"{log_group.log_group_arn}:*"],
             "Log streams of the widget function's own log group; their names are made by Lambda.",
         )
