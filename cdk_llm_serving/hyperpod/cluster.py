@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import cast
 
-from aws_cdk import Aws, Names, RemovalPolicy, Stack
+from aws_cdk import Names, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -484,6 +484,7 @@ class HyperPodEksCluster(Construct):
         (docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html).
         """
         bucket_arn = self.lifecycle_bucket.bucket_arn
+        owner = resource_account_condition(Stack.of(self).account)
         return [
             iam.PolicyStatement(actions=_NODE_NETWORK_ACTIONS, resources=["*"]),
             iam.PolicyStatement(
@@ -506,7 +507,7 @@ class HyperPodEksCluster(Construct):
             iam.PolicyStatement(
                 actions=["s3:GetObject"],
                 resources=[f"{bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
-                conditions=resource_account_condition(Aws.ACCOUNT_ID),
+                conditions=owner,
             ),
             iam.PolicyStatement(
                 actions=["s3:ListBucket"],
@@ -515,7 +516,7 @@ class HyperPodEksCluster(Construct):
                     "StringLike": {
                         "s3:prefix": [f"{_LIFECYCLE_PREFIX}/", f"{_LIFECYCLE_PREFIX}/*"]
                     },
-                    **resource_account_condition(Aws.ACCOUNT_ID),
+                    **owner,
                 },
             ),
         ]
