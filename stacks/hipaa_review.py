@@ -7,6 +7,8 @@ acknowledge their AwsSolutions findings (``_cdk/nag.py``); these are the referen
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aws_cdk import Acknowledgment, App, IPolicyValidationPlugin, Validations
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks
 from constructs import IConstruct
@@ -15,9 +17,16 @@ from .gpt_oss_pool_endpoint_stack import GptOssPoolEndpointStack
 from .hyperpod_reference_stack import HyperPodReferenceStack
 
 
+#: The cdk-nag packs the reference app and the test suite run.
+REFERENCE_NAG_PACKS: tuple[Callable[[App], IPolicyValidationPlugin], ...] = (
+    AwsSolutionsChecks,
+    HIPAASecurityChecks,
+)
+
+
 def compliance_checks(app: App) -> list[IPolicyValidationPlugin]:
-    """The cdk-nag packs the reference app and the test suite run: AwsSolutions and HIPAA.Security."""
-    return [AwsSolutionsChecks(app), HIPAASecurityChecks(app)]
+    """``REFERENCE_NAG_PACKS`` for ``app``: AwsSolutions and HIPAA.Security."""
+    return [pack(app) for pack in REFERENCE_NAG_PACKS]
 
 
 def _acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
