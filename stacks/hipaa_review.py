@@ -16,7 +16,6 @@ from constructs import IConstruct
 from .gpt_oss_pool_endpoint_stack import GptOssPoolEndpointStack
 from .hyperpod_reference_stack import HyperPodReferenceStack
 
-
 #: The cdk-nag packs the reference app and the test suite run.
 REFERENCE_NAG_PACKS: tuple[Callable[[App], IPolicyValidationPlugin], ...] = (
     AwsSolutionsChecks,
