@@ -77,12 +77,7 @@ class GptOssPoolEndpointStack(Stack):
         self.endpoint = self.serving.endpoint
         # Pool capacities come from the planner (each derived model declares its sizing).
         self.endpoint.auto_scale(min_capacity=1, max_capacity=settings.max_instances)
-        self.alerts_topic = self._alerts_topic()
-        notify = cloudwatch_actions.SnsAction(self.alerts_topic)
-        self.alarms = PoolEndpointAlarms(self, "Alarms", endpoint=self.endpoint, actions=[notify])
-        for alarm in self.endpoint.rollback_alarms:
-            if isinstance(alarm, cloudwatch.Alarm):
-                alarm.add_alarm_action(notify)
+        self.alarms = self._alarms_to_topic()
         self.dashboard = PoolEndpointDashboard(
             self,
             "Dashboard",
@@ -109,6 +104,16 @@ class GptOssPoolEndpointStack(Stack):
             value=self.endpoint.openai_base_url,
             description="OpenAI-compatible base URL (bearer token: SigV4-presigned CallWithBearerToken)",
         )
+
+    def _alarms_to_topic(self) -> PoolEndpointAlarms:
+        """The operator alarms and the rollback alarms, all notifying ``alerts_topic``."""
+        self.alerts_topic = self._alerts_topic()
+        notify = cloudwatch_actions.SnsAction(self.alerts_topic)
+        alarms = PoolEndpointAlarms(self, "Alarms", endpoint=self.endpoint, actions=[notify])
+        for alarm in self.endpoint.rollback_alarms:
+            if isinstance(alarm, cloudwatch.Alarm):
+                alarm.add_alarm_action(notify)
+        return alarms
 
     def _alerts_topic(self) -> sns.Topic:
         """An SNS topic for every operator alarm, encrypted with a key CloudWatch may use; both retained.

@@ -84,6 +84,11 @@ def acknowledge_hyperpod_stack(stack: HyperPodReferenceStack) -> None:
         ),
     ):
         _acknowledge(bucket, rule, reason)
+    _acknowledge_dashboard(stack)
+
+
+def _acknowledge_dashboard(stack: HyperPodReferenceStack) -> None:
+    """The dashboard's custom-widget Lambda and its log group."""
     dashboard = stack.dashboard
     for rule, reason in (
         ("LambdaConcurrency", "Invoked only by the dashboard's custom widgets, on view."),
