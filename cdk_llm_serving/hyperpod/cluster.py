@@ -34,6 +34,7 @@ from constructs import Construct, IConstruct
 
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.role_grants import resource_account_condition
+from .._cdk.template_limits import check_template_limits
 from ..errors import Problems
 from ..planning.catalog import Catalog, default_catalog
 from ._facts import addon_versions, hyperpod_facts, supported_kubernetes_versions
@@ -153,6 +154,7 @@ class HyperPodEksCluster(Construct):
         catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
+        check_template_limits(self)
         self.catalog = catalog or default_catalog()
         self.instance_groups = tuple(instance_groups)
         self.kubernetes_version = kubernetes_version
