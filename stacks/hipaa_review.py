@@ -84,22 +84,3 @@ def acknowledge_hyperpod_stack(stack: HyperPodReferenceStack) -> None:
         ),
     ):
         _acknowledge(bucket, rule, reason)
-    _acknowledge_dashboard(stack)
-
-
-def _acknowledge_dashboard(stack: HyperPodReferenceStack) -> None:
-    """The dashboard's custom-widget Lambda and its log group."""
-    dashboard = stack.dashboard
-    for rule, reason in (
-        ("LambdaConcurrency", "Invoked only by the dashboard's custom widgets, on view."),
-        ("LambdaDLQ", "Invoked synchronously by CloudWatch dashboards: no event to dead-letter."),
-        (
-            "LambdaInsideVPC",
-            "Reaches only Amazon Managed Prometheus's public, SigV4-signed query API.",
-        ),
-        (
-            "CloudWatchLogGroupEncrypted",
-            "The widget's logs hold PromQL queries and errors, no request content.",
-        ),
-    ):
-        _acknowledge(dashboard, rule, reason)

@@ -6,11 +6,7 @@ from aws_cdk import App, Environment, Stack
 
 from cdk_llm_serving.errors import Problems
 
-from .gpt_oss_pool_endpoint_stack import (
-    VLLM_SAGEMAKER_IMAGE,
-    GptOssPoolEndpointStack,
-    GptOssPoolSettings,
-)
+from .gpt_oss_pool_endpoint_stack import GptOssPoolEndpointStack, GptOssPoolSettings
 from .hipaa_review import acknowledge_hyperpod_stack, acknowledge_pool_stack
 from .hyperpod_reference_stack import HyperPodReferenceStack, HyperPodSettings
 
@@ -72,9 +68,7 @@ def add_reference_stacks(app: App) -> list[Stack]:
     _refuse_placeholders(app)
     region = _context(app, "llm-serving:region")
     env = Environment(region=region)
-    image_uri = _context(app, "llm-serving:gpt-oss-20b:image-uri") or VLLM_SAGEMAKER_IMAGE.format(
-        region=region
-    )
+    image_uri = app.node.try_get_context("llm-serving:gpt-oss-20b:image-uri") or ""
     pool_stack = GptOssPoolEndpointStack(
         app,
         "GptOss20bPoolEndpoint",

@@ -382,7 +382,11 @@ def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         required=True,
         help="e.g. http://internal-lb/v1 or https://runtime.sagemaker.<region>.amazonaws.com/endpoints/<name>/openai/v1",
     )
-    smoke.add_argument("--model", required=True, help="the served model name")
+    smoke.add_argument(
+        "--model",
+        required=True,
+        help="the name clients send (on a pool endpoint: the shared name every copy serves)",
+    )
     auth = smoke.add_mutually_exclusive_group()
     auth.add_argument("--api-key", help="sent as a bearer token")
     auth.add_argument("--bearer-token", help="a ready SageMaker bearer token")
