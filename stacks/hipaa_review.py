@@ -68,6 +68,7 @@ def acknowledge_hyperpod_stack(stack: HyperPodReferenceStack) -> None:
         "VPC flow-log records (addresses, ports, byte counts) hold no request content; "
         "CloudWatch Logs encrypts them at rest with its own keys.",
     )
+    _acknowledge_api_key(stack)
     bucket = cluster.lifecycle_bucket
     for rule, reason in (
         (
@@ -84,3 +85,26 @@ def acknowledge_hyperpod_stack(stack: HyperPodReferenceStack) -> None:
         ),
     ):
         _acknowledge(bucket, rule, reason)
+
+
+def _acknowledge_api_key(stack: HyperPodReferenceStack) -> None:
+    """The vLLM API key's secret and the pods' read of it."""
+    service = stack.service
+    if service.api_key is None:
+        return
+    _acknowledge(
+        service.api_key,
+        "SecretsManagerRotationEnabled",
+        "vLLM reads its API key once at start: rotation is a new value plus a restart of the "
+        "leader pods, as the README describes; an automatic rotation would lock clients out.",
+    )
+    _acknowledge(
+        service.api_key,
+        "SecretsManagerUsingKMSKey",
+        "Encrypted with Secrets Manager's AWS managed key; only the pods' role and admins read it.",
+    )
+    _acknowledge(
+        service.node.find_child("WeightsRole"),
+        "IAMNoInlinePolicy",
+        "Secrets Manager's grant_read of the one API-key secret (and its key, if any).",
+    )

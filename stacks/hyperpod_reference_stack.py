@@ -11,7 +11,6 @@ from constructs import Construct
 
 from cdk_llm_serving.hyperpod.addons import HelmChartSource, HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
-from cdk_llm_serving.hyperpod.constants import DEFAULT_VLLM_IMAGE
 from cdk_llm_serving.hyperpod.dashboard import VllmDashboard
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
@@ -36,7 +35,8 @@ class HyperPodSettings:
     max_replicas: int = 1
     admin_role_arns: tuple[str, ...] = ()
     hyperpod_chart_dir: str | None = None
-    vllm_image: str = DEFAULT_VLLM_IMAGE
+    #: ``None``: AWS's vLLM container with EFA for the stack's region.
+    vllm_image: str | None = None
 
 
 class HyperPodReferenceStack(Stack):

@@ -19,7 +19,7 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:reference-moe:weights-uri": "s3://cdk-llm-serving-placeholder-weights/reference-2.4t-a95b-nvfp4/",
     "llm-serving:hyperpod:admin-role-arns": "",
     "llm-serving:hyperpod:chart-dir": "",
-    "llm-serving:reference-moe:vllm-image": "vllm/vllm-openai:v0.33.0",
+    "llm-serving:reference-moe:vllm-image": "",
     "llm-serving:reference-moe:max-replicas": "1",
 }
 
@@ -92,7 +92,7 @@ def add_reference_stacks(app: App) -> list[Stack]:
             weights_uri=_context(app, "llm-serving:reference-moe:weights-uri"),
             admin_role_arns=admins,
             hyperpod_chart_dir=_context(app, "llm-serving:hyperpod:chart-dir") or None,
-            vllm_image=_context(app, "llm-serving:reference-moe:vllm-image"),
+            vllm_image=_context(app, "llm-serving:reference-moe:vllm-image") or None,
             max_replicas=int(_context(app, "llm-serving:reference-moe:max-replicas")),
         ),
     )

@@ -25,6 +25,10 @@ from typing import Any
 
 from .bearer_token import generate_bearer_token
 
+#: Environment variable ``smoke`` reads the API key from when no flag gives one (keeps the
+#: key out of shell history and process listings). Not ``OPENAI_API_KEY``: that one usually
+#: holds a key for another service, which must not be sent to this endpoint.
+API_KEY_ENV = "LLM_SERVING_API_KEY"
 TOOL_NAME = "get_weather"
 TOOL: dict[str, Any] = {
     "type": "function",

@@ -117,3 +117,15 @@ def test_percentile_nearest_rank():
         90.0,
         99.0,
     )
+
+
+def test_api_key_comes_from_the_environment(capsys, monkeypatch):
+    """The HyperPod service requires its API key; smoke reads it from LLM_SERVING_API_KEY."""
+    with serving(required_token="from-env") as server:
+        monkeypatch.delenv("LLM_SERVING_API_KEY", raising=False)
+        assert run(capsys, "--base-url", server.base_url, "--model", "m")[0] == 2
+        monkeypatch.setenv("LLM_SERVING_API_KEY", "from-env")
+        assert run(capsys, "--base-url", server.base_url, "--model", "m")[0] == 0
+        # A flag wins over the environment.
+        code, _, err = run(capsys, "--base-url", server.base_url, "--model", "m", "--api-key", "x")
+    assert code == 2 and err.startswith("error: HTTP 401")

@@ -59,6 +59,18 @@ def test_checkov_checked_every_template_and_manifest(reference_templates, checko
     assert expected == files
 
 
+def test_every_suppression_still_matches_a_finding(checkov_reports):
+    """Fixed findings leave the list: it stays short and honest."""
+    findings = failed_checks(checkov_reports)
+    stale = [entry["check"] for entry in load_suppressions() if not _matches(entry, findings)]
+    assert stale == []
+
+
+def _matches(entry: dict[str, Any], findings: list[dict[str, Any]]) -> bool:
+    """``entry`` suppresses at least one of ``findings``."""
+    return any(not unsuppressed([finding], [entry]) for finding in findings)
+
+
 def test_each_suppression_names_resources_and_a_reason():
     for entry in load_suppressions():
         assert entry["check"].startswith(("CKV_", "CKV2_")), entry

@@ -17,22 +17,18 @@ from typing import Any
 import yaml
 
 from tests.support.app import ROOT
-from tests.support.kubernetes_schemas import concretize
-from tests.support.template_helpers import resources_of_type
+from tests.support.template_helpers import manifest_objects
 
 CHECKOV = ROOT / ".venv" / "checkov" / "bin" / "checkov"
 SUPPRESSIONS = ROOT / "tests" / "security" / "checkov_suppressions.yaml"
-_MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
 
 
 def kubernetes_objects(template: dict) -> list[dict]:
-    """Every object the template applies with kubectl; a LeaderWorkerSet's pod templates as Pods."""
-    found: list[dict] = []
-    for resource in resources_of_type(template, _MANIFEST).values():
-        manifest = concretize(resource["Properties"]["Manifest"])
-        if isinstance(manifest, str) and manifest != "deploy-time-value":
-            found += json.loads(manifest)
-    return [pod for obj in found for pod in _as_checked(obj)]
+    """Every object the template applies with kubectl; a LeaderWorkerSet's pod templates as Pods.
+
+    Deploy-time values inside a manifest (an ARN, the VPC's CIDR) become placeholder text.
+    """
+    return [obj for found in manifest_objects(template, "") for obj in _as_checked(found)]
 
 
 def _as_checked(obj: dict) -> list[dict]:

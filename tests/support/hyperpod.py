@@ -82,6 +82,7 @@ def imported_cluster(stack: Stack, gpu_count: int = 2) -> IHyperPodCluster:
         stack,
         "ExistingVpc",
         vpc_id="vpc-0123456789abcdef0",
+        vpc_cidr_block="10.0.0.0/16",
         availability_zones=["us-east-1a", "us-east-1b"],
         private_subnet_ids=["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
     )
@@ -141,3 +142,12 @@ def chart_crd_schema(chart: Path, kind: str, version: str) -> dict:
             (found,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
             return dict(found["schema"]["openAPIV3Schema"])
     raise AssertionError(f"no CRD for {kind} in {chart}")
+
+
+def lws_crd_schema(shared_dir: Path) -> dict:
+    """The openAPIV3Schema of LeaderWorkerSet v1 from the CRD in ``<shared>/schemas``."""
+    crd = yaml.safe_load(
+        (shared_dir / "schemas" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
+    )
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return dict(version["schema"]["openAPIV3Schema"])
