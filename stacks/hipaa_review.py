@@ -79,12 +79,20 @@ def acknowledge_hyperpod_stack(stack: HyperPodReferenceStack) -> None:
             "S3DefaultEncryptionKMS",
             "Holds only the lifecycle script (public project source, no data): SSE-S3 suffices.",
         ),
-        (
-            "S3BucketLoggingEnabled",
-            "Holds only the lifecycle script CloudFormation uploads; writes are the stack's own.",
-        ),
     ):
         _acknowledge(bucket, rule, reason)
+    access_logs = cluster.node.find_child("LifecycleAccessLogs")
+    _acknowledge(
+        access_logs,
+        "S3BucketReplicationEnabled",
+        "Access logs of the lifecycle bucket: an audit trail of one script's reads and writes.",
+    )
+    _acknowledge(
+        access_logs,
+        "S3DefaultEncryptionKMS",
+        "S3 server access logging accepts only SSE-S3 on its target bucket "
+        "(S3 user guide, 'Enabling Amazon S3 server access logging').",
+    )
 
 
 def _acknowledge_api_key(stack: HyperPodReferenceStack) -> None:

@@ -37,6 +37,8 @@ class HyperPodSettings:
     hyperpod_chart_dir: str | None = None
     #: ``None``: AWS's vLLM container with EFA for the stack's region.
     vllm_image: str | None = None
+    #: AZ ID of the GPU capacity (e.g. ``usw2-az2``): the GPU subnet and FSx go there.
+    gpu_availability_zone_id: str | None = None
 
 
 class HyperPodReferenceStack(Stack):
@@ -82,6 +84,7 @@ class HyperPodReferenceStack(Stack):
                 ),
             ],
             admin_role_arns=settings.admin_role_arns,
+            gpu_availability_zone_id=settings.gpu_availability_zone_id,
         )
         chart = (
             HelmChartSource.from_directory(settings.hyperpod_chart_dir)

@@ -21,6 +21,7 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:hyperpod:chart-dir": "",
     "llm-serving:reference-moe:vllm-image": "",
     "llm-serving:reference-moe:max-replicas": "1",
+    "llm-serving:hyperpod:gpu-az-id": "",
 }
 
 
@@ -94,6 +95,7 @@ def add_reference_stacks(app: App) -> list[Stack]:
             hyperpod_chart_dir=_context(app, "llm-serving:hyperpod:chart-dir") or None,
             vllm_image=_context(app, "llm-serving:reference-moe:vllm-image") or None,
             max_replicas=int(_context(app, "llm-serving:reference-moe:max-replicas")),
+            gpu_availability_zone_id=_context(app, "llm-serving:hyperpod:gpu-az-id") or None,
         ),
     )
     acknowledge_pool_stack(pool_stack)

@@ -6,13 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from .nag import acknowledge, acknowledge_wildcard_resources
+from .function_role import acknowledge_lambda_hipaa, role_with_own_logs
 
 
 @dataclass(frozen=True)
@@ -31,38 +30,14 @@ class WidgetFunctionSpec:
 
 def widget_function(scope: Construct, prefix: str, spec: WidgetFunctionSpec) -> lambda_.Function:
     """``<prefix>Logs``, ``<prefix>Role`` and the function ``<prefix>`` under ``scope``."""
-    log_group = logs.LogGroup(
+    role, log_group = role_with_own_logs(
         scope,
-        f"{prefix}Logs",
-        retention=logs.RetentionDays.ONE_MONTH,
-        removal_policy=RemovalPolicy.RETAIN,
-    )
-    role = iam.Role(
-        scope,
-        f"{prefix}Role",
-        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        role_id=f"{prefix}Role",
+        logs_id=f"{prefix}Logs",
         description=spec.role_description,
-    )
-    log_streams = f"{log_group.log_group_arn}:*"
-    # Its own named policy: the wildcards are acknowledged on this policy alone, so one
-    # added to the role elsewhere is still reported.
-    policy = iam.ManagedPolicy(
-        scope,
-        f"{prefix}Policy",
-        roles=[role],
-        description=f"{spec.role_description}: what it reads, and its own logs",
-        statements=[
-            *spec.statements,
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_streams]
-            ),
-        ],
-    )
-    own_logs = "Log streams of the widget function's own log group; their names are made by Lambda."
-    acknowledge_wildcard_resources(
-        policy,
-        [*spec.wildcards, log_streams],
-        " ".join(filter(None, [spec.wildcard_reason, own_logs])),
+        statements=spec.statements,
+        wildcards=spec.wildcards,
+        wildcard_reason=spec.wildcard_reason,
     )
     function = lambda_.Function(
         scope,
@@ -77,21 +52,10 @@ def widget_function(scope: Construct, prefix: str, spec: WidgetFunctionSpec) -> 
         environment=dict(spec.environment),
         description=spec.description,
     )
-    _acknowledge_hipaa(log_group, function)
-    return function
-
-
-def _acknowledge_hipaa(log_group: logs.LogGroup, function: lambda_.Function) -> None:
-    """HIPAA.Security findings a dashboard widget's function cannot act on, with reasons."""
-    acknowledge(
-        log_group,
-        "HIPAA.Security-CloudWatchLogGroupEncrypted",
-        "The widget's logs hold chart queries and errors, no request content; "
-        "CloudWatch Logs encrypts them at rest with its own keys.",
+    acknowledge_lambda_hipaa(
+        function,
+        concurrency="Invoked only by the dashboard's custom widgets, on view.",
+        dead_letter="Invoked synchronously by CloudWatch dashboards: no event to dead-letter.",
+        outside_vpc="Calls only public, SigV4-signed AWS query APIs.",
     )
-    for rule, reason in (
-        ("LambdaConcurrency", "Invoked only by the dashboard's custom widgets, on view."),
-        ("LambdaDLQ", "Invoked synchronously by CloudWatch dashboards: no event to dead-letter."),
-        ("LambdaInsideVPC", "Calls only public, SigV4-signed AWS query APIs."),
-    ):
-        acknowledge(function, f"HIPAA.Security-{rule}", reason)
+    return function

@@ -11,21 +11,25 @@ contracts (labels, taints, ports, metric and rule names, images) live in ``const
 """
 
 from .addons import HelmChartSource, HyperPodServingAddons, KedaInstallation
+from .capacity import GpuNodeLedger
 from .cluster import HyperPodEksCluster
 from .dashboard import VllmDashboard
 from .instance_group import HyperPodInstanceGroup, KubernetesTaint
 from .interfaces import IHyperPodCluster
 from .model_store import FsxModelStore
 from .multi_node_service import Exposure, VllmMultiNodeService
+from .node_readiness import HyperPodNodesReady
 from .observability import VllmObservability
 from .replica_autoscaling import VllmReplicaAutoscaling
 
 __all__ = [
     "Exposure",
     "FsxModelStore",
+    "GpuNodeLedger",
     "HelmChartSource",
     "HyperPodEksCluster",
     "HyperPodInstanceGroup",
+    "HyperPodNodesReady",
     "HyperPodServingAddons",
     "IHyperPodCluster",
     "KedaInstallation",
