@@ -42,6 +42,8 @@ _ECR_IMAGE_URI = re.compile(
     r"/(?P<repository>[a-z0-9][a-z0-9._/-]*)"
     r"(?::[\w][\w.-]{0,127}(?:@sha256:[a-f0-9]{64})?|@sha256:[a-f0-9]{64})$"
 )
+#: Archive names that would become an (empty) S3Prefix data source: ModelData serves files.
+_ARCHIVES = (".tar.gz", ".tgz", ".tar")
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<prefix>.*)$")
 
 
@@ -216,4 +218,11 @@ class ModelData:
                 f"{prop}.prefix",
                 self.prefix,
                 "must name a key prefix: the model role is granted that prefix only, never a whole bucket",
+            )
+        elif not is_unresolved(self.prefix) and self.prefix.rstrip("/").endswith(_ARCHIVES):
+            problems.add(
+                f"{prop}.prefix",
+                self.prefix,
+                "must be the folder of uncompressed weights, not an archive: the model reads "
+                "every file under the prefix as is (S3Prefix, CompressionType None); unpack it",
             )
