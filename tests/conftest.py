@@ -8,18 +8,21 @@ import pytest
 
 # tests.support.app puts the virtualenv's Node.js first on PATH before aws_cdk loads.
 from tests.support.app import SHARED, new_app  # isort: skip
-from aws_cdk import Validations, cx_api
+from aws_cdk import cx_api
+
+from cdk_llm_serving.testing.checks import add_nag_packs
 
 
 @pytest.fixture(scope="session")
 def reference_assembly() -> cx_api.CloudAssembly:
     from stacks import add_reference_stacks
-    from stacks.hipaa_review import compliance_checks
+    from stacks.hipaa_review import REFERENCE_NAG_PACKS
 
     app = new_app()
     add_reference_stacks(app)
-    # cdk-nag runs as a validation plugin: any unacknowledged finding fails this synth.
-    Validations.of(app).add_plugins(*compliance_checks(app))
+    # The reference app's cdk-nag packs (AwsSolutions, HIPAA.Security) run as validation
+    # plugins: any unacknowledged finding fails this synth.
+    add_nag_packs(app, REFERENCE_NAG_PACKS)
     return app.synth()
 
 
