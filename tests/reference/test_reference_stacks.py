@@ -184,7 +184,10 @@ def test_model_roles_read_only_their_own_weights_prefix(pool_template):
             == f":s3:::cdk-llm-serving-placeholder-weights/{prefix}*"
         )
         listing = next(s for s in statements if "s3:ListBucket" in actions_of(s))
-        assert listing["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
+        assert listing["Condition"] == {
+            "StringLike": {"s3:prefix": [prefix, f"{prefix}*"]},
+            "StringEquals": {"aws:ResourceAccount": {"Ref": "AWS::AccountId"}},
+        }
         ecr = next(s for s in statements if "ecr:BatchGetImage" in actions_of(s))
         # from_dlc: the region's DLC account; a concrete region knows its partition.
         assert ecr["Resource"] == "arn:aws:ecr:us-west-2:763104351884:repository/vllm"
