@@ -116,6 +116,7 @@ class HyperPodInferenceOperator(Construct):
     def grant_model_read(self, model_data: ModelData) -> None:
         """Let the S3 CSI driver mount ``model_data``'s prefix (read-only, that prefix only)."""
         self._s3_grants.model_data_read(model_data)
+        self._s3_grants.acknowledge()
 
     def grant_cloudwatch_scaling(self) -> None:
         """Let KEDA's operator read CloudWatch for ``cloudWatchTrigger`` autoscaling (once)."""
@@ -275,7 +276,7 @@ class HyperPodInferenceOperator(Construct):
         )
         acknowledge(
             role,
-            "AwsSolutions-IAM4",
+            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{self.facts['execution_role_managed_policy']}]",
             "AmazonSageMakerHyperPodInferenceAccess is the policy AWS documents for the operator's "
             "execution role (helm_to_addon.sh); the add-on requires the role-name prefix it is scoped to.",
         )

@@ -15,10 +15,12 @@ from aws_cdk import aws_s3 as s3
 from cdk_llm_serving.hyperpod._facts import chart_pins
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.inference_endpoint import HyperPodInferenceEndpoint
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.interfaces import IHyperPodCluster
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
+from cdk_llm_serving.model_sources import ModelData
 from cdk_llm_serving.vllm import VllmConfig
 
 
@@ -141,3 +143,28 @@ def chart_crd_schema(chart: Path, kind: str, version: str) -> dict:
             (found,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
             return dict(found["schema"]["openAPIV3Schema"])
     raise AssertionError(f"no CRD for {kind} in {chart}")
+
+
+def single_node_groups() -> list[HyperPodInstanceGroup]:
+    """A system group and two 8-GPU groups for single-node models: H200 (2 nodes), H100 (1)."""
+    return [
+        HyperPodInstanceGroup.system(),
+        HyperPodInstanceGroup.gpu("h200", "ml.p5en.48xlarge", 2),
+        HyperPodInstanceGroup.gpu("h100", "ml.p5.48xlarge", 1),
+    ]
+
+
+def gpt_oss_120b_endpoint(
+    stack: Stack, addons: HyperPodServingAddons, *, id: str = "GptOss", **overrides: Any
+) -> HyperPodInferenceEndpoint:
+    """gpt-oss-120b (MXFP4) on H200, else H100, from S3; ``overrides`` replace any prop."""
+    props: dict[str, Any] = {
+        "model": "gpt-oss-120b",
+        "weight_format": "mxfp4",
+        "weights": ModelData.from_s3_uri("s3://weights-bucket/gpt-oss-120b/"),
+        "config": VllmConfig(model="x", max_model_len=32768),
+        "instance_types": ["ml.p5en.48xlarge", "ml.p5.48xlarge"],
+        "image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v1",
+        **overrides,
+    }
+    return HyperPodInferenceEndpoint(stack, id, addons=addons, **props)
