@@ -189,18 +189,29 @@ class HyperPodInferenceOperator(Construct):
     # -- resolve -------------------------------------------------------------------------
 
     def _resolve_cluster_arn(self, given: str | None) -> str:
+        """The HyperPod cluster's ARN; an imported cluster must give it and its OIDC provider."""
         problems = Problems(f"HyperPodInferenceOperator '{self.node.path}'")
-        if given is not None:
-            return given
-        if isinstance(self.cluster, HyperPodEksCluster):
-            return self.cluster.cfn_cluster.attr_cluster_arn
-        problems.add(
-            "hyperpod_cluster_arn",
-            given,
-            "required for an imported cluster: the ARN of the HyperPod cluster (hyperpodClusterArn)",
-        )
+        try:
+            self.cluster.eks_cluster.open_id_connect_provider
+        except RuntimeError:
+            problems.add(
+                "addons.cluster",
+                self.cluster.eks_cluster.cluster_name,
+                "import the EKS cluster with its open_id_connect_provider: the operator's roles "
+                "trust its service accounts through IAM roles for service accounts",
+            )
+        arn = given
+        if arn is None and isinstance(self.cluster, HyperPodEksCluster):
+            arn = self.cluster.cfn_cluster.attr_cluster_arn
+        if arn is None:
+            problems.add(
+                "hyperpod_cluster_arn",
+                given,
+                "required for an imported cluster: the ARN of the HyperPod cluster (hyperpodClusterArn)",
+            )
         problems.raise_if_any()
-        raise AssertionError("unreachable: raise_if_any raised")
+        assert arn is not None
+        return arn
 
     # -- render --------------------------------------------------------------------------
 

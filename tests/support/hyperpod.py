@@ -78,8 +78,17 @@ def deepseek_service(
     )
 
 
-def imported_cluster(stack: Stack, gpu_count: int = 2) -> IHyperPodCluster:
+def imported_cluster(
+    stack: Stack, gpu_count: int = 2, *, oidc_provider_arn: str | None = None
+) -> IHyperPodCluster:
     """An existing HyperPod cluster (VPC, node security group, EKS with a kubectl provider)."""
+    oidc = (
+        iam.OpenIdConnectProvider.from_open_id_connect_provider_arn(
+            stack, "ExistingOidc", oidc_provider_arn
+        )
+        if oidc_provider_arn
+        else None
+    )
     vpc = ec2.Vpc.from_vpc_attributes(
         stack,
         "ExistingVpc",
@@ -92,6 +101,7 @@ def imported_cluster(stack: Stack, gpu_count: int = 2) -> IHyperPodCluster:
         "ExistingEks",
         cluster_name="existing-eks",
         vpc=vpc,
+        open_id_connect_provider=oidc,
         kubectl_provider=eks.KubectlProvider.from_kubectl_provider_attributes(
             stack,
             "ExistingKubectl",
