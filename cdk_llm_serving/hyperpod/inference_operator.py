@@ -192,7 +192,7 @@ class HyperPodInferenceOperator(Construct):
         """The HyperPod cluster's ARN; an imported cluster must give it and its OIDC provider."""
         problems = Problems(f"HyperPodInferenceOperator '{self.node.path}'")
         try:
-            self.cluster.eks_cluster.open_id_connect_provider
+            _ = self.cluster.eks_cluster.open_id_connect_provider
         except RuntimeError:
             problems.add(
                 "addons.cluster",

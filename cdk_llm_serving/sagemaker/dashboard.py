@@ -8,6 +8,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from .endpoint_metrics import EndpointMetrics
 from .pool_endpoint import InstancePoolEndpoint
 from .serving_model import ServingModel
 
@@ -52,7 +53,7 @@ class PoolEndpointDashboard(Construct):
         )
         self.dashboard.add_widgets(*self._fleet_row(endpoint))
         for priority, pool in enumerate(endpoint.pools, start=1):
-            self.dashboard.add_widgets(*self._pool_row(endpoint, priority, pool.instance_type))
+            self.dashboard.add_widgets(*pool_row(endpoint, priority, pool.instance_type))
         shown = list(alarms) or list(endpoint.rollback_alarms)
         if shown:
             self.dashboard.add_widgets(
@@ -89,42 +90,44 @@ class PoolEndpointDashboard(Construct):
         )
         return widgets
 
-    def _pool_row(
-        self, endpoint: InstancePoolEndpoint, priority: int, instance_type: str
-    ) -> list[cloudwatch.IWidget]:
-        name = f"{priority}: {instance_type}"
-        return [
-            cloudwatch.GraphWidget(
-                title=f"{name} instances",
-                left=[endpoint.metric_pool_instances(instance_type=instance_type)],
-                width=_SMALL,
-            ),
-            cloudwatch.GraphWidget(
-                title=f"{name} invocations",
-                left=[endpoint.metric_invocations(instance_type=instance_type)],
-                width=_SMALL,
-            ),
-            cloudwatch.GraphWidget(
-                title=f"{name} model latency (µs)",
-                left=[
-                    endpoint.metric_model_latency(
-                        instance_type=instance_type, statistic=statistic, label=statistic
-                    )
-                    for statistic in ("p50", "p90", "p99")
-                ],
-                width=_SMALL + 2,
-            ),
-            cloudwatch.GraphWidget(
-                title=f"{name} concurrency / instance",
-                left=[endpoint.metric_concurrent_requests(instance_type=instance_type)],
-                width=_SMALL + 1,
-            ),
-            cloudwatch.GraphWidget(
-                title=f"{name} GPU utilization (%)",
-                left=[endpoint.metric_gpu_utilization(instance_type=instance_type)],
-                width=_SMALL + 1,
-            ),
-        ]
+
+def pool_row(
+    endpoint: EndpointMetrics, priority: int, instance_type: str
+) -> list[cloudwatch.IWidget]:
+    """One row of one instance type's metrics (any endpoint whose metrics carry ``InstanceType``)."""
+    name = f"{priority}: {instance_type}"
+    return [
+        cloudwatch.GraphWidget(
+            title=f"{name} instances",
+            left=[endpoint.metric_pool_instances(instance_type=instance_type)],
+            width=_SMALL,
+        ),
+        cloudwatch.GraphWidget(
+            title=f"{name} invocations",
+            left=[endpoint.metric_invocations(instance_type=instance_type)],
+            width=_SMALL,
+        ),
+        cloudwatch.GraphWidget(
+            title=f"{name} model latency (µs)",
+            left=[
+                endpoint.metric_model_latency(
+                    instance_type=instance_type, statistic=statistic, label=statistic
+                )
+                for statistic in ("p50", "p90", "p99")
+            ],
+            width=_SMALL + 2,
+        ),
+        cloudwatch.GraphWidget(
+            title=f"{name} concurrency / instance",
+            left=[endpoint.metric_concurrent_requests(instance_type=instance_type)],
+            width=_SMALL + 1,
+        ),
+        cloudwatch.GraphWidget(
+            title=f"{name} GPU utilization (%)",
+            left=[endpoint.metric_gpu_utilization(instance_type=instance_type)],
+            width=_SMALL + 1,
+        ),
+    ]
 
 
 def _serving(model: ServingModel | None) -> str:

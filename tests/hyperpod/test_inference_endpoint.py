@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import jsonschema
@@ -15,6 +16,7 @@ from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.constants import INSTANCE_TYPE_LABEL
+from cdk_llm_serving.hyperpod.inference_dashboard import InferenceEndpointDashboard
 from cdk_llm_serving.hyperpod.inference_endpoint import (
     HyperPodInferenceEndpoint,
     InferenceAutoScaling,
@@ -260,3 +262,14 @@ def test_the_placement_check_can_fail(endpoint):
 def test_pod_templates_match_kubernetes_schemas(endpoint):
     for template in endpoint.pod_templates().values():
         validate_core({"apiVersion": "v1", "kind": "Pod", **template})
+
+
+def test_dashboard_has_a_row_per_type_in_priority_order():
+    stack = new_stack()
+    _, addons = _cluster(stack)
+    endpoint = gpt_oss_120b_endpoint(stack, addons)
+    dashboard = InferenceEndpointDashboard(stack, "Dashboard", endpoint=endpoint)
+    body = json.dumps(stack.resolve(dashboard.dashboard.node.default_child.dashboard_body))
+    first, second = (body.find(f"{i}: {t}") for i, t in enumerate(SINGLE_NODE_TYPES, start=1))
+    assert 0 < first < second
+    assert '\\"InstanceType\\",\\"ml.p5.48xlarge\\"' in body
