@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
@@ -319,6 +319,12 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         )
         for prerequisite in prerequisites:
             self.resource.node.add_dependency(prerequisite)
+        CfnOutput(
+            self,
+            "OpenAiBaseUrl",
+            value=self.openai_base_url,
+            description=f"smoke --base-url (--model {self.config.served_model_name} --sagemaker-region <region>)",
+        )
         reserve = getattr(self.cluster, "reserve_gpu_nodes", None)
         if callable(reserve):
             for group in self.groups:

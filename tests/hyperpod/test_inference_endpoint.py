@@ -273,3 +273,12 @@ def test_dashboard_has_a_row_per_type_in_priority_order():
     first, second = (body.find(f"{i}: {t}") for i, t in enumerate(SINGLE_NODE_TYPES, start=1))
     assert 0 < first < second
     assert '\\"InstanceType\\",\\"ml.p5.48xlarge\\"' in body
+
+
+def test_smoke_reaches_it_through_sagemakers_openai_path(endpoint):
+    """``smoke --base-url <output> --model <served name> --sagemaker-region R`` (ops/smoke.py)."""
+    stack = Stack.of(endpoint)
+    url = stack.resolve(endpoint.openai_base_url)
+    text = json.dumps(url)
+    assert "/endpoints/gpt-oss-120b-mxfp4-tp8/openai/v1" in text
+    assert "runtime.sagemaker." in text
