@@ -279,6 +279,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         return sum(group.count for group in self.groups)
 
     def _validate(self, problems: Problems) -> None:
+        if not self.image.strip():
+            problems.add("image", self.image, "a container image that reads SM_VLLM_* variables")
         if isinstance(self.weights, ModelData):
             self.weights.validate(problems, "weights")
         for prop, value in (("endpoint_name", self.endpoint_name), ("name", self.name)):
@@ -325,10 +327,12 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             value=self.openai_base_url,
             description=f"smoke --base-url (--model {self.config.served_model_name} --sagemaker-region <region>)",
         )
+        # Once the cluster offers reserve_gpu_nodes (capacity accounting across services), each
+        # listed group may host up to the ceiling of pods: which one serves is decided at run time.
         reserve = getattr(self.cluster, "reserve_gpu_nodes", None)
         if callable(reserve):
             for group in self.groups:
-                reserve(self, group.name, self.replicas_ceiling())
+                reserve(self, group.name, min(self.replicas_ceiling(), group.count))
 
     def replicas_ceiling(self) -> int:
         """The most pods this endpoint runs: the autoscaling maximum, else ``replicas``."""
