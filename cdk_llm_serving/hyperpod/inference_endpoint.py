@@ -72,12 +72,17 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 class InferenceAutoScaling:
     """``autoScalingSpec``: KEDA scales the worker pods on a CloudWatch metric of the endpoint.
 
+    The defaults follow AWS's example for the operator (``AWS/SageMaker`` ``Invocations``,
+    ``metricStat: Sum``, ``metricType: Average``, i.e. invocations per pod per collection
+    period; https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-autoscaling.html).
+
     :param max_replicas: at most the listed GPU groups' nodes (one pod per node).
     :param min_replicas: 0 scales to zero (``activation_value`` wakes it). Default: 1.
     :param metric_name: ``AWS/SageMaker`` metric of the registered endpoint. Default:
-        ``ConcurrentRequestsPerModel``.
-    :param target_value: the metric's target per pod (``metricType: Average``). Default: 8.
-    :param statistic: Default: ``Average``.
+        ``Invocations``.
+    :param target_value: the metric's target per pod (``metricType: Average``). Default: 60
+        (invocations per pod per minute).
+    :param statistic: Default: ``Sum``.
     :param activation_value: value that scales from 0 to 1. Default: 0.
     :param polling_interval: seconds between checks (CRD default 30).
     :param cooldown_period: seconds before scaling to zero (CRD default 300).
@@ -85,9 +90,9 @@ class InferenceAutoScaling:
 
     max_replicas: int
     min_replicas: int = 1
-    metric_name: str = "ConcurrentRequestsPerModel"
-    target_value: float = 8
-    statistic: str = "Average"
+    metric_name: str = "Invocations"
+    target_value: float = 60
+    statistic: str = "Sum"
     activation_value: float = 0
     polling_interval: int = 30
     cooldown_period: int = 300
