@@ -315,7 +315,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         """Grants, then the resource after the operator and the weights."""
         prerequisites: list[Construct] = [self.operator.addon]
         if isinstance(self.weights, FsxModelStore):
-            prerequisites.append(self.weights.manifest)
+            # The files must be linked before the operator mounts the file system.
+            prerequisites += [self.weights.manifest, self.weights.association]
         else:
             self.operator.grant_model_read(self.weights)
         if self.autoscaling is not None:
