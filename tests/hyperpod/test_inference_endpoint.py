@@ -173,7 +173,7 @@ def test_fsx_store_is_the_model_source_and_namespace():
     endpoint = gpt_oss_120b_endpoint(stack, addons, weights=store)
     source = endpoint.manifest["spec"]["modelSourceConfig"]
     assert source["modelSourceType"] == "fsx"
-    assert source["modelLocation"] == "models/ds3"
+    assert source["modelLocation"] == store.mount_path.strip("/")
     assert endpoint.namespace == store.namespace
     assert [o["kind"] for o in endpoint.manifests()] == ["InferenceEndpointConfig"]
 
