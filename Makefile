@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export CDK_DISABLE_VERSION_CHECK := 1
 
-.PHONY: install synth test clean
+.PHONY: install synth test bench clean
 
 install: $(STAMP)
 
@@ -29,6 +29,10 @@ test: $(STAMP)
 	ruff format --check .
 	mypy
 	python -m pytest
+
+# Synth cost and template size side by side (a benchmark, not a test): see bench/synth_bench.py.
+bench: $(STAMP)
+	python bench/synth_bench.py
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out

@@ -12,6 +12,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
+from .validation import is_unresolved
+
 
 def _render(value: Any) -> str:
     """Render a resolved CloudFormation value the way cdk-nag names it in a finding."""
@@ -32,6 +34,8 @@ def _render(value: Any) -> str:
 
 def finding_resource(scope: IConstruct, value: str) -> str:
     """``Resource::…`` as cdk-nag writes it for ``value`` (tokens become ``<Name>``)."""
+    if not is_unresolved(value):
+        return value  # a literal resolves to itself: no round trip to the jsii kernel
     return _render(Stack.of(scope).resolve(value))
 
 

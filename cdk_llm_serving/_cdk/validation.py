@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import weakref
 from collections.abc import Iterable
 
 from aws_cdk import Duration, Token
@@ -11,21 +12,36 @@ from aws_cdk import Duration, Token
 from ..errors import Problems
 from .service_limits import Limits
 
+#: aws-cdk-lib encodes a token in a string as ``${Token[…]}`` and in a number as a double near
+#: -1.89e289 (``core/lib/private/encoding.ts``); ``Token.is_unresolved`` finds nothing else.
+_STRING_TOKEN_MARKER = "${Token["
+_NUMBER_TOKEN_BELOW = -1e288
+
 
 def is_unresolved(value: object) -> bool:
-    """Deploy-time values (tokens) cannot be checked at synth time."""
-    return (
-        isinstance(value, str)
-        and Token.is_unresolved(value)
-        or (isinstance(value, (int, float)) and Token.is_unresolved(value))
-    )
+    """Deploy-time values (tokens) cannot be checked at synth time.
+
+    Asks aws-cdk-lib (a jsii round trip) only when the value carries a token's encoding.
+    """
+    if isinstance(value, str):
+        return _STRING_TOKEN_MARKER in value and Token.is_unresolved(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value < _NUMBER_TOKEN_BELOW and Token.is_unresolved(value)
+    return False
+
+
+#: Seconds of each Duration already asked: defaults such as ``Duration.minutes(5)`` are one
+#: object shared by every construct, and each ``to_seconds`` is a jsii round trip.
+_seconds: weakref.WeakKeyDictionary[Duration, int] = weakref.WeakKeyDictionary()
 
 
 def seconds_of(value: Duration | int | None) -> int | None:
     if value is None:
         return None
     if isinstance(value, Duration):
-        return int(value.to_seconds())
+        if value not in _seconds:
+            _seconds[value] = int(value.to_seconds())
+        return _seconds[value]
     return value
 
 

@@ -33,6 +33,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
+from .._cdk.template_limits import check_template_limits
 from ..errors import Problems
 from ..planning.catalog import Catalog, default_catalog
 from ._facts import addon_versions, hyperpod_facts, supported_kubernetes_versions
@@ -136,6 +137,7 @@ class HyperPodEksCluster(Construct):
         catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
+        check_template_limits(self)
         self.catalog = catalog or default_catalog()
         self.instance_groups = tuple(instance_groups)
         self.kubernetes_version = kubernetes_version

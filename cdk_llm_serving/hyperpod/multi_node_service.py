@@ -24,6 +24,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from .._cdk.role_grants import ExecutionRoleGrants
+from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_at_least
 from ..errors import Problems
 from ..model_sources import ModelData
@@ -160,6 +161,7 @@ class VllmMultiNodeService(Construct):
         catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
+        check_template_limits(self)
         self.cluster, self.addons, self.exposure = cluster, addons, exposure
         self.catalog = catalog or default_catalog()
         self.spec = preset(model) if isinstance(model, str) else model

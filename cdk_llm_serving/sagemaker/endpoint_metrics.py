@@ -132,6 +132,11 @@ class EndpointMetrics:
         )
 
 
+#: Durations are immutable: one object serves every metric (each ``Duration.minutes`` call is
+#: a round trip to the jsii kernel).
+_ONE_MINUTE = Duration.minutes(1)
+
+
 def build_metric(
     namespace: str,
     metric_name: str,
@@ -143,7 +148,7 @@ def build_metric(
     the options say otherwise."""
     if instance_type is not None:
         dimensions = {**dimensions, "InstanceType": instance_type}
-    settings: MetricOptions = {"statistic": "Average", "period": Duration.minutes(1)}
+    settings: MetricOptions = {"statistic": "Average", "period": _ONE_MINUTE}
     settings.update(options)
     return cloudwatch.Metric(
         namespace=namespace, metric_name=metric_name, dimensions_map=dimensions, **settings

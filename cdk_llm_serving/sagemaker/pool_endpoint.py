@@ -16,6 +16,7 @@ from constructs import Construct
 
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
+from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import is_unresolved, seconds_of
 from ..errors import ConfigurationError, Problem, Problems
 from ..planning.catalog import Catalog, default_catalog
@@ -146,6 +147,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
+        check_template_limits(self)
         options = PoolEndpointOptions(
             endpoint_name=endpoint_name,
             variant_name=variant_name,

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
+from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_name, is_unresolved
 from ..errors import Problems
 from ..model_sources import ContainerImage, ModelData
@@ -73,6 +74,7 @@ class ServingModel(Construct):
         sizing: ModelSizing | None = None,
     ) -> None:
         super().__init__(scope, id)
+        check_template_limits(self)
         self.served_model_name = served_model_name
         self.sizing = sizing
         self.model_data = model_data

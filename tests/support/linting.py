@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 from cfnlint.api import ManualArgs, lint
@@ -14,7 +15,11 @@ ACCEPTED_WARNINGS: dict[str, str] = {
 
 
 def lint_template(template: dict) -> list:
-    return lint(
-        json.dumps(template),
-        config=ManualArgs(regions=["us-east-1"], ignore_checks=list(ACCEPTED_WARNINGS)),
-    )
+    """cfn-lint's matches for ``template``; each distinct template is linted once per session."""
+    return list(_lint(json.dumps(template, sort_keys=True)))
+
+
+@functools.cache
+def _lint(body: str) -> tuple:
+    config = ManualArgs(regions=["us-east-1"], ignore_checks=list(ACCEPTED_WARNINGS))
+    return tuple(lint(body, config=config))

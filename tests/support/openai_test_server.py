@@ -114,7 +114,8 @@ def serving(
     model_name: str | None = None,
 ) -> Iterator[OpenAITestServer]:
     server = OpenAITestServer(delay, behaviour, required_token, model_name)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # serve_forever polls for shutdown every 0.5 s by default: each test would wait that long.
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield server

@@ -1,0 +1,284 @@
+"""Synth cost and template size, side by side in one run (`make bench`).
+
+Each scenario runs in a fresh interpreter (a cold jsii kernel, as `cdk synth` has) and is
+measured from outside: CPU time of the process and its Node.js child, wall time, template bytes
+and resources. Scenarios are interleaved over several rounds and the median is reported, so a
+busy machine skews every column alike. Inside the child, every Python → jsii call (create, get,
+set, invoke and their static forms) is counted.
+
+The L1 floor: the resources one pool endpoint synthesizes, re-declared as plain ``CfnResource``
+objects (the same template, written by hand), so "per endpoint" compares the library with the
+cheapest way to produce identical output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ENDPOINT_COUNTS = (1, 5, 20)
+JSII_CALLS = ("create", "get", "set", "sget", "sset", "invoke", "sinvoke")
+
+
+# --------------------------------------------------------------------------- child side
+
+
+def _count_jsii_calls() -> dict[str, int]:
+    """Wrap the kernel's provider: every request from Python to the jsii kernel passes there."""
+    import jsii
+
+    provider = jsii.kernel.provider
+    counts = dict.fromkeys(JSII_CALLS, 0)
+
+    def counted(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return original(*args, **kwargs)
+
+        return call
+
+    for name in JSII_CALLS:
+        setattr(provider, name, counted(name, getattr(provider, name)))
+    return counts
+
+
+def _new_app(outdir: str) -> Any:
+    from aws_cdk import App, DefaultStackSynthesizer
+
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    return App(
+        outdir=outdir,
+        context=context,
+        analytics_reporting=False,
+        default_stack_synthesizer=DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
+    )
+
+
+def _add_pool_endpoints(stack: Any, count: int) -> None:
+    from cdk_llm_serving import (
+        ContainerImage,
+        InstancePool,
+        InstancePoolEndpoint,
+        ModelData,
+        PoolEndpointAlarms,
+        PoolEndpointDashboard,
+        ServingModel,
+    )
+
+    image = ContainerImage.from_ecr_uri(
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v1"
+    )
+    for index in range(count):
+        model = ServingModel(
+            stack,
+            f"Model{index}",
+            image=image,
+            model_data=ModelData.from_s3_uri(f"s3://bench-weights-bucket/model-{index}/"),
+            served_model_name=f"bench-{index}",
+        )
+        endpoint = InstancePoolEndpoint(
+            stack,
+            f"Endpoint{index}",
+            model=model,
+            pools=[
+                InstancePool("ml.p5.48xlarge", max_concurrency=20),
+                InstancePool("ml.g6e.12xlarge", max_concurrency=8),
+            ],
+        )
+        endpoint.auto_scale(min_capacity=1, max_capacity=4)
+        alarms = PoolEndpointAlarms(stack, f"Alarms{index}", endpoint=endpoint)
+        PoolEndpointDashboard(stack, f"Dashboard{index}", endpoint=endpoint, alarms=alarms.alarms)
+
+
+def _add_l1_copies(stack: Any, count: int, resources: dict[str, Any]) -> None:
+    from aws_cdk import CfnResource
+
+    for index in range(count):
+        # Each copy renames its logical IDs, its references to them and the physical names
+        # derived from the stack's name ("Bench-…") with its index.
+        body = json.dumps(resources).replace("Bench-", f"Bench-{index}-")
+        for logical_id in resources:
+            body = body.replace(f'"{logical_id}"', f'"{logical_id}{index}"')
+            body = body.replace("${" + logical_id, "${" + f"{logical_id}{index}")
+        for logical_id, resource_body in json.loads(body).items():
+            CfnResource(
+                stack,
+                logical_id,
+                type=resource_body["Type"],
+                properties=resource_body.get("Properties"),
+            )
+
+
+def _include_templates(app: Any, templates: dict[str, str]) -> None:
+    """The reference app's templates as L1s (``CfnInclude``): the floor of its synth cost."""
+    from aws_cdk import Environment, Stack
+    from aws_cdk import cloudformation_include as cfn_inc
+
+    for stack_name, path in templates.items():
+        stack = Stack(app, stack_name, env=Environment(region="us-west-2", account="111111111111"))
+        cfn_inc.CfnInclude(stack, "Template", template_file=path)
+
+
+def _run_scenario(name: str, count: int, l1_file: str | None) -> dict[str, Any]:
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+    counts = _count_jsii_calls()
+    from aws_cdk import CfnWaitConditionHandle, Environment, Stack
+
+    outdir = tempfile.mkdtemp(prefix="bench-")
+    app = _new_app(outdir)
+    if name == "reference":  # as app.py builds it, cdk-nag included
+        from aws_cdk import Validations
+        from cdk_nag import AwsSolutionsChecks
+
+        sys.path.insert(0, str(ROOT))
+        from stacks import add_reference_stacks
+
+        add_reference_stacks(app)
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    elif name == "reference-l1":
+        assert l1_file is not None
+        _include_templates(app, json.loads(Path(l1_file).read_text()))
+    else:
+        stack = Stack(app, "Bench", env=Environment(region="us-east-1", account="111111111111"))
+        # An empty template is invalid: the empty app holds the smallest resource there is.
+        CfnWaitConditionHandle(stack, "Placeholder")
+        if name == "pool":
+            _add_pool_endpoints(stack, count)
+        elif name == "l1":
+            assert l1_file is not None
+            _add_l1_copies(stack, count, json.loads(Path(l1_file).read_text()))
+    assembly = app.synth()
+    templates = [Path(outdir, stack.template_file) for stack in assembly.stacks]
+    return {
+        "jsii_calls": sum(counts.values()),
+        "bytes": sum(path.stat().st_size for path in templates),
+        "resources": sum(len(json.loads(p.read_text()).get("Resources", {})) for p in templates),
+        "template": str(templates[0]) if templates else None,
+        "templates": {
+            stack.stack_name: str(Path(outdir, stack.template_file)) for stack in assembly.stacks
+        },
+    }
+
+
+# -------------------------------------------------------------------------- parent side
+
+
+def _measure(name: str, count: int = 0, l1_file: str | None = None) -> dict[str, Any]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    command = [sys.executable, __file__, "--scenario", name, "--count", str(count)]
+    if l1_file:
+        command += ["--l1-file", l1_file]
+    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {**json.loads(out.stdout.splitlines()[-1]), "cpu": cpu, "wall": wall}
+
+
+def _endpoint_resources(template_path: str) -> dict[str, Any]:
+    """The resources one endpoint adds: everything in a one-endpoint stack but the CDK's own."""
+    resources = json.loads(Path(template_path).read_text())["Resources"]
+    return {
+        key: body
+        for key, body in resources.items()
+        if body["Type"] not in ("AWS::CDK::Metadata", "AWS::CloudFormation::WaitConditionHandle")
+    }
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
+
+
+def _report(results: dict[str, list[dict[str, Any]]], rounds: int) -> None:
+    def cpu(name: str) -> float:
+        return _median(results[name], "cpu")
+
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
+    print(f"median of {rounds} interleaved rounds; CPU = process + Node.js child\n")
+    print(
+        f"{'scenario':<22}{'CPU s':>8}{'wall s':>8}{'jsii calls':>12}{'bytes':>11}{'resources':>11}"
+    )
+    for name, runs in results.items():
+        print(
+            f"{name:<22}{cpu(name):>8.2f}{_median(runs, 'wall'):>8.2f}"
+            f"{_median(runs, 'jsii_calls'):>12.0f}{_median(runs, 'bytes'):>11.0f}"
+            f"{_median(runs, 'resources'):>11.0f}"
+        )
+    print()
+    print(
+        f"reference app / empty app (CPU):   {cpu('reference') / cpu('empty'):.2f}x  (target <= 1.5x)"
+    )
+    top = max(ENDPOINT_COUNTS)
+    library = (cpu(f"pool x{top}") - cpu("pool x1")) / (top - 1)
+    floor = (cpu(f"l1 x{top}") - cpu("l1 x1")) / (top - 1)
+    print(
+        f"per endpoint, library vs L1 (CPU): {library:.3f} s vs {floor:.3f} s = "
+        f"{library / floor if floor > 0 else float('inf'):.1f}x  (target <= 3x)"
+    )
+    per_bytes = (
+        _median(results[f"pool x{top}"], "bytes") - _median(results["pool x1"], "bytes")
+    ) / (top - 1)
+    per_resources = (
+        _median(results[f"pool x{top}"], "resources") - _median(results["pool x1"], "resources")
+    ) / (top - 1)
+    per_calls = (
+        _median(results[f"pool x{top}"], "jsii_calls") - _median(results["pool x1"], "jsii_calls")
+    ) / (top - 1)
+    l1_calls = (
+        _median(results[f"l1 x{top}"], "jsii_calls") - _median(results["l1 x1"], "jsii_calls")
+    ) / (top - 1)
+    print(
+        f"per endpoint: {per_bytes / 1000:.1f} KB (target <= 25 KB), {per_resources:.0f} resources"
+    )
+    print(f"per endpoint: {per_calls:.0f} jsii calls (L1 floor: {l1_calls:.0f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--l1-file", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    args = parser.parse_args()
+    if args.scenario:
+        print(json.dumps(_run_scenario(args.scenario, args.count, args.l1_file)))
+        return
+
+    one = _measure("pool", 1)
+    l1_file = Path(tempfile.mkdtemp(prefix="bench-l1-")) / "endpoint.json"
+    l1_file.write_text(json.dumps(_endpoint_resources(one["template"])))
+    reference = _measure("reference")
+    reference_file = l1_file.with_name("reference.json")
+    reference_file.write_text(json.dumps(reference["templates"]))
+    scenarios: list[tuple[str, str, int]] = [
+        ("empty", "empty", 0),
+        ("reference", "reference", 0),
+        ("reference as L1", "reference-l1", 0),
+    ]
+    for count in ENDPOINT_COUNTS:
+        scenarios += [(f"pool x{count}", "pool", count), (f"l1 x{count}", "l1", count)]
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in scenarios}
+    for _ in range(args.rounds):
+        for label, name, count in scenarios:
+            inputs = {"l1": l1_file, "reference-l1": reference_file}.get(name)
+            results[label].append(_measure(name, count, str(inputs) if inputs else None))
+    _report(results, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
