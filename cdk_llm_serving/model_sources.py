@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from aws_cdk import Stack, Token
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk.region_info import Fact, FactName
+from constructs import IConstruct
 
 from ._cdk.validation import is_unresolved
 from .errors import Problems
@@ -31,6 +34,8 @@ class ContainerImage:
 
     image_uri: str
     repository_arn: str | None = None
+    #: For ``from_dlc``: the DLC repository and tag, resolved per stack by ``bind``.
+    dlc: tuple[str, str] | None = None
 
     @classmethod
     def from_ecr_uri(cls, image_uri: str) -> ContainerImage:
@@ -44,15 +49,64 @@ class ContainerImage:
             repository_arn=repository.repository_arn,
         )
 
-    def validate(self, problems: Problems, prop: str) -> None:
+    @classmethod
+    def from_dlc(cls, repository: str, tag: str) -> ContainerImage:
+        """An AWS Deep Learning Container, e.g. ``from_dlc("vllm", "server-sagemaker-cuda-v1")``.
+
+        The account that hosts the DLCs differs by region (763104351884 in most,
+        871362719292 in ap-east-1, 727897471807 in China, ...): it comes from aws-cdk-lib's
+        region facts (``FactName.DLC_REPOSITORY_ACCOUNT``) for the stack's region, and the
+        registry's domain from the partition (``AWS::URLSuffix``). A stack without a
+        concrete region gets a CloudFormation mapping over the regions aws-cdk-lib knows.
+        """
+        return cls(image_uri=f"<dlc>/{repository}:{tag}", dlc=(repository, tag))
+
+    def bind(self, scope: IConstruct) -> ContainerImage:
+        """This image as ``scope``'s stack sees it: a DLC image gets its region's account."""
+        if self.dlc is None:
+            return self
+        stack = Stack.of(scope)
+        region = stack.region
+        if (
+            not Token.is_unresolved(region)
+            and Fact.find(region, FactName.DLC_REPOSITORY_ACCOUNT) is None
+        ):
+            return self  # validate() reports the region
+        account = stack.regional_fact(FactName.DLC_REPOSITORY_ACCOUNT)
+        repository, tag = self.dlc
+        return ContainerImage(
+            image_uri=f"{account}.dkr.ecr.{region}.{stack.url_suffix}/{repository}:{tag}",
+            repository_arn=f"arn:{stack.partition}:ecr:{region}:{account}:repository/{repository}",
+        )
+
+    def validate(self, problems: Problems, prop: str, *, region: str | None = None) -> None:
+        """Shape of the URI; with a concrete stack ``region``, the image must live there.
+
+        CreateModel refuses an ECR image from another region (SageMaker pulls images
+        from the model's own region only).
+        """
+        if self.dlc is not None:
+            problems.add(
+                prop,
+                f"DLC {self.dlc[0]}:{self.dlc[1]} in {region}",
+                "aws-cdk-lib knows no Deep Learning Containers account for this region; use from_ecr_uri",
+            )
+            return
         if self.repository_arn is not None or is_unresolved(self.image_uri):
             return
-        if not _ECR_IMAGE_URI.match(self.image_uri):
+        match = _ECR_IMAGE_URI.match(self.image_uri)
+        if not match:
             problems.add(
                 prop,
                 self.image_uri,
                 "must be a private Amazon ECR image URI: "
                 "<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag> or @sha256:<digest>",
+            )
+        elif region is not None and not is_unresolved(region) and match["region"] != region:
+            problems.add(
+                prop,
+                self.image_uri,
+                f"the image is in {match['region']} but the stack deploys to {region}: SageMaker pulls images from the model's region only; copy it to {region} (or use from_dlc)",
             )
 
     def resolve_repository_arn(self, partition: str) -> str | None:

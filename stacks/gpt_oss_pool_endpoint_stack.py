@@ -18,14 +18,16 @@ from cdk_llm_serving import (
 )
 from cdk_llm_serving.vllm import VllmConfig
 
-#: AWS's vLLM deep-learning container for SageMaker (account 763104351884 hosts the DLCs).
-VLLM_SAGEMAKER_IMAGE = "763104351884.dkr.ecr.{region}.amazonaws.com/vllm:server-sagemaker-cuda-v1"
+#: AWS's vLLM deep-learning container for SageMaker: repository and tag. The account that hosts
+#: it differs by region; ``ContainerImage.from_dlc`` takes it from aws-cdk-lib's region facts.
+VLLM_SAGEMAKER_DLC = ("vllm", "server-sagemaker-cuda-v1")
 
 
 @dataclass(frozen=True)
 class GptOssPoolSettings:
     """What the reference deployment reads from ``cdk.json`` context (placeholders by default)."""
 
+    #: Empty: AWS's SageMaker vLLM container in the stack's region (``VLLM_SAGEMAKER_DLC``).
     image_uri: str
     weights_uri: str
     quantized_weights_uri: str
@@ -51,7 +53,11 @@ class GptOssPoolEndpointStack(Stack):
         self.serving = VllmPoolEndpoint(
             self,
             "Serving",
-            image=ContainerImage.from_ecr_uri(settings.image_uri),
+            image=(
+                ContainerImage.from_ecr_uri(settings.image_uri)
+                if settings.image_uri
+                else ContainerImage.from_dlc(*VLLM_SAGEMAKER_DLC)
+            ),
             model="gpt-oss-20b",
             base=VllmConfig(
                 model="/opt/ml/model",

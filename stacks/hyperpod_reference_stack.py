@@ -11,7 +11,6 @@ from constructs import Construct
 
 from cdk_llm_serving.hyperpod.addons import HelmChartSource, HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
-from cdk_llm_serving.hyperpod.constants import DEFAULT_VLLM_IMAGE
 from cdk_llm_serving.hyperpod.dashboard import VllmDashboard
 from cdk_llm_serving.hyperpod.inference_endpoint import (
     HyperPodInferenceEndpoint,
@@ -43,12 +42,11 @@ class HyperPodSettings:
     max_replicas: int = 1
     admin_role_arns: tuple[str, ...] = ()
     hyperpod_chart_dir: str | None = None
-    vllm_image: str = DEFAULT_VLLM_IMAGE
+    #: ``None``: AWS's vLLM container with EFA for the stack's region.
+    vllm_image: str | None = None
     #: Opt-in variant: gpt-oss-120b through AWS's inference operator on two more GPU groups.
     inference_operator: bool = False
     single_node_weights_uri: str = ""
-    #: A container that reads ``SM_VLLM_*`` (AWS's SageMaker vLLM container in the region).
-    single_node_image: str = ""
 
 
 class HyperPodReferenceStack(Stack):
@@ -179,7 +177,6 @@ class HyperPodReferenceStack(Stack):
                 tool_call_parser="openai",
             ),
             instance_types=SINGLE_NODE_TYPES,
-            image=settings.single_node_image,
             autoscaling=InferenceAutoScaling(min_replicas=1, max_replicas=2),
         )
         CfnOutput(self, "GptOss120bEndpointName", value=self.single_node.endpoint_name)

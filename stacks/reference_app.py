@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import App, Environment, Stack
 
-from .gpt_oss_pool_endpoint_stack import (
-    VLLM_SAGEMAKER_IMAGE,
-    GptOssPoolEndpointStack,
-    GptOssPoolSettings,
-)
+from .gpt_oss_pool_endpoint_stack import GptOssPoolEndpointStack, GptOssPoolSettings
 from .hyperpod_reference_stack import HyperPodReferenceStack, HyperPodSettings
 
 #: Context keys (``cdk.json`` or ``-c key=value``) and their placeholder defaults.
@@ -20,7 +16,7 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:reference-moe:weights-uri": "s3://cdk-llm-serving-placeholder-weights/reference-2.4t-a95b-nvfp4/",
     "llm-serving:hyperpod:admin-role-arns": "",
     "llm-serving:hyperpod:chart-dir": "",
-    "llm-serving:reference-moe:vllm-image": "vllm/vllm-openai:v0.33.0",
+    "llm-serving:reference-moe:vllm-image": "",
     "llm-serving:reference-moe:max-replicas": "1",
     "llm-serving:hyperpod:inference-operator": "false",
     "llm-serving:gpt-oss-120b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/gpt-oss-120b/",
@@ -36,9 +32,7 @@ def add_reference_stacks(app: App) -> list[Stack]:
     """Add every reference stack to ``app``; needs no AWS account (region only)."""
     region = _context(app, "llm-serving:region")
     env = Environment(region=region)
-    image_uri = _context(app, "llm-serving:gpt-oss-20b:image-uri") or VLLM_SAGEMAKER_IMAGE.format(
-        region=region
-    )
+    image_uri = app.node.try_get_context("llm-serving:gpt-oss-20b:image-uri") or ""
     pool_stack = GptOssPoolEndpointStack(
         app,
         "GptOss20bPoolEndpoint",
@@ -62,12 +56,11 @@ def add_reference_stacks(app: App) -> list[Stack]:
             weights_uri=_context(app, "llm-serving:reference-moe:weights-uri"),
             admin_role_arns=admins,
             hyperpod_chart_dir=_context(app, "llm-serving:hyperpod:chart-dir") or None,
-            vllm_image=_context(app, "llm-serving:reference-moe:vllm-image"),
+            vllm_image=_context(app, "llm-serving:reference-moe:vllm-image") or None,
             max_replicas=int(_context(app, "llm-serving:reference-moe:max-replicas")),
             inference_operator=_context(app, "llm-serving:hyperpod:inference-operator").lower()
             == "true",
             single_node_weights_uri=_context(app, "llm-serving:gpt-oss-120b:weights-uri"),
-            single_node_image=VLLM_SAGEMAKER_IMAGE.format(region=region),
         ),
     )
     return [pool_stack, hyperpod_stack]

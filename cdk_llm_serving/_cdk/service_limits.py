@@ -3,6 +3,12 @@
 The service model that ships with the pinned botocore is the source of truth for
 instance types, name patterns and numeric ranges, so a new botocore release
 updates our validation without a hand-maintained list.
+
+CloudFormation's resource schemas are narrower than the API in places (cfn-lint rejects the
+template, e.g. E3030 for ``RoutingStrategy: KV_AWARE``). ``CLOUDFORMATION_NARROWER`` records
+those places with the schema's value; ``limits`` applies them, so every check built on it
+accepts only what both the API and CloudFormation accept. A test compares each entry with the
+schema cfn-lint ships (``tests/sagemaker/test_cloudformation_narrower.py``).
 """
 
 from __future__ import annotations
@@ -37,16 +43,44 @@ def _shape(structure: str, member: str | None = None) -> Shape:
     return members[member]
 
 
+@dataclass(frozen=True)
+class CfnConstraint:
+    """What CloudFormation's schema allows at ``path`` of ``resource_type`` (``*`` = list item)."""
+
+    resource_type: str
+    path: str
+    enum: tuple[str, ...] | None = None
+
+
+#: (botocore structure, member) -> CloudFormation's narrower constraint (cfn-lint 1.58.0 schemas).
+CLOUDFORMATION_NARROWER: dict[tuple[str, str | None], CfnConstraint] = {
+    ("ProductionVariantRoutingConfig", "RoutingStrategy"): CfnConstraint(
+        "AWS::SageMaker::EndpointConfig",
+        "ProductionVariants/*/RoutingConfig/RoutingStrategy",
+        enum=("LEAST_OUTSTANDING_REQUESTS", "PREFIX_AWARE", "RANDOM"),
+    ),
+    ("DeepHealthCheckType", None): CfnConstraint(
+        "AWS::SageMaker::Cluster",
+        "InstanceGroups/*/OnStartDeepHealthChecks/*",
+        enum=("InstanceStress", "InstanceConnectivity"),
+    ),
+}
+
+
 @functools.cache
 def limits(structure: str, member: str | None = None) -> Limits:
     """Constraints of ``structure`` (or of its ``member``), e.g. ``limits("ProductionVariant", "VolumeSizeInGB")``."""
     shape = _shape(structure, member)
     meta = shape.metadata
+    enum = tuple(getattr(shape, "enum", None) or ())
+    narrower = CLOUDFORMATION_NARROWER.get((structure, member))
+    if narrower is not None and narrower.enum is not None:
+        enum = tuple(value for value in enum if value in narrower.enum)
     return Limits(
         minimum=meta.get("min"),
         maximum=meta.get("max"),
         pattern=meta.get("pattern"),
-        enum=tuple(getattr(shape, "enum", None) or ()),
+        enum=enum,
     )
 
 

@@ -35,3 +35,10 @@ def chart_pins() -> dict[str, ChartPin]:
 def addon_versions() -> dict[str, str | None]:
     """EKS add-on name -> pinned version (``None``: EKS's default for the cluster version)."""
     return cast(dict[str, "str | None"], hyperpod_facts()["addon_versions"])
+
+
+@functools.cache
+def vllm_image_facts() -> dict[str, Any]:
+    """The default vLLM image (AWS's EC2/EKS vLLM container with EFA) and its sources."""
+    text = resources.files(__package__).joinpath("assets", "vllm_image.json").read_text()
+    return cast(dict[str, Any], json.loads(text))

@@ -404,6 +404,7 @@ class HyperPodEksCluster(Construct):
             addon_name=name,
             addon_version=version,
             preserve_on_delete=False,
+            configuration_values=_ADDON_CONFIGURATION.get(name),
         )
 
     def _lifecycle_bucket(self) -> tuple[s3.Bucket, s3_deployment.BucketDeployment]:
@@ -540,6 +541,11 @@ class HyperPodEksCluster(Construct):
             on_create=_ON_CREATE_SCRIPT,
             override_vpc_config=override,
         )
+
+
+#: Add-on configuration: the VPC CNI enforces NetworkPolicies (the serving pods' isolation)
+#: only with ``enableNetworkPolicy`` (https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html).
+_ADDON_CONFIGURATION: dict[str, dict[str, str]] = {"vpc-cni": {"enableNetworkPolicy": "true"}}
 
 
 def _resolve_addon_versions(overrides: Mapping[str, str | None] | None) -> dict[str, str | None]:

@@ -14,8 +14,10 @@ from ..vllm.multinode import API_PORT
 
 # -- images ------------------------------------------------------------------------------
 
-#: vLLM's OpenAI-compatible server image (Docker Hub vllm/vllm-openai), the tested default.
-DEFAULT_VLLM_IMAGE: Final = "vllm/vllm-openai:v0.33.0"
+#: vLLM's upstream OpenAI-compatible server image (Docker Hub vllm/vllm-openai). Not the
+#: default: it carries no libfabric/aws-ofi-nccl, so NCCL between nodes runs over TCP. The
+#: default is AWS's vLLM container with EFA (``serving_image``, ``assets/vllm_image.json``).
+UPSTREAM_VLLM_IMAGE: Final = "vllm/vllm-openai:v0.33.0"
 
 # -- ports and paths ---------------------------------------------------------------------
 

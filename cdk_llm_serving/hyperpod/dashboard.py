@@ -12,14 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from .._cdk.nag import acknowledge_wildcard_resources
+from .._cdk.widget_function import WidgetFunctionSpec, widget_function
 from .constants import (
     E2E_P99_RULE,
     GENERATION_TOKENS_RATE_RULE,
@@ -94,46 +93,21 @@ class VllmDashboard(Construct):
 
     def _render_widget_function(self, observability: VllmObservability) -> lambda_.Function:
         """The custom-widget Lambda: queries only this workspace, logs to its own group."""
-        log_group = logs.LogGroup(
-            self,
-            "WidgetLogs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        role = iam.Role(
-            self,
-            "WidgetRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Draws vLLM SLO charts from Amazon Managed Prometheus",
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["aps:QueryMetrics"], resources=[observability.workspace.attr_arn]
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[f"{log_group.log_group_arn}:*"],
-            )
-        )
-        acknowledge_wildcard_resources(
-            role,
-            [f"{log_group.log_group_arn}:*"],
-            "Log streams of the widget function's own log group; their names are made by Lambda.",
-        )
-        return lambda_.Function(
+        workspace = observability.workspace
+        return widget_function(
             self,
             "Widget",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="index.handler",
-            code=lambda_.Code.from_asset(str(WIDGET_CODE), exclude=["__pycache__", "*.pyc"]),
-            role=role,
-            log_group=log_group,
-            timeout=Duration.seconds(30),
-            memory_size=256,
-            environment={"PROMETHEUS_ENDPOINT": observability.workspace.attr_prometheus_endpoint},
-            description="CloudWatch custom widget: PromQL charts from Amazon Managed Prometheus",
+            WidgetFunctionSpec(
+                code=WIDGET_CODE,
+                description="CloudWatch custom widget: PromQL charts from Amazon Managed Prometheus",
+                role_description="Draws vLLM SLO charts from Amazon Managed Prometheus",
+                statements=[
+                    iam.PolicyStatement(
+                        actions=["aps:QueryMetrics"], resources=[workspace.attr_arn]
+                    )
+                ],
+                environment={"PROMETHEUS_ENDPOINT": workspace.attr_prometheus_endpoint},
+            ),
         )
 
     def _panel_widget(

@@ -31,7 +31,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from ..errors import Problems
-from ..model_sources import ModelData
+from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
 from ..planning.cold_start import estimate_cold_start
 from ..planning.models import ModelSpec, preset
@@ -61,6 +61,10 @@ MODEL_MOUNT_PATH = "/opt/ml/model"
 #: vllm/build_artifacts/sagemaker_entrypoint.sh), with SageMaker's /invocations and /ping and
 #: vLLM's OpenAI routes and /metrics on the same port.
 SERVING_PORT = 8080
+#: AWS's vLLM container for SageMaker (repository, tag): it turns each ``SM_VLLM_*`` variable into
+#: the vLLM flag (https://aws.github.io/deep-learning-containers/vllm/configuration/), the
+#: contract the worker's environment follows.
+SAGEMAKER_VLLM_DLC = ("vllm", "server-sagemaker-cuda-v1")
 #: CRD patterns of ``endpointName`` / ``modelName`` (SageMaker's name rule, at most 63).
 _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: Kubernetes object names: RFC 1123 DNS labels (kubernetes.io/docs/concepts/overview/
@@ -146,7 +150,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         the served name's suffix and the model path are derived.
     :param instance_types: 1 or more HyperPod instance types, most preferred first; each one
         of the cluster's GPU groups.
-    :param image: a container that reads ``SM_VLLM_*`` like AWS's SageMaker vLLM container.
+    :param image: a container that reads ``SM_VLLM_*`` like AWS's SageMaker vLLM container
+        (``ContainerImage`` or an image reference). Default: that container in the stack's region.
     :param replicas: pods at deployment. Default: 1.
     :param autoscaling: ``InferenceAutoScaling``. Default: none (fixed ``replicas``).
     :param endpoint_name: the SageMaker endpoint the operator registers. Default: ``name``.
@@ -168,7 +173,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         weights: FsxModelStore | ModelData,
         config: VllmConfig,
         instance_types: Sequence[str],
-        image: str,
+        image: ContainerImage | str | None = None,
         replicas: int = 1,
         autoscaling: InferenceAutoScaling | None = None,
         endpoint_name: str | None = None,
@@ -181,9 +186,10 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         self.addons, self.cluster = addons, addons.cluster
         self.catalog = catalog or default_catalog()
         self.spec = preset(model) if isinstance(model, str) else model
-        self.weights, self.image, self.replicas = weights, image, replicas
+        self.weights, self.replicas = weights, replicas
         self.instance_types, self.autoscaling = tuple(instance_types), autoscaling
         problems = Problems(f"HyperPodInferenceEndpoint '{self.node.path}'")
+        self.image = self._resolve_image(problems, image)
         self.groups = self._resolve_groups(problems)
         self.type_plans = self._derive(problems, config, weight_format)
         self.config = self._common_config(problems)
@@ -205,6 +211,16 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         self._render()
 
     # -- resolve -------------------------------------------------------------------------
+
+    def _resolve_image(self, problems: Problems, image: ContainerImage | str | None) -> str:
+        """The worker's image reference; a DLC resolves to the stack's region's registry."""
+        if isinstance(image, str):
+            if not image.strip():
+                problems.add("image", image, "a container image that reads SM_VLLM_* variables")
+            return image
+        bound = (image or ContainerImage.from_dlc(*SAGEMAKER_VLLM_DLC)).bind(self)
+        bound.validate(problems, "image")
+        return bound.image_uri
 
     def _resolve_groups(self, problems: Problems) -> list[HyperPodInstanceGroup]:
         """The GPU group of each listed type (each type must be one)."""
@@ -284,8 +300,6 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         return sum(group.count for group in self.groups)
 
     def _validate(self, problems: Problems) -> None:
-        if not self.image.strip():
-            problems.add("image", self.image, "a container image that reads SM_VLLM_* variables")
         if isinstance(self.weights, ModelData):
             self.weights.validate(problems, "weights")
         for prop, value in (("endpoint_name", self.endpoint_name), ("name", self.name)):

@@ -7,20 +7,30 @@ certificate), serving the OpenAI-compatible API (``/v1/chat/completions`` with
 streaming, ``/v1/models``) and Prometheus ``/metrics``.
 
 The vLLM command line comes from ``VllmConfig`` (the same builder the SageMaker path
-uses), with tensor parallelism over each node's GPUs, pipeline parallelism over the
-group's nodes, expert parallelism for MoE, and the quantization of the weight format.
+uses), with tensor parallelism over each node's GPUs and the quantization of the weight
+format. Across nodes, a MoE model runs data parallel (one rank per node) with its experts
+sharded over every GPU (``--enable-expert-parallel``): vLLM's documented multi-node layout
+for MoE (``docs/serving/data_parallel_deployment.md``). Whether MTP speculative decoding
+starts with pipeline parallelism > 1 on vLLM 0.33's default model runner could not be
+verified from its source (vllm/config/vllm.py only routes EAGLE-3 + PP to the V1 runner), so
+MoE replicas avoid pipeline parallelism; dense models still use it across nodes.
+
+Pods are Guaranteed (``pod_spec``), restricted and isolated by NetworkPolicies; the leader
+needs an API key from Secrets Manager (``serving_security``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations, CfnOutput, Duration
+from aws_cdk import Annotations, CfnOutput, Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from .._cdk.role_grants import ExecutionRoleGrants
@@ -33,12 +43,17 @@ from ..planning.cold_start import estimate_cold_start
 from ..planning.models import ModelSpec, preset, weight_format
 from ..planning.sizing import Plan, PlanningError, plan
 from ..vllm.config import VllmConfig, VllmConfigError
-from ..vllm.hardware import check_on_hardware
-from ..vllm.multinode import MULTINODE_FLAGS, Startup, leader_command, worker_command
+from ..vllm.hardware import check_on_hardware, speculation_with_pipeline_note
+from ..vllm.multinode import (
+    MULTINODE_FLAGS,
+    Startup,
+    leader_command,
+    with_api_key_file,
+    worker_command,
+)
 from .addons import HyperPodServingAddons
 from .constants import (
     APP_NAME_LABEL,
-    DEFAULT_VLLM_IMAGE,
     EFA_RESOURCE,
     GPU_RESOURCE,
     GPU_TAINT_KEY,
@@ -59,16 +74,28 @@ from .constants import (
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 from .model_store import FsxModelStore
+from .pod_spec import (
+    can_surge,
+    container_security_context,
+    guaranteed_cpu_memory,
+    pod_security,
+    rollout_strategy,
+)
+from .serving_image import IMAGE_WITHOUT_EFA_WARNING, default_vllm_image, efa_environment
+from .serving_security import (
+    API_KEY_FILE,
+    API_KEY_MOUNT,
+    api_key_volume,
+    generated_api_key,
+    network_policies,
+    secret_provider_class,
+    secrets_store_addon,
+)
 
 __all__ = ["Exposure", "VllmMultiNodeService"]
 
 _WEIGHTS_MOUNT = "/models"
-_EFA_ENVIRONMENT = {
-    "FI_PROVIDER": "efa",
-    "FI_EFA_USE_DEVICE_RDMA": "1",
-    "FI_EFA_FORK_SAFE": "1",
-    "NCCL_DEBUG": "WARN",
-}
+_NCCL_ENVIRONMENT = {"NCCL_DEBUG": "WARN"}
 _PROBE_PERIOD_SECONDS = 10
 
 
@@ -76,12 +103,18 @@ _PROBE_PERIOD_SECONDS = 10
 class Exposure:
     """How clients reach the leaders: an internal NLB by default.
 
-    :param public: internet-facing instead of internal. Default: ``False``.
+    :param public: internet-facing instead of internal; needs a certificate, explicit
+        ``source_ranges`` and an API key. Default: ``False``.
     :param certificate_arn: ACM certificate: TLS on 443. Default: plain HTTP on 80.
+    :param source_ranges: client CIDRs the load balancer admits (the AWS Load Balancer
+        Controller turns ``spec.loadBalancerSourceRanges`` into the NLB security group's
+        inbound rules: https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#lb-source-ranges).
+        Default: the cluster VPC's CIDR.
     """
 
     public: bool = False
     certificate_arn: str | None = None
+    source_ranges: tuple[str, ...] | None = None
 
     @property
     def port(self) -> int:
@@ -92,7 +125,26 @@ class Exposure:
         return "https" if self.certificate_arn else "http"
 
     def validate(self, problems: Problems, prop: str) -> None:
-        """Nothing to refuse: any combination deploys (the certificate is checked by ACM)."""
+        """Source ranges are CIDRs; a public endpoint names its TLS certificate and clients."""
+        for index, cidr in enumerate(self.source_ranges or ()):
+            try:
+                ipaddress.ip_network(cidr)
+            except ValueError:
+                problems.add(
+                    f"{prop}.source_ranges[{index}]", cidr, "a CIDR such as 203.0.113.0/24"
+                )
+        if not self.public:
+            return
+        if not self.certificate_arn:
+            problems.add(
+                f"{prop}.certificate_arn", None, "public=True needs an ACM certificate (TLS on 443)"
+            )
+        if not self.source_ranges:
+            problems.add(
+                f"{prop}.source_ranges",
+                self.source_ranges,
+                "public=True needs the client CIDRs the load balancer may admit, given explicitly",
+            )
 
     def _render(self) -> dict[str, str]:
         """The Service annotations the AWS Load Balancer Controller reads for this exposure."""
@@ -124,7 +176,14 @@ class VllmMultiNodeService(Construct):
     :param quantization: the weight format on the store (``nvfp4``, ``fp8``, ``bf16``, ...).
     :param config: served name, context, parsers, speculative decoding, ... Parallelism,
         quantization and the model path are set here.
-    :param image: the vLLM image. Default: ``vllm/vllm-openai:v0.33.0``.
+    :param image: the vLLM image. Default: AWS's vLLM container for EC2/EKS with EFA
+        (``assets/vllm_image.json``) from the region's deep-learning-container account.
+    :param image_efa: ``image`` carries libfabric and aws-ofi-nccl (NCCL over EFA).
+        Default: ``True`` for the default image, ``False`` for any other; a multi-node
+        service on EFA instances whose image is not EFA-capable gets a synth warning.
+    :param api_key: the Secrets Manager secret whose value clients send as
+        ``Authorization: Bearer <key>``. Default: a generated secret (``self.api_key``).
+    :param authenticate: require the API key. Default: ``True``; ``public`` exposure needs it.
     :param gpu_group: the instance group to run on. Default: the cluster's first GPU group.
     :param replicas: model replicas (LeaderWorkerSet groups). Default: 1.
     :param nodes_per_replica: group size. Default: the planner's node count.
@@ -150,7 +209,10 @@ class VllmMultiNodeService(Construct):
         model: ModelSpec | str,
         quantization: str,
         config: VllmConfig,
-        image: str = DEFAULT_VLLM_IMAGE,
+        image: str | None = None,
+        image_efa: bool | None = None,
+        api_key: secretsmanager.ISecret | None = None,
+        authenticate: bool = True,
         gpu_group: str | None = None,
         replicas: int = 1,
         nodes_per_replica: int | None = None,
@@ -170,27 +232,51 @@ class VllmMultiNodeService(Construct):
         self._resolve_weights_source(problems, model_store, namespace)
         self._resolve_group(problems, gpu_group)
         self._resolve_plan(problems, quantization, config, nodes_per_replica)
-        self.replicas = replicas
+        self.replicas, self.startup = replicas, startup
         self.name = name or (config.served_model_name or self.spec.name)
         self._validate_placement(problems, quantization)
         self.config = self._configure(config, quantization, model_store, problems)
         if stream_from is not None:
             stream_from.validate(problems, "stream_from")
         exposure.validate(problems, "exposure")
+        if exposure.public and not authenticate:
+            problems.add("authenticate", False, "public=True needs the API key (authenticate=True)")
+        self.image = image or default_vllm_image(self, problems)
+        self.image_efa = image_efa if image_efa is not None else image is None
+        self.resources = self._resources(problems)
+        self.vpc_cidr = self._vpc_cidr(problems)
         problems.raise_if_any()
+        self._warn_about_image()
 
         path = "fsx_lustre" if model_store is not None else "s3_streaming"
         self.cold_start = estimate_cold_start(
             self.plan.weight_bytes if self.plan else 0.0, path, self.nodes
         )
-        self.service_account = f"{self.name}-weights" if stream_from is not None else None
-        prerequisites = (
-            [model_store.manifest] if model_store is not None else self._streaming_identity()
-        )
+        self.service_account = f"{self.name}-vllm"
+        self.api_key = (api_key or generated_api_key(self, self.name)) if authenticate else None
+        self._render(model_store)
+
+    def _render(self, model_store: FsxModelStore | None) -> None:
+        """Identity and key first, then the isolated workload, its Service and base URL."""
+        identity = self._pod_identity(with_namespace=model_store is None)
+        prerequisites = [*identity]
+        if model_store is not None:
+            identity[0].node.add_dependency(model_store.manifest)
+            prerequisites.insert(0, model_store.manifest)
+        if self.api_key is not None:
+            prerequisites.append(self._api_key_provider(identity[0]))
         self.lws = self.leader_worker_set(
-            image, startup, model_store.claim_name if model_store else None
+            self.image, self.startup, model_store.claim_name if model_store else None
         )
         self.service = self.service_manifest()
+        self.network_policies = network_policies(
+            self.name,
+            self.namespace,
+            self.labels(),
+            {**self.labels(), ROLE_LABEL: LEADER_POD_ROLE},
+            VLLM_API_PORT,
+            self.vpc_cidr,
+        )
         self._render_workload(prerequisites)
         self._render_base_url()
 
@@ -273,6 +359,42 @@ class VllmMultiNodeService(Construct):
                 "the catalog has no EFA device count for this type; add it to the catalog",
             )
 
+    def _resources(self, problems: Problems) -> dict[str, str]:
+        """Whole-node GPUs and EFA devices; Guaranteed CPU and memory sized from the type."""
+        resources = {
+            GPU_RESOURCE: str(self.instance.gpus),
+            EFA_RESOURCE: str(self.instance.efa_devices),
+        }
+        try:
+            return {**guaranteed_cpu_memory(self.instance), **resources}
+        except KeyError as error:
+            problems.add("gpu_group", self.group.instance_type, f"{error.args[0]}; add it")
+            return resources
+
+    def _vpc_cidr(self, problems: Problems) -> str:
+        """The cluster VPC's CIDR: the API's allowed source inside the cluster, LB default."""
+        try:
+            return self.cluster.vpc.vpc_cidr_block
+        except RuntimeError:  # an imported VPC given without its CIDR
+            problems.add(
+                "cluster.vpc",
+                self.cluster.vpc.vpc_id,
+                "its CIDR is needed for the load balancer's source ranges and the NetworkPolicy; "
+                "import the VPC with vpc_cidr_block",
+            )
+            return ""
+
+    def _warn_about_image(self) -> None:
+        """An image without EFA support turns cross-node NCCL into TCP on EFA instances."""
+        if self.nodes > 1 and self.instance.efa_devices and not self.image_efa:
+            Annotations.of(self).add_warning_v2(
+                IMAGE_WITHOUT_EFA_WARNING,
+                f"{self.image} is not declared EFA-capable (image_efa=True): NCCL between the "
+                f"{self.nodes} nodes of a replica falls back to TCP on {self.group.instance_type}. "
+                "Use the default image (AWS's vLLM container with EFA) or one with libfabric "
+                "and aws-ofi-nccl.",
+            )
+
     # -- render --------------------------------------------------------------------------
 
     def _render_workload(self, prerequisites: Sequence[Construct]) -> None:
@@ -291,6 +413,15 @@ class VllmMultiNodeService(Construct):
             self.service_resource.node.add_dependency(self.addons.load_balancer_controller)
         for prerequisite in prerequisites:
             self.service_resource.node.add_dependency(prerequisite)
+        self.network_policy_resource = eks.KubernetesManifest(
+            self,
+            "NetworkPolicies",
+            cluster=eks_cluster,
+            manifest=self.network_policies,
+            overwrite=True,
+        )
+        self.network_policy_resource.node.add_dependency(prerequisites[0])
+        self.lws_manifest.node.add_dependency(self.network_policy_resource)
 
     def _render_base_url(self) -> None:
         """The load balancer's hostname, once the controller has created it, as the base URL."""
@@ -312,33 +443,48 @@ class VllmMultiNodeService(Construct):
             value=self.base_url,
             description=f"OpenAI-compatible base URL of {self.config.served_model_name}",
         )
+        if self.api_key is not None:
+            CfnOutput(
+                self,
+                "ApiKeySecretArn",
+                value=self.api_key.secret_arn,
+                description="Secrets Manager secret holding the API key (Authorization: Bearer)",
+            )
 
     # -- configuration -------------------------------------------------------------------
 
-    def _streaming_identity(self) -> list[Construct]:
-        """Namespace and service account for the pods, and a Pod Identity role that reads the prefix."""
-        assert self.stream_from is not None and self.service_account is not None
+    def _pod_identity(self, with_namespace: bool) -> list[Construct]:
+        """Service account of the pods and its Pod Identity role: reads the S3 prefix when
+        streaming, the API key's secret when authenticating. The namespace comes with it when
+        no model store creates it."""
         cluster = self.cluster
         role = iam.Role(
             self,
             "WeightsRole",
             assumed_by=iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL).with_session_tags(),
-            description=f"{self.name}: streams weights from S3",
+            description=f"{self.name}: the vLLM pods' identity (weights, API key)",
         )
         grants = ExecutionRoleGrants(self, role)
-        grants.model_data_read(self.stream_from)
+        if self.stream_from is not None:
+            grants.model_data_read(self.stream_from)
         grants.acknowledge()
+        if self.api_key is not None:
+            self.api_key.grant_read(role)
+        namespace = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
+        ]
         manifest = eks.KubernetesManifest(
             self,
             "WeightsIdentity",
             cluster=cluster.eks_cluster,
             overwrite=True,
             manifest=[
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}},
+                *(namespace if with_namespace else []),
                 {
                     "apiVersion": "v1",
                     "kind": "ServiceAccount",
                     "metadata": {"name": self.service_account, "namespace": self.namespace},
+                    "automountServiceAccountToken": False,
                 },
             ],
         )
@@ -353,6 +499,28 @@ class VllmMultiNodeService(Construct):
         )
         association.node.add_dependency(cluster.pod_identity_agent)
         return [manifest, association]
+
+    def _api_key_provider(self, after: Construct) -> Construct:
+        """The SecretProviderClass for the key, once the CSI driver (its CRD) is installed."""
+        assert self.api_key is not None
+        provider = eks.KubernetesManifest(
+            self,
+            "ApiKeyProvider",
+            cluster=self.cluster.eks_cluster,
+            overwrite=True,
+            manifest=[
+                secret_provider_class(
+                    self._api_key_class, self.namespace, self.api_key, Stack.of(self).region
+                )
+            ],
+        )
+        provider.node.add_dependency(secrets_store_addon(self, self.cluster))
+        provider.node.add_dependency(after)
+        return provider
+
+    @property
+    def _api_key_class(self) -> str:
+        return f"{self.name}-api-key"
 
     def _configure(
         self, base: VllmConfig, quantization: str, store: FsxModelStore | None, problems: Problems
@@ -369,12 +537,15 @@ class VllmMultiNodeService(Construct):
         else:
             assert store is not None  # _resolve_weights_source: exactly one source
             model_path = f"{_WEIGHTS_MOUNT}{store.mount_path}"
+        # MoE across nodes: one data-parallel rank per node, experts over all GPUs.
+        data_parallel = self.nodes > 1 and self.spec.is_moe
         config = base.with_changes(
             model=model_path,
             load_format="runai_streamer" if streaming else base.load_format,
             served_model_name=base.served_model_name or self.spec.name,
             tensor_parallel_size=self.instance.gpus,
-            pipeline_parallel_size=self.nodes if self.nodes > 1 else None,
+            pipeline_parallel_size=self.nodes if self.nodes > 1 and not data_parallel else None,
+            data_parallel_size=self.nodes if data_parallel else base.data_parallel_size,
             enable_expert_parallel=self.spec.is_moe,
             quantization=fmt.vllm_quantization,
         )
@@ -392,6 +563,12 @@ class VllmMultiNodeService(Construct):
                 problems.add(f"config.{prop}", value, allowed)
             return config
         self._check_on_hardware(config, quantization, problems)
+        try:  # the launcher's own checks (one rank per node, native start for DP, ...)
+            leader_command(config, self.nodes, self.startup)
+        except VllmConfigError as error:
+            for prop, value, allowed in error.problems:
+                if not prop.startswith("extra_flags"):  # reported above
+                    problems.add(prop if prop == "startup" else f"config.{prop}", value, allowed)
         return config
 
     def _check_on_hardware(self, config: VllmConfig, quantization: str, problems: Problems) -> None:
@@ -410,6 +587,9 @@ class VllmMultiNodeService(Construct):
             Annotations.of(self).add_warning_v2(
                 "cdk-llm-serving:nonNativeWeightFormat", f"{self.group.instance_type}: {warning}"
             )
+        note = speculation_with_pipeline_note(config)
+        if note is not None:
+            Annotations.of(self).add_warning_v2("cdk-llm-serving:speculationWithPipeline", note)
 
     # -- manifests -----------------------------------------------------------------------
 
@@ -434,11 +614,16 @@ class VllmMultiNodeService(Construct):
             )
         if role == LEADER_POD_ROLE:
             self._serve_api(container)
-        spec_extra = {"serviceAccountName": self.service_account} if self.service_account else {}
+            if self.api_key is not None:
+                container["volumeMounts"].append(
+                    {"name": "api-key", "mountPath": API_KEY_MOUNT, "readOnly": True}
+                )
+                volumes.append(api_key_volume(self._api_key_class))
         return {
             "metadata": {"labels": {**self.labels(), ROLE_LABEL: role}},
             "spec": {
-                **spec_extra,
+                "serviceAccountName": self.service_account,
+                **pod_security(),
                 "terminationGracePeriodSeconds": 120,
                 **self._scheduling(),
                 "containers": [container],
@@ -447,16 +632,16 @@ class VllmMultiNodeService(Construct):
         }
 
     def _container(self, image: str, command: list[str], args: list[str]) -> dict[str, Any]:
-        """The vLLM container with all of the node's GPUs and EFA devices."""
-        gpus, efa = self.instance.gpus, self.instance.efa_devices
-        resources = {GPU_RESOURCE: str(gpus), EFA_RESOURCE: str(efa)}
+        """The vLLM container: the node's GPUs and EFA devices, Guaranteed CPU and memory."""
+        environment = {**efa_environment(), **_NCCL_ENVIRONMENT}
         return {
             "name": "vllm",
             "image": image,
             "command": command,
             "args": args,
-            "env": [{"name": key, "value": value} for key, value in _EFA_ENVIRONMENT.items()],
-            "resources": {"requests": dict(resources), "limits": dict(resources)},
+            "env": [{"name": key, "value": value} for key, value in environment.items()],
+            "resources": {"requests": dict(self.resources), "limits": dict(self.resources)},
+            "securityContext": container_security_context(),
             "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
         }
 
@@ -495,6 +680,8 @@ class VllmMultiNodeService(Construct):
     ) -> dict[str, Any]:
         leader = leader_command(self.config, self.nodes, startup)
         worker = worker_command(self.config, self.nodes, startup)
+        if self.api_key is not None:
+            leader = with_api_key_file(leader, API_KEY_FILE)
         template: dict[str, Any] = {
             "size": self.nodes,
             "restartPolicy": "RecreateGroupOnPodRestart",
@@ -507,6 +694,14 @@ class VllmMultiNodeService(Construct):
         )
         # One node per replica: the leader is the whole group, in the worker template.
         template["leaderTemplate" if self.nodes > 1 else "workerTemplate"] = leader_template
+        self.rollout_strategy = rollout_strategy(self.group.count, self.nodes, self.replicas)
+        if not can_surge(self.rollout_strategy) and self.replicas == 1:
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:rolloutWithoutSurge",
+                f"GPU group {self.group.name!r} ({self.group.count} nodes) has no room for a second "
+                f"replica of {self.nodes} nodes: an update replaces the only replica, and the "
+                "service does not serve until the new one is ready.",
+            )
         return {
             "apiVersion": LWS_API_VERSION,
             "kind": "LeaderWorkerSet",
@@ -514,6 +709,7 @@ class VllmMultiNodeService(Construct):
             "spec": {
                 "replicas": self.replicas,
                 "startupPolicy": "LeaderCreated",
+                "rolloutStrategy": self.rollout_strategy,
                 "leaderWorkerTemplate": template,
             },
         }
@@ -530,6 +726,7 @@ class VllmMultiNodeService(Construct):
             },
             "spec": {
                 "type": "LoadBalancer",
+                "loadBalancerSourceRanges": list(self.exposure.source_ranges or [self.vpc_cidr]),
                 "selector": {**self.labels(), ROLE_LABEL: LEADER_POD_ROLE},
                 "ports": [
                     {
@@ -543,4 +740,4 @@ class VllmMultiNodeService(Construct):
         }
 
     def manifests(self) -> list[Mapping[str, Any]]:
-        return [self.lws, self.service]
+        return [self.lws, self.service, *self.network_policies]

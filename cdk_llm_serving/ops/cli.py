@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -82,7 +83,14 @@ def _plan_command(args: argparse.Namespace) -> int:
 
 
 def _smoke_command(args: argparse.Namespace) -> int:
-    from .smoke import SmokeError, format_report, report, safe_run, sagemaker_bearer_token
+    from .smoke import (
+        API_KEY_ENV,
+        SmokeError,
+        format_report,
+        report,
+        safe_run,
+        sagemaker_bearer_token,
+    )
 
     headers: dict[str, str] = {}
     try:
@@ -90,8 +98,8 @@ def _smoke_command(args: argparse.Namespace) -> int:
             headers["Authorization"] = f"Bearer {args.bearer_token}"
         elif args.sagemaker_region:
             headers["Authorization"] = f"Bearer {sagemaker_bearer_token(args.sagemaker_region)}"
-        elif args.api_key:
-            headers["Authorization"] = f"Bearer {args.api_key}"
+        elif args.api_key or os.environ.get(API_KEY_ENV):
+            headers["Authorization"] = f"Bearer {args.api_key or os.environ[API_KEY_ENV]}"
         checks, results = safe_run(args.base_url, args.model, headers, args.timeout)
     except (SmokeError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -382,9 +390,16 @@ def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         required=True,
         help="e.g. http://internal-lb/v1 or https://runtime.sagemaker.<region>.amazonaws.com/endpoints/<name>/openai/v1",
     )
-    smoke.add_argument("--model", required=True, help="the served model name")
+    smoke.add_argument(
+        "--model",
+        required=True,
+        help="the name clients send (on a pool endpoint: the shared name every copy serves)",
+    )
     auth = smoke.add_mutually_exclusive_group()
-    auth.add_argument("--api-key", help="sent as a bearer token")
+    auth.add_argument(
+        "--api-key",
+        help="sent as a bearer token (default: the LLM_SERVING_API_KEY environment variable)",
+    )
     auth.add_argument("--bearer-token", help="a ready SageMaker bearer token")
     auth.add_argument(
         "--sagemaker-region",

@@ -1,9 +1,17 @@
-"""What an instance-pool endpoint runs on right now, and what it costs."""
+"""What an instance-pool endpoint runs on right now, and what it costs.
+
+Each pool also shows the copy of the model it serves: the name its responses carry,
+read from the model's container environment (``CDK_LLM_SERVING_SERVED_NAMES``, copy name
+first, set by ``ServingModel(client_model_name=...)``; else ``SM_VLLM_SERVED_MODEL_NAME``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from ..planning.catalog import Catalog, default_catalog
 
@@ -15,6 +23,8 @@ class PoolStatus:
     instances: int
     model_override: str | None
     price_per_hour: float | None
+    #: The name this pool's responses carry (its model's copy name), when known.
+    served_name: str | None = None
 
     @property
     def preferred(self) -> bool:
@@ -86,6 +96,50 @@ def _variants(
     return tuple(variants)
 
 
+def served_name(environment: dict[str, str]) -> str | None:
+    """The first name a model's container serves (what responses report), if it says."""
+    names = environment.get("CDK_LLM_SERVING_SERVED_NAMES")
+    if names:
+        try:
+            listed = json.loads(names)
+        except ValueError:
+            listed = None
+        if isinstance(listed, list) and listed:
+            return str(listed[0])
+    return environment.get("SM_VLLM_SERVED_MODEL_NAME")
+
+
+def _with_served_names(
+    client: Any, variants: tuple[VariantStatus, ...]
+) -> tuple[VariantStatus, ...]:
+    """Each pool's copy name, from DescribeModel of its model (override or the variant's)."""
+    names: dict[str, str | None] = {}
+
+    def lookup(model: str | None) -> str | None:
+        if model is None:
+            return None
+        if model not in names:
+            try:
+                described = client.describe_model(ModelName=model)
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "ValidationException":
+                    raise
+                described = {}  # the model is gone (e.g. replaced by an update)
+            environment = described.get("PrimaryContainer", {}).get("Environment", {})
+            names[model] = served_name(environment)
+        return names[model]
+
+    return tuple(
+        replace(
+            v,
+            pools=tuple(
+                replace(p, served_name=lookup(p.model_override or v.model)) for p in v.pools
+            ),
+        )
+        for v in variants
+    )
+
+
 def fleet_status(client: Any, endpoint_name: str, catalog: Catalog | None = None) -> FleetStatus:
     """DescribeEndpoint plus the endpoint config(s) it names, for priorities and model overrides."""
     catalog = catalog or default_catalog()
@@ -104,8 +158,8 @@ def fleet_status(client: Any, endpoint_name: str, catalog: Catalog | None = None
     return FleetStatus(
         endpoint["EndpointName"],
         endpoint["EndpointStatus"],
-        variants,
-        pending,
+        _with_served_names(client, variants),
+        _with_served_names(client, pending),
         catalog.price_source,
     )
 
@@ -124,6 +178,7 @@ def fleet_as_dict(status: FleetStatus) -> dict[str, Any]:
                     "instances": p.instances,
                     "preferred": p.preferred,
                     "model_override": p.model_override,
+                    "served_name": p.served_name,
                     "price_per_hour": p.price_per_hour,
                 }
                 for p in v.pools
@@ -152,13 +207,15 @@ def format_fleet(status: FleetStatus) -> str:
         lines.append(f"{heading} {v.name} (model {v.model}): {cost}")
         for p in v.pools:
             mark = "preferred" if p.preferred else "fallback "
-            override = f"  serves {p.model_override}" if p.model_override else ""
+            override = f"  model {p.model_override}" if p.model_override else ""
+            copy = f"  answers as {p.served_name}" if p.served_name else ""
             lines.append(
-                f"  {p.priority}. {p.instance_type:<24} {p.instances:>3} running  {mark}{override}"
+                f"  {p.priority}. {p.instance_type:<24} {p.instances:>3} running  {mark}{copy}{override}"
             )
         for p in v.pools:
             if p.instances and not p.preferred:
-                copy = f", serving the {p.model_override} copy" if p.model_override else ""
+                served = p.served_name or p.model_override
+                copy = f", serving the {served} copy" if served else ""
                 lines.append(
                     f"  ! running on fallback: {p.instances} x {p.instance_type} (priority {p.priority}){copy}"
                 )

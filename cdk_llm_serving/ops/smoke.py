@@ -5,13 +5,15 @@ tool call with JSON arguments), one asking for step-by-step reasoning (reasoning
 arrive separately from the answer, as vLLM's reasoning parsers send it). For each it
 measures time to first token, inter-token latency p50/p90/p99 and output tokens/s.
 
+Requests name the shared client model name; on a pool endpoint any copy may answer, and
+each response's ``model`` field says which copy did (reported per request).
+
 Standard library only (plus botocore for SageMaker bearer tokens), so it runs anywhere
 the package is installed.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import time
@@ -21,6 +23,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .bearer_token import generate_bearer_token
+
+#: Environment variable ``smoke`` reads the API key from when no flag gives one (keeps the
+#: key out of shell history and process listings). Not ``OPENAI_API_KEY``: that one usually
+#: holds a key for another service, which must not be sent to this endpoint.
+API_KEY_ENV = "LLM_SERVING_API_KEY"
 TOOL_NAME = "get_weather"
 TOOL: dict[str, Any] = {
     "type": "function",
@@ -169,29 +177,20 @@ def check_reasoning(result: StreamResult) -> Check:
     )
 
 
-def sagemaker_bearer_token(region: str, expires_seconds: int = 900) -> str:
-    """A bearer token for SageMaker's ``/openai/v1`` path.
+def check_copy(name: str, result: StreamResult) -> Check:
+    """Which copy answered: vLLM reports its first served name, the copy's own (``served_names``).
 
-    Base64 of a SigV4 query-presigned URL for the ``CallWithBearerToken`` action, signed
-    with the default boto3 credential chain. The exact URL shape is UNCONFIRMED beyond
-    AWS's description; pass ``--bearer-token`` to use a token made another way.
+    Any copy may answer a request for the shared name; a response without a ``model`` field
+    cannot say which did.
     """
-    import botocore.session
-    from botocore.auth import SigV4QueryAuth
-    from botocore.awsrequest import AWSRequest
+    if not result.model:
+        return Check(f"{name}: answering copy", False, "the response names no model")
+    return Check(f"{name}: answering copy", True, result.model)
 
-    session = botocore.session.get_session()
-    credentials = session.get_credentials()
-    if credentials is None:
-        raise RuntimeError("no AWS credentials found in the standard chain")
-    request = AWSRequest(
-        method="GET",
-        url=f"https://runtime.sagemaker.{region}.amazonaws.com/?Action=CallWithBearerToken",
-    )
-    SigV4QueryAuth(
-        credentials.get_frozen_credentials(), "sagemaker", region, expires=expires_seconds
-    ).add_auth(request)
-    return base64.b64encode(request.url.encode()).decode()
+
+def sagemaker_bearer_token(region: str) -> str:
+    """A 12-hour bearer token for SageMaker's ``/openai/v1`` path (``bearer_token``)."""
+    return generate_bearer_token(region)
 
 
 def run_smoke(
@@ -220,21 +219,16 @@ def run_smoke(
         timeout,
     )
     checks = [check_tool_call(tool), check_reasoning(reasoning)]
-    for name, result in (("tools", tool), ("reasoning", reasoning)):
-        if result.model is not None and result.model != model:
-            checks.append(
-                Check(
-                    f"{name}: model field",
-                    False,
-                    f"response names {result.model!r}, asked for {model!r}",
-                )
-            )
+    checks += [
+        check_copy(name, result) for name, result in (("tools", tool), ("reasoning", reasoning))
+    ]
     return checks, {"tools": tool, "reasoning": reasoning}
 
 
 def report(checks: list[Check], results: dict[str, StreamResult]) -> dict[str, Any]:
     return {
         "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in checks],
+        "copies": sorted({r.model for r in results.values() if r.model}),
         "requests": {
             name: {
                 "model": r.model,
@@ -262,7 +256,7 @@ def format_report(data: dict[str, Any]) -> str:
     for name, r in data["requests"].items():
         itl = r["itl_ms"]
         lines.append(
-            f"{name:<10} model={r['model']} ttft={r['ttft_ms']} ms  itl p50/p90/p99={itl['p50']}/{itl['p90']}/{itl['p99']} ms  "
+            f"{name:<10} copy={r['model']} ttft={r['ttft_ms']} ms  itl p50/p90/p99={itl['p50']}/{itl['p90']}/{itl['p99']} ms  "
             f"{r['output_tokens']} tokens  {r['tokens_per_second']} tokens/s"
         )
     return "\n".join(lines)

@@ -52,6 +52,8 @@ class InstanceSpec:
     efa_devices: int | None
     price_per_hour: float
     price_estimated: bool = False
+    #: vCPUs (``data/instance_vcpus.json``); ``None`` when not recorded.
+    vcpus: int | None = None
 
     @property
     def gpu_memory_bytes(self) -> float:
@@ -165,6 +167,7 @@ def gpus() -> dict[str, Gpu]:
 @functools.cache
 def default_catalog() -> Catalog:
     data = load_data("instances.json")
+    vcpus = load_data("instance_vcpus.json")["vcpus"]
     known_gpus = gpus()
     instances = {
         name: InstanceSpec(
@@ -177,6 +180,7 @@ def default_catalog() -> Catalog:
             efa_devices=entry["efa_devices"],
             price_per_hour=entry["price_per_hour"],
             price_estimated=entry.get("price_estimated", False),
+            vcpus=vcpus.get(name),
         )
         for name, entry in data["instances"].items()
     }

@@ -34,6 +34,15 @@ class PoolFileError(ValueError):
     pass
 
 
+def copy_served_name(client_name: str, instance_type: str) -> str:
+    """``gpt-oss-20b`` on ``ml.g6e.2xlarge`` -> ``gpt-oss-20b-g6e-2xlarge``.
+
+    The name responses of one recommended deployment carry, so a client sending the shared
+    ``client_name`` sees which deployment answered.
+    """
+    return f"{client_name}-{instance_type.removeprefix('ml.').replace('.', '-')}"
+
+
 @dataclass(frozen=True)
 class ExpectedPerformance:
     ttft_ms: float | None = None

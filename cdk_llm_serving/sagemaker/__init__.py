@@ -23,6 +23,8 @@ from .inference_components import ComponentSpecification, InferenceComponentOnPo
 from .instance_pool import InstancePool
 from .pool_endpoint import InstancePoolEndpoint
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
+from .token_metrics import TokenMetricNames
+from .update_rules import autoscaled_update_problems
 from .vllm_pool_endpoint import VllmPool, VllmPoolEndpoint
 
 __all__ = [
@@ -44,7 +46,9 @@ __all__ = [
     "PoolEndpointOptions",
     "RollingDeployment",
     "ServingModel",
+    "TokenMetricNames",
     "TrafficShift",
     "VllmPool",
     "VllmPoolEndpoint",
+    "autoscaled_update_problems",
 ]

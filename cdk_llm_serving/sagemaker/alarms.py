@@ -12,7 +12,10 @@ from constructs import Construct
 from ..errors import Problems
 from ..planning.catalog import Catalog
 from .pool_endpoint import InstancePoolEndpoint
+from .token_metrics import TokenMetricNames, TokenQueries
 
+#: Default p99 inter-token latency that alarms (200 ms: 5 tokens/s per stream).
+_DEFAULT_INTER_TOKEN_P99 = Duration.millis(200)
 #: Period of the fallback alarm's datapoints.
 _FALLBACK_PERIOD = Duration.minutes(5)
 
@@ -28,8 +31,16 @@ class PoolEndpointAlarms(Construct):
     :param scaling_metric_missing: alarm when the autoscaling metric has no data (the policy
         is blind). Only when the endpoint autoscales on utilization. Default: ``True``.
     :param fallback_after: alarm when a non-primary pool has held instances this long, so
-        operators know the fleet drifted off the preferred hardware. ``None`` disables.
-        Default: 1 hour.
+        operators know the fleet drifted off the preferred hardware. Instances are counted
+        from their concurrency samples, so idle ones count (``fleet_utilization``). ``None``
+        disables. Default: 1 hour.
+    :param ttft_p99_threshold: p99 time to first token that alarms, per pool (PromQL alarm on
+        detailed observability's vLLM metrics, see ``token_metrics``; pending 5 minutes). Only
+        when the endpoint has detailed observability. ``None`` disables. Default: 2 seconds.
+    :param inter_token_p99_threshold: p99 inter-token latency that alarms, per pool (as
+        above). ``None`` disables. Default: 200 milliseconds.
+    :param token_metric_names: the PromQL names of vLLM's token metrics. Default:
+        ``TokenMetricNames()`` (vLLM's own names; see ``token_metrics``).
     :param actions: alarm actions (e.g. an SNS topic) added to every alarm. Default: none.
     """
 
@@ -43,11 +54,19 @@ class PoolEndpointAlarms(Construct):
         latency_p99_threshold: Duration | None = Duration.seconds(60),
         scaling_metric_missing: bool = True,
         fallback_after: Duration | None = Duration.hours(1),
+        ttft_p99_threshold: Duration | None = Duration.seconds(2),
+        inter_token_p99_threshold: Duration | None = _DEFAULT_INTER_TOKEN_P99,
+        token_metric_names: TokenMetricNames | None = None,
         actions: Sequence[cloudwatch.IAlarmAction] = (),
     ) -> None:
         super().__init__(scope, id)
         self.endpoint = endpoint
         self._validate(error_rate_threshold, latency_p99_threshold, fallback_after)
+        _check_positive(
+            self,
+            ttft_p99_threshold=ttft_p99_threshold,
+            inter_token_p99_threshold=inter_token_p99_threshold,
+        )
         self.error_rate = (
             self._error_rate(error_rate_threshold) if error_rate_threshold is not None else None
         )
@@ -60,6 +79,10 @@ class PoolEndpointAlarms(Construct):
         self.running_on_fallback: dict[str, cloudwatch.Alarm] = {}
         if fallback_after is not None:
             self._fallback_alarms(fallback_after)
+        self.token_latency: dict[str, cloudwatch.PromQLAlarm] = {}
+        if endpoint.detailed_observability:
+            names = token_metric_names or TokenMetricNames()
+            self._token_alarms(names, ttft_p99_threshold, inter_token_p99_threshold)
         for alarm in self.alarms:
             for action in actions:
                 alarm.add_alarm_action(action)
@@ -122,28 +145,55 @@ class PoolEndpointAlarms(Construct):
         )
 
     def _scaling_metric_missing(self) -> cloudwatch.Alarm | None:
-        """Only for endpoints that scale on the weighted utilization."""
+        """Only for endpoints that scale on the weighted utilization.
+
+        Watches one raw metric: the variant's ``ConcurrentRequestsPerModel``, the series every
+        term of the scaling expression is built from (``fleet_utilization``); while it has
+        no data the policy reads nothing.
+        """
         scaling = self.endpoint.auto_scaling
         if scaling is None or scaling.fleet_utilization is None:
             return None
         return cloudwatch.Alarm(
             self,
             "ScalingMetricMissing",
-            metric=scaling.fleet_utilization,
-            threshold=1e9,  # never reached: only missing data (treated as breaching) alarms
+            metric=self.endpoint.metric_concurrent_requests(statistic="SampleCount"),
+            threshold=0,
             evaluation_periods=5,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
-            alarm_description=f"{self.endpoint.endpoint_name}: the weighted-utilization metric has had no data for 5 minutes, so autoscaling is blind",
+            alarm_description=f"{self.endpoint.endpoint_name}: no concurrency samples for 5 minutes, so the weighted-utilization scaling metric is blind",
         )
 
+    def _token_alarms(
+        self, names: TokenMetricNames, ttft: Duration | None, inter_token: Duration | None
+    ) -> None:
+        """p99 TTFT and inter-token latency per pool; each breaching pool is a contributor."""
+        queries = TokenQueries(self.endpoint.endpoint_name, self.endpoint.variant_name, names)
+        for key, threshold, query, what in (
+            ("TtftP99", ttft, queries.ttft(0.99), "time to first token"),
+            ("InterTokenP99", inter_token, queries.inter_token(0.99), "inter-token latency"),
+        ):
+            if threshold is None:
+                continue
+            seconds = threshold.to_seconds(integral=False)
+            self.token_latency[key] = cloudwatch.PromQLAlarm(
+                self,
+                key,
+                query=f"{query} > {seconds:g}",
+                evaluation_interval=Duration.minutes(1),
+                pending_period=Duration.minutes(5),
+                alarm_description=f"{self.endpoint.endpoint_name}: p99 {what} above {threshold.to_human_string()} on a pool for 5 minutes",
+            )
+
     @property
-    def alarms(self) -> list[cloudwatch.Alarm]:
-        found = [
+    def alarms(self) -> list[cloudwatch.AlarmBase]:
+        found: list[cloudwatch.AlarmBase | None] = [
             self.error_rate,
             self.latency_p99,
             self.scaling_metric_missing,
             *self.running_on_fallback.values(),
+            *self.token_latency.values(),
         ]
         return [alarm for alarm in found if alarm is not None]
 
@@ -173,6 +223,14 @@ class PoolEndpointAlarms(Construct):
                     f"for {after.to_human_string()} instead of {primary.instance_type}. {_price_note(pool.instance_type, primary.instance_type, self.endpoint.catalog)}"
                 ),
             )
+
+
+def _check_positive(alarms: PoolEndpointAlarms, **thresholds: Duration | None) -> None:
+    problems = Problems(f"PoolEndpointAlarms '{alarms.node.path}'")
+    for prop, value in thresholds.items():
+        if value is not None and value.to_seconds(integral=False) <= 0:
+            problems.add(prop, value.to_human_string(), "must be positive")
+    problems.raise_if_any()
 
 
 def _price_note(fallback: str, primary: str, catalog: Catalog) -> str:

@@ -23,7 +23,14 @@ from constructs import Construct
 from .._cdk.validation import seconds_of
 from ..errors import Problems
 from .async_inference import AsyncInference
-from .fleet_utilization import MAX_WEIGHTED_POOLS, NAMESPACE, MetricQuery, as_math_expression
+from .fleet_utilization import (
+    MAX_ALARM_METRICS,
+    MAX_WEIGHTED_POOLS,
+    METRICS_PER_POOL,
+    NAMESPACE,
+    MetricQuery,
+    as_math_expression,
+)
 from .instance_pool import InstancePool
 
 
@@ -188,7 +195,7 @@ class EndpointAutoScaling(Construct):
                 problems.add(
                     "endpoint.pools",
                     [pool.instance_type for pool in self.endpoint.pools],
-                    f"weighted autoscaling reads 3 metrics per pool and a CloudWatch alarm at most 10: at most {MAX_WEIGHTED_POOLS} pools",
+                    f"weighted autoscaling reads {METRICS_PER_POOL} metrics per pool and a CloudWatch alarm at most {MAX_ALARM_METRICS}: at most {MAX_WEIGHTED_POOLS} pools",
                 )
             for index, (pool, capacity) in enumerate(
                 zip(self.endpoint.pools, capacities, strict=True)

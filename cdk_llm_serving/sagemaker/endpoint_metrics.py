@@ -8,12 +8,13 @@ With instance pools SageMaker adds an ``InstanceType`` dimension to the variant'
 
 from __future__ import annotations
 
+import re
 from typing import TypedDict, Unpack
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
-from .fleet_utilization import instance_count_expression
+from .fleet_utilization import CONCURRENCY_METRIC, instance_count_expression
 
 INVOCATION_NAMESPACE = "AWS/SageMaker"
 UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
@@ -52,6 +53,8 @@ class EndpointMetrics:
 
     endpoint_name: str
     variant_name: str
+    #: Seconds between metric publications (``MetricsConfig``); 60 unless the endpoint says.
+    metric_publish_frequency: int = 60
 
     def metric(
         self,
@@ -115,17 +118,21 @@ class EndpointMetrics:
     def metric_pool_instances(
         self, *, instance_type: str, period: Duration = Duration.minutes(1)
     ) -> cloudwatch.MathExpression:
-        """Instances of one pool, derived from its invocation metrics (0 while it has none)."""
+        """Instances of one pool, idle ones included: each reports its concurrency once per
+        publish interval, so samples x interval / period (see ``fleet_utilization``)."""
+        # One id per type, so a graph can show every pool's count side by side.
+        samples = "samples_" + re.sub(r"[^a-z0-9]", "_", instance_type.lower())
         return cloudwatch.MathExpression(
-            expression=instance_count_expression(1),
+            expression=instance_count_expression(
+                samples, self.metric_publish_frequency, int(period.to_seconds())
+            ),
             using_metrics={
-                "inv1": self.metric_invocations(instance_type=instance_type, period=period),
-                "ipi1": self.metric(
-                    "InvocationsPerInstance",
+                samples: self.metric(
+                    CONCURRENCY_METRIC,
                     instance_type=instance_type,
-                    statistic="Sum",
+                    statistic="SampleCount",
                     period=period,
-                ),
+                )
             },
             label=f"{instance_type} instances",
             period=period,

@@ -17,7 +17,9 @@ from ..planning.catalog import Catalog
 from .async_inference import AsyncInference
 from .deployment import EndpointDeployment
 
-RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE", "KV_AWARE"]
+#: What both the API and CloudFormation accept (the API's KV_AWARE is not in CloudFormation's
+#: schema; see ``_cdk.service_limits.CLOUDFORMATION_NARROWER``).
+RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE"]
 
 #: Values MetricPublishFrequencyInSeconds accepts: the API reference lists them
 #: (sagemaker/latest/APIReference/API_MetricsConfig.html) and CloudFormation's schema enforces

@@ -2,25 +2,30 @@
 
     utilization = sum_i(n_i * c_i) / sum_i(n_i * cap_i)
 
-with, for pool i (all from ``AWS/SageMaker`` with dimensions EndpointName,
-VariantName, InstanceType):
+with, for pool i (``AWS/SageMaker`` ``ConcurrentRequestsPerModel`` with dimensions
+EndpointName, VariantName, InstanceType), n_i its instances, c_i the concurrent requests per
+instance and cap_i what one instance of that type sustains (``InstancePool.max_concurrency``).
 
-* ``c_i``  = ``ConcurrentRequestsPerModel`` (Average): concurrent requests per instance;
-* ``n_i``  = ``Invocations`` (Sum) / ``InvocationsPerInstance`` (Sum): SageMaker has no
-  per-type instance-count metric, but ``InvocationsPerInstance`` adds 1/n for each
-  request, so the ratio of the two sums is the number of instances of that type;
-* ``cap_i`` = what one instance of that type sustains (``InstancePool.max_concurrency``).
+Each instance reports its concurrency, 0 included, once per publish interval whether or not
+requests arrive, so over one period the pool's series holds k * n_i samples (k = period /
+interval, the same for every pool) and their Sum is k * n_i * c_i. Hence
 
-A pool with no instances (the normal state of a fallback pool) publishes nothing;
-every series is wrapped in ``FILL(…, 0)`` so the expression never goes without data,
-and ``IF(capacity > 0, …, 0)`` makes an idle fleet read 0 (scale in) rather than 0/0.
+    utilization = sum_i(Sum_i) / sum_i(SampleCount_i * cap_i)
 
-Known limits, decided here:
+in which k cancels: instance counts without any traffic dependence, two metrics per pool,
+and five pools (the API's maximum) within CloudWatch's 10 metrics per alarm (and per
+target-tracking customized metric). Sources: ``InstanceType`` on the pool's invocation
+metrics (realtime-endpoints-heterogeneous.html; FACTS: ConcurrentRequestsPerModel among them);
+publish interval: botocore ``MetricsConfig.MetricPublishFrequencyInSeconds`` ("When
+EnableEnhancedMetrics is set to True, this interval applies to both utilization and
+invocation metrics"). UNCONFIRMED by AWS text: that an idle instance still reports 0 (the
+gauge's nature) and that the per-type series keeps every instance's sample (not an
+agent-side average). If an idle instance reported nothing, its pool would count 0
+instances: utilization would read high and scaling would err toward more capacity, as the
+earlier ``Invocations / InvocationsPerInstance`` derivation always did for idle pools.
 
-* A type that served no new request during the period counts 0 instances, so its
-  capacity is left out and utilization reads high: scaling errs toward more capacity.
-* CloudWatch alarms (which target tracking creates) read at most 10 metrics; at 3 per
-  pool, weighted scaling covers at most ``MAX_WEIGHTED_POOLS`` pools.
+A pool with no instances publishes nothing; every series is wrapped in ``FILL(…, 0)`` and
+``IF(capacity > 0, …, 0)`` makes an empty fleet read 0 (scale in) rather than 0/0.
 """
 
 from __future__ import annotations
@@ -33,9 +38,11 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 NAMESPACE = "AWS/SageMaker"
+#: The per-instance gauge whose samples count instances and whose sum is the pool's load.
+CONCURRENCY_METRIC = "ConcurrentRequestsPerModel"
 #: CloudWatch's hard limit of metrics in one metric-math alarm.
 MAX_ALARM_METRICS = 10
-METRICS_PER_POOL = 3
+METRICS_PER_POOL = 2
 MAX_WEIGHTED_POOLS = MAX_ALARM_METRICS // METRICS_PER_POOL
 
 
@@ -63,15 +70,15 @@ def _number(value: float) -> str:
     return f"{value:.6g}"
 
 
-def instance_count_expression(index: int) -> str:
-    """``n_i``: instances of pool ``index``, derived from its invocation metrics."""
-    return f"IF(FILL(ipi{index}, 0) > 0, FILL(inv{index}, 0) / FILL(ipi{index}, 0), 0)"
+def instance_count_expression(samples_id: str, publish_seconds: int, period_seconds: int) -> str:
+    """``n_i``: one sample per instance per publish interval (see the module docstring)."""
+    return f"FILL({samples_id}, 0) * {_number(publish_seconds / period_seconds)}"
 
 
 def fleet_utilization_queries(
     endpoint_name: str, variant_name: str, pools: Sequence[PoolCapacity]
 ) -> list[MetricQuery]:
-    """The query list: 3 metrics and one ``n_i`` expression per pool, then the utilization."""
+    """The query list: per pool the concurrency's Sum and SampleCount, then the utilization."""
     queries: list[MetricQuery] = []
     load_terms, capacity_terms = [], []
     for index, pool in enumerate(pools, start=1):
@@ -81,17 +88,11 @@ def fleet_utilization_queries(
             ("InstanceType", pool.instance_type),
         )
         queries += [
-            MetricQuery(f"inv{index}", "Invocations", "Sum", dims),
-            MetricQuery(f"ipi{index}", "InvocationsPerInstance", "Sum", dims),
-            MetricQuery(f"conc{index}", "ConcurrentRequestsPerModel", "Average", dims),
-            MetricQuery(
-                f"n{index}",
-                expression=instance_count_expression(index),
-                label=f"{pool.instance_type} instances",
-            ),
+            MetricQuery(f"load{index}", CONCURRENCY_METRIC, "Sum", dims),
+            MetricQuery(f"samples{index}", CONCURRENCY_METRIC, "SampleCount", dims),
         ]
-        load_terms.append(f"n{index} * FILL(conc{index}, 0)")
-        capacity_terms.append(f"n{index} * {_number(pool.max_concurrency)}")
+        load_terms.append(f"FILL(load{index}, 0)")
+        capacity_terms.append(f"FILL(samples{index}, 0) * {_number(pool.max_concurrency)}")
     load, capacity = " + ".join(load_terms), " + ".join(capacity_terms)
     queries.append(
         MetricQuery(

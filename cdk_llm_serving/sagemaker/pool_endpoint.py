@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from .instance_pool import InstancePool
 from .pool_sizing import PoolFit, check_pools_fit
 from .recommended_pools import pools_from_recommendation
 from .serving_model import ServingModel
+from .update_rules import DEPLOYED_TEMPLATE_CONTEXT, deployed_variant_problems
 
 #: vLLM's default --max-num-seqs: the most sequences one engine batches.
 VLLM_DEFAULT_MAX_NUM_SEQS = 256
@@ -199,15 +201,18 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         path: str | Path,
         *,
         options: PoolEndpointOptions | None = None,
+        client_model_name: str | None = None,
     ) -> InstancePoolEndpoint:
         """A new endpoint whose pools come from a ``recommend to-pools`` file.
 
         Builds (it does not import): the endpoint sits under an intermediate construct
         ``id`` that also holds the models (``<id>/Endpoint``, ``<id>/Model1``, ...). See
-        ``planning.pool_file`` for the file.
+        ``planning.pool_file`` for the file. Clients send ``client_model_name`` (default: the
+        recommendation job's name); responses name the deployment that answered
+        (``<client name>-<instance type>``).
         """
         holder = Construct(scope, id)
-        model, pools = pools_from_recommendation(holder, path)
+        model, pools = pools_from_recommendation(holder, path, client_model_name)
         settings = (options or PoolEndpointOptions()).as_kwargs()
         return cls(holder, "Endpoint", model=model, pools=pools, **settings)
 
@@ -250,7 +255,12 @@ class InstancePoolEndpoint(Construct, EndpointApi):
 
         Takes ``EndpointAutoScaling``'s options (``max_capacity`` required) and documents
         the policy there; asynchronous endpoints scale on their backlog and may set
-        ``min_capacity=0``.
+        ``min_capacity=0``. Sets ``RetainAllVariantProperties`` so deploys keep the current
+        instance count. SageMaker refuses to change the pools' instance types (or remove the
+        variant) while it is autoscaled: deploy once without ``auto_scale``, then with the new
+        pools (``update_rules.autoscaled_update_problems`` checks two templates). Given the
+        deployed template as context ``cdk-llm-serving:deployed-template`` (a JSON file, as
+        ``aws cloudformation get-template`` prints it), synth refuses such a change.
         """
         if self.hosts_inference_components:
             self._refuse(
@@ -261,6 +271,11 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         if self.auto_scaling is not None:
             self._refuse("auto_scale", "called twice", "configure autoscaling once per endpoint")
         self.auto_scaling = EndpointAutoScaling(self, "AutoScaling", endpoint=self, **options)
+        # Autoscaling owns the instance count: updates keep it (and the weight) instead of
+        # resetting it to InitialInstanceCount; pools, models and settings still come from the
+        # new config, and no property type is excluded (see ``update_rules``).
+        self.cfn_endpoint.retain_all_variant_properties = True
+        self._check_against_deployed()
         return self.auto_scaling
 
     def fleet_utilization_queries(self) -> list[MetricQuery]:
@@ -295,6 +310,8 @@ class InstancePoolEndpoint(Construct, EndpointApi):
             self, max_length=63, separator="-"
         )
         self.hosts_inference_components = model is None
+        self.metric_publish_frequency = options.metric_publish_frequency
+        self.detailed_observability = options.detailed_observability
         self.deployment: EndpointDeployment | None = options.deployment
         if self.deployment is None and not self.hosts_inference_components:
             self.deployment = BlueGreenDeployment()
@@ -434,6 +451,24 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         ]
 
     # -- internals ----------------------------------------------------------------------
+
+    def _check_against_deployed(self) -> None:
+        """Refuse at synth what SageMaker would refuse on update of the deployed template."""
+        path = self.node.try_get_context(DEPLOYED_TEMPLATE_CONTEXT)
+        if not path:
+            return
+        try:
+            deployed = json.loads(Path(str(path)).read_text())
+        except (OSError, ValueError) as error:
+            self._refuse(DEPLOYED_TEMPLATE_CONTEXT, path, f"cannot read a JSON template: {error}")
+        if isinstance(deployed.get("TemplateBody"), dict):
+            deployed = deployed["TemplateBody"]
+        types = frozenset(pool.instance_type for pool in self.pools)
+        problems = deployed_variant_problems(
+            deployed, self.endpoint_name, {self.variant_name: types}
+        )
+        if problems:
+            raise ConfigurationError(f"InstancePoolEndpoint '{self.node.path}'", problems)
 
     def _refuse(self, prop: str, value: object, allowed: str) -> None:
         subject = f"InstancePoolEndpoint '{self.node.path}'"

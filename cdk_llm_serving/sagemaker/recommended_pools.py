@@ -8,19 +8,22 @@ from constructs import Construct
 
 from ..errors import Problems
 from ..model_sources import ContainerImage, ModelData
-from ..planning.pool_file import PoolFile, PoolFileError
+from ..planning.pool_file import PoolFile, PoolFileError, RecommendedPool, copy_served_name
 from .instance_pool import InstancePool
-from .serving_model import ServingModel
+from .served_names import VLLM_CONFIG_VARIABLE
+from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
 
 
 def pools_from_recommendation(
-    holder: Construct, path: str | Path
+    holder: Construct, path: str | Path, client_model_name: str | None = None
 ) -> tuple[ServingModel, list[InstancePool]]:
     """Pools in the file's order, each with its recommended deployment and measured capacity.
 
     Pools whose deployments are identical (image, weights, environment) share one model,
     created under ``holder``; the first pool's model is the variant's, the others become
-    ``ModelNameOverride``.
+    ``ModelNameOverride``. Each model serves ``client_model_name`` (default: the job's name)
+    after a copy name (``<client>-<instance type>`` of its first pool), unless the
+    recommended environment names its own served model or vLLM config.
     """
     problems = Problems(f"InstancePoolEndpoint.build_from_recommendation '{holder.node.path}'")
     try:
@@ -38,11 +41,13 @@ def pools_from_recommendation(
             )
     problems.raise_if_any()
 
+    client = client_model_name or pool_file.job
     models: dict[tuple[object, ...], ServingModel] = {}
     pool_models: list[ServingModel] = []
     for pool in pool_file.pools:
         key = (pool.image_uri, pool.model_data_uri, tuple(sorted(pool.environment.items())))
         if key not in models:
+            served, client_name = _names(pool, client)
             models[key] = ServingModel(
                 holder,
                 f"Model{len(models) + 1}",
@@ -51,6 +56,8 @@ def pools_from_recommendation(
                 if pool.model_data_uri
                 else None,
                 environment=pool.environment,
+                served_model_name=served,
+                client_model_name=client_name,
             )
         pool_models.append(models[key])
     primary = pool_models[0]
@@ -63,3 +70,12 @@ def pools_from_recommendation(
         for pool, model in zip(pool_file.pools, pool_models, strict=True)
     ]
     return primary, pools
+
+
+def _names(pool: RecommendedPool, client: str) -> tuple[str | None, str | None]:
+    """(copy name, client name) of one recommended deployment; none where it names its own."""
+    if {VLLM_SERVED_MODEL_NAME_VARIABLE, VLLM_CONFIG_VARIABLE} & set(pool.environment):
+        return None, None
+    if not pool.model_data_uri:  # no weights prefix for the config file: one name
+        return client, None
+    return copy_served_name(client, pool.instance_type), client

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jsii
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
@@ -19,6 +20,7 @@ from .._cdk.validation import check_name, is_unresolved
 from ..errors import Problems
 from ..model_sources import ContainerImage, ModelData
 from ..planning.sizing import ModelSizing
+from .served_names import VLLM_CONFIG_VARIABLE, ServedNamesFile
 
 #: Environment variable through which AWS's SageMaker vLLM container sets ``--served-model-name``.
 VLLM_SERVED_MODEL_NAME_VARIABLE = "SM_VLLM_SERVED_MODEL_NAME"
@@ -32,12 +34,19 @@ class ServingModel(Construct):
     prefix (``s3:GetObject`` under it, ``s3:ListBucket`` limited to it) and write
     the endpoint's logs and metrics: nothing wider.
 
-    :param image: the container image (``ContainerImage.from_ecr_uri`` / ``from_repository``).
+    :param image: the container image (``ContainerImage.from_ecr_uri`` / ``from_repository`` /
+        ``from_dlc``); an ECR image must be in the stack's region when that is concrete.
     :param model_data: the weights, served uncompressed from an S3 prefix. Default: none
         (the image carries or fetches its weights).
     :param served_model_name: the name the server reports in every response's ``model``
         field, so a response tells which copy of the model answered. Set through
         ``served_model_name_variable``. Default: not set (the server's own default).
+    :param client_model_name: the name clients send, shared by every copy of the model (e.g.
+        ``gpt-oss-20b``) while ``served_model_name`` names this copy (``gpt-oss-20b-int4-tp1``).
+        The copy serves both, its own name first so responses report it: a vLLM config file
+        written under ``model_data``'s prefix at deploy time (``served_names``) and
+        ``SM_VLLM_CONFIG`` pointing at it. Needs ``model_data`` and AWS's SageMaker vLLM
+        container. Default: none (the copy serves ``served_model_name`` only).
     :param served_model_name_variable: the environment variable that carries
         ``served_model_name``. Default: ``SM_VLLM_SERVED_MODEL_NAME`` (AWS's SageMaker vLLM container).
     :param environment: further container environment variables. Default: none.
@@ -63,6 +72,7 @@ class ServingModel(Construct):
         image: ContainerImage,
         model_data: ModelData | None = None,
         served_model_name: str | None = None,
+        client_model_name: str | None = None,
         served_model_name_variable: str = VLLM_SERVED_MODEL_NAME_VARIABLE,
         environment: Mapping[str, str] | None = None,
         model_name: str | None = None,
@@ -76,10 +86,12 @@ class ServingModel(Construct):
         super().__init__(scope, id)
         check_template_limits(self)
         self.served_model_name = served_model_name
+        self.client_model_name = client_model_name or served_model_name
         self.sizing = sizing
         self.model_data = model_data
-        self.image = image
+        self.image = image.bind(self)
         env = self._validate(environment, served_model_name, served_model_name_variable, model_name)
+        self.served_names_file = self._served_names(env, served_model_name, client_model_name)
         self.role: iam.IRole = role or iam.Role(
             self,
             "Role",
@@ -87,14 +99,34 @@ class ServingModel(Construct):
             description="Execution role of a SageMaker model served by cdk-llm-serving",
         )
         grants = ExecutionRoleGrants(self, self.role)
-        grants.image_pull(image)
+        grants.image_pull(self.image)
         if model_data is not None:
             grants.model_data_read(model_data)
         grants.logs_and_metrics()
         vpc_config = self._render_vpc(grants, vpc, vpc_subnets, security_groups)
         grants.acknowledge()
         self.cfn_model = self._render_model(env, model_name, network_isolation, vpc_config)
+        if self.served_names_file is not None:
+            self.cfn_model.node.add_dependency(self.served_names_file.resource)
         self.model_name: str = self.cfn_model.attr_model_name
+
+    def _served_names(
+        self, env: dict[str, str], copy_name: str | None, client_name: str | None
+    ) -> ServedNamesFile | None:
+        """Both names through a vLLM config file (the variable carries one name only)."""
+        if client_name is None or copy_name is None or client_name == copy_name:
+            return None
+        assert self.model_data is not None  # checked by _validate
+        env.pop(VLLM_SERVED_MODEL_NAME_VARIABLE, None)
+        names = ServedNamesFile(
+            self,
+            "ServedNames",
+            model_data=self.model_data,
+            copy_name=copy_name,
+            client_name=client_name,
+        )
+        env.update(names.environment)
+        return names
 
     def _render_vpc(
         self,
@@ -182,7 +214,7 @@ class ServingModel(Construct):
     ) -> dict[str, str]:
         """Every problem at once; the container environment with the served name set."""
         problems = Problems(f"ServingModel '{self.node.path}'")
-        self.image.validate(problems, "image")
+        self.image.validate(problems, "image", region=Stack.of(self).region)
         if self.model_data is not None:
             self.model_data.validate(problems, "model_data")
         check_name(
@@ -193,12 +225,42 @@ class ServingModel(Construct):
             "a SageMaker model name",
         )
         env = dict(environment or {})
+        _check_client_name(problems, env, self, variable)
         if served_model_name is not None:
             _check_served_name(problems, env, variable, served_model_name)
             env[variable] = served_model_name
         _check_environment(problems, env)
         problems.raise_if_any()
         return env
+
+
+def _check_client_name(
+    problems: Problems, env: Mapping[str, str], model: ServingModel, variable: str
+) -> None:
+    """A shared name rides on a vLLM config file: weights, the vLLM container, no own config."""
+    client, copy = model.client_model_name, model.served_model_name
+    if client is None or client == copy:
+        return
+    if any(ch.isspace() for ch in client) or not client:
+        problems.add("client_model_name", client, "must be a non-empty name without whitespace")
+    if model.model_data is None:
+        problems.add(
+            "client_model_name",
+            client,
+            "needs model_data: the served-names file goes under the weights prefix",
+        )
+    if variable != VLLM_SERVED_MODEL_NAME_VARIABLE:
+        problems.add(
+            "client_model_name",
+            client,
+            f"works with AWS's SageMaker vLLM container only (served_model_name_variable={VLLM_SERVED_MODEL_NAME_VARIABLE!r})",
+        )
+    if VLLM_CONFIG_VARIABLE in env:
+        problems.add(
+            f"environment[{VLLM_CONFIG_VARIABLE!r}]",
+            env[VLLM_CONFIG_VARIABLE],
+            "client_model_name sets the vLLM config file itself; put these flags in SM_VLLM_* variables",
+        )
 
 
 def _check_served_name(

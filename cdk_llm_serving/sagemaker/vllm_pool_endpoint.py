@@ -60,7 +60,9 @@ class VllmPoolEndpoint(Construct, EndpointApi):
     :param image: AWS's SageMaker vLLM container (or one that reads ``SM_VLLM_*`` the same way).
     :param model: the model's figures (a ``ModelSpec`` or preset name) for the planner.
     :param base: what every copy shares (served name, context, parsers, ...). ``model`` is
-        replaced by the container's model directory.
+        replaced by the container's model directory. Its ``served_model_name`` (default: the
+        model's name) is the name clients send: every copy serves it after its own copy name
+        (``gpt-oss-20b-int4-tp1``), which responses report (``ServingModel.client_model_name``).
     :param weights: weight format -> S3 location, in preference order: full weights first,
         then quantized copies a pool may fall back to.
     :param pools: 1-5 pools (instance type strings or ``VllmPool``), most preferred first.
@@ -88,6 +90,8 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         self.catalog = catalog or default_catalog()
         self.spec = preset(model) if isinstance(model, str) else model
         self.base = base.with_changes(model=SAGEMAKER_MODEL_DIR)
+        #: The name clients send; every copy serves it after its own name.
+        self.client_model_name: str = base.served_model_name or self.spec.name
         vllm_pools = [VllmPool(p) if isinstance(p, str) else p for p in pools]
         self.pool_plans: list[PoolVllmPlan | None] = self._derive(vllm_pools, weights)
 
@@ -114,6 +118,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         self.endpoint_name = self.endpoint.endpoint_name
         self.variant_name = self.endpoint.variant_name
         self.endpoint_arn = self.endpoint.endpoint_arn
+        self.metric_publish_frequency = self.endpoint.metric_publish_frequency
         self.async_inference = self.endpoint.async_inference
 
     def auto_scale(self, **options: Unpack[AutoScalingOptions]) -> EndpointAutoScaling:
@@ -209,6 +214,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
             image=image,
             model_data=weights[planned.weight_format],
             served_model_name=served,
+            client_model_name=self.client_model_name,
             environment=environment,
             # The endpoint plans each pool from this sizing and warns there when the format
             # has no native kernels on the pool's GPU.

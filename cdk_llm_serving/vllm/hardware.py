@@ -50,7 +50,7 @@ def check_on_hardware(
     """
     instance = (catalog or default_catalog()).get(instance_type)
     spec = preset(model) if isinstance(model, str) else model
-    problems = _layout_problems(config, instance, nodes)
+    problems = _layout_problems(config, instance, nodes) + _parallel_refusals(config)
     if spec is not None:
         problems += _model_problems(config, spec)
     speculative = config.speculative
@@ -125,3 +125,69 @@ def _model_problems(config: VllmConfig, spec: ModelSpec) -> list[tuple[str, obje
         ),
     ]
     return [(prop, value, allowed) for failed, prop, value, allowed in checks if failed]
+
+
+def _flag_int(config: VllmConfig, name: str) -> int:
+    value = config.extra_flags.get(name)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 1
+
+
+def _parallel_refusals(config: VllmConfig) -> list[tuple[str, object, str]]:
+    """Combinations vLLM's ``ParallelConfig`` refuses at start (so the pods would crash-loop).
+
+    vllm-project/vllm ``vllm/config/parallel.py``, ``ParallelConfig._validate_parallel_config``:
+    "data_parallel_size_local (...) must be <= data_parallel_size", "enable_expert_parallel
+    must be True to use EPLB", "PCP does not support data parallelism yet."; and
+    "Elastic EP is not supported with pipeline parallelism" (same file).
+    """
+    dp = config.data_parallel_size or 1
+    pp = config.pipeline_parallel_size or 1
+    flags = config.extra_flags
+    checks: list[tuple[bool, str, object, str]] = [
+        (
+            _flag_int(config, "data-parallel-size-local") > dp
+            and "data-parallel-size-local" in flags,
+            "extra_flags['data-parallel-size-local']",
+            flags.get("data-parallel-size-local"),
+            f"vLLM refuses more local data-parallel ranks than data_parallel_size ({dp})",
+        ),
+        (
+            bool(flags.get("enable-eplb")) and not config.enable_expert_parallel,
+            "extra_flags['enable-eplb']",
+            True,
+            "vLLM refuses expert load balancing without enable_expert_parallel",
+        ),
+        (
+            _flag_int(config, "prefill-context-parallel-size") > 1 and dp > 1,
+            "extra_flags['prefill-context-parallel-size']",
+            flags.get("prefill-context-parallel-size"),
+            "vLLM refuses prefill context parallelism with data parallelism",
+        ),
+        (
+            bool(flags.get("enable-elastic-ep")) and pp > 1,
+            "extra_flags['enable-elastic-ep']",
+            True,
+            "vLLM refuses elastic expert parallelism with pipeline parallelism",
+        ),
+    ]
+    return [(prop, value, allowed) for failed, prop, value, allowed in checks if failed]
+
+
+def speculation_with_pipeline_note(config: VllmConfig) -> str | None:
+    """Why speculative decoding with pipeline parallelism > 1 may not start, or ``None``.
+
+    Not refused by vLLM's configuration, but unverified at run time: the V1 runner asserts one
+    sampled token per request when it passes tokens between pipeline stages with async
+    scheduling (vllm-project/vllm ``vllm/v1/worker/gpu_model_runner.py``,
+    ``_pp_broadcast_prev_sampled_token_ids``: "PP+async expects sampled_token_ids to have
+    shape [num_reqs, 1]"), and Model Runner V2's parity tracker (vllm-project/vllm#47172, per
+    the vLLM blog post on MRV2 becoming the default in v0.29) lists MTP with pipeline
+    parallelism as open work.
+    """
+    if config.speculative is None or (config.pipeline_parallel_size or 1) <= 1:
+        return None
+    return (
+        f"{config.speculative.method} speculative decoding with pipeline_parallel_size="
+        f"{config.pipeline_parallel_size} is not verified to start on vLLM's default runner; "
+        "prefer data parallel + expert parallel (MoE) or drop speculative decoding"
+    )

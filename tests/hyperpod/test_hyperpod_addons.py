@@ -23,7 +23,6 @@ from tests.support.hyperpod import (
 from tests.support.template_helpers import (
     flatten,
     manifest_objects,
-    only_resource,
     policy_statements,
     resources_of_type,
 )
@@ -89,8 +88,11 @@ def test_two_scaled_services_share_keda_and_the_scraper_role():
         if v["Properties"]["Chart"] == "keda"
     ]
     assert len(charts) == 1
-    key, association = only_resource(template, "AWS::EKS::PodIdentityAssociation")
-    assert association["Properties"]["ServiceAccount"] == "keda-operator"
+    (association,) = [  # each service has its own (weights, API key); KEDA's is shared
+        v
+        for v in resources_of_type(template, "AWS::EKS::PodIdentityAssociation").values()
+        if v["Properties"]["ServiceAccount"] == "keda-operator"
+    ]
     role_id = association["Properties"]["RoleArn"]["Fn::GetAtt"][0]
     (statement,) = policy_statements(template, role_id)  # CDK merges the two grants
     assert statement["Action"] == "aps:QueryMetrics"

@@ -264,7 +264,7 @@ def test_pod_templates_match_kubernetes_schemas(endpoint):
         validate_core({"apiVersion": "v1", "kind": "Pod", **template})
 
 
-def test_dashboard_has_a_row_per_type_in_priority_order():
+def test_dashboard_has_a_line_per_type_in_priority_order():
     stack = new_stack()
     _, addons = _cluster(stack)
     endpoint = gpt_oss_120b_endpoint(stack, addons)
@@ -282,3 +282,14 @@ def test_smoke_reaches_it_through_sagemakers_openai_path(endpoint):
     text = json.dumps(url)
     assert "/endpoints/gpt-oss-120b-mxfp4-tp8/openai/v1" in text
     assert "runtime.sagemaker." in text
+
+
+def test_default_image_is_awss_sagemaker_vllm_container_in_the_stacks_region():
+    stack = new_stack()
+    _, addons = _cluster(stack)
+    endpoint = gpt_oss_120b_endpoint(stack, addons, image=None)
+    image = json.dumps(stack.resolve(endpoint.image))
+    assert "763104351884.dkr.ecr.us-east-1." in image
+    assert '"/vllm:server-sagemaker-cuda-v1"' in image
+    with pytest.raises(ConfigurationError):
+        gpt_oss_120b_endpoint(stack, addons, id="Blank", image=" ")

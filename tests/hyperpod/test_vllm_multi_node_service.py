@@ -7,7 +7,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-import yaml
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
@@ -17,7 +16,7 @@ from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
 from cdk_llm_serving.vllm.multinode import leader_command, worker_command
 from tests.support.builders import new_stack
-from tests.support.hyperpod import deepseek_service, hyperpod_cluster, small_cluster
+from tests.support.hyperpod import deepseek_service, hyperpod_cluster, lws_crd_schema, small_cluster
 from tests.support.kubernetes_schemas import concretize, validate_core
 from tests.support.template_helpers import manifest_objects, resources_of_type
 
@@ -36,11 +35,7 @@ def service(reference_templates) -> dict:
 
 @pytest.fixture
 def lws_schema(shared_dir: Path) -> dict:
-    crd = yaml.safe_load(
-        (shared_dir / "schemas" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
-    )
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    return version["schema"]["openAPIV3Schema"]
+    return lws_crd_schema(shared_dir)
 
 
 def test_leader_worker_set_matches_the_crd_schema(lws, lws_schema):
@@ -67,19 +62,29 @@ def test_pod_templates_and_service_match_kubernetes_schemas(lws, service):
     validate_core(service)
 
 
+def vllm_args(container: dict) -> list[str]:
+    """The ``vllm`` arguments of a container, inside the API-key shell wrapper or not."""
+    if container["command"] == ["/bin/sh", "-c"]:
+        assert container["args"][1] == "vllm"
+        return container["args"][2:]
+    return container["args"]
+
+
 def test_group_size_and_parallelism_come_from_the_plan(lws):
+    """The MoE runs data parallel across the 2 nodes (TP 8 per node, experts over all 16 GPUs)."""
     expected = plan("reference-2.4t-a95b", "nvfp4", "ml.p6-b200.48xlarge", max_context=131072)
     template = lws["spec"]["leaderWorkerTemplate"]
     assert template["size"] == expected.nodes == 2
     assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
-    args = template["leaderTemplate"]["spec"]["containers"][0]["args"]
+    args = vllm_args(template["leaderTemplate"]["spec"]["containers"][0])
     assert args[args.index("--tensor-parallel-size") + 1] == "8"
-    assert args[args.index("--pipeline-parallel-size") + 1] == "2"
+    assert args[args.index("--data-parallel-size") + 1] == "2"
+    assert "--pipeline-parallel-size" not in args
     assert "--enable-expert-parallel" in args
 
 
 def test_command_line_carries_nvfp4_mtp_reasoning_and_tools(lws):
-    args = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["args"]
+    args = vllm_args(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0])
     assert args[args.index("--quantization") + 1] == "modelopt_fp4"
     assert json.loads(args[args.index("--speculative-config") + 1]) == {
         "method": "mtp",
@@ -95,17 +100,17 @@ def test_command_line_carries_nvfp4_mtp_reasoning_and_tools(lws):
 
 def test_native_multi_node_start(lws):
     template = lws["spec"]["leaderWorkerTemplate"]
-    leader = template["leaderTemplate"]["spec"]["containers"][0]["args"]
-    worker = template["workerTemplate"]["spec"]["containers"][0]["args"]
-    assert leader[leader.index("--node-rank") + 1] == "0" and "--headless" not in leader
+    leader = vllm_args(template["leaderTemplate"]["spec"]["containers"][0])
+    worker = vllm_args(template["workerTemplate"]["spec"]["containers"][0])
+    assert "--headless" not in leader and "--data-parallel-start-rank" not in leader
     assert (
-        worker[worker.index("--node-rank") + 1] == "$(LWS_WORKER_INDEX)" and "--headless" in worker
+        worker[worker.index("--data-parallel-start-rank") + 1] == "$(LWS_WORKER_INDEX)"
+        and "--headless" in worker
     )
     for args in (leader, worker):
-        assert (
-            args[args.index("--master-addr") + 1] == "$(LWS_LEADER_ADDRESS)"
-            and args[args.index("--nnodes") + 1] == "2"
-        )
+        assert args[args.index("--data-parallel-address") + 1] == "$(LWS_LEADER_ADDRESS)"
+        assert args[args.index("--data-parallel-size-local") + 1] == "1"
+        assert "--nnodes" not in args
 
 
 def test_pods_take_whole_nodes_with_efa_shm_weights_and_probes(lws):
@@ -113,14 +118,22 @@ def test_pods_take_whole_nodes_with_efa_shm_weights_and_probes(lws):
     for role in ("leaderTemplate", "workerTemplate"):
         spec = template[role]["spec"]
         (container,) = spec["containers"]
+        # Guaranteed: 192 vCPUs / 2048 GiB less 10% headroom for the node's daemons.
         assert (
             container["resources"]["requests"]
             == container["resources"]["limits"]
-            == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "8"}
+            == {
+                "nvidia.com/gpu": "8",
+                "vpc.amazonaws.com/efa": "8",
+                "cpu": "172",
+                "memory": "1843Gi",
+            }
         )
         assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in spec["volumes"]
         assert {"name": "FI_PROVIDER", "value": "efa"} in container["env"]
         assert spec["nodeSelector"]["node.kubernetes.io/instance-type"] == "ml.p6-b200.48xlarge"
+        assert {"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"} in container["env"]
+        assert {"name": "FI_EFA_FORK_SAFE", "value": "1"} in container["env"]
         assert spec["tolerations"] == [
             {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
         ]
@@ -135,7 +148,7 @@ def test_pods_take_whole_nodes_with_efa_shm_weights_and_probes(lws):
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
 
 
-def test_internal_load_balancer_by_default(service):
+def test_internal_load_balancer_by_default(service, reference_templates):
     annotations = service["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
     assert service["spec"]["type"] == "LoadBalancer"
@@ -143,6 +156,15 @@ def test_internal_load_balancer_by_default(service):
     assert service["spec"]["ports"] == [
         {"name": "http", "port": 80, "targetPort": 8000, "protocol": "TCP"}
     ]
+    # Only the VPC reaches the load balancer by default.
+    (source,) = service["spec"]["loadBalancerSourceRanges"]  # a token: the VPC's CIDR
+    resources = reference_templates["ReferenceMoeHyperPod"]["Resources"]
+    (manifest,) = [v for k, v in resources.items() if k.startswith("ServingService")]
+    parts = manifest["Properties"]["Manifest"]["Fn::Join"][1]
+    (at,) = [i for i, p in enumerate(parts) if isinstance(p, dict)]
+    assert parts[at]["Fn::GetAtt"][0].startswith("HyperPodVpc")
+    assert parts[at]["Fn::GetAtt"][1] == "CidrBlock"
+    assert parts[at - 1].endswith('"loadBalancerSourceRanges":["')
 
 
 def test_base_url_output_and_deploy_order(reference_templates):
@@ -230,9 +252,12 @@ def test_public_tls_exposure_and_ray_startup():
         *small_cluster(stack),
         startup="ray",
         exposure=Exposure(
-            public=True, certificate_arn="arn:aws:acm:us-west-2:123456789012:certificate/abc"
+            public=True,
+            certificate_arn="arn:aws:acm:us-west-2:123456789012:certificate/abc",
+            source_ranges=("203.0.113.0/24",),
         ),
     )
+    assert service.service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
     annotations = service.service["metadata"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing"
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] == "443"
@@ -243,7 +268,10 @@ def test_public_tls_exposure_and_ray_startup():
     assert (
         template["size"] == 1 and "leaderTemplate" not in template
     )  # DeepSeek-V3 FP8 fits one p5en
-    assert template["workerTemplate"]["spec"]["containers"][0]["command"] == ["vllm"]
+    container = template["workerTemplate"]["spec"]["containers"][0]
+    assert container["command"] == ["/bin/sh", "-c"] and container["args"][0].endswith(
+        'exec vllm "$@"'
+    )  # one node: no Ray, vLLM itself after reading the API key
 
 
 def test_ray_commands_for_a_multi_node_group():
@@ -275,14 +303,14 @@ def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
         stream_from=ModelData.from_s3_uri("s3://weights-bucket/deepseek-v3/"),
     )
     spec = service.lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
-    args = spec["containers"][0]["args"]
+    args = vllm_args(spec["containers"][0])
     assert (
         args[1] == "s3://weights-bucket/deepseek-v3/"
         and args[args.index("--load-format") + 1] == "runai_streamer"
     )
     assert spec["serviceAccountName"] == service.service_account and [
         v["name"] for v in spec["volumes"]
-    ] == ["dshm"]
+    ] == ["dshm", "api-key"]
     jsonschema.validate(concretize(service.lws), lws_schema)
     validate_core({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
 
@@ -298,7 +326,12 @@ def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
         and association["Namespace"] == "inference"
     )
     statements = policy_statements(template, association["RoleArn"]["Fn::GetAtt"][0])
-    assert {a for s in statements for a in actions_of(s)} == {"s3:GetObject", "s3:ListBucket"}
+    assert {a for s in statements for a in actions_of(s)} == {
+        "s3:GetObject",
+        "s3:ListBucket",
+        "secretsmanager:GetSecretValue",
+        "secretsmanager:DescribeSecret",
+    }
     assert not lint_template(template)
 
 

@@ -7,12 +7,18 @@ import json
 
 import boto3
 import pytest
+from aws_cdk import Environment, Stack
 from botocore.stub import Stubber
 
 from cdk_llm_serving.ops.cli import main
 from cdk_llm_serving.ops.recommend import pools_from_job, wait_for_job
 from cdk_llm_serving.planning.pool_file import PoolFile, PoolFileError
-from tests.support.sagemaker_responses import NOW, config_response, endpoint_response
+from tests.support.sagemaker_responses import (
+    NOW,
+    config_response,
+    endpoint_response,
+    model_response,
+)
 
 
 @pytest.fixture
@@ -29,6 +35,19 @@ def sagemaker():
 
 
 POOLS = [("ml.g6e.12xlarge", None), ("ml.g6.12xlarge", None), ("ml.g6e.2xlarge", "int4-model")]
+
+#: The containers' environments as ServingModel writes them (copy name first).
+MODEL_ENVIRONMENTS = {
+    "full-model": {"CDK_LLM_SERVING_SERVED_NAMES": '["gpt-oss-20b-bf16-tp4", "gpt-oss-20b"]'},
+    "int4-model": {"CDK_LLM_SERVING_SERVED_NAMES": '["gpt-oss-20b-int4-tp1", "gpt-oss-20b"]'},
+}
+
+
+def stub_models(stubber, *names: str) -> None:
+    for name in names:
+        stubber.add_response(
+            "describe_model", model_response(name, MODEL_ENVIRONMENTS[name]), {"ModelName": name}
+        )
 
 
 def fleet(sagemaker, capsys, *args: str) -> tuple[int, str, str]:
@@ -50,6 +69,7 @@ def test_fleet_on_preferred_hardware(sagemaker, capsys):
         config_response("config-a", POOLS),
         {"EndpointConfigName": "config-a"},
     )
+    stub_models(stubber, "full-model", "int4-model")
     code, out, _ = fleet(sagemaker, capsys, "--fail-on-fallback")
     assert code == 0
     assert "1. ml.g6e.12xlarge            2 running  preferred" in out
@@ -68,6 +88,7 @@ def test_fleet_on_fallback_with_a_model_override(sagemaker, capsys):
         config_response("config-a", POOLS),
         {"EndpointConfigName": "config-a"},
     )
+    stub_models(stubber, "full-model", "int4-model")
     code, out, _ = fleet(sagemaker, capsys, "--json", "--fail-on-fallback")
     assert code == 3
     data = json.loads(out)
@@ -82,6 +103,11 @@ def test_fleet_on_fallback_with_a_model_override(sagemaker, capsys):
         (3, "ml.g6e.2xlarge", 3, False),
     ]
     assert variant["pools"][2]["model_override"] == "int4-model"
+    assert [p["served_name"] for p in variant["pools"]] == [
+        "gpt-oss-20b-bf16-tp4",
+        "gpt-oss-20b-bf16-tp4",
+        "gpt-oss-20b-int4-tp1",
+    ]
     assert variant["hourly_cost"] == round(13.1232 + 3 * 2.8288, 2)
 
 
@@ -97,10 +123,16 @@ def test_fleet_text_names_the_fallback_copy(sagemaker, capsys):
         config_response("config-a", POOLS),
         {"EndpointConfigName": "config-a"},
     )
+    stub_models(stubber, "full-model", "int4-model")
     code, out, _ = fleet(sagemaker, capsys)
     assert code == 0
     assert (
-        "! running on fallback: 2 x ml.g6e.2xlarge (priority 3), serving the int4-model copy" in out
+        "! running on fallback: 2 x ml.g6e.2xlarge (priority 3), serving the gpt-oss-20b-int4-tp1 copy"
+        in out
+    )
+    assert (
+        "3. ml.g6e.2xlarge             2 running  fallback   answers as gpt-oss-20b-int4-tp1  model int4-model"
+        in out
     )
 
 
@@ -121,6 +153,7 @@ def test_fleet_shows_a_pending_update(sagemaker, capsys):
         config_response("config-b", [("ml.p5.48xlarge", None)]),
         {"EndpointConfigName": "config-b"},
     )
+    stub_models(stubber, "full-model", "full-model")
     code, out, _ = fleet(sagemaker, capsys)
     assert code == 0 and "endpoint serving: Updating" in out
     assert "pending update, variant AllTraffic" in out and "ml.p5.48xlarge" in out
@@ -362,13 +395,16 @@ def test_to_pools_orders_by_goal_and_derives_capacity(sagemaker, capsys, tmp_pat
 
 def test_pool_file_round_trip_to_synthesized_instance_pools(tmp_path):
     from cdk_llm_serving import InstancePoolEndpoint
-    from tests.support.builders import new_stack, template_of
+    from tests.support.app import new_app
+    from tests.support.builders import template_of
     from tests.support.template_helpers import only_resource, resources_of_type
 
     path = tmp_path / "pools.json"
     pools_from_job(job_response("Completed", RECOMMENDATIONS)).write(path)
-    stack = new_stack("FromRecommendation")
-    endpoint = InstancePoolEndpoint.build_from_recommendation(stack, "Serving", str(path))
+    stack = Stack(new_app(), "FromRecommendation", env=Environment(region="us-west-2"))
+    endpoint = InstancePoolEndpoint.build_from_recommendation(
+        stack, "Serving", str(path), client_model_name="gpt-oss-20b"
+    )
     assert endpoint.pool_capacities() == [10.0, 18.0, 24.0]  # throughput x ITL per pool
     template = template_of(stack)
     _, config = only_resource(template, "AWS::SageMaker::EndpointConfig")
@@ -389,6 +425,18 @@ def test_pool_file_round_trip_to_synthesized_instance_pools(tmp_path):
     assert uris == {
         f"s3://results/models/{t}/" for t in ("ml.g6e.12xlarge", "ml.g6.12xlarge", "ml.g6e.2xlarge")
     }
+    # Every deployment serves the shared name after its own (the first pool's type).
+    served = sorted(
+        json.loads(
+            m["Properties"]["PrimaryContainer"]["Environment"]["CDK_LLM_SERVING_SERVED_NAMES"]
+        )
+        for m in models.values()
+    )
+    assert served == [
+        ["gpt-oss-20b-g6-12xlarge", "gpt-oss-20b"],
+        ["gpt-oss-20b-g6e-12xlarge", "gpt-oss-20b"],
+        ["gpt-oss-20b-g6e-2xlarge", "gpt-oss-20b"],
+    ]
 
 
 def test_pool_file_versions_are_checked(tmp_path):

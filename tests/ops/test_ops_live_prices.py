@@ -10,7 +10,7 @@ from botocore.stub import Stubber
 
 from cdk_llm_serving.ops.cli import main
 from cdk_llm_serving.ops.live_prices import hosting_price
-from tests.support.sagemaker_responses import config_response, endpoint_response
+from tests.support.sagemaker_responses import config_response, endpoint_response, model_response
 
 CREDENTIALS = {"aws_access_key_id": "AKIAEXAMPLEEXAMPLE00", "aws_secret_access_key": "example"}
 
@@ -86,6 +86,11 @@ def test_fleet_live_prices_reprices_the_pools_and_saves_a_price_file(pricing, tm
             "describe_endpoint_config",
             config_response("config-a", pools),
             {"EndpointConfigName": "config-a"},
+        )
+        sm.add_response(
+            "describe_model",
+            model_response("full-model", {"SM_VLLM_SERVED_MODEL_NAME": "gpt-oss-20b"}),
+            {"ModelName": "full-model"},
         )
         expect(
             stubber,

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import json
-import urllib.parse
 
 import pytest
 
 from cdk_llm_serving.ops.cli import main
-from cdk_llm_serving.ops.smoke import percentile, sagemaker_bearer_token
+from cdk_llm_serving.ops.smoke import percentile
 from tests.support.openai_test_server import serving
 
 
@@ -26,7 +24,7 @@ def test_smoke_passes_and_measures_latency(capsys):
         )
     assert code == 0
     data = json.loads(out)
-    assert [c["passed"] for c in data["checks"]] == [True, True]
+    assert [c["passed"] for c in data["checks"]] == [True, True, True, True]
     assert data["checks"][0]["detail"] == 'get_weather({"city": "Seattle"})'
     reasoning = data["requests"]["reasoning"]
     assert reasoning["model"] == "reference-moe-nvfp4"
@@ -57,16 +55,37 @@ def test_broken_answers_fail_the_check(capsys, behaviour, failed, detail):
     assert check["name"] == failed and detail in check["detail"]
 
 
-def test_a_different_copy_answering_is_reported(capsys):
-    with serving(model_name="gpt-oss-20b-int4-tp1") as server:
+MIXED_FLEET = ("gpt-oss-20b-bf16-tp4", "gpt-oss-20b-int4-tp1")
+
+
+def test_a_mixed_fleet_passes_with_the_shared_name_and_reports_each_copy(capsys):
+    with serving(copies=MIXED_FLEET, shared_name="gpt-oss-20b") as server:
         code, out, _ = run(
-            capsys, "--base-url", server.base_url, "--model", "gpt-oss-20b-bf16-tp4", "--json"
+            capsys, "--base-url", server.base_url, "--model", "gpt-oss-20b", "--json"
         )
-    assert code == 1
-    assert any(
-        c["name"] == "tools: model field" and "gpt-oss-20b-int4-tp1" in c["detail"]
-        for c in json.loads(out)["checks"]
-    )
+    assert code == 0
+    data = json.loads(out)
+    assert all(c["passed"] for c in data["checks"])
+    assert [data["requests"][r]["model"] for r in ("tools", "reasoning")] == list(MIXED_FLEET)
+    assert data["copies"] == sorted(MIXED_FLEET)
+    copies = {c["name"]: c["detail"] for c in data["checks"] if "answering copy" in c["name"]}
+    assert copies == {
+        "tools: answering copy": MIXED_FLEET[0],
+        "reasoning: answering copy": MIXED_FLEET[1],
+    }
+
+
+def test_a_copy_name_fails_on_the_other_copies_of_a_mixed_fleet(capsys):
+    """Why clients send the shared name: vLLM answers 404 for names a copy does not serve."""
+    with serving(copies=MIXED_FLEET, shared_name="gpt-oss-20b") as server:
+        code, _, err = run(capsys, "--base-url", server.base_url, "--model", MIXED_FLEET[1])
+    assert code == 2 and err.startswith("error: HTTP 404") and "does not exist" in err
+
+
+def test_text_report_names_the_copy(capsys):
+    with serving(copies=MIXED_FLEET[:1], shared_name="gpt-oss-20b") as server:
+        code, out, _ = run(capsys, "--base-url", server.base_url, "--model", "gpt-oss-20b")
+    assert code == 0 and f"copy={MIXED_FLEET[0]}" in out
 
 
 def test_bearer_token_is_sent_and_http_errors_are_one_line(capsys):
@@ -90,20 +109,6 @@ def test_unreachable_endpoint(capsys):
     assert code == 2 and err.startswith("error: cannot reach")
 
 
-def test_sagemaker_bearer_token_is_a_presigned_call_with_bearer_token_url(monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-example")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    url = base64.b64decode(sagemaker_bearer_token("us-west-2")).decode()
-    parsed = urllib.parse.urlparse(url)
-    query = urllib.parse.parse_qs(parsed.query)
-    assert parsed.netloc == "runtime.sagemaker.us-west-2.amazonaws.com"
-    assert query["Action"] == ["CallWithBearerToken"] and query["X-Amz-Algorithm"] == [
-        "AWS4-HMAC-SHA256"
-    ]
-    assert "/us-west-2/sagemaker/aws4_request" in query["X-Amz-Credential"][0]
-
-
 def test_percentile_nearest_rank():
     assert percentile([], 50) is None
     values = [float(v) for v in range(1, 101)]
@@ -112,3 +117,15 @@ def test_percentile_nearest_rank():
         90.0,
         99.0,
     )
+
+
+def test_api_key_comes_from_the_environment(capsys, monkeypatch):
+    """The HyperPod service requires its API key; smoke reads it from LLM_SERVING_API_KEY."""
+    with serving(required_token="from-env") as server:
+        monkeypatch.delenv("LLM_SERVING_API_KEY", raising=False)
+        assert run(capsys, "--base-url", server.base_url, "--model", "m")[0] == 2
+        monkeypatch.setenv("LLM_SERVING_API_KEY", "from-env")
+        assert run(capsys, "--base-url", server.base_url, "--model", "m")[0] == 0
+        # A flag wins over the environment.
+        code, _, err = run(capsys, "--base-url", server.base_url, "--model", "m", "--api-key", "x")
+    assert code == 2 and err.startswith("error: HTTP 401")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
@@ -38,12 +40,32 @@ def _variant(template: dict) -> dict:
     return variants[0]
 
 
+def _served_names(model: dict) -> list[str]:
+    env = model["Properties"]["PrimaryContainer"]["Environment"]
+    return json.loads(env["CDK_LLM_SERVING_SERVED_NAMES"])
+
+
 def _model_logical_id(template: dict, served_name: str) -> str:
+    """The model whose copy name (first served name, the one responses carry) is ``served_name``."""
     for logical_id, model in resources_of_type(template, "AWS::SageMaker::Model").items():
-        env = model["Properties"]["PrimaryContainer"]["Environment"]
-        if env.get("SM_VLLM_SERVED_MODEL_NAME") == served_name:
+        if _served_names(model)[0] == served_name:
             return logical_id
     raise AssertionError(f"no model serves {served_name}")
+
+
+def test_every_copy_answers_to_the_shared_name_from_the_region_s_dlc(pool_template):
+    models = resources_of_type(pool_template, "AWS::SageMaker::Model").values()
+    assert sorted(_served_names(m) for m in models) == [
+        ["gpt-oss-20b-bf16-tp4", "gpt-oss-20b"],
+        ["gpt-oss-20b-bf16-tp4-ngram", "gpt-oss-20b"],
+        ["gpt-oss-20b-int4-tp1", "gpt-oss-20b"],
+    ]
+    for model in models:
+        assert model["Properties"]["PrimaryContainer"]["Image"]["Fn::Join"][1] == [
+            "763104351884.dkr.ecr.us-west-2.",
+            {"Ref": "AWS::URLSuffix"},
+            "/vllm:server-sagemaker-cuda-v1",
+        ]
 
 
 def test_three_pools_in_priority_order_with_a_quantized_override(pool_template):
@@ -164,7 +186,8 @@ def test_model_roles_read_only_their_own_weights_prefix(pool_template):
         listing = next(s for s in statements if "s3:ListBucket" in actions_of(s))
         assert listing["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
         ecr = next(s for s in statements if "ecr:BatchGetImage" in actions_of(s))
-        assert ecr["Resource"]["Fn::Join"][1][-1] == ":ecr:us-west-2:763104351884:repository/vllm"
+        # from_dlc: the region's DLC account; a concrete region knows its partition.
+        assert ecr["Resource"] == "arn:aws:ecr:us-west-2:763104351884:repository/vllm"
         for statement in statements:
             assert not any(action.endswith(":*") for action in actions_of(statement)), statement
 

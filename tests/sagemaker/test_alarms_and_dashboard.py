@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
 from aws_cdk import Duration
 from aws_cdk import aws_s3 as s3
+from botocore.credentials import Credentials
 
 from cdk_llm_serving import (
     AsyncInference,
@@ -15,9 +17,16 @@ from cdk_llm_serving import (
     PoolEndpointAlarms,
     PoolEndpointDashboard,
 )
+from cdk_llm_serving.sagemaker.promql_charts import CHART_CODE
 from tests.support.builders import new_stack, pool_endpoint, template_of
 from tests.support.linting import lint_template
-from tests.support.template_helpers import flatten, only_resource, resources_of_type
+from tests.support.template_helpers import (
+    actions_of,
+    flatten,
+    only_resource,
+    policy_statements,
+    resources_of_type,
+)
 
 
 def alarm(template: dict, prefix: str) -> dict:
@@ -53,24 +62,64 @@ def test_fallback_alarms_watch_each_non_primary_pool_for_an_hour(pool_template):
         assert instance_type in fallback["AlarmDescription"] and "$" in fallback["AlarmDescription"]
 
 
-def test_scaling_metric_missing_alarm_reads_the_policy_expression(pool_template):
+def test_scaling_metric_missing_alarm_reads_one_raw_metric(pool_template):
     missing = alarm(pool_template, "AlarmsScalingMetricMissing")
     assert missing["TreatMissingData"] == "breaching"
-    assert len([m for m in missing["Metrics"] if "MetricStat" in m]) == 9  # within CloudWatch's 10
+    assert "Metrics" not in missing  # no copy of the scaling expression
+    assert (missing["MetricName"], missing["Statistic"]) == (
+        "ConcurrentRequestsPerModel",
+        "SampleCount",
+    )
+    assert {d["Name"] for d in missing["Dimensions"]} == {"EndpointName", "VariantName"}
 
 
-def test_dashboard_has_a_row_per_pool_and_the_alarms(pool_template):
+def test_fallback_alarms_count_idle_instances(pool_template):
+    fallback = alarm(pool_template, "AlarmsRunningOnFallback3")
+    (stat,) = [m["MetricStat"] for m in fallback["Metrics"] if "MetricStat" in m]
+    assert (stat["Metric"]["MetricName"], stat["Stat"]) == (
+        "ConcurrentRequestsPerModel",
+        "SampleCount",
+    )
+    # One sample per instance per 60 s interval over a 300 s period: samples x 0.2.
+    (expression,) = [m["Expression"] for m in fallback["Metrics"] if "Expression" in m]
+    assert expression.endswith("* 0.2")
+
+
+def test_token_latency_alarms_are_promql_per_pool(pool_template):
+    alarms = [
+        r["Properties"]
+        for k, r in resources_of_type(pool_template, "AWS::CloudWatch::Alarm").items()
+        if k.startswith(("AlarmsTtftP99", "AlarmsInterTokenP99"))
+    ]
+    assert len(alarms) == 2
+    queries = sorted(a["EvaluationCriteria"]["PromQLCriteria"]["Query"] for a in alarms)
+    assert queries[0].startswith('histogram_quantile(0.99, sum by (le, "@resource.host.type")')
+    assert (
+        '{"vllm:inter_token_latency_seconds_bucket", "aws.sagemaker.endpoint.name"=' in queries[0]
+    )
+    assert queries[0].endswith(") > 0.2") and queries[1].endswith(") > 2")
+    assert "vllm:time_to_first_token_seconds_bucket" in queries[1]
+    assert all(a["EvaluationCriteria"]["PromQLCriteria"]["PendingPeriod"] == 300 for a in alarms)
+
+
+def test_dashboard_shows_pools_side_by_side_token_latency_and_the_alarms(pool_template):
     _, dashboard = only_resource(pool_template, "AWS::CloudWatch::Dashboard")
     body = flatten(dashboard["Properties"]["DashboardBody"], "<token>")
     for title in (
-        "1: ml.g6e.12xlarge instances",
-        "2: ml.g6.12xlarge model latency",
-        "3: ml.g6e.2xlarge GPU utilization",
+        "Instances per pool",
+        "Model latency p99 (µs) per pool",
+        "GPU utilization (%) per pool",
         "Fleet utilization vs target",
+        "Time to first token p50/p99 per pool",
+        "Inter-token latency p50/p99 per pool",
+        "Generated tokens/s per pool",
         '"type":"alarm"',
     ):
         assert title in body, title
+    for label in ("1: ml.g6e.12xlarge", "2: ml.g6.12xlarge", "3: ml.g6e.2xlarge"):
+        assert label in body
     assert '"value":0.7' in body  # the target line
+    assert '\\"quantile\\", \\"p99\\"' in body or '"quantile", "p99"' in body
 
 
 def test_alarm_validation():
@@ -95,6 +144,8 @@ def test_optional_alarms_can_be_turned_off():
         error_rate_threshold=None,
         latency_p99_threshold=None,
         fallback_after=None,
+        ttft_p99_threshold=None,
+        inter_token_p99_threshold=None,
     )
     assert alarms.alarms == []
 
@@ -113,3 +164,39 @@ def test_async_autoscaling_alarms_and_dashboard_pass_cfn_lint():
     matches = lint_template(template)
     assert not matches, "\n".join(map(str, matches))
     assert json.dumps(template).count("HasBacklogWithoutCapacity") == 1
+
+
+def test_token_charts_query_cloudwatch_promql_with_read_only_metrics_access(pool_template):
+    functions = resources_of_type(pool_template, "AWS::Lambda::Function")
+    (chart_id, chart) = next(
+        (k, f) for k, f in functions.items() if k.startswith("CdkLlmServingPromQLCharts")
+    )
+    env = chart["Properties"]["Environment"]["Variables"]
+    assert env["SIGV4_SERVICE"] == "monitoring"
+    assert flatten(env["PROMETHEUS_ENDPOINT"], "<token>") == "https://monitoring.us-west-2.<token>"
+    role_id = chart["Properties"]["Role"]["Fn::GetAtt"][0]
+    actions = {a for s in policy_statements(pool_template, role_id) for a in actions_of(s)}
+    assert actions == {
+        "cloudwatch:GetMetricData",
+        "cloudwatch:ListMetrics",
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+    }
+    # The chart code signs for the service it is told (CloudWatch's QueryMetrics: "monitoring").
+    spec = importlib.util.spec_from_file_location("promql_chart", CHART_CODE / "index.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    request = module.signed_query_request(
+        "https://monitoring.us-west-2.amazonaws.com",
+        "us-west-2",
+        '{"vllm:generation_tokens_total"}',
+        1700000000,
+        1700003600,
+        60,
+        credentials=Credentials("AKIAEXAMPLEEXAMPLE00", "example"),
+        service="monitoring",
+    )
+    assert request.full_url.startswith(
+        "https://monitoring.us-west-2.amazonaws.com/api/v1/query_range?"
+    )
+    assert "/us-west-2/monitoring/aws4_request" in request.get_header("Authorization")

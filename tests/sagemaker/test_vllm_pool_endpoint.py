@@ -144,7 +144,8 @@ def test_a_pool_with_its_own_config():
     assert (
         env["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "2"
         and env["SM_VLLM_DATA_PARALLEL_SIZE"] == "4"
-        and env["SM_VLLM_SERVED_MODEL_NAME"] == "custom"
+        and env["SM_VLLM_CONFIG"].endswith("/served-names-custom.yaml")
+        and "SM_VLLM_SERVED_MODEL_NAME" not in env
     )
 
 

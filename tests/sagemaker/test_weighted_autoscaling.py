@@ -34,48 +34,70 @@ def policy_of(template: dict) -> dict:
     return policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
 
 
-def observed_metrics(fleet: dict[int, tuple[int, float, float]]) -> dict[str, float | None]:
-    """What CloudWatch would hold for one minute: pool index -> (instances, requests per instance, concurrency per instance)."""
+#: Samples each instance reports per period (1 at a 60 s period and interval; 6 at 10 s).
+SAMPLES_PER_INSTANCE = (1, 6)
+
+
+def observed_metrics(
+    fleet: dict[int, tuple[int, float]], samples_per_instance: int = 1
+) -> dict[str, float | None]:
+    """One period of CloudWatch data: pool index -> (instances, concurrency per instance).
+
+    Every instance reports its concurrency (0 when idle) ``samples_per_instance`` times; a
+    pool without instances has no datapoints at all.
+    """
     values: dict[str, float | None] = {}
     for index in range(1, len(POOLS) + 1):
-        instances, rate, concurrency = fleet.get(index, (0, 0.0, 0.0))
-        served = instances > 0 and rate > 0
-        values[f"inv{index}"] = (
-            instances * rate if served else None
-        )  # no datapoints without invocations
-        values[f"ipi{index}"] = rate if served else None  # each request adds 1/instances
-        values[f"conc{index}"] = concurrency if instances > 0 else None
+        instances, concurrency = fleet.get(index, (0, 0.0))
+        samples = instances * samples_per_instance
+        values[f"samples{index}"] = float(samples) if instances else None
+        values[f"load{index}"] = samples * concurrency if instances else None
     return values
 
 
-def true_utilization(fleet: dict[int, tuple[int, float, float]]) -> float:
-    load = sum(n * c for n, _, c in fleet.values())
-    capacity = sum(n * POOLS[i - 1][1] for i, (n, _, _) in fleet.items())
+def true_utilization(fleet: dict[int, tuple[int, float]]) -> float:
+    load = sum(n * c for n, c in fleet.values())
+    capacity = sum(n * POOLS[i - 1][1] for i, (n, _) in fleet.items())
     return load / capacity if capacity else 0.0
 
 
 MIXES = {
-    "primary only": {1: (3, 30.0, 14.0)},
-    "every type": {1: (2, 30.0, 15.0), 2: (1, 25.0, 9.0), 3: (4, 10.0, 6.0)},
-    "fallback only": {3: (5, 12.0, 7.5)},
-    "two fallbacks, no primary": {2: (2, 20.0, 11.0), 3: (1, 8.0, 2.0)},
-    "one of each at full load": {1: (1, 40.0, 20.0), 2: (1, 40.0, 12.0), 3: (1, 40.0, 8.0)},
-    "zero traffic": {1: (2, 0.0, 0.0)},
-    "overloaded primary": {1: (1, 50.0, 35.0), 3: (6, 20.0, 4.0)},
+    "primary only": {1: (3, 14.0)},
+    "every type": {1: (2, 15.0), 2: (1, 9.0), 3: (4, 6.0)},
+    "fallback only": {3: (5, 7.5)},
+    "two fallbacks, no primary": {2: (2, 11.0), 3: (1, 2.0)},
+    "one of each at full load": {1: (1, 20.0), 2: (1, 12.0), 3: (1, 8.0)},
+    "zero traffic": {1: (2, 0.0)},
+    "overloaded primary": {1: (1, 35.0), 3: (6, 4.0)},
+    # Idle pools: instances that served no request in the period still hold capacity.
+    "idle fallback instances": {1: (2, 14.0), 3: (3, 0.0)},
+    "idle primary, busy fallback": {1: (1, 0.0), 2: (2, 10.0)},
+    "every pool idle but one instance": {1: (2, 0.0), 2: (1, 0.0), 3: (1, 8.0)},
 }
 
 
+@pytest.mark.parametrize("samples_per_instance", SAMPLES_PER_INSTANCE)
 @pytest.mark.parametrize("mix", list(MIXES), ids=list(MIXES))
-def test_expression_equals_true_utilization(scaled_template, mix):
+def test_expression_equals_true_utilization(scaled_template, mix, samples_per_instance):
     queries = policy_of(scaled_template)["CustomizedMetricSpecification"]["Metrics"]
-    value = evaluate_queries(queries, observed_metrics(MIXES[mix]))
+    value = evaluate_queries(queries, observed_metrics(MIXES[mix], samples_per_instance))
     assert value is not None, "the expression went blind"
     assert value == pytest.approx(true_utilization(MIXES[mix]))
 
 
+def test_invocation_derived_counts_overstated_idle_pools():
+    """The earlier n_i = Invocations / InvocationsPerInstance counts an idle pool as 0."""
+    fleet = MIXES["idle fallback instances"]
+    old = evaluate(
+        "(n1 * c1) / (n1 * 20 + IF(FILL(ipi3, 0) > 0, FILL(inv3, 0) / FILL(ipi3, 0), 0) * 8)",
+        {"n1": 2.0, "c1": 14.0, "inv3": None, "ipi3": None},
+    )
+    assert old == pytest.approx(0.7) and true_utilization(fleet) == pytest.approx(28 / 64)
+
+
 def test_the_published_unweighted_average_is_wrong_for_real_mixes():
     """AWS's example averages per-type utilization: (a/20 + b/8) / 2."""
-    fleet = {1: (1, 30.0, 10.0), 3: (5, 10.0, 6.0)}
+    fleet = {1: (1, 10.0), 3: (5, 6.0)}
     naive = evaluate("(a / 20 + b / 8) / 2", {"a": 10.0, "b": 6.0})
     assert naive != pytest.approx(true_utilization(fleet))
     assert (
@@ -89,7 +111,11 @@ def test_policy_shape(scaled_template):
     assert config["ScaleOutCooldown"] == 60 and config["ScaleInCooldown"] == 900
     metrics = config["CustomizedMetricSpecification"]["Metrics"]
     stats = [q for q in metrics if "MetricStat" in q]
-    assert len(stats) == 3 * len(POOLS) <= MAX_ALARM_METRICS
+    assert len(stats) == 2 * len(POOLS) <= MAX_ALARM_METRICS
+    assert {(q["MetricStat"]["Metric"]["MetricName"], q["MetricStat"]["Stat"]) for q in stats} == {
+        ("ConcurrentRequestsPerModel", "Sum"),
+        ("ConcurrentRequestsPerModel", "SampleCount"),
+    }
     for query in stats:
         dims = {d["Name"] for d in query["MetricStat"]["Metric"]["Dimensions"]}
         assert dims == {"EndpointName", "VariantName", "InstanceType"}
@@ -183,13 +209,24 @@ def test_capacity_must_be_positive_and_finite():
     ]
 
 
-def test_more_pools_than_one_alarm_can_read():
-    pools = [
-        InstancePool(t, max_concurrency=4)
-        for t in ("ml.p5.48xlarge", "ml.p5en.48xlarge", "ml.p4d.24xlarge", "ml.g6e.12xlarge")
-    ]
-    (problem,) = scale_problems(pools=pools)
-    assert "at most 3 pools" in problem
+def test_five_pools_the_api_maximum_fit_one_alarm():
+    types = (
+        "ml.p5.48xlarge",
+        "ml.p5en.48xlarge",
+        "ml.p4d.24xlarge",
+        "ml.g6e.12xlarge",
+        "ml.g6.12xlarge",
+    )
+    stack = new_stack("FivePools")
+    endpoint = pool_endpoint(stack, pools=[InstancePool(t, max_concurrency=4) for t in types])
+    endpoint.auto_scale(max_capacity=10)
+    metrics = policy_of(template_of(stack))["CustomizedMetricSpecification"]["Metrics"]
+    assert len([q for q in metrics if "MetricStat" in q]) == MAX_ALARM_METRICS
+    # Two idle pools among five: every instance counts.
+    observed = {f"samples{i}": float(n) for i, n in enumerate((1, 0, 2, 1, 0), start=1) if n}
+    observed |= {f"load{i}": load for i, load in ((1, 4.0), (3, 0.0), (4, 0.0))}
+    observed |= {f"{k}{i}": None for k in ("samples", "load") for i in (2, 5)}
+    assert evaluate_queries(metrics, observed) == pytest.approx(4 / 16)
 
 
 def test_auto_scale_twice_is_an_error():

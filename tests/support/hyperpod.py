@@ -93,6 +93,7 @@ def imported_cluster(
         stack,
         "ExistingVpc",
         vpc_id="vpc-0123456789abcdef0",
+        vpc_cidr_block="10.0.0.0/16",
         availability_zones=["us-east-1a", "us-east-1b"],
         private_subnet_ids=["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
     )
@@ -178,3 +179,12 @@ def gpt_oss_120b_endpoint(
         **overrides,
     }
     return HyperPodInferenceEndpoint(stack, id, addons=addons, **props)
+
+
+def lws_crd_schema(shared_dir: Path) -> dict:
+    """The openAPIV3Schema of LeaderWorkerSet v1 from the CRD in ``<shared>/schemas``."""
+    crd = yaml.safe_load(
+        (shared_dir / "schemas" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
+    )
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return dict(version["schema"]["openAPIV3Schema"])

@@ -3,6 +3,10 @@
 It answers like vLLM with a reasoning parser and a tool-call parser: a request with
 ``tools`` gets a streamed tool call, others get reasoning deltas then content deltas,
 each chunk ``delay`` seconds after the last. ``behaviour`` switches to broken answers.
+
+``copies`` makes it a mixed fleet: each request goes to the next copy in turn, which
+serves ``[copy, shared]`` as vLLM does with several served names: it answers 404 for any
+other name and reports its own (first) name in ``model``.
 """
 
 from __future__ import annotations
@@ -34,10 +38,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b'{"error":"unauthorized"}')
             return
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        model = self.server.model_name or body["model"]
+        if self.server.copies:
+            model = self.server.next_copy()
+            if body.get("model") not in (model, self.server.shared_name):
+                self._not_found(body.get("model"), model)
+                return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        model = self.server.model_name or body["model"]
         for delta in self._deltas(body):
             chunk = {
                 "id": "chatcmpl-test",
@@ -56,6 +65,17 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": {"completion_tokens": self.server.tokens_sent},
         }
         self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+
+    def _not_found(self, asked: object, copy: str) -> None:
+        """vLLM's answer to an unknown name (``_check_model``: NotFoundError, HTTP 404)."""
+        message = (
+            f"The model `{asked}` does not exist. Valid aliases: {copy}, {self.server.shared_name}."
+        )
+        payload = {"error": {"message": message, "type": "NotFoundError", "code": 404}}
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(json.dumps(payload).encode())
 
     def _deltas(self, body: dict) -> Iterator[dict]:
         behaviour = self.server.behaviour
@@ -90,9 +110,17 @@ class _Handler(BaseHTTPRequestHandler):
 
 class OpenAITestServer(ThreadingHTTPServer):
     def __init__(
-        self, delay: float, behaviour: str, required_token: str | None, model_name: str | None
+        self,
+        delay: float,
+        behaviour: str,
+        required_token: str | None,
+        model_name: str | None,
+        copies: tuple[str, ...] = (),
+        shared_name: str | None = None,
     ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.copies, self.shared_name, self._turn = copies, shared_name, 0
+        self._lock = threading.Lock()
         self.delay, self.behaviour, self.required_token, self.model_name = (
             delay,
             behaviour,
@@ -100,6 +128,12 @@ class OpenAITestServer(ThreadingHTTPServer):
             model_name,
         )
         self.tokens_sent = 0
+
+    def next_copy(self) -> str:
+        with self._lock:
+            copy = self.copies[self._turn % len(self.copies)]
+            self._turn += 1
+        return copy
 
     @property
     def base_url(self) -> str:
@@ -112,8 +146,10 @@ def serving(
     behaviour: str = "ok",
     required_token: str | None = None,
     model_name: str | None = None,
+    copies: tuple[str, ...] = (),
+    shared_name: str | None = None,
 ) -> Iterator[OpenAITestServer]:
-    server = OpenAITestServer(delay, behaviour, required_token, model_name)
+    server = OpenAITestServer(delay, behaviour, required_token, model_name, copies, shared_name)
     # serve_forever polls for shutdown every 0.5 s by default: each test would wait that long.
     thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()

@@ -58,3 +58,16 @@ def config_response(name: str, pools: list[tuple[str, str | None]]) -> dict:
             }
         ],
     }
+
+
+def model_response(name: str, environment: dict[str, str]) -> dict:
+    """DescribeModel of a model whose container has ``environment``."""
+    return {
+        "ModelName": name,
+        "ModelArn": f"arn:aws:sagemaker:us-west-2:123456789012:model/{name}",
+        "CreationTime": NOW,
+        "PrimaryContainer": {
+            "Image": "763104351884.dkr.ecr.us-west-2.amazonaws.com/vllm:server-sagemaker-cuda-v1",
+            "Environment": environment,
+        },
+    }

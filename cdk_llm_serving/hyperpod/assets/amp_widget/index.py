@@ -25,6 +25,7 @@ def signed_query_request(
     end: float,
     step: float,
     credentials: Any = None,
+    service: str = "aps",
 ) -> urllib.request.Request:
     """A SigV4-signed GET of ``<endpoint>api/v1/query_range``."""
     from botocore.auth import SigV4Auth
@@ -36,7 +37,7 @@ def signed_query_request(
     )
     url = f"{endpoint.rstrip('/')}/api/v1/query_range?{params}"
     request = AWSRequest(method="GET", url=url)
-    SigV4Auth(credentials or get_session().get_credentials(), "aps", region).add_auth(request)
+    SigV4Auth(credentials or get_session().get_credentials(), service, region).add_auth(request)
     return urllib.request.Request(url, headers=dict(request.headers.items()), method="GET")
 
 
@@ -118,6 +119,7 @@ def handler(event: dict[str, Any], context: Any = None) -> str:
         start,
         end,
         step,
+        service=os.environ.get("SIGV4_SERVICE", "aps"),
     )
     with urllib.request.urlopen(request, timeout=20) as response:
         result = json.loads(response.read())

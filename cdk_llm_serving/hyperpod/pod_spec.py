@@ -1,0 +1,95 @@
+"""The parts of a serving pod that follow from the node it runs on and from security policy.
+
+* Guaranteed QoS: CPU and memory requests equal to limits (Kubernetes' Guaranteed class is
+  evicted last, https://kubernetes.io/docs/concepts/workloads/pods/pod-qos/), sized from the
+  instance type minus headroom for the kubelet, system daemons and the DaemonSets of a
+  HyperPod node. Decision: keep 10% of the vCPUs (at least 2) and 10% of the memory (at
+  least 4 GiB). EKS's AMIs reserve far less for the kubelet on these sizes (kube-reserved CPU
+  6% of the first core + 1% of the second + 0.5% of cores 3-4 + 0.25% of the rest = 0.55
+  vCPU on 192 vCPUs; memory 255 MiB + 11 MiB per pod; awslabs/amazon-eks-ami
+  ``nodeadm/internal/kubelet/config.go``), and the largest DaemonSet on a HyperPod GPU node,
+  the health-monitoring agent, requests 500m / 512 Mi (aws/sagemaker-hyperpod-cli
+  ``helm_chart/HyperPodHelmChart/charts/health-monitoring-agent``), so 10% leaves room for
+  the device plugins, CNI, Pod Identity agent, FSx CSI node and page cache pressure.
+* A restricted container: no privilege escalation, every capability dropped except
+  ``IPC_LOCK`` (EFA/libfabric registers - pins - memory for RDMA:
+  https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html asks for ``IPC_LOCK`` on
+  EFA pods), the runtime's default seccomp profile, no service-account token (vLLM does not
+  call the Kubernetes API; EKS Pod Identity mounts its own token).
+* Root: AWS's vLLM container has no non-root user (docker/vllm/Dockerfile in
+  aws/deep-learning-containers has no ``USER``; vLLM, Triton and FlashInfer write caches
+  under ``$HOME``), and a capability added for a non-root user is not in the process's
+  effective set under Kubernetes (kubernetes/kubernetes#56374), so ``IPC_LOCK`` would be lost.
+  ``runAsNonRoot`` is therefore not set; the other restrictions are.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..planning.catalog import InstanceSpec
+
+#: Share of a node's vCPUs and memory left to the kubelet, system daemons and DaemonSets.
+HEADROOM_SHARE = 0.10
+MIN_HEADROOM_VCPUS = 2
+MIN_HEADROOM_GIB = 4
+#: The one capability the vLLM container keeps (EFA memory registration).
+CAPABILITIES_KEPT = ("IPC_LOCK",)
+
+
+def guaranteed_cpu_memory(instance: InstanceSpec) -> dict[str, str]:
+    """``cpu`` (whole cores) and ``memory`` (GiB) for requests and limits alike.
+
+    Raises ``KeyError`` when the catalog has no vCPU count for the type.
+    """
+    if instance.vcpus is None:
+        raise KeyError(f"the catalog has no vCPU count for {instance.instance_type}")
+    cpu_headroom = max(MIN_HEADROOM_VCPUS, math.ceil(instance.vcpus * HEADROOM_SHARE))
+    memory_headroom = max(MIN_HEADROOM_GIB, math.ceil(instance.host_memory_gib * HEADROOM_SHARE))
+    cpu = instance.vcpus - cpu_headroom
+    memory = math.floor(instance.host_memory_gib) - memory_headroom
+    return {"cpu": str(cpu), "memory": f"{memory}Gi"}
+
+
+def container_security_context() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"], "add": list(CAPABILITIES_KEPT)},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def pod_security() -> dict[str, Any]:
+    """Pod-level fields: default seccomp, no API token, host namespaces off (explicitly)."""
+    return {
+        "automountServiceAccountToken": False,
+        "hostNetwork": False,
+        "hostPID": False,
+        "hostIPC": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+    }
+
+
+def rollout_strategy(group_nodes: int, nodes_per_replica: int, replicas: int) -> dict[str, Any]:
+    """LeaderWorkerSet's rolling update: surge one replica when the group has its nodes.
+
+    With room for one more replica the update adds the new one before removing an old one
+    (``maxSurge: 1, maxUnavailable: 0``): a replica keeps serving throughout. Without room,
+    one replica at a time is replaced (``maxSurge: 0, maxUnavailable: 1``; LWS refuses both
+    0: kubernetes-sigs/lws ``leaderworkerset.x-k8s.io_leaderworkersets.yaml``,
+    "This can not be 0 if MaxSurge is 0").
+    """
+    surge = group_nodes >= (replicas + 1) * nodes_per_replica
+    return {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {
+            "maxSurge": 1 if surge else 0,
+            "maxUnavailable": 0 if surge else 1,
+        },
+    }
+
+
+def can_surge(strategy: dict[str, Any]) -> bool:
+    return bool(strategy["rollingUpdateConfiguration"]["maxSurge"])

@@ -1,0 +1,183 @@
+"""Authenticated serving and in-cluster isolation for the multi-node vLLM service.
+
+* **API key.** A Secrets Manager secret (generated unless given) reaches the leader pod as a
+  file through the Secrets Store CSI driver and the AWS provider (ASCP), installed once per
+  cluster as the EKS add-on ``aws-secrets-store-csi-driver-provider``
+  (https://docs.aws.amazon.com/secretsmanager/latest/userguide/ascp-eks-installation.html;
+  the add-on brings the CSI driver with the provider). The provider fetches the secret with
+  the pod's own EKS Pod Identity (``usePodIdentity: "true"``,
+  https://docs.aws.amazon.com/secretsmanager/latest/userguide/ascp-pod-identity-integration.html),
+  so the value never enters a template, a manifest or etcd. vLLM reads it as
+  ``VLLM_API_KEY`` (``vllm.multinode.with_api_key_file``).
+* **Rotation.** Put a new value into the secret (``aws secretsmanager put-secret-value`` or a
+  rotation schedule); the mounted file follows when the pod is recreated (roll the
+  LeaderWorkerSet: ``kubectl rollout restart`` does not apply, so delete the leader pod or
+  change the template), because vLLM reads the key once at start. Clients switch keys at the
+  same time; the CSI driver's rotation reconciler only refreshes the file, not vLLM's copy.
+* **NetworkPolicies** (enforced by the VPC CNI's network policy agent, switched on in the
+  ``vpc-cni`` add-on's configuration by ``HyperPodEksCluster``;
+  https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy.html): the pods of one
+  service accept traffic from each other (torch.distributed, Ray, the DP RPC port and NCCL's
+  run-time ports) and the leader accepts the API port from the VPC (the load balancer's
+  IP targets see the NLB's private addresses: client IP preservation is off for IP targets
+  by default; the AMP managed scraper and the kubelet's probes also come from the VPC);
+  nothing else gets in. Limit: pods take their addresses from the VPC's subnets too (VPC
+  CNI), so any pod of the cluster can open the API port; ``/v1`` still needs the key, while
+  ``/health`` and ``/metrics`` answer anyone inside the VPC. Egress is open except the instance metadata service
+  (169.254.169.254/32, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html),
+  so a serving pod cannot take the node's role; EKS Pod Identity's agent (169.254.170.23)
+  stays reachable (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from .._cdk.nag import acknowledge
+from .interfaces import IHyperPodCluster
+
+#: EKS add-on name of the AWS Secrets and Configuration Provider with the CSI driver.
+SECRETS_STORE_ADDON = "aws-secrets-store-csi-driver-provider"
+#: The Secrets Store CSI driver's name and its SecretProviderClass API
+#: (kubernetes-sigs/secrets-store-csi-driver, https://secrets-store-csi-driver.sigs.k8s.io/).
+SECRETS_STORE_DRIVER = "secrets-store.csi.k8s.io"
+SECRET_PROVIDER_CLASS_API = "secrets-store.csi.x-k8s.io/v1"
+#: Where the leader finds the key file.
+API_KEY_MOUNT = "/var/run/secrets/vllm-api-key"
+API_KEY_FILE_NAME = "api-key"
+API_KEY_FILE = f"{API_KEY_MOUNT}/{API_KEY_FILE_NAME}"
+#: The instance metadata service: no serving pod may reach it.
+IMDS_CIDR = "169.254.169.254/32"
+_SECRETS_STORE_ID = "SecretsStoreCsiDriver"
+
+
+def secrets_store_addon(scope: Construct, cluster: IHyperPodCluster) -> eks.Addon:
+    """The ASCP add-on of ``cluster``, created on first use (one per cluster and stack)."""
+    eks_cluster = cluster.eks_cluster
+    stack = Stack.of(scope)
+    addon_id = f"{_SECRETS_STORE_ID}{eks_cluster.node.addr[:8]}"
+    existing = stack.node.try_find_child(addon_id)
+    if isinstance(existing, eks.Addon):
+        return existing
+    addon = eks.Addon(
+        stack,
+        addon_id,
+        cluster=eks_cluster,
+        addon_name=SECRETS_STORE_ADDON,
+        preserve_on_delete=False,
+    )
+    addon.node.add_dependency(cluster.nodes_ready)
+    return addon
+
+
+def generated_api_key(scope: Construct, name: str) -> secretsmanager.Secret:
+    """A random 48-character key without punctuation (safe in an ``Authorization`` header)."""
+    secret = secretsmanager.Secret(
+        scope,
+        "ApiKey",
+        description=f"{name}: API key of the vLLM OpenAI-compatible endpoint",
+        generate_secret_string=secretsmanager.SecretStringGenerator(
+            exclude_punctuation=True, password_length=48
+        ),
+    )
+    acknowledge(
+        secret,
+        "AwsSolutions-SMG4",
+        "vLLM reads its key once at start, so automatic rotation would lock clients out until "
+        "the pods restart; rotate by putting a new value and rolling the service (README).",
+    )
+    return secret
+
+
+def secret_provider_class(
+    name: str, namespace: str, secret: secretsmanager.ISecret, region: str
+) -> dict[str, Any]:
+    """The SecretProviderClass that mounts ``secret`` as ``api-key`` via Pod Identity."""
+    objects = (
+        f'- objectName: "{secret.secret_arn}"\n'
+        '  objectType: "secretsmanager"\n'
+        f'  objectAlias: "{API_KEY_FILE_NAME}"\n'
+    )
+    return {
+        "apiVersion": SECRET_PROVIDER_CLASS_API,
+        "kind": "SecretProviderClass",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "provider": "aws",
+            "parameters": {"region": region, "usePodIdentity": "true", "objects": objects},
+        },
+    }
+
+
+def api_key_volume(provider_class: str) -> dict[str, Any]:
+    return {
+        "name": "api-key",
+        "csi": {
+            "driver": SECRETS_STORE_DRIVER,
+            "readOnly": True,
+            "volumeAttributes": {"secretProviderClass": provider_class},
+        },
+    }
+
+
+def network_policies(
+    name: str,
+    namespace: str,
+    group_labels: dict[str, str],
+    leader_labels: dict[str, str],
+    api_port: int,
+    vpc_cidr: str,
+) -> list[dict[str, Any]]:
+    """Group-internal traffic, the API port from the VPC to leaders, no metadata service."""
+    group = {"podSelector": {"matchLabels": group_labels}}
+    isolate = _network_policy(
+        f"{name}-group",
+        namespace,
+        group_labels,
+        ingress=[{"from": [group]}],
+        egress=[
+            {"to": [group]},
+            {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}]},
+        ],
+    )
+    api = _network_policy(
+        f"{name}-api",
+        namespace,
+        leader_labels,
+        ingress=[
+            {
+                "from": [{"ipBlock": {"cidr": vpc_cidr}}],
+                "ports": [{"protocol": "TCP", "port": api_port}],
+            }
+        ],
+    )
+    return [isolate, api]
+
+
+def _network_policy(
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    *,
+    ingress: list[dict[str, Any]],
+    egress: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A NetworkPolicy on the pods with ``labels``; egress is restricted only when given."""
+    spec: dict[str, Any] = {
+        "podSelector": {"matchLabels": labels},
+        "policyTypes": ["Ingress", "Egress"] if egress is not None else ["Ingress"],
+        "ingress": ingress,
+    }
+    if egress is not None:
+        spec["egress"] = egress
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }

@@ -1,0 +1,86 @@
+"""SageMaker bearer tokens for the OpenAI-compatible ``/openai/v1`` path, made as AWS makes them.
+
+Follows AWS's published generator, ``sagemaker.core.token_generator.generate_token``
+(repository aws/sagemaker-python-sdk, file
+``sagemaker-core/src/sagemaker/core/token_generator/token_generator.py``, ``_generate_token``):
+
+* a ``POST`` to the global host ``https://sagemaker.amazonaws.com/`` with the query
+  ``Action=CallWithBearerToken`` and a ``host`` header, presigned with SigV4 *query*
+  authentication for the service ``sagemaker`` in the caller's region (the region appears
+  only in the credential scope);
+* the presigned URL without its ``https://`` scheme, with ``&Version=1`` appended after
+  signing;
+* standard base64 (with padding) of that text, prefixed with ``sagemaker-api-key-``.
+
+Lifetime: 1 s to 43,200 s (12 hours; the generator refuses anything else, and AWS's guide
+realtime-endpoints-openai-compatible.html says tokens last up to 12 hours).
+
+We depend on botocore only: the ``sagemaker-core`` package brings pandas, scipy and more.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import timedelta
+
+from botocore.auth import SigV4QueryAuth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials, ReadOnlyCredentials
+from botocore.session import get_session
+
+#: The global SageMaker host the generator signs for (not the regional runtime host).
+TOKEN_HOST = "sagemaker.amazonaws.com"
+TOKEN_SERVICE = "sagemaker"
+TOKEN_ACTION = "CallWithBearerToken"
+TOKEN_PREFIX = "sagemaker-api-key-"
+#: Appended to the presigned URL after signing.
+TOKEN_VERSION_SUFFIX = "&Version=1"
+#: The longest lifetime AWS's generator accepts (12 hours).
+MAX_TOKEN_SECONDS = 43_200
+
+
+class BearerTokenError(RuntimeError):
+    """No credentials, no region, or a lifetime outside 1 s - 12 h."""
+
+
+def generate_bearer_token(
+    region: str | None = None,
+    *,
+    credentials: Credentials | ReadOnlyCredentials | None = None,
+    expiry: timedelta = timedelta(hours=12),
+) -> str:
+    """A ``sagemaker-api-key-…`` bearer token valid for ``expiry``.
+
+    :param region: the endpoint's region. Default: the session's (``AWS_REGION`` /
+        ``AWS_DEFAULT_REGION`` / profile).
+    :param credentials: credentials to sign with. Default: the standard botocore chain.
+    :param expiry: the token's lifetime, 1 s to 12 h. Default: 12 hours (as AWS's generator).
+    """
+    seconds = int(expiry.total_seconds())
+    if not 1 <= seconds <= MAX_TOKEN_SECONDS or seconds != expiry.total_seconds():
+        raise BearerTokenError(
+            f"token lifetime must be a whole number of seconds from 1 to {MAX_TOKEN_SECONDS}, got {expiry.total_seconds()}"
+        )
+    session = get_session()
+    region = region or session.get_config_variable("region")
+    if not region:
+        raise BearerTokenError("no region: pass one or set AWS_REGION")
+    if credentials is None:
+        found = session.get_credentials()
+        if found is None:
+            raise BearerTokenError("no AWS credentials found in the standard chain")
+        credentials = found
+    frozen = (
+        credentials
+        if isinstance(credentials, ReadOnlyCredentials)
+        else credentials.get_frozen_credentials()
+    )
+    request = AWSRequest(
+        method="POST",
+        url=f"https://{TOKEN_HOST}/",
+        headers={"host": TOKEN_HOST},
+        params={"Action": TOKEN_ACTION},
+    )
+    SigV4QueryAuth(frozen, TOKEN_SERVICE, region, expires=seconds).add_auth(request)
+    presigned = request.url.replace("https://", "") + TOKEN_VERSION_SUFFIX
+    return TOKEN_PREFIX + base64.b64encode(presigned.encode("utf-8")).decode("utf-8")

@@ -1,0 +1,133 @@
+"""One name for clients, one per copy in responses: a vLLM config file beside the weights.
+
+vLLM serves every name given to ``--served-model-name`` and reports the FIRST in each
+response's ``model`` field: vLLM 0.33.0 (and 0.20.0)
+``vllm/entrypoints/openai/models/serving.py``, ``OpenAIServingModels.model_name`` returns
+``self.base_model_paths[0].name``; ``is_base_model`` accepts any of the names (one
+``BaseModelPath`` per served name); ``vllm/config/model.py`` ``served_model_name``: "The
+model name in the model field of a response will be the first name in this list." So every
+copy serves ``[<copy name>, <client name>]``: clients send the shared name to any pool, and
+each response says which copy answered.
+
+AWS's SageMaker vLLM container cannot pass two names through ``SM_VLLM_SERVED_MODEL_NAME``:
+its entrypoint (aws/deep-learning-containers ``scripts/docker/vllm/sagemaker_entrypoint.sh``
+in every released ``server-sagemaker-cuda-v1``/``v2.x`` tag) turns each ``SM_VLLM_*``
+variable into one flag with exactly one argument. It does pass ``SM_VLLM_CONFIG=<file>`` as
+``--config <file>``, and vLLM reads list values from a YAML config file
+(``vllm/utils/argparse_utils.py`` ``FlexibleArgumentParser.load_config_file``: a list
+becomes the flag followed by one token per item; command-line flags override the file, so
+``SM_VLLM_SERVED_MODEL_NAME`` must stay unset). SageMaker mounts the model's S3 prefix at
+``/opt/ml/model``; CloudFormation's ``AWS::SageMaker::Model`` has no
+``AdditionalModelDataSources``, so the file goes into the weights prefix itself, written at
+deploy time by a custom resource that may put (and delete) exactly that one object.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from aws_cdk import Aspects, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from .._cdk.nag import AcknowledgeCdkInternals, acknowledge_cdk_internals
+from ..model_sources import ModelData
+
+#: Where SageMaker mounts ModelDataSource files inside the container.
+MODEL_DIR = "/opt/ml/model"
+#: The SageMaker vLLM container variable that becomes ``--config``.
+VLLM_CONFIG_VARIABLE = "SM_VLLM_CONFIG"
+#: Carries the served names (JSON list, copy first) for operators: ``fleet`` reads it back.
+#: Neither the container's entrypoint (``SM_VLLM_*`` only) nor vLLM (``VLLM_*``) reads it.
+SERVED_NAMES_VARIABLE = "CDK_LLM_SERVING_SERVED_NAMES"
+#: Folder of our config files under the weights prefix.
+CONFIG_FOLDER = "cdk-llm-serving"
+#: aws-cdk-lib's id of the singleton function behind every ``AwsCustomResource`` of a stack.
+_AWS_CUSTOM_RESOURCE_PROVIDER = "AWS679f53fac002430cb0da5b7982bd2287"
+
+
+def config_file_name(copy_name: str) -> str:
+    """``served-names-<copy>.yaml``; vLLM loads only ``.yaml``/``.yml`` config files."""
+    return f"served-names-{re.sub(r'[^A-Za-z0-9._-]', '-', copy_name)}.yaml"
+
+
+def served_names(copy_name: str, client_name: str) -> list[str]:
+    """The copy's name first (responses carry it), then the shared name."""
+    return [copy_name] if copy_name == client_name else [copy_name, client_name]
+
+
+def served_names_yaml(copy_name: str, client_name: str) -> str:
+    """The config file: ``served-model-name`` as a YAML list (JSON strings are YAML strings)."""
+    names = served_names(copy_name, client_name)
+    return "served-model-name:\n" + "".join(f"  - {json.dumps(name)}\n" for name in names)
+
+
+class ServedNamesFile(Construct):
+    """Puts one copy's vLLM config file under its weights prefix; ``environment`` points at it.
+
+    :param model_data: the copy's weights (the file goes under ``<prefix>cdk-llm-serving/``).
+    :param copy_name: the name responses carry.
+    :param client_name: the name clients send to every copy.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        model_data: ModelData,
+        copy_name: str,
+        client_name: str,
+    ) -> None:
+        super().__init__(scope, id)
+        relative = f"{CONFIG_FOLDER}/{config_file_name(copy_name)}"
+        self.key = f"{model_data.key_prefix}{relative}"
+        self.container_path = f"{MODEL_DIR}/{relative}"
+        self.environment = {
+            VLLM_CONFIG_VARIABLE: self.container_path,
+            SERVED_NAMES_VARIABLE: json.dumps(served_names(copy_name, client_name)),
+        }
+        bucket_arn = f"arn:{Stack.of(self).partition}:s3:::{model_data.bucket_name}"
+        location = {"Bucket": model_data.bucket_name, "Key": self.key}
+        self.resource = cr.AwsCustomResource(
+            self,
+            "Put",
+            on_create=self._put(location, copy_name, client_name),
+            on_update=self._put(location, copy_name, client_name),
+            on_delete=cr.AwsSdkCall(service="S3", action="deleteObject", parameters=location),
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [
+                    iam.PolicyStatement(
+                        actions=["s3:PutObject", "s3:DeleteObject"],
+                        resources=[f"{bucket_arn}/{self.key}"],
+                    )
+                ]
+            ),
+            install_latest_aws_sdk=False,
+        )
+        if model_data.encryption_key is not None:
+            model_data.encryption_key.grant_encrypt(self.resource)
+        provider = Stack.of(self).node.try_find_child(_AWS_CUSTOM_RESOURCE_PROVIDER)
+        if provider is not None and not any(
+            isinstance(aspect, AcknowledgeCdkInternals) for aspect in Aspects.of(provider).all
+        ):
+            acknowledge_cdk_internals(
+                provider,
+                "aws-cdk-lib's AwsCustomResource function (basic execution role, its runtime); "
+                "its only grant is one S3 object",
+            )
+
+    @staticmethod
+    def _put(location: dict[str, str], copy_name: str, client_name: str) -> cr.AwsSdkCall:
+        return cr.AwsSdkCall(
+            service="S3",
+            action="putObject",
+            parameters={
+                **location,
+                "Body": served_names_yaml(copy_name, client_name),
+                "ContentType": "application/yaml",
+            },
+            physical_resource_id=cr.PhysicalResourceId.of(location["Key"]),
+        )
