@@ -44,8 +44,9 @@ MAX_RESOURCES = 500
 RESOURCE_LIMIT_CONTEXT = "@aws-cdk/core:stackResourceLimit"
 REMEDY = (
     "split the constructs over several stacks (one endpoint or service per stack scales "
-    "best), drop the per-endpoint dashboards (one PoolEndpointDashboard per stack is enough), "
-    "or move groups of constructs into NestedStacks"
+    "best), drop the per-endpoint dashboards, move groups of constructs into NestedStacks, "
+    "or (for the byte limit) set the context key @aws-cdk/core:suppressTemplateIndentation "
+    "to true, which writes templates without indentation"
 )
 _HEAVIEST_SHOWN = 5
 
