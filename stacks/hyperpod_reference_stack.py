@@ -47,6 +47,8 @@ class HyperPodSettings:
     #: Opt-in variant: gpt-oss-120b through AWS's inference operator on two more GPU groups.
     inference_operator: bool = False
     single_node_weights_uri: str = ""
+    #: AZ ID of the GPU capacity (e.g. ``usw2-az2``): the GPU subnet and FSx go there.
+    gpu_availability_zone_id: str | None = None
 
 
 class HyperPodReferenceStack(Stack):
@@ -103,6 +105,7 @@ class HyperPodReferenceStack(Stack):
                 *single_node_groups,
             ],
             admin_role_arns=settings.admin_role_arns,
+            gpu_availability_zone_id=settings.gpu_availability_zone_id,
         )
         chart = (
             HelmChartSource.from_directory(settings.hyperpod_chart_dir)

@@ -20,6 +20,7 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:reference-moe:max-replicas": "1",
     "llm-serving:hyperpod:inference-operator": "false",
     "llm-serving:gpt-oss-120b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/gpt-oss-120b/",
+    "llm-serving:hyperpod:gpu-az-id": "",
 }
 
 
@@ -61,6 +62,7 @@ def add_reference_stacks(app: App) -> list[Stack]:
             inference_operator=_context(app, "llm-serving:hyperpod:inference-operator").lower()
             == "true",
             single_node_weights_uri=_context(app, "llm-serving:gpt-oss-120b:weights-uri"),
+            gpu_availability_zone_id=_context(app, "llm-serving:hyperpod:gpu-az-id") or None,
         ),
     )
     return [pool_stack, hyperpod_stack]

@@ -33,6 +33,9 @@ class Limits:
     maximum: int | None
     pattern: str | None
     enum: tuple[str, ...]
+    #: API values CloudFormation's schema refuses, with where (left out of ``enum``).
+    cloudformation_refuses: tuple[str, ...] = ()
+    cloudformation_resource: str = ""
 
 
 def _shape(structure: str, member: str | None = None) -> Shape:
@@ -52,12 +55,19 @@ class CfnConstraint:
     enum: tuple[str, ...] | None = None
 
 
-#: (botocore structure, member) -> CloudFormation's narrower constraint (cfn-lint 1.58.0 schemas).
+#: (botocore structure, member) -> CloudFormation's narrower constraint (cfn-lint 1.58.0 schemas;
+#: enum values as strings, also for integer fields).
 CLOUDFORMATION_NARROWER: dict[tuple[str, str | None], CfnConstraint] = {
     ("ProductionVariantRoutingConfig", "RoutingStrategy"): CfnConstraint(
         "AWS::SageMaker::EndpointConfig",
         "ProductionVariants/*/RoutingConfig/RoutingStrategy",
         enum=("LEAST_OUTSTANDING_REQUESTS", "PREFIX_AWARE", "RANDOM"),
+    ),
+    # botocore has no enum here (any integer); CloudFormation's schema has one.
+    ("MetricsConfig", "MetricPublishFrequencyInSeconds"): CfnConstraint(
+        "AWS::SageMaker::EndpointConfig",
+        "MetricsConfig/MetricPublishFrequencyInSeconds",
+        enum=("10", "30", "60", "120", "180", "240", "300"),
     ),
     ("DeepHealthCheckType", None): CfnConstraint(
         "AWS::SageMaker::Cluster",
@@ -72,15 +82,17 @@ def limits(structure: str, member: str | None = None) -> Limits:
     """Constraints of ``structure`` (or of its ``member``), e.g. ``limits("ProductionVariant", "VolumeSizeInGB")``."""
     shape = _shape(structure, member)
     meta = shape.metadata
-    enum = tuple(getattr(shape, "enum", None) or ())
+    api_enum = tuple(getattr(shape, "enum", None) or ())
     narrower = CLOUDFORMATION_NARROWER.get((structure, member))
-    if narrower is not None and narrower.enum is not None:
-        enum = tuple(value for value in enum if value in narrower.enum)
+    cfn_enum = narrower.enum if narrower is not None and narrower.enum is not None else api_enum
     return Limits(
         minimum=meta.get("min"),
         maximum=meta.get("max"),
         pattern=meta.get("pattern"),
-        enum=enum,
+        # No API enum (free value): CloudFormation's list is the whole allowed set.
+        enum=tuple(value for value in api_enum if value in cfn_enum) if api_enum else cfn_enum,
+        cloudformation_refuses=tuple(value for value in api_enum if value not in cfn_enum),
+        cloudformation_resource=narrower.resource_type if narrower is not None else "",
     )
 
 

@@ -83,13 +83,23 @@ def check_name(problems: Problems, prop: str, value: str | None, limits: Limits,
 
 
 def check_one_of(
-    problems: Problems, prop: str, value: str | None, allowed: Iterable[str], what: str
+    problems: Problems, prop: str, value: str | None, allowed: Iterable[str] | Limits, what: str
 ) -> None:
-    """``value`` must be one of ``allowed``; the message names the closest matches."""
+    """``value`` must be one of ``allowed``; the message names the closest matches, or, given
+    ``Limits``, says when the API accepts the value but CloudFormation's schema does not."""
     if value is None or is_unresolved(value):
         return
-    options = list(allowed)
+    options = list(allowed.enum if isinstance(allowed, Limits) else allowed)
     if value in options:
+        return
+    if isinstance(allowed, Limits) and value in allowed.cloudformation_refuses:
+        problems.add(
+            prop,
+            value,
+            f"{what} must be one of {', '.join(options)}: the SageMaker API accepts {value} "
+            f"but CloudFormation's {allowed.cloudformation_resource} schema does not, so the "
+            "template would be refused (cfn-lint E3030)",
+        )
         return
     close = difflib.get_close_matches(value, options, n=4, cutoff=0.6)
     hint = f"; closest: {', '.join(close)}" if close else ""

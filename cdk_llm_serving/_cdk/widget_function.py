@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from .function_role import role_with_own_logs
 from .nag import acknowledge_wildcard_resources
 
 
@@ -31,39 +31,15 @@ class WidgetFunctionSpec:
 
 def widget_function(scope: Construct, prefix: str, spec: WidgetFunctionSpec) -> lambda_.Function:
     """``<prefix>Logs``, ``<prefix>Role`` and the function ``<prefix>`` under ``scope``."""
-    log_group = logs.LogGroup(
+    role, log_group = role_with_own_logs(
         scope,
-        f"{prefix}Logs",
-        retention=logs.RetentionDays.ONE_MONTH,
-        removal_policy=RemovalPolicy.RETAIN,
-    )
-    role = iam.Role(
-        scope,
-        f"{prefix}Role",
-        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        role_id=f"{prefix}Role",
+        logs_id=f"{prefix}Logs",
         description=spec.role_description,
+        statements=spec.statements,
     )
-    for statement in spec.statements:
-        role.add_to_policy(statement)
-    log_streams = f"{log_group.log_group_arn}:*"
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_streams]
-        )
-    )
-    acknowledge_wildcard_resources(
-        role,
-        [*spec.wildcards, log_streams],
-        " ".join(
-            filter(
-                None,
-                [
-                    spec.wildcard_reason,
-                    "Log streams of the widget function's own log group; their names are made by Lambda.",
-                ],
-            )
-        ),
-    )
+    if spec.wildcards:
+        acknowledge_wildcard_resources(role, list(spec.wildcards), spec.wildcard_reason)
     return lambda_.Function(
         scope,
         prefix,

@@ -10,9 +10,14 @@ one node, ``HyperPodInferenceEndpoint`` through AWS's inference operator
 constructs take ``IHyperPodCluster``: a ``HyperPodEksCluster`` or
 ``HyperPodEksCluster.from_cluster_attributes(...)`` for a cluster created elsewhere. String
 contracts (labels, taints, ports, metric and rule names, images) live in ``constants``.
+
+The kubectl/helm Lambda layers these constructs deploy come with the ``hyperpod`` extra
+(``pip install 'cdk-llm-serving[hyperpod]'``); without it, importing this package says so.
 """
 
+from . import _needs_extra  # noqa: F401  (first: without the extra, say which to install)
 from .addons import HelmChartSource, HyperPodServingAddons, KedaInstallation
+from .capacity import GpuNodeLedger
 from .cluster import HyperPodEksCluster
 from .dashboard import VllmDashboard
 from .inference_dashboard import InferenceEndpointDashboard
@@ -22,17 +27,20 @@ from .instance_group import HyperPodInstanceGroup, KubernetesTaint
 from .interfaces import IHyperPodCluster
 from .model_store import FsxModelStore
 from .multi_node_service import Exposure, VllmMultiNodeService
+from .node_readiness import HyperPodNodesReady
 from .observability import VllmObservability
 from .replica_autoscaling import VllmReplicaAutoscaling
 
 __all__ = [
     "Exposure",
     "FsxModelStore",
+    "GpuNodeLedger",
     "HelmChartSource",
     "HyperPodEksCluster",
     "HyperPodInferenceEndpoint",
     "HyperPodInferenceOperator",
     "HyperPodInstanceGroup",
+    "HyperPodNodesReady",
     "HyperPodServingAddons",
     "IHyperPodCluster",
     "InferenceAutoScaling",

@@ -32,9 +32,21 @@ def chart_pins() -> dict[str, ChartPin]:
     return cast(dict[str, ChartPin], hyperpod_facts()["charts"])
 
 
-def addon_versions() -> dict[str, str | None]:
-    """EKS add-on name -> pinned version (``None``: EKS's default for the cluster version)."""
-    return cast(dict[str, "str | None"], hyperpod_facts()["addon_versions"])
+def addon_versions(kubernetes_version: str) -> dict[str, str | None]:
+    """EKS add-on name -> the version pinned for ``kubernetes_version`` (none: unknown version)."""
+    pins = hyperpod_facts()["addon_versions"].get(kubernetes_version, {})
+    return cast(dict[str, "str | None"], dict(pins))
+
+
+def cloudformation_enum(shape: str, botocore_enum: tuple[str, ...]) -> tuple[str, ...]:
+    """``botocore_enum`` narrowed to what CloudFormation's resource schema allows for ``shape``.
+
+    Only shapes recorded in ``cloudformation_enums`` narrow; the others pass unchanged.
+    """
+    narrower = hyperpod_facts().get("cloudformation_enums", {}).get(shape)
+    if narrower is None:
+        return botocore_enum
+    return tuple(value for value in botocore_enum if value in narrower)
 
 
 @functools.cache

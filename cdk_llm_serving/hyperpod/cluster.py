@@ -6,22 +6,30 @@ Deploy order, enforced with dependencies so one ``cdk deploy`` succeeds:
 2. EKS cluster (private endpoint), then the node add-ons that must exist before nodes
    join (VPC CNI at a pinned version >= HyperPod's minimum, kube-proxy, pod identity agent);
 3. the HyperPod cluster, after the EKS cluster, those add-ons and the script upload;
-4. add-ons that need running nodes (CoreDNS), then charts and manifests
-   (``HyperPodServingAddons``), ordered after the HyperPod cluster via ``nodes_ready``.
+4. a wait until every instance group's nodes are Running (``nodes_ready``, a custom
+   resource polling ``ListClusterNodes``: under Continuous provisioning the cluster
+   resource completes before its nodes exist);
+5. add-ons that need running nodes (CoreDNS, FSx CSI driver), then charts and manifests
+   (``HyperPodServingAddons``), ordered after ``nodes_ready``.
 
 What ``cdk destroy`` removes: the HyperPod and EKS clusters with everything running on
-them, the VPC and the node roles. What it keeps: the lifecycle bucket and the VPC flow-log
-group (retained). ``FsxModelStore`` retains its file system on its own.
+them, the node roles, and the VPC's gateways, route tables and other subnets. What it
+keeps: the lifecycle bucket and its access-log bucket, the VPC flow-log group and, when
+this construct created them, the VPC and the GPU subnet(s): ``FsxModelStore`` retains its
+file system there (in its own retained security group), and EC2 refuses to delete a subnet
+or VPC whose network interfaces a retained file system still holds (``DependencyViolation``),
+which would leave the stack in DELETE_FAILED.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
-from aws_cdk import Names, RemovalPolicy, Stack
+from aws_cdk import CfnTag, Duration, Names, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -37,11 +45,25 @@ from .._cdk.template_limits import check_template_limits
 from ..errors import Problems
 from ..planning.catalog import Catalog, default_catalog
 from ._facts import addon_versions, hyperpod_facts, supported_kubernetes_versions
+from .availability_zones import az_id_problem
+from .capacity import GpuNodeLedger
 from .constants import FSX_CSI_DRIVER_ADDON, POD_IDENTITY_AGENT_ADDON
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
+from .node_readiness import HyperPodNodesReady
 
 _LIFECYCLE_PREFIX = "lifecycle"
+#: S3 actions that change the lifecycle script (denied to all but its deployment).
+_OBJECT_WRITES = [
+    "s3:PutObject",
+    "s3:PutObjectAcl",
+    "s3:PutObjectVersionAcl",
+    "s3:DeleteObject",
+    "s3:DeleteObjectVersion",
+    "s3:RestoreObject",
+]
+#: The CIDR of the VPC we create (aws-cdk-lib's default, written out to find free blocks).
+_VPC_CIDR = "10.0.0.0/16"
 _ON_CREATE_SCRIPT = "on_create.sh"
 
 
@@ -96,7 +118,9 @@ class HyperPodEksCluster(Construct):
 
     :param instance_groups: one CPU ``system`` group for controllers and at least one GPU group.
     :param vpc: an existing VPC with private subnets. Default: a new VPC over two Availability
-        Zones with one NAT gateway, an S3 gateway endpoint and flow logs.
+        Zones with one NAT gateway, an S3 gateway endpoint and flow logs, retained with its
+        GPU subnet on ``cdk destroy`` (see the module doc). A VPC you create in the same
+        stack is yours to retain likewise when an ``FsxModelStore`` keeps its file system.
     :param gpu_subnet: the one subnet every GPU group (and the FSx file system) uses, so
         multi-node replicas sit close together. Default: the first private subnet. ``None``
         together with ``single_gpu_subnet=False`` spreads GPU groups over all private subnets.
@@ -106,10 +130,20 @@ class HyperPodEksCluster(Construct):
     :param admin_role_arns: IAM roles granted cluster-admin through EKS access entries.
     :param endpoint_public: also expose the EKS API endpoint publicly. Default: ``False``.
     :param addon_versions: EKS add-on name -> version. Default: the pins in ``assets/hyperpod.json``
-        (VPC CNI pinned; add-ons left ``null`` there take EKS's default for the version).
+        for ``kubernetes_version`` (every add-on pinned, each pin with its source there).
     :param cluster_name: HyperPod cluster name. Default: derived from the construct path.
     :param catalog: the planner's instance catalog GPU groups are checked against (your
         prices, extra types). Default: ``default_catalog()``.
+    :param gpu_availability_zone_id: the AZ ID (e.g. ``usw2-az2``) of your GPU capacity
+        (capacity reservation, training plan): a new private subnet there holds every GPU
+        group and the FSx file system. AZ IDs name the same zone in every account, AZ names
+        do not. Checked at synth against the stack's Region when it is known; EC2 checks it
+        exists at deploy. Default: none (GPU groups use ``gpu_subnet``'s rule above).
+    :param gpu_subnet_cidr: the CIDR of that subnet. Default: the first free block, the size
+        of the private subnets, in a VPC this construct creates; required with an imported VPC.
+    :param nodes_ready_timeout: how long ``nodes_ready`` waits for every group's nodes to be
+        Running before the deployment fails. Default: derived from the groups
+        (``node_readiness.wait_budget``).
     """
 
     #: The EKS cluster, typed as its interface (see ``_render_eks``).
@@ -135,26 +169,39 @@ class HyperPodEksCluster(Construct):
         addon_versions: Mapping[str, str | None] | None = None,
         cluster_name: str | None = None,
         catalog: Catalog | None = None,
+        nodes_ready_timeout: Duration | None = None,
+        gpu_availability_zone_id: str | None = None,
+        gpu_subnet_cidr: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         check_template_limits(self)
         self.catalog = catalog or default_catalog()
         self.instance_groups = tuple(instance_groups)
+        self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
         self.kubernetes_version = kubernetes_version
-        self._validate(admin_role_arns)
-        versions = _resolve_addon_versions(addon_versions)
+        self._validate(admin_role_arns, vpc, gpu_availability_zone_id, gpu_subnet_cidr)
+        versions = _resolve_addon_versions(addon_versions, kubernetes_version)
 
+        self._owns_vpc = vpc is None
         self.vpc = vpc or self._new_vpc()
-        self._render_network(single_gpu_subnet)
+        self._render_network(single_gpu_subnet, gpu_availability_zone_id, gpu_subnet_cidr)
         self.eks_cluster = self._render_eks(endpoint_public, admin_role_arns)
         before_nodes = self._render_addons("addons_before_nodes", versions)
         self.lifecycle_bucket, upload = self._lifecycle_bucket()
         self.execution_role = self._execution_role()
         self.cfn_cluster = self._render_hyperpod(cluster_name)
         self._order_hyperpod_after([upload, *before_nodes.values()])
+        #: Completes once every group's nodes are Running (see ``HyperPodNodesReady``).
+        self.node_wait = HyperPodNodesReady(
+            self,
+            "NodesReady",
+            cluster_arn=self.cfn_cluster.attr_cluster_arn,
+            instance_groups=self.instance_groups,
+            timeout=nodes_ready_timeout,
+        )
         after_nodes = self._render_addons("addons_after_nodes", versions)
         for addon in after_nodes.values():
-            addon.node.add_dependency(self.cfn_cluster)
+            addon.node.add_dependency(self.nodes_ready)
         #: Every EKS add-on this cluster installs, by its EKS name (``vpc-cni``, ``coredns``, ...).
         self.addons: dict[str, eks.Addon] = {**before_nodes, **after_nodes}
         self.pod_identity_agent = self.addons[POD_IDENTITY_AGENT_ADDON]
@@ -199,10 +246,20 @@ class HyperPodEksCluster(Construct):
 
     # -- what dependents need ----------------------------------------------------------
 
+    def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
+        """Reserve ``nodes`` of instance group ``group_name`` for ``consumer``.
+
+        Every consumer on a group (services at their maximum replicas, endpoints,
+        operators) reserves here; when their sum exceeds the group's instance count, one
+        ``ConfigurationError`` lists each consumer's share. Reserving again replaces the
+        consumer's earlier share.
+        """
+        self.gpu_node_ledger.reserve(consumer, group_name, nodes)
+
     @property
     def nodes_ready(self) -> IConstruct:
-        """Depend on this to run after the HyperPod nodes exist (charts with webhooks, workloads)."""
-        return self.cfn_cluster
+        """Depend on this to run after every group's nodes are Running (charts, workloads)."""
+        return self.node_wait.ready
 
     @property
     def gpu_groups(self) -> list[HyperPodInstanceGroup]:
@@ -210,8 +267,15 @@ class HyperPodEksCluster(Construct):
 
     # -- validate ----------------------------------------------------------------------
 
-    def _validate(self, admin_role_arns: Sequence[str]) -> None:
+    def _validate(
+        self,
+        admin_role_arns: Sequence[str],
+        vpc: ec2.IVpc | None,
+        az_id: str | None,
+        subnet_cidr: str | None,
+    ) -> None:
         problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
+        _validate_gpu_zone(problems, Stack.of(self).region, vpc is None, az_id, subnet_cidr)
         _validate_instance_groups(
             problems, self.instance_groups, need_system=True, catalog=self.catalog
         )
@@ -233,14 +297,85 @@ class HyperPodEksCluster(Construct):
 
     # -- render ------------------------------------------------------------------------
 
-    def _render_network(self, single_gpu_subnet: bool) -> None:
-        """Private subnets, the GPU groups' subnets and the node security group."""
+    def _render_network(
+        self, single_gpu_subnet: bool, az_id: str | None, subnet_cidr: str | None
+    ) -> None:
+        """Private subnets, the GPU groups' subnets and the node security group.
+
+        The VPC and GPU subnets this construct creates are retained (see the module doc).
+        """
         private = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
         self.private_subnets: list[ec2.ISubnet] = list(private)
         self.gpu_subnets: list[ec2.ISubnet] = (
-            self.private_subnets[:1] if single_gpu_subnet else self.private_subnets
+            [self._gpu_subnet_in_zone(az_id, subnet_cidr)]
+            if az_id
+            else self.private_subnets[:1]
+            if single_gpu_subnet
+            else self.private_subnets
         )
+        if self._owns_vpc:
+            cast(ec2.Vpc, self.vpc).apply_removal_policy(RemovalPolicy.RETAIN)
+            for subnet in self.gpu_subnets:
+                if isinstance(subnet, ec2.Subnet):
+                    subnet.apply_removal_policy(RemovalPolicy.RETAIN)
         self.node_security_group = self._node_security_group()
+
+    def _gpu_subnet_in_zone(self, az_id: str, cidr: str | None) -> ec2.ISubnet:
+        """A private subnet in the AZ with this ID, routed like the first private subnet.
+
+        aws-cdk-lib's L2 subnets take AZ names only, so this is ``AWS::EC2::Subnet`` with
+        ``AvailabilityZoneId`` (set instead of ``AvailabilityZone``: the schema excludes
+        one with the other), as AWS's HyperPod reference template does.
+        """
+        cidr, route_table_id = self._gpu_subnet_placement(cidr)
+        subnet = ec2.CfnSubnet(
+            self,
+            "GpuSubnet",
+            vpc_id=self.vpc.vpc_id,
+            cidr_block=cidr,
+            availability_zone_id=az_id,
+            map_public_ip_on_launch=False,
+            tags=[CfnTag(key="Name", value=f"{self.node.path}/GpuSubnet")],
+        )
+        if self._owns_vpc:
+            subnet.apply_removal_policy(RemovalPolicy.RETAIN)
+        self.gpu_subnet_routes = ec2.CfnSubnetRouteTableAssociation(
+            self, "GpuSubnetRoutes", subnet_id=subnet.ref, route_table_id=route_table_id
+        )
+        return ec2.Subnet.from_subnet_attributes(
+            self,
+            "GpuSubnetRef",
+            subnet_id=subnet.ref,
+            availability_zone=subnet.attr_availability_zone,
+            route_table_id=route_table_id,
+            ipv4_cidr_block=cidr,
+        )
+
+    def _gpu_subnet_placement(self, cidr: str | None) -> tuple[str, str]:
+        """The GPU subnet's CIDR (given and free, or the first free block of our VPC) and
+        the route table it shares with the first private subnet (NAT egress)."""
+        problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
+        if cidr is not None and self._owns_vpc and not _fits(self.vpc, cidr):
+            problems.add(
+                "gpu_subnet_cidr", cidr, f"must lie in {_VPC_CIDR} and overlap no other subnet"
+            )
+        cidr = cidr or _free_block(self.vpc, self.private_subnets)
+        if cidr is None:
+            problems.add("gpu_subnet_cidr", None, "no free block left in the VPC; give one")
+        try:
+            route_table_id: str | None = self.private_subnets[0].route_table.route_table_id
+        except RuntimeError:  # jsii: an imported subnet given without its route table
+            route_table_id = None
+        if route_table_id is None:
+            problems.add(
+                "vpc",
+                self.vpc.vpc_id,
+                "an imported VPC needs its private subnets' route tables "
+                "(Vpc.from_vpc_attributes(private_subnet_route_table_ids=...)) for the GPU subnet",
+            )
+        problems.raise_if_any()
+        assert cidr is not None and route_table_id is not None
+        return cidr, route_table_id
 
     def _render_eks(self, endpoint_public: bool, admin_role_arns: Sequence[str]) -> eks.ICluster:
         """The EKS cluster (private endpoint, all control-plane logs), open to the nodes.
@@ -330,6 +465,9 @@ class HyperPodEksCluster(Construct):
         """
         for dependency in dependencies:
             self.cfn_cluster.node.add_dependency(dependency)
+        routes = getattr(self, "gpu_subnet_routes", None)
+        if routes is not None:
+            self.cfn_cluster.node.add_dependency(routes)
         policy = self.execution_role.node.try_find_child("DefaultPolicy")
         if policy is not None:
             self.cfn_cluster.node.add_dependency(policy)
@@ -355,6 +493,7 @@ class HyperPodEksCluster(Construct):
         vpc = ec2.Vpc(
             self,
             "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(_VPC_CIDR),
             max_azs=2,
             nat_gateways=1,
             subnet_configuration=[
@@ -382,12 +521,32 @@ class HyperPodEksCluster(Construct):
         return vpc
 
     def _node_security_group(self) -> ec2.SecurityGroup:
+        """All traffic to and from itself (EFA), all outbound, FSx for Lustre ports.
+
+        EFA needs all traffic to and from the group itself, inbound and outbound: EKS's
+        default cluster security group carries an "Outbound | All | Self (for EFA traffic)"
+        rule (EKS user guide, "View Amazon EKS security group requirements for clusters",
+        https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html), and so does
+        AWS's HyperPod EKS reference template (aws-samples/awsome-distributed-training
+        ``1.architectures/7.sagemaker-hyperpod-eks/cfn-templates/nested-stacks/security-group-stack.yaml``,
+        ``IntraSGCommunicationRuleEgress``)). aws-cdk-lib drops egress rules added to a group
+        that allows all outbound (and refuses an all-traffic egress rule on one that does
+        not), so the rule to itself is its own ``AWS::EC2::SecurityGroupEgress``.
+        """
         group = ec2.SecurityGroup(
             self,
             "NodeSecurityGroup",
             vpc=self.vpc,
             allow_all_outbound=True,
             description="HyperPod nodes: EFA/NCCL among themselves, FSx for Lustre",
+        )
+        ec2.CfnSecurityGroupEgress(
+            self,
+            "NodeSecurityGroupSelfEgress",
+            group_id=group.security_group_id,
+            ip_protocol="-1",
+            destination_security_group_id=group.security_group_id,
+            description="all traffic between nodes (EFA needs it)",
         )
         group.add_ingress_rule(
             group, ec2.Port.all_traffic(), "all traffic between nodes (EFA needs it)"
@@ -407,20 +566,42 @@ class HyperPodEksCluster(Construct):
             configuration_values=_ADDON_CONFIGURATION.get(name),
         )
 
-    def _lifecycle_bucket(self) -> tuple[s3.Bucket, s3_deployment.BucketDeployment]:
-        bucket = s3.Bucket(
+    def _private_bucket(self, id: str, **extra: Any) -> s3.Bucket:
+        """SSE-S3, TLS only, no public access, versioned, retained; ``extra`` props on top."""
+        return s3.Bucket(
             self,
-            "LifecycleScripts",
+            id,
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             versioned=True,
             removal_policy=RemovalPolicy.RETAIN,
+            **extra,
         )
+
+    def _lifecycle_bucket(self) -> tuple[s3.Bucket, s3_deployment.BucketDeployment]:
+        """The lifecycle script's bucket: access-logged, writable only by its upload.
+
+        The script runs as root on every node HyperPod creates or replaces, so whoever may
+        write it owns the GPU nodes. The bucket policy denies object writes and deletes to
+        every principal but the bucket-deployment handler that uploads the script (an
+        explicit deny wins over any allow, IAM policy evaluation logic). Server access logs
+        go to a retained log bucket encrypted with SSE-S3, the only default encryption S3
+        server access logging accepts on its target bucket (S3 user guide, "Enabling Amazon
+        S3 server access logging").
+        """
+        # Object ownership left to aws-cdk-lib: ObjectWriter for ACL delivery in apps without
+        # the @aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy flag, S3's default otherwise.
+        logs_bucket = self._private_bucket("LifecycleAccessLogs")
         acknowledge(
-            bucket,
+            logs_bucket,
             "AwsSolutions-S1",
-            "Holds only the lifecycle script CloudFormation uploads; the stack's history is its audit trail, server access logs add nothing.",
+            "The lifecycle bucket's access-log bucket: logging it would log the logging.",
+        )
+        bucket = self._private_bucket(
+            "LifecycleScripts",
+            server_access_logs_bucket=logs_bucket,
+            server_access_logs_prefix="lifecycle-scripts/",
         )
         script_dir = Path(str(resources.files(__package__).joinpath("assets", "lifecycle")))
         upload = s3_deployment.BucketDeployment(
@@ -431,6 +612,16 @@ class HyperPodEksCluster(Construct):
             sources=[s3_deployment.Source.asset(str(script_dir))],
             prune=True,
             retain_on_delete=True,
+        )
+        bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyTheDeploymentWritesLifecycleScripts",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=_OBJECT_WRITES,
+                resources=[bucket.arn_for_objects("*")],
+                conditions={"ArnNotEquals": {"aws:PrincipalArn": upload.handler_role.role_arn}},
+            )
         )
         return bucket, upload
 
@@ -488,9 +679,22 @@ class HyperPodEksCluster(Construct):
                 resources=["*"],
             )
         )
+        self._allow_pod_identity(role)
         self.lifecycle_bucket.grant_read(role, f"{_LIFECYCLE_PREFIX}/*")
         self._acknowledge_execution_role(role)
         return role
+
+    def _allow_pod_identity(self, role: iam.Role) -> None:
+        """The Pod Identity agent on each node exchanges service-account tokens with the
+        node's credentials; the action's only resource type is the EKS cluster (Service
+        Authorization Reference, "Actions, resources, and condition keys for Amazon EKS
+        Auth"; AWS's HyperPod reference execution role lists the action)."""
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["eks-auth:AssumeRoleForPodIdentity"],
+                resources=[self.eks_cluster.cluster_arn],
+            )
+        )
 
     def _acknowledge_execution_role(self, role: iam.Role) -> None:
         """cdk-nag findings the node role cannot avoid, each with HyperPod's reason."""
@@ -548,9 +752,56 @@ class HyperPodEksCluster(Construct):
 _ADDON_CONFIGURATION: dict[str, dict[str, str]] = {"vpc-cni": {"enableNetworkPolicy": "true"}}
 
 
-def _resolve_addon_versions(overrides: Mapping[str, str | None] | None) -> dict[str, str | None]:
-    """Our pins, overridden by the caller's."""
-    return {**addon_versions(), **(overrides or {})}
+def _validate_gpu_zone(
+    problems: Problems, region: str, new_vpc: bool, az_id: str | None, cidr: str | None
+) -> None:
+    """The AZ ID's format and Region (when known), the CIDR's syntax, a CIDR for imported VPCs."""
+    if az_id is not None:
+        why = az_id_problem(az_id, None if Token.is_unresolved(region) else region)
+        if why:
+            problems.add("gpu_availability_zone_id", az_id, why)
+        if cidr is None and not new_vpc:
+            problems.add(
+                "gpu_subnet_cidr",
+                None,
+                "required with gpu_availability_zone_id and an imported VPC (a free IPv4 block of it)",
+            )
+    if cidr is not None:
+        try:
+            ipaddress.IPv4Network(cidr)
+        except ValueError as error:
+            problems.add("gpu_subnet_cidr", cidr, f"must be an IPv4 CIDR block ({error})")
+        if az_id is None:
+            problems.add("gpu_subnet_cidr", cidr, "only applies with gpu_availability_zone_id")
+
+
+def _fits(vpc: ec2.IVpc, cidr: str) -> bool:
+    """``cidr`` lies in our VPC's CIDR and overlaps none of its subnets."""
+    block = ipaddress.IPv4Network(cidr)
+    subnets = [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]
+    return block.subnet_of(ipaddress.IPv4Network(_VPC_CIDR)) and not any(
+        block.overlaps(ipaddress.IPv4Network(subnet.ipv4_cidr_block)) for subnet in subnets
+    )
+
+
+def _free_block(vpc: ec2.IVpc, like: Sequence[ec2.ISubnet]) -> str | None:
+    """The first block of our VPC's CIDR, the size of ``like[0]``, no subnet overlaps."""
+    used = [
+        ipaddress.IPv4Network(subnet.ipv4_cidr_block)
+        for subnet in [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]
+    ]
+    size = ipaddress.IPv4Network(like[0].ipv4_cidr_block).prefixlen
+    for block in ipaddress.IPv4Network(_VPC_CIDR).subnets(new_prefix=size):
+        if not any(block.overlaps(other) for other in used):
+            return str(block)
+    return None
+
+
+def _resolve_addon_versions(
+    overrides: Mapping[str, str | None] | None, kubernetes_version: str
+) -> dict[str, str | None]:
+    """Our pins for the Kubernetes version, overridden by the caller's."""
+    return {**addon_versions(kubernetes_version), **(overrides or {})}
 
 
 class _ImportedHyperPodCluster(Construct):
@@ -577,6 +828,7 @@ class _ImportedHyperPodCluster(Construct):
         problems = Problems(f"HyperPodEksCluster.from_cluster_attributes '{self.node.path}'")
         _validate_instance_groups(problems, self.instance_groups, need_system=False)
         problems.raise_if_any()
+        self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
         self.eks_cluster = eks_cluster
         self.vpc = vpc
         self.node_security_group = node_security_group
@@ -596,6 +848,10 @@ class _ImportedHyperPodCluster(Construct):
     @property
     def nodes_ready(self) -> IConstruct:
         return self
+
+    def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
+        """As ``HyperPodEksCluster.reserve_gpu_nodes``, for the consumers in this app."""
+        self.gpu_node_ledger.reserve(consumer, group_name, nodes)
 
     @property
     def pod_identity_agent(self) -> IConstruct:

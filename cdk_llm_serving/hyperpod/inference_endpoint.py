@@ -197,6 +197,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         self.endpoint_name = endpoint_name or self.name
         self._validate(problems)
         problems.raise_if_any()
+        self._reserve_nodes()
 
         self.operator = HyperPodInferenceOperator.of(addons)
         self.namespace = namespace or (
@@ -347,12 +348,14 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             value=self.openai_base_url,
             description=f"smoke --base-url (--model {self.config.served_model_name} --sagemaker-region <region>)",
         )
-        # Once the cluster offers reserve_gpu_nodes (capacity accounting across services), each
-        # listed group may host up to the ceiling of pods: which one serves is decided at run time.
-        reserve = getattr(self.cluster, "reserve_gpu_nodes", None)
-        if callable(reserve):
-            for group in self.groups:
-                reserve(self, group.name, min(self.replicas_ceiling(), group.count))
+
+    def _reserve_nodes(self) -> None:
+        """Each listed group may host up to the ceiling of pods (which one serves is decided at
+        run time, by capacity), so each reserves that many of its nodes in the cluster's ledger."""
+        for group in self.groups:
+            self.cluster.reserve_gpu_nodes(
+                self, group.name, min(self.replicas_ceiling(), group.count)
+            )
 
     def replicas_ceiling(self) -> int:
         """The most pods this endpoint runs: the autoscaling maximum, else ``replicas``."""

@@ -18,6 +18,7 @@ from .._cdk.service_limits import hyperpod_instance_types, limits
 from .._cdk.validation import check_name, check_one_of, check_range
 from ..errors import Problems
 from ..planning.catalog import Catalog, default_catalog
+from ._facts import cloudformation_enum
 from .constants import GPU_TAINT_KEY, GPU_TAINT_VALUE, GROUP_LABEL, ROLE_LABEL
 
 GroupRole = Literal["system", "gpu"]
@@ -210,7 +211,10 @@ class HyperPodInstanceGroup:
             limits("ClusterEbsVolumeConfig", "VolumeSizeInGB"),
             "GB",
         )
-        allowed_checks = limits("DeepHealthCheckType").enum
+        # CloudFormation's schema allows fewer checks than botocore (see hyperpod.json).
+        allowed_checks = cloudformation_enum(
+            "DeepHealthCheckType", limits("DeepHealthCheckType").enum
+        )
         for check in self.effective_health_checks:
             check_one_of(
                 problems, f"{prop}.deep_health_checks", check, allowed_checks, "deep health checks"

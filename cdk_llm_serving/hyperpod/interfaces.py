@@ -69,3 +69,9 @@ class IHyperPodCluster(Protocol):
     def fsx_csi_driver(self) -> IConstruct:
         """Depend on this before creating FSx PersistentVolumes."""
         ...
+
+    def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
+        """Reserve ``nodes`` of group ``group_name`` for ``consumer`` (at its maximum
+        replicas); refused with one ``ConfigurationError`` listing every consumer's share
+        when the group's consumers together need more nodes than it has."""
+        ...

@@ -4,13 +4,27 @@ An FSx for Lustre (PERSISTENT_2) file system in the GPU subnet, a data repositor
 association that imports the weights prefix of an S3 bucket (lazily, on first read), and a
 static PersistentVolume / PersistentVolumeClaim so serving pods mount it read-only. The
 file system is retained on stack deletion: re-importing terabytes of weights is slow.
+
+So that ``cdk destroy`` completes with the file system kept: it sits in its own security
+group, retained with it (the nodes' group, which the stack deletes, only appears as the
+source of its ingress rules), and ``HyperPodEksCluster`` retains the VPC and GPU subnet it
+creates. EC2 refuses to delete a security group or subnet that a network interface still
+uses (``DependencyViolation``), and the retained file system keeps its interfaces.
+
+The association's ``FileSystemPath`` is ``/<bucket>/<prefix>-<hash of prefix>``: it
+changes with any change of the S3 source, and never nests in the path of the association
+it replaces. CloudFormation creates the replacement before deleting the old one, and "Two
+data repository associations cannot have overlapping file system paths" (FSx API
+reference, ``DataRepositoryAssociation.FileSystemPath``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import CfnDeletionPolicy, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -59,8 +73,10 @@ class FsxModelStore(Construct):
             cluster, storage_capacity_gib, throughput_per_tib
         )
         prefix = weights_prefix.strip("/")
+        #: Where the weights appear on the file system (and under the volume's mount path).
+        self.mount_path = association_path(weights_bucket.bucket_name, prefix)
+        #: The data repository association; workloads reading the weights depend on it.
         self.association = self._render_association(weights_bucket, prefix)
-        self.mount_path = f"/{prefix}"
         self.manifests = self.kubernetes_objects()
         self.manifest = cluster.eks_cluster.add_manifest("WeightsVolume", *self.manifests)
         self.manifest.node.add_dependency(cluster.fsx_csi_driver)
@@ -93,12 +109,13 @@ class FsxModelStore(Construct):
         self, cluster: IHyperPodCluster, storage_capacity_gib: int, throughput_per_tib: int
     ) -> fsx.LustreFileSystem:
         """PERSISTENT_2 in the GPU subnet, reachable from the nodes, retained on deletion."""
+        self.security_group = self._render_security_group(cluster)
         return fsx.LustreFileSystem(
             self,
             "FileSystem",
             vpc=cluster.vpc,
             vpc_subnet=cluster.gpu_subnets[0],
-            security_group=cluster.node_security_group,
+            security_group=self.security_group,
             storage_capacity_gib=storage_capacity_gib,
             lustre_configuration=fsx.LustreConfiguration(
                 deployment_type=fsx.LustreDeploymentType.PERSISTENT_2,
@@ -108,15 +125,37 @@ class FsxModelStore(Construct):
             removal_policy=RemovalPolicy.RETAIN,
         )
 
+    def _render_security_group(self, cluster: IHyperPodCluster) -> ec2.SecurityGroup:
+        """Lustre ports from the nodes and from itself (FSx for Lustre user guide, "File
+        system access control with Amazon VPC": TCP 988 and 1018-1023); retained."""
+        group = ec2.SecurityGroup(
+            self,
+            "FileSystemSecurityGroup",
+            vpc=cluster.vpc,
+            allow_all_outbound=True,
+            description="FSx for Lustre model store: Lustre from the HyperPod nodes",
+        )
+        # From itself: aws-cdk-lib's LustreFileSystem adds TCP 988-1023 from its own group.
+        nodes = cluster.node_security_group
+        group.add_ingress_rule(nodes, ec2.Port.tcp(988), "FSx for Lustre from the nodes")
+        group.add_ingress_rule(
+            nodes, ec2.Port.tcp_range(1018, 1023), "FSx for Lustre from the nodes"
+        )
+        group.apply_removal_policy(RemovalPolicy.RETAIN)
+        return group
+
     def _render_association(
         self, weights_bucket: s3.IBucket, prefix: str
     ) -> fsx.CfnDataRepositoryAssociation:
-        """Imports ``s3://bucket/prefix/`` into ``/prefix`` lazily, following S3 changes."""
+        """Imports ``s3://bucket/prefix/`` into ``mount_path`` lazily, following S3 changes.
+
+        Kept on stack deletion with the file system; a replaced association is deleted.
+        """
         association = fsx.CfnDataRepositoryAssociation(
             self,
             "WeightsAssociation",
             file_system_id=self.file_system.file_system_id,
-            file_system_path=f"/{prefix}",
+            file_system_path=self.mount_path,
             data_repository_path=f"s3://{weights_bucket.bucket_name}/{prefix}/",
             batch_import_meta_data_on_create=True,
             s3=fsx.CfnDataRepositoryAssociation.S3Property(
@@ -125,7 +164,8 @@ class FsxModelStore(Construct):
                 )
             ),
         )
-        association.apply_removal_policy(RemovalPolicy.RETAIN)
+        association.cfn_options.deletion_policy = CfnDeletionPolicy.RETAIN
+        association.cfn_options.update_replace_policy = CfnDeletionPolicy.DELETE
         return association
 
     def kubernetes_objects(self) -> list[dict[str, Any]]:
@@ -165,6 +205,12 @@ class FsxModelStore(Construct):
                 },
             },
         ]
+
+
+def association_path(bucket_name: str, prefix: str) -> str:
+    """``/<bucket>/<prefix>-<8 hex of sha256(prefix)>``; the bucket may be a token."""
+    digest = hashlib.sha256(prefix.encode()).hexdigest()[:8]
+    return f"/{bucket_name}/{prefix}-{digest}"
 
 
 def _valid_capacity(gib: int) -> bool:

@@ -246,6 +246,7 @@ class VllmMultiNodeService(Construct):
         self.resources = self._resources(problems)
         self.vpc_cidr = self._vpc_cidr(problems)
         problems.raise_if_any()
+        cluster.reserve_gpu_nodes(self, self.group.name, self.replicas * self.nodes)
         self._warn_about_image()
 
         path = "fsx_lustre" if model_store is not None else "s3_streaming"
@@ -262,7 +263,7 @@ class VllmMultiNodeService(Construct):
         prerequisites = [*identity]
         if model_store is not None:
             identity[0].node.add_dependency(model_store.manifest)
-            prerequisites.insert(0, model_store.manifest)
+            prerequisites[:0] = [model_store.manifest, model_store.association]
         if self.api_key is not None:
             prerequisites.append(self._api_key_provider(identity[0]))
         self.lws = self.leader_worker_set(

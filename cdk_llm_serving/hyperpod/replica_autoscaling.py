@@ -58,6 +58,7 @@ class VllmReplicaAutoscaling(Construct):
             min_replicas,
             max_replicas,
         )
+        service.cluster.reserve_gpu_nodes(service, service.group.name, max_replicas * service.nodes)
         self.service, self.observability = service, observability
         self.min_replicas, self.max_replicas, self.threshold = (
             min_replicas,

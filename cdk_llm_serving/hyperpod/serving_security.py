@@ -39,6 +39,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from .._cdk.nag import acknowledge
+from ._facts import addon_versions
 from .interfaces import IHyperPodCluster
 
 #: EKS add-on name of the AWS Secrets and Configuration Provider with the CSI driver.
@@ -69,10 +70,18 @@ def secrets_store_addon(scope: Construct, cluster: IHyperPodCluster) -> eks.Addo
         addon_id,
         cluster=eks_cluster,
         addon_name=SECRETS_STORE_ADDON,
+        addon_version=_pinned_version(cluster, SECRETS_STORE_ADDON),
         preserve_on_delete=False,
     )
     addon.node.add_dependency(cluster.nodes_ready)
     return addon
+
+
+def _pinned_version(cluster: IHyperPodCluster, addon: str) -> str | None:
+    """Our pin for the cluster's Kubernetes version (``assets/hyperpod.json``); an imported
+    cluster's version is unknown here, so EKS picks its default there."""
+    version = getattr(cluster, "kubernetes_version", None)
+    return addon_versions(version).get(addon) if isinstance(version, str) else None
 
 
 def generated_api_key(scope: Construct, name: str) -> secretsmanager.Secret:

@@ -21,6 +21,7 @@ We depend on botocore only: the ``sagemaker-core`` package brings pandas, scipy 
 from __future__ import annotations
 
 import base64
+import os
 from datetime import timedelta
 
 from botocore.auth import SigV4QueryAuth
@@ -51,8 +52,9 @@ def generate_bearer_token(
 ) -> str:
     """A ``sagemaker-api-key-…`` bearer token valid for ``expiry``.
 
-    :param region: the endpoint's region. Default: the session's (``AWS_REGION`` /
-        ``AWS_DEFAULT_REGION`` / profile).
+    :param region: the endpoint's region. Default: ``AWS_REGION`` (what AWS's generator
+        reads), else botocore's configured region (``AWS_DEFAULT_REGION`` / profile; botocore
+        itself does not read ``AWS_REGION``).
     :param credentials: credentials to sign with. Default: the standard botocore chain.
     :param expiry: the token's lifetime, 1 s to 12 h. Default: 12 hours (as AWS's generator).
     """
@@ -62,7 +64,7 @@ def generate_bearer_token(
             f"token lifetime must be a whole number of seconds from 1 to {MAX_TOKEN_SECONDS}, got {expiry.total_seconds()}"
         )
     session = get_session()
-    region = region or session.get_config_variable("region")
+    region = region or os.environ.get("AWS_REGION") or session.get_config_variable("region")
     if not region:
         raise BearerTokenError("no region: pass one or set AWS_REGION")
     if credentials is None:

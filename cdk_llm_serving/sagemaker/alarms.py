@@ -61,9 +61,10 @@ class PoolEndpointAlarms(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.endpoint = endpoint
-        self._validate(error_rate_threshold, latency_p99_threshold, fallback_after)
-        _check_positive(
-            self,
+        self._validate(
+            error_rate_threshold,
+            fallback_after,
+            latency_p99_threshold=latency_p99_threshold,
             ttft_p99_threshold=ttft_p99_threshold,
             inter_token_p99_threshold=inter_token_p99_threshold,
         )
@@ -90,16 +91,16 @@ class PoolEndpointAlarms(Construct):
     def _validate(
         self,
         error_rate_threshold: float | None,
-        latency_p99_threshold: Duration | None,
         fallback_after: Duration | None,
+        **thresholds: Duration | None,
     ) -> None:
+        """Every problem at once; ``thresholds`` are latencies that must be positive."""
         problems = Problems(f"PoolEndpointAlarms '{self.node.path}'")
         if error_rate_threshold is not None and not (0 < error_rate_threshold <= 1):
             problems.add("error_rate_threshold", error_rate_threshold, "must be in (0, 1]")
-        if latency_p99_threshold is not None and latency_p99_threshold.to_seconds() <= 0:
-            problems.add(
-                "latency_p99_threshold", latency_p99_threshold.to_human_string(), "must be positive"
-            )
+        for prop, value in thresholds.items():
+            if value is not None and value.to_seconds(integral=False) <= 0:
+                problems.add(prop, value.to_human_string(), "must be positive")
         period = _FALLBACK_PERIOD.to_seconds()
         if fallback_after is not None and fallback_after.to_seconds() < period:
             problems.add(
@@ -223,14 +224,6 @@ class PoolEndpointAlarms(Construct):
                     f"for {after.to_human_string()} instead of {primary.instance_type}. {_price_note(pool.instance_type, primary.instance_type, self.endpoint.catalog)}"
                 ),
             )
-
-
-def _check_positive(alarms: PoolEndpointAlarms, **thresholds: Duration | None) -> None:
-    problems = Problems(f"PoolEndpointAlarms '{alarms.node.path}'")
-    for prop, value in thresholds.items():
-        if value is not None and value.to_seconds(integral=False) <= 0:
-            problems.add(prop, value.to_human_string(), "must be positive")
-    problems.raise_if_any()
 
 
 def _price_note(fallback: str, primary: str, catalog: Catalog) -> str:

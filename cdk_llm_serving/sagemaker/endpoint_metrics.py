@@ -14,7 +14,11 @@ from typing import TypedDict, Unpack
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
-from .fleet_utilization import CONCURRENCY_METRIC, instance_count_expression
+from .fleet_utilization import (
+    CONCURRENCY_METRIC,
+    CONCURRENCY_SAMPLE_SECONDS,
+    instance_count_expression,
+)
 
 INVOCATION_NAMESPACE = "AWS/SageMaker"
 UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
@@ -53,8 +57,6 @@ class EndpointMetrics:
 
     endpoint_name: str
     variant_name: str
-    #: Seconds between metric publications (``MetricsConfig``); 60 unless the endpoint says.
-    metric_publish_frequency: int = 60
 
     def metric(
         self,
@@ -118,13 +120,13 @@ class EndpointMetrics:
     def metric_pool_instances(
         self, *, instance_type: str, period: Duration = Duration.minutes(1)
     ) -> cloudwatch.MathExpression:
-        """Instances of one pool, idle ones included: each reports its concurrency once per
-        publish interval, so samples x interval / period (see ``fleet_utilization``)."""
+        """Instances of one pool, idle ones included: each reports its concurrency every
+        ``CONCURRENCY_SAMPLE_SECONDS``, so samples x interval / period (see ``fleet_utilization``)."""
         # One id per type, so a graph can show every pool's count side by side.
         samples = "samples_" + re.sub(r"[^a-z0-9]", "_", instance_type.lower())
         return cloudwatch.MathExpression(
             expression=instance_count_expression(
-                samples, self.metric_publish_frequency, int(period.to_seconds())
+                samples, CONCURRENCY_SAMPLE_SECONDS, int(period.to_seconds())
             ),
             using_metrics={
                 samples: self.metric(

@@ -23,9 +23,10 @@ RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE"
 
 #: Values MetricPublishFrequencyInSeconds accepts: the API reference lists them
 #: (sagemaker/latest/APIReference/API_MetricsConfig.html) and CloudFormation's schema enforces
-#: them; botocore's model has no enum for it. tests/sagemaker/test_endpoint_validation.py
-#: checks this tuple against the schema cfn-lint ships.
-METRIC_PUBLISH_FREQUENCIES = (10, 30, 60, 120, 180, 240, 300)
+#: them; botocore's model has no enum for it (``CLOUDFORMATION_NARROWER``).
+METRIC_PUBLISH_FREQUENCIES = tuple(
+    int(value) for value in limits("MetricsConfig", "MetricPublishFrequencyInSeconds").enum
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class PoolEndpointOptions:
             problems,
             f"{at}routing_strategy",
             self.routing_strategy,
-            limits("ProductionVariantRoutingConfig", "RoutingStrategy").enum,
+            limits("ProductionVariantRoutingConfig", "RoutingStrategy"),
             "routing strategy",
         )
         if self.metric_publish_frequency not in METRIC_PUBLISH_FREQUENCIES:

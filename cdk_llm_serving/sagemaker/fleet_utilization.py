@@ -16,9 +16,13 @@ in which k cancels: instance counts without any traffic dependence, two metrics 
 and five pools (the API's maximum) within CloudWatch's 10 metrics per alarm (and per
 target-tracking customized metric). Sources: ``InstanceType`` on the pool's invocation
 metrics (realtime-endpoints-heterogeneous.html; FACTS: ConcurrentRequestsPerModel among them);
-publish interval: botocore ``MetricsConfig.MetricPublishFrequencyInSeconds`` ("When
-EnableEnhancedMetrics is set to True, this interval applies to both utilization and
-invocation metrics"). UNCONFIRMED by AWS text: that an idle instance still reports 0 (the
+interval: ``ConcurrentRequestsPerModel`` is a high-resolution metric that "emit[s] data every
+10 seconds" while standard metrics publish once a minute
+(https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-add-code-define.html,
+"Specify a high-resolution predefined metric"), whatever ``MetricsConfig``'s
+``MetricPublishFrequencyInSeconds`` says for utilization metrics: ``CONCURRENCY_SAMPLE_SECONDS``.
+The scaling expression does not depend on it (k cancels); only the displayed pool counts do
+(``EndpointMetrics.metric_pool_instances``). UNCONFIRMED by AWS text: that an idle instance still reports 0 (the
 gauge's nature) and that the per-type series keeps every instance's sample (not an
 agent-side average). If an idle instance reported nothing, its pool would count 0
 instances: utilization would read high and scaling would err toward more capacity, as the
@@ -40,7 +44,11 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 NAMESPACE = "AWS/SageMaker"
 #: The per-instance gauge whose samples count instances and whose sum is the pool's load.
 CONCURRENCY_METRIC = "ConcurrentRequestsPerModel"
-#: CloudWatch's hard limit of metrics in one metric-math alarm.
+#: Seconds between two ``ConcurrentRequestsPerModel`` samples of one instance (see above).
+CONCURRENCY_SAMPLE_SECONDS = 10
+#: CloudWatch's hard limit of metrics in one metric-math alarm ("Alarms based on metric math
+#: expressions can reference a maximum of 10 metrics. This is a hard limit":
+#: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html).
 MAX_ALARM_METRICS = 10
 METRICS_PER_POOL = 2
 MAX_WEIGHTED_POOLS = MAX_ALARM_METRICS // METRICS_PER_POOL

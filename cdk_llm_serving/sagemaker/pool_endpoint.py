@@ -175,6 +175,9 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         self._resolve(model, pools, options)
         timeouts = self._validate(options)
         self._render(options, timeouts)
+        # Here, not in auto_scale: the deployed scaling target blocks the update even when
+        # this synth drops auto_scale (CloudFormation removes the target only in cleanup).
+        self._check_against_deployed()
 
     # -- imports and builders -----------------------------------------------------------
 
@@ -260,7 +263,8 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         variant) while it is autoscaled: deploy once without ``auto_scale``, then with the new
         pools (``update_rules.autoscaled_update_problems`` checks two templates). Given the
         deployed template as context ``cdk-llm-serving:deployed-template`` (a JSON file, as
-        ``aws cloudformation get-template`` prints it), synth refuses such a change.
+        ``aws cloudformation get-template`` prints it), synth refuses such a change, also
+        when it drops ``auto_scale`` in the same deploy.
         """
         if self.hosts_inference_components:
             self._refuse(
@@ -275,7 +279,6 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         # resetting it to InitialInstanceCount; pools, models and settings still come from the
         # new config, and no property type is excluded (see ``update_rules``).
         self.cfn_endpoint.retain_all_variant_properties = True
-        self._check_against_deployed()
         return self.auto_scaling
 
     def fleet_utilization_queries(self) -> list[MetricQuery]:
@@ -310,7 +313,6 @@ class InstancePoolEndpoint(Construct, EndpointApi):
             self, max_length=63, separator="-"
         )
         self.hosts_inference_components = model is None
-        self.metric_publish_frequency = options.metric_publish_frequency
         self.detailed_observability = options.detailed_observability
         self.deployment: EndpointDeployment | None = options.deployment
         if self.deployment is None and not self.hosts_inference_components:

@@ -5,8 +5,11 @@ backed by one small function. It is the project's PromQL chart function (the fil
 ``hyperpod/assets/amp_widget``, shared by path, not by import), pointed at CloudWatch's
 Prometheus-compatible endpoint ``https://monitoring.<region>.<url suffix>`` and signing for
 SigV4 service ``monitoring`` (see ``token_metrics`` for the AWS sources). Its role may call
-``cloudwatch:GetMetricData`` and ``cloudwatch:ListMetrics`` (what ``QueryMetrics`` requires;
-neither has resource-level permissions) and write its own log group.
+``cloudwatch:GetMetricData`` and ``cloudwatch:ListMetrics`` (what querying CloudWatch's PromQL
+endpoint requires: https://docs.aws.amazon.com/grafana/latest/userguide/cloudwatch-promql.html;
+neither has resource-level permissions: "specify a wildcard character (*) as the resource",
+https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/permissions-reference-cw.html)
+and write its own log group.
 """
 
 from __future__ import annotations

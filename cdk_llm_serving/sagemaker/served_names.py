@@ -19,7 +19,19 @@ becomes the flag followed by one token per item; command-line flags override the
 ``SM_VLLM_SERVED_MODEL_NAME`` must stay unset). SageMaker mounts the model's S3 prefix at
 ``/opt/ml/model``; CloudFormation's ``AWS::SageMaker::Model`` has no
 ``AdditionalModelDataSources``, so the file goes into the weights prefix itself, written at
-deploy time by a custom resource that may put (and delete) exactly that one object.
+deploy time by a custom resource that may put exactly that one object and delete only its
+own files (the construct's address is in the file name, see ``config_file_name``). Every
+custom resource of a stack runs on aws-cdk-lib's one ``AwsCustomResource`` function, so its
+role holds the grants of all the stack's served-names files and nothing else.
+
+Lifecycle (the custom resource's physical id is the key): ``cdk destroy`` deletes the file;
+a new weights prefix or copy name writes the new file and CloudFormation deletes the old one
+in its cleanup phase (the delete grant names every file of this construct in the bucket, as
+the policy is already the new one then); a new bucket leaves the old file (its bucket is no
+longer granted; cleanup failures do not fail the update). A weights bucket of another
+account must grant the stack's custom-resource role ``s3:PutObject``/``s3:DeleteObject`` on
+those keys in its bucket policy (and an imported KMS key's policy must let it encrypt), or the
+deploy fails at the put; an SSE-KMS bucket needs ``ModelData``'s ``encryption_key``.
 """
 
 from __future__ import annotations
@@ -32,7 +44,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from .._cdk.nag import AcknowledgeCdkInternals, acknowledge_cdk_internals
+from .._cdk.nag import (
+    AcknowledgeCdkInternals,
+    acknowledge_cdk_internals,
+    acknowledge_wildcard_resources,
+)
 from ..model_sources import ModelData
 
 #: Where SageMaker mounts ModelDataSource files inside the container.
@@ -48,9 +64,20 @@ CONFIG_FOLDER = "cdk-llm-serving"
 _AWS_CUSTOM_RESOURCE_PROVIDER = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
-def config_file_name(copy_name: str) -> str:
-    """``served-names-<copy>.yaml``; vLLM loads only ``.yaml``/``.yml`` config files."""
-    return f"served-names-{re.sub(r'[^A-Za-z0-9._-]', '-', copy_name)}.yaml"
+def config_file_name(copy_name: str, owner: str) -> str:
+    """``served-names-<copy>-<owner>.yaml``; vLLM loads only ``.yaml``/``.yml`` config files.
+
+    ``owner`` (``owner_tag``) makes the key unique to one construct, so no two custom
+    resources ever own the same object: another stack or endpoint serving the same weights,
+    or a construct that moves (new logical id), writes its own file, and deleting one
+    resource's file never removes a file another one wrote.
+    """
+    return f"served-names-{re.sub(r'[^A-Za-z0-9._-]', '-', copy_name)}-{owner}.yaml"
+
+
+def owner_tag(scope: Construct) -> str:
+    """Eight hex digits of the construct's address (a hash of its path: stable, unique per app)."""
+    return scope.node.addr[2:10]
 
 
 def served_names(copy_name: str, client_name: str) -> list[str]:
@@ -82,7 +109,8 @@ class ServedNamesFile(Construct):
         client_name: str,
     ) -> None:
         super().__init__(scope, id)
-        relative = f"{CONFIG_FOLDER}/{config_file_name(copy_name)}"
+        owner = owner_tag(self)
+        relative = f"{CONFIG_FOLDER}/{config_file_name(copy_name, owner)}"
         self.key = f"{model_data.key_prefix}{relative}"
         self.container_path = f"{MODEL_DIR}/{relative}"
         self.environment = {
@@ -90,6 +118,8 @@ class ServedNamesFile(Construct):
             SERVED_NAMES_VARIABLE: json.dumps(served_names(copy_name, client_name)),
         }
         bucket_arn = f"arn:{Stack.of(self).partition}:s3:::{model_data.bucket_name}"
+        own_file = f"{bucket_arn}/{self.key}"
+        own_files = f"{bucket_arn}/*{CONFIG_FOLDER}/served-names-*-{owner}.yaml"
         location = {"Bucket": model_data.bucket_name, "Key": self.key}
         self.resource = cr.AwsCustomResource(
             self,
@@ -99,13 +129,18 @@ class ServedNamesFile(Construct):
             on_delete=cr.AwsSdkCall(service="S3", action="deleteObject", parameters=location),
             policy=cr.AwsCustomResourcePolicy.from_statements(
                 [
-                    iam.PolicyStatement(
-                        actions=["s3:PutObject", "s3:DeleteObject"],
-                        resources=[f"{bucket_arn}/{self.key}"],
-                    )
+                    iam.PolicyStatement(actions=["s3:PutObject"], resources=[own_file]),
+                    iam.PolicyStatement(actions=["s3:DeleteObject"], resources=[own_files]),
                 ]
             ),
             install_latest_aws_sdk=False,
+        )
+        acknowledge_wildcard_resources(
+            self.resource,
+            [own_files],
+            "Deletes only this construct's own served-names files (its address is in the name) in "
+            "the weights bucket: after the weights prefix or copy name changes, CloudFormation "
+            "deletes the old file in cleanup, when this policy already names the new key.",
         )
         if model_data.encryption_key is not None:
             model_data.encryption_key.grant_encrypt(self.resource)
@@ -116,7 +151,7 @@ class ServedNamesFile(Construct):
             acknowledge_cdk_internals(
                 provider,
                 "aws-cdk-lib's AwsCustomResource function (basic execution role, its runtime); "
-                "its only grant is one S3 object",
+                "its only grants: put and delete of the stack's served-names files",
             )
 
     @staticmethod

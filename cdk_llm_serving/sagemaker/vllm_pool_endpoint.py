@@ -118,7 +118,6 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         self.endpoint_name = self.endpoint.endpoint_name
         self.variant_name = self.endpoint.variant_name
         self.endpoint_arn = self.endpoint.endpoint_arn
-        self.metric_publish_frequency = self.endpoint.metric_publish_frequency
         self.async_inference = self.endpoint.async_inference
 
     def auto_scale(self, **options: Unpack[AutoScalingOptions]) -> EndpointAutoScaling:

@@ -86,10 +86,16 @@ def test_deploy_order(hyperpod_template):
         for k, v in resources_of_type(hyperpod_template, "AWS::EKS::Addon").items()
     }
     assert {addons["vpc-cni"], addons["kube-proxy"], addons["eks-pod-identity-agent"]} <= depends
+    stages = resources_of_type(hyperpod_template, "Custom::HyperPodNodesReady")
+    last = next(k for k, v in stages.items() if v["Properties"]["Final"] == "true")
+    assert all(
+        v["Properties"]["ClusterName"] == {"Fn::GetAtt": [cluster_id, "ClusterArn"]}
+        for v in stages.values()
+    )
     for name in ("coredns", "aws-fsx-csi-driver"):
-        assert cluster_id in resources[addons[name]]["DependsOn"], name
+        assert last in resources[addons[name]]["DependsOn"], name
     for key, chart in resources_of_type(hyperpod_template, "Custom::AWSCDK-EKS-HelmChart").items():
-        assert cluster_id in chart.get("DependsOn", []), key
+        assert last in chart.get("DependsOn", []), key
     for key, manifest in resources_of_type(
         hyperpod_template, "Custom::AWSCDK-EKS-KubernetesResource"
     ).items():
@@ -149,7 +155,10 @@ def test_execution_role_and_lifecycle_bucket(hyperpod_template):
     )
     actions = {a for s in policy_statements(hyperpod_template, role_id) for a in actions_of(s)}
     assert {"ec2:CreateNetworkInterface", "ecr:BatchGetImage", "s3:GetObject*"} <= actions
-    bucket_id, bucket = only_resource(hyperpod_template, "AWS::S3::Bucket")
+    (bucket_id, bucket), _ = sorted(
+        resources_of_type(hyperpod_template, "AWS::S3::Bucket").items(),
+        key=lambda item: "LifecycleScripts" not in item[0],
+    )
     assert bucket["DeletionPolicy"] == "Retain" and bucket["UpdateReplacePolicy"] == "Retain"
     assert bucket["Properties"]["PublicAccessBlockConfiguration"] == {
         "BlockPublicAcls": True,
@@ -158,7 +167,11 @@ def test_execution_role_and_lifecycle_bucket(hyperpod_template):
         "RestrictPublicBuckets": True,
     }
     assert "BucketEncryption" in bucket["Properties"]
-    (policy,) = resources_of_type(hyperpod_template, "AWS::S3::BucketPolicy").values()
+    (policy,) = [
+        p
+        for p in resources_of_type(hyperpod_template, "AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": bucket_id}
+    ]
     assert any(
         s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}} and s["Effect"] == "Deny"
         for s in policy["Properties"]["PolicyDocument"]["Statement"]

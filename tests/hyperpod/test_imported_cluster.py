@@ -39,7 +39,14 @@ def test_a_service_deploys_onto_an_imported_cluster():
     }
     (fs,) = resources_of_type(template, "AWS::FSx::FileSystem").values()
     assert fs["Properties"]["SubnetIds"] == ["subnet-0aaaaaaaaaaaaaaaa"]
-    assert fs["Properties"]["SecurityGroupIds"] == ["sg-0123456789abcdef0"]
+    # The file system's own group admits Lustre from the imported nodes' group.
+    (fs_group,) = fs["Properties"]["SecurityGroupIds"]
+    sources = [
+        r["Properties"].get("SourceSecurityGroupId")
+        for r in resources_of_type(template, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["GroupId"] == fs_group
+    ]
+    assert "sg-0123456789abcdef0" in sources
     manifests = resources_of_type(template, "Custom::AWSCDK-EKS-KubernetesResource")
     assert all(m["Properties"]["ClusterName"] == "existing-eks" for m in manifests.values())
     (scraper,) = resources_of_type(template, "AWS::APS::Scraper").values()

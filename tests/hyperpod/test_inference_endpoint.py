@@ -293,3 +293,13 @@ def test_default_image_is_awss_sagemaker_vllm_container_in_the_stacks_region():
     assert '"/vllm:server-sagemaker-cuda-v1"' in image
     with pytest.raises(ConfigurationError):
         gpt_oss_120b_endpoint(stack, addons, id="Blank", image=" ")
+
+
+def test_endpoints_sharing_groups_are_refused_beyond_their_nodes():
+    """Each listed group may host every pod up to the ceiling: the cluster's ledger counts that."""
+    stack = new_stack()
+    _, addons = _cluster(stack)
+    gpt_oss_120b_endpoint(stack, addons, autoscaling=InferenceAutoScaling(max_replicas=3))
+    with pytest.raises(ConfigurationError) as raised:
+        gpt_oss_120b_endpoint(stack, addons, id="Second")
+    assert "GPU group 'h200'" in str(raised.value)

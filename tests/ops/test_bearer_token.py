@@ -120,3 +120,14 @@ def test_lifetimes_the_generator_refuses(expiry):
         generate_bearer_token(
             "us-west-2", credentials=Credentials(ACCESS_KEY, SECRET_KEY), expiry=expiry
         )
+
+
+def test_region_from_aws_region_as_aws_generator_reads_it(monkeypatch):
+    """sagemaker-core's ``generate_token`` falls back to ``AWS_REGION``; botocore alone does not."""
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_REGION", "ap-southeast-2")
+    token = generate_bearer_token(credentials=Credentials(ACCESS_KEY, SECRET_KEY))
+    fields = dict(query_of(decode(token).removesuffix("&Version=1")))
+    assert "/ap-southeast-2/sagemaker/" in fields["X-Amz-Credential"]

@@ -20,6 +20,7 @@ from cdk_llm_serving import (
 from cdk_llm_serving.sagemaker.promql_charts import CHART_CODE
 from tests.support.builders import new_stack, pool_endpoint, template_of
 from tests.support.linting import lint_template
+from tests.support.metric_math import evaluate_queries
 from tests.support.template_helpers import (
     actions_of,
     flatten,
@@ -80,9 +81,11 @@ def test_fallback_alarms_count_idle_instances(pool_template):
         "ConcurrentRequestsPerModel",
         "SampleCount",
     )
-    # One sample per instance per 60 s interval over a 300 s period: samples x 0.2.
-    (expression,) = [m["Expression"] for m in fallback["Metrics"] if "Expression" in m]
-    assert expression.endswith("* 0.2")
+    # Three instances, idle or not, each sampled every 10 s (AWS: high-resolution metric)
+    # over the alarm's 300 s period: the expression reads 3.
+    (sample_id,) = [m["Id"] for m in fallback["Metrics"] if "MetricStat" in m]
+    assert evaluate_queries(fallback["Metrics"], {sample_id: 3 * 300 / 10}) == pytest.approx(3)
+    assert evaluate_queries(fallback["Metrics"], {sample_id: None}) == 0
 
 
 def test_token_latency_alarms_are_promql_per_pool(pool_template):
@@ -122,17 +125,24 @@ def test_dashboard_shows_pools_side_by_side_token_latency_and_the_alarms(pool_te
     assert '\\"quantile\\", \\"p99\\"' in body or '"quantile", "p99"' in body
 
 
-def test_alarm_validation():
+def alarm_problems(**props) -> list[str]:
     endpoint = pool_endpoint()
     with pytest.raises(ConfigurationError) as caught:
-        PoolEndpointAlarms(
-            endpoint.node.scope,
-            "Alarms",
-            endpoint=endpoint,
-            error_rate_threshold=2,
-            fallback_after=Duration.minutes(1),
-        )
-    assert [p.property for p in caught.value.problems] == ["error_rate_threshold", "fallback_after"]
+        PoolEndpointAlarms(endpoint.node.scope, "Alarms", endpoint=endpoint, **props)
+    return [p.property for p in caught.value.problems]
+
+
+def test_alarm_validation():
+    assert alarm_problems(error_rate_threshold=2, fallback_after=Duration.minutes(1)) == [
+        "error_rate_threshold",
+        "fallback_after",
+    ]
+    # Every problem in one error, the token thresholds included.
+    assert alarm_problems(
+        error_rate_threshold=2,
+        ttft_p99_threshold=Duration.seconds(0),
+        inter_token_p99_threshold=Duration.millis(0),
+    ) == ["error_rate_threshold", "ttft_p99_threshold", "inter_token_p99_threshold"]
 
 
 def test_optional_alarms_can_be_turned_off():

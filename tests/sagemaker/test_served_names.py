@@ -9,12 +9,14 @@ flag plus one token per item).
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
 
 from cdk_llm_serving import ModelData, VllmPool, VllmPoolEndpoint
 from cdk_llm_serving.errors import ConfigurationError
+from cdk_llm_serving.ops.fleet import served_name
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import new_stack, serving_model, template_of
 from tests.support.template_helpers import resources_of_type
@@ -112,3 +114,88 @@ def test_one_name_for_both_needs_no_file():
     model = serving_model(stack, served_model_name="m", client_model_name="m")
     env = stack.resolve(model.cfn_model.primary_container)["environment"]
     assert env["SM_VLLM_SERVED_MODEL_NAME"] == "m" and model.served_names_file is None
+
+
+def _writer_statements(template: dict, action: str) -> list[str]:
+    return [
+        json.dumps(statement["Resource"])
+        for policy in resources_of_type(template, "AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if action in statement["Action"]
+    ]
+
+
+def test_two_owners_of_the_same_weights_and_names_never_share_a_file():
+    """Deleting one endpoint (or moving a construct) must not remove another's file."""
+    stack = new_stack("Shared")
+    weights = ModelData.from_s3_uri("s3://weights/gpt-oss-20b/")
+    first, second = (
+        serving_model(stack, id, model_data=weights, served_model_name="c", client_model_name="s")
+        for id in ("Staging", "Production")
+    )
+    assert first.served_names_file and second.served_names_file
+    keys = {first.served_names_file.key, second.served_names_file.key}
+    assert len(keys) == 2 and all(k.startswith("gpt-oss-20b/cdk-llm-serving/") for k in keys)
+
+
+def test_the_old_file_is_deletable_after_the_prefix_changes_and_only_its_own():
+    """CloudFormation deletes the replaced file in cleanup, when the policy names the new key."""
+    keys = {}
+    for prefix in ("gpt-oss-20b/v1/", "gpt-oss-20b/v2/"):
+        stack = new_stack("Moved")
+        model = serving_model(
+            stack,
+            model_data=ModelData.from_s3_uri(f"s3://weights/{prefix}"),
+            served_model_name="c",
+            client_model_name="s",
+        )
+        assert model.served_names_file is not None
+        keys[prefix] = model.served_names_file.key
+        template = template_of(stack)
+    (put,) = _writer_statements(template, "s3:PutObject")
+    assert keys["gpt-oss-20b/v2/"] in put and keys["gpt-oss-20b/v1/"] not in put
+    (delete,) = _writer_statements(template, "s3:DeleteObject")
+    resource = json.loads(delete)  # arn:<partition>:s3:::<bucket>/<key pattern>
+    if isinstance(resource, dict):
+        resource = "".join(p for p in resource["Fn::Join"][1] if isinstance(p, str))
+    pattern = re.escape(resource.split(":::")[-1]).replace(r"\*", ".*")
+    assert re.fullmatch(pattern, "weights/" + keys["gpt-oss-20b/v1/"])
+    other_owner = keys["gpt-oss-20b/v1/"].replace(keys["gpt-oss-20b/v1/"][-13:-5], "00000000")
+    assert not re.fullmatch(pattern, "weights/" + other_owner)
+    assert not re.fullmatch(pattern, "weights/gpt-oss-20b/v1/config.json")
+
+
+@pytest.mark.parametrize("uri", ["s3://weights/gpt-oss-20b/model.tar.gz", "s3://weights/m.tgz/"])
+def test_an_archive_is_refused_not_mounted_as_an_empty_prefix(uri):
+    """SageMaker would mount ``<archive>/`` as a folder: the weights and the names file missing."""
+    with pytest.raises(ConfigurationError) as error:
+        serving_model(
+            new_stack("Archive"),
+            model_data=ModelData.from_s3_uri(uri),
+            served_model_name="c",
+            client_model_name="s",
+        )
+    (problem,) = error.value.problems
+    assert problem.property == "model_data.prefix" and "not an archive" in problem.allowed
+
+
+def test_fleet_reads_the_copy_name_from_the_synthesized_environment(fleet):
+    """``ops.fleet`` cannot import this package's constructs; it reads what they write."""
+    stack, serving, _ = fleet
+    for model in serving.models.values():
+        env = stack.resolve(model.cfn_model.primary_container)["environment"]
+        assert served_name(env) == model.served_model_name
+
+
+def test_cdk_destroy_deletes_exactly_the_file_the_resource_wrote(fleet):
+    _, _, template = fleet
+    for resource in resources_of_type(template, "Custom::AWS").values():
+        create, delete = (json.loads(resource["Properties"][k]) for k in ("Create", "Delete"))
+        if create["action"] != "putObject":
+            continue
+        assert (delete["service"], delete["action"]) == ("S3", "deleteObject")
+        assert delete["parameters"] == {
+            "Bucket": create["parameters"]["Bucket"],
+            "Key": create["parameters"]["Key"],
+        }
+        assert create["physicalResourceId"]["id"] == create["parameters"]["Key"]

@@ -12,7 +12,7 @@ import json
 import pytest
 from aws_cdk import Duration
 
-from cdk_llm_serving import ConfigurationError, InstancePool
+from cdk_llm_serving import ConfigurationError, ContainerImage, InstancePool
 from cdk_llm_serving.sagemaker.update_rules import autoscaled_update_problems
 from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
 from tests.support.cfn_schemas import resource_schema
@@ -104,8 +104,6 @@ def test_replaced_models_get_generated_names_too():
 def autoscaled(pools: list[InstancePool], *, image_tag: str = "v1", count: int = 1) -> dict:
     """An autoscaled endpoint; version two changes the image, the count and the pool order."""
     stack = new_stack("Scaled")
-    from cdk_llm_serving import ContainerImage
-
     image = ContainerImage.from_ecr_uri(
         f"763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:{image_tag}"
     )
@@ -173,12 +171,16 @@ def test_synth_refuses_an_instance_type_change_against_the_deployed_template(tmp
     """``-c cdk-llm-serving:deployed-template=<get-template output>`` turns the rule into a synth error."""
     deployed = tmp_path / "deployed.json"
     deployed.write_text(json.dumps({"TemplateBody": autoscaled(SCALED_POOLS)}))
+    changed_pools = [SCALED_POOLS[0], InstancePool("ml.g6.12xlarge", max_concurrency=8)]
     stack = new_stack("Scaled", **{"cdk-llm-serving:deployed-template": str(deployed)})
-    changed = pool_endpoint(
-        stack, pools=[SCALED_POOLS[0], InstancePool("ml.g6.12xlarge", max_concurrency=8)]
-    )
     with pytest.raises(ConfigurationError) as error:
-        changed.auto_scale(max_capacity=6)
+        pool_endpoint(stack, pools=changed_pools).auto_scale(max_capacity=6)
+    assert "SageMaker refuses instance-type changes of an autoscaled variant" in str(error.value)
+    # Dropping auto_scale in the same deploy does not help: the deployed target still exists
+    # while CloudFormation updates the endpoint.
+    stack = new_stack("Scaled", **{"cdk-llm-serving:deployed-template": str(deployed)})
+    with pytest.raises(ConfigurationError) as error:
+        pool_endpoint(stack, pools=changed_pools)
     assert "SageMaker refuses instance-type changes of an autoscaled variant" in str(error.value)
     # The same types in another order (and another image) pass.
     stack = new_stack("Scaled", **{"cdk-llm-serving:deployed-template": str(deployed)})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from cdk_llm_serving import (
@@ -144,7 +146,8 @@ def test_a_pool_with_its_own_config():
     assert (
         env["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "2"
         and env["SM_VLLM_DATA_PARALLEL_SIZE"] == "4"
-        and env["SM_VLLM_CONFIG"].endswith("/served-names-custom.yaml")
+        # the copy's name, then the owning construct's hash (served_names.config_file_name)
+        and re.search(r"/served-names-custom-[0-9a-f]{8}\.yaml$", env["SM_VLLM_CONFIG"])
         and "SM_VLLM_SERVED_MODEL_NAME" not in env
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import botocore.session
 import pytest
 
 from cdk_llm_serving import ConfigurationError, InstancePool
@@ -83,16 +84,6 @@ def test_expression_equals_true_utilization(scaled_template, mix, samples_per_in
     value = evaluate_queries(queries, observed_metrics(MIXES[mix], samples_per_instance))
     assert value is not None, "the expression went blind"
     assert value == pytest.approx(true_utilization(MIXES[mix]))
-
-
-def test_invocation_derived_counts_overstated_idle_pools():
-    """The earlier n_i = Invocations / InvocationsPerInstance counts an idle pool as 0."""
-    fleet = MIXES["idle fallback instances"]
-    old = evaluate(
-        "(n1 * c1) / (n1 * 20 + IF(FILL(ipi3, 0) > 0, FILL(inv3, 0) / FILL(ipi3, 0), 0) * 8)",
-        {"n1": 2.0, "c1": 14.0, "inv3": None, "ipi3": None},
-    )
-    assert old == pytest.approx(0.7) and true_utilization(fleet) == pytest.approx(28 / 64)
 
 
 def test_the_published_unweighted_average_is_wrong_for_real_mixes():
@@ -222,6 +213,18 @@ def test_five_pools_the_api_maximum_fit_one_alarm():
     endpoint.auto_scale(max_capacity=10)
     metrics = policy_of(template_of(stack))["CustomizedMetricSpecification"]["Metrics"]
     assert len([q for q in metrics if "MetricStat" in q]) == MAX_ALARM_METRICS
+    # PutMetricAlarm (which target tracking creates): "up to 20 MetricDataQuery structures ...
+    # as many as 10 ... MetricStat" (botocore cloudwatch MetricDataQuery documentation), and
+    # each expression within Application Auto Scaling's own length limit.
+    assert len(metrics) <= 20
+    longest = (
+        botocore.session.get_session()
+        .get_service_model("application-autoscaling")
+        .shape_for("TargetTrackingMetricDataQuery")
+        .members["Expression"]
+        .metadata["max"]
+    )
+    assert all(len(q.get("Expression", "")) <= longest for q in metrics)
     # Two idle pools among five: every instance counts.
     observed = {f"samples{i}": float(n) for i, n in enumerate((1, 0, 2, 1, 0), start=1) if n}
     observed |= {f"load{i}": load for i, load in ((1, 4.0), (3, 0.0), (4, 0.0))}

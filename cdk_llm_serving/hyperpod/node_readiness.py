@@ -1,0 +1,163 @@
+"""``HyperPodNodesReady``: a custom resource that completes once every instance group's
+nodes are Running, so charts and manifests that need nodes are applied after them.
+
+Under ``NodeProvisioningMode: Continuous`` the ``AWS::SageMaker::Cluster`` resource is
+complete before any node exists (see ``assets/node_wait/index.py``); Helm installs with
+``--wait`` would then time out and roll the stack back.
+
+How long to wait is derived from the groups: a base for launch, lifecycle script and
+kubelet join, time for on-start deep health checks when a group runs them, and a little
+per node of the largest group. AWS publishes no figures for these; the constants below are
+our estimates (override with ``timeout``). A CloudFormation custom resource must answer
+within one hour (``ServiceTimeout``: "an integer from 1 to 3600", CloudFormation user guide,
+``AWS::CloudFormation::CustomResource``),
+so a longer wait is split into chained stages of at most ``_STAGE`` each: every stage but
+the last completes at its deadline, the last fails there, naming each group's
+running/expected count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from aws_cdk import CustomResource, Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from .._cdk.function_role import role_with_own_logs
+from .._cdk.nag import acknowledge, acknowledge_cdk_internals
+from ..errors import Problems
+from .instance_group import HyperPodInstanceGroup
+
+NODE_WAIT_CODE = Path(__file__).parent / "assets" / "node_wait"
+
+#: Launch, lifecycle script and kubelet join of a node (our estimate).
+_BASE = Duration.minutes(30)
+#: On-start deep health checks (DCGM diagnostics level 4, EFA and NCCL tests; our estimate).
+_DEEP_HEALTH_CHECKS = Duration.minutes(45)
+#: Per node of the largest group: Continuous provisioning adds nodes as capacity allows.
+_PER_NODE = Duration.minutes(1)
+#: One stage, within the one-hour custom-resource limit with room for the last poll.
+_STAGE = Duration.minutes(50)
+_QUERY_INTERVAL = Duration.minutes(1)
+
+
+def wait_budget(groups: Sequence[HyperPodInstanceGroup]) -> Duration:
+    """How long to wait for ``groups``' nodes: base, deep health checks, per node."""
+    minutes = _BASE.to_minutes()
+    if any(group.effective_health_checks for group in groups):
+        minutes += _DEEP_HEALTH_CHECKS.to_minutes()
+    minutes += _PER_NODE.to_minutes() * max((group.count for group in groups), default=0)
+    return Duration.minutes(minutes)
+
+
+class HyperPodNodesReady(Construct):
+    """Completes once each group of ``cluster_arn`` has ``count`` nodes Running.
+
+    :param cluster_arn: the HyperPod cluster (its ARN; ``ListClusterNodes`` takes name or ARN).
+    :param instance_groups: the groups to wait for, with their node counts.
+    :param timeout: how long to wait in all. Default: ``wait_budget(instance_groups)``.
+
+    ``ready`` is the construct to depend on (the last stage).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster_arn: str,
+        instance_groups: Sequence[HyperPodInstanceGroup],
+        timeout: Duration | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.timeout = timeout or wait_budget(instance_groups)
+        if self.timeout.to_seconds() < _QUERY_INTERVAL.to_seconds():
+            problems = Problems(f"HyperPodNodesReady '{self.node.path}'")
+            problems.add("timeout", self.timeout.to_human_string(), "must be at least 1 minute")
+            problems.raise_if_any()
+        provider = self._provider(cluster_arn)
+        stages = max(1, math.ceil(self.timeout.to_seconds() / _STAGE.to_seconds()))
+        per_stage = math.ceil(self.timeout.to_seconds() / stages)
+        groups = {group.name: str(group.count) for group in instance_groups}
+        self.stages: list[CustomResource] = []
+        for index in range(stages):
+            stage = CustomResource(
+                self,
+                f"Stage{index + 1}",
+                service_token=provider.service_token,
+                resource_type="Custom::HyperPodNodesReady",
+                service_timeout=Duration.hours(1),
+                properties={
+                    "ClusterName": cluster_arn,
+                    "InstanceGroups": groups,
+                    "DeadlineSeconds": str(per_stage),
+                    "Final": "true" if index == stages - 1 else "false",
+                },
+            )
+            if self.stages:
+                stage.node.add_dependency(self.stages[-1])
+            self.stages.append(stage)
+
+    @property
+    def ready(self) -> CustomResource:
+        return self.stages[-1]
+
+    def _provider(self, cluster_arn: str) -> cr.Provider:
+        """The handlers (list this cluster's nodes only) under the provider framework."""
+        role, log_group = role_with_own_logs(
+            self,
+            role_id="HandlerRole",
+            logs_id="Logs",
+            description="Waits for HyperPod nodes: lists the nodes of one cluster",
+            statements=[
+                iam.PolicyStatement(actions=["sagemaker:ListClusterNodes"], resources=[cluster_arn])
+            ],
+            logs_removal=RemovalPolicy.DESTROY,
+        )
+        handlers = [
+            lambda_.Function(
+                self,
+                name,
+                runtime=lambda_.Runtime.PYTHON_3_14,
+                handler=f"index.{entry}",
+                code=lambda_.Code.from_asset(str(NODE_WAIT_CODE), exclude=["__pycache__", "*.pyc"]),
+                role=role,
+                log_group=log_group,
+                timeout=Duration.minutes(1),
+                memory_size=256,
+                description="Waits until the HyperPod cluster's nodes are Running",
+            )
+            for name, entry in (("OnEvent", "on_event"), ("IsComplete", "is_complete"))
+        ]
+        provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=handlers[0],
+            is_complete_handler=handlers[1],
+            query_interval=_QUERY_INTERVAL,
+            total_timeout=_STAGE.plus(Duration.minutes(5)),
+        )
+        self._acknowledge(provider)
+        return provider
+
+    def _acknowledge(self, provider: cr.Provider) -> None:
+        acknowledge_cdk_internals(
+            provider,
+            "aws-cdk-lib's custom-resource provider framework (its functions, roles and waiter state machine) around our node-wait handlers.",
+        )
+        for rule, reason in (
+            (
+                "AwsSolutions-SF1",
+                "The provider framework's waiter only retries our is_complete handler; its outcome is in the handlers' log group and CloudFormation events.",
+            ),
+            (
+                "AwsSolutions-SF2",
+                "The provider framework's waiter state machine offers no X-Ray option; it only retries one Lambda function.",
+            ),
+        ):
+            acknowledge(provider, rule, reason)

@@ -1,0 +1,560 @@
+"""Issue 12 items 3 and 6: EFA egress, Pod Identity, the nodes-ready wait, the GPU zone,
+a ``cdk destroy`` that completes, the association's path, and ``on_create.sh``."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_s3 as s3
+
+from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod.availability_zones import az_id_problem, region_prefix
+from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
+from cdk_llm_serving.hyperpod.model_store import FsxModelStore
+from cdk_llm_serving.hyperpod.node_readiness import wait_budget
+from tests.support.builders import new_stack
+from tests.support.cfn_schemas import resource_schema
+from tests.support.hyperpod import imported_cluster, instance_groups
+from tests.support.linting import lint_template
+from tests.support.template_helpers import (
+    actions_of,
+    only_resource,
+    policy_statements,
+    resources_of_type,
+)
+
+ON_CREATE = (
+    Path(__file__).parents[2]
+    / "cdk_llm_serving"
+    / "hyperpod"
+    / "assets"
+    / "lifecycle"
+    / "on_create.sh"
+)
+
+
+@pytest.fixture(scope="session")
+def hyperpod_template(reference_templates) -> dict:
+    return reference_templates["ReferenceMoeHyperPod"]
+
+
+def _template(stack: Stack) -> dict:
+    from aws_cdk.assertions import Template
+
+    return Template.from_stack(stack).to_json()
+
+
+def _ref_id(value: object) -> str | None:
+    """The logical id a ``Ref`` / ``Fn::GetAtt`` points at."""
+    if isinstance(value, dict) and "Ref" in value:
+        return str(value["Ref"])
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return str(value["Fn::GetAtt"][0])
+    return None
+
+
+# -- network and identity ---------------------------------------------------------------
+
+
+def test_node_security_group_sends_all_traffic_to_itself(hyperpod_template):
+    egress = [
+        r["Properties"]
+        for r in resources_of_type(hyperpod_template, "AWS::EC2::SecurityGroupEgress").values()
+    ]
+    self_egress = [
+        r
+        for r in egress
+        if r["IpProtocol"] == "-1"
+        and _ref_id(r.get("DestinationSecurityGroupId")) == _ref_id(r["GroupId"])
+    ]
+    assert len(self_egress) == 1
+    _, cluster = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
+    (node_group,) = cluster["Properties"]["VpcConfig"]["SecurityGroupIds"]
+    assert _ref_id(self_egress[0]["GroupId"]) == _ref_id(node_group)
+
+
+def test_node_role_may_assume_roles_for_pod_identity_on_its_cluster_only(hyperpod_template):
+    _, cluster = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
+    role_id = cluster["Properties"]["InstanceGroups"][0]["ExecutionRole"]["Fn::GetAtt"][0]
+    eks_id, _ = only_resource(hyperpod_template, "AWS::EKS::Cluster")
+    (statement,) = [
+        s
+        for s in policy_statements(hyperpod_template, role_id)
+        if "eks-auth:AssumeRoleForPodIdentity" in actions_of(s)
+    ]
+    assert statement["Resource"] == {"Fn::GetAtt": [eks_id, "Arn"]}
+
+
+# -- nodes ready --------------------------------------------------------------------------
+
+
+def test_nodes_ready_waits_for_every_group_in_chained_stages(hyperpod_template):
+    resources = hyperpod_template["Resources"]
+    stages = resources_of_type(hyperpod_template, "Custom::HyperPodNodesReady")
+    _, cluster = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
+    groups = {
+        g["InstanceGroupName"]: str(g["InstanceCount"])
+        for g in cluster["Properties"]["InstanceGroups"]
+    }
+    assert all(s["Properties"]["InstanceGroups"] == groups for s in stages.values())
+    finals = [k for k, s in stages.items() if s["Properties"]["Final"] == "true"]
+    assert len(finals) == 1
+    # A chain: every stage but the first waits for exactly one other stage.
+    firsts = [k for k, s in stages.items() if not set(s.get("DependsOn", [])) & set(stages)]
+    assert len(firsts) == 1
+    total = sum(int(s["Properties"]["DeadlineSeconds"]) for s in stages.values())
+    groups_objects = [
+        HyperPodInstanceGroup.system(instance_type="ml.m5.4xlarge", count=2),
+        HyperPodInstanceGroup.gpu("gpu-b200", "ml.p6-b200.48xlarge", 2),
+    ]
+    assert total >= wait_budget(groups_objects).to_seconds()
+    for stage in stages.values():
+        assert int(stage["Properties"]["DeadlineSeconds"]) <= 50 * 60
+        assert stage["Properties"]["ServiceTimeout"] in ("3600", 3600)
+    assert all(k in resources for k in finals)
+
+
+def test_the_wait_grows_with_the_group_and_can_be_set():
+    small = wait_budget([HyperPodInstanceGroup.gpu("g", "ml.p5en.48xlarge", 2)])
+    large = wait_budget([HyperPodInstanceGroup.gpu("g", "ml.p5en.48xlarge", 64)])
+    unchecked = wait_budget(
+        [HyperPodInstanceGroup.gpu("g", "ml.p5en.48xlarge", 2, deep_health_checks=())]
+    )
+    assert unchecked.to_minutes() < small.to_minutes() < large.to_minutes()
+    stack = new_stack()
+    HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        instance_groups=instance_groups(),
+        nodes_ready_timeout=Duration.hours(3),
+    )
+    stages = resources_of_type(_template(stack), "Custom::HyperPodNodesReady").values()
+    assert len(stages) == 4  # 180 min in stages of at most 50
+    assert sum(int(s["Properties"]["DeadlineSeconds"]) for s in stages) >= 3 * 3600
+
+
+def test_a_wait_under_a_minute_is_refused():
+    with pytest.raises(ConfigurationError) as caught:
+        HyperPodEksCluster(
+            new_stack(),
+            "HyperPod",
+            instance_groups=instance_groups(),
+            nodes_ready_timeout=Duration.seconds(30),
+        )
+    assert [p.property for p in caught.value.problems] == ["timeout"]
+
+
+def test_the_wait_handler_may_only_list_this_clusters_nodes(hyperpod_template):
+    cluster_id, _ = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
+    roles = [
+        key
+        for key, role in resources_of_type(hyperpod_template, "AWS::IAM::Role").items()
+        if "NodesReadyHandlerRole" in key
+    ]
+    (role_id,) = roles
+    statements = policy_statements(hyperpod_template, role_id)
+    sagemaker = [s for s in statements if any(a.startswith("sagemaker:") for a in actions_of(s))]
+    assert [actions_of(s) for s in sagemaker] == [["sagemaker:ListClusterNodes"]]
+    assert sagemaker[0]["Resource"] == {"Fn::GetAtt": [cluster_id, "ClusterArn"]}
+    others = {a for s in statements for a in actions_of(s)} - {"sagemaker:ListClusterNodes"}
+    assert others == {"logs:CreateLogStream", "logs:PutLogEvents"}
+
+
+# -- GPU Availability Zone ------------------------------------------------------------------
+
+
+def _zoned_stack(**kwargs) -> tuple[Stack, HyperPodEksCluster]:
+    stack = new_stack("Zoned")
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(), **kwargs)
+    FsxModelStore(
+        stack,
+        "Store",
+        cluster=cluster,
+        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
+        weights_prefix="models/ds3",
+    )
+    return stack, cluster
+
+
+def test_gpu_subnet_and_file_system_sit_in_the_chosen_zone():
+    stack, _ = _zoned_stack(gpu_availability_zone_id="use1-az4")
+    template = _template(stack)
+    subnets = resources_of_type(template, "AWS::EC2::Subnet")
+    zoned = {k: v for k, v in subnets.items() if "AvailabilityZoneId" in v["Properties"]}
+    ((subnet_id, subnet),) = zoned.items()
+    props = subnet["Properties"]
+    assert props["AvailabilityZoneId"] == "use1-az4" and "AvailabilityZone" not in props
+    assert props["MapPublicIpOnLaunch"] is False
+    schema = resource_schema("AWS::EC2::Subnet")
+    assert "AvailabilityZoneId" in schema["properties"]
+    block = ipaddress.IPv4Network(props["CidrBlock"])
+    others = [
+        ipaddress.IPv4Network(v["Properties"]["CidrBlock"])
+        for k, v in subnets.items()
+        if k != subnet_id
+    ]
+    assert not any(block.overlaps(other) for other in others)
+    _, cluster = only_resource(template, "AWS::SageMaker::Cluster")
+    groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
+    assert groups["gpu"]["OverrideVpcConfig"]["Subnets"] == [{"Ref": subnet_id}]
+    assert "OverrideVpcConfig" not in groups["system"]
+    _, fs = only_resource(template, "AWS::FSx::FileSystem")
+    assert fs["Properties"]["SubnetIds"] == [{"Ref": subnet_id}]
+    routes = [
+        (k, v)
+        for k, v in resources_of_type(template, "AWS::EC2::SubnetRouteTableAssociation").items()
+        if v["Properties"]["SubnetId"] == {"Ref": subnet_id}
+    ]
+    ((routes_id, _),) = routes
+    assert routes_id in cluster["DependsOn"]
+    assert lint_template(template) == []
+
+
+@pytest.mark.parametrize(
+    ("az_id", "why"),
+    [
+        ("us-east-1a", "must be an Availability Zone ID"),
+        ("usw2-az2", "not an Availability Zone ID of us-east-1"),
+    ],
+)
+def test_a_zone_id_of_another_region_or_a_zone_name_is_refused(az_id, why):
+    with pytest.raises(ConfigurationError) as caught:
+        _zoned_stack(gpu_availability_zone_id=az_id)
+    (problem,) = caught.value.problems
+    assert problem.property == "gpu_availability_zone_id" and why in str(problem)
+
+
+def _on_imported_vpc(route_tables: bool, **kwargs) -> Stack:
+    from aws_cdk import aws_ec2 as ec2
+
+    stack = new_stack()
+    tables = ["rtb-0aaaaaaaaaaaaaaaa", "rtb-0bbbbbbbbbbbbbbbb"] if route_tables else None
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Vpc",
+        vpc_id="vpc-0123456789abcdef0",
+        availability_zones=["us-east-1a", "us-east-1b"],
+        private_subnet_ids=["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
+        private_subnet_route_table_ids=tables,
+    )
+    HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        instance_groups=instance_groups(),
+        vpc=vpc,
+        gpu_availability_zone_id="use1-az4",
+        **kwargs,
+    )
+    return stack
+
+
+def test_an_imported_vpc_needs_the_gpu_subnet_cidr_and_route_tables():
+    with pytest.raises(ConfigurationError) as caught:
+        _on_imported_vpc(route_tables=True)
+    assert [p.property for p in caught.value.problems] == ["gpu_subnet_cidr"]
+    with pytest.raises(ConfigurationError) as caught:
+        _on_imported_vpc(route_tables=False, gpu_subnet_cidr="10.9.0.0/20")
+    assert [p.property for p in caught.value.problems] == ["vpc"]
+    template = _template(_on_imported_vpc(route_tables=True, gpu_subnet_cidr="10.9.0.0/20"))
+    (subnet,) = resources_of_type(template, "AWS::EC2::Subnet").values()
+    assert subnet["Properties"]["CidrBlock"] == "10.9.0.0/20"
+    assert "DeletionPolicy" not in subnet  # not ours to keep: the VPC is the user's
+    (routes,) = resources_of_type(template, "AWS::EC2::SubnetRouteTableAssociation").values()
+    assert routes["Properties"]["RouteTableId"] == "rtb-0aaaaaaaaaaaaaaaa"
+
+
+@pytest.mark.parametrize(
+    ("region", "prefix"),
+    [
+        ("us-east-1", "use1"),
+        ("us-west-2", "usw2"),
+        ("eu-central-2", "euc2"),
+        ("ap-southeast-1", "apse1"),
+        ("ap-northeast-3", "apne3"),
+        ("us-gov-west-1", "usgw1"),
+    ],
+)
+def test_region_prefixes_follow_aws_examples(region, prefix):
+    assert region_prefix(region) == prefix
+    assert az_id_problem(f"{prefix}-az1", region) is None
+
+
+def test_a_zone_id_is_only_checked_for_format_when_the_region_is_unknown():
+    assert az_id_problem("usw2-az2", None) is None
+    assert az_id_problem("usw2-az2", "xx-unknownland-1") is None
+    assert az_id_problem("usw2-az22", None) is not None
+
+
+# -- destroy ---------------------------------------------------------------------------------
+
+
+def _retained(template: dict, logical_id: str) -> bool:
+    return template["Resources"][logical_id].get("DeletionPolicy") == "Retain"
+
+
+def test_destroy_completes_with_the_file_system_kept(hyperpod_template):
+    """Everything a retained file system's network interfaces hold is retained with it."""
+    resources = hyperpod_template["Resources"]
+    (fs_id, fs) = only_resource(hyperpod_template, "AWS::FSx::FileSystem")
+    assert _retained(hyperpod_template, fs_id)
+    held = [
+        _ref_id(v) for v in fs["Properties"]["SubnetIds"] + fs["Properties"]["SecurityGroupIds"]
+    ]
+    assert held and all(h is not None for h in held)
+    for logical_id in held:
+        assert _retained(hyperpod_template, logical_id), logical_id
+        vpc = _ref_id(resources[logical_id]["Properties"]["VpcId"])
+        assert vpc is not None and _retained(hyperpod_template, vpc), (logical_id, vpc)
+    # The nodes' group, which the stack deletes, is not among them.
+    _, cluster = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
+    (node_group,) = cluster["Properties"]["VpcConfig"]["SecurityGroupIds"]
+    assert _ref_id(node_group) not in held
+
+
+def test_file_system_group_admits_lustre_from_the_nodes(hyperpod_template):
+    _, fs = only_resource(hyperpod_template, "AWS::FSx::FileSystem")
+    (fs_group,) = [_ref_id(v) for v in fs["Properties"]["SecurityGroupIds"]]
+    _, cluster = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
+    (node_group,) = cluster["Properties"]["VpcConfig"]["SecurityGroupIds"]
+    open_ports: dict[str | None, set[int]] = {}
+    for rule in resources_of_type(hyperpod_template, "AWS::EC2::SecurityGroupIngress").values():
+        props = rule["Properties"]
+        if _ref_id(props["GroupId"]) == fs_group and props["IpProtocol"] == "tcp":
+            ports = range(props["FromPort"], props["ToPort"] + 1)
+            open_ports.setdefault(_ref_id(props["SourceSecurityGroupId"]), set()).update(ports)
+    lustre = {988, *range(1018, 1024)}
+    assert lustre <= open_ports[_ref_id(node_group)] and lustre <= open_ports[fs_group]
+
+
+# -- the data repository association -----------------------------------------------------------
+
+
+def _association(bucket: str, prefix: str) -> dict:
+    stack = new_stack()
+    cluster = imported_cluster(stack)
+    FsxModelStore(
+        stack,
+        "Store",
+        cluster=cluster,
+        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", bucket),
+        weights_prefix=prefix,
+    )
+    _, association = only_resource(_template(stack), "AWS::FSx::DataRepositoryAssociation")
+    return association
+
+
+def _overlap(a: str, b: str) -> bool:
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
+def test_association_path_changes_with_any_change_of_its_source():
+    base = _association("weights-bucket", "models/ds3")
+    pattern = resource_schema("AWS::FSx::DataRepositoryAssociation")["properties"][
+        "FileSystemPath"
+    ]["pattern"]
+    paths = [base["Properties"]["FileSystemPath"]]
+    for bucket, prefix in [("other-bucket", "models/ds3"), ("weights-bucket", "models")]:
+        paths.append(_association(bucket, prefix)["Properties"]["FileSystemPath"])
+    for path in paths:
+        assert re.fullmatch(pattern, path) and path.startswith("/")
+    old = paths[0]
+    assert all(new != old and not _overlap(new, old) for new in paths[1:])
+    assert base["DeletionPolicy"] == "Retain" and base["UpdateReplacePolicy"] == "Delete"
+
+
+def test_serving_waits_for_the_association(hyperpod_template):
+    dra_id, _ = only_resource(hyperpod_template, "AWS::FSx::DataRepositoryAssociation")
+    workloads = [
+        k
+        for k in resources_of_type(hyperpod_template, "Custom::AWSCDK-EKS-KubernetesResource")
+        if "LeaderWorkerSet" in k
+    ]
+    assert workloads
+    for key in workloads:
+        assert dra_id in hyperpod_template["Resources"][key]["DependsOn"], key
+
+
+# -- on_create.sh -------------------------------------------------------------------------------
+
+
+def test_on_create_is_valid_bash_and_starts_no_service():
+    subprocess.run(["bash", "-n", str(ON_CREATE)], check=True)
+    text = ON_CREATE.read_text()
+    assert not re.search(r"systemctl\s+(start|restart|stop)\b", text)
+
+
+def _fake_node(tmp_path: Path, active: str = "") -> tuple[Path, dict[str, str]]:
+    """A fake root with a mounted /opt/sagemaker and a PATH without rsync."""
+    root = tmp_path / "root"
+    (root / "opt" / "sagemaker").mkdir(parents=True)
+    (root / "var" / "lib" / "containerd" / "io.containerd.content.v1").mkdir(parents=True)
+    (root / "var" / "lib" / "containerd" / "io.containerd.content.v1" / "blob").write_text("x")
+    (root / "var" / "lib" / "kubelet" / "pods").mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash cat cp date df dirname hostname ln mkdir rm tail tee tr ls").split():
+        found = shutil.which(tool)
+        assert found, tool
+        os.symlink(found, bin_dir / tool)
+    (bin_dir / "mountpoint").write_text('#!/bin/bash\n[[ "$2" == */opt/sagemaker ]]\n')
+    (bin_dir / "systemctl").write_text(
+        f'#!/bin/bash\n# is-active --quiet <unit>\n[[ " {active} " == *" $3 "* ]]\n'
+    )
+    for shim in ("mountpoint", "systemctl"):
+        (bin_dir / shim).chmod(0o755)
+    env = {"PATH": str(bin_dir), "LIFECYCLE_ROOT": str(root), "HOME": str(tmp_path)}
+    return root, env
+
+
+def _run_on_create(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [shutil.which("bash") or "bash", str(ON_CREATE)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
+def test_on_create_moves_storage_without_rsync(tmp_path):
+    root, env = _fake_node(tmp_path)
+    result = _run_on_create(env)
+    for name in ("containerd", "kubelet"):
+        link = root / "var" / "lib" / name
+        assert link.is_symlink() and link.resolve() == (root / "opt" / "sagemaker" / name)
+        assert f"moved {link} -> {root}/opt/sagemaker/{name}" in result.stdout
+    blob = root / "opt" / "sagemaker" / "containerd" / "io.containerd.content.v1" / "blob"
+    assert blob.read_text() == "x"
+    assert (root / "opt" / "sagemaker" / "kubelet" / "pods").is_dir()
+    assert not (root / "opt" / "sagemaker" / "containerd" / "containerd").exists()
+
+
+def test_on_create_links_a_directory_that_does_not_exist_yet(tmp_path):
+    root, env = _fake_node(tmp_path)
+    shutil.rmtree(root / "var" / "lib" / "kubelet")
+    result = _run_on_create(env)
+    kubelet = root / "var" / "lib" / "kubelet"
+    assert kubelet.is_symlink()
+    assert f"linked {kubelet} -> {root}/opt/sagemaker/kubelet" in result.stdout
+    assert f"moved {kubelet}" not in result.stdout
+
+
+def test_on_create_leaves_a_running_services_directory_alone(tmp_path):
+    root, env = _fake_node(tmp_path, active="containerd")
+    result = _run_on_create(env)
+    containerd = root / "var" / "lib" / "containerd"
+    assert containerd.is_dir() and not containerd.is_symlink()
+    assert "containerd is running" in result.stdout
+    assert f"moved {containerd}" not in result.stdout
+    assert (root / "var" / "lib" / "kubelet").is_symlink()
+
+
+# -- issue 14: the lifecycle bucket and the add-on pins -------------------------------------------
+
+
+def _lifecycle_bucket(template: dict) -> tuple[str, dict]:
+    (found,) = [
+        item
+        for item in resources_of_type(template, "AWS::S3::Bucket").items()
+        if "LifecycleScripts" in item[0]
+    ]
+    return found
+
+
+def test_only_the_deployment_may_write_the_lifecycle_script(hyperpod_template):
+    bucket_id, _ = _lifecycle_bucket(hyperpod_template)
+    (policy,) = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in resources_of_type(hyperpod_template, "AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": bucket_id}
+    ]
+    (deny,) = [s for s in policy if s.get("Sid") == "OnlyTheDeploymentWritesLifecycleScripts"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
+    assert {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"} <= set(actions_of(deny))
+    (exempt,) = deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]["Fn::GetAtt"][:1]
+    deployments = resources_of_type(hyperpod_template, "AWS::Lambda::Function")
+    handler = next(v for k, v in deployments.items() if k.startswith("CustomCDKBucketDeployment"))
+    assert handler["Properties"]["Role"] == {"Fn::GetAtt": [exempt, "Arn"]}
+
+
+def test_lifecycle_bucket_access_is_logged_to_a_retained_encrypted_bucket(hyperpod_template):
+    _, bucket = _lifecycle_bucket(hyperpod_template)
+    logging = bucket["Properties"]["LoggingConfiguration"]
+    logs_id = _ref_id(logging["DestinationBucketName"])
+    logs = hyperpod_template["Resources"][logs_id]
+    assert logs["DeletionPolicy"] == "Retain" and logs["UpdateReplacePolicy"] == "Retain"
+    (rule,) = logs["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    assert logs["Properties"]["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True
+
+
+@pytest.mark.parametrize("version", ["1.33", "1.34"])
+def test_every_eks_addon_is_pinned_for_the_cluster_version(hyperpod_template, version):
+    from cdk_llm_serving.hyperpod._facts import hyperpod_facts
+
+    templates = [hyperpod_template]
+    if version != "1.33":
+        stack = new_stack(f"Pins{version.replace('.', '')}")
+        HyperPodEksCluster(
+            stack, "HyperPod", instance_groups=instance_groups(), kubernetes_version=version
+        )
+        templates = [_template(stack)]
+    for template in templates:
+        addons = resources_of_type(template, "AWS::EKS::Addon")
+        assert addons
+        for key, addon in addons.items():
+            props = addon["Properties"]
+            assert props.get("AddonVersion"), key
+            assert re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", props["AddonVersion"]), key
+            if props["AddonName"] == "kube-proxy":
+                # kube-proxy follows the Kubernetes minor version.
+                assert props["AddonVersion"].startswith(f"v{version}."), key
+    pins = hyperpod_facts()["addon_versions"]
+    facts = hyperpod_facts()
+    listed = set(facts["addons_before_nodes"]) | set(facts["addons_after_nodes"])
+    assert listed <= set(pins[version])
+
+
+def test_a_gpu_subnet_cidr_must_be_free_in_our_vpc():
+    with pytest.raises(ConfigurationError) as caught:
+        _zoned_stack(gpu_availability_zone_id="use1-az4", gpu_subnet_cidr="10.0.0.0/24")
+    assert [p.property for p in caught.value.problems] == ["gpu_subnet_cidr"]
+    stack, _ = _zoned_stack(gpu_availability_zone_id="use1-az4", gpu_subnet_cidr="10.0.250.0/24")
+    subnets = resources_of_type(_template(stack), "AWS::EC2::Subnet").values()
+    assert any(s["Properties"]["CidrBlock"] == "10.0.250.0/24" for s in subnets)
+
+
+def test_association_path_follows_a_bucket_made_in_the_same_app():
+    stack = new_stack()
+    bucket = s3.Bucket(stack, "Weights")
+    FsxModelStore(
+        stack,
+        "Store",
+        cluster=imported_cluster(stack),
+        weights_bucket=bucket,
+        weights_prefix="models/ds3",
+    )
+    _, association = only_resource(_template(stack), "AWS::FSx::DataRepositoryAssociation")
+    separator, parts = association["Properties"]["FileSystemPath"]["Fn::Join"]
+    bucket_id, _ = only_resource(_template(stack), "AWS::S3::Bucket")
+    assert separator == "" and {"Ref": bucket_id} in parts
+    assert parts[0] == "/" and re.fullmatch(r"/models/ds3-[0-9a-f]{8}", parts[-1])
+
+
+def test_lifecycle_logs_work_without_the_cdk_json_feature_flags():
+    """An app without our cdk.json (no serverAccessLogsUseBucketPolicy flag) still synthesizes."""
+    from aws_cdk import App
+
+    stack = Stack(App(), "Bare")
+    HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups())
+    _, bucket = _lifecycle_bucket(_template(stack))
+    assert "LoggingConfiguration" in bucket["Properties"]

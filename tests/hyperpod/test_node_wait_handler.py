@@ -1,0 +1,136 @@
+"""The nodes-ready handler against botocore's real ``ListClusterNodes`` shapes (Stubber
+validates every request and response against the sagemaker service model)."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+from types import ModuleType
+
+import botocore.session
+import pytest
+from botocore.stub import Stubber
+
+from cdk_llm_serving.hyperpod.node_readiness import NODE_WAIT_CODE
+
+ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdefgh1234"
+
+
+@pytest.fixture(scope="module")
+def handler() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("node_wait_index", NODE_WAIT_CODE / "index.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def client():
+    return botocore.session.get_session().create_client(
+        "sagemaker",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+def _node(group: str, index: int, status: str) -> dict:
+    return {
+        "InstanceGroupName": group,
+        "InstanceId": f"i-{index:017x}",
+        "InstanceType": "ml.p5en.48xlarge" if group != "system" else "ml.m5.2xlarge",
+        "LaunchTime": datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.UTC),
+        "InstanceStatus": {"Status": status},
+    }
+
+
+def _event(request: str = "Create", final: str = "true", started: float = 1000.0) -> dict:
+    return {
+        "RequestType": request,
+        "ResourceProperties": {
+            "ClusterName": ARN,
+            "InstanceGroups": {"gpu": "2", "system": "1"},
+            "DeadlineSeconds": "600",
+            "Final": final,
+        },
+        "Data": {"StartedAt": str(int(started))},
+    }
+
+
+def _stub_pages(client, *pages: list[dict]) -> Stubber:
+    stubber = Stubber(client)
+    for index, page in enumerate(pages):
+        expected = {"ClusterName": ARN, "MaxResults": 100}
+        if index:
+            expected["NextToken"] = f"t{index}"
+        response: dict = {"ClusterNodeSummaries": page}
+        if index < len(pages) - 1:
+            response["NextToken"] = f"t{index + 1}"
+        stubber.add_response("list_cluster_nodes", response, expected)
+    stubber.activate()
+    return stubber
+
+
+def test_complete_when_every_group_has_its_nodes_running_across_pages(handler, client):
+    stubber = _stub_pages(
+        client,
+        [_node("gpu", 1, "Running"), _node("system", 2, "Running")],
+        [_node("gpu", 3, "Running")],
+    )
+    assert handler.is_complete(_event(), client=client, now=1010.0) == {
+        "IsComplete": True,
+        "Data": {"Ready": "true"},
+    }
+    stubber.assert_no_pending_responses()
+
+
+def test_group_names_match_exactly_and_only_running_counts(handler, client):
+    # A longer group name containing "gpu" and nodes still in deep health checks don't count.
+    _stub_pages(
+        client,
+        [
+            _node("gpu", 1, "Running"),
+            _node("gpu", 2, "DeepHealthCheckInProgress"),
+            _node("gpu-b200", 3, "Running"),
+            _node("system", 4, "Running"),
+        ],
+    )
+    assert handler.is_complete(_event(), client=client, now=1010.0) == {"IsComplete": False}
+
+
+def test_at_the_deadline_a_middle_stage_hands_over_and_the_last_fails(handler, client):
+    nodes = [_node("gpu", 1, "Pending"), _node("system", 2, "Running")]
+    stubber = Stubber(client)
+    for _ in range(2):  # one single-page listing per call
+        stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": nodes})
+    stubber.activate()
+    assert handler.is_complete(_event(final="false"), client=client, now=1700.0) == {
+        "IsComplete": True,
+        "Data": {"Ready": "false"},
+    }
+    with pytest.raises(RuntimeError, match=r"'gpu': '0/2'"):
+        handler.is_complete(_event(final="true"), client=client, now=1700.0)
+
+
+def test_delete_needs_no_call(handler, client):
+    stubber = _stub_pages(client)
+    assert handler.is_complete(_event("Delete"), client=client) == {"IsComplete": True}
+    stubber.assert_no_pending_responses()
+
+
+def test_on_event_keeps_the_physical_id_and_records_the_start(handler):
+    created = handler.on_event({**_event(), "LogicalResourceId": "NodesReadyStage1"})
+    assert created["PhysicalResourceId"] == f"{ARN}/NodesReadyStage1"
+    assert int(created["Data"]["StartedAt"]) > 0
+    updated = handler.on_event({**_event("Update"), "PhysicalResourceId": "kept"})
+    assert updated["PhysicalResourceId"] == "kept"
+
+
+def test_stubber_refuses_a_response_that_botocore_would_not_return(client):
+    """The shapes are checked: a node without its required InstanceStatus is refused."""
+    stubber = Stubber(client)
+    broken = _node("gpu", 1, "Running")
+    del broken["InstanceStatus"]
+    with pytest.raises(Exception, match="InstanceStatus"):
+        stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [broken]})
