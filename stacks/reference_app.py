@@ -21,6 +21,8 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:hyperpod:chart-dir": "",
     "llm-serving:reference-moe:vllm-image": "",
     "llm-serving:reference-moe:max-replicas": "1",
+    "llm-serving:hyperpod:inference-operator": "false",
+    "llm-serving:gpt-oss-120b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/gpt-oss-120b/",
     "llm-serving:hyperpod:gpu-az-id": "",
 }
 
@@ -95,6 +97,9 @@ def add_reference_stacks(app: App) -> list[Stack]:
             hyperpod_chart_dir=_context(app, "llm-serving:hyperpod:chart-dir") or None,
             vllm_image=_context(app, "llm-serving:reference-moe:vllm-image") or None,
             max_replicas=int(_context(app, "llm-serving:reference-moe:max-replicas")),
+            inference_operator=_context(app, "llm-serving:hyperpod:inference-operator").lower()
+            == "true",
+            single_node_weights_uri=_context(app, "llm-serving:gpt-oss-120b:weights-uri"),
             gpu_availability_zone_id=_context(app, "llm-serving:hyperpod:gpu-az-id") or None,
         ),
     )

@@ -43,3 +43,14 @@ def shared_dir() -> Path:
             f"{SHARED} (the team's shared facts and schemas) sits beside the checkout only in CI and dev sessions"
         )
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def inference_operator_template() -> dict:
+    """The HyperPod reference stack with the opt-in inference-operator variant (nag packs on)."""
+    from stacks import add_reference_stacks
+
+    app = new_app(**{"llm-serving:hyperpod:inference-operator": "true"})
+    add_reference_stacks(app)
+    add_nag_packs(app)
+    return app.synth().get_stack_by_name("ReferenceMoeHyperPod").template

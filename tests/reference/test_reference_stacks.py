@@ -207,3 +207,12 @@ def test_outputs_name_the_endpoint_and_its_openai_base_url(pool_template):
         joined
         == f"https://runtime.sagemaker.<AWS::Region>.<AWS::URLSuffix>/endpoints/{endpoint['Properties']['EndpointName']}/openai/v1"
     )
+
+
+def test_inference_operator_variant_matches_its_snapshot(
+    inference_operator_template, json_snapshot
+):
+    """The opt-in variant (-c llm-serving:hyperpod:inference-operator=true); the default is above."""
+    assert mask_asset_hashes(inference_operator_template) == json_snapshot(
+        name="ReferenceMoeHyperPod-inference-operator"
+    )
