@@ -30,7 +30,7 @@ from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
 from ..planning.cold_start import estimate_cold_start
@@ -162,6 +162,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

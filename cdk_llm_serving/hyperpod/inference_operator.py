@@ -43,7 +43,7 @@ from constructs import Construct
 
 from .._cdk.nag import acknowledge, acknowledge_wildcard_resources
 from .._cdk.role_grants import ExecutionRoleGrants
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from ..model_sources import ModelData
 from .addons import HyperPodServingAddons
 from .cluster import HyperPodEksCluster
@@ -73,6 +73,7 @@ class HyperPodInferenceOperator(Construct):
         ``assets/inference_operator.json``.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
