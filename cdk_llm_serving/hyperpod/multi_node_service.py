@@ -29,15 +29,15 @@ from typing import Any
 
 from aws_cdk import Annotations, CfnOutput, Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from .._cdk.pod_identity import pod_identity_role
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.template_limits import check_template_limits
-from .._cdk.validation import check_at_least
-from ..errors import Problems
-from ..model_sources import ModelData
+from .._cdk.validation import check_at_least, check_kubernetes_name, kubernetes_name
+from ..errors import Problems, checked_props
+from ..model_sources import ModelData, warn_if_tag_only
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.cold_start import estimate_cold_start
 from ..planning.models import ModelSpec, preset, weight_format
@@ -51,6 +51,7 @@ from ..vllm.multinode import (
     with_api_key_file,
     worker_command,
 )
+from ._input_checks import check_service_options
 from .addons import HyperPodServingAddons
 from .constants import (
     APP_NAME_LABEL,
@@ -65,7 +66,6 @@ from .constants import (
     NODE_HEALTHY,
     PART_OF_LABEL,
     PART_OF_VALUE,
-    POD_IDENTITY_PRINCIPAL,
     ROLE_LABEL,
     VLLM_API_PORT,
     VLLM_HEALTH_PATH,
@@ -197,6 +197,7 @@ class VllmMultiNodeService(Construct):
     group: HyperPodInstanceGroup
     instance: InstanceSpec
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -229,11 +230,14 @@ class VllmMultiNodeService(Construct):
         self.spec = preset(model) if isinstance(model, str) else model
         self.stream_from = stream_from
         problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
+        check_service_options(problems, startup, quantization)
         self._resolve_weights_source(problems, model_store, namespace)
         self._resolve_group(problems, gpu_group)
         self._resolve_plan(problems, quantization, config, nodes_per_replica)
         self.replicas, self.startup = replicas, startup
-        self.name = name or (config.served_model_name or self.spec.name)
+        self.name = name or kubernetes_name(config.served_model_name or self.spec.name)
+        check_kubernetes_name(problems, "name", self.name)
+        check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
         self._validate_placement(problems, quantization)
         self.config = self._configure(config, quantization, model_store, problems)
         if stream_from is not None:
@@ -248,6 +252,7 @@ class VllmMultiNodeService(Construct):
         problems.raise_if_any()
         cluster.reserve_gpu_nodes(self, self.group.name, self.replicas * self.nodes)
         self._warn_about_image()
+        warn_if_tag_only(self, "image", self.image)
 
         path = "fsx_lustre" if model_store is not None else "s3_streaming"
         self.cold_start = estimate_cold_start(
@@ -459,10 +464,12 @@ class VllmMultiNodeService(Construct):
         streaming, the API key's secret when authenticating. The namespace comes with it when
         no model store creates it."""
         cluster = self.cluster
-        role = iam.Role(
+        role = pod_identity_role(
             self,
             "WeightsRole",
-            assumed_by=iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL).with_session_tags(),
+            cluster_arn=cluster.eks_cluster.cluster_arn,
+            namespace=self.namespace,
+            service_account=self.service_account,
             description=f"{self.name}: the vLLM pods' identity (weights, API key)",
         )
         grants = ExecutionRoleGrants(self, role)

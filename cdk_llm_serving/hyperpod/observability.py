@@ -30,7 +30,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from .._cdk.validation import check_at_least
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from .constants import (
     APP_NAME_LABEL,
     COLLECTOR_USER,
@@ -76,6 +76,7 @@ class VllmObservability(Construct):
     :param scrape_interval: Default: 30 seconds.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -103,6 +104,8 @@ class VllmObservability(Construct):
             alias=f"{service.name}-metrics",
             alert_manager_definition=self.alert_manager_definition(),
         )
+        # The metrics history outlives the stack, as the alerts topic and its key do.
+        self.workspace.apply_removal_policy(RemovalPolicy.RETAIN)
         self.rules = aps.CfnRuleGroupsNamespace(
             self,
             "Rules",
@@ -164,6 +167,7 @@ class VllmObservability(Construct):
             enforce_ssl=True,
             display_name=f"{self.service.name} alerts",
         )
+        topic.apply_removal_policy(RemovalPolicy.RETAIN)  # subscriptions survive a redeploy
         topic.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal("aps.amazonaws.com")],

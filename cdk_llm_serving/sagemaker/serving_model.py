@@ -16,10 +16,11 @@ from constructs import Construct
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
 from .._cdk.template_limits import check_template_limits
-from .._cdk.validation import check_name, is_unresolved
-from ..errors import Problems
+from .._cdk.validation import check_name, check_subnets, is_unresolved
+from ..errors import Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.sizing import ModelSizing
+from ._container_checks import check_container_environment
 from .served_names import VLLM_CONFIG_VARIABLE, ServedNamesFile
 
 #: Environment variable through which AWS's SageMaker vLLM container sets ``--served-model-name``.
@@ -64,6 +65,7 @@ class ServingModel(Construct):
         Default: none (unchecked; fixed default timeouts).
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -90,7 +92,10 @@ class ServingModel(Construct):
         self.sizing = sizing
         self.model_data = model_data
         self.image = image.bind(self)
+        self._placement = (network_isolation, vpc, vpc_subnets)
         env = self._validate(environment, served_model_name, served_model_name_variable, model_name)
+        #: The container's environment (with the served name's variable).
+        self.environment: dict[str, str] = env
         self.served_names_file = self._served_names(env, served_model_name, client_model_name)
         self.role: iam.IRole = role or iam.Role(
             self,
@@ -100,11 +105,13 @@ class ServingModel(Construct):
         )
         grants = ExecutionRoleGrants(self, self.role)
         grants.image_pull(self.image)
+        self.image.warn_if_tag_only(self, "image")
         if model_data is not None:
             grants.model_data_read(model_data)
         grants.logs_and_metrics()
         vpc_config = self._render_vpc(grants, vpc, vpc_subnets, security_groups)
         grants.acknowledge()
+        self.role_grants = grants
         self.cfn_model = self._render_model(env, model_name, network_isolation, vpc_config)
         if self.served_names_file is not None:
             self.cfn_model.node.add_dependency(self.served_names_file.resource)
@@ -192,6 +199,8 @@ class ServingModel(Construct):
             policy = self.role.node.try_find_child("DefaultPolicy")
             if policy is not None:
                 model.node.add_dependency(policy)
+        if self.role_grants.policy is not None:
+            model.node.add_dependency(self.role_grants.policy)
         return model
 
     @property
@@ -230,6 +239,10 @@ class ServingModel(Construct):
             _check_served_name(problems, env, variable, served_model_name)
             env[variable] = served_model_name
         _check_environment(problems, env)
+        isolated, vpc, vpc_subnets = self._placement
+        check_container_environment(problems, env, isolated, self.sizing)
+        if vpc is not None:
+            check_subnets(problems, "vpc_subnets", vpc, _subnet_kwargs(vpc_subnets))
         problems.raise_if_any()
         return env
 
