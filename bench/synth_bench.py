@@ -109,20 +109,21 @@ def _add_pool_endpoints(stack: Any, count: int) -> None:
 def _add_l1_copies(stack: Any, count: int, resources: dict[str, Any]) -> None:
     from aws_cdk import CfnResource
 
+    def declare(logical_id: str, body: dict[str, Any]) -> None:
+        CfnResource(stack, logical_id, type=body["Type"], properties=body.get("Properties"))
+
+    for logical_id, body in resources["shared"].items():
+        declare(logical_id, body)
+    per_endpoint = resources["per_endpoint"]
     for index in range(count):
         # Each copy renames its logical IDs, its references to them and the physical names
         # derived from the stack's name ("Bench-…") with its index.
-        body = json.dumps(resources).replace("Bench-", f"Bench-{index}-")
-        for logical_id in resources:
-            body = body.replace(f'"{logical_id}"', f'"{logical_id}{index}"')
-            body = body.replace("${" + logical_id, "${" + f"{logical_id}{index}")
-        for logical_id, resource_body in json.loads(body).items():
-            CfnResource(
-                stack,
-                logical_id,
-                type=resource_body["Type"],
-                properties=resource_body.get("Properties"),
-            )
+        text = json.dumps(per_endpoint).replace("Bench-", f"Bench-{index}-")
+        for logical_id in per_endpoint:
+            text = text.replace(f'"{logical_id}"', f'"{logical_id}{index}"')
+            text = text.replace("${" + logical_id, "${" + f"{logical_id}{index}")
+        for logical_id, body in json.loads(text).items():
+            declare(logical_id, body)
 
 
 def _include_templates(app: Any, templates: dict[str, str]) -> None:
@@ -196,10 +197,18 @@ def _measure(name: str, count: int = 0, l1_file: str | None = None) -> dict[str,
 
 
 def _endpoint_resources(template_path: str) -> dict[str, Any]:
-    """The resources of endpoint 0's constructs; per-stack singletons (shared functions) stay out."""
+    """Endpoint 0's resources, and the per-stack singletons (shared functions) they refer to."""
     resources = json.loads(Path(template_path).read_text())["Resources"]
     own = ("Model0", "Endpoint0", "Alarms0", "Dashboard0")
-    return {key: body for key, body in resources.items() if key.startswith(own)}
+    skip = ("AWS::CDK::Metadata", "AWS::CloudFormation::WaitConditionHandle")
+    return {
+        "per_endpoint": {key: body for key, body in resources.items() if key.startswith(own)},
+        "shared": {
+            key: body
+            for key, body in resources.items()
+            if not key.startswith(own) and body["Type"] not in skip
+        },
+    }
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float:
