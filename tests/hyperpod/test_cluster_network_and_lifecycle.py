@@ -3,6 +3,7 @@ a ``cdk destroy`` that completes, the association's path, and ``on_create.sh``."
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import os
 import re
@@ -317,6 +318,57 @@ def test_destroy_completes_with_the_file_system_kept(hyperpod_template):
     _, cluster = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
     (node_group,) = cluster["Properties"]["VpcConfig"]["SecurityGroupIds"]
     assert _ref_id(node_group) not in held
+
+
+def _references(value: object) -> set[str]:
+    """Every logical id ``value`` points at (``Ref`` / ``Fn::GetAtt``, at any depth)."""
+    found = {ref} if (ref := _ref_id(value)) is not None else set()
+    children = value.values() if isinstance(value, dict) else value
+    if isinstance(value, dict | list):
+        for child in children:
+            found |= _references(child)
+    return found
+
+
+def retained_network_holding_deleted(template: dict) -> dict[str, list[str]]:
+    """Retained EC2/FSx resources that point at a resource the stack deletes.
+
+    EC2 refuses to delete a security group another group's rule still names, and a subnet
+    or group a retained interface still uses (``DependencyViolation``): what the retained
+    network names must stay with it. Rules on a retained group that name a deleted group
+    must be their own ``AWS::EC2::SecurityGroupIngress`` resources, deleted with the stack.
+    """
+    resources = template["Resources"]
+    held: dict[str, list[str]] = {}
+    for logical_id, resource in resources.items():
+        if not _retained(template, logical_id):
+            continue
+        if not resource["Type"].startswith(("AWS::EC2::", "AWS::FSx::")):
+            continue
+        deleted = sorted(
+            ref
+            for ref in _references(resource.get("Properties", {}))
+            if ref in resources and not _retained(template, ref)
+        )
+        if deleted:
+            held[logical_id] = deleted
+    return held
+
+
+def test_the_retained_network_names_nothing_the_stack_deletes(hyperpod_template):
+    assert retained_network_holding_deleted(hyperpod_template) == {}
+
+
+def test_an_inline_rule_to_the_nodes_on_the_retained_group_would_be_found(hyperpod_template):
+    template = copy.deepcopy(hyperpod_template)
+    _, fs = only_resource(template, "AWS::FSx::FileSystem")
+    (fs_group,) = [_ref_id(v) for v in fs["Properties"]["SecurityGroupIds"]]
+    _, cluster = only_resource(template, "AWS::SageMaker::Cluster")
+    (node_group,) = cluster["Properties"]["VpcConfig"]["SecurityGroupIds"]
+    template["Resources"][fs_group]["Properties"]["SecurityGroupIngress"] = [
+        {"IpProtocol": "tcp", "FromPort": 988, "ToPort": 988, "SourceSecurityGroupId": node_group}
+    ]
+    assert retained_network_holding_deleted(template) == {fs_group: [_ref_id(node_group)]}
 
 
 def test_file_system_group_admits_lustre_from_the_nodes(hyperpod_template):
