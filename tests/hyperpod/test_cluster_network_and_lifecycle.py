@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from aws_cdk import Duration, Stack
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3 as s3
 
 from cdk_llm_serving import ConfigurationError
@@ -151,6 +152,42 @@ def test_a_wait_under_a_minute_is_refused():
             nodes_ready_timeout=Duration.seconds(30),
         )
     assert [p.property for p in caught.value.problems] == ["timeout"]
+
+
+def _needs(template: dict, logical_id: str) -> set[str]:
+    """Everything ``logical_id`` waits for: DependsOn and references, transitively."""
+    resources, seen, todo = template["Resources"], set(), [logical_id]
+    while todo:
+        resource = resources[todo.pop()]
+        direct = set(resource.get("DependsOn", [])) | _references(resource.get("Properties", {}))
+        for other in direct & set(resources) - seen:
+            seen.add(other)
+            todo.append(other)
+    return seen
+
+
+def test_a_chart_can_install_before_the_hyperpod_cluster():
+    """AWS's HyperPod dependencies chart must be installed before the cluster: a chart the
+    cluster depends on synthesizes (no cycle) and waits for neither the cluster nor its nodes."""
+    stack = new_stack()
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups())
+    chart = eks.HelmChart(
+        stack,
+        "Dependencies",
+        cluster=cluster.eks_cluster,
+        chart="hyperpod-helm-chart",
+        repository="oci://111122223333.dkr.ecr.us-east-1.amazonaws.com/hyperpod",
+        version="0.1.0",
+        namespace="kube-system",
+        wait=False,
+    )
+    cluster.cfn_cluster.node.add_dependency(chart)
+    template = _template(stack)
+    (chart_id,) = resources_of_type(template, "Custom::AWSCDK-EKS-HelmChart")
+    cluster_id, _ = only_resource(template, "AWS::SageMaker::Cluster")
+    stages = set(resources_of_type(template, "Custom::HyperPodNodesReady"))
+    assert chart_id in _needs(template, cluster_id)
+    assert not (_needs(template, chart_id) & {cluster_id, *stages})
 
 
 def test_the_wait_handler_may_only_list_this_clusters_nodes(hyperpod_template):
