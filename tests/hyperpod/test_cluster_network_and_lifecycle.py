@@ -17,6 +17,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3 as s3
 
 from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod._facts import hyperpod_facts
 from cdk_llm_serving.hyperpod.availability_zones import az_id_problem, region_prefix
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
@@ -188,6 +189,39 @@ def test_a_chart_can_install_before_the_hyperpod_cluster():
     stages = set(resources_of_type(template, "Custom::HyperPodNodesReady"))
     assert chart_id in _needs(template, cluster_id)
     assert not (_needs(template, chart_id) & {cluster_id, *stages})
+
+
+_KUBERNETES_TYPES = (
+    "Custom::AWSCDK-EKS-KubernetesResource",
+    "Custom::AWSCDK-EKS-HelmChart",
+    "Custom::AWSCDK-EKS-KubernetesObjectValue",
+    "AWS::EKS::Addon",
+)
+
+
+def test_everything_applied_in_the_cluster_waits_for_the_nodes(hyperpod_template):
+    """Every manifest, chart and add-on waits for the last nodes-ready stage, except the
+    add-ons nodes need to join (hyperpod.json ``addons_before_nodes``), which the
+    HyperPod cluster itself waits for."""
+    resources = hyperpod_template["Resources"]
+    (final,) = [
+        key
+        for key, stage in resources_of_type(hyperpod_template, "Custom::HyperPodNodesReady").items()
+        if stage["Properties"]["Final"] == "true"
+    ]
+    cluster_id, _ = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
+    before = set(hyperpod_facts()["addons_before_nodes"])
+    early = sorted(
+        key
+        for key, resource in resources.items()
+        if resource["Type"] in _KUBERNETES_TYPES
+        and resource["Properties"].get("AddonName") not in before
+        and final not in _needs(hyperpod_template, key)
+    )
+    assert early == []
+    addons = resources_of_type(hyperpod_template, "AWS::EKS::Addon")
+    first = {k for k, a in addons.items() if a["Properties"]["AddonName"] in before}
+    assert len(first) == len(before) >= 3 and first <= _needs(hyperpod_template, cluster_id)
 
 
 def test_the_wait_handler_may_only_list_this_clusters_nodes(hyperpod_template):
