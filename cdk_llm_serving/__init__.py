@@ -17,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # ``X as X``: explicit re-exports, so type checkers in strict mode see them too.
+from ._extras import MissingExtraError
 from .errors import ConfigurationError as ConfigurationError
 from .errors import Problem as Problem
 from .planning import ModelSizing as ModelSizing
@@ -31,13 +32,15 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 #: Modules whose ``__all__`` this package re-exports on first access; each imports aws_cdk.
-_CONSTRUCT_MODULES = (".sagemaker", ".hyperpod", ".model_sources")
+#: ``.hyperpod`` comes last: it needs the ``hyperpod`` extra, and names found before it
+#: must not depend on that.
+_CONSTRUCT_MODULES = (".sagemaker", ".model_sources", ".hyperpod")
 _EAGER = ["ConfigurationError", "Problem", "ModelSizing", "default_catalog", "plan"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "__all__":
-        return sorted(_EAGER + [n for m in _CONSTRUCT_MODULES for n in _module(m).__all__])
+        return sorted(_EAGER + [n for m in _CONSTRUCT_MODULES for n in _exports(m)])
     for module in _CONSTRUCT_MODULES:
         found = _module(module)
         if name in found.__all__:
@@ -53,3 +56,11 @@ def __dir__() -> list[str]:
 
 def _module(name: str) -> Any:
     return importlib.import_module(name, __name__)
+
+
+def _exports(name: str) -> list[str]:
+    """``name``'s ``__all__``; none for a part whose extra is not installed."""
+    try:
+        return list(_module(name).__all__)
+    except MissingExtraError:
+        return []

@@ -23,7 +23,12 @@ _ECR_IMAGE_URI = re.compile(
 )
 #: Archive names that would become an (empty) S3Prefix data source: ModelData serves files.
 _ARCHIVES = (".tar.gz", ".tgz", ".tar")
-_S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<prefix>.*)$")
+_S3_URI = re.compile(r"^s3://(?P<bucket>[^/]+)/(?P<prefix>.*)$")
+#: General purpose bucket naming rules (3-63 characters; lowercase letters, digits, dots and
+#: hyphens; a letter or digit at each end):
+#: docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")
+_BUCKET_NAME_LENGTH = range(3, 64)
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,8 @@ class ModelData:
         if not self.bucket_name:
             problems.add(prop, self.prefix, "must be an S3 URI of the form s3://<bucket>/<prefix>/")
             return
+        if not is_unresolved(self.bucket_name):
+            _validate_bucket_name(problems, f"{prop}.bucket_name", self.bucket_name)
         if not is_unresolved(self.prefix) and not self.prefix.strip("/"):
             problems.add(
                 f"{prop}.prefix",
@@ -174,3 +181,15 @@ class ModelData:
                 "must be the folder of uncompressed weights, not an archive: the model reads "
                 "every file under the prefix as is (S3Prefix, CompressionType None); unpack it",
             )
+
+
+def _validate_bucket_name(problems: Problems, prop: str, name: str) -> None:
+    """S3's naming rules, each broken rule named (see ``_BUCKET_NAME``)."""
+    if len(name) not in _BUCKET_NAME_LENGTH:
+        problems.add(prop, name, f"a bucket name must be 3 to 63 characters long, not {len(name)}")
+    elif not _BUCKET_NAME.match(name):
+        problems.add(
+            prop,
+            name,
+            "a bucket name may hold only lowercase letters, digits, dots and hyphens, and must begin and end with a letter or digit",
+        )

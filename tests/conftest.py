@@ -8,19 +8,19 @@ import pytest
 
 # tests.support.app puts the virtualenv's Node.js first on PATH before aws_cdk loads.
 from tests.support.app import SHARED, new_app  # isort: skip
-from aws_cdk import Validations, cx_api
+from aws_cdk import cx_api
+
+from cdk_llm_serving.testing.checks import add_nag_packs
 
 
 @pytest.fixture(scope="session")
 def reference_assembly() -> cx_api.CloudAssembly:
-    from cdk_nag import AwsSolutionsChecks
-
     from stacks import add_reference_stacks
 
     app = new_app()
     add_reference_stacks(app)
-    # cdk-nag runs as a validation plugin: any unacknowledged finding fails this synth.
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    # The library's cdk-nag packs run as validation plugins: any unacknowledged finding fails this synth.
+    add_nag_packs(app)
     return app.synth()
 
 

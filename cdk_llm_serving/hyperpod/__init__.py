@@ -8,8 +8,12 @@ once per cluster KEDA and the metrics scraper's cluster role),
 constructs take ``IHyperPodCluster``: a ``HyperPodEksCluster`` or
 ``HyperPodEksCluster.from_cluster_attributes(...)`` for a cluster created elsewhere. String
 contracts (labels, taints, ports, metric and rule names, images) live in ``constants``.
+
+The kubectl/helm Lambda layers these constructs deploy come with the ``hyperpod`` extra
+(``pip install 'cdk-llm-serving[hyperpod]'``); without it, importing this package says so.
 """
 
+from . import _needs_extra  # noqa: F401  (first: without the extra, say which to install)
 from .addons import HelmChartSource, HyperPodServingAddons, KedaInstallation
 from .capacity import GpuNodeLedger
 from .cluster import HyperPodEksCluster

@@ -1,4 +1,4 @@
-"""``python -m cdk_llm_serving``: the library's command line.
+"""``cdk-llm-serving`` (or ``python -m cdk_llm_serving``): the library's command line.
 
 ``plan``   will a model fit an instance type, with which parallelism, how fast it
            starts and what it costs (pure Python: no AWS call, no CDK).
@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from .. import __version__
 from ..planning.cli_support import positive_int
 from ..planning.cold_start import loading_paths
 from ..planning.models import presets, weight_formats
@@ -270,9 +271,9 @@ def _recommend_to_pools(args: argparse.Namespace, clients: Clients | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m cdk_llm_serving", description="cdk-llm-serving tools"
-    )
+    # The console script's name, also under ``python -m cdk_llm_serving`` (one name in docs).
+    parser = argparse.ArgumentParser(prog="cdk-llm-serving", description="cdk-llm-serving tools")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_plan(commands)
     _add_smoke(commands)

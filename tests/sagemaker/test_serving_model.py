@@ -66,6 +66,23 @@ def test_a_whole_bucket_is_never_granted():
     assert caught.value.problems[0].property == "model_data.prefix"
 
 
+@pytest.mark.parametrize(
+    ("uri", "allowed"),
+    [
+        ("s3://w/gpt-oss-20b/", "a bucket name must be 3 to 63 characters long, not 1"),
+        (f"s3://{'w' * 64}/gpt-oss-20b/", "a bucket name must be 3 to 63 characters long, not 64"),
+        ("s3://My_Weights/gpt-oss-20b/", "a bucket name may hold only lowercase letters"),
+    ],
+)
+def test_a_bad_bucket_name_is_blamed_not_the_uri_form(uri, allowed):
+    """S3's naming rules: docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html."""
+    with pytest.raises(ConfigurationError) as caught:
+        serving_model(new_stack(), model_data=ModelData.from_s3_uri(uri))
+    [problem] = caught.value.problems
+    assert problem.property == "model_data.bucket_name"
+    assert problem.allowed.startswith(allowed)
+
+
 def test_uncompressed_s3_prefix_and_network_isolation():
     stack = new_stack()
     serving_model(stack, model_data=ModelData.from_s3_uri("s3://weights-bucket/models/gpt-oss-20b"))

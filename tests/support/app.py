@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -10,7 +9,9 @@ from pathlib import Path
 # jsii runs the CDK on the first `node` on PATH: use the virtualenv's supported Node.js.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
-from aws_cdk import App, DefaultStackSynthesizer  # noqa: E402
+from aws_cdk import App  # noqa: E402
+
+from cdk_llm_serving import testing  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
@@ -18,13 +19,9 @@ SHARED = ROOT.parent / "shared"
 
 def project_context() -> dict:
     """The feature flags and settings of cdk.json, so tests synthesize what `cdk synth` does."""
-    return json.loads((ROOT / "cdk.json").read_text())["context"]
+    return testing.read_context(ROOT / "cdk.json")
 
 
 def new_app(**context: object) -> App:
-    """An app like the reference one, minus what makes snapshots unstable."""
-    return App(
-        context={**project_context(), **context},
-        analytics_reporting=False,
-        default_stack_synthesizer=DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
-    )
+    """An app like the reference one, minus what makes snapshots unstable (``testing.new_app``)."""
+    return testing.new_app(ROOT / "cdk.json", context=context)

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-_ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
+from cdk_llm_serving.testing import mask_asset_hashes
+
+__all__ = [
+    "actions_of",
+    "flatten",
+    "manifest_objects",
+    "mask_asset_hashes",
+    "only_resource",
+    "policy_statements",
+    "resources_of_type",
+]
 
 
 def resources_of_type(template: dict, resource_type: str) -> dict[str, dict]:
@@ -19,17 +28,6 @@ def only_resource(template: dict, resource_type: str) -> tuple[str, dict]:
     found = resources_of_type(template, resource_type)
     assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
     return next(iter(found.items()))
-
-
-def mask_asset_hashes(value: Any) -> Any:
-    """Replace 64-hex-digit asset hashes, which change with every asset edit, by a marker."""
-    if isinstance(value, str):
-        return _ASSET_HASH.sub("<asset-hash>", value)
-    if isinstance(value, list):
-        return [mask_asset_hashes(item) for item in value]
-    if isinstance(value, dict):
-        return {mask_asset_hashes(key): mask_asset_hashes(item) for key, item in value.items()}
-    return value
 
 
 def policy_statements(template: dict, role_logical_id: str) -> list[dict]:
