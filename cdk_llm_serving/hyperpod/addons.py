@@ -5,6 +5,11 @@
   published to no Helm repository, and its code does not belong in this repository: the
   user supplies it (``HelmChartSource``); without it, synth warns and says where to get it,
   and the NVIDIA and EFA device plugins are installed from their published charts instead.
+  AWS: install it "before creating HyperPod cluster" (aws/sagemaker-hyperpod-cli
+  helm_chart/readme.md): the HyperPod cluster of a ``HyperPodEksCluster`` depends on it, and
+  it is installed without ``--wait`` (its two Deployments have no node to run on yet).
+* Device plugins get values that land on HyperPod nodes (``device_plugins.py``), whichever
+  chart installs them.
 * LeaderWorkerSet controller (multi-node replicas), pinned.
 * AWS Load Balancer Controller (internal NLB/ALB for the serving endpoint), pinned.
 * Cluster-wide pieces that services request and that exist once per cluster, however many
@@ -12,7 +17,7 @@
   ``VllmReplicaAutoscaling``) and the Amazon Managed Prometheus scraper's ClusterRole and
   binding (``enable_scraper_access``, for ``VllmObservability``).
 
-Every chart is installed after the HyperPod nodes exist (their webhooks need pods).
+Every other chart is installed after the HyperPod nodes exist (their webhooks need pods).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations
+from aws_cdk import Annotations, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
@@ -29,73 +34,46 @@ from constructs import Construct
 
 from .._cdk.nag import acknowledge_cdk_internals
 from ..errors import Problems
+from ..planning.catalog import Catalog, default_catalog
 from ._facts import chart_pins
+from .chart_source import HelmChartSource
+from .cluster import HyperPodEksCluster
 from .constants import (
     COLLECTOR_CLUSTER_ROLE,
     COLLECTOR_ROLE_BINDING,
     COLLECTOR_USER,
     EFA_DEVICE_PLUGIN_CHART,
-    GPU_NODE_ROLE,
-    GPU_TAINT_KEY,
+    EFA_DEVICE_PLUGIN_RELEASE,
     HYPERPOD_DEPENDENCIES_CHART,
     KEDA_CHART,
     KEDA_NAMESPACE,
     KEDA_OPERATOR_ACCOUNT,
     LWS_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
+    NVIDIA_DEVICE_PLUGIN_RELEASE,
     POD_IDENTITY_PRINCIPAL,
     ROLE_LABEL,
     SYSTEM_NODE_ROLE,
 )
+from .device_plugins import (
+    deep_merge,
+    efa_instance_types,
+    efa_values,
+    hyperpod_chart_values,
+    nvidia_values,
+)
 from .interfaces import IHyperPodCluster
+
+__all__ = ["HelmChartSource", "HyperPodServingAddons", "KedaInstallation"]
 
 _HYPERPOD_CHART_HINT = (
     "the HyperPod dependencies Helm chart is required for HyperPod clusters created through the API: "
     "pass hyperpod_chart=HelmChartSource.from_directory('<checkout>/helm_chart/HyperPodHelmChart') from a checkout "
-    "of github.com/aws/sagemaker-hyperpod-cli (or HelmChartSource.from_repository(...) for a copy you publish to your own "
-    "OCI registry). Until then the NVIDIA and EFA device plugins come from their published charts, but the HyperPod "
+    "of github.com/aws/sagemaker-hyperpod-cli after `helm dependency build` in that directory (or "
+    "HelmChartSource.from_repository('oci://<registry>/<path>/hyperpod-helm-chart', '<version>') for a copy you "
+    "publish to your own OCI registry). Until then the NVIDIA and EFA device plugins come from their published charts, but the HyperPod "
     "health-monitoring agent and job auto-restart are missing."
 )
-
-
-@dataclass(frozen=True)
-class HelmChartSource:
-    """A chart from a local directory (bundled as an asset) or a repository / OCI reference."""
-
-    chart: str
-    repository: str | None = None
-    version: str | None = None
-    directory: str | None = None
-
-    @classmethod
-    def from_directory(cls, path: str, chart: str = HYPERPOD_DEPENDENCIES_CHART) -> HelmChartSource:
-        return cls(chart=chart, directory=path)
-
-    @classmethod
-    def from_repository(cls, repository: str, chart: str, version: str) -> HelmChartSource:
-        return cls(chart=chart, repository=repository, version=version)
-
-    def validate(self, problems: Problems, prop: str) -> None:
-        if (self.directory is None) == (self.repository is None):
-            problems.add(prop, self, "give exactly one of directory or repository")
-        if self.repository is not None and not self.version:
-            problems.add(
-                f"{prop}.version", self.version, "pin the chart version of a repository chart"
-            )
-
-    def _render(self, scope: Construct, asset_id: str) -> dict[str, Any]:
-        """``eks.HelmChart`` options locating the chart (a directory becomes an S3 asset)."""
-        asset = (
-            s3_assets.Asset(scope, asset_id, path=self.directory)
-            if self.directory is not None
-            else None
-        )
-        return {
-            "chart": self.chart,
-            "repository": self.repository,
-            "version": self.version,
-            "chart_asset": asset,
-        }
 
 
 @dataclass(frozen=True)
@@ -120,8 +98,13 @@ class HyperPodServingAddons(Construct):
     """Helm charts for serving, in a deployable order; cluster-wide pieces, once each.
 
     :param cluster: the cluster to install into.
-    :param hyperpod_chart: the HyperPod dependencies chart. Default: none, with a synth warning.
-    :param hyperpod_chart_values: values for it. Default: none.
+    :param hyperpod_chart: the HyperPod dependencies chart (release ``hyperpod-dependencies`` in
+        ``kube-system``, installed before the HyperPod cluster of a ``HyperPodEksCluster``);
+        its device plugins replace the direct installs. Default: none, with a synth warning,
+        and the NVIDIA and EFA plugins from their published charts.
+    :param hyperpod_chart_values: values merged over ours (``global.region`` and the device
+        plugins' placement, ``device_plugins.hyperpod_chart_values``), key by key; lists replace.
+        Default: none.
     :param chart_versions: chart name -> version overrides of ``assets/hyperpod.json``'s pins
         (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``).
     :param load_balancer_controller: install the AWS Load Balancer Controller (needs a
@@ -220,19 +203,41 @@ class HyperPodServingAddons(Construct):
         self, hyperpod_chart: HelmChartSource | None, values: Mapping[str, Any] | None
     ) -> None:
         """The HyperPod dependencies chart, or (with a warning) the device plugins alone."""
+        groups = self.cluster.instance_groups
         if hyperpod_chart is None:
             Annotations.of(self).add_warning_v2(
                 "cdk-llm-serving:hyperpodChartMissing", _HYPERPOD_CHART_HINT
             )
-            for name in (NVIDIA_DEVICE_PLUGIN_CHART, EFA_DEVICE_PLUGIN_CHART):
-                self._published_chart(name, values=_DEVICE_PLUGIN_VALUES)
+            self._published_chart(
+                NVIDIA_DEVICE_PLUGIN_CHART,
+                values=nvidia_values(groups),
+                release=NVIDIA_DEVICE_PLUGIN_RELEASE,
+            )
+            if efa_instance_types(groups, self._catalog):  # no EFA node: no EFA plugin
+                self._published_chart(
+                    EFA_DEVICE_PLUGIN_CHART,
+                    values=efa_values(groups, self._catalog),
+                    release=EFA_DEVICE_PLUGIN_RELEASE,
+                )
             return
-        self.charts[HYPERPOD_DEPENDENCIES_CHART] = self._chart(
+        ours = hyperpod_chart_values(groups, self._catalog, Stack.of(self).region)
+        chart = self._chart(
             HYPERPOD_DEPENDENCIES_CHART,
             **hyperpod_chart._render(self, "HyperPodChartAsset"),
             namespace="kube-system",
-            values=dict(values or {}),
+            values=deep_merge(ours, values or {}),
+            release=HYPERPOD_DEPENDENCIES_CHART,
+            before_nodes=True,
         )
+        self.charts[HYPERPOD_DEPENDENCIES_CHART] = chart
+        if isinstance(self.cluster, HyperPodEksCluster):
+            self.cluster.order_nodes_after(chart)
+
+    @property
+    def _catalog(self) -> Catalog:
+        """The cluster's instance catalog (EFA device counts), else the planner's default."""
+        catalog = getattr(self.cluster, "catalog", None)
+        return catalog if isinstance(catalog, Catalog) else default_catalog()
 
     def _render_load_balancer_controller(self) -> eks.AlbController:
         cluster = self.cluster.eks_cluster
@@ -278,7 +283,11 @@ class HyperPodServingAddons(Construct):
         return KedaInstallation(chart=chart, operator_role=role, operator_identity=identity)
 
     def _published_chart(
-        self, name: str, values: Mapping[str, Any], id: str | None = None
+        self,
+        name: str,
+        values: Mapping[str, Any],
+        id: str | None = None,
+        release: str | None = None,
     ) -> eks.HelmChart:
         pin = chart_pins()[name]
         chart = self._chart(
@@ -288,6 +297,7 @@ class HyperPodServingAddons(Construct):
             version=self.chart_versions[name],
             namespace=pin["namespace"],
             values=dict(values),
+            release=release,
         )
         self.charts[name] = chart
         return chart
@@ -302,7 +312,14 @@ class HyperPodServingAddons(Construct):
         namespace: str,
         values: dict[str, Any],
         chart_asset: s3_assets.Asset | None = None,
+        release: str | None = None,
+        before_nodes: bool = False,
     ) -> eks.HelmChart:
+        """A chart after the nodes (``--wait``), or ``before_nodes`` without waiting.
+
+        ``release``: an explicit release name; ``None`` keeps aws-cdk-lib's derived one (a
+        rename installs a second release next to the first, so existing charts keep theirs).
+        """
         helm = eks.HelmChart(
             self,
             id,
@@ -314,17 +331,12 @@ class HyperPodServingAddons(Construct):
             namespace=namespace,
             create_namespace=namespace != "kube-system",
             values=values or None,
-            wait=True,
+            release=release,
+            wait=not before_nodes,
         )
-        helm.node.add_dependency(self.cluster.nodes_ready)
+        if not before_nodes:
+            helm.node.add_dependency(self.cluster.nodes_ready)
         return helm
-
-
-#: Device plugins run only on GPU nodes, which carry the GPU taint.
-_DEVICE_PLUGIN_VALUES: dict[str, Any] = {
-    "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
-    "nodeSelector": {ROLE_LABEL: GPU_NODE_ROLE},
-}
 
 
 def _scraper_rbac() -> list[dict[str, Any]]:

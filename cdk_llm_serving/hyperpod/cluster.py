@@ -269,6 +269,14 @@ class HyperPodEksCluster(Construct):
     def gpu_groups(self) -> list[HyperPodInstanceGroup]:
         return [group for group in self.instance_groups if group.role == "gpu"]
 
+    def order_nodes_after(self, prerequisite: IConstruct) -> None:
+        """Create the HyperPod cluster (its nodes) only after ``prerequisite`` exists.
+
+        For the HyperPod dependencies chart, which AWS requires "before creating HyperPod
+        cluster" (aws/sagemaker-hyperpod-cli helm_chart/readme.md).
+        """
+        self.cfn_cluster.node.add_dependency(prerequisite)
+
     # -- validate ----------------------------------------------------------------------
 
     def _validate(

@@ -20,6 +20,7 @@ from cdk_llm_serving.hyperpod.interfaces import IHyperPodCluster
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
 from cdk_llm_serving.vllm import VllmConfig
+from tests.support.helm import find_chart
 
 
 def instance_groups(gpu_count: int = 2) -> list[HyperPodInstanceGroup]:
@@ -119,14 +120,7 @@ def published_chart(shared_dir: Path, name: str) -> Path:
     ``charts/README.md`` describes; fails when no published chart matches the pin.
     """
     pin = chart_pins()[name]
-    wanted = (pin["chart"], pin["version"].lstrip("v"))
-    for chart_yaml in sorted((shared_dir / "charts").glob("*/Chart.yaml")):
-        meta = yaml.safe_load(chart_yaml.read_text())
-        if (meta["name"], str(meta["version"]).lstrip("v")) == wanted:
-            return chart_yaml.parent
-    raise AssertionError(
-        f"no published chart {wanted[0]} {wanted[1]} under {shared_dir / 'charts'}"
-    )
+    return find_chart(shared_dir / "charts", pin["chart"], pin["version"])
 
 
 def chart_crd_schema(chart: Path, kind: str, version: str) -> dict:

@@ -1,0 +1,160 @@
+"""Helm values that make the NVIDIA and EFA device plugins land on a cluster's HyperPod nodes.
+
+Whatever installs the plugins (their published charts, or AWS's HyperPod dependencies chart as
+subcharts) gets these values:
+
+* placement by ``node.kubernetes.io/instance-type`` In the groups' ``ml.*`` names: HyperPod
+  nodes carry SageMaker's names (AWS's chart values.yaml selects ``ml.p5en.48xlarge`` etc.);
+  the NVIDIA chart's default affinity needs node-feature-discovery labels HyperPod nodes lack,
+  and no EFA chart lists ``ml.*`` names (aws/eks-charts stable/aws-efa-k8s-device-plugin/values.yaml).
+* a full toleration list (a ``tolerations`` value replaces the chart's): the chart defaults,
+  the deep-health-check taint (``NODE_HEALTH_TAINT_KEY``) and every taint the groups set, so
+  our own ``nvidia.com/gpu=present:NoSchedule`` GPU taint too. AWS's EFA values do not
+  tolerate ``nvidia.com/gpu``: without this list the EFA plugin never lands on our GPU nodes.
+* ``fullnameOverride``: short, fixed object names (see ``NVIDIA_DEVICE_PLUGIN_RELEASE``).
+
+Chart keys: NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/values.yaml
+(``affinity``, ``tolerations``, ``fullnameOverride``); aws/eks-charts
+stable/aws-efa-k8s-device-plugin values.yaml (``supportedInstanceLabels.keys/values``,
+``tolerations`` appended after a fixed ``CriticalAddonsOnly``, ``fullnameOverride``; no
+``affinity`` key); HyperPod chart helm_chart/HyperPodHelmChart/values.yaml (``global.region``
+for the health-monitoring agent's image, subchart keys ``nvidia-device-plugin`` and
+``aws-efa-k8s-device-plugin``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..planning.catalog import Catalog
+from .constants import (
+    CRITICAL_ADDONS_ONLY_KEY,
+    EFA_DEVICE_PLUGIN_CHART,
+    EFA_DEVICE_PLUGIN_RELEASE,
+    EFA_TAINT_KEY,
+    GPU_TAINT_KEY,
+    INSTANCE_TYPE_LABEL,
+    NODE_HEALTH_TAINT_KEY,
+    NODE_HEALTH_TAINT_VALUE,
+    NVIDIA_DEVICE_PLUGIN_CHART,
+    NVIDIA_DEVICE_PLUGIN_RELEASE,
+)
+from .instance_group import HyperPodInstanceGroup
+
+__all__ = [
+    "deep_merge",
+    "efa_instance_types",
+    "efa_values",
+    "gpu_instance_types",
+    "hyperpod_chart_values",
+    "nvidia_values",
+]
+
+
+def gpu_instance_types(groups: Iterable[HyperPodInstanceGroup]) -> list[str]:
+    """The ``ml.*`` instance types of the GPU groups, sorted."""
+    return sorted({group.instance_type for group in groups if group.role == "gpu"})
+
+
+def efa_instance_types(groups: Iterable[HyperPodInstanceGroup], catalog: Catalog) -> list[str]:
+    """GPU groups' types with EFA devices (the planner catalog's ``efa_devices``), sorted."""
+    return [
+        instance_type
+        for instance_type in gpu_instance_types(groups)
+        if instance_type in catalog and catalog.get(instance_type).efa_devices
+    ]
+
+
+def _toleration(key: str, effect: str, value: str | None = None) -> dict[str, str]:
+    if value is None:
+        return {"key": key, "operator": "Exists", "effect": effect}
+    return {"key": key, "operator": "Equal", "value": value, "effect": effect}
+
+
+def _tolerations(
+    first: list[dict[str, str]], groups: Iterable[HyperPodInstanceGroup]
+) -> list[dict[str, str]]:
+    """``first``, the deep-health-check taint, then each group taint not yet tolerated."""
+    found = [
+        *first,
+        _toleration(NODE_HEALTH_TAINT_KEY, "NoSchedule", NODE_HEALTH_TAINT_VALUE),
+    ]
+    covered = {(t["key"], t.get("effect")) for t in found if t["operator"] == "Exists"}
+    for group in groups:
+        for taint in group.effective_taints:
+            if (taint.key, taint.effect) not in covered:
+                covered.add((taint.key, taint.effect))
+                found.append(_toleration(taint.key, taint.effect))
+    return found
+
+
+def nvidia_values(groups: Iterable[HyperPodInstanceGroup]) -> dict[str, Any]:
+    """NVIDIA device-plugin values: GPU groups' types, the chart's tolerations plus ours."""
+    groups = list(groups)
+    default = [
+        {"key": CRITICAL_ADDONS_ONLY_KEY, "operator": "Exists"},
+        _toleration(GPU_TAINT_KEY, "NoSchedule"),
+    ]
+    term = {
+        "matchExpressions": [
+            {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": gpu_instance_types(groups)}
+        ]
+    }
+    return {
+        "fullnameOverride": NVIDIA_DEVICE_PLUGIN_RELEASE,
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+            }
+        },
+        "tolerations": _tolerations(default, groups),
+    }
+
+
+def efa_values(groups: Iterable[HyperPodInstanceGroup], catalog: Catalog) -> dict[str, Any]:
+    """EFA device-plugin values: EFA groups' types, the EFA taint, ours (CriticalAddonsOnly is fixed).
+
+    Without EFA groups the instance list is left to the chart: an ``In`` expression with no
+    values is invalid (Kubernetes API reference, NodeSelectorRequirement: "If the operator is
+    In or NotIn, the values array must be non-empty").
+    """
+    groups = list(groups)
+    values: dict[str, Any] = {"fullnameOverride": EFA_DEVICE_PLUGIN_RELEASE}
+    efa_types = efa_instance_types(groups, catalog)
+    if efa_types:
+        values["supportedInstanceLabels"] = {"keys": [INSTANCE_TYPE_LABEL], "values": efa_types}
+    values["tolerations"] = _tolerations(
+        [_toleration(EFA_TAINT_KEY, "NoSchedule"), _toleration(GPU_TAINT_KEY, "NoSchedule")],
+        groups,
+    )
+    return values
+
+
+def hyperpod_chart_values(
+    groups: Iterable[HyperPodInstanceGroup], catalog: Catalog, region: str
+) -> dict[str, Any]:
+    """Our values for AWS's HyperPod dependencies chart.
+
+    ``global.region``: the health-monitoring agent's image is regional and, installed before
+    any node exists, the chart cannot look the region up from node labels (its
+    ``health-monitoring-agent.imageUri`` helper falls back to us-east-1).
+    """
+    groups = list(groups)
+    return {
+        "global": {"region": region},
+        NVIDIA_DEVICE_PLUGIN_CHART: nvidia_values(groups),
+        EFA_DEVICE_PLUGIN_CHART: efa_values(groups, catalog),
+    }
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` on top, mappings merged key by key (as Helm merges values)."""
+    merged = dict(base)
+    for key, value in override.items():
+        current = merged.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            merged[key] = deep_merge(current, value)
+        else:
+            merged[key] = value
+    return merged

