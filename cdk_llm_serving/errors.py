@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
+import collections.abc
+import dataclasses
+import difflib
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import UnionType
+from typing import (
+    Any,
+    Literal,
+    TypeVar,
+    Union,
+    Unpack,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
+
+F = TypeVar("F", bound=Callable[..., None])
 
 
 @dataclass(frozen=True)
@@ -16,6 +35,14 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.property} = {self.value!r}: {self.allowed}"
+
+    def __iter__(self) -> Iterator[Any]:
+        """``prop, value, allowed = problem``."""
+        return iter((self.property, self.value, self.allowed))
+
+    def __getitem__(self, index: int) -> Any:
+        """``problem[0]`` is the property, ``[1]`` the value, ``[2]`` what is allowed."""
+        return (self.property, self.value, self.allowed)[index]
 
 
 class ConfigurationError(ValueError):
@@ -46,10 +73,282 @@ class Problems:
     def extend(self, problems: Problems) -> None:
         self._problems.extend(problems._problems)
 
+    def absorb(self, error: ConfigurationError, prefix: str = "") -> None:
+        """Every problem of ``error`` (raised by a value or loader), under ``prefix.``."""
+        for problem in error.problems:
+            name = f"{prefix}.{problem.property}" if prefix else problem.property
+            self.add(name, problem.value, problem.allowed)
+
     def __bool__(self) -> bool:
         return bool(self._problems)
+
+    def __len__(self) -> int:
+        return len(self._problems)
+
+    def problems(self) -> tuple[Problem, ...]:
+        """The problems found so far."""
+        return tuple(self._problems)
 
     def raise_if_any(self, error: type[ConfigurationError] = ConfigurationError) -> None:
         """Raise ``error`` (a ``ConfigurationError`` or a subclass) listing every problem."""
         if self._problems:
             raise error(self.subject, self._problems)
+
+
+# -- checks shared by every layer (CDK-free: the planner, vLLM and CLI use them too) -----
+
+
+def check_choice(
+    problems: Problems, prop: str, value: Any, allowed: Iterable[str], what: str
+) -> bool:
+    """``value`` must be one of ``allowed``; the message names the closest matches.
+
+    Returns whether it was (so a caller can skip checks that need a known value).
+    """
+    options = list(allowed)
+    if isinstance(value, str) and value in options:
+        return True
+    close = (
+        difflib.get_close_matches(value, options, n=4, cutoff=0.6) if isinstance(value, str) else []
+    )
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    if len(options) <= 8:
+        problems.add(prop, value, f"{what} must be one of {', '.join(options)}")
+    else:
+        problems.add(prop, value, f"not one of the {len(options)} {what}{hint}")
+    return False
+
+
+def literal_values(literal: Any) -> tuple[Any, ...]:
+    """The values a ``Literal[...]`` type (or a union/alias of them) allows, in order."""
+    origin = get_origin(literal)
+    if origin is Literal:
+        return get_args(literal)
+    if origin is Union or type(literal).__name__ == "UnionType":
+        return tuple(v for arg in get_args(literal) for v in literal_values(arg))
+    return ()
+
+
+def check_literal(problems: Problems, prop: str, value: Any, literal: Any, what: str = "") -> bool:
+    """``value`` must be one of the values of the ``Literal`` type ``literal``: the type is the
+    one list, so adding a value to the type is the only edit an option needs."""
+    allowed = literal_values(literal)
+    if any(value == v and type(value) is type(v) for v in allowed):
+        return True
+    return check_choice(problems, prop, value, [str(v) for v in allowed], what or "values")
+
+
+def check_sequence(
+    problems: Problems, prop: str, value: Any, element: type | tuple[type, ...], what: str
+) -> bool:
+    """``value`` must be a list (or tuple) whose elements are each ``what`` (``element``).
+
+    A string is refused as a whole (never one problem per character); each element of the
+    wrong type is one problem naming its index. Returns whether the sequence is usable.
+    """
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        problems.add(prop, value, f"must be a list, each element {what}; not {_kind(value)}")
+        return False
+    ok = True
+    for index, item in enumerate(value):
+        if not isinstance(item, element):
+            problems.add(f"{prop}[{index}]", item, f"must be {what}, not {_kind(item)}")
+            ok = False
+    return ok
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name}"
+
+
+def check_keywords(
+    problems: Problems, prop: str, given: Mapping[str, Any], allowed: Iterable[str]
+) -> bool:
+    """Keyword arguments passed through ``**options`` must be ones the receiver takes."""
+    names = sorted(allowed)
+    ok = True
+    for name in given:
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+            listed = f"did you mean {close[0]!r}?" if close else f"options: {', '.join(names)}"
+            problems.add(f"{prop}.{name}", given[name], f"not an option; {listed}")
+            ok = False
+    return ok
+
+
+def typed_dict_keys(typed_dict: Any) -> frozenset[str]:
+    """The keys a ``TypedDict`` declares (its ``Unpack[...]`` options)."""
+    return frozenset(typed_dict.__required_keys__ | typed_dict.__optional_keys__)
+
+
+def refuse_unknown_options(
+    subject: str, prop: str, given: Mapping[str, Any], typed_dict: Any
+) -> None:
+    """``**options`` typed as ``Unpack[typed_dict]``: a misspelled key is a ``ConfigurationError``
+    naming it and the closest option, not Python's ``TypeError`` further down."""
+    problems = Problems(subject)
+    check_keywords(problems, prop, given, typed_dict_keys(typed_dict))
+    problems.raise_if_any()
+
+
+# -- props checked against their type hints (one mechanism for every construct) ---------
+
+
+def type_matches(value: Any, hint: Any, literals: bool = True) -> bool:
+    """Whether ``value`` fits the type hint ``hint``; hints it cannot check count as a fit.
+
+    Checks classes, ``X | None`` and other unions, ``Literal``, lists/sequences (a string is
+    never a list of something else), mappings and tuples element by element. Protocols that
+    are not runtime-checkable (jsii interfaces such as ``IVpc``), ``Any``, callables and type
+    variables are not checked here.
+    """
+    origin, args = get_origin(hint), get_args(hint)
+    if hint is Any or isinstance(hint, TypeVar) or origin is Unpack:
+        return True
+    if origin is Literal:
+        return not literals or any(value == v and type(value) is type(v) for v in args)
+    if origin is Union or isinstance(hint, UnionType):
+        return any(type_matches(value, arg, literals) for arg in args)
+    if hint is None or hint is type(None):
+        return value is None
+    if origin is not None:
+        return _generic_matches(value, origin, args)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    try:
+        return isinstance(value, hint)
+    except TypeError:  # a Protocol that is not runtime-checkable, a string annotation, ...
+        return True
+
+
+def _generic_matches(value: Any, origin: Any, args: tuple[Any, ...]) -> bool:
+    if origin in (list, tuple, collections.abc.Sequence):
+        if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return len(value) == len(args) and all(map(type_matches, value, args))
+        return not args or all(type_matches(item, args[0]) for item in value)
+    if origin in (dict, collections.abc.Mapping):
+        if not isinstance(value, Mapping):
+            return False
+        key, item = args if len(args) == 2 else (Any, Any)
+        return all(type_matches(k, key) and type_matches(v, item) for k, v in value.items())
+    if origin is collections.abc.Callable:
+        return callable(value)
+    try:
+        return isinstance(value, origin)
+    except TypeError:
+        return True
+
+
+def describe_hint(hint: Any) -> str:
+    """``InstancePool | None``, ``list of str``, ``one of a, b`` rather than typing's repr."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Literal:
+        return "one of " + ", ".join(map(str, args))
+    if origin is Union or isinstance(hint, UnionType):
+        return " | ".join(describe_hint(arg) for arg in args)
+    if hint is None or hint is type(None):
+        return "None"
+    if origin in (list, tuple, collections.abc.Sequence) and args:
+        return f"a list of {describe_hint(args[0])}"
+    if origin in (dict, collections.abc.Mapping) and len(args) == 2:
+        return f"a mapping of {describe_hint(args[0])} to {describe_hint(args[1])}"
+    return str(getattr(hint, "__name__", hint)).replace("typing.", "")
+
+
+def check_types(
+    problems: Problems, hints: Mapping[str, Any], values: Mapping[str, Any], literals: bool = True
+) -> None:
+    """One problem for each value that does not fit its parameter's type hint (for a list of
+    values, one for each element that does not fit, named by its index); the fields of
+    dataclass values (``InstancePool``, ``VllmConfig``, ...) are checked the same way."""
+    for name, value in values.items():
+        hint = hints.get(name)
+        if hint is None:
+            continue
+        if type_matches(value, hint, literals):
+            check_fields(problems, name, value, literals)
+            continue
+        if get_origin(hint) is Literal:
+            problems.add(name, value, f"must be {describe_hint(hint)}")
+            continue
+        element = _list_element(hint)
+        if element is not None and isinstance(value, list | tuple):
+            for index, item in enumerate(value):
+                if not type_matches(item, element, literals):
+                    what = describe_hint(element)
+                    problems.add(f"{name}[{index}]", item, f"must be {what}, not {_kind(item)}")
+        elif element is not None:
+            what = describe_hint(element)
+            problems.add(name, value, f"must be a list, each element {what}; not {_kind(value)}")
+        else:
+            problems.add(name, value, f"must be {describe_hint(hint)}, not {_kind(value)}")
+
+
+def _list_element(hint: Any) -> Any:
+    """``X`` of ``Sequence[X]`` (or of ``Sequence[X] | None``); ``None`` for other hints."""
+    options = (
+        get_args(hint) if isinstance(hint, UnionType) or get_origin(hint) is Union else (hint,)
+    )
+    for option in options:
+        if get_origin(option) in (list, collections.abc.Sequence) and get_args(option):
+            return get_args(option)[0]
+    return None
+
+
+def checked_props(init: F) -> F:
+    """Decorate a construct's ``__init__``: every argument is checked against its type hint
+    first, so a wrong type is one ``ConfigurationError`` naming the prop, not an
+    ``AttributeError`` from deep inside."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            hints = get_type_hints(init)
+        except (NameError, TypeError):  # an annotation that cannot be resolved here
+            hints = {}
+        bound = signature.bind(self, *args, **kwargs)
+        values = {
+            name: value
+            for name, value in bound.arguments.items()
+            if signature.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+        }
+        scope, id = bound.arguments.get("scope"), bound.arguments.get("id")
+        path = getattr(getattr(scope, "node", None), "path", "")
+        problems = Problems(f"{type(self).__name__} '{path + '/' if path else ''}{id}'")
+        # Literal values are checked with every other problem by the construct itself.
+        check_types(problems, hints, values, literals=False)
+        problems.raise_if_any()
+        init(self, *args, **kwargs)
+
+    return cast(F, wrapper)
+
+
+def check_fields(problems: Problems, prop: str, value: Any, literals: bool = True) -> None:
+    """The fields of a dataclass value (and of the dataclasses in a list of them)."""
+    items = enumerate(value) if isinstance(value, list | tuple) else None
+    if items is not None:
+        for index, item in items:
+            check_fields(problems, f"{prop}[{index}]", item, literals)
+        return
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return
+    try:
+        hints = get_type_hints(type(value))
+    except (NameError, TypeError):
+        return
+    fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+    nested = Problems("")
+    check_types(nested, hints, fields, literals)
+    problems.absorb(_as_error(nested), prop)
+
+
+def _as_error(problems: Problems) -> ConfigurationError:
+    return ConfigurationError(problems.subject, list(problems.problems()))

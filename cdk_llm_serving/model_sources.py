@@ -174,7 +174,7 @@ class ModelData:
                 self.prefix,
                 "must name a key prefix: the model role is granted that prefix only, never a whole bucket",
             )
-        elif not is_unresolved(self.prefix) and self.prefix.rstrip("/").endswith(_ARCHIVES):
+        if not is_unresolved(self.prefix) and self.prefix.rstrip("/").endswith(_ARCHIVES):
             problems.add(
                 f"{prop}.prefix",
                 self.prefix,

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from aws_cdk import Duration, Token
+from aws_cdk import aws_ec2 as ec2
 
-from ..errors import Problems
+from ..errors import Problems, check_choice
 from .service_limits import Limits
 
 #: aws-cdk-lib encodes a token in a string as ``${Token[…]}`` and in a number as a double near
@@ -101,9 +102,145 @@ def check_one_of(
             "template would be refused (cfn-lint E3030)",
         )
         return
-    close = difflib.get_close_matches(value, options, n=4, cutoff=0.6)
-    hint = f"; closest: {', '.join(close)}" if close else ""
-    if len(options) <= 8:
-        problems.add(prop, value, f"{what} must be one of {', '.join(options)}")
-    else:
-        problems.add(prop, value, f"not one of the {len(options)} {what}{hint}")
+    check_choice(problems, prop, value, options, what)
+
+
+#: Kubernetes object names that are RFC 1035 labels (Services, and the objects named after
+#: them): lower-case letters, digits and '-', starting with a letter, ending alphanumeric,
+#: at most 63 characters. Namespaces are RFC 1123 labels (may start with a digit).
+#: https://kubernetes.io/docs/concepts/overview/working-with-objects/names/
+_RFC1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_RFC1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+KUBERNETES_LABEL_MAX = 63
+
+
+def check_kubernetes_name(
+    problems: Problems, prop: str, value: str | None, *, namespace: bool = False
+) -> None:
+    """A Kubernetes object name (RFC 1035 label) or namespace (RFC 1123 label)."""
+    if value is None or is_unresolved(value):
+        return
+    pattern, first = (
+        (_RFC1123_LABEL, "a letter or digit") if namespace else (_RFC1035_LABEL, "a letter")
+    )
+    if len(value) > KUBERNETES_LABEL_MAX or not pattern.fullmatch(value):
+        what = "namespace" if namespace else "object name"
+        problems.add(
+            prop,
+            value,
+            f"a Kubernetes {what} must be 1-{KUBERNETES_LABEL_MAX} lower-case letters, digits "
+            f"and '-', starting with {first} and ending with a letter or digit"
+            + (f"; e.g. {kubernetes_name(value)!r}" if kubernetes_name(value) else ""),
+        )
+
+
+def kubernetes_name(text: str, max_length: int = KUBERNETES_LABEL_MAX) -> str:
+    """A valid object name derived from ``text`` (``org/Model_v2`` -> ``org-model-v2``);
+    empty when ``text`` holds no letter or digit."""
+    name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    name = name.lstrip("-0123456789")
+    return name[:max_length].rstrip("-")
+
+
+#: Suffixes of single files that hold weights or archives (a prefix never ends in one).
+_OBJECT_SUFFIXES = (
+    ".tar.gz",
+    ".tgz",
+    ".tar",
+    ".zip",
+    ".gz",
+    ".safetensors",
+    ".bin",
+    ".gguf",
+    ".pt",
+    ".pth",
+    ".json",
+)
+
+
+def check_s3_prefix(problems: Problems, prop: str, prefix: str | None) -> None:
+    """A key prefix under a bucket: not a whole ``s3://`` URI, not one object's key.
+
+    SageMaker's ``S3DataType: S3Prefix`` data source and FSx's data repository association
+    take every object under a prefix; a key such as ``model.tar.gz`` there means a tarball
+    SageMaker will not unpack (``CompressionType: None``).
+    """
+    if prefix is None or is_unresolved(prefix):
+        return
+    if prefix.startswith(("s3://", "s3a://", "https://")):
+        problems.add(
+            prop,
+            prefix,
+            "give the key prefix under the bucket (e.g. 'models/llama/'), not a whole URI",
+        )
+    elif prefix.rstrip("/").lower().endswith(_OBJECT_SUFFIXES) and not prefix.endswith("/"):
+        problems.add(
+            prop,
+            prefix,
+            "names one object, but a prefix is expected: give the folder the weights' files "
+            "are under (uncompressed; a model.tar.gz is not unpacked)",
+        )
+
+
+def check_subnets(
+    problems: Problems, prop: str, vpc: ec2.IVpc, selection: Mapping[str, Any]
+) -> None:
+    """The VPC has the subnets ``selection`` asks for (default: private with egress).
+
+    aws-cdk-lib's ``select_subnets`` throws a jsii error naming no property (e.g. "There are
+    no 'Private' subnet groups in this VPC") when it has none: this is that check, first.
+    """
+    try:
+        found = vpc.select_subnets(**selection).subnets
+    except RuntimeError as error:  # jsii raises the library's error as a RuntimeError
+        reason = str(error).split(": ", 1)[-1].splitlines()[0]
+        problems.add(
+            prop,
+            _describe(selection),
+            f"the VPC has no such subnets ({reason}); select subnets it has, "
+            "e.g. SubnetSelection(subnet_type=SubnetType.PRIVATE_ISOLATED)",
+        )
+        return
+    if not found:
+        problems.add(prop, _describe(selection), "selects no subnet of the VPC")
+
+
+def _describe(selection: Mapping[str, Any]) -> str:
+    if not selection:
+        return "default (PRIVATE_WITH_EGRESS)"
+    return ", ".join(f"{key}={getattr(value, 'name', value)}" for key, value in selection.items())
+
+
+def check_eks_vpc(problems: Problems, prop: str, vpc: ec2.IVpc) -> None:
+    """Private subnets with egress in at least two Availability Zones, as EKS requires
+    ("subnets in at least two different Availability Zones",
+    https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html)."""
+    selection: dict[str, Any] = {"subnet_type": ec2.SubnetType.PRIVATE_WITH_EGRESS}
+    before = len(problems)
+    check_subnets(problems, prop, vpc, selection)
+    if len(problems) > before:
+        return
+    # Unresolved zones (Fn::GetAZs) still differ per zone: the same zone is the same token.
+    zones = {subnet.availability_zone for subnet in vpc.select_subnets(**selection).subnets}
+    if len(zones) < 2:
+        problems.add(
+            prop,
+            f"private subnets in {len(zones)} Availability Zone(s)",
+            "EKS needs subnets in at least two Availability Zones",
+        )
+
+
+def check_pattern(
+    problems: Problems, prop: str, value: str | None, limits: Limits, what: str
+) -> None:
+    """``value`` within the shape's length bounds and matching its pattern in full."""
+    if value is None or is_unresolved(value):
+        return
+    low, high = limits.minimum or 0, limits.maximum
+    pattern = limits.pattern or ".*"
+    if (
+        len(value) < low
+        or (high is not None and len(value) > high)
+        or not re.fullmatch(pattern, value)
+    ):
+        problems.add(prop, value, f"{what} must match {pattern!r} ({low}-{high} characters)")

@@ -33,7 +33,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from .._cdk.nag import acknowledge_cdk_internals
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
 from ._facts import chart_pins
 from .chart_source import HelmChartSource
@@ -113,6 +113,7 @@ class HyperPodServingAddons(Construct):
         Default: ``True``.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

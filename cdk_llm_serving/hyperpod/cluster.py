@@ -42,9 +42,11 @@ from constructs import Construct, IConstruct
 
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.template_limits import check_template_limits
-from ..errors import Problems
+from .._cdk.validation import check_one_of
+from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
 from ._facts import addon_versions, hyperpod_facts, supported_kubernetes_versions
+from ._input_checks import check_cluster_inputs
 from .availability_zones import az_id_problem
 from .capacity import GpuNodeLedger
 from .constants import FSX_CSI_DRIVER_ADDON, POD_IDENTITY_AGENT_ADDON
@@ -155,6 +157,7 @@ class HyperPodEksCluster(Construct):
     #: The FSx for Lustre CSI driver add-on (installed once nodes exist).
     fsx_csi_driver: eks.Addon
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -179,7 +182,14 @@ class HyperPodEksCluster(Construct):
         self.instance_groups = tuple(instance_groups)
         self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
         self.kubernetes_version = kubernetes_version
-        self._validate(admin_role_arns, vpc, gpu_availability_zone_id, gpu_subnet_cidr)
+        self._validate(
+            admin_role_arns,
+            vpc,
+            gpu_availability_zone_id,
+            gpu_subnet_cidr,
+            cluster_name=cluster_name,
+            addons=addon_versions,
+        )
         versions = _resolve_addon_versions(addon_versions, kubernetes_version)
 
         self._owns_vpc = vpc is None
@@ -285,8 +295,17 @@ class HyperPodEksCluster(Construct):
         vpc: ec2.IVpc | None,
         az_id: str | None,
         subnet_cidr: str | None,
+        *,
+        cluster_name: str | None = None,
+        addons: Mapping[str, str | None] | None = None,
     ) -> None:
         problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
+        check_cluster_inputs(problems, self.instance_groups, admin_role_arns, vpc, cluster_name)
+        known = sorted(
+            {name for pins in hyperpod_facts()["addon_versions"].values() for name in pins}
+        )
+        for name in addons or {}:
+            check_one_of(problems, "addon_versions", name, known, "EKS add-ons")
         _validate_gpu_zone(problems, Stack.of(self).region, vpc is None, az_id, subnet_cidr)
         _validate_instance_groups(
             problems, self.instance_groups, need_system=True, catalog=self.catalog

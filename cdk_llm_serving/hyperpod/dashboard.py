@@ -19,6 +19,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from .._cdk.widget_function import WidgetFunctionSpec, widget_function
+from ..errors import checked_props
 from .constants import (
     E2E_P99_RULE,
     GENERATION_TOKENS_RATE_RULE,
@@ -73,6 +74,7 @@ PANELS: tuple[_Panel, ...] = (
 class VllmDashboard(Construct):
     """TTFT, inter-token and end-to-end p99, queue, KV cache, throughput, MTP acceptance."""
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

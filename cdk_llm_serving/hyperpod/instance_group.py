@@ -15,8 +15,8 @@ from typing import Literal
 from aws_cdk import aws_sagemaker as sagemaker
 
 from .._cdk.service_limits import hyperpod_instance_types, limits
-from .._cdk.validation import check_name, check_one_of, check_range
-from ..errors import Problems
+from .._cdk.validation import check_name, check_one_of, check_pattern, check_range
+from ..errors import Problems, check_literal
 from ..planning.catalog import Catalog, default_catalog
 from ._facts import cloudformation_enum
 from .constants import GPU_TAINT_KEY, GPU_TAINT_VALUE, GROUP_LABEL, ROLE_LABEL
@@ -219,6 +219,14 @@ class HyperPodInstanceGroup:
             check_one_of(
                 problems, f"{prop}.deep_health_checks", check, allowed_checks, "deep health checks"
             )
+        check_literal(problems, f"{prop}.role", self.role, GroupRole, "group roles")
+        check_pattern(
+            problems,
+            f"{prop}.training_plan_arn",
+            self.training_plan_arn,
+            limits(spec, "TrainingPlanArn"),
+            "a SageMaker training plan ARN",
+        )
 
     def _validate_kubernetes(self, problems: Problems, prop: str) -> None:
         """Label and taint counts, label syntax, then each taint."""

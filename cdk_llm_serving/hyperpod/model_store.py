@@ -29,7 +29,8 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from ..errors import Problems
+from .._cdk.validation import check_kubernetes_name, check_s3_prefix
+from ..errors import Problems, checked_props
 from .interfaces import IHyperPodCluster
 
 #: SSD PERSISTENT_2 capacity: 1200 GiB, 2400 GiB, then increments of 2400 GiB (botocore's
@@ -52,6 +53,7 @@ class FsxModelStore(Construct):
     :param claim_name: the claim's name. Default: ``model-weights``.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -66,6 +68,7 @@ class FsxModelStore(Construct):
         claim_name: str = "model-weights",
     ) -> None:
         super().__init__(scope, id)
+        self.namespace = namespace
         self._validate(storage_capacity_gib, throughput_per_tib, weights_prefix)
         self.namespace, self.claim_name = namespace, claim_name
         self.storage_capacity_gib = storage_capacity_gib
@@ -103,6 +106,8 @@ class FsxModelStore(Construct):
                 weights_prefix,
                 "must name a prefix: the association should not import a whole bucket",
             )
+        check_s3_prefix(problems, "weights_prefix", weights_prefix)
+        check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
         problems.raise_if_any()
 
     def _render_file_system(

@@ -35,8 +35,8 @@ from constructs import Construct
 
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.template_limits import check_template_limits
-from .._cdk.validation import check_at_least
-from ..errors import Problems
+from .._cdk.validation import check_at_least, check_kubernetes_name, kubernetes_name
+from ..errors import Problems, checked_props
 from ..model_sources import ModelData
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.cold_start import estimate_cold_start
@@ -51,6 +51,7 @@ from ..vllm.multinode import (
     with_api_key_file,
     worker_command,
 )
+from ._input_checks import check_service_options
 from .addons import HyperPodServingAddons
 from .constants import (
     APP_NAME_LABEL,
@@ -197,6 +198,7 @@ class VllmMultiNodeService(Construct):
     group: HyperPodInstanceGroup
     instance: InstanceSpec
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -229,11 +231,14 @@ class VllmMultiNodeService(Construct):
         self.spec = preset(model) if isinstance(model, str) else model
         self.stream_from = stream_from
         problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
+        check_service_options(problems, startup, quantization)
         self._resolve_weights_source(problems, model_store, namespace)
         self._resolve_group(problems, gpu_group)
         self._resolve_plan(problems, quantization, config, nodes_per_replica)
         self.replicas, self.startup = replicas, startup
-        self.name = name or (config.served_model_name or self.spec.name)
+        self.name = name or kubernetes_name(config.served_model_name or self.spec.name)
+        check_kubernetes_name(problems, "name", self.name)
+        check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
         self._validate_placement(problems, quantization)
         self.config = self._configure(config, quantization, model_store, problems)
         if stream_from is not None:

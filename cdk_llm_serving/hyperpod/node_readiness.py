@@ -41,7 +41,7 @@ from constructs import Construct
 
 from .._cdk.function_role import role_with_own_logs
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from .instance_group import HyperPodInstanceGroup
 
 NODE_WAIT_CODE = Path(__file__).parent / "assets" / "node_wait"
@@ -76,6 +76,7 @@ class HyperPodNodesReady(Construct):
     ``ready`` is the construct to depend on (the last stage).
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

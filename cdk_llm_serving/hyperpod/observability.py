@@ -30,7 +30,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from .._cdk.validation import check_at_least
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from .constants import (
     APP_NAME_LABEL,
     COLLECTOR_USER,
@@ -76,6 +76,7 @@ class VllmObservability(Construct):
     :param scrape_interval: Default: 30 seconds.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

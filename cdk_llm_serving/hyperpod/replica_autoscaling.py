@@ -22,7 +22,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from .._cdk.validation import check_at_least
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from .constants import KEDA_API_VERSION, LWS_API_VERSION, QUEUE_DEPTH_RULE
 from .multi_node_service import VllmMultiNodeService
 from .observability import VllmObservability
@@ -42,6 +42,7 @@ class VllmReplicaAutoscaling(Construct):
         per replica, and at least ``min_replicas``.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

@@ -5,18 +5,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+)
+
+from .exit_codes import (
+    EXIT_ACCESS_DENIED,
+    EXIT_AWS_OTHER,
+    EXIT_FALLBACK,
+    EXIT_INVALID,
+    EXIT_NO_CREDENTIALS,
+    EXIT_NO_REGION,
+    EXIT_NOT_FOUND,
+    EXIT_THROTTLED,
+    EXIT_UNREACHABLE,
+)
 
 #: Standard-mode retries with backoff for throttling and transient errors.
 RETRY_CONFIG = Config(retries={"mode": "standard", "max_attempts": 8})
 
-EXIT_FALLBACK = 3
-EXIT_THROTTLED = 4
-EXIT_ACCESS_DENIED = 5
-EXIT_NOT_FOUND = 6
-EXIT_INVALID = 7
-EXIT_AWS_OTHER = 8
-EXIT_NO_CREDENTIALS = 9
+__all__ = ["EXIT_FALLBACK", "RETRY_CONFIG", "AwsFailure", "describe_failure"]
 
 _BY_CODE = {
     "ThrottlingException": EXIT_THROTTLED,
@@ -47,8 +60,14 @@ def describe_failure(error: Exception, doing: str) -> AwsFailure:
         if code == "ValidationException" and ("Could not find" in text or "does not exist" in text):
             exit_code = EXIT_NOT_FOUND
         return AwsFailure(exit_code, f"cannot {doing}: {code}: {text}".rstrip(": "))
-    if isinstance(error, (NoCredentialsError, NoRegionError)):
+    if isinstance(error, NoCredentialsError):
         return AwsFailure(EXIT_NO_CREDENTIALS, f"cannot {doing}: {error}")
+    if isinstance(error, NoRegionError):
+        return AwsFailure(
+            EXIT_NO_REGION, f"cannot {doing}: {error} (give --region or set AWS_REGION)"
+        )
+    if isinstance(error, (EndpointConnectionError, ConnectTimeoutError)):
+        return AwsFailure(EXIT_UNREACHABLE, f"cannot {doing}: {error}")
     if isinstance(error, BotoCoreError):
         return AwsFailure(EXIT_AWS_OTHER, f"cannot {doing}: {error}")
     raise error

@@ -15,12 +15,15 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 from .. import __version__
-from ..planning.cli_support import positive_int
+from ..errors import ConfigurationError
+from ..planning.cli_support import positive_float, positive_int
 from ..planning.cold_start import loading_paths
 from ..planning.models import presets, weight_formats
+from .exit_codes import EXIT_NO_CREDENTIALS, EXIT_USAGE, epilog
 
 T = TypeVar("T")
 
@@ -29,7 +32,6 @@ Clients = Mapping[str, Any]
 
 
 def _plan_command(args: argparse.Namespace) -> int:
-    from ..errors import ConfigurationError
     from ..planning.cli_support import error_as_dict, error_text, plan_catalog, plan_model
     from ..planning.cold_start import estimate_cold_start
     from ..planning.cost import estimate_cost
@@ -62,11 +64,11 @@ def _plan_command(args: argparse.Namespace) -> int:
             )
         else:
             result = plan(model, args.quantization, args.instance_type, catalog=catalog, **options)
-    except (PlanningError, ConfigurationError, KeyError, OSError) as error:
+    except (PlanningError, ConfigurationError, KeyError, OSError, ValueError) as error:
         if args.json:
             print(json.dumps(error_as_dict(error), indent=2, default=str))
-        print(f"error: {error_text(error)}", file=sys.stderr)
-        return 2
+        print(f"error: {_one_line(error_text(error))}", file=sys.stderr)
+        return EXIT_USAGE
     path = args.loading_path or ("s3_download" if result.nodes == 1 else "fsx_lustre")
     cold_start = estimate_cold_start(result.weight_bytes, path, result.nodes)
     cost = estimate_cost(
@@ -87,6 +89,7 @@ def _smoke_command(args: argparse.Namespace) -> int:
     from .smoke import (
         API_KEY_ENV,
         SmokeError,
+        base_url_problem,
         format_report,
         report,
         safe_run,
@@ -94,6 +97,9 @@ def _smoke_command(args: argparse.Namespace) -> int:
     )
 
     headers: dict[str, str] = {}
+    problem = base_url_problem(args.base_url)
+    if problem:
+        return _fail(args, f"--base-url {args.base_url!r}: {problem}", EXIT_USAGE)
     try:
         if args.bearer_token:
             headers["Authorization"] = f"Bearer {args.bearer_token}"
@@ -102,9 +108,10 @@ def _smoke_command(args: argparse.Namespace) -> int:
         elif args.api_key or os.environ.get(API_KEY_ENV):
             headers["Authorization"] = f"Bearer {args.api_key or os.environ[API_KEY_ENV]}"
         checks, results = safe_run(args.base_url, args.model, headers, args.timeout)
-    except (SmokeError, RuntimeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except SmokeError as error:
+        return _fail(args, str(error), error.exit_code)
+    except RuntimeError as error:  # no credentials for a SageMaker bearer token
+        return _fail(args, str(error), EXIT_NO_CREDENTIALS)
     data = report(checks, results)
     print(json.dumps(data, indent=2) if args.json else format_report(data))
     return 0 if all(check.passed for check in checks) else 1
@@ -120,16 +127,18 @@ def _sagemaker(args: argparse.Namespace, clients: Clients | None) -> Any:
     return boto3.client("sagemaker", region_name=args.region, config=RETRY_CONFIG)
 
 
-def _aws_call(doing: str, call: Callable[[], T]) -> tuple[T | None, int]:
-    """Run ``call``; an AWS error becomes one line on stderr and a distinct exit status."""
+def _aws_call(
+    doing: str, call: Callable[[], T], args: argparse.Namespace | None = None
+) -> tuple[T | None, int]:
+    """Run ``call``; an AWS error becomes one line on stderr (JSON on stdout under
+    ``--json``) and a distinct exit status."""
     from .aws_errors import describe_failure
 
     try:
         return call(), 0
     except Exception as error:  # noqa: BLE001 - describe_failure re-raises what is not AWS's
         failure = describe_failure(error, doing)
-        print(f"error: {failure.message}", file=sys.stderr)
-        return None, failure.exit_code
+        return None, _fail(args or argparse.Namespace(), failure.message, failure.exit_code)
 
 
 def _fleet_command(args: argparse.Namespace, clients: Clients | None = None) -> int:
@@ -139,12 +148,15 @@ def _fleet_command(args: argparse.Namespace, clients: Clients | None = None) -> 
     status, code = _aws_call(
         f"describe endpoint {args.endpoint!r}",
         lambda: fleet_status(_sagemaker(args, clients), args.endpoint),
+        args,
     )
     if status is None:
         return code
     if args.live_prices:
         status, code = _aws_call(
-            "read prices from the AWS Price List API", lambda: _live_prices(args, clients, status)
+            "read prices from the AWS Price List API",
+            lambda: _live_prices(args, clients, status),
+            args,
         )
         if status is None:
             return code
@@ -178,13 +190,9 @@ def _live_prices(args: argparse.Namespace, clients: Clients | None, status: Any)
 
 
 def _recommend_start(args: argparse.Namespace, clients: Clients | None = None) -> int:
-    import yaml
+    from .recommend import RecommendationSpec, load_spec, start_recommendation
 
-    from .recommend import RecommendationSpec, start_recommendation
-
-    values: dict[str, Any] = {}
-    if args.spec:
-        values.update(yaml.safe_load(open(args.spec)) or {})
+    values: dict[str, Any] = load_spec(args.spec) if args.spec else {}
     for key in (
         "name",
         "model_s3_uri",
@@ -199,15 +207,11 @@ def _recommend_start(args: argparse.Namespace, clients: Clients | None = None) -
             values[key] = getattr(args, key)
     if args.instance_type:
         values["instance_types"] = args.instance_type
-    try:
-        spec = RecommendationSpec.from_mapping(values)
-        problems = spec.problems()
-    except (TypeError, ValueError) as error:
-        print(f"error: recommendation spec: {error}", file=sys.stderr)
-        return 2
+    spec = RecommendationSpec.from_mapping(values)
+    problems = spec.problems()
     if problems:
         print("error: recommendation spec: " + "; ".join(problems), file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     arn, code = _aws_call(
         f"start recommendation job {spec.name!r}",
         lambda: start_recommendation(_sagemaker(args, clients), spec),
@@ -272,7 +276,12 @@ def _recommend_to_pools(args: argparse.Namespace, clients: Clients | None = None
 
 def build_parser() -> argparse.ArgumentParser:
     # The console script's name, also under ``python -m cdk_llm_serving`` (one name in docs).
-    parser = argparse.ArgumentParser(prog="cdk-llm-serving", description="cdk-llm-serving tools")
+    parser = argparse.ArgumentParser(
+        prog="cdk-llm-serving",
+        description="cdk-llm-serving tools",
+        epilog=epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_plan(commands)
@@ -347,7 +356,7 @@ def _add_plan_output_options(planner: argparse.ArgumentParser) -> None:
     """Throughput, workload, prices and output format of ``plan``."""
     planner.add_argument(
         "--tokens-per-second",
-        type=float,
+        type=positive_float,
         help="measured output tokens/s of one replica (default: decode model)",
     )
     planner.add_argument(
@@ -364,7 +373,7 @@ def _add_plan_output_options(planner: argparse.ArgumentParser) -> None:
     )
     planner.add_argument(
         "--itl-target-ms",
-        type=float,
+        type=positive_float,
         default=50.0,
         help="inter-token latency the batch must meet (default 50)",
     )
@@ -407,7 +416,7 @@ def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="make a SageMaker bearer token for this region from the standard AWS credential chain",
     )
     smoke.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds per request (default 300)"
+        "--timeout", type=positive_float, default=300.0, help="seconds per request (default 300)"
     )
     smoke.add_argument("--json", action="store_true", help="print JSON instead of text")
     smoke.set_defaults(handler=_smoke_command)
@@ -460,7 +469,7 @@ def _add_recommend(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     start.set_defaults(handler=_recommend_start, aws=True)
     wait = steps.add_parser("wait", help="poll a job until it completes or fails")
     wait.add_argument("job")
-    wait.add_argument("--poll-seconds", type=float, default=60.0)
+    wait.add_argument("--poll-seconds", type=positive_float, default=60.0)
     wait.add_argument("--region")
     wait.set_defaults(handler=_recommend_wait, aws=True)
     to_pools = steps.add_parser("to-pools", help="write the job's results as a pool file")
@@ -476,6 +485,33 @@ def _add_recommend(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 def main(argv: Sequence[str] | None = None, *, clients: Clients | None = None) -> int:
     """``clients`` lets tests hand in (stubbed) boto3 clients; by default boto3 makes them."""
     args = build_parser().parse_args(argv)
-    if getattr(args, "aws", False):
-        return int(args.handler(args, clients))
-    return int(args.handler(args))
+    try:
+        if getattr(args, "aws", False):
+            return int(args.handler(args, clients))
+        return int(args.handler(args))
+    except ConfigurationError as error:  # bad input found by a command: one line, no traceback
+        return _fail(args, str(error), EXIT_USAGE, [asdict(p) for p in error.problems])
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as error:
+        return _fail(args, f"{error.filename}: {error.strerror}", EXIT_USAGE)
+
+
+def _one_line(message: str) -> str:
+    """A multi-line message (every problem of a ``ConfigurationError``) as one line."""
+    lines = [line.strip().removeprefix("- ") for line in message.splitlines() if line.strip()]
+    return "; ".join(lines)
+
+
+def _fail(
+    args: argparse.Namespace, message: str, code: int, problems: list[dict[str, Any]] | None = None
+) -> int:
+    """One ``error:`` line on stderr (and the error as JSON on stdout under ``--json``)."""
+    if getattr(args, "json", False):
+        print(
+            json.dumps(
+                {"error": message, "exit_code": code, "problems": problems or []},
+                indent=2,
+                default=str,
+            )
+        )
+    print(f"error: {_one_line(message)}", file=sys.stderr)
+    return code

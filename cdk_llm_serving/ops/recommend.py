@@ -7,12 +7,16 @@ expected performance (TTFT, inter-token latency, throughput, cost).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
+import yaml
+
+from ..errors import Problems, check_keywords, check_literal, check_sequence
 from ..planning.pool_file import ExpectedPerformance, Goal, PoolFile, RecommendedPool
 
 #: The API's performance-target metric for each goal.
@@ -37,13 +41,27 @@ class RecommendationSpec:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RecommendationSpec:
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown keys in recommendation spec: {', '.join(sorted(unknown))}")
-        values = dict(data)
+        """The spec from flags and/or a YAML file; ``ConfigurationError`` lists every unknown,
+        missing or wrongly typed key (never Python's own ``__init__()`` wording)."""
+        problems = Problems("recommendation spec")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        check_keywords(problems, "spec", {k: v for k, v in data.items() if k not in fields}, fields)
+        required = [name for name, f in fields.items() if f.default is dataclasses.MISSING]
+        for name in required:
+            if data.get(name) is None:
+                problems.add(name, None, "required (a flag or a key of --spec)")
+        for name in ("name", "model_s3_uri", "output_s3_uri", "role_arn", "framework"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                problems.add(name, data[name], "must be a string")
+        values = {k: v for k, v in data.items() if k in fields}
         if "instance_types" in values:
-            values["instance_types"] = tuple(values["instance_types"])
+            if check_sequence(
+                problems, "instance_types", values["instance_types"], str, "an instance type string"
+            ):
+                values["instance_types"] = tuple(values["instance_types"])
+        if "goal" in values:
+            check_literal(problems, "goal", values["goal"], Goal, "goals")
+        problems.raise_if_any()
         return cls(**values)
 
     def problems(self) -> list[str]:
@@ -60,6 +78,30 @@ class RecommendationSpec:
             if not str(getattr(self, prop)).startswith("s3://"):
                 found.append(f"{prop} {getattr(self, prop)!r}: must be an s3:// URI")
         return found
+
+
+def load_spec(path: str) -> dict[str, Any]:
+    """The keys of a ``--spec`` YAML file; ``ConfigurationError`` when it is missing,
+    unreadable, not YAML, or not a mapping."""
+    problems = Problems("recommendation spec")
+    try:
+        with open(path) as handle:
+            data = yaml.safe_load(handle)
+    except OSError as error:
+        problems.add("--spec", path, f"cannot read the file ({error.strerror or error})")
+    except yaml.YAMLError as error:
+        problems.add("--spec", path, f"not valid YAML ({str(error).splitlines()[0]})")
+    else:
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            problems.add(
+                "--spec", path, f"must hold a mapping of keys, not a {type(data).__name__}"
+            )
+        else:
+            return {str(key): value for key, value in data.items()}
+    problems.raise_if_any()
+    return {}
 
 
 def start_recommendation(client: Any, spec: RecommendationSpec) -> str:

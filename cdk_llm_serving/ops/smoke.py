@@ -18,12 +18,14 @@ import json
 import math
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .bearer_token import generate_bearer_token
+from .exit_codes import EXIT_HTTP_ERROR, EXIT_UNREACHABLE
 
 #: Environment variable ``smoke`` reads the API key from when no flag gives one (keeps the
 #: key out of shell history and process listings). Not ``OPENAI_API_KEY``: that one usually
@@ -265,6 +267,22 @@ def format_report(data: dict[str, Any]) -> str:
 class SmokeError(RuntimeError):
     """The endpoint could not be reached or answered with an HTTP error."""
 
+    def __init__(self, message: str, exit_code: int = EXIT_UNREACHABLE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def base_url_problem(base_url: str) -> str | None:
+    """Why ``base_url`` is no URL to send requests to (``None`` when it is one)."""
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as error:
+        return f"not a URL ({error})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be an http:// or https:// URL with a host, e.g. http://internal-lb/v1"
+    return None
+
 
 def safe_run(
     base_url: str, model: str, headers: dict[str, str], timeout: float
@@ -273,6 +291,6 @@ def safe_run(
         return run_smoke(base_url, model, headers, timeout)
     except urllib.error.HTTPError as error:
         body = error.read().decode("utf-8", "replace")[:300]
-        raise SmokeError(f"HTTP {error.code} from {base_url}: {body}") from None
+        raise SmokeError(f"HTTP {error.code} from {base_url}: {body}", EXIT_HTTP_ERROR) from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
         raise SmokeError(f"cannot reach {base_url}: {getattr(error, 'reason', error)}") from None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ..errors import Problems, check_choice
 from .catalog import Gpu, load_data
 from .hf_config import spec_fields
 
@@ -133,15 +134,21 @@ def weight_formats() -> dict[str, WeightFormat]:
     }
 
 
-def preset(name: str) -> ModelSpec:
-    try:
+def preset(name: str, prop: str = "model") -> ModelSpec:
+    """The preset ``name``; ``ConfigurationError`` naming ``prop`` when there is none."""
+    if name in presets():
         return presets()[name]
-    except KeyError:
-        raise KeyError(f"no model preset {name!r}; known: {', '.join(sorted(presets()))}") from None
+    problems = Problems("model preset")
+    check_choice(problems, prop, name, sorted(presets()), "model presets")
+    problems.raise_if_any()
+    raise AssertionError("unreachable")
 
 
-def weight_format(name: str) -> WeightFormat:
-    try:
+def weight_format(name: str, prop: str = "weight_format") -> WeightFormat:
+    """The weight format ``name``; ``ConfigurationError`` naming ``prop`` when there is none."""
+    if name in weight_formats():
         return weight_formats()[name]
-    except KeyError:
-        raise KeyError(f"no weight format {name!r}; known: {', '.join(weight_formats())}") from None
+    problems = Problems("weight format")
+    check_choice(problems, prop, name, list(weight_formats()), "weight formats")
+    problems.raise_if_any()
+    raise AssertionError("unreachable")

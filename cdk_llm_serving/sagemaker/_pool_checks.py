@@ -8,9 +8,12 @@ from collections.abc import Sequence
 from .._cdk.service_limits import limits
 from .._cdk.validation import is_unresolved
 from ..errors import Problems
+from ..planning.catalog import Catalog
 from ..planning.instance_storage import has_local_storage
+from ._container_checks import check_pool_hardware
 from .endpoint_options import PoolEndpointOptions
 from .instance_pool import InstancePool
+from .serving_model import ServingModel
 
 
 def check_pools(problems: Problems, pools: Sequence[InstancePool]) -> None:
@@ -103,3 +106,20 @@ def check_reservation(
             arn,
             "only allowed with a single pool: a reservation means capacity-reservations-only, which leaves fallback pools nothing to run on",
         )
+
+
+def check_pools_hardware(
+    problems: Problems, pools: Sequence[InstancePool], model: ServingModel | None, catalog: Catalog
+) -> None:
+    """Each pool's model runs on its instance type (see ``_container_checks``)."""
+    for index, pool in enumerate(pools):
+        served = pool.model or model
+        if served is not None and not is_unresolved(served.image.image_uri):
+            check_pool_hardware(
+                problems,
+                index,
+                pool.instance_type,
+                served.image.image_uri,
+                served.environment,
+                catalog,
+            )

@@ -9,7 +9,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
 from .pool_endpoint import InstancePoolEndpoint
 from .token_metrics import TokenMetricNames, TokenQueries
@@ -44,6 +44,7 @@ class PoolEndpointAlarms(Construct):
     :param actions: alarm actions (e.g. an SNS topic) added to every alarm. Default: none.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

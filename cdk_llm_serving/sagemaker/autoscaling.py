@@ -21,7 +21,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from .._cdk.validation import seconds_of
-from ..errors import Problems
+from ..errors import Problems, checked_props
 from .async_inference import AsyncInference
 from .fleet_utilization import (
     MAX_ALARM_METRICS,
@@ -85,6 +85,7 @@ class EndpointAutoScaling(Construct):
     :param scale_in_cooldown: wait after a scale-in. Default: 15 minutes.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

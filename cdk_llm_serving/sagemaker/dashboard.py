@@ -8,6 +8,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from ..errors import checked_props
 from .pool_endpoint import InstancePoolEndpoint
 from .promql_charts import PromQLCharts
 from .serving_model import ServingModel
@@ -33,6 +34,7 @@ class PoolEndpointDashboard(Construct):
         ``TokenMetricNames()`` (see ``token_metrics``).
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,

@@ -10,14 +10,17 @@ from aws_cdk import aws_sagemaker as sagemaker
 
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_range, seconds_of
-from ..errors import Problems
+from ..errors import Problems, check_literal
+
+CapacityType = Literal["INSTANCE_COUNT", "CAPACITY_PERCENT"]
+ShiftType = Literal["ALL_AT_ONCE", "CANARY", "LINEAR"]
 
 
 @dataclass(frozen=True)
 class CapacitySize:
     """A share of the fleet: a number of instances or a percentage."""
 
-    type: Literal["INSTANCE_COUNT", "CAPACITY_PERCENT"]
+    type: CapacityType
     value: int
 
     @classmethod
@@ -29,6 +32,7 @@ class CapacitySize:
         return cls("CAPACITY_PERCENT", percent)
 
     def validate(self, problems: Problems, prop: str) -> None:
+        check_literal(problems, f"{prop}.type", self.type, CapacityType, "capacity types")
         check_at_least(problems, prop, self.value, limits("CapacitySize", "Value").minimum or 1)
         if self.type == "CAPACITY_PERCENT" and self.value > 100:
             problems.add(prop, self.value, "a percentage must be at most 100")
@@ -41,7 +45,7 @@ class CapacitySize:
 class TrafficShift:
     """How blue/green traffic moves to the new fleet; ``wait`` is the bake time between steps."""
 
-    type: Literal["ALL_AT_ONCE", "CANARY", "LINEAR"]
+    type: ShiftType
     wait: Duration
     step: CapacitySize | None = None
 
@@ -58,6 +62,7 @@ class TrafficShift:
         return cls("LINEAR", wait, step)
 
     def validate(self, problems: Problems, prop: str) -> None:
+        check_literal(problems, f"{prop}.type", self.type, ShiftType, "traffic shifts")
         check_range(
             problems,
             f"{prop}.wait",

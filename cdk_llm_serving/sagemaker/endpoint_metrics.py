@@ -14,6 +14,7 @@ from typing import TypedDict, Unpack
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
+from ..errors import refuse_unknown_options
 from .fleet_utilization import (
     CONCURRENCY_METRIC,
     CONCURRENCY_SAMPLE_SECONDS,
@@ -155,6 +156,7 @@ def build_metric(
 ) -> cloudwatch.Metric:
     """One metric, per pool when ``instance_type`` is given; average over a minute unless
     the options say otherwise."""
+    refuse_unknown_options(f"metric {metric_name}", "options", options, MetricOptions)
     if instance_type is not None:
         dimensions = {**dimensions, "InstanceType": instance_type}
     settings: MetricOptions = {"statistic": "Average", "period": _ONE_MINUTE}

@@ -19,6 +19,7 @@ from .deployment import EndpointDeployment
 
 #: What both the API and CloudFormation accept (the API's KV_AWARE is not in CloudFormation's
 #: schema; see ``_cdk.service_limits.CLOUDFORMATION_NARROWER``).
+#: The check reads this type (``errors.check_literal``).
 RoutingStrategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE"]
 
 #: Values MetricPublishFrequencyInSeconds accepts: the API reference lists them

@@ -20,8 +20,8 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from .._cdk.service_limits import limits
-from .._cdk.validation import check_at_least, check_range, seconds_of
-from ..errors import Problems
+from .._cdk.validation import check_at_least, check_name, check_range, seconds_of
+from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
 from .endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
 from .pool_endpoint import InstancePoolEndpoint
@@ -115,6 +115,7 @@ class InferenceComponentOnPools(Construct):
     :param model_data_download_timeout: download budget per copy (60-3600 s). Default: SageMaker's.
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -288,6 +289,13 @@ class InferenceComponentOnPools(Construct):
                 self.endpoint.node.path,
                 "must be created for inference components (InstancePoolEndpoint(model=None, ...))",
             )
+        check_name(
+            problems,
+            "component_name",
+            self.component_name,
+            limits("CreateInferenceComponentInput", "InferenceComponentName"),
+            "an inference component name",
+        )
         count_limits = limits("CreateInferenceComponentInput", "Specifications")
         low, high = count_limits.minimum or 1, count_limits.maximum or 5
         if not low <= len(self.specifications) <= high:

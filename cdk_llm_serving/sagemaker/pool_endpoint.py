@@ -19,9 +19,15 @@ from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import is_unresolved, seconds_of
-from ..errors import ConfigurationError, Problem, Problems
+from ..errors import ConfigurationError, Problem, Problems, checked_props, refuse_unknown_options
 from ..planning.catalog import Catalog, default_catalog
-from ._pool_checks import check_component_mode, check_pools, check_reservation, check_storage
+from ._pool_checks import (
+    check_component_mode,
+    check_pools,
+    check_pools_hardware,
+    check_reservation,
+    check_storage,
+)
 from .async_inference import AsyncInference
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .deployment import BlueGreenDeployment, EndpointDeployment
@@ -120,6 +126,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
     #: The scaling of this endpoint, once ``auto_scale`` was called.
     auto_scaling: EndpointAutoScaling | None
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -274,6 +281,9 @@ class InstancePoolEndpoint(Construct, EndpointApi):
             )
         if self.auto_scaling is not None:
             self._refuse("auto_scale", "called twice", "configure autoscaling once per endpoint")
+        refuse_unknown_options(
+            f"InstancePoolEndpoint '{self.node.path}'", "auto_scale", options, AutoScalingOptions
+        )
         self.auto_scaling = EndpointAutoScaling(self, "AutoScaling", endpoint=self, **options)
         # Autoscaling owns the instance count: updates keep it (and the weight) instead of
         # resetting it to InitialInstanceCount; pools, models and settings still come from the
@@ -306,7 +316,9 @@ class InstancePoolEndpoint(Construct, EndpointApi):
     ) -> None:
         """Names and defaults that the checks and the resources share."""
         self.model = model
-        self.pools: tuple[InstancePool, ...] = tuple(pools)
+        self.pools: tuple[InstancePool, ...] = (
+            tuple(pools) if isinstance(pools, list | tuple) else ()
+        )
         self.variant_name = options.variant_name
         self.async_inference = options.async_inference
         self.endpoint_name: str = options.endpoint_name or Names.unique_resource_name(
@@ -324,6 +336,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         """Every problem at once; the start-up timeouts sized from the planner."""
         problems = Problems(f"InstancePoolEndpoint '{self.node.path}'")
         check_pools(problems, self.pools)
+        check_pools_hardware(problems, self.pools, self.model, self.catalog)
         check_component_mode(problems, self.pools, options, hosts=self.hosts_inference_components)
         fits = check_pools_fit(self, problems, self.pools, self.model, catalog=self.catalog)
         self.pool_plans = tuple(fits)

@@ -29,7 +29,7 @@ def pools_from_recommendation(
     try:
         pool_file = PoolFile.load(path)
     except PoolFileError as error:
-        problems.add("path", str(path), str(error))
+        problems.absorb(error, "path")
         problems.raise_if_any()
         raise
     for index, pool in enumerate(pool_file.pools):

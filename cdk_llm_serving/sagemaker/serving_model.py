@@ -16,10 +16,11 @@ from constructs import Construct
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
 from .._cdk.template_limits import check_template_limits
-from .._cdk.validation import check_name, is_unresolved
-from ..errors import Problems
+from .._cdk.validation import check_name, check_subnets, is_unresolved
+from ..errors import Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.sizing import ModelSizing
+from ._container_checks import check_container_environment
 from .served_names import VLLM_CONFIG_VARIABLE, ServedNamesFile
 
 #: Environment variable through which AWS's SageMaker vLLM container sets ``--served-model-name``.
@@ -64,6 +65,7 @@ class ServingModel(Construct):
         Default: none (unchecked; fixed default timeouts).
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -90,7 +92,10 @@ class ServingModel(Construct):
         self.sizing = sizing
         self.model_data = model_data
         self.image = image.bind(self)
+        self._placement = (network_isolation, vpc, vpc_subnets)
         env = self._validate(environment, served_model_name, served_model_name_variable, model_name)
+        #: The container's environment (with the served name's variable).
+        self.environment: dict[str, str] = env
         self.served_names_file = self._served_names(env, served_model_name, client_model_name)
         self.role: iam.IRole = role or iam.Role(
             self,
@@ -230,6 +235,10 @@ class ServingModel(Construct):
             _check_served_name(problems, env, variable, served_model_name)
             env[variable] = served_model_name
         _check_environment(problems, env)
+        isolated, vpc, vpc_subnets = self._placement
+        check_container_environment(problems, env, isolated, self.sizing)
+        if vpc is not None:
+            check_subnets(problems, "vpc_subnets", vpc, _subnet_kwargs(vpc_subnets))
         problems.raise_if_any()
         return env
 

@@ -9,17 +9,25 @@ become ``ModelNameOverride``s.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Unpack
+from typing import Any, Unpack
 
 from constructs import Construct
 
-from ..errors import Problems
+from ..errors import (
+    Problems,
+    check_choice,
+    check_keywords,
+    check_literal,
+    check_sequence,
+    checked_props,
+)
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
-from ..planning.models import ModelSpec, preset
+from ..planning.models import ModelSpec, preset, weight_formats
 from ..planning.sizing import ModelSizing, PlanningError
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
@@ -67,12 +75,13 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         then quantized copies a pool may fall back to.
     :param pools: 1-5 pools (instance type strings or ``VllmPool``), most preferred first.
     :param endpoint_options: the endpoint's other options (name, timeouts, deployment,
-        ...). Default: ``PoolEndpointOptions()``.
+        ...), or the same as a dict of keywords. Default: ``PoolEndpointOptions()``.
 
     The endpoint's API is this construct's own: ``grant_invoke``, ``openai_base_url``,
     ``auto_scale`` and the ``metric*`` methods act on the endpoint (``self.endpoint``).
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -83,13 +92,16 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         base: VllmConfig,
         weights: Mapping[str, ModelData],
         pools: Sequence[str | VllmPool],
-        endpoint_options: PoolEndpointOptions | None = None,
+        endpoint_options: PoolEndpointOptions | Mapping[str, Any] | None = None,
         catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.catalog = catalog or default_catalog()
         self.spec = preset(model) if isinstance(model, str) else model
         self.base = base.with_changes(model=SAGEMAKER_MODEL_DIR)
+        _check_inputs(f"VllmPoolEndpoint '{self.node.path}'", pools, weights, endpoint_options)
+        if isinstance(endpoint_options, Mapping):  # the options as keywords, checked above
+            endpoint_options = PoolEndpointOptions(**endpoint_options)
         #: The name clients send; every copy serves it after its own name.
         self.client_model_name: str = base.served_model_name or self.spec.name
         vllm_pools = [VllmPool(p) if isinstance(p, str) else p for p in pools]
@@ -140,6 +152,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         for index, pool in enumerate(pools):
             prop = f"pools[{index}]"
             planned = None
+            check_literal(problems, f"{prop}.goal", pool.goal, Goal, "pool goals")
             try:
                 if pool.config is not None:
                     planned = self._own_config(pool, formats)
@@ -156,8 +169,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
                 message = error.args[0] if isinstance(error, KeyError) else str(error)
                 problems.add(prop, pool.instance_type, message)
             except VllmConfigError as error:
-                for field_name, value, allowed in error.problems:
-                    problems.add(f"{prop}.config.{field_name}", value, allowed)
+                problems.absorb(error, f"{prop}.config")
             if planned is not None:
                 check = check_on_hardware(
                     planned.config,
@@ -169,8 +181,34 @@ class VllmPoolEndpoint(Construct, EndpointApi):
                 for field_name, value, allowed in check.problems:
                     problems.add(f"{prop}.config.{field_name}", value, allowed)
             plans.append(planned)
+        self._check_served_names(problems, plans)
         problems.raise_if_any()
         return plans
+
+    def _check_served_names(self, problems: Problems, plans: Sequence[PoolVllmPlan | None]) -> None:
+        """Two different configurations must not share a served name (nor its construct id)."""
+        seen: dict[str, tuple[str, int]] = {}
+        for index, planned in enumerate(plans):
+            if planned is None:
+                continue
+            served = self._served_name(planned)
+            first = seen.setdefault(_construct_id(served), (self._key(planned), index))
+            if first[0] != self._key(planned):
+                problems.add(
+                    f"pools[{index}].config.served_model_name",
+                    served,
+                    f"pools[{first[1]}] serves another configuration under this name; "
+                    "give each configuration its own served_model_name",
+                )
+
+    def _served_name(self, planned: PoolVllmPlan) -> str:
+        return planned.config.served_model_name or f"{self.spec.name}-{planned.weight_format}"
+
+    @staticmethod
+    def _key(planned: PoolVllmPlan) -> str:
+        return (
+            f"{planned.weight_format}:{sorted(planned.config.to_sagemaker_environment().items())}"
+        )
 
     def _own_config(self, pool: VllmPool, formats: Sequence[str]) -> PoolVllmPlan:
         assert pool.config is not None
@@ -201,8 +239,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         self, planned: PoolVllmPlan, image: ContainerImage, weights: Mapping[str, ModelData]
     ) -> ServingModel:
         config = planned.config
-        served = config.served_model_name or f"{self.spec.name}-{planned.weight_format}"
-        key = f"{planned.weight_format}:{sorted(config.to_sagemaker_environment().items())}"
+        served, key = self._served_name(planned), self._key(planned)
         if key in self.models:
             return self.models[key]
         environment = config.to_sagemaker_environment()
@@ -228,3 +265,32 @@ def _construct_id(served_name: str) -> str:
     return "".join(
         part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", served_name) if part
     )
+
+
+def _check_inputs(subject: str, pools: object, weights: object, options: object) -> None:
+    """Lists and mappings of the right types, known weight formats; raises at once otherwise,
+    since deriving the pools' configurations needs them."""
+    problems = Problems(subject)
+    if isinstance(options, Mapping):  # endpoint props as a dict: name any misspelled key
+        fields = [f.name for f in dataclasses.fields(PoolEndpointOptions)]
+        check_keywords(problems, "endpoint_options", options, fields)
+    elif options is not None and not isinstance(options, PoolEndpointOptions):
+        problems.add("endpoint_options", options, "must be a PoolEndpointOptions")
+    what = "an instance type string or a VllmPool"
+    if check_sequence(problems, "pools", pools, (str, VllmPool), what) and isinstance(
+        pools, list | tuple
+    ):
+        if not 1 <= len(pools) <= 5:
+            problems.add("pools", pools, "must list 1 to 5 pools, most preferred first")
+    if not isinstance(weights, Mapping):
+        problems.add("weights", weights, "must map weight formats to ModelData")
+    else:
+        for name, data in weights.items():
+            check_choice(
+                problems, f"weights[{name!r}]", name, list(weight_formats()), "weight formats"
+            )
+            if not isinstance(data, ModelData):
+                problems.add(
+                    f"weights[{name!r}]", data, "must be a ModelData (ModelData.from_s3_uri)"
+                )
+    problems.raise_if_any()

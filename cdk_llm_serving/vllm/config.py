@@ -19,10 +19,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-#: Flags vLLM 0.33 no longer has, with what replaced them: passing one makes vLLM exit.
-REMOVED_FLAGS: dict[str, str] = {
-    "enable-reasoning": "removed: --reasoning-parser alone turns reasoning parsing on",
-}
+from ..errors import ConfigurationError, Problem, Problems, check_fields
+from .registry import flag_problems, name_problems, registry
+
+#: Flags vLLM 0.33 no longer has, with what replaced them: passing one makes vLLM exit
+#: (recorded with vLLM's other registries in ``data/vllm_registry.json``).
+REMOVED_FLAGS: dict[str, str] = dict(registry().removed_flags)
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 #: Flags with a typed field, in the order they are rendered.
 TYPED_FLAGS = (
@@ -46,15 +48,11 @@ _FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FlagValue = str | int | float | bool
 
 
-class VllmConfigError(ValueError):
-    """Every problem of one ``VllmConfig``, named by field."""
+class VllmConfigError(ConfigurationError):
+    """Every problem of one ``VllmConfig``, named by field (a ``ConfigurationError``)."""
 
     def __init__(self, problems: Sequence[tuple[str, object, str]]) -> None:
-        self.problems = tuple(problems)
-        lines = "\n".join(f"  - {prop} = {value!r}: {allowed}" for prop, value, allowed in problems)
-        super().__init__(
-            f"VllmConfig: {len(problems)} problem{'s' if len(problems) != 1 else ''}\n{lines}"
-        )
+        super().__init__("VllmConfig", [Problem(*problem) for problem in problems])
 
 
 @dataclass(frozen=True)
@@ -255,6 +253,10 @@ class VllmConfig:
     # -- checks -----------------------------------------------------------------------
 
     def problems(self) -> list[tuple[str, object, str]]:
+        typed = Problems("VllmConfig")
+        check_fields(typed, "", self)  # wrong types first: the checks below compare values
+        if typed:
+            return [(p.property, p.value, p.allowed) for p in typed.problems()]
         found: list[tuple[str, object, str]] = []
         if not self.model:
             found.append(("model", self.model, "must name the weights' location"))
@@ -296,6 +298,17 @@ class VllmConfig:
             )
         if self.speculative is not None:
             found += self.speculative.problems()
+        found += name_problems(
+            self.tool_call_parser,
+            self.reasoning_parser,
+            self.quantization,
+            ("tool_call_parser", "reasoning_parser", "quantization"),
+        )
+        return found + self._extra_flag_problems()
+
+    def _extra_flag_problems(self) -> list[tuple[str, object, str]]:
+        """Each extra flag: its name's form, removed, typed or not vLLM's; a finite value."""
+        found: list[tuple[str, object, str]] = []
         typed = set(TYPED_FLAGS)
         for name, value in self.extra_flags.items():
             prop = f"extra_flags[{name!r}]"
@@ -307,6 +320,8 @@ class VllmConfig:
                 found.append((prop, value, f"--{name} was {REMOVED_FLAGS[name]}"))
             elif name in typed:
                 found.append((prop, value, f"--{name} has a typed field; set that instead"))
+            else:
+                found += flag_problems(prop, name, value)
             if isinstance(value, float) and not math.isfinite(value):
                 found.append((prop, value, "must be finite"))
         return found

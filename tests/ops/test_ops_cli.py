@@ -442,8 +442,8 @@ def test_pool_file_round_trip_to_synthesized_instance_pools(tmp_path):
 def test_pool_file_versions_are_checked(tmp_path):
     path = tmp_path / "pools.json"
     path.write_text(json.dumps({"format": "cdk-llm-serving/pools", "version": 2, "pools": []}))
-    with pytest.raises(PoolFileError, match="version 2 is not supported"):
+    with pytest.raises(PoolFileError, match="version = 2: not supported"):
         PoolFile.load(path)
     path.write_text(json.dumps({"format": "something-else", "version": 1}))
-    with pytest.raises(PoolFileError, match="format is 'something-else'"):
+    with pytest.raises(PoolFileError, match="format = 'something-else'"):
         PoolFile.load(path)

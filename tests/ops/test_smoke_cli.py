@@ -7,6 +7,7 @@ import json
 import pytest
 
 from cdk_llm_serving.ops.cli import main
+from cdk_llm_serving.ops.exit_codes import EXIT_HTTP_ERROR, EXIT_UNREACHABLE
 from cdk_llm_serving.ops.smoke import percentile
 from tests.support.openai_test_server import serving
 
@@ -79,7 +80,7 @@ def test_a_copy_name_fails_on_the_other_copies_of_a_mixed_fleet(capsys):
     """Why clients send the shared name: vLLM answers 404 for names a copy does not serve."""
     with serving(copies=MIXED_FLEET, shared_name="gpt-oss-20b") as server:
         code, _, err = run(capsys, "--base-url", server.base_url, "--model", MIXED_FLEET[1])
-    assert code == 2 and err.startswith("error: HTTP 404") and "does not exist" in err
+    assert code == EXIT_HTTP_ERROR and err.startswith("error: HTTP 404") and "does not exist" in err
 
 
 def test_text_report_names_the_copy(capsys):
@@ -99,14 +100,14 @@ def test_bearer_token_is_sent_and_http_errors_are_one_line(capsys):
         code, _, err = run(
             capsys, "--base-url", server.base_url, "--model", "m", "--bearer-token", "wrong"
         )
-    assert code == 2 and err.startswith("error: HTTP 401") and err.count("\n") == 1
+    assert code == EXIT_HTTP_ERROR and err.startswith("error: HTTP 401") and err.count("\n") == 1
 
 
 def test_unreachable_endpoint(capsys):
     code, _, err = run(
         capsys, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "2"
     )
-    assert code == 2 and err.startswith("error: cannot reach")
+    assert code == EXIT_UNREACHABLE and err.startswith("error: cannot reach")
 
 
 def test_percentile_nearest_rank():
@@ -123,9 +124,9 @@ def test_api_key_comes_from_the_environment(capsys, monkeypatch):
     """The HyperPod service requires its API key; smoke reads it from LLM_SERVING_API_KEY."""
     with serving(required_token="from-env") as server:
         monkeypatch.delenv("LLM_SERVING_API_KEY", raising=False)
-        assert run(capsys, "--base-url", server.base_url, "--model", "m")[0] == 2
+        assert run(capsys, "--base-url", server.base_url, "--model", "m")[0] == EXIT_HTTP_ERROR
         monkeypatch.setenv("LLM_SERVING_API_KEY", "from-env")
         assert run(capsys, "--base-url", server.base_url, "--model", "m")[0] == 0
         # A flag wins over the environment.
         code, _, err = run(capsys, "--base-url", server.base_url, "--model", "m", "--api-key", "x")
-    assert code == 2 and err.startswith("error: HTTP 401")
+    assert code == EXIT_HTTP_ERROR and err.startswith("error: HTTP 401")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.planning.catalog import GIB, default_catalog
 from cdk_llm_serving.planning.models import ModelSpec
 from cdk_llm_serving.planning.sizing import PlanningError, plan
@@ -186,15 +187,19 @@ def test_bad_inputs(kwargs, message):
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "error", "message"),
     [
-        (("nope", "bf16", "ml.p5.48xlarge"), "no model preset 'nope'"),
-        (("gpt-oss-20b", "fp4", "ml.p5.48xlarge"), "no weight format 'fp4'"),
-        (("gpt-oss-20b", "bf16", "ml.p9.48xlarge"), "'ml.p9.48xlarge' is not in the catalog"),
+        (("nope", "bf16", "ml.p5.48xlarge"), ConfigurationError, "model = 'nope': not one of the"),
+        (("gpt-oss-20b", "fp4", "ml.p5.48xlarge"), ConfigurationError, "weight_format = 'fp4'"),
+        (
+            ("gpt-oss-20b", "bf16", "ml.p9.48xlarge"),
+            KeyError,
+            "'ml.p9.48xlarge' is not in the catalog",
+        ),
     ],
 )
-def test_unknown_names(args, message):
-    with pytest.raises(KeyError, match=message):
+def test_unknown_names(args, error, message):
+    with pytest.raises(error, match=message):
         plan(*args)
 
 

@@ -11,6 +11,7 @@ from cdk_llm_serving import (
     AsyncInference,
     BlueGreenDeployment,
     ConfigurationError,
+    ContainerImage,
     InstancePool,
     TrafficShift,
 )
@@ -19,6 +20,9 @@ from cdk_llm_serving.sagemaker.endpoint_options import METRIC_PUBLISH_FREQUENCIE
 from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
 from tests.support.cfn_schemas import resource_schema
 from tests.support.template_helpers import actions_of, only_resource, policy_statements
+
+#: An AWS Neuron (Inferentia) serving image: the CUDA one is refused on ml.inf2 pools.
+NEURON_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.31.0-neuronx-sdk2.20.0"
 
 
 def problems_of(**overrides) -> list[str]:
@@ -155,6 +159,7 @@ def test_kms_key_and_volume_size_accepted_on_ebs_only_types():
     stack = new_stack()
     endpoint = pool_endpoint(
         stack,
+        model=serving_model(stack, image=ContainerImage.from_ecr_uri(NEURON_IMAGE)),
         pools=[InstancePool("ml.inf2.48xlarge")],
         volume_kms_key=kms.Key(stack, "Key"),
         volume_size_gb=256,
@@ -163,7 +168,11 @@ def test_kms_key_and_volume_size_accepted_on_ebs_only_types():
 
 
 def test_volume_size_out_of_range():
-    problems = problems_of(pools=[InstancePool("ml.inf2.48xlarge")], volume_size_gb=600)
+    stack = new_stack()
+    neuron = serving_model(stack, image=ContainerImage.from_ecr_uri(NEURON_IMAGE))
+    problems = problems_of(
+        stack=stack, model=neuron, pools=[InstancePool("ml.inf2.48xlarge")], volume_size_gb=600
+    )
     assert problems == ["volume_size_gb = 600: must be between 1 and 512 GB"]
 
 

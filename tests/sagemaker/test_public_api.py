@@ -96,7 +96,7 @@ def test_build_from_recommendation_names_a_missing_file():
         InstancePoolEndpoint.build_from_recommendation(
             stack, "FromFile", "no-such-file.json", options=PoolEndpointOptions()
         )
-    assert caught.value.problems[0].property == "path"
+    assert caught.value.problems[0].property == "path.file"
 
 
 def test_value_types_report_problems_under_the_property_they_were_given_as():
