@@ -14,16 +14,18 @@ export CDK_DISABLE_VERSION_CHECK := 1
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml package.json package-lock.json
+$(STAMP): requirements.txt requirements-checkov.txt pyproject.toml package.json package-lock.json
 	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON) (set PYTHON=...)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	$(VENV)/bin/npm ci --no-audit --no-fund --loglevel=error
+	test -x $(VENV)/checkov/bin/python || $(PYTHON) -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
 	touch $(STAMP)
 
 synth: $(STAMP)
-	npx cdk synth --quiet
+	npx cdk synth --quiet -c llm-serving:allow-placeholders=true
 
 test: $(STAMP)
 	ruff check .

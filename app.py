@@ -9,11 +9,11 @@ import sys
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
 from aws_cdk import App, Validations  # noqa: E402
-from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
 from stacks import add_reference_stacks  # noqa: E402
+from stacks.hipaa_review import compliance_checks  # noqa: E402
 
 app = App()
 add_reference_stacks(app)
-Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+Validations.of(app).add_plugins(*compliance_checks(app))
 app.synth()

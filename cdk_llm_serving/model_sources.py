@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from aws_cdk import Stack, Token
+from aws_cdk import Annotations, Stack, Token
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -15,11 +15,32 @@ from constructs import IConstruct
 from ._cdk.validation import is_unresolved
 from .errors import Problems
 
-__all__ = ["ContainerImage", "ModelData"]
+__all__ = ["ContainerImage", "ModelData", "warn_if_tag_only"]
+
+#: Warning id of an image referenced by a tag only (acknowledge it to accept a moving tag).
+TAG_ONLY_IMAGE_WARNING = "cdk-llm-serving:imageTagOnly"
+_DIGEST = re.compile(r"@sha256:[a-f0-9]{64}$")
+
+
+def warn_if_tag_only(scope: IConstruct, prop: str, image_uri: str) -> None:
+    """Warn (id ``cdk-llm-serving:imageTagOnly``) when ``image_uri`` names no digest.
+
+    A tag can be moved to other content after review; a digest names the exact image
+    (docs.aws.amazon.com/AmazonECR/latest/userguide/image-tag-mutability.html).
+    """
+    if _DIGEST.search(image_uri) or (is_unresolved(image_uri) and image_uri.endswith("}")):
+        return  # pinned, or its tag/digest is a deploy-time value we cannot judge
+    Annotations.of(scope).add_warning_v2(
+        TAG_ONLY_IMAGE_WARNING,
+        f"{prop} = {image_uri!r} is pinned by tag only: the tag can be moved to another image. "
+        "Give the digest (<repository>@sha256:<digest> or <repository>:<tag>@sha256:<digest>).",
+    )
+
 
 _ECR_IMAGE_URI = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?"
-    r"/(?P<repository>[a-z0-9][a-z0-9._/-]*)(?::[\w][\w.-]{0,127}|@sha256:[a-f0-9]{64})$"
+    r"/(?P<repository>[a-z0-9][a-z0-9._/-]*)"
+    r"(?::[\w][\w.-]{0,127}(?:@sha256:[a-f0-9]{64})?|@sha256:[a-f0-9]{64})$"
 )
 #: Archive names that would become an (empty) S3Prefix data source: ModelData serves files.
 _ARCHIVES = (".tar.gz", ".tgz", ".tar")
@@ -50,11 +71,22 @@ class ContainerImage:
         return cls(image_uri=image_uri)
 
     @classmethod
-    def from_repository(cls, repository: ecr.IRepository, tag: str = "latest") -> ContainerImage:
+    def from_repository(
+        cls, repository: ecr.IRepository, tag: str = "latest", digest: str | None = None
+    ) -> ContainerImage:
+        """An image of ``repository``: by ``digest`` (``sha256:…``) when given, else by ``tag``."""
         return cls(
-            image_uri=repository.repository_uri_for_tag(tag),
+            image_uri=(
+                repository.repository_uri_for_digest(digest)
+                if digest is not None
+                else repository.repository_uri_for_tag(tag)
+            ),
             repository_arn=repository.repository_arn,
         )
+
+    def warn_if_tag_only(self, scope: IConstruct, prop: str) -> None:
+        """A synth warning (``cdk-llm-serving:imageTagOnly``) unless the image is pinned by digest."""
+        warn_if_tag_only(scope, prop, self.image_uri)
 
     @classmethod
     def from_dlc(cls, repository: str, tag: str) -> ContainerImage:
@@ -131,26 +163,46 @@ class ModelData:
 
     Weights are served as individual files (``CompressionType: None``): no
     multi-GB tarball to unpack on every instance start.
+
+    Read grants carry an ``aws:ResourceAccount`` condition: the bucket must belong to
+    ``bucket_account`` (default: the account of the stack that grants), so a bucket of the
+    same name in someone else's account is never read.
     """
 
     bucket_name: str
     prefix: str
     encryption_key: kms.IKey | None = None
+    bucket_account: str | None = None
 
     @classmethod
     def from_bucket(cls, bucket: s3.IBucket, prefix: str) -> ModelData:
         return cls(
-            bucket_name=bucket.bucket_name, prefix=prefix, encryption_key=bucket.encryption_key
+            bucket_name=bucket.bucket_name,
+            prefix=prefix,
+            encryption_key=bucket.encryption_key,
+            bucket_account=bucket.env.account,
         )
 
     @classmethod
-    def from_s3_uri(cls, uri: str, encryption_key: kms.IKey | None = None) -> ModelData:
-        """``s3://bucket/prefix/``; an unparseable URI is reported by ``validate``."""
+    def from_s3_uri(
+        cls,
+        uri: str,
+        encryption_key: kms.IKey | None = None,
+        bucket_account: str | None = None,
+    ) -> ModelData:
+        """``s3://bucket/prefix/``; an unparseable URI is reported by ``validate``.
+
+        ``bucket_account``: the 12-digit account that owns the bucket, when it is not the
+        deploying account.
+        """
         match = _S3_URI.match(uri)
         if not match:
             return cls(bucket_name="", prefix=uri, encryption_key=encryption_key)
         return cls(
-            bucket_name=match["bucket"], prefix=match["prefix"], encryption_key=encryption_key
+            bucket_name=match["bucket"],
+            prefix=match["prefix"],
+            encryption_key=encryption_key,
+            bucket_account=bucket_account,
         )
 
     @property

@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
+from aws_cdk import Acknowledgment, CfnOutput, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from cdk_llm_serving import (
@@ -78,7 +83,7 @@ class GptOssPoolEndpointStack(Stack):
         self.endpoint = self.serving.endpoint
         # Pool capacities come from the planner (each derived model declares its sizing).
         self.endpoint.auto_scale(min_capacity=1, max_capacity=settings.max_instances)
-        self.alarms = PoolEndpointAlarms(self, "Alarms", endpoint=self.endpoint)
+        self.alarms = self._alarms_to_topic()
         self.dashboard = PoolEndpointDashboard(
             self,
             "Dashboard",
@@ -92,6 +97,7 @@ class GptOssPoolEndpointStack(Stack):
                     reason="The containers run with network isolation: SageMaker fetches the weights for them and they reach nothing else, so a VPC adds no protection here.",
                 )
             )
+        CfnOutput(self, "AlertsTopicArn", value=self.alerts_topic.topic_arn)
         CfnOutput(
             self,
             "EndpointName",
@@ -104,3 +110,36 @@ class GptOssPoolEndpointStack(Stack):
             value=self.endpoint.openai_base_url,
             description="OpenAI-compatible base URL (bearer token: SigV4-presigned CallWithBearerToken)",
         )
+
+    def _alarms_to_topic(self) -> PoolEndpointAlarms:
+        """The operator alarms and the rollback alarms, all notifying ``alerts_topic``."""
+        self.alerts_topic = self._alerts_topic()
+        notify = cloudwatch_actions.SnsAction(self.alerts_topic)
+        alarms = PoolEndpointAlarms(self, "Alarms", endpoint=self.endpoint, actions=[notify])
+        for alarm in self.endpoint.rollback_alarms:
+            if isinstance(alarm, cloudwatch.Alarm):
+                alarm.add_alarm_action(notify)
+        return alarms
+
+    def _alerts_topic(self) -> sns.Topic:
+        """An SNS topic for every operator alarm, encrypted with a key CloudWatch may use; both retained.
+
+        CloudWatch alarms publish to an encrypted topic only when the key policy lets
+        ``cloudwatch.amazonaws.com`` use the key (docs.aws.amazon.com/sns/latest/dg/
+        sns-key-management.html#compatibility-with-aws-services).
+        """
+        key = kms.Key(
+            self,
+            "AlertsKey",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.RETAIN,
+            description="Encrypts the endpoint's alarm notifications",
+        )
+        key.grant(
+            iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:GenerateDataKey*", "kms:Decrypt"
+        )
+        topic = sns.Topic(
+            self, "Alerts", master_key=key, enforce_ssl=True, display_name="gpt-oss-20b alerts"
+        )
+        topic.apply_removal_policy(RemovalPolicy.RETAIN)
+        return topic

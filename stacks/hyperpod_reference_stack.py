@@ -12,6 +12,10 @@ from constructs import Construct
 from cdk_llm_serving.hyperpod.addons import HelmChartSource, HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.dashboard import VllmDashboard
+from cdk_llm_serving.hyperpod.inference_endpoint import (
+    HyperPodInferenceEndpoint,
+    InferenceAutoScaling,
+)
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
@@ -24,6 +28,9 @@ from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
 REFERENCE_MODEL = "reference-2.4t-a95b"
 REFERENCE_FORMAT = "nvfp4"
 REFERENCE_CONTEXT = 131072
+#: The single-node model the inference-operator variant adds, and its types in priority order.
+SINGLE_NODE_MODEL = "gpt-oss-120b"
+SINGLE_NODE_TYPES = ("ml.p5en.48xlarge", "ml.p5.48xlarge")
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,9 @@ class HyperPodSettings:
     hyperpod_chart_dir: str | None = None
     #: ``None``: AWS's vLLM container with EFA for the stack's region.
     vllm_image: str | None = None
+    #: Opt-in variant: gpt-oss-120b through AWS's inference operator on two more GPU groups.
+    inference_operator: bool = False
+    single_node_weights_uri: str = ""
     #: AZ ID of the GPU capacity (e.g. ``usw2-az2``): the GPU subnet and FSx go there.
     gpu_availability_zone_id: str | None = None
 
@@ -61,6 +71,8 @@ class HyperPodReferenceStack(Stack):
         self._add_cluster(settings)
         self._add_serving(settings)
         self._add_monitoring_and_scaling(settings)
+        if settings.inference_operator:
+            self._add_single_node_endpoint(settings)
         CfnOutput(self, "EksClusterName", value=self.cluster.eks_cluster.cluster_name)
         CfnOutput(self, "HyperPodClusterArn", value=self.cluster.cfn_cluster.attr_cluster_arn)
         CfnOutput(
@@ -71,6 +83,14 @@ class HyperPodReferenceStack(Stack):
 
     def _add_cluster(self, settings: HyperPodSettings) -> None:
         """The cluster, its GPU group sized for the most replicas, the add-ons."""
+        single_node_groups = (
+            [
+                HyperPodInstanceGroup.gpu("gpu-h200", SINGLE_NODE_TYPES[0], 1),
+                HyperPodInstanceGroup.gpu("gpu-h100", SINGLE_NODE_TYPES[1], 1),
+            ]
+            if settings.inference_operator
+            else []
+        )
         self.cluster = HyperPodEksCluster(
             self,
             "HyperPod",
@@ -82,6 +102,7 @@ class HyperPodReferenceStack(Stack):
                     self.plan.nodes * max(settings.replicas, settings.max_replicas),
                     ebs_volume_gb=1000,
                 ),
+                *single_node_groups,
             ],
             admin_role_arns=settings.admin_role_arns,
             gpu_availability_zone_id=settings.gpu_availability_zone_id,
@@ -139,3 +160,26 @@ class HyperPodReferenceStack(Stack):
                 min_replicas=settings.replicas,
                 max_replicas=settings.max_replicas,
             )
+
+    def _add_single_node_endpoint(self, settings: HyperPodSettings) -> None:
+        """gpt-oss-120b on one H200 node, else one H100 node, registered as a SageMaker endpoint."""
+        self.single_node = HyperPodInferenceEndpoint(
+            self,
+            "GptOss120b",
+            addons=self.addons,
+            model=SINGLE_NODE_MODEL,
+            weight_format="mxfp4",
+            weights=ModelData.from_s3_uri(settings.single_node_weights_uri),
+            config=VllmConfig(
+                model="set-by-the-endpoint",
+                served_model_name=SINGLE_NODE_MODEL,
+                max_model_len=131072,
+                # vllm-project/vllm: vllm/reasoning/gptoss_reasoning_parser.py registers
+                # "openai_gptoss"; the tool parser "openai" is openai_tool_parser.py.
+                reasoning_parser="openai_gptoss",
+                tool_call_parser="openai",
+            ),
+            instance_types=SINGLE_NODE_TYPES,
+            autoscaling=InferenceAutoScaling(min_replicas=1, max_replicas=2),
+        )
+        CfnOutput(self, "GptOss120bEndpointName", value=self.single_node.endpoint_name)

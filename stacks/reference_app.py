@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from aws_cdk import App, Environment, Stack
 
+from cdk_llm_serving.errors import Problems
+
 from .gpt_oss_pool_endpoint_stack import GptOssPoolEndpointStack, GptOssPoolSettings
+from .hipaa_review import acknowledge_hyperpod_stack, acknowledge_pool_stack
 from .hyperpod_reference_stack import HyperPodReferenceStack, HyperPodSettings
 
 #: Context keys (``cdk.json`` or ``-c key=value``) and their placeholder defaults.
@@ -18,8 +21,44 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:hyperpod:chart-dir": "",
     "llm-serving:reference-moe:vllm-image": "",
     "llm-serving:reference-moe:max-replicas": "1",
+    "llm-serving:hyperpod:inference-operator": "false",
+    "llm-serving:gpt-oss-120b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/gpt-oss-120b/",
     "llm-serving:hyperpod:gpu-az-id": "",
 }
+
+
+#: Bucket names of the placeholders: anyone can register them, so nothing deploys from them.
+PLACEHOLDER_BUCKET_PREFIX = "cdk-llm-serving-placeholder-"
+#: Context key that lets the reference app synthesize with placeholder buckets (``make synth``).
+ALLOW_PLACEHOLDERS = "llm-serving:allow-placeholders"
+_WEIGHT_KEYS = (
+    "llm-serving:gpt-oss-20b:weights-uri",
+    "llm-serving:gpt-oss-20b:int4-weights-uri",
+    "llm-serving:reference-moe:weights-uri",
+)
+
+
+def _refuse_placeholders(app: App) -> None:
+    """A placeholder bucket can be squatted: refuse it unless the app says it only inspects.
+
+    Bucket names are global: whoever creates ``cdk-llm-serving-placeholder-weights`` first
+    would serve their weights to a deployment that kept the default
+    (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html: names are unique
+    across all accounts in a partition).
+    """
+    if str(app.node.try_get_context(ALLOW_PLACEHOLDERS)).lower() == "true":
+        return
+    problems = Problems("reference app context")
+    for key in _WEIGHT_KEYS:
+        uri = _context(app, key)
+        if uri.removeprefix("s3://").startswith(PLACEHOLDER_BUCKET_PREFIX):
+            problems.add(
+                key,
+                uri,
+                "is a placeholder bucket anyone can register: set your own s3://bucket/prefix/, "
+                f"or pass -c {ALLOW_PLACEHOLDERS}=true to synthesize for inspection only",
+            )
+    problems.raise_if_any()
 
 
 def _context(app: App, key: str) -> str:
@@ -29,6 +68,7 @@ def _context(app: App, key: str) -> str:
 
 def add_reference_stacks(app: App) -> list[Stack]:
     """Add every reference stack to ``app``; needs no AWS account (region only)."""
+    _refuse_placeholders(app)
     region = _context(app, "llm-serving:region")
     env = Environment(region=region)
     image_uri = app.node.try_get_context("llm-serving:gpt-oss-20b:image-uri") or ""
@@ -57,7 +97,12 @@ def add_reference_stacks(app: App) -> list[Stack]:
             hyperpod_chart_dir=_context(app, "llm-serving:hyperpod:chart-dir") or None,
             vllm_image=_context(app, "llm-serving:reference-moe:vllm-image") or None,
             max_replicas=int(_context(app, "llm-serving:reference-moe:max-replicas")),
+            inference_operator=_context(app, "llm-serving:hyperpod:inference-operator").lower()
+            == "true",
+            single_node_weights_uri=_context(app, "llm-serving:gpt-oss-120b:weights-uri"),
             gpu_availability_zone_id=_context(app, "llm-serving:hyperpod:gpu-az-id") or None,
         ),
     )
+    acknowledge_pool_stack(pool_stack)
+    acknowledge_hyperpod_stack(hyperpod_stack)
     return [pool_stack, hyperpod_stack]

@@ -16,11 +16,13 @@ from cdk_llm_serving.testing.checks import add_nag_packs
 @pytest.fixture(scope="session")
 def reference_assembly() -> cx_api.CloudAssembly:
     from stacks import add_reference_stacks
+    from stacks.hipaa_review import REFERENCE_NAG_PACKS
 
     app = new_app()
     add_reference_stacks(app)
-    # The library's cdk-nag packs run as validation plugins: any unacknowledged finding fails this synth.
-    add_nag_packs(app)
+    # The reference app's cdk-nag packs (AwsSolutions, HIPAA.Security) run as validation
+    # plugins: any unacknowledged finding fails this synth.
+    add_nag_packs(app, REFERENCE_NAG_PACKS)
     return app.synth()
 
 
@@ -41,3 +43,14 @@ def shared_dir() -> Path:
             f"{SHARED} (the team's shared facts and schemas) sits beside the checkout only in CI and dev sessions"
         )
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def inference_operator_template() -> dict:
+    """The HyperPod reference stack with the opt-in inference-operator variant (nag packs on)."""
+    from stacks import add_reference_stacks
+
+    app = new_app(**{"llm-serving:hyperpod:inference-operator": "true"})
+    add_reference_stacks(app)
+    add_nag_packs(app)
+    return app.synth().get_stack_by_name("ReferenceMoeHyperPod").template

@@ -20,6 +20,7 @@ VALUE_TYPES = [
     "Exposure",
     "HelmChartSource",
     "HyperPodInstanceGroup",
+    "InferenceAutoScaling",
     "InstancePool",
     "KubernetesTaint",
     "ModelData",

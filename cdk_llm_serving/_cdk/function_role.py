@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
-from constructs import Construct
+from constructs import Construct, IConstruct
 
-from .nag import acknowledge_wildcard_resources
+from .nag import acknowledge, acknowledge_wildcard_resources
 
 
 def role_with_own_logs(
@@ -20,11 +20,14 @@ def role_with_own_logs(
     description: str,
     statements: Sequence[iam.PolicyStatement] = (),
     logs_removal: RemovalPolicy = RemovalPolicy.RETAIN,
+    wildcards: Sequence[str] = (),
+    wildcard_reason: str = "",
 ) -> tuple[iam.Role, logs.LogGroup]:
     """A role Lambda assumes with ``statements``, and a log group (one month) only it writes.
 
     Pass the log group as the function's ``log_group`` so Lambda writes there (and not to
     a group it would create with the wildcard grants of ``AWSLambdaBasicExecutionRole``).
+    ``wildcards``: resources among ``statements`` that must stay wildcards, and why.
     """
     log_group = logs.LogGroup(
         scope, logs_id, retention=logs.RetentionDays.ONE_MONTH, removal_policy=logs_removal
@@ -35,15 +38,42 @@ def role_with_own_logs(
         assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
         description=description,
     )
-    for statement in statements:
-        role.add_to_policy(statement)
     streams = f"{log_group.log_group_arn}:*"
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[streams]
-        )
+    # The grants sit in a named policy under the role (so the function, which depends on its
+    # role, waits for it too); only their own wildcards are acknowledged, on that policy
+    # alone, so a wildcard added to the role elsewhere is still reported.
+    policy = iam.ManagedPolicy(
+        role,
+        "Policy",
+        roles=[role],
+        description=f"{description}: its grants and its own log group",
+        statements=[
+            *statements,
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[streams]
+            ),
+        ],
     )
+    acknowledge(
+        log_group,
+        "HIPAA.Security-CloudWatchLogGroupEncrypted",
+        "The function's own logs (its messages and errors, no request content); "
+        "CloudWatch Logs encrypts them at rest with its own keys.",
+    )
+    own_logs = "Log streams of the function's own log group; Lambda names them."
     acknowledge_wildcard_resources(
-        role, [streams], "Log streams of the function's own log group; Lambda names them."
+        policy, [*wildcards, streams], " ".join(filter(None, [wildcard_reason, own_logs]))
     )
     return role, log_group
+
+
+def acknowledge_lambda_hipaa(
+    function: IConstruct, *, concurrency: str, dead_letter: str, outside_vpc: str
+) -> None:
+    """HIPAA.Security's Lambda findings for one function, each with the caller's reason."""
+    for rule, reason in (
+        ("LambdaConcurrency", concurrency),
+        ("LambdaDLQ", dead_letter),
+        ("LambdaInsideVPC", outside_vpc),
+    ):
+        acknowledge(function, f"HIPAA.Security-{rule}", reason)

@@ -10,6 +10,7 @@ import jsii
 from aws_cdk import Acknowledgment, Aspects, IAspect, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from constructs import IConstruct
 
 from .validation import is_unresolved
@@ -65,6 +66,10 @@ def _finding_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+#: HIPAA.Security rules on a Lambda function's own settings (concurrency, DLQ, VPC).
+_HIPAA_LAMBDA_RULES = ("LambdaConcurrency", "LambdaDLQ", "LambdaInsideVPC")
+
+
 @jsii.implements(IAspect)
 class AcknowledgeCdkInternals:
     """Acknowledges cdk-nag findings on resources that aws-cdk-lib itself generates.
@@ -72,7 +77,9 @@ class AcknowledgeCdkInternals:
     Applied to a subtree (a kubectl provider, a bucket-deployment handler, a controller's
     service-account role), it acknowledges, with ``reason``, each finding the rules would
     raise there: managed policies (IAM4), wildcard actions and resources (IAM5) and the
-    Lambda runtime (L1). It runs as an aspect, after every statement has been added.
+    Lambda runtime (L1); and, for the HIPAA.Security pack, the inline policy, the Lambda
+    function's settings and its log group's key, which aws-cdk-lib decides, not us.
+    It runs as an aspect, after every statement has been added.
     """
 
     def __init__(self, reason: str) -> None:
@@ -86,6 +93,7 @@ class AcknowledgeCdkInternals:
                 ids.append(f"AwsSolutions-IAM4[Policy::{_finding_text(arn)}]")
         elif isinstance(node, iam.CfnPolicy):
             document = stack.resolve(node.policy_document) or {}
+            ids.append("HIPAA.Security-IAMNoInlinePolicy")
             for statement in document.get("Statement", []):
                 for action in _as_list(statement.get("Action")):
                     if "*" in action:
@@ -96,6 +104,9 @@ class AcknowledgeCdkInternals:
                         ids.append(f"AwsSolutions-IAM5[Resource::{text}]")
         elif isinstance(node, lambda_.CfnFunction):
             ids.append("AwsSolutions-L1")
+            ids.extend(f"HIPAA.Security-{rule}" for rule in _HIPAA_LAMBDA_RULES)
+        elif isinstance(node, logs.CfnLogGroup):
+            ids.append("HIPAA.Security-CloudWatchLogGroupEncrypted")
         if ids:
             Validations.of(node).acknowledge(
                 *(Acknowledgment(id=i, reason=self.reason) for i in dict.fromkeys(ids))

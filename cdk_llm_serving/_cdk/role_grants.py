@@ -2,31 +2,58 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
-from constructs import IConstruct
+from constructs import Construct
 
 from ..model_sources import ContainerImage, ModelData
 from .nag import acknowledge_wildcard_resources
 
 
-class ExecutionRoleGrants:
-    """Adds statements to ``role`` and remembers why each wildcard resource is needed.
+def resource_account_condition(account: str) -> dict[str, dict[str, str]]:
+    """Only resources owned by ``account``: a squatted bucket or foreign key in another fails.
 
-    Call ``acknowledge()`` once all grants are made: it acknowledges cdk-nag's IAM5
-    finding for exactly those wildcard resources on ``scope`` (an ancestor of the role's
-    policy), with the collected reasons.
+    ``aws:ResourceAccount`` is a global condition key that S3 and KMS support
+    (docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-resourceaccount).
+    """
+    return {"StringEquals": {"aws:ResourceAccount": account}}
+
+
+class ExecutionRoleGrants:
+    """Adds statements to a policy of their own, attached to ``role``, and records why each wildcard is needed.
+
+    The statements live in one customer managed policy (``policy``, id ``policy_id`` under
+    ``scope``), not in the role's default policy: ``acknowledge()`` acknowledges cdk-nag's
+    IAM5 finding for exactly those wildcard resources on that policy only, so a wildcard
+    added to the role anywhere else is still reported.
     """
 
-    def __init__(self, scope: IConstruct, role: iam.IRole) -> None:
+    def __init__(
+        self, scope: Construct, role: iam.IRole, policy_id: str = "ExecutionRolePolicy"
+    ) -> None:
         self.scope = scope
         self.role = role
+        self.policy_id = policy_id
+        self.policy: iam.ManagedPolicy | None = None
         self._reasons: dict[str, list[str]] = {}
+
+    def add(self, statement: iam.PolicyStatement) -> None:
+        """Add ``statement`` to the grants' own policy (created, attached to the role, on first use)."""
+        if self.policy is None:
+            self.policy = iam.ManagedPolicy(
+                self.scope,
+                self.policy_id,
+                roles=[self.role],
+                description="cdk-llm-serving: the role's least-privilege grants",
+            )
+        self.policy.add_statements(statement)
 
     def image_pull(self, image: ContainerImage) -> None:
         repository_arn = image.resolve_repository_arn(Aws.PARTITION)
         if repository_arn is not None:
-            self.role.add_to_principal_policy(
+            self.add(
                 iam.PolicyStatement(
                     actions=[
                         "ecr:BatchCheckLayerAvailability",
@@ -36,34 +63,41 @@ class ExecutionRoleGrants:
                     resources=[repository_arn],
                 )
             )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
-        )
+        self.add(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
         self._wildcard("*", "ecr:GetAuthorizationToken has no resource-level permissions.")
 
     def model_data_read(self, model_data: ModelData) -> None:
         bucket_arn = f"arn:{Aws.PARTITION}:s3:::{model_data.bucket_name}"
         objects = f"{bucket_arn}/{model_data.key_prefix}*"
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects])
+        owner = resource_account_condition(model_data.bucket_account or Aws.ACCOUNT_ID)
+        self.add(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects], conditions=owner)
         )
         self._wildcard(
             objects,
             "Read-only access to the objects under the model's own weight prefix; their names are the checkpoint's files.",
         )
-        self.role.add_to_principal_policy(
+        self.add(
             iam.PolicyStatement(
                 actions=["s3:ListBucket"],
                 resources=[bucket_arn],
                 conditions={
                     "StringLike": {
                         "s3:prefix": [model_data.key_prefix, f"{model_data.key_prefix}*"]
-                    }
+                    },
+                    **owner,
                 },
             )
         )
-        if model_data.encryption_key is not None:
-            model_data.encryption_key.grant_decrypt(self.role)
+        key = model_data.encryption_key
+        if key is not None:
+            self.add(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt"],
+                    resources=[key.key_arn],
+                    conditions=resource_account_condition(key.env.account),
+                )
+            )
 
     def logs_and_metrics(self) -> None:
         log_groups = Stack.of(self.scope).format_arn(
@@ -72,7 +106,7 @@ class ExecutionRoleGrants:
             resource_name="/aws/sagemaker/*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
-        self.role.add_to_principal_policy(
+        self.add(
             iam.PolicyStatement(
                 actions=[
                     "logs:CreateLogGroup",
@@ -86,7 +120,7 @@ class ExecutionRoleGrants:
         reason = "SageMaker names the endpoint's log group and streams at deploy time; access stays under /aws/sagemaker/."
         self._wildcard(log_groups, reason)
         self._wildcard(f"{log_groups}:log-stream:*", reason)
-        self.role.add_to_principal_policy(
+        self.add(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
@@ -101,7 +135,7 @@ class ExecutionRoleGrants:
         )
 
     def vpc_interfaces(self) -> None:
-        self.role.add_to_principal_policy(
+        self.add(
             iam.PolicyStatement(
                 actions=[
                     "ec2:CreateNetworkInterface",
@@ -123,9 +157,88 @@ class ExecutionRoleGrants:
         )
 
     def acknowledge(self) -> None:
+        """Acknowledge the recorded wildcard resources on the grants' own policy, nothing else."""
+        if self.policy is None:
+            return
         for resource, reasons in self._reasons.items():
-            acknowledge_wildcard_resources(self.scope, [resource], " ".join(dict.fromkeys(reasons)))
+            acknowledge_wildcard_resources(
+                self.policy, [resource], " ".join(dict.fromkeys(reasons))
+            )
         self._reasons.clear()
 
     def _wildcard(self, resource: str, reason: str) -> None:
         self._reasons.setdefault(resource, []).append(reason)
+
+
+#: Id of the customer managed policy, under the grantee's role, that holds the bearer-token grant.
+BEARER_TOKEN_POLICY_ID = "SageMakerCallWithBearerToken"
+#: Why the bearer-token statement's ``*`` is unavoidable and bounded.
+BEARER_TOKEN_REASON = (
+    "sagemaker:CallWithBearerToken has no resource type (Service Authorization Reference); "
+    "aws:ResourceAccount limits it to the caller's own account, as AWS's managed policy "
+    "AmazonSageMakerJobRuntimeAccess does."
+)
+
+
+#: The caller's own account, as AmazonSageMakerJobRuntimeAccess writes it.
+_OWN_ACCOUNT = {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}}
+
+
+def bearer_token_statement() -> iam.PolicyStatement:
+    """``CallWithBearerToken`` on ``*``, only for resources of the caller's own account.
+
+    The condition is the one AWS's managed policy ``AmazonSageMakerJobRuntimeAccess``
+    puts on the same action (docs.aws.amazon.com/aws-managed-policy/latest/reference/
+    AmazonSageMakerJobRuntimeAccess.html, statement ``BearerTokenPermissions``).
+    """
+    return iam.PolicyStatement(
+        actions=["sagemaker:CallWithBearerToken"],
+        resources=["*"],
+        conditions=_OWN_ACCOUNT,
+    )
+
+
+def _role_of(grantee: iam.IGrantable) -> iam.IRole | None:
+    principal = grantee.grant_principal
+    if isinstance(principal, Construct) and hasattr(principal, "role_name"):
+        return principal  # type: ignore[return-value]
+    return None
+
+
+def grant_bearer_token(grantee: iam.IGrantable) -> iam.Grant | None:
+    """Give ``grantee`` the bearer-token statement in a policy of its own.
+
+    A role gets it in one customer managed policy (``BEARER_TOKEN_POLICY_ID`` under the
+    role, shared by every endpoint that grants it), so ``acknowledge_bearer_token`` can
+    acknowledge exactly that ``*``; other principals get it in their default policy
+    (the returned ``Grant``).
+    """
+    role = _role_of(grantee)
+    if role is None:
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["sagemaker:CallWithBearerToken"],
+            resource_arns=["*"],
+            conditions=_OWN_ACCOUNT,
+        )
+    if role.node.try_find_child(BEARER_TOKEN_POLICY_ID) is None:
+        iam.ManagedPolicy(
+            cast(Construct, role),
+            BEARER_TOKEN_POLICY_ID,
+            roles=[role],
+            statements=[bearer_token_statement()],
+            description="cdk-llm-serving: SageMaker's OpenAI-compatible path (bearer token)",
+        )
+    return None
+
+
+def acknowledge_bearer_token(grantee: iam.IGrantable, reason: str = BEARER_TOKEN_REASON) -> None:
+    """Acknowledge cdk-nag's IAM5 ``Resource::*`` on the grantee's bearer-token policy only."""
+    role = _role_of(grantee)
+    policy = role.node.try_find_child(BEARER_TOKEN_POLICY_ID) if role is not None else None
+    if policy is None:
+        raise ValueError(
+            f"{grantee.grant_principal} holds no {BEARER_TOKEN_POLICY_ID} policy: "
+            "only a role granted with grant_invoke has one to acknowledge"
+        )
+    acknowledge_wildcard_resources(policy, ["*"], reason)

@@ -11,8 +11,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from .function_role import role_with_own_logs
-from .nag import acknowledge_wildcard_resources
+from .function_role import acknowledge_lambda_hipaa, role_with_own_logs
 
 
 @dataclass(frozen=True)
@@ -37,10 +36,10 @@ def widget_function(scope: Construct, prefix: str, spec: WidgetFunctionSpec) -> 
         logs_id=f"{prefix}Logs",
         description=spec.role_description,
         statements=spec.statements,
+        wildcards=spec.wildcards,
+        wildcard_reason=spec.wildcard_reason,
     )
-    if spec.wildcards:
-        acknowledge_wildcard_resources(role, list(spec.wildcards), spec.wildcard_reason)
-    return lambda_.Function(
+    function = lambda_.Function(
         scope,
         prefix,
         runtime=lambda_.Runtime.PYTHON_3_14,
@@ -53,3 +52,10 @@ def widget_function(scope: Construct, prefix: str, spec: WidgetFunctionSpec) -> 
         environment=dict(spec.environment),
         description=spec.description,
     )
+    acknowledge_lambda_hipaa(
+        function,
+        concurrency="Invoked only by the dashboard's custom widgets, on view.",
+        dead_letter="Invoked synchronously by CloudWatch dashboards: no event to dead-letter.",
+        outside_vpc="Calls only public, SigV4-signed AWS query APIs.",
+    )
+    return function

@@ -4,7 +4,9 @@
 ``HyperPodServingAddons`` (device plugins, LeaderWorkerSet, load balancer controller, and
 once per cluster KEDA and the metrics scraper's cluster role),
 ``FsxModelStore`` (weights on FSx for Lustre), ``VllmMultiNodeService`` (multi-node vLLM),
-``VllmObservability``, ``VllmDashboard`` and ``VllmReplicaAutoscaling``. The serving
+``VllmObservability``, ``VllmDashboard`` and ``VllmReplicaAutoscaling``; for models that fit
+one node, ``HyperPodInferenceEndpoint`` through AWS's inference operator
+(``HyperPodInferenceOperator``, installed once per cluster). The serving
 constructs take ``IHyperPodCluster``: a ``HyperPodEksCluster`` or
 ``HyperPodEksCluster.from_cluster_attributes(...)`` for a cluster created elsewhere. String
 contracts (labels, taints, ports, metric and rule names, images) live in ``constants``.
@@ -18,6 +20,9 @@ from .addons import HelmChartSource, HyperPodServingAddons, KedaInstallation
 from .capacity import GpuNodeLedger
 from .cluster import HyperPodEksCluster
 from .dashboard import VllmDashboard
+from .inference_dashboard import InferenceEndpointDashboard
+from .inference_endpoint import HyperPodInferenceEndpoint, InferenceAutoScaling
+from .inference_operator import HyperPodInferenceOperator
 from .instance_group import HyperPodInstanceGroup, KubernetesTaint
 from .interfaces import IHyperPodCluster
 from .model_store import FsxModelStore
@@ -32,10 +37,14 @@ __all__ = [
     "GpuNodeLedger",
     "HelmChartSource",
     "HyperPodEksCluster",
+    "HyperPodInferenceEndpoint",
+    "HyperPodInferenceOperator",
     "HyperPodInstanceGroup",
     "HyperPodNodesReady",
     "HyperPodServingAddons",
     "IHyperPodCluster",
+    "InferenceAutoScaling",
+    "InferenceEndpointDashboard",
     "KedaInstallation",
     "KubernetesTaint",
     "VllmDashboard",

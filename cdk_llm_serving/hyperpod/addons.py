@@ -33,6 +33,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from .._cdk.nag import acknowledge_cdk_internals
+from .._cdk.pod_identity import pod_identity_role
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
 from ._facts import chart_pins
@@ -51,7 +52,6 @@ from .constants import (
     LWS_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
     NVIDIA_DEVICE_PLUGIN_RELEASE,
-    POD_IDENTITY_PRINCIPAL,
     ROLE_LABEL,
     SYSTEM_NODE_ROLE,
 )
@@ -266,10 +266,12 @@ class HyperPodServingAddons(Construct):
             id="Keda",
             values={"tolerations": [], "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE}},
         )
-        role = iam.Role(
+        role = pod_identity_role(
             self,
             "KedaQueryRole",
-            assumed_by=iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL).with_session_tags(),
+            cluster_arn=self.cluster.eks_cluster.cluster_arn,
+            namespace=KEDA_NAMESPACE,
+            service_account=KEDA_OPERATOR_ACCOUNT,
             description="KEDA operator: reads the vLLM queue depth from Amazon Managed Prometheus",
         )
         identity = eks.CfnPodIdentityAssociation(

@@ -41,6 +41,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
+from .._cdk.role_grants import resource_account_condition
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_one_of
 from ..errors import Problems, checked_props
@@ -55,6 +56,22 @@ from .interfaces import IHyperPodCluster
 from .node_readiness import HyperPodNodesReady
 
 _LIFECYCLE_PREFIX = "lifecycle"
+#: EC2 actions HyperPod's nodes need for their network interfaces (no resource-level ARN at synth).
+_NODE_NETWORK_ACTIONS = [
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeVpcs",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DetachNetworkInterface",
+    "ec2:ModifyNetworkInterfaceAttribute",
+    "ec2:UnassignPrivateIpAddresses",
+]
 #: S3 actions that change the lifecycle script (denied to all but its deployment).
 _OBJECT_WRITES = [
     "s3:PutObject",
@@ -496,6 +513,7 @@ class HyperPodEksCluster(Construct):
         """
         for dependency in dependencies:
             self.cfn_cluster.node.add_dependency(dependency)
+        self.cfn_cluster.node.add_dependency(self.execution_role_policy)
         routes = getattr(self, "gpu_subnet_routes", None)
         if routes is not None:
             self.cfn_cluster.node.add_dependency(routes)
@@ -529,7 +547,11 @@ class HyperPodEksCluster(Construct):
             nat_gateways=1,
             subnet_configuration=[
                 ec2.SubnetConfiguration(
-                    name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24
+                    name="public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=24,
+                    # The NAT gateway brings its own Elastic IP; nothing else gets a public IP.
+                    map_public_ip_on_launch=False,
                 ),
                 # Pods take VPC addresses (VPC CNI): large private subnets.
                 ec2.SubnetConfiguration(
@@ -669,27 +691,27 @@ class HyperPodEksCluster(Construct):
             ],
             description="HyperPod node execution role (cdk-llm-serving)",
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "ec2:AssignPrivateIpAddresses",
-                    "ec2:CreateNetworkInterface",
-                    "ec2:CreateNetworkInterfacePermission",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:DeleteNetworkInterfacePermission",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeVpcs",
-                    "ec2:DescribeDhcpOptions",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeSecurityGroups",
-                    "ec2:DetachNetworkInterface",
-                    "ec2:ModifyNetworkInterfaceAttribute",
-                    "ec2:UnassignPrivateIpAddresses",
-                ],
-                resources=["*"],
-            )
+        # Its own named policy: only these wildcards are acknowledged, on this policy alone.
+        self.execution_role_policy = iam.ManagedPolicy(
+            self,
+            "ExecutionRolePolicy",
+            roles=[role],
+            description="HyperPod nodes: network interfaces, image pulls, lifecycle scripts",
+            statements=self._execution_role_statements(),
         )
-        role.add_to_policy(
+        self._acknowledge_execution_role(role, self.execution_role_policy)
+        return role
+
+    def _execution_role_statements(self) -> list[iam.PolicyStatement]:
+        """ENIs, image pulls, and read of the lifecycle scripts in this account's bucket.
+
+        s3:ListBucket and s3:GetObject on the lifecycle bucket are what HyperPod needs
+        (docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html).
+        """
+        bucket_arn = self.lifecycle_bucket.bucket_arn
+        owner = resource_account_condition(Stack.of(self).account)
+        return [
+            iam.PolicyStatement(actions=_NODE_NETWORK_ACTIONS, resources=["*"]),
             iam.PolicyStatement(
                 actions=["ec2:CreateTags"],
                 resources=[
@@ -697,9 +719,7 @@ class HyperPodEksCluster(Construct):
                         service="ec2", resource="network-interface", resource_name="*"
                     )
                 ],
-            )
-        )
-        role.add_to_policy(
+            ),
             iam.PolicyStatement(
                 actions=[
                     "ecr:BatchCheckLayerAvailability",
@@ -708,26 +728,36 @@ class HyperPodEksCluster(Construct):
                     "ecr:GetDownloadUrlForLayer",
                 ],
                 resources=["*"],
-            )
-        )
-        self._allow_pod_identity(role)
-        self.lifecycle_bucket.grant_read(role, f"{_LIFECYCLE_PREFIX}/*")
-        self._acknowledge_execution_role(role)
-        return role
+            ),
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[f"{bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
+                conditions=owner,
+            ),
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn],
+                conditions={
+                    "StringLike": {
+                        "s3:prefix": [f"{_LIFECYCLE_PREFIX}/", f"{_LIFECYCLE_PREFIX}/*"]
+                    },
+                    **owner,
+                },
+            ),
+            self._pod_identity_statement(),
+        ]
 
-    def _allow_pod_identity(self, role: iam.Role) -> None:
+    def _pod_identity_statement(self) -> iam.PolicyStatement:
         """The Pod Identity agent on each node exchanges service-account tokens with the
         node's credentials; the action's only resource type is the EKS cluster (Service
         Authorization Reference, "Actions, resources, and condition keys for Amazon EKS
         Auth"; AWS's HyperPod reference execution role lists the action)."""
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["eks-auth:AssumeRoleForPodIdentity"],
-                resources=[self.eks_cluster.cluster_arn],
-            )
+        return iam.PolicyStatement(
+            actions=["eks-auth:AssumeRoleForPodIdentity"],
+            resources=[self.eks_cluster.cluster_arn],
         )
 
-    def _acknowledge_execution_role(self, role: iam.Role) -> None:
+    def _acknowledge_execution_role(self, role: iam.Role, policy: iam.ManagedPolicy) -> None:
         """cdk-nag findings the node role cannot avoid, each with HyperPod's reason."""
         acknowledge(
             role,
@@ -735,12 +765,12 @@ class HyperPodEksCluster(Construct):
             "HyperPod requires its managed instance policy on the node role.",
         )
         acknowledge_wildcard_resources(
-            role,
+            policy,
             ["*"],
             "HyperPod attaches ENIs in the cluster's subnets (EC2 network-interface actions take no ARN known at synth time) and nodes pull serving images from repositories chosen at deploy time.",
         )
         acknowledge_wildcard_resources(
-            role,
+            policy,
             [
                 Stack.of(self).format_arn(
                     service="ec2", resource="network-interface", resource_name="*"
@@ -748,14 +778,8 @@ class HyperPodEksCluster(Construct):
             ],
             "Tags only network interfaces, whose IDs exist only at run time.",
         )
-        for action in ("s3:GetBucket*", "s3:GetObject*", "s3:List*"):
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[Action::{action}]",
-                "Read-only access to the lifecycle-script bucket (CDK's grant_read).",
-            )
         acknowledge_wildcard_resources(
-            role,
+            policy,
             [f"{self.lifecycle_bucket.bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
             "Read of the lifecycle scripts under their prefix.",
         )

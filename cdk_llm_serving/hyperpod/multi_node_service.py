@@ -29,15 +29,15 @@ from typing import Any
 
 from aws_cdk import Annotations, CfnOutput, Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from .._cdk.pod_identity import pod_identity_role
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_at_least, check_kubernetes_name, kubernetes_name
 from ..errors import Problems, checked_props
-from ..model_sources import ModelData
+from ..model_sources import ModelData, warn_if_tag_only
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.cold_start import estimate_cold_start
 from ..planning.models import ModelSpec, preset, weight_format
@@ -66,7 +66,6 @@ from .constants import (
     NODE_HEALTHY,
     PART_OF_LABEL,
     PART_OF_VALUE,
-    POD_IDENTITY_PRINCIPAL,
     ROLE_LABEL,
     VLLM_API_PORT,
     VLLM_HEALTH_PATH,
@@ -253,6 +252,7 @@ class VllmMultiNodeService(Construct):
         problems.raise_if_any()
         cluster.reserve_gpu_nodes(self, self.group.name, self.replicas * self.nodes)
         self._warn_about_image()
+        warn_if_tag_only(self, "image", self.image)
 
         path = "fsx_lustre" if model_store is not None else "s3_streaming"
         self.cold_start = estimate_cold_start(
@@ -464,10 +464,12 @@ class VllmMultiNodeService(Construct):
         streaming, the API key's secret when authenticating. The namespace comes with it when
         no model store creates it."""
         cluster = self.cluster
-        role = iam.Role(
+        role = pod_identity_role(
             self,
             "WeightsRole",
-            assumed_by=iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL).with_session_tags(),
+            cluster_arn=cluster.eks_cluster.cluster_arn,
+            namespace=self.namespace,
+            service_account=self.service_account,
             description=f"{self.name}: the vLLM pods' identity (weights, API key)",
         )
         grants = ExecutionRoleGrants(self, role)

@@ -39,7 +39,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from .._cdk.function_role import role_with_own_logs
+from .._cdk.function_role import acknowledge_lambda_hipaa, role_with_own_logs
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals
 from ..errors import Problems, checked_props
 from .instance_group import HyperPodInstanceGroup
@@ -155,6 +155,13 @@ class HyperPodNodesReady(Construct):
             total_timeout=_STAGE.plus(Duration.minutes(5)),
         )
         self._acknowledge(provider)
+        for handler in handlers:
+            acknowledge_lambda_hipaa(
+                handler,
+                concurrency="Invoked by CloudFormation's provider framework, once per poll.",
+                dead_letter="Invoked synchronously by the provider framework, which reports failures to CloudFormation.",
+                outside_vpc="Calls only SageMaker's public, SigV4-signed ListClusterNodes API.",
+            )
         return provider
 
     def _acknowledge(self, provider: cr.Provider) -> None:

@@ -104,6 +104,8 @@ class VllmObservability(Construct):
             alias=f"{service.name}-metrics",
             alert_manager_definition=self.alert_manager_definition(),
         )
+        # The metrics history outlives the stack, as the alerts topic and its key do.
+        self.workspace.apply_removal_policy(RemovalPolicy.RETAIN)
         self.rules = aps.CfnRuleGroupsNamespace(
             self,
             "Rules",
@@ -165,6 +167,7 @@ class VllmObservability(Construct):
             enforce_ssl=True,
             display_name=f"{self.service.name} alerts",
         )
+        topic.apply_removal_policy(RemovalPolicy.RETAIN)  # subscriptions survive a redeploy
         topic.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal("aps.amazonaws.com")],

@@ -10,6 +10,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 
+from .._cdk.role_grants import resource_account_condition
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_range
 from ..errors import Problems
@@ -57,12 +58,30 @@ class AsyncInference:
         return self.output_bucket.encryption_key if self.output_bucket is not None else None
 
     def grant_to(self, role: iam.IGrantable) -> None:
-        """What a model role needs to write results and publish notifications."""
-        assert self.output_bucket is not None
-        self.output_bucket.grant_put(role, f"{self.output_prefix.strip('/')}/*")
-        self.output_bucket.grant_put(role, f"{self.failure_prefix.strip('/')}/*")
-        if self.key is not None:
-            self.key.grant_encrypt_decrypt(role)
+        """What a model role needs to write results and publish notifications.
+
+        Writes and key use require the bucket's and key's own account (``aws:ResourceAccount``),
+        so results never land in a same-named bucket elsewhere.
+        """
+        bucket = self.output_bucket
+        assert bucket is not None
+        iam.Grant.add_to_principal(
+            grantee=role,
+            actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+            resource_arns=[
+                bucket.arn_for_objects(f"{prefix.strip('/')}/*")
+                for prefix in (self.output_prefix, self.failure_prefix)
+            ],
+            conditions=resource_account_condition(bucket.env.account),
+        )
+        key = self.key
+        if key is not None:
+            iam.Grant.add_to_principal(
+                grantee=role,
+                actions=["kms:Encrypt", "kms:GenerateDataKey*", "kms:Decrypt"],
+                resource_arns=[key.key_arn],
+                conditions=resource_account_condition(key.env.account),
+            )
         for topic in (self.success_topic, self.error_topic):
             if topic is not None:
                 topic.grant_publish(role)

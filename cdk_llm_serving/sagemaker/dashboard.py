@@ -9,6 +9,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from ..errors import checked_props
+from .endpoint_metrics import EndpointMetrics
 from .pool_endpoint import InstancePoolEndpoint
 from .promql_charts import PromQLCharts
 from .serving_model import ServingModel
@@ -104,48 +105,7 @@ class PoolEndpointDashboard(Construct):
         return widgets
 
     def _pools_row(self, endpoint: InstancePoolEndpoint) -> list[cloudwatch.IWidget]:
-        """One chart per measure, one line per pool (labelled ``<priority>: <type>``)."""
-        pools = [
-            (f"{p}: {pool.instance_type}", pool.instance_type)
-            for p, pool in enumerate(endpoint.pools, start=1)
-        ]
-
-        def chart(
-            title: str, build: Callable[[str, str], cloudwatch.IMetric], width: int
-        ) -> cloudwatch.GraphWidget:
-            return cloudwatch.GraphWidget(
-                title=title, left=[build(label, t) for label, t in pools], width=width
-            )
-
-        return [
-            chart(
-                "Instances per pool",
-                lambda label, t: endpoint.metric_pool_instances(instance_type=t).with_(label=label),
-                _SMALL + 1,
-            ),
-            chart(
-                "Invocations per pool",
-                lambda label, t: endpoint.metric_invocations(instance_type=t, label=label),
-                _SMALL + 1,
-            ),
-            chart(
-                "Model latency p99 (µs) per pool",
-                lambda label, t: endpoint.metric_model_latency(
-                    instance_type=t, statistic="p99", label=label
-                ),
-                _SMALL,
-            ),
-            chart(
-                "Concurrency / instance per pool",
-                lambda label, t: endpoint.metric_concurrent_requests(instance_type=t, label=label),
-                _SMALL + 1,
-            ),
-            chart(
-                "GPU utilization (%) per pool",
-                lambda label, t: endpoint.metric_gpu_utilization(instance_type=t, label=label),
-                _SMALL + 1,
-            ),
-        ]
+        return pools_row(endpoint, [pool.instance_type for pool in endpoint.pools])
 
     def _token_row(
         self, endpoint: InstancePoolEndpoint, charts: PromQLCharts, names: TokenMetricNames
@@ -167,6 +127,52 @@ class PoolEndpointDashboard(Construct):
             ),
             charts.chart("Generated tokens/s per pool", queries.tokens_per_second(), "", 8),
         ]
+
+
+def pools_row(endpoint: EndpointMetrics, instance_types: Sequence[str]) -> list[cloudwatch.IWidget]:
+    """One chart per measure, one line per instance type (labelled ``<priority>: <type>``).
+
+    Any endpoint whose metrics carry ``InstanceType`` (pool endpoints, the HyperPod inference
+    operator's registered endpoints).
+    """
+    pools = [(f"{p}: {t}", t) for p, t in enumerate(instance_types, start=1)]
+
+    def chart(
+        title: str, build: Callable[[str, str], cloudwatch.IMetric], width: int
+    ) -> cloudwatch.GraphWidget:
+        return cloudwatch.GraphWidget(
+            title=title, left=[build(label, t) for label, t in pools], width=width
+        )
+
+    return [
+        chart(
+            "Instances per pool",
+            lambda label, t: endpoint.metric_pool_instances(instance_type=t).with_(label=label),
+            _SMALL + 1,
+        ),
+        chart(
+            "Invocations per pool",
+            lambda label, t: endpoint.metric_invocations(instance_type=t, label=label),
+            _SMALL + 1,
+        ),
+        chart(
+            "Model latency p99 (µs) per pool",
+            lambda label, t: endpoint.metric_model_latency(
+                instance_type=t, statistic="p99", label=label
+            ),
+            _SMALL,
+        ),
+        chart(
+            "Concurrency / instance per pool",
+            lambda label, t: endpoint.metric_concurrent_requests(instance_type=t, label=label),
+            _SMALL + 1,
+        ),
+        chart(
+            "GPU utilization (%) per pool",
+            lambda label, t: endpoint.metric_gpu_utilization(instance_type=t, label=label),
+            _SMALL + 1,
+        ),
+    ]
 
 
 def _quantiles(p50: str, p99: str) -> str:

@@ -8,6 +8,7 @@ from aws_cdk import Aws
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 
+from .._cdk.role_grants import BEARER_TOKEN_REASON, acknowledge_bearer_token, grant_bearer_token
 from .async_inference import AsyncInference
 from .endpoint_metrics import EndpointMetrics, MetricOptions
 
@@ -28,6 +29,8 @@ class IPoolEndpoint(Protocol):
     def openai_base_url(self) -> str: ...
 
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant: ...
+
+    def acknowledge_invoke_grant(self, grantee: iam.IGrantable, reason: str = ...) -> None: ...
 
     def metric(
         self,
@@ -65,7 +68,9 @@ class EndpointApi(EndpointMetrics):
         The OpenAI-compatible path authenticates with a bearer token that needs
         ``sagemaker:CallWithBearerToken`` and ``sagemaker:InvokeEndpoint``
         (realtime-endpoints-openai-compatible.html); the Service Authorization Reference
-        lists no resource type for ``CallWithBearerToken``, so it is granted on ``*``.
+        lists no resource type for ``CallWithBearerToken``, so it is granted on ``*`` with
+        the ``aws:ResourceAccount`` condition AWS's managed policy uses for that action. For
+        a role, that statement sits in a policy of its own (``acknowledge_invoke_grant``).
         """
         actions = ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
         if self.async_inference is not None:
@@ -73,7 +78,16 @@ class EndpointApi(EndpointMetrics):
         invoke = iam.Grant.add_to_principal(
             grantee=grantee, actions=actions, resource_arns=[self.endpoint_arn]
         )
-        bearer = iam.Grant.add_to_principal(
-            grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"]
-        )
-        return invoke.combine(bearer)
+        bearer = grant_bearer_token(grantee)
+        return invoke if bearer is None else invoke.combine(bearer)
+
+    def acknowledge_invoke_grant(
+        self, grantee: iam.IGrantable, reason: str = BEARER_TOKEN_REASON
+    ) -> None:
+        """Acknowledge cdk-nag's ``AwsSolutions-IAM5[Resource::*]`` of ``grant_invoke``, nothing more.
+
+        For a role, ``grant_invoke`` puts ``CallWithBearerToken`` on ``*`` in a customer
+        managed policy of its own under the role; this acknowledges the finding on that
+        policy only, so a wildcard added anywhere else on the role is still reported.
+        """
+        acknowledge_bearer_token(grantee, reason)

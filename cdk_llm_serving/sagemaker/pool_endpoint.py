@@ -373,6 +373,9 @@ class InstancePoolEndpoint(Construct, EndpointApi):
             ),
         )
         self.endpoint_arn: str = _endpoint_arn(self, self.endpoint_name)
+        grants = self.execution_role_grants
+        if grants is not None and grants.policy is not None:
+            self.cfn_endpoint.node.add_dependency(grants.policy)
 
     def _render_execution_role(self) -> None:
         """Only an inference-component endpoint has a role of its own (its models bring theirs)."""

@@ -46,9 +46,11 @@ from constructs import Construct
 
 from .._cdk.nag import (
     AcknowledgeCdkInternals,
+    acknowledge,
     acknowledge_cdk_internals,
     acknowledge_wildcard_resources,
 )
+from .._cdk.role_grants import resource_account_condition
 from ..model_sources import ModelData
 
 #: Where SageMaker mounts ModelDataSource files inside the container.
@@ -127,13 +129,13 @@ class ServedNamesFile(Construct):
             on_create=self._put(location, copy_name, client_name),
             on_update=self._put(location, copy_name, client_name),
             on_delete=cr.AwsSdkCall(service="S3", action="deleteObject", parameters=location),
-            policy=cr.AwsCustomResourcePolicy.from_statements(
-                [
-                    iam.PolicyStatement(actions=["s3:PutObject"], resources=[own_file]),
-                    iam.PolicyStatement(actions=["s3:DeleteObject"], resources=[own_files]),
-                ]
-            ),
+            policy=self._policy(model_data, own_file, own_files),
             install_latest_aws_sdk=False,
+        )
+        acknowledge(
+            self.resource,
+            "HIPAA.Security-IAMNoInlinePolicy",
+            "aws-cdk-lib's AwsCustomResource keeps its grants (this construct's files) inline.",
         )
         acknowledge_wildcard_resources(
             self.resource,
@@ -153,6 +155,24 @@ class ServedNamesFile(Construct):
                 "aws-cdk-lib's AwsCustomResource function (basic execution role, its runtime); "
                 "its only grants: put and delete of the stack's served-names files",
             )
+
+    def _policy(
+        self, model_data: ModelData, own_file: str, own_files: str
+    ) -> cr.AwsCustomResourcePolicy:
+        """Put this file, delete this construct's files: in the bucket owner's account only."""
+        bucket_owner = resource_account_condition(
+            model_data.bucket_account or Stack.of(self).account
+        )
+        return cr.AwsCustomResourcePolicy.from_statements(
+            [
+                iam.PolicyStatement(
+                    actions=["s3:PutObject"], resources=[own_file], conditions=bucket_owner
+                ),
+                iam.PolicyStatement(
+                    actions=["s3:DeleteObject"], resources=[own_files], conditions=bucket_owner
+                ),
+            ]
+        )
 
     @staticmethod
     def _put(location: dict[str, str], copy_name: str, client_name: str) -> cr.AwsSdkCall:

@@ -105,11 +105,13 @@ class ServingModel(Construct):
         )
         grants = ExecutionRoleGrants(self, self.role)
         grants.image_pull(self.image)
+        self.image.warn_if_tag_only(self, "image")
         if model_data is not None:
             grants.model_data_read(model_data)
         grants.logs_and_metrics()
         vpc_config = self._render_vpc(grants, vpc, vpc_subnets, security_groups)
         grants.acknowledge()
+        self.role_grants = grants
         self.cfn_model = self._render_model(env, model_name, network_isolation, vpc_config)
         if self.served_names_file is not None:
             self.cfn_model.node.add_dependency(self.served_names_file.resource)
@@ -197,6 +199,8 @@ class ServingModel(Construct):
             policy = self.role.node.try_find_child("DefaultPolicy")
             if policy is not None:
                 model.node.add_dependency(policy)
+        if self.role_grants.policy is not None:
+            model.node.add_dependency(self.role_grants.policy)
         return model
 
     @property

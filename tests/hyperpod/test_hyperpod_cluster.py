@@ -154,7 +154,12 @@ def test_execution_role_and_lifecycle_bucket(hyperpod_template):
         for arn in role["ManagedPolicyArns"]
     )
     actions = {a for s in policy_statements(hyperpod_template, role_id) for a in actions_of(s)}
-    assert {"ec2:CreateNetworkInterface", "ecr:BatchGetImage", "s3:GetObject*"} <= actions
+    assert {
+        "ec2:CreateNetworkInterface",
+        "ecr:BatchGetImage",
+        "s3:GetObject",
+        "s3:ListBucket",
+    } <= actions
     (bucket_id, bucket), _ = sorted(
         resources_of_type(hyperpod_template, "AWS::S3::Bucket").items(),
         key=lambda item: "LifecycleScripts" not in item[0],

@@ -184,7 +184,10 @@ def test_model_roles_read_only_their_own_weights_prefix(pool_template):
             == f":s3:::cdk-llm-serving-placeholder-weights/{prefix}*"
         )
         listing = next(s for s in statements if "s3:ListBucket" in actions_of(s))
-        assert listing["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
+        assert listing["Condition"] == {
+            "StringLike": {"s3:prefix": [prefix, f"{prefix}*"]},
+            "StringEquals": {"aws:ResourceAccount": {"Ref": "AWS::AccountId"}},
+        }
         ecr = next(s for s in statements if "ecr:BatchGetImage" in actions_of(s))
         # from_dlc: the region's DLC account; a concrete region knows its partition.
         assert ecr["Resource"] == "arn:aws:ecr:us-west-2:763104351884:repository/vllm"
@@ -203,4 +206,13 @@ def test_outputs_name_the_endpoint_and_its_openai_base_url(pool_template):
     assert (
         joined
         == f"https://runtime.sagemaker.<AWS::Region>.<AWS::URLSuffix>/endpoints/{endpoint['Properties']['EndpointName']}/openai/v1"
+    )
+
+
+def test_inference_operator_variant_matches_its_snapshot(
+    inference_operator_template, json_snapshot
+):
+    """The opt-in variant (-c llm-serving:hyperpod:inference-operator=true); the default is above."""
+    assert mask_asset_hashes(inference_operator_template) == json_snapshot(
+        name="ReferenceMoeHyperPod-inference-operator"
     )

@@ -20,3 +20,8 @@ def test_cfn_lint_catches_a_broken_endpoint_config(pool_template):
         if resource["Type"] == "AWS::SageMaker::EndpointConfig":
             resource["Properties"]["ProductionVariants"][0]["InstancePools"][0]["Priority"] = 9
     assert any(str(match.rule.id).startswith("E") for match in lint_template(broken))
+
+
+def test_cfn_lint_finds_nothing_in_the_inference_operator_variant(inference_operator_template):
+    matches = lint_template(inference_operator_template)
+    assert not matches, "\n".join(str(match) for match in matches)

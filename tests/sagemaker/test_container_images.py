@@ -51,7 +51,11 @@ def test_dlc_account_comes_from_the_region_facts(region):
         ]
     }
     policies = json.dumps(
-        [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"]
+        [
+            r
+            for r in template["Resources"].values()
+            if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
+        ]
     )
     assert f":ecr:{region}:{account}:repository/vllm" in policies
 

@@ -12,7 +12,11 @@ from cdk_llm_serving import (
     TrafficShift,
 )
 from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
-from tests.support.template_helpers import actions_of, only_resource, resources_of_type
+from tests.support.template_helpers import (
+    actions_of,
+    only_resource,
+    policy_statements,
+)
 
 
 def test_grant_invoke_covers_streaming_and_the_openai_path():
@@ -21,12 +25,7 @@ def test_grant_invoke_covers_streaming_and_the_openai_path():
     role = iam.Role(stack, "Client", assumed_by=iam.AccountRootPrincipal())
     endpoint.grant_invoke(role)
     template = template_of(stack)
-    statements = [
-        s
-        for p in resources_of_type(template, "AWS::IAM::Policy").values()
-        for s in p["Properties"]["PolicyDocument"]["Statement"]
-        if {"Ref": stack.get_logical_id(role.node.default_child)} in p["Properties"]["Roles"]
-    ]
+    statements = policy_statements(template, stack.get_logical_id(role.node.default_child))
     invoke = next(s for s in statements if "sagemaker:InvokeEndpoint" in actions_of(s))
     assert actions_of(invoke) == [
         "sagemaker:InvokeEndpoint",

@@ -248,6 +248,10 @@ def test_valid_async_endpoint_writes_to_its_bucket_and_may_write_there():
     role_id = template["Resources"][model_id]["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
     puts = [s for s in policy_statements(template, role_id) if "s3:PutObject" in actions_of(s)]
     assert puts, "the model role must be able to write async results"
+    for put in puts:  # only into the bucket of the account it belongs to
+        assert put["Condition"] == {
+            "StringEquals": {"aws:ResourceAccount": {"Ref": "AWS::AccountId"}}
+        }
 
 
 def test_metric_publish_frequencies_are_cloudformations():

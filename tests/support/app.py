@@ -23,5 +23,10 @@ def project_context() -> dict:
 
 
 def new_app(**context: object) -> App:
-    """An app like the reference one, minus what makes snapshots unstable (``testing.new_app``)."""
-    return testing.new_app(ROOT / "cdk.json", context=context)
+    """An app like the reference one, minus what makes snapshots unstable (``testing.new_app``).
+
+    As ``make synth``, it lets the reference app synthesize its placeholder buckets.
+    """
+    return testing.new_app(
+        ROOT / "cdk.json", context={"llm-serving:allow-placeholders": True, **context}
+    )

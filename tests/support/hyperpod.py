@@ -15,10 +15,12 @@ from aws_cdk import aws_s3 as s3
 from cdk_llm_serving.hyperpod._facts import chart_pins
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.inference_endpoint import HyperPodInferenceEndpoint
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.interfaces import IHyperPodCluster
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
+from cdk_llm_serving.model_sources import ModelData
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.helm import find_chart
 
@@ -77,8 +79,17 @@ def deepseek_service(
     )
 
 
-def imported_cluster(stack: Stack, gpu_count: int = 2) -> IHyperPodCluster:
+def imported_cluster(
+    stack: Stack, gpu_count: int = 2, *, oidc_provider_arn: str | None = None
+) -> IHyperPodCluster:
     """An existing HyperPod cluster (VPC, node security group, EKS with a kubectl provider)."""
+    oidc = (
+        iam.OpenIdConnectProvider.from_open_id_connect_provider_arn(
+            stack, "ExistingOidc", oidc_provider_arn
+        )
+        if oidc_provider_arn
+        else None
+    )
     vpc = ec2.Vpc.from_vpc_attributes(
         stack,
         "ExistingVpc",
@@ -92,6 +103,7 @@ def imported_cluster(stack: Stack, gpu_count: int = 2) -> IHyperPodCluster:
         "ExistingEks",
         cluster_name="existing-eks",
         vpc=vpc,
+        open_id_connect_provider=oidc,
         kubectl_provider=eks.KubectlProvider.from_kubectl_provider_attributes(
             stack,
             "ExistingKubectl",
@@ -136,6 +148,31 @@ def chart_crd_schema(chart: Path, kind: str, version: str) -> dict:
             (found,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
             return dict(found["schema"]["openAPIV3Schema"])
     raise AssertionError(f"no CRD for {kind} in {chart}")
+
+
+def single_node_groups() -> list[HyperPodInstanceGroup]:
+    """A system group and two 8-GPU groups for single-node models: H200 (2 nodes), H100 (1)."""
+    return [
+        HyperPodInstanceGroup.system(),
+        HyperPodInstanceGroup.gpu("h200", "ml.p5en.48xlarge", 2),
+        HyperPodInstanceGroup.gpu("h100", "ml.p5.48xlarge", 1),
+    ]
+
+
+def gpt_oss_120b_endpoint(
+    stack: Stack, addons: HyperPodServingAddons, *, id: str = "GptOss", **overrides: Any
+) -> HyperPodInferenceEndpoint:
+    """gpt-oss-120b (MXFP4) on H200, else H100, from S3; ``overrides`` replace any prop."""
+    props: dict[str, Any] = {
+        "model": "gpt-oss-120b",
+        "weight_format": "mxfp4",
+        "weights": ModelData.from_s3_uri("s3://weights-bucket/gpt-oss-120b/"),
+        "config": VllmConfig(model="x", max_model_len=32768),
+        "instance_types": ["ml.p5en.48xlarge", "ml.p5.48xlarge"],
+        "image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v1",
+        **overrides,
+    }
+    return HyperPodInferenceEndpoint(stack, id, addons=addons, **props)
 
 
 def lws_crd_schema(shared_dir: Path) -> dict:

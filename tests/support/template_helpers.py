@@ -31,9 +31,13 @@ def only_resource(template: dict, resource_type: str) -> tuple[str, dict]:
 
 
 def policy_statements(template: dict, role_logical_id: str) -> list[dict]:
-    """Every statement of the inline policies attached to one role."""
+    """Every statement of the inline and customer managed policies attached to one role."""
     statements: list[dict] = []
-    for policy in resources_of_type(template, "AWS::IAM::Policy").values():
+    policies = {
+        **resources_of_type(template, "AWS::IAM::Policy"),
+        **resources_of_type(template, "AWS::IAM::ManagedPolicy"),
+    }
+    for policy in policies.values():
         roles = policy["Properties"].get("Roles", [])
         if {"Ref": role_logical_id} in roles:
             statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])

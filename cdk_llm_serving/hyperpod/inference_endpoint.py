@@ -1,0 +1,520 @@
+"""``HyperPodInferenceEndpoint``: a single-node model on HyperPod through AWS's inference operator.
+
+One ``InferenceEndpointConfig`` (``inference.sagemaker.aws.amazon.com/v1``, the CRD AWS ships in
+aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/charts/inference-operator/config/crd``):
+
+* ``instanceTypes``: the types in order of preference; the operator "selects the first
+  available type" (CRD description), by node affinity with descending weights. Each type must
+  be one of the cluster's GPU groups and hold the model on one node (the planner decides).
+* ``worker``: AWS's SageMaker vLLM container fed ``SM_VLLM_*`` variables from ``VllmConfig``
+  (the same mapping ``VllmPoolEndpoint`` uses), the configuration each type gets derived as
+  for a SageMaker pool (``vllm.pool_strategy.derive_pool_config``: tensor parallelism over
+  the type's GPUs, a served name that says which copy it is). The operator renders ONE worker
+  for every listed type, so the types must derive the same configuration (same GPU count,
+  tensor parallel size and served name); otherwise synth names the types that differ.
+* ``endpointName``: the operator registers a SageMaker endpoint of that name, so
+  ``InvokeEndpoint`` and ``grant_invoke`` work as for a pool endpoint (``EndpointApi``).
+* ``tlsConfig.tlsCertificateOutputS3Uri`` in the installation's certificate bucket,
+  ``metrics.enabled`` with vLLM's ``/metrics`` on the serving port, ``autoScalingSpec``
+  bounded by the listed GPU groups' nodes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from ..errors import Problems, checked_props
+from ..model_sources import ContainerImage, ModelData
+from ..planning.catalog import Catalog, default_catalog
+from ..planning.cold_start import estimate_cold_start
+from ..planning.models import ModelSpec, preset
+from ..planning.sizing import PlanningError
+from ..sagemaker.endpoint_api import EndpointApi
+from ..vllm.config import VllmConfig, VllmConfigError
+from ..vllm.hardware import check_on_hardware
+from ..vllm.pool_strategy import PoolVllmPlan, derive_pool_config
+from .addons import HyperPodServingAddons
+from .constants import (
+    APP_NAME_LABEL,
+    GPU_RESOURCE,
+    INSTANCE_TYPE_LABEL,
+    PART_OF_LABEL,
+    PART_OF_VALUE,
+)
+from .inference_operator import HyperPodInferenceOperator
+from .instance_group import HyperPodInstanceGroup
+from .model_store import FsxModelStore
+
+__all__ = ["HyperPodInferenceEndpoint", "InferenceAutoScaling"]
+
+#: Where the operator mounts the model (CRD ``worker.modelVolumeMount.mountPath`` default) and
+#: where AWS's SageMaker vLLM container reads it (``SM_VLLM_MODEL``).
+MODEL_MOUNT_PATH = "/opt/ml/model"
+#: AWS's SageMaker vLLM container serves on 8080 (aws/deep-learning-containers
+#: vllm/build_artifacts/sagemaker_entrypoint.sh), with SageMaker's /invocations and /ping and
+#: vLLM's OpenAI routes and /metrics on the same port.
+SERVING_PORT = 8080
+#: AWS's vLLM container for SageMaker (repository, tag): it turns each ``SM_VLLM_*`` variable into
+#: the vLLM flag (https://aws.github.io/deep-learning-containers/vllm/configuration/), the
+#: contract the worker's environment follows.
+SAGEMAKER_VLLM_DLC = ("vllm", "server-sagemaker-cuda-v1")
+#: CRD patterns of ``endpointName`` / ``modelName`` (SageMaker's name rule, at most 63).
+_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+#: Kubernetes object names: RFC 1123 DNS labels (kubernetes.io/docs/concepts/overview/
+#: working-with-objects/names/).
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class InferenceAutoScaling:
+    """``autoScalingSpec``: KEDA scales the worker pods on a CloudWatch metric of the endpoint.
+
+    The defaults follow AWS's example for the operator (``AWS/SageMaker`` ``Invocations``,
+    ``metricStat: Sum``, ``metricType: Average``, i.e. invocations per pod per collection
+    period; https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-autoscaling.html).
+
+    :param max_replicas: at most the listed GPU groups' nodes (one pod per node).
+    :param min_replicas: 0 scales to zero (``activation_value`` wakes it). Default: 1.
+    :param metric_name: ``AWS/SageMaker`` metric of the registered endpoint. Default:
+        ``Invocations``.
+    :param target_value: the metric's target per pod (``metricType: Average``). Default: 60
+        (invocations per pod per minute).
+    :param statistic: Default: ``Sum``.
+    :param activation_value: value that scales from 0 to 1. Default: 0.
+    :param polling_interval: seconds between checks (CRD default 30).
+    :param cooldown_period: seconds before scaling to zero (CRD default 300).
+    """
+
+    max_replicas: int
+    min_replicas: int = 1
+    metric_name: str = "Invocations"
+    target_value: float = 60
+    statistic: str = "Sum"
+    activation_value: float = 0
+    polling_interval: int = 30
+    cooldown_period: int = 300
+
+    def validate(self, problems: Problems, prop: str) -> None:
+        if self.min_replicas < 0:
+            problems.add(f"{prop}.min_replicas", self.min_replicas, "must be at least 0")
+        if self.max_replicas < max(self.min_replicas, 1):
+            problems.add(
+                f"{prop}.max_replicas", self.max_replicas, "must be at least min_replicas and 1"
+            )
+        if self.target_value <= 0:
+            problems.add(f"{prop}.target_value", self.target_value, "must be positive")
+        for name in ("polling_interval", "cooldown_period"):
+            if getattr(self, name) < 0:
+                problems.add(f"{prop}.{name}", getattr(self, name), "must be at least 0")
+
+    def _render(self, endpoint_name: str, variant_name: str) -> dict[str, Any]:
+        return {
+            "minReplicaCount": self.min_replicas,
+            "maxReplicaCount": self.max_replicas,
+            "pollingInterval": self.polling_interval,
+            "cooldownPeriod": self.cooldown_period,
+            "cloudWatchTrigger": {
+                "name": f"{endpoint_name}-{self.metric_name}".lower()[:63],
+                "namespace": "AWS/SageMaker",
+                "metricName": self.metric_name,
+                "dimensions": [
+                    {"name": "EndpointName", "value": endpoint_name},
+                    {"name": "VariantName", "value": variant_name},
+                ],
+                "metricStat": self.statistic,
+                "metricType": "Average",
+                "targetValue": self.target_value,
+                "activationTargetValue": self.activation_value,
+                "metricCollectionPeriod": 60,
+                "minValue": 0,
+            },
+        }
+
+
+class HyperPodInferenceEndpoint(Construct, EndpointApi):
+    """Serve ``model`` on one node of the first available of ``instance_types``.
+
+    :param addons: the cluster's serving add-ons; the inference operator is installed
+        through them once (``HyperPodInferenceOperator.of``).
+    :param model: the model's figures (``ModelSpec`` or preset name) for the planner.
+    :param weight_format: the format of the weights (``bf16``, ``mxfp4``, ...).
+    :param weights: an ``FsxModelStore`` or an S3 prefix (``ModelData``).
+    :param config: what every copy shares (context, parsers, ...); parallelism, quantization,
+        the served name's suffix and the model path are derived.
+    :param instance_types: 1 or more HyperPod instance types, most preferred first; each one
+        of the cluster's GPU groups.
+    :param image: a container that reads ``SM_VLLM_*`` like AWS's SageMaker vLLM container
+        (``ContainerImage`` or an image reference). Default: that container in the stack's region.
+    :param replicas: pods at deployment. Default: 1.
+    :param autoscaling: ``InferenceAutoScaling``. Default: none (fixed ``replicas``).
+    :param endpoint_name: the SageMaker endpoint the operator registers. Default: ``name``.
+    :param name: the Kubernetes object name. Default: the served name.
+    :param namespace: Default: the model store's namespace, else ``inference``.
+    :param variant_name: the registered endpoint's variant (metrics, autoscaling). Default:
+        ``AllTraffic`` (UNCONFIRMED, see ``assets/inference_operator.json``).
+    :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
+    """
+
+    @checked_props
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        addons: HyperPodServingAddons,
+        model: ModelSpec | str,
+        weight_format: str,
+        weights: FsxModelStore | ModelData,
+        config: VllmConfig,
+        instance_types: Sequence[str],
+        image: ContainerImage | str | None = None,
+        replicas: int = 1,
+        autoscaling: InferenceAutoScaling | None = None,
+        endpoint_name: str | None = None,
+        name: str | None = None,
+        namespace: str | None = None,
+        variant_name: str | None = None,
+        catalog: Catalog | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.addons, self.cluster = addons, addons.cluster
+        self.catalog = catalog or default_catalog()
+        self.spec = preset(model) if isinstance(model, str) else model
+        self.weights, self.replicas = weights, replicas
+        self.instance_types, self.autoscaling = tuple(instance_types), autoscaling
+        problems = Problems(f"HyperPodInferenceEndpoint '{self.node.path}'")
+        self.image = self._resolve_image(problems, image)
+        self.groups = self._resolve_groups(problems)
+        self.type_plans = self._derive(problems, config, weight_format)
+        self.config = self._common_config(problems)
+        self.name = name or (self.config.served_model_name or self.spec.name).lower()
+        self.endpoint_name = endpoint_name or self.name
+        self._validate(problems)
+        problems.raise_if_any()
+        self._reserve_nodes()
+
+        self.operator = HyperPodInferenceOperator.of(addons)
+        self.namespace = namespace or (
+            weights.namespace if isinstance(weights, FsxModelStore) else "inference"
+        )
+        self.variant_name = variant_name or self.operator.facts["variant_name"]
+        self.endpoint_arn = Stack.of(self).format_arn(
+            service="sagemaker", resource="endpoint", resource_name=self.endpoint_name.lower()
+        )
+        self.async_inference = None
+        self.manifest = self.inference_endpoint_config()
+        self._render()
+
+    # -- resolve -------------------------------------------------------------------------
+
+    def _resolve_image(self, problems: Problems, image: ContainerImage | str | None) -> str:
+        """The worker's image reference; a DLC resolves to the stack's region's registry."""
+        if isinstance(image, str):
+            if not image.strip():
+                problems.add("image", image, "a container image that reads SM_VLLM_* variables")
+            return image
+        bound = (image or ContainerImage.from_dlc(*SAGEMAKER_VLLM_DLC)).bind(self)
+        bound.validate(problems, "image")
+        return bound.image_uri
+
+    def _resolve_groups(self, problems: Problems) -> list[HyperPodInstanceGroup]:
+        """The GPU group of each listed type (each type must be one)."""
+        by_type = {group.instance_type: group for group in self.cluster.gpu_groups}
+        if not self.instance_types:
+            problems.add("instance_types", [], "list at least one instance type")
+        groups = []
+        for index, instance_type in enumerate(self.instance_types):
+            if instance_type not in by_type:
+                problems.add(
+                    f"instance_types[{index}]",
+                    instance_type,
+                    f"must be the type of one of the cluster's GPU groups: {', '.join(sorted(by_type)) or 'none'}",
+                )
+            elif instance_type in self.instance_types[:index]:
+                problems.add(f"instance_types[{index}]", instance_type, "listed twice")
+            else:
+                groups.append(by_type[instance_type])
+        return groups
+
+    def _derive(
+        self, problems: Problems, base: VllmConfig, weight_format: str
+    ) -> dict[str, PoolVllmPlan]:
+        """Each type's configuration, as for a SageMaker pool; checked on its hardware."""
+        base = base.with_changes(model=MODEL_MOUNT_PATH)
+        plans: dict[str, PoolVllmPlan] = {}
+        for group in self.groups:
+            prop = f"instance_types[{self.instance_types.index(group.instance_type)}]"
+            try:
+                planned = derive_pool_config(
+                    base, self.spec, group.instance_type, [weight_format], catalog=self.catalog
+                )
+            except (PlanningError, KeyError) as error:
+                message = error.args[0] if isinstance(error, KeyError) else str(error)
+                problems.add(prop, group.instance_type, message)
+                continue
+            except VllmConfigError as error:
+                for field_name, value, allowed in error.problems:
+                    problems.add(f"config.{field_name}", value, allowed)
+                continue
+            check = check_on_hardware(
+                planned.config,
+                group.instance_type,
+                model=self.spec,
+                weight_format=weight_format,
+                catalog=self.catalog,
+            )
+            for field_name, value, allowed in check.problems:
+                problems.add(f"{prop}.config.{field_name}", value, allowed)
+            plans[group.instance_type] = planned
+        return plans
+
+    def _common_config(self, problems: Problems) -> VllmConfig:
+        """The one configuration the operator's single worker runs on every listed type."""
+        if not self.type_plans:
+            problems.raise_if_any()
+        configs = {t: p.config for t, p in self.type_plans.items()}
+        first_type, first = next(iter(configs.items()))
+        for instance_type, config in configs.items():
+            gpus = self.catalog.get(instance_type).gpus
+            if config != first or gpus != self.catalog.get(first_type).gpus:
+                problems.add(
+                    "instance_types",
+                    list(self.instance_types),
+                    "the operator runs one worker on every listed type, but "
+                    f"{first_type} ({self.catalog.get(first_type).gpus} GPUs, "
+                    f"{first.served_model_name}) and {instance_type} ({gpus} GPUs, "
+                    f"{config.served_model_name}) need different configurations: list types "
+                    "that share one, or deploy one endpoint per configuration",
+                )
+        return first
+
+    # -- validate ------------------------------------------------------------------------
+
+    def capacity(self) -> int:
+        """Nodes of the listed GPU groups: at most one worker pod per node."""
+        return sum(group.count for group in self.groups)
+
+    def _validate(self, problems: Problems) -> None:
+        if isinstance(self.weights, ModelData):
+            self.weights.validate(problems, "weights")
+        for prop, value in (("endpoint_name", self.endpoint_name), ("name", self.name)):
+            if not _NAME.match(value):
+                problems.add(prop, value, "1-63 letters, digits and single hyphens (SageMaker)")
+        if not _DNS_LABEL.match(self.name):
+            problems.add("name", self.name, "a Kubernetes DNS label (lower case)")
+        capacity = self.capacity()
+        if self.replicas < 1 or self.replicas > capacity:
+            problems.add(
+                "replicas",
+                self.replicas,
+                f"1 to {capacity} (one pod per node of the GPU groups {', '.join(g.name for g in self.groups)})",
+            )
+        if self.autoscaling is not None:
+            self.autoscaling.validate(problems, "autoscaling")
+            if self.autoscaling.max_replicas > capacity:
+                problems.add(
+                    "autoscaling.max_replicas",
+                    self.autoscaling.max_replicas,
+                    f"at most {capacity}: the nodes of the listed GPU groups",
+                )
+
+    # -- render --------------------------------------------------------------------------
+
+    def _render(self) -> None:
+        """Grants, then the resource after the operator and the weights."""
+        prerequisites: list[Construct] = [self.operator.addon]
+        if isinstance(self.weights, FsxModelStore):
+            # The files must be linked before the operator mounts the file system.
+            prerequisites += [self.weights.manifest, self.weights.association]
+        else:
+            self.operator.grant_model_read(self.weights)
+        if self.autoscaling is not None:
+            self.operator.grant_cloudwatch_scaling()
+        objects = self.manifests()
+        self.resource = eks.KubernetesManifest(
+            self, "Resource", cluster=self.cluster.eks_cluster, manifest=objects, overwrite=True
+        )
+        for prerequisite in prerequisites:
+            self.resource.node.add_dependency(prerequisite)
+        CfnOutput(
+            self,
+            "OpenAiBaseUrl",
+            value=self.openai_base_url,
+            description=f"smoke --base-url (--model {self.config.served_model_name} --sagemaker-region <region>)",
+        )
+
+    def _reserve_nodes(self) -> None:
+        """Each listed group may host up to the ceiling of pods (which one serves is decided at
+        run time, by capacity), so each reserves that many of its nodes in the cluster's ledger."""
+        for group in self.groups:
+            self.cluster.reserve_gpu_nodes(
+                self, group.name, min(self.replicas_ceiling(), group.count)
+            )
+
+    def replicas_ceiling(self) -> int:
+        """The most pods this endpoint runs: the autoscaling maximum, else ``replicas``."""
+        return self.autoscaling.max_replicas if self.autoscaling else self.replicas
+
+    def labels(self) -> dict[str, str]:
+        return {APP_NAME_LABEL: self.name, PART_OF_LABEL: PART_OF_VALUE}
+
+    def _model_source(self) -> dict[str, Any]:
+        """``modelSourceConfig`` of the FSx store or the S3 prefix."""
+        if isinstance(self.weights, FsxModelStore):
+            fs = self.weights.file_system
+            return {
+                "modelSourceType": "fsx",
+                "fsxStorage": {
+                    "fileSystemId": fs.file_system_id,
+                    "dnsName": fs.dns_name,
+                    "mountName": fs.mount_name,
+                },
+                "modelLocation": self.weights.mount_path.strip("/"),
+            }
+        return {
+            "modelSourceType": "s3",
+            "s3Storage": {"bucketName": self.weights.bucket_name, "region": Stack.of(self).region},
+            "modelLocation": self.weights.key_prefix.rstrip("/"),
+        }
+
+    def _worker(self) -> dict[str, Any]:
+        gpus = str(self.catalog.get(self.instance_types[0]).gpus)
+        environment = self.config.to_sagemaker_environment()
+        return {
+            "image": self.image,
+            "modelInvocationPort": {"containerPort": SERVING_PORT, "name": "http"},
+            "modelVolumeMount": {"name": "model-weights", "mountPath": MODEL_MOUNT_PATH},
+            "resources": {
+                "requests": {"nvidia.com/gpu": gpus},
+                "limits": {"nvidia.com/gpu": gpus},
+            },
+            "environmentVariables": [
+                {"name": key, "value": value} for key, value in environment.items()
+            ],
+        }
+
+    def inference_endpoint_config(self) -> dict[str, Any]:
+        """The ``InferenceEndpointConfig`` this endpoint applies."""
+        cold_start = estimate_cold_start(
+            next(iter(self.type_plans.values())).plan.weight_bytes,
+            "fsx_lustre" if isinstance(self.weights, FsxModelStore) else "s3_streaming",
+        )
+        spec: dict[str, Any] = {
+            "modelName": self.endpoint_name,
+            "endpointName": self.endpoint_name,
+            "instanceTypes": list(self.instance_types),
+            "replicas": self.replicas,
+            "modelSourceConfig": self._model_source(),
+            "worker": self._worker(),
+            "invocationEndpoint": "invocations",
+            "loadBalancer": {"healthCheckPath": "/ping"},
+            "metrics": {
+                "enabled": True,
+                "modelMetrics": {"port": SERVING_PORT, "path": "/metrics"},
+            },
+            "tlsConfig": {
+                "tlsCertificateOutputS3Uri": f"s3://{self.operator.tls_bucket.bucket_name}/{self.name}/"
+            },
+            "maxDeployTimeInSeconds": max(3600, int(cold_start.startup_timeout_seconds) * 2),
+        }
+        if self.autoscaling is not None:
+            spec["autoScalingSpec"] = self.autoscaling._render(
+                self.endpoint_name, self.variant_name
+            )
+        return {
+            "apiVersion": self.operator.facts["api_version"],
+            "kind": "InferenceEndpointConfig",
+            "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels()},
+            "spec": spec,
+        }
+
+    def manifests(self) -> list[Mapping[str, Any]]:
+        """The objects applied: the namespace (unless the model store owns it) and the config."""
+        objects: list[Mapping[str, Any]] = []
+        store_namespace = (
+            self.weights.namespace if isinstance(self.weights, FsxModelStore) else None
+        )
+        if self.namespace != store_namespace:
+            objects.append(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
+            )
+        return [*objects, self.manifest]
+
+    # -- placement -----------------------------------------------------------------------
+
+    def worker_pod_template(self) -> dict[str, Any]:
+        """The worker pod as the operator schedules it, for placement checks.
+
+        Our model of the operator's rendering, from its documented behaviour: a required node
+        affinity on ``node.kubernetes.io/instance-type`` In the listed types plus preferred
+        terms with descending weights in list order (AWS's announcement of the add-on,
+        "multi-instance-type deployment ... requiredDuringScheduling + preferredDuringScheduling
+        with descending weights"), the worker's GPU request, and the toleration EKS's
+        ``ExtendedResourceToleration`` admission plugin adds to pods that request
+        ``nvidia.com/gpu`` (enabled on every EKS platform version,
+        https://docs.aws.amazon.com/eks/latest/userguide/platform-versions.html), which matches
+        the GPU groups' ``nvidia.com/gpu`` taint.
+        """
+        worker = self.manifest["spec"]["worker"]
+        count = len(self.instance_types)
+        return {
+            "metadata": {"labels": self.labels()},
+            "spec": {
+                "affinity": {"nodeAffinity": _instance_type_affinity(self.instance_types, count)},
+                "tolerations": [
+                    {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+                ],
+                "containers": [
+                    {
+                        "name": "worker",
+                        "image": self.image,
+                        "resources": worker["resources"],
+                        "ports": [{"name": "http", "containerPort": SERVING_PORT}],
+                    }
+                ],
+            },
+        }
+
+    def pod_templates(self) -> dict[str, dict[str, Any]]:
+        """Every pod this endpoint brings: the operator's controller and the worker."""
+        return {
+            "inference-operator": self.operator.controller_pod_template(),
+            "worker": self.worker_pod_template(),
+        }
+
+
+def _instance_type_affinity(instance_types: Sequence[str], count: int) -> dict[str, Any]:
+    """Required: one of the types; preferred: earlier types weigh more (100, 99, ...)."""
+    return {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": INSTANCE_TYPE_LABEL,
+                            "operator": "In",
+                            "values": list(instance_types),
+                        }
+                    ]
+                }
+            ]
+        },
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 100 - index,
+                "preference": {
+                    "matchExpressions": [
+                        {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [instance_type]}
+                    ]
+                },
+            }
+            for index, instance_type in enumerate(instance_types[:count])
+        ],
+    }

@@ -1,0 +1,366 @@
+"""``HyperPodInferenceOperator``: AWS's SageMaker HyperPod inference operator, once per cluster.
+
+AWS ships the operator as the EKS add-on ``amazon-sagemaker-hyperpod-inference``
+(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-setup.html).
+What it needs, as AWS's own Helm-to-add-on migration script sets it up
+(aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/charts/inference-operator/migration/
+helm_to_addon.sh``; every fact is cited in ``assets/inference_operator.json``):
+
+* the dependency add-ons: cert-manager, the Mountpoint for S3 CSI driver (IRSA role on
+  ``kube-system/s3-csi-driver-sa``), metrics-server, and the FSx CSI driver (an add-on of
+  ``HyperPodEksCluster`` already): the operator's init container refuses to start without
+  the two CSI drivers and the cert-manager CRDs;
+* an execution role whose name starts with ``SageMakerHyperPodInference``, with the managed
+  policy ``AmazonSageMakerHyperPodInferenceAccess`` and read/write on the TLS certificate
+  bucket only, trusted by the operator's service account (IRSA) and by SageMaker (it creates
+  the SageMaker model, endpoint config and endpoint of a registration with this role);
+* a bucket for the certificates the operator generates (``tlsCertificateS3Bucket``).
+
+One load balancer controller and one KEDA per cluster: the add-on can bring its own
+(``alb.enabled``, ``keda.enabled``), but ``HyperPodServingAddons`` installs both already, and
+two of either conflict (two ALB controllers reconcile the same Services and Ingresses; KEDA
+registers the cluster's single ``v1beta1.external.metrics.k8s.io`` APIService,
+https://keda.sh/docs/2.17/operate/cluster/#only-one-metric-server-per-cluster). So the add-on's
+are switched off and the add-ons construct's are used: ``alb`` stays off only when the
+add-ons construct has a controller (otherwise a warning says to bring one).
+
+``HyperPodInferenceOperator.of(addons)`` installs on the first call and returns the same
+installation after, however many ``HyperPodInferenceEndpoint`` s use it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from typing import Any, cast
+
+from aws_cdk import Annotations, Aws, CfnJson, Names, RemovalPolicy
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from .._cdk.nag import acknowledge, acknowledge_wildcard_resources
+from .._cdk.role_grants import ExecutionRoleGrants
+from ..errors import Problems, checked_props
+from ..model_sources import ModelData
+from .addons import HyperPodServingAddons
+from .cluster import HyperPodEksCluster
+
+__all__ = ["HyperPodInferenceOperator", "inference_operator_facts"]
+
+_CHILD_ID = "InferenceOperator"
+
+
+@functools.cache
+def inference_operator_facts() -> dict[str, Any]:
+    """``assets/inference_operator.json``: add-on, dependencies, names, each with its source."""
+    text = resources.files(__package__).joinpath("assets", "inference_operator.json").read_text()
+    return cast(dict[str, Any], json.loads(text))
+
+
+class HyperPodInferenceOperator(Construct):
+    """The inference operator add-on, its dependencies, roles and TLS bucket on one cluster.
+
+    Use ``HyperPodInferenceOperator.of(addons)``; constructing it directly a second time on
+    the same add-ons is refused by the construct tree (one child id).
+
+    :param addons: the cluster's serving add-ons (load balancer controller, KEDA).
+    :param hyperpod_cluster_arn: the HyperPod cluster's ARN (``hyperpodClusterArn``).
+        Default: the ``HyperPodEksCluster``'s; required for an imported cluster.
+    :param addon_version: the operator add-on's version. Default: the pin in
+        ``assets/inference_operator.json``.
+    """
+
+    @checked_props
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        addons: HyperPodServingAddons,
+        hyperpod_cluster_arn: str | None = None,
+        addon_version: str | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.addons = addons
+        self.cluster = addons.cluster
+        self.facts = inference_operator_facts()
+        self.namespace: str = self.facts["namespace"]
+        self.hyperpod_cluster_arn = self._resolve_cluster_arn(hyperpod_cluster_arn)
+        self.keda = addons.enable_keda()
+        self.tls_bucket = self._render_tls_bucket()
+        self.execution_role = self._render_execution_role()
+        self.s3_csi_role = self._irsa_role(
+            "S3CsiDriverRole",
+            self.facts["s3_csi_namespace"],
+            self.facts["s3_csi_service_account"],
+            "Mountpoint for S3 CSI driver: reads the weights of the endpoints that use it",
+        )
+        self._s3_grants = ExecutionRoleGrants(self, self.s3_csi_role)
+        self.dependencies = self._render_dependencies()
+        self.addon = self._render_addon(addon_version or self.facts["addon"]["version"])
+
+    @classmethod
+    def of(
+        cls, addons: HyperPodServingAddons, *, hyperpod_cluster_arn: str | None = None
+    ) -> HyperPodInferenceOperator:
+        """The cluster's installation: created on the first call, the same one after."""
+        existing = addons.node.try_find_child(_CHILD_ID)
+        if isinstance(existing, HyperPodInferenceOperator):
+            return existing
+        return cls(addons, _CHILD_ID, addons=addons, hyperpod_cluster_arn=hyperpod_cluster_arn)
+
+    # -- what endpoints request ----------------------------------------------------------
+
+    def grant_model_read(self, model_data: ModelData) -> None:
+        """Let the S3 CSI driver mount ``model_data``'s prefix (read-only, that prefix only)."""
+        self._s3_grants.model_data_read(model_data)
+        self._s3_grants.acknowledge()
+
+    def grant_cloudwatch_scaling(self) -> None:
+        """Let KEDA's operator read CloudWatch for ``cloudWatchTrigger`` autoscaling (once)."""
+        if self.node.try_find_child("CloudWatchScaling") is not None:
+            return
+        policy = iam.Policy(
+            self,
+            "CloudWatchScaling",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics"],
+                    resources=["*"],
+                )
+            ],
+        )
+        policy.attach_to_role(self.keda.operator_role)
+        acknowledge_wildcard_resources(
+            policy,
+            ["*"],
+            "CloudWatch GetMetricData/GetMetricStatistics have no resource-level permissions "
+            "(Service Authorization Reference, Amazon CloudWatch).",
+        )
+
+    def controller_pod_template(self) -> dict[str, Any]:
+        """The operator's controller pod, for placement checks.
+
+        As the operator's chart renders it (charts/inference-operator/values.yaml ``affinity``:
+        amd64 Linux nodes; ``tolerations: []``; config/manager/manager.yaml: no resource
+        beyond CPU and memory): it lands on an untainted node, i.e. the system group.
+        """
+        return {
+            "metadata": {"labels": {"control-plane": "hyperpod-inference-controller-manager"}},
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "kubernetes.io/arch",
+                                            "operator": "In",
+                                            "values": ["amd64"],
+                                        },
+                                        {
+                                            "key": "kubernetes.io/os",
+                                            "operator": "In",
+                                            "values": ["linux"],
+                                        },
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
+                "tolerations": [],
+                "containers": [
+                    {
+                        "name": "manager",
+                        "image": "hyperpod-inference-operator",
+                        "resources": {
+                            "requests": {"cpu": "10m", "memory": "64Mi"},
+                            "limits": {"cpu": "500m", "memory": "256Mi"},
+                        },
+                    }
+                ],
+            },
+        }
+
+    # -- resolve -------------------------------------------------------------------------
+
+    def _resolve_cluster_arn(self, given: str | None) -> str:
+        """The HyperPod cluster's ARN; an imported cluster must give it and its OIDC provider."""
+        problems = Problems(f"HyperPodInferenceOperator '{self.node.path}'")
+        try:
+            _ = self.cluster.eks_cluster.open_id_connect_provider
+        except RuntimeError:
+            problems.add(
+                "addons.cluster",
+                self.cluster.eks_cluster.cluster_name,
+                "import the EKS cluster with its open_id_connect_provider: the operator's roles "
+                "trust its service accounts through IAM roles for service accounts",
+            )
+        arn = given
+        if arn is None and isinstance(self.cluster, HyperPodEksCluster):
+            arn = self.cluster.cfn_cluster.attr_cluster_arn
+        if arn is None:
+            problems.add(
+                "hyperpod_cluster_arn",
+                given,
+                "required for an imported cluster: the ARN of the HyperPod cluster (hyperpodClusterArn)",
+            )
+        problems.raise_if_any()
+        assert arn is not None
+        return arn
+
+    # -- render --------------------------------------------------------------------------
+
+    def _render_tls_bucket(self) -> s3.Bucket:
+        """Private, encrypted, TLS-only; retained (it holds the endpoints' certificates)."""
+        bucket = s3.Bucket(
+            self,
+            "TlsCertificates",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            versioned=True,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            bucket,
+            "AwsSolutions-S1",
+            "Holds only the certificates the inference operator writes; object access is "
+            "limited to the operator's execution role.",
+        )
+        return bucket
+
+    def _oidc_principal(self, namespace: str, service_account: str) -> iam.IPrincipal:
+        """IRSA: the cluster's OIDC provider, for exactly one namespace/service account."""
+        provider = self.cluster.eks_cluster.open_id_connect_provider
+        issuer = provider.open_id_connect_provider_issuer
+        conditions = CfnJson(
+            self,
+            f"Trust-{namespace}-{service_account}",
+            value={
+                f"{issuer}:sub": f"system:serviceaccount:{namespace}:{service_account}",
+                f"{issuer}:aud": "sts.amazonaws.com",
+            },
+        )
+        return iam.OpenIdConnectPrincipal(provider, {"StringEquals": conditions})
+
+    def _irsa_role(
+        self, id: str, namespace: str, service_account: str, description: str
+    ) -> iam.Role:
+        return iam.Role(
+            self,
+            id,
+            assumed_by=self._oidc_principal(namespace, service_account),
+            description=description,
+        )
+
+    def _render_execution_role(self) -> iam.Role:
+        """The operator's role: AWS's managed policy, the TLS bucket's objects, nothing else."""
+        prefix = self.facts["execution_role_prefix"]
+        role = iam.Role(
+            self,
+            "ExecutionRole",
+            role_name=f"{prefix}-{Names.unique_resource_name(self, max_length=64 - len(prefix) - 1)}",
+            assumed_by=iam.CompositePrincipal(
+                self._oidc_principal(self.namespace, self.facts["operator_service_account"]),
+                iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
+                    {"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}
+                ),
+            ),
+            description="SageMaker HyperPod inference operator: deploys and registers endpoints",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name(
+                    self.facts["execution_role_managed_policy"]
+                )
+            ],
+        )
+        objects = self.tls_bucket.arn_for_objects("*")
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
+                resources=[objects],
+            )
+        )
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{self.facts['execution_role_managed_policy']}]",
+            "AmazonSageMakerHyperPodInferenceAccess is the policy AWS documents for the operator's "
+            "execution role (helm_to_addon.sh); the add-on requires the role-name prefix it is scoped to.",
+        )
+        acknowledge_wildcard_resources(
+            role,
+            [objects],
+            "The operator names the certificate objects it writes; the bucket holds nothing else.",
+        )
+        return role
+
+    def _render_dependencies(self) -> dict[str, Any]:
+        """cert-manager, metrics-server and the S3 CSI driver (IRSA), after the nodes."""
+        versions: dict[str, str] = self.facts["dependencies"]
+        eks_cluster = self.cluster.eks_cluster
+        deps: dict[str, Any] = {}
+        for name in ("cert-manager", "metrics-server"):
+            deps[name] = eks.Addon(
+                self,
+                f"Addon-{name}",
+                cluster=eks_cluster,
+                addon_name=name,
+                addon_version=versions[name],
+                preserve_on_delete=False,
+            )
+        s3_csi = "aws-mountpoint-s3-csi-driver"
+        deps[s3_csi] = eks.CfnAddon(
+            self,
+            f"Addon-{s3_csi}",
+            cluster_name=eks_cluster.cluster_name,
+            addon_name=s3_csi,
+            addon_version=versions[s3_csi],
+            service_account_role_arn=self.s3_csi_role.role_arn,
+            resolve_conflicts="OVERWRITE",
+        )
+        for dependency in deps.values():
+            dependency.node.add_dependency(self.cluster.nodes_ready)
+        return deps
+
+    def _configuration_values(self) -> dict[str, Any]:
+        """The add-on's configuration (keys as helm_to_addon.sh passes them)."""
+        alb_here = self.addons.load_balancer_controller is not None
+        if not alb_here:
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:inferenceOperatorNoLoadBalancerController",
+                "the add-ons install no AWS Load Balancer Controller: the inference operator's "
+                "endpoints need one in the cluster (install it, or pass alb settings yourself)",
+            )
+        return {
+            "executionRoleArn": self.execution_role.role_arn,
+            "tlsCertificateS3Bucket": self.tls_bucket.bucket_name,
+            "hyperpodClusterArn": self.hyperpod_cluster_arn,
+            "alb": {"enabled": False},
+            "keda": {"enabled": False},
+        }
+
+    def _render_addon(self, version: str) -> eks.Addon:
+        addon = eks.Addon(
+            self,
+            "Addon",
+            cluster=self.cluster.eks_cluster,
+            addon_name=self.facts["addon"]["name"],
+            addon_version=version,
+            configuration_values=self._configuration_values(),
+            preserve_on_delete=False,
+        )
+        for prerequisite in (
+            *self.dependencies.values(),
+            self.cluster.fsx_csi_driver,
+            self.keda.chart,
+            self.execution_role,
+        ):
+            addon.node.add_dependency(prerequisite)
+        if self.addons.load_balancer_controller is not None:
+            addon.node.add_dependency(self.addons.load_balancer_controller)
+        return addon
