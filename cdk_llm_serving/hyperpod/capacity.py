@@ -29,6 +29,17 @@ class GpuNodeLedger:
         """Nodes of ``group_name`` reserved so far."""
         return sum(n for (_, group), n in self.reservations.items() if group == group_name)
 
+    def free(self, group_name: str, consumer: IConstruct | None = None) -> int:
+        """Nodes of ``group_name`` that no consumer but ``consumer`` has reserved (at least 0).
+
+        ``consumer``'s own share counts as free: reserving again replaces it.
+        """
+        group = self.groups.get(group_name)
+        if group is None:
+            return 0
+        own = self.reservations.get((consumer.node.path, group_name), 0) if consumer else 0
+        return max(0, group.count - self.reserved(group_name) + own)
+
     def reserve(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
         """Record ``consumer``'s ``nodes`` on ``group_name``; refuse if the group overflows."""
         problems = Problems(f"GPU nodes of HyperPod cluster '{self.cluster_path}'")

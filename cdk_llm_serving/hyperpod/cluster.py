@@ -140,10 +140,10 @@ class HyperPodEksCluster(Construct):
         Zones with one NAT gateway, an S3 gateway endpoint and flow logs, retained with its
         GPU subnet on ``cdk destroy`` (see the module doc). A VPC you create in the same
         stack is yours to retain likewise when an ``FsxModelStore`` keeps its file system.
-    :param gpu_subnet: the one subnet every GPU group (and the FSx file system) uses, so
-        multi-node replicas sit close together. Default: the first private subnet. ``None``
-        together with ``single_gpu_subnet=False`` spreads GPU groups over all private subnets.
-    :param single_gpu_subnet: place all GPU groups in ``gpu_subnet``. Default: ``True``.
+    :param single_gpu_subnet: without ``gpu_availability_zone_id``, place every GPU group
+        (and the FSx file system) in the first private subnet, so multi-node replicas sit
+        close together; ``False`` spreads GPU groups over all private subnets (the FSx file
+        system stays in the first). Default: ``True``.
     :param kubernetes_version: a version HyperPod supports and we ship a kubectl layer for.
         Default: 1.33.
     :param admin_role_arns: IAM roles granted cluster-admin through EKS access entries.
@@ -157,7 +157,7 @@ class HyperPodEksCluster(Construct):
         (capacity reservation, training plan): a new private subnet there holds every GPU
         group and the FSx file system. AZ IDs name the same zone in every account, AZ names
         do not. Checked at synth against the stack's Region when it is known; EC2 checks it
-        exists at deploy. Default: none (GPU groups use ``gpu_subnet``'s rule above).
+        exists at deploy. Default: none (GPU groups follow ``single_gpu_subnet``).
     :param gpu_subnet_cidr: the CIDR of that subnet. Default: the first free block, the size
         of the private subnets, in a VPC this construct creates; required with an imported VPC.
     :param nodes_ready_timeout: how long ``nodes_ready`` waits for every group's nodes to be
@@ -282,6 +282,10 @@ class HyperPodEksCluster(Construct):
         consumer's earlier share.
         """
         self.gpu_node_ledger.reserve(consumer, group_name, nodes)
+
+    def free_gpu_nodes(self, group_name: str, consumer: IConstruct | None = None) -> int:
+        """Nodes of ``group_name`` no consumer but ``consumer`` has reserved so far."""
+        return self.gpu_node_ledger.free(group_name, consumer)
 
     @property
     def nodes_ready(self) -> IConstruct:
@@ -903,6 +907,10 @@ class _ImportedHyperPodCluster(Construct):
     def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
         """As ``HyperPodEksCluster.reserve_gpu_nodes``, for the consumers in this app."""
         self.gpu_node_ledger.reserve(consumer, group_name, nodes)
+
+    def free_gpu_nodes(self, group_name: str, consumer: IConstruct | None = None) -> int:
+        """As ``HyperPodEksCluster.free_gpu_nodes``, for the consumers in this app."""
+        return self.gpu_node_ledger.free(group_name, consumer)
 
     @property
     def pod_identity_agent(self) -> IConstruct:

@@ -75,3 +75,8 @@ class IHyperPodCluster(Protocol):
         replicas); refused with one ``ConfigurationError`` listing every consumer's share
         when the group's consumers together need more nodes than it has."""
         ...
+
+    def free_gpu_nodes(self, group_name: str, consumer: IConstruct | None = None) -> int:
+        """Nodes of ``group_name`` no other consumer has reserved so far (``consumer``'s own
+        share counts as free)."""
+        ...

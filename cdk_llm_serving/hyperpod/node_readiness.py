@@ -14,6 +14,17 @@ within one hour (``ServiceTimeout``: "an integer from 1 to 3600", CloudFormation
 so a longer wait is split into chained stages of at most ``_STAGE`` each: every stage but
 the last completes at its deadline, the last fails there, naming each group's
 running/expected count.
+
+The provider framework (aws-cdk-lib ``custom-resources/lib/provider-framework``) calls
+``is_complete`` right after ``on_event`` and then every ``_QUERY_INTERVAL``; it gives up
+after ``total_timeout`` (``util.js``, ``calculateRetryPolicy``: total / interval attempts),
+set a few minutes past the stage's own deadline so our message, not "Operation timed out",
+is what CloudFormation shows; an error the handler raises fails the resource at once
+(``runtime/framework.js``, ``safeHandler``), it is not retried.
+
+Update (a group's count or the timeout changed) waits again, for the new counts: a scale-up
+completes once the added nodes run; a rollback waits for the old counts, which ran before.
+Delete waits for nothing.
 """
 
 from __future__ import annotations

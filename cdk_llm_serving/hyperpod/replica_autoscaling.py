@@ -6,7 +6,11 @@ per replica above the threshold adds a replica. KEDA's operator queries AMP with
 Pod Identity role allowed ``aps:QueryMetrics`` on the watched workspaces only. KEDA and
 that identity exist once per cluster, in ``HyperPodServingAddons`` (``enable_keda``), so
 several services on one cluster each add only their ScaledObject. The replica ceiling is
-what the GPU group holds: group nodes // nodes per replica.
+what the GPU group holds: group nodes // nodes per replica. The default maximum is what is
+still free of the group when the autoscaling is added: its nodes minus every other
+consumer's reservation (services, endpoints, other autoscaling), // nodes per replica, so
+two autoscaled services with defaults synthesize (the first takes what the second leaves
+free; give ``max_replicas`` to share differently).
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ class VllmReplicaAutoscaling(Construct):
     :param observability: the service's ``VllmObservability`` (KEDA queries its workspace).
     :param waiting_requests_per_replica: queue depth per replica that KEDA holds. Default: 8.
     :param min_replicas: Default: 1.
-    :param max_replicas: Default: the GPU group's nodes // nodes per replica.
+    :param max_replicas: Default: the GPU group's nodes still free at this point (its
+        nodes minus what other consumers reserved before, see ``free_gpu_nodes``) // nodes
+        per replica, and at least ``min_replicas``.
     """
 
     @checked_props
@@ -50,7 +56,9 @@ class VllmReplicaAutoscaling(Construct):
     ) -> None:
         super().__init__(scope, id)
         ceiling = service.group.count // service.nodes
-        max_replicas = max_replicas if max_replicas is not None else ceiling
+        if max_replicas is None:
+            free = service.cluster.free_gpu_nodes(service.group.name, service)
+            max_replicas = max(min_replicas, free // service.nodes)
         self._validate(
             service,
             observability,

@@ -20,8 +20,11 @@
   service accept traffic from each other (torch.distributed, Ray, the DP RPC port and NCCL's
   run-time ports) and the leader accepts the API port from the VPC (the load balancer's
   IP targets see the NLB's private addresses: client IP preservation is off for IP targets
-  by default; the AMP managed scraper and the kubelet's probes also come from the VPC);
-  nothing else gets in. Limit: pods take their addresses from the VPC's subnets too (VPC
+  by default; the AMP managed scraper's interfaces sit in the cluster's subnets); nothing else
+  gets in. The kubelet's probes need no rule: the VPC CNI's network policy agent always admits
+  its node's own IP (aws/aws-network-policy-agent#65, "Ignore policy restrictions against Node
+  IP"). Only the VPC's primary CIDR is admitted: a load balancer or scraper in subnets of a
+  secondary CIDR block (an imported VPC) would need it added. Limit: pods take their addresses from the VPC's subnets too (VPC
   CNI), so any pod of the cluster can open the API port; ``/v1`` still needs the key, while
   ``/health`` and ``/metrics`` answer anyone inside the VPC. Egress is open except the instance metadata service
   (169.254.169.254/32, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html),

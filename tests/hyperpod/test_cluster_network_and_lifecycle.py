@@ -3,6 +3,7 @@ a ``cdk destroy`` that completes, the association's path, and ``on_create.sh``."
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import os
 import re
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import pytest
 from aws_cdk import Duration, Stack
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3 as s3
 
 from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod._facts import hyperpod_facts
 from cdk_llm_serving.hyperpod.availability_zones import az_id_problem, region_prefix
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
@@ -150,6 +153,75 @@ def test_a_wait_under_a_minute_is_refused():
             nodes_ready_timeout=Duration.seconds(30),
         )
     assert [p.property for p in caught.value.problems] == ["timeout"]
+
+
+def _needs(template: dict, logical_id: str) -> set[str]:
+    """Everything ``logical_id`` waits for: DependsOn and references, transitively."""
+    resources, seen, todo = template["Resources"], set(), [logical_id]
+    while todo:
+        resource = resources[todo.pop()]
+        direct = set(resource.get("DependsOn", [])) | _references(resource.get("Properties", {}))
+        for other in direct & set(resources) - seen:
+            seen.add(other)
+            todo.append(other)
+    return seen
+
+
+def test_a_chart_can_install_before_the_hyperpod_cluster():
+    """AWS's HyperPod dependencies chart must be installed before the cluster: a chart the
+    cluster depends on synthesizes (no cycle) and waits for neither the cluster nor its nodes."""
+    stack = new_stack()
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups())
+    chart = eks.HelmChart(
+        stack,
+        "Dependencies",
+        cluster=cluster.eks_cluster,
+        chart="hyperpod-helm-chart",
+        repository="oci://111122223333.dkr.ecr.us-east-1.amazonaws.com/hyperpod",
+        version="0.1.0",
+        namespace="kube-system",
+        wait=False,
+    )
+    cluster.cfn_cluster.node.add_dependency(chart)
+    template = _template(stack)
+    (chart_id,) = resources_of_type(template, "Custom::AWSCDK-EKS-HelmChart")
+    cluster_id, _ = only_resource(template, "AWS::SageMaker::Cluster")
+    stages = set(resources_of_type(template, "Custom::HyperPodNodesReady"))
+    assert chart_id in _needs(template, cluster_id)
+    assert not (_needs(template, chart_id) & {cluster_id, *stages})
+
+
+_KUBERNETES_TYPES = (
+    "Custom::AWSCDK-EKS-KubernetesResource",
+    "Custom::AWSCDK-EKS-HelmChart",
+    "Custom::AWSCDK-EKS-KubernetesObjectValue",
+    "AWS::EKS::Addon",
+)
+
+
+def test_everything_applied_in_the_cluster_waits_for_the_nodes(hyperpod_template):
+    """Every manifest, chart and add-on waits for the last nodes-ready stage, except the
+    add-ons nodes need to join (hyperpod.json ``addons_before_nodes``), which the
+    HyperPod cluster itself waits for."""
+    resources = hyperpod_template["Resources"]
+    (final,) = [
+        key
+        for key, stage in resources_of_type(hyperpod_template, "Custom::HyperPodNodesReady").items()
+        if stage["Properties"]["Final"] == "true"
+    ]
+    cluster_id, _ = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
+    before = set(hyperpod_facts()["addons_before_nodes"])
+    early = sorted(
+        key
+        for key, resource in resources.items()
+        if resource["Type"] in _KUBERNETES_TYPES
+        and resource["Properties"].get("AddonName") not in before
+        and final not in _needs(hyperpod_template, key)
+    )
+    assert early == []
+    addons = resources_of_type(hyperpod_template, "AWS::EKS::Addon")
+    first = {k for k, a in addons.items() if a["Properties"]["AddonName"] in before}
+    assert len(first) == len(before) >= 3 and first <= _needs(hyperpod_template, cluster_id)
 
 
 def test_the_wait_handler_may_only_list_this_clusters_nodes(hyperpod_template):
@@ -317,6 +389,57 @@ def test_destroy_completes_with_the_file_system_kept(hyperpod_template):
     _, cluster = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
     (node_group,) = cluster["Properties"]["VpcConfig"]["SecurityGroupIds"]
     assert _ref_id(node_group) not in held
+
+
+def _references(value: object) -> set[str]:
+    """Every logical id ``value`` points at (``Ref`` / ``Fn::GetAtt``, at any depth)."""
+    found = {ref} if (ref := _ref_id(value)) is not None else set()
+    children = value.values() if isinstance(value, dict) else value
+    if isinstance(value, dict | list):
+        for child in children:
+            found |= _references(child)
+    return found
+
+
+def retained_network_holding_deleted(template: dict) -> dict[str, list[str]]:
+    """Retained EC2/FSx resources that point at a resource the stack deletes.
+
+    EC2 refuses to delete a security group another group's rule still names, and a subnet
+    or group a retained interface still uses (``DependencyViolation``): what the retained
+    network names must stay with it. Rules on a retained group that name a deleted group
+    must be their own ``AWS::EC2::SecurityGroupIngress`` resources, deleted with the stack.
+    """
+    resources = template["Resources"]
+    held: dict[str, list[str]] = {}
+    for logical_id, resource in resources.items():
+        if not _retained(template, logical_id):
+            continue
+        if not resource["Type"].startswith(("AWS::EC2::", "AWS::FSx::")):
+            continue
+        deleted = sorted(
+            ref
+            for ref in _references(resource.get("Properties", {}))
+            if ref in resources and not _retained(template, ref)
+        )
+        if deleted:
+            held[logical_id] = deleted
+    return held
+
+
+def test_the_retained_network_names_nothing_the_stack_deletes(hyperpod_template):
+    assert retained_network_holding_deleted(hyperpod_template) == {}
+
+
+def test_an_inline_rule_to_the_nodes_on_the_retained_group_would_be_found(hyperpod_template):
+    template = copy.deepcopy(hyperpod_template)
+    _, fs = only_resource(template, "AWS::FSx::FileSystem")
+    (fs_group,) = [_ref_id(v) for v in fs["Properties"]["SecurityGroupIds"]]
+    _, cluster = only_resource(template, "AWS::SageMaker::Cluster")
+    (node_group,) = cluster["Properties"]["VpcConfig"]["SecurityGroupIds"]
+    template["Resources"][fs_group]["Properties"]["SecurityGroupIngress"] = [
+        {"IpProtocol": "tcp", "FromPort": 988, "ToPort": 988, "SourceSecurityGroupId": node_group}
+    ]
+    assert retained_network_holding_deleted(template) == {fs_group: [_ref_id(node_group)]}
 
 
 def test_file_system_group_admits_lustre_from_the_nodes(hyperpod_template):

@@ -8,6 +8,8 @@ from aws_cdk import aws_s3 as s3
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
+from cdk_llm_serving.hyperpod.observability import VllmObservability
+from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
 from tests.support.builders import new_stack
 from tests.support.hyperpod import deepseek_service, imported_cluster, small_cluster
 
@@ -91,3 +93,41 @@ def test_a_consumer_reserving_again_replaces_its_share():
     cluster.reserve_gpu_nodes(stack, "gpu", 2)
     cluster.reserve_gpu_nodes(stack, "gpu", 1)
     assert cluster.gpu_node_ledger.reserved("gpu") == 1
+
+
+def _autoscaled_pair(gpu_nodes: int, first_max: int | None = None):
+    """Two one-node services on one group, each with autoscaling (``first_max`` on the first)."""
+    stack = new_stack("Scaled")
+    cluster, addons, store = small_cluster(stack, gpu_count=gpu_nodes)
+    services = [
+        deepseek_service(stack, cluster, addons, store, id=f"Serving{i}", name=f"ds{i}")
+        for i in range(2)
+    ]
+    scalings = [
+        VllmReplicaAutoscaling(
+            stack,
+            f"Scale{i}",
+            service=service,
+            observability=VllmObservability(stack, f"Obs{i}", service=service),
+            max_replicas=first_max if i == 0 else None,
+        )
+        for i, service in enumerate(services)
+    ]
+    return cluster, scalings
+
+
+def test_two_autoscaled_services_with_default_maxima_share_the_group():
+    """The default maximum is what the group still has free: the first takes what the
+    second service leaves, the second keeps its one replica."""
+    cluster, (first, second) = _autoscaled_pair(gpu_nodes=4)
+    assert (first.max_replicas, second.max_replicas) == (3, 1)
+    assert cluster.gpu_node_ledger.reserved("gpu") == 4
+    assert cluster.free_gpu_nodes("gpu") == 0
+    assert cluster.free_gpu_nodes("gpu", first.service) == 3  # its own share counts as free
+
+
+def test_an_explicit_maximum_beyond_the_free_nodes_is_refused_with_every_share():
+    with pytest.raises(ConfigurationError) as caught:
+        _autoscaled_pair(gpu_nodes=4, first_max=4)
+    shares = {p.property: p.value for p in caught.value.problems}
+    assert shares == {"Scaled/Serving0": "4 nodes", "Scaled/Serving1": "1 nodes"}

@@ -134,3 +134,10 @@ def test_stubber_refuses_a_response_that_botocore_would_not_return(client):
     del broken["InstanceStatus"]
     with pytest.raises(Exception, match="InstanceStatus"):
         stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [broken]})
+
+
+def test_running_is_a_status_botocore_knows(handler, client):
+    """The one status the handler counts is in the service model's ClusterInstanceStatus."""
+    shape = client.meta.service_model.shape_for("ClusterInstanceStatus")
+    assert handler.RUNNING in shape.enum
+    assert "DeepHealthCheckInProgress" in shape.enum  # not yet ready: deep health checks run

@@ -132,7 +132,7 @@ def test_pods_take_whole_nodes_with_efa_shm_weights_and_probes(lws):
         assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in spec["volumes"]
         assert {"name": "FI_PROVIDER", "value": "efa"} in container["env"]
         assert spec["nodeSelector"]["node.kubernetes.io/instance-type"] == "ml.p6-b200.48xlarge"
-        assert {"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"} in container["env"]
+        assert "FI_EFA_USE_DEVICE_RDMA" not in {e["name"] for e in container["env"]}
         assert {"name": "FI_EFA_FORK_SAFE", "value": "1"} in container["env"]
         assert spec["tolerations"] == [
             {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
@@ -58,6 +62,54 @@ def test_api_key_is_read_from_the_file_at_start():
     assert script.endswith('exec vllm "$@"')
     ray = with_api_key_file(leader_command(VllmConfig(model="m"), 2, "ray"), "/k")
     assert ray.args[0].startswith("set -e; test -s /k;") and "ray start --head" in ray.args[0]
+
+
+def kubernetes_expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' expansion of ``command``/``args``: ``$$`` is a literal ``$``, ``$(VAR)``
+    the container's variable (left as written when undefined) (Kubernetes API reference,
+    Container ``args``: "Double $$ are reduced to a single $, which allows for escaping
+    the $(VAR_NAME) syntax")."""
+    return re.sub(
+        r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+        lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
+        text,
+    )
+
+
+def run_in_container(command: list[str], args: list[str], tmp_path: Path) -> str:
+    """Run the pod's start the way the kubelet would, with a ``vllm`` that echoes."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "vllm"
+    fake.write_text('#!/bin/sh\necho "key=$VLLM_API_KEY"\nprintf "arg=%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    env = {"LWS_LEADER_ADDRESS": "ds-0.ds.inference", "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    argv = [kubernetes_expand(part, env) for part in [*command, *args]]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+    return f"rc={done.returncode}\n{done.stdout}"
+
+
+def test_the_wrapped_start_exports_the_key_and_keeps_every_argument(tmp_path):
+    key = tmp_path / "api-key"
+    key.write_text("s3cr3t $(not-expanded) 'quoted'")
+    wrapped = with_api_key_file(leader_command(DP_EP, 2), str(key))
+    out = run_in_container(wrapped.command, wrapped.args, tmp_path)
+    assert out.startswith("rc=0\nkey=s3cr3t $(not-expanded) 'quoted'\n")
+    expected = [
+        kubernetes_expand(a, {"LWS_LEADER_ADDRESS": "ds-0.ds.inference"})
+        for a in leader_command(DP_EP, 2).args
+    ]
+    assert out.splitlines()[2:] == [f"arg={a}" for a in expected]
+    assert "arg=ds-0.ds.inference" in out.splitlines()
+
+
+def test_the_wrapped_start_fails_without_the_key_file(tmp_path):
+    wrapped = with_api_key_file(leader_command(DP_EP, 2), str(tmp_path / "missing"))
+    out = run_in_container(wrapped.command, wrapped.args, tmp_path)
+    assert out.startswith("rc=1\n") and "key=" not in out
+    (tmp_path / "empty").write_text("")
+    wrapped = with_api_key_file(leader_command(DP_EP, 2), str(tmp_path / "empty"))
+    assert run_in_container(wrapped.command, wrapped.args, tmp_path).startswith("rc=1\n")
 
 
 def test_the_key_cannot_be_passed_as_a_flag():
