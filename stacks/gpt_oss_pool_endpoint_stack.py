@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Acknowledgment, CfnOutput, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -21,6 +19,7 @@ from cdk_llm_serving import (
     VllmPool,
     VllmPoolEndpoint,
 )
+from cdk_llm_serving._cdk.alerts_topic import encrypted_alerts_topic
 from cdk_llm_serving.vllm import VllmConfig
 
 #: AWS's vLLM deep-learning container for SageMaker: repository and tag. The account that hosts
@@ -128,18 +127,9 @@ class GptOssPoolEndpointStack(Stack):
         ``cloudwatch.amazonaws.com`` use the key (docs.aws.amazon.com/sns/latest/dg/
         sns-key-management.html#compatibility-with-aws-services).
         """
-        key = kms.Key(
+        return encrypted_alerts_topic(
             self,
-            "AlertsKey",
-            enable_key_rotation=True,
-            removal_policy=RemovalPolicy.RETAIN,
-            description="Encrypts the endpoint's alarm notifications",
+            publisher="cloudwatch.amazonaws.com",
+            key_description="Encrypts the endpoint's alarm notifications",
+            display_name="gpt-oss-20b alerts",
         )
-        key.grant(
-            iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:GenerateDataKey*", "kms:Decrypt"
-        )
-        topic = sns.Topic(
-            self, "Alerts", master_key=key, enforce_ssl=True, display_name="gpt-oss-20b alerts"
-        )
-        topic.apply_removal_policy(RemovalPolicy.RETAIN)
-        return topic

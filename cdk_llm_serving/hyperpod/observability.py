@@ -25,10 +25,10 @@ from aws_cdk import Aws, CfnOutput, Duration, Fn, RemovalPolicy
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from .._cdk.alerts_topic import encrypted_alerts_topic
 from .._cdk.validation import check_at_least
 from ..errors import Problems, checked_props
 from .constants import (
@@ -152,22 +152,12 @@ class VllmObservability(Construct):
 
     def _render_alerts_topic(self) -> sns.Topic:
         """An SNS topic, encrypted with a key AMP may use, that only AMP of this account publishes to."""
-        key = kms.Key(
+        topic = encrypted_alerts_topic(
             self,
-            "AlertsKey",
-            enable_key_rotation=True,
-            removal_policy=RemovalPolicy.RETAIN,
-            description="Encrypts vLLM alert notifications",
-        )
-        key.grant(iam.ServicePrincipal("aps.amazonaws.com"), "kms:GenerateDataKey*", "kms:Decrypt")
-        topic = sns.Topic(
-            self,
-            "Alerts",
-            master_key=key,
-            enforce_ssl=True,
+            publisher="aps.amazonaws.com",
+            key_description="Encrypts vLLM alert notifications",
             display_name=f"{self.service.name} alerts",
         )
-        topic.apply_removal_policy(RemovalPolicy.RETAIN)  # subscriptions survive a redeploy
         topic.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal("aps.amazonaws.com")],
