@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -181,6 +182,7 @@ def _run_scenario(name: str, count: int, l1_file: str | None) -> dict[str, Any]:
             len(json.dumps(json.loads(p.read_text()), separators=(",", ":"))) for p in templates
         ),
         "resources": sum(len(json.loads(p.read_text()).get("Resources", {})) for p in templates),
+        "outdir": outdir,
         "template": str(templates[0]) if templates else None,
         "templates": {
             stack.stack_name: str(Path(outdir, stack.template_file)) for stack in assembly.stacks
@@ -208,7 +210,7 @@ def _child_environment(mode: str) -> dict[str, str]:
 
 
 def _measure(
-    name: str, count: int = 0, l1_file: str | None = None, mode: str = MODES[0]
+    name: str, count: int = 0, l1_file: str | None = None, mode: str = MODES[0], keep: bool = False
 ) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -221,7 +223,10 @@ def _measure(
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {**json.loads(out.stdout.splitlines()[-1]), "cpu": cpu, "wall": wall}
+    run: dict[str, Any] = {**json.loads(out.stdout.splitlines()[-1]), "cpu": cpu, "wall": wall}
+    if not keep:  # the reference's cloud assembly holds about 60 MB of Lambda assets
+        shutil.rmtree(run["outdir"], ignore_errors=True)
+    return run
 
 
 def _endpoint_resources(template_path: str) -> dict[str, Any]:
@@ -333,10 +338,10 @@ def main() -> None:
         return
 
     # These first runs also write the bytecode the measured runs load.
-    one = _measure("pool", 1)
+    one = _measure("pool", 1, keep=True)
     l1_file = Path(tempfile.mkdtemp(prefix="bench-l1-")) / "endpoint.json"
     l1_file.write_text(json.dumps(_endpoint_resources(one["template"])))
-    reference = _measure("reference")
+    reference = _measure("reference", keep=True)
     reference_file = l1_file.with_name("reference.json")
     reference_file.write_text(json.dumps(reference["templates"]))
     scenarios = _scenarios()
@@ -347,6 +352,9 @@ def main() -> None:
             for mode in MODES:
                 run = _measure(name, count, str(inputs) if inputs else None, mode)
                 results[label][mode].append(run)
+    for run in (one, reference):
+        shutil.rmtree(run["outdir"], ignore_errors=True)
+    shutil.rmtree(l1_file.parent, ignore_errors=True)
     _report(results, args.rounds)
 
 
