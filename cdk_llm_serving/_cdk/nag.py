@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import jsii
@@ -42,11 +43,23 @@ def finding_resource(scope: IConstruct, value: str) -> str:
 
 def acknowledge_wildcard_resources(scope: IConstruct, resources: list[str], reason: str) -> None:
     """Acknowledge ``AwsSolutions-IAM5`` for exactly these wildcard resources, nothing broader."""
+    acknowledge_wildcards(scope, dict.fromkeys(resources, reason))
+
+
+def acknowledge_wildcards(scope: IConstruct, reasons: Mapping[str, str]) -> None:
+    """``AwsSolutions-IAM5`` for each wildcard resource of ``reasons``, with its own reason.
+
+    One acknowledgment call for all of them, and one ``resolve`` for all their tokens: each
+    jsii round trip costs about 0.3 ms of CPU, and a pool endpoint acknowledges four.
+    """
+    resources = list(reasons)
+    tokens = [resource for resource in resources if is_unresolved(resource)]
+    resolved = dict(zip(tokens, Stack.of(scope).resolve(tokens), strict=True)) if tokens else {}
     Validations.of(scope).acknowledge(
         *(
             Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::{finding_resource(scope, resource)}]",
-                reason=reason,
+                id=f"AwsSolutions-IAM5[Resource::{_render(resolved.get(resource, resource))}]",
+                reason=reasons[resource],
             )
             for resource in resources
         )
