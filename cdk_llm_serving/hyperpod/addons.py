@@ -15,7 +15,9 @@
 * Cluster-wide pieces that services request and that exist once per cluster, however many
   services use them: KEDA with its operator's Pod Identity (``enable_keda``, for
   ``VllmReplicaAutoscaling``) and the Amazon Managed Prometheus scraper's ClusterRole and
-  binding (``enable_scraper_access``, for ``VllmObservability``).
+  binding (``enable_scraper_access``, for ``VllmObservability``), and cert-manager
+  (``enable_cert_manager``: the multi-node service's TLS certificates and the inference
+  operator both need it; two installations of one add-on on a cluster are refused by EKS).
 
 Every other chart is installed after the HyperPod nodes exist (their webhooks need pods).
 """
@@ -36,7 +38,7 @@ from .._cdk.nag import acknowledge_cdk_internals
 from .._cdk.pod_identity import pod_identity_role
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
-from ._facts import chart_pins
+from ._facts import chart_pins, inference_operator_facts
 from .chart_source import HelmChartSource
 from .cluster import HyperPodEksCluster
 from .constants import (
@@ -140,6 +142,7 @@ class HyperPodServingAddons(Construct):
         )
         self._keda: KedaInstallation | None = None
         self._scraper_access: eks.KubernetesManifest | None = None
+        self._cert_manager: eks.Addon | None = None
 
     # -- what services request (once per cluster) ---------------------------------------
 
@@ -169,6 +172,28 @@ class HyperPodServingAddons(Construct):
             )
             self._scraper_access.node.add_dependency(self.cluster.nodes_ready)
         return self._scraper_access
+
+    def enable_cert_manager(self) -> eks.Addon:
+        """The EKS add-on ``cert-manager``, after the nodes; installed on the first call.
+
+        One per cluster (EKS keeps one installation of an add-on per cluster,
+        https://docs.aws.amazon.com/eks/latest/userguide/creating-an-add-on.html), shared by
+        every ``VllmMultiNodeService`` (its TLS certificates) and the inference operator (which
+        needs its CRDs). Pinned to the version AWS's operator migration script installs
+        (``assets/inference_operator.json``). Its pods carry no GPU toleration, so they
+        schedule on the system group (the GPU groups are tainted).
+        """
+        if self._cert_manager is None:
+            self._cert_manager = eks.Addon(
+                self,
+                "CertManager",
+                cluster=self.cluster.eks_cluster,
+                addon_name="cert-manager",
+                addon_version=inference_operator_facts()["dependencies"]["cert-manager"],
+                preserve_on_delete=False,
+            )
+            self._cert_manager.node.add_dependency(self.cluster.nodes_ready)
+        return self._cert_manager
 
     # -- validate -----------------------------------------------------------------------
 
