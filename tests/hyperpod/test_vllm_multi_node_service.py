@@ -310,7 +310,7 @@ def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
     )
     assert spec["serviceAccountName"] == service.service_account and [
         v["name"] for v in spec["volumes"]
-    ] == ["dshm", "api-key"]
+    ] == ["dshm", "tls", "api-key"]
     jsonschema.validate(concretize(service.lws), lws_schema)
     validate_core({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
 
