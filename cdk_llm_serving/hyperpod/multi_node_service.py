@@ -84,16 +84,6 @@ from .pod_spec import (
     rollout_strategy,
 )
 from .serving_image import IMAGE_WITHOUT_EFA_WARNING, default_vllm_image, efa_environment
-from .serving_tls import (
-    TLS_FLAGS,
-    ca_manifests,
-    serving_certificate,
-    serving_secret_name,
-    service_dns_names,
-    tls_flags,
-    tls_mount,
-    tls_volume,
-)
 from .serving_security import (
     API_KEY_FILE,
     API_KEY_MOUNT,
@@ -102,6 +92,16 @@ from .serving_security import (
     network_policies,
     secret_provider_class,
     secrets_store_addon,
+)
+from .serving_tls import (
+    TLS_FLAGS,
+    ca_manifests,
+    service_dns_names,
+    serving_certificate,
+    serving_secret_name,
+    tls_flags,
+    tls_mount,
+    tls_volume,
 )
 
 __all__ = ["Exposure", "VllmMultiNodeService"]
