@@ -24,11 +24,13 @@ Every other chart is installed after the HyperPod nodes exist (their webhooks ne
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations, Stack
+from aws_cdk import Annotations, CfnElement, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
@@ -193,6 +195,14 @@ class HyperPodServingAddons(Construct):
                 preserve_on_delete=False,
             )
             self._cert_manager.node.add_dependency(self.cluster.nodes_ready)
+            # The inference operator created it before it was shared: keep that logical id, or
+            # an update of a deployed stack would create a second cert-manager add-on, which
+            # EKS refuses (ResourceInUseException) and the update rolls back.
+            cfn = self._cert_manager.node.default_child
+            assert isinstance(cfn, CfnElement)
+            cfn.override_logical_id(
+                _logical_id(self, ["InferenceOperator", "Addon-cert-manager", "Resource"])
+            )
         return self._cert_manager
 
     # -- validate -----------------------------------------------------------------------
@@ -365,6 +375,21 @@ class HyperPodServingAddons(Construct):
         if not before_nodes:
             helm.node.add_dependency(self.cluster.nodes_ready)
         return helm
+
+
+def _logical_id(scope: Construct, below: list[str]) -> str:
+    """The logical id aws-cdk-lib gives an element at ``below`` under ``scope`` (its
+    ``makeUniqueId``, aws/aws-cdk packages/aws-cdk-lib/core/lib/private/uniqueid.ts: the path
+    from the stack without ``Default``, alphanumerics of each part without ``Resource`` and
+    consecutive repeats, then the first 8 hex digits of the path's MD5, upper case)."""
+    scopes = scope.node.scopes
+    stack_at = max(i for i, s in enumerate(scopes) if Stack.is_stack(s))
+    path = [s.node.id for s in scopes[stack_at + 1 :]] + below
+    path = [part for part in path if part != "Default"]
+    digest = hashlib.md5("/".join(path).encode(), usedforsecurity=False).hexdigest()[:8]
+    human = [part for i, part in enumerate(path) if i == 0 or part != path[i - 1]]
+    readable = "".join(re.sub("[^A-Za-z0-9]", "", part) for part in human if part != "Resource")
+    return readable[:240] + digest.upper()
 
 
 def _scraper_rbac() -> list[dict[str, Any]]:
