@@ -2,9 +2,9 @@
 
 A LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``) whose groups are one replica each
 (group size = nodes per replica, from the planner unless given), a Service on the
-leaders behind an internal load balancer (public only when asked, TLS with a
-certificate), serving the OpenAI-compatible API (``/v1/chat/completions`` with
-streaming, ``/v1/models``) and Prometheus ``/metrics``.
+leaders behind an internal load balancer on 443 (public only when asked; TLS end to end:
+vLLM's own, or re-encrypted after an ACM certificate), serving the OpenAI-compatible API
+(``/v1/chat/completions`` with streaming, ``/v1/models``) and Prometheus ``/metrics``.
 
 The vLLM command line comes from ``VllmConfig`` (the same builder the SageMaker path
 uses), with tensor parallelism over each node's GPUs and the quantization of the weight
