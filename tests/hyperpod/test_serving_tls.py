@@ -37,17 +37,6 @@ ACM = "arn:aws:acm:us-west-2:123456789012:certificate/abc"
 
 
 @pytest.fixture(scope="session")
-def hyperpod(reference_templates) -> dict:
-    return reference_templates["ReferenceMoeHyperPod"]
-
-
-@pytest.fixture(scope="session")
-def lws(hyperpod) -> dict:
-    (obj,) = manifest_objects(hyperpod, "ServingLeaderWorkerSet")
-    return obj
-
-
-@pytest.fixture(scope="session")
 def cert_manager_objects(hyperpod) -> list[dict]:
     return [
         obj
