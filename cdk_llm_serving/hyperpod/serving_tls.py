@@ -6,7 +6,9 @@
   between a client and vLLM is plaintext: the load balancer passes TLS through, or re-encrypts
   to the pod (``multi_node_service.Exposure``). ``--enable-ssl-refresh`` makes vLLM reload the
   key and certificate when the files change (``vllm/entrypoints/ssl.py``, ``SSLCertRefresher``
-  watches both paths and calls ``load_cert_chain`` on any change).
+  watches both paths and calls ``load_cert_chain`` on any change; its ``watchfiles`` is a
+  dependency of every vLLM, ``requirements/common.txt``; the flag exists since vLLM 0.8, older
+  than the default image's 0.31).
 * **Where the certificate comes from.** cert-manager (the EKS add-on ``cert-manager``, one per
   cluster: ``HyperPodServingAddons.enable_cert_manager``, shared with the inference operator),
   per service: a self-signed bootstrap ``Issuer`` signs a CA ``Certificate``; a CA ``Issuer``
