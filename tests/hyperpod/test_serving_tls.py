@@ -231,7 +231,9 @@ def test_passthrough_by_default(lws, hyperpod):
 
 
 def test_acm_certificate_terminates_and_re_encrypts_to_the_pod():
-    annotations = Exposure(certificate_arn=ACM)._render()
+    stack = new_stack("TlsAcm")
+    service = deepseek_service(stack, *small_cluster(stack), exposure=Exposure(certificate_arn=ACM))
+    annotations = service.service["metadata"]["annotations"]
     assert annotations[f"{LB}-ssl-cert"] == ACM
     assert annotations[f"{LB}-ssl-ports"] == "443"
     assert annotations[f"{LB}-backend-protocol"] == "ssl"
@@ -302,3 +304,24 @@ def test_the_operator_and_the_service_share_the_add_on():
     deepseek_service(stack, cluster, addons, store)
     operator = HyperPodInferenceOperator.of(addons, hyperpod_cluster_arn="arn:hp")
     assert operator.dependencies["cert-manager"] is addons.enable_cert_manager()
+
+
+def test_a_ray_started_leader_serves_tls_too():
+    """Ray start: the leader's shell script runs ``vllm serve`` with the TLS flags; workers
+    only join the Ray head."""
+    stack = new_stack("TlsRay")
+    service = deepseek_service(
+        stack,
+        *small_cluster(stack),
+        model="llama-3.3-70b",
+        quantization="bf16",
+        nodes_per_replica=2,
+        startup="ray",
+    )
+    template = service.lws["spec"]["leaderWorkerTemplate"]
+    (leader,) = template["leaderTemplate"]["spec"]["containers"]
+    script = leader["args"][0]
+    assert "exec vllm serve" in script and f"--ssl-certfile {TLS_CERT_FILE}" in script
+    assert f"--ssl-keyfile {TLS_KEY_FILE}" in script
+    (worker,) = template["workerTemplate"]["spec"]["containers"]
+    assert "ssl" not in " ".join(worker["args"])
