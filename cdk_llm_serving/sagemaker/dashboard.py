@@ -58,16 +58,8 @@ class PoolEndpointDashboard(Construct):
         self.dashboard = cloudwatch.Dashboard(
             self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3)
         )
-        pools = "  \n".join(
-            f"{priority}. `{pool.instance_type}`" + _serving(pool.model or endpoint.model)
-            for priority, pool in enumerate(endpoint.pools, start=1)
-        )
         self.dashboard.add_widgets(
-            cloudwatch.TextWidget(
-                markdown=f"# Endpoint {endpoint.endpoint_name}\nPools, most preferred first:  \n{pools}",
-                width=_WIDTH,
-                height=3,
-            )
+            cloudwatch.TextWidget(markdown=_header(endpoint), width=_WIDTH, height=3)
         )
         self.dashboard.add_widgets(*self._fleet_row(endpoint))
         self.dashboard.add_widgets(*self._pools_row(endpoint))
@@ -91,7 +83,8 @@ class PoolEndpointDashboard(Construct):
                 GraphWidget(
                     title="Fleet utilization vs target",
                     region=region,
-                    lines=_query_lines(endpoint.fleet_utilization_queries()),
+                    lines=_query_lines(endpoint.fleet_utilization_queries(), "Sum"),
+                    stat="Sum",
                     width=12,
                     properties={
                         "annotations": {
@@ -191,8 +184,9 @@ def region_of(scope: object) -> str:
     return Stack.of(scope).region if isinstance(scope, Construct) else Aws.REGION
 
 
-def _query_lines(queries: Sequence[MetricQuery]) -> list[Line]:
-    """The scaling policy's queries as graph lines: the expression shown, its inputs hidden."""
+def _query_lines(queries: Sequence[MetricQuery], stat: str) -> list[Line]:
+    """The scaling policy's queries as graph lines: the expression shown, its inputs hidden
+    (their statistic written where it is not the widget's ``stat``)."""
     lines = [
         expression_line(q.expression, label=q.label)
         for q in queries
@@ -200,7 +194,12 @@ def _query_lines(queries: Sequence[MetricQuery]) -> list[Line]:
     ]
     return lines + [
         metric_line(
-            NAMESPACE, q.metric_name or "", q.dimensions, id=q.id, visible=False, stat=q.statistic
+            NAMESPACE,
+            q.metric_name or "",
+            q.dimensions,
+            id=q.id,
+            visible=False,
+            **({} if q.statistic == stat else {"stat": q.statistic}),
         )
         for q in queries
         if q.expression is None
@@ -213,6 +212,17 @@ def _quantiles(p50: str, p99: str) -> str:
         f'label_replace({p50}, "quantile", "p50", "", "") or '
         f'label_replace({p99}, "quantile", "p99", "", "")'
     )
+
+
+def _header(endpoint: InstancePoolEndpoint) -> str:
+    """The endpoint's name and pools, with the model each serves (once when all serve one)."""
+    served = [_serving(pool.model or endpoint.model) for pool in endpoint.pools]
+    shared = served[0] if len(set(served)) == 1 else ""
+    pools = "  \n".join(
+        f"{priority}. `{pool.instance_type}`" + ("" if shared else serving)
+        for priority, (pool, serving) in enumerate(zip(endpoint.pools, served, strict=True), 1)
+    )
+    return f"# Endpoint {endpoint.endpoint_name}\nPools{shared}, most preferred first:  \n{pools}"
 
 
 def _serving(model: ServingModel | None) -> str:

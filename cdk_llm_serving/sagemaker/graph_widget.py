@@ -10,7 +10,7 @@ lets it leave out:
 - ``period`` and ``stat`` once per widget: the metric widget's ``period`` is "the default
   period, in seconds, for all metrics in this widget", ``stat`` "the default statistic to be
   displayed for each metric in the array"; a line overrides either in its own options.
-- ``view`` left out: its default is ``timeSeries``.
+- ``view`` left out: its default is ``timeSeries``; ``height`` too when it is the default 6.
 - ``"."`` for a value equal to the one at the same position of the previous metric (section
   "Metric Widget: Format for Each Metric in the Array"; never in the first metric: CloudWatch
   rejects it there, awsdocs/amazon-cloudwatch-user-guide issue #10). Only between two
@@ -33,6 +33,8 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 Line = list[Any]
 
 SAME = "."
+#: A widget's height when the body gives none ("The default is 6", Widgets Array Structure).
+DEFAULT_HEIGHT = 6
 
 
 def metric_line(
@@ -98,7 +100,7 @@ class GraphWidget:
         region: str,
         lines: Sequence[Line],
         width: int,
-        height: int = 6,
+        height: int = DEFAULT_HEIGHT,
         period: int = 60,
         stat: str | None = None,
         properties: Mapping[str, Any] | None = None,
@@ -136,13 +138,9 @@ class GraphWidget:
         self._x, self._y = int(x), int(y)
 
     def to_json(self) -> list[Any]:
+        size = {"width": self._width}
+        if self._height != DEFAULT_HEIGHT:
+            size["height"] = self._height
         return [
-            {
-                "type": "metric",
-                "width": self._width,
-                "height": self._height,
-                "x": self._x,
-                "y": self._y,
-                "properties": self._properties,
-            }
+            {"type": "metric", **size, "x": self._x, "y": self._y, "properties": self._properties}
         ]
