@@ -9,7 +9,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from ..errors import checked_props
-from .endpoint_metrics import EndpointMetrics, pool_samples_id
+from .endpoint_metrics import EndpointMetrics
 from .fleet_utilization import (
     CONCURRENCY_METRIC,
     CONCURRENCY_SAMPLE_SECONDS,
@@ -151,18 +151,16 @@ def pools_row(endpoint: EndpointMetrics, instance_types: Sequence[str]) -> list[
         ]
         return GraphWidget(title=title, region=region, lines=lines, stat=stat, width=width)
 
+    # Ids need only be unique within the widget: s1, s2... by priority.
     counts = [
         expression_line(
-            instance_count_expression(pool_samples_id(t), CONCURRENCY_SAMPLE_SECONDS, 60),
-            label=label,
+            instance_count_expression(f"s{p}", CONCURRENCY_SAMPLE_SECONDS, 60), label=label
         )
-        for label, t in pools
+        for p, (label, _) in enumerate(pools, start=1)
     ]
     samples = [
-        endpoint.metric_line(
-            CONCURRENCY_METRIC, instance_type=t, id=pool_samples_id(t), visible=False
-        )
-        for _, t in pools
+        endpoint.metric_line(CONCURRENCY_METRIC, instance_type=t, id=f"s{p}", visible=False)
+        for p, (_, t) in enumerate(pools, start=1)
     ]
     return [
         GraphWidget(
