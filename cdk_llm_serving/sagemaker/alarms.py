@@ -232,6 +232,6 @@ def _price_note(fallback: str, primary: str, catalog: Catalog) -> str:
     if fallback not in catalog or primary not in catalog:
         return ""
     return (
-        f" On-demand ${catalog.get(fallback).price_per_hour:,.2f}/h vs "
-        f"${catalog.get(primary).price_per_hour:,.2f}/h per instance ({catalog.price_source})."
+        f" On-demand ${catalog.get(fallback).price_per_hour:,.2f}/h per {fallback} vs "
+        f"${catalog.get(primary).price_per_hour:,.2f}/h per {primary} ({catalog.price_source})."
     )
