@@ -79,6 +79,8 @@ class PoolEndpointDashboard(Construct):
         region = region_of(endpoint)
         scaling = endpoint.auto_scaling
         if scaling is not None and scaling.fleet_utilization is not None:
+            # The axis as aws-cdk-lib writes it (the body's default for it is not documented).
+            target_line = {"value": scaling.target_utilization, "label": "target", "yAxis": "left"}
             widgets.append(
                 GraphWidget(
                     title="Fleet utilization vs target",
@@ -87,9 +89,7 @@ class PoolEndpointDashboard(Construct):
                     stat="Sum",
                     width=12,
                     properties={
-                        "annotations": {
-                            "horizontal": [{"value": scaling.target_utilization, "label": "target"}]
-                        },
+                        "annotations": {"horizontal": [target_line]},
                         "yAxis": {"left": {"min": 0}},
                     },
                 )

@@ -143,4 +143,6 @@ def test_the_fleet_chart_draws_the_scaling_policys_own_queries(pool_template):
         if "MetricStat" in q
     }
     assert drawn == asked
-    assert chart["annotations"]["horizontal"] == [{"value": spec["TargetValue"], "label": "target"}]
+    assert chart["annotations"]["horizontal"] == [
+        {"value": spec["TargetValue"], "label": "target", "yAxis": "left"}
+    ]
