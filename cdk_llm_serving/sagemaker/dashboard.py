@@ -22,9 +22,12 @@ from .pool_endpoint import InstancePoolEndpoint
 from .promql_charts import PromQLCharts
 from .serving_model import ServingModel
 from .token_metrics import TokenMetricNames, TokenQueries
+from .widget_grid import Cell, TextCell, WidgetGrid
 
 _WIDTH = 24
 _SMALL = 4
+#: The time range a dashboard opens with (one ``Duration`` for every dashboard of the app).
+_DEFAULT_INTERVAL = Duration.hours(3)
 
 
 class PoolEndpointDashboard(Construct):
@@ -56,26 +59,28 @@ class PoolEndpointDashboard(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.dashboard = cloudwatch.Dashboard(
-            self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3)
+            self, "Resource", dashboard_name=dashboard_name, default_interval=_DEFAULT_INTERVAL
         )
-        self.dashboard.add_widgets(
-            cloudwatch.TextWidget(markdown=_header(endpoint), width=_WIDTH, height=3)
-        )
-        self.dashboard.add_widgets(*self._fleet_row(endpoint))
-        self.dashboard.add_widgets(*self._pools_row(endpoint))
+        rows: list[Sequence[Cell]] = [
+            [TextCell(_header(endpoint), width=_WIDTH, height=3)],
+            self._fleet_row(endpoint),
+            self._pools_row(endpoint),
+        ]
         self.charts: PromQLCharts | None = None
         if endpoint.detailed_observability:
             self.charts = PromQLCharts.of(self)
             names = token_metric_names or TokenMetricNames()
-            self.dashboard.add_widgets(*self._token_row(endpoint, self.charts, names))
+            rows.append(self._token_row(endpoint, self.charts, names))
+        # One widget for every chart row: see ``widget_grid`` (the body is the same).
+        self.dashboard.add_widgets(WidgetGrid(rows))
         shown = list(alarms) or list(endpoint.rollback_alarms)
         if shown:
             self.dashboard.add_widgets(
                 cloudwatch.AlarmStatusWidget(alarms=shown, title="Alarms", width=_WIDTH, height=3)
             )
 
-    def _fleet_row(self, endpoint: InstancePoolEndpoint) -> list[cloudwatch.IWidget]:
-        widgets: list[cloudwatch.IWidget] = []
+    def _fleet_row(self, endpoint: InstancePoolEndpoint) -> list[Cell]:
+        widgets: list[Cell] = []
         region = region_of(endpoint)
         scaling = endpoint.auto_scaling
         if scaling is not None and scaling.fleet_utilization is not None:
@@ -110,32 +115,32 @@ class PoolEndpointDashboard(Construct):
         )
         return widgets
 
-    def _pools_row(self, endpoint: InstancePoolEndpoint) -> list[cloudwatch.IWidget]:
+    def _pools_row(self, endpoint: InstancePoolEndpoint) -> list[GraphWidget]:
         return pools_row(endpoint, [pool.instance_type for pool in endpoint.pools])
 
     def _token_row(
         self, endpoint: InstancePoolEndpoint, charts: PromQLCharts, names: TokenMetricNames
-    ) -> list[cloudwatch.IWidget]:
+    ) -> list[Cell]:
         """Token-level latency and throughput, a line per pool (instance type)."""
         queries = TokenQueries(endpoint.endpoint_name, endpoint.variant_name, names)
         return [
-            charts.chart(
+            charts.cell(
                 "Time to first token p50/p99 per pool",
                 _quantiles(queries.ttft(0.5), queries.ttft(0.99)),
                 " s",
                 8,
             ),
-            charts.chart(
+            charts.cell(
                 "Inter-token latency p50/p99 per pool",
                 _quantiles(queries.inter_token(0.5), queries.inter_token(0.99)),
                 " s",
                 8,
             ),
-            charts.chart("Generated tokens/s per pool", queries.tokens_per_second(), "", 8),
+            charts.cell("Generated tokens/s per pool", queries.tokens_per_second(), "", 8),
         ]
 
 
-def pools_row(endpoint: EndpointMetrics, instance_types: Sequence[str]) -> list[cloudwatch.IWidget]:
+def pools_row(endpoint: EndpointMetrics, instance_types: Sequence[str]) -> list[GraphWidget]:
     """One chart per measure, one line per instance type (labelled ``<priority>: <type>``).
 
     Any endpoint whose metrics carry ``InstanceType`` (pool endpoints, the HyperPod inference

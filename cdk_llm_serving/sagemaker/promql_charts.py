@@ -22,6 +22,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from .._cdk.widget_function import WidgetFunctionSpec, widget_function
+from .widget_grid import CustomCell
 
 #: The chart function's code (standard library + botocore, in the Lambda Python runtime).
 CHART_CODE = Path(__file__).parents[1] / "hyperpod" / "assets" / "amp_widget"
@@ -48,6 +49,7 @@ class PromQLCharts(Construct):
 
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)
+        self._function_arn: str | None = None
         stack = Stack.of(self)
         self.function = widget_function(
             self,
@@ -71,15 +73,37 @@ class PromQLCharts(Construct):
             ),
         )
 
+    @property
+    def function_arn(self) -> str:
+        """The function's ARN (a token), read from the kernel once for every chart."""
+        if self._function_arn is None:
+            self._function_arn = self.function.function_arn
+        return self._function_arn
+
     def chart(self, title: str, query: str, unit: str, width: int) -> cloudwatch.CustomWidget:
+        """The chart as an aws-cdk-lib widget, for ``Dashboard.add_widgets``."""
         return cloudwatch.CustomWidget(
-            function_arn=self.function.function_arn,
+            function_arn=self.function_arn,
             title=title,
-            # The chart function reads no unit as "" (``params.get("unit", "")``).
-            params={"query": query, "title": title, **({"unit": unit} if unit else {})},
+            params=_params(title, query, unit),
             width=width,
             height=6,
             update_on_refresh=True,
             update_on_resize=True,
             update_on_time_range_change=True,
         )
+
+    def cell(self, title: str, query: str, unit: str, width: int) -> CustomCell:
+        """The same chart as a ``widget_grid`` cell (the same widget body, built in Python)."""
+        return CustomCell(
+            function_arn=self.function_arn,
+            title=title,
+            params=_params(title, query, unit),
+            width=width,
+            height=6,
+        )
+
+
+def _params(title: str, query: str, unit: str) -> dict[str, str]:
+    # The chart function reads no unit as "" (``params.get("unit", "")``).
+    return {"query": query, "title": title, **({"unit": unit} if unit else {})}

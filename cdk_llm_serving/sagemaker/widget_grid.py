@@ -1,0 +1,155 @@
+"""Many dashboard widgets laid out in Python and handed to a ``Dashboard`` as one widget.
+
+Every widget given to ``aws_cloudwatch.Dashboard.add_widgets`` is a round trip to the jsii
+kernel, and every Python-implemented one (``graph_widget.GraphWidget``) is called back from
+Node.js at synth for its ``width``, ``height``, ``position`` and ``toJson``: about ten calls
+across the process boundary per widget, a pool endpoint's dashboard holding a dozen. A
+``WidgetGrid`` places its rows itself, exactly as aws-cdk-lib 2.275's ``Row`` and ``Column``
+do (``aws-cloudwatch/lib/layout.js``: a row puts widgets left to right and wraps at the grid
+width of 24; a column stacks rows), and gives the dashboard the whole list of widget bodies in
+one ``toJson``. The dashboard body is the same, byte for byte; the dashboard still lays out
+anything added after the grid below it (the grid reports its full height).
+
+The cells are plain Python objects with the same ``width``, ``height``, ``position`` and
+``to_json`` as an ``IWidget``: ``graph_widget.GraphWidget`` and the text and custom widgets
+below, whose bodies are the ones aws-cdk-lib's ``TextWidget`` and ``CustomWidget`` write
+(``aws-cloudwatch/lib/text.js``, ``graph.js``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import jsii
+from aws_cdk import aws_cloudwatch as cloudwatch
+
+#: The dashboard grid's width (aws-cdk-lib's ``GRID_WIDTH``).
+GRID_WIDTH = 24
+
+
+class Cell(Protocol):
+    """What a grid needs of a widget: its size, a place, and its body."""
+
+    @property
+    def width(self) -> jsii.Number: ...
+
+    @property
+    def height(self) -> jsii.Number: ...
+
+    def position(self, x: jsii.Number, y: jsii.Number) -> None: ...
+
+    def to_json(self) -> list[Any]: ...
+
+
+class _Placed:
+    """A widget's size and grid position (aws-cdk-lib's ``ConcreteWidget``)."""
+
+    def __init__(self, width: int, height: int) -> None:
+        self.width, self.height = width, height
+        self.x, self.y = 0, 0
+
+    def position(self, x: jsii.Number, y: jsii.Number) -> None:
+        self.x, self.y = int(x), int(y)
+
+    def _body(self, kind: str, properties: Mapping[str, Any]) -> list[Any]:
+        return [
+            {
+                "type": kind,
+                "width": self.width,
+                "height": self.height,
+                "x": self.x,
+                "y": self.y,
+                "properties": properties,
+            }
+        ]
+
+
+class TextCell(_Placed):
+    """A markdown text widget, as ``aws_cloudwatch.TextWidget`` writes it (no background)."""
+
+    def __init__(self, markdown: str, *, width: int, height: int) -> None:
+        super().__init__(width, height)
+        self.markdown = markdown
+
+    def to_json(self) -> list[Any]:
+        return self._body("text", {"markdown": self.markdown})
+
+
+class CustomCell(_Placed):
+    """A custom (Lambda-rendered) widget, as ``aws_cloudwatch.CustomWidget`` writes it with
+    every ``updateOn`` flag on (its defaults)."""
+
+    def __init__(
+        self, *, function_arn: str, title: str, params: Mapping[str, Any], width: int, height: int
+    ) -> None:
+        super().__init__(width, height)
+        self.properties = {
+            "endpoint": function_arn,
+            "params": dict(params),
+            "title": title,
+            "updateOn": {"refresh": True, "resize": True, "timeRange": True},
+        }
+
+    def to_json(self) -> list[Any]:
+        return self._body("custom", self.properties)
+
+
+class _Row:
+    """Widgets left to right, wrapping at the grid's width (``Row`` in ``layout.js``)."""
+
+    def __init__(self, cells: Sequence[Cell]) -> None:
+        self.cells = list(cells)
+        self.offsets: list[tuple[int, int]] = []
+        self.width, self.height = 0, 0
+        x, y = 0, 0
+        for cell in self.cells:
+            if x + cell.width > GRID_WIDTH:
+                x, y = 0, self.height
+            self.offsets.append((x, y))
+            self.width = max(self.width, x + int(cell.width))
+            self.height = max(self.height, y + int(cell.height))
+            x += int(cell.width)
+
+    def position(self, x: int, y: int) -> None:
+        for cell, (dx, dy) in zip(self.cells, self.offsets, strict=True):
+            cell.position(x + dx, y + dy)
+
+
+@jsii.implements(cloudwatch.IWidget)
+class WidgetGrid:
+    """Rows of cells, stacked (one ``Dashboard.add_widgets`` call per row, done in Python).
+
+    :param rows: each row's cells, left to right; an empty row is skipped, as
+        ``add_widgets()`` with no widget is.
+    """
+
+    def __init__(self, rows: Sequence[Sequence[Cell]]) -> None:
+        self._rows = [_Row(cells) for cells in rows if cells]
+        self._width = max((row.width for row in self._rows), default=0)
+        self._height = sum(row.height for row in self._rows)
+
+    @property
+    def width(self) -> jsii.Number:
+        return self._width
+
+    @property
+    def height(self) -> jsii.Number:
+        return self._height
+
+    @property
+    def warnings(self) -> list[str] | None:
+        return None
+
+    @property
+    def warnings_v2(self) -> Mapping[str, str] | None:
+        return None
+
+    def position(self, x: jsii.Number, y: jsii.Number) -> None:
+        top = int(y)
+        for row in self._rows:
+            row.position(int(x), top)
+            top += row.height
+
+    def to_json(self) -> list[Any]:
+        return [body for row in self._rows for cell in row.cells for body in cell.to_json()]
