@@ -307,25 +307,31 @@ def checked_props(init: F) -> F:
     first, so a wrong type is one ``ConfigurationError`` naming the prop, not an
     ``AttributeError`` from deep inside."""
     signature = inspect.signature(init)
+    # Resolved on first use (the module is whole by then) and kept: resolving a signature's
+    # hints costs more than checking them, and a stack builds these constructs by the dozen.
+    resolved: list[dict[str, Any]] = []
 
     @functools.wraps(init)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
-        try:
-            hints = get_type_hints(init)
-        except (NameError, TypeError):  # an annotation that cannot be resolved here
-            hints = {}
+        if not resolved:
+            try:
+                resolved.append(get_type_hints(init))
+            except (NameError, TypeError):  # an annotation that cannot be resolved here
+                pass
         bound = signature.bind(self, *args, **kwargs)
         values = {
             name: value
             for name, value in bound.arguments.items()
             if signature.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
         }
-        scope, id = bound.arguments.get("scope"), bound.arguments.get("id")
-        path = getattr(getattr(scope, "node", None), "path", "")
-        problems = Problems(f"{type(self).__name__} '{path + '/' if path else ''}{id}'")
+        problems = Problems(type(self).__name__)
         # Literal values are checked with every other problem by the construct itself.
-        check_types(problems, hints, values, literals=False)
-        problems.raise_if_any()
+        check_types(problems, resolved[0] if resolved else {}, values, literals=False)
+        if problems:  # the construct's path only when it is shown (reading it is a jsii call)
+            scope, id = bound.arguments.get("scope"), bound.arguments.get("id")
+            path = getattr(getattr(scope, "node", None), "path", "")
+            problems.subject = f"{problems.subject} '{path + '/' if path else ''}{id}'"
+            problems.raise_if_any()
         init(self, *args, **kwargs)
 
     return cast(F, wrapper)

@@ -9,6 +9,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from .._cdk.durations import human, seconds
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
 from .pool_endpoint import InstancePoolEndpoint
@@ -18,6 +19,9 @@ from .token_metrics import TokenMetricNames, TokenQueries
 _DEFAULT_INTER_TOKEN_P99 = Duration.millis(200)
 #: Period of the fallback alarm's datapoints.
 _FALLBACK_PERIOD = Duration.minutes(5)
+#: Durations are immutable: one object per value for every alarm (each ``Duration.minutes``
+#: is a round trip to the jsii kernel).
+_ONE_MINUTE = Duration.minutes(1)
 
 
 class PoolEndpointAlarms(Construct):
@@ -100,14 +104,14 @@ class PoolEndpointAlarms(Construct):
         if error_rate_threshold is not None and not (0 < error_rate_threshold <= 1):
             problems.add("error_rate_threshold", error_rate_threshold, "must be in (0, 1]")
         for prop, value in thresholds.items():
-            if value is not None and value.to_seconds(integral=False) <= 0:
-                problems.add(prop, value.to_human_string(), "must be positive")
-        period = _FALLBACK_PERIOD.to_seconds()
-        if fallback_after is not None and fallback_after.to_seconds() < period:
+            if value is not None and seconds(value, integral=False) <= 0:
+                problems.add(prop, human(value), "must be positive")
+        period = seconds(_FALLBACK_PERIOD)
+        if fallback_after is not None and seconds(fallback_after) < period:
             problems.add(
                 "fallback_after",
-                fallback_after.to_human_string(),
-                f"must be at least {_FALLBACK_PERIOD.to_human_string()} (the alarm's period)",
+                human(fallback_after),
+                f"must be at least {human(_FALLBACK_PERIOD)} (the alarm's period)",
             )
         problems.raise_if_any()
 
@@ -123,7 +127,7 @@ class PoolEndpointAlarms(Construct):
                     "errors": endpoint.metric_invocation_5xx_errors(),
                 },
                 label="5xx error rate",
-                period=Duration.minutes(1),
+                period=_ONE_MINUTE,
             ),
             threshold=threshold,
             evaluation_periods=5,
@@ -138,12 +142,12 @@ class PoolEndpointAlarms(Construct):
             self,
             "LatencyP99",
             metric=self.endpoint.metric_model_latency(statistic="p99"),
-            threshold=threshold.to_seconds() * 1_000_000,
+            threshold=seconds(threshold) * 1_000_000,
             evaluation_periods=5,
             datapoints_to_alarm=3,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"{self.endpoint.endpoint_name}: p99 model latency above {threshold.to_human_string()}",
+            alarm_description=f"{self.endpoint.endpoint_name}: p99 model latency above {human(threshold)}",
         )
 
     def _scaling_metric_missing(self) -> cloudwatch.Alarm | None:
@@ -178,14 +182,14 @@ class PoolEndpointAlarms(Construct):
         ):
             if threshold is None:
                 continue
-            seconds = threshold.to_seconds(integral=False)
+            limit = seconds(threshold, integral=False)
             self.token_latency[key] = cloudwatch.PromQLAlarm(
                 self,
                 key,
-                query=f"{query} > {seconds:g}",
-                evaluation_interval=Duration.minutes(1),
-                pending_period=Duration.minutes(5),
-                alarm_description=f"{self.endpoint.endpoint_name}: p99 {what} above {threshold.to_human_string()} on a pool for 5 minutes",
+                query=f"{query} > {limit:g}",
+                evaluation_interval=_ONE_MINUTE,
+                pending_period=_FALLBACK_PERIOD,
+                alarm_description=f"{self.endpoint.endpoint_name}: p99 {what} above {human(threshold)} on a pool for 5 minutes",
             )
 
     @property
@@ -202,7 +206,7 @@ class PoolEndpointAlarms(Construct):
     def _fallback_alarms(self, after: Duration) -> None:
         pools = self.endpoint.pools
         primary = pools[0]
-        periods = max(1, math.ceil(after.to_seconds() / _FALLBACK_PERIOD.to_seconds()))
+        periods = max(1, math.ceil(seconds(after) / seconds(_FALLBACK_PERIOD)))
         for priority, pool in enumerate(pools[1:], start=2):
             serving = pool.model or self.endpoint.model
             copy = (
@@ -222,7 +226,7 @@ class PoolEndpointAlarms(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 alarm_description=(
                     f"{self.endpoint.endpoint_name}: fallback pool {priority} ({pool.instance_type}{copy}) "
-                    f"has held instances for {after.to_human_string()} instead of {primary.instance_type}."
+                    f"has held instances for {human(after)} instead of {primary.instance_type}."
                     f"{_price_note(pool.instance_type, primary.instance_type, self.endpoint.catalog)}"
                 ),
             )

@@ -14,6 +14,7 @@ from typing import Any, TypedDict, Unpack
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
+from .._cdk.durations import seconds
 from ..errors import refuse_unknown_options
 from .fleet_utilization import (
     CONCURRENCY_METRIC,
@@ -136,7 +137,7 @@ class EndpointMetrics:
         samples = pool_samples_id(instance_type)
         return cloudwatch.MathExpression(
             expression=instance_count_expression(
-                samples, CONCURRENCY_SAMPLE_SECONDS, int(period.to_seconds())
+                samples, CONCURRENCY_SAMPLE_SECONDS, int(seconds(period))
             ),
             using_metrics={
                 samples: self.metric(

@@ -15,6 +15,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from .._cdk.durations import human, seconds
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
 from .._cdk.template_limits import check_template_limits
@@ -561,11 +562,11 @@ class InstancePoolEndpoint(Construct, EndpointApi):
             self,
             "RollbackOnLatency",
             metric=self.metric_model_latency(),
-            threshold=latency_threshold.to_seconds() * 1_000_000,
+            threshold=seconds(latency_threshold) * 1_000_000,
             evaluation_periods=3,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"p99 model latency above {latency_threshold.to_human_string()} for three minutes: rolls an endpoint update back",
+            alarm_description=f"p99 model latency above {human(latency_threshold)} for three minutes: rolls an endpoint update back",
         )
         return [errors, latency]
 
