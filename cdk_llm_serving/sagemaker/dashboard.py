@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from aws_cdk import Aws, Duration, Stack
+from aws_cdk import Aws, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from ..errors import checked_props
+from .._cdk.validation import is_unresolved
+from ..errors import Problems, checked_props
 from .endpoint_metrics import EndpointMetrics
 from .fleet_utilization import (
     CONCURRENCY_METRIC,
@@ -22,12 +24,16 @@ from .pool_endpoint import InstancePoolEndpoint
 from .promql_charts import PromQLCharts
 from .serving_model import ServingModel
 from .token_metrics import TokenMetricNames, TokenQueries
-from .widget_grid import Cell, TextCell, WidgetGrid
+from .widget_grid import AlarmStatusCell, Cell, TextCell, WidgetGrid, dashboard_body
 
 _WIDTH = 24
 _SMALL = 4
-#: The time range a dashboard opens with (one ``Duration`` for every dashboard of the app).
-_DEFAULT_INTERVAL = Duration.hours(3)
+#: The time range the dashboard opens with: the last 3 hours (the body's ``start``, an ISO 8601
+#: duration before now, as aws-cdk-lib writes ``default_interval=Duration.hours(3)``).
+_START = "-PT3H"
+#: Dashboard names aws-cdk-lib's ``Dashboard`` accepts (``aws-cloudwatch/lib/dashboard.js``):
+#: "It can only contain alphanumerics, dash (-) and underscore (_)".
+_NAME = re.compile(r"[\w-]+")
 
 
 class PoolEndpointDashboard(Construct):
@@ -58,9 +64,7 @@ class PoolEndpointDashboard(Construct):
         token_metric_names: TokenMetricNames | None = None,
     ) -> None:
         super().__init__(scope, id)
-        self.dashboard = cloudwatch.Dashboard(
-            self, "Resource", dashboard_name=dashboard_name, default_interval=_DEFAULT_INTERVAL
-        )
+        _check_name(self, dashboard_name)
         rows: list[Sequence[Cell]] = [
             [TextCell(_header(endpoint), width=_WIDTH, height=3)],
             self._fleet_row(endpoint),
@@ -71,13 +75,30 @@ class PoolEndpointDashboard(Construct):
             self.charts = PromQLCharts.of(self)
             names = token_metric_names or TokenMetricNames()
             rows.append(self._token_row(endpoint, self.charts, names))
-        # One widget for every chart row: see ``widget_grid`` (the body is the same).
-        self.dashboard.add_widgets(WidgetGrid(rows))
         shown = list(alarms) or list(endpoint.rollback_alarms)
         if shown:
-            self.dashboard.add_widgets(
-                cloudwatch.AlarmStatusWidget(alarms=shown, title="Alarms", width=_WIDTH, height=3)
-            )
+            arns = [alarm.alarm_arn for alarm in shown]
+            rows.append([AlarmStatusCell(arns, title="Alarms", width=_WIDTH, height=3)])
+        # The construct tree of aws-cdk-lib's ``Dashboard`` (``Resource/Resource``), so the
+        # logical ID, ``node.default_child.node.default_child`` and the body stay as they were.
+        self.dashboard = cloudwatch.CfnDashboard(
+            Construct(self, "Resource"),
+            "Resource",
+            dashboard_name=dashboard_name,
+            dashboard_body=dashboard_body(WidgetGrid(rows), start=_START),
+        )
+
+    @property
+    def dashboard_name(self) -> str:
+        """The dashboard's name (``Ref``)."""
+        return self.dashboard.ref
+
+    @property
+    def dashboard_arn(self) -> str:
+        """The dashboard's ARN (dashboards are global: no region), as ``Dashboard.dashboard_arn``."""
+        return Stack.of(self).format_arn(
+            service="cloudwatch", resource="dashboard", region="", resource_name=self.dashboard.ref
+        )
 
     def _fleet_row(self, endpoint: InstancePoolEndpoint) -> list[Cell]:
         widgets: list[Cell] = []
@@ -234,3 +255,11 @@ def _serving(model: ServingModel | None) -> str:
         if model is not None and model.served_model_name
         else ""
     )
+
+
+def _check_name(dashboard: PoolEndpointDashboard, name: str | None) -> None:
+    if name is None or is_unresolved(name) or _NAME.fullmatch(name):
+        return
+    problems = Problems(f"PoolEndpointDashboard '{dashboard.node.path}'")
+    problems.add("dashboard_name", name, "only letters, digits, '-' and '_'")
+    problems.raise_if_any()

@@ -18,6 +18,7 @@ below, whose bodies are the ones aws-cdk-lib's ``TextWidget`` and ``CustomWidget
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -95,6 +96,18 @@ class CustomCell(_Placed):
         return self._body("custom", self.properties)
 
 
+class AlarmStatusCell(_Placed):
+    """An alarm status widget, as ``aws_cloudwatch.AlarmStatusWidget`` writes it with a title
+    and CloudWatch's default states and order (``aws-cloudwatch/lib/alarm-status-widget.js``)."""
+
+    def __init__(self, alarm_arns: Sequence[str], *, title: str, width: int, height: int) -> None:
+        super().__init__(width, height)
+        self.properties = {"title": title, "alarms": list(alarm_arns)}
+
+    def to_json(self) -> list[Any]:
+        return self._body("alarm", self.properties)
+
+
 class _Row:
     """Widgets left to right, wrapping at the grid's width (``Row`` in ``layout.js``)."""
 
@@ -153,3 +166,29 @@ class WidgetGrid:
 
     def to_json(self) -> list[Any]:
         return [body for row in self._rows for cell in row.cells for body in cell.to_json()]
+
+
+def dashboard_body(grid: WidgetGrid, *, start: str) -> str:
+    """The dashboard body ``aws_cloudwatch.Dashboard`` writes for ``grid`` alone, as text.
+
+    aws-cdk-lib renders the body with ``Stack.to_json_string`` (``JSON.stringify`` without
+    spaces, non-ASCII kept, keys in insertion order; ``core/lib/private/cloudformation-lang.js``):
+    the same text as ``json.dumps`` with these settings, once whole floats are written as
+    integers as JavaScript does. A token in a string (a function's or an alarm's ARN) stays
+    in the text and is resolved as aws-cdk-lib resolves any string holding one, into the same
+    ``Fn::Join``.
+    """
+    grid.position(0, 0)
+    body = {"start": start, "widgets": grid.to_json()}
+    return json.dumps(_js_numbers(body), separators=(",", ":"), ensure_ascii=False)
+
+
+def _js_numbers(value: Any) -> Any:
+    """Whole floats as integers (JavaScript writes ``1.0`` as ``1``)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _js_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_js_numbers(item) for item in value]
+    return value
