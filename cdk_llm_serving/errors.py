@@ -63,9 +63,21 @@ class ConfigurationError(ValueError):
 class Problems:
     """Collects problems while a construct checks its input, then raises them together."""
 
-    def __init__(self, subject: str) -> None:
-        self.subject = subject
+    def __init__(self, subject: str | Callable[[], str]) -> None:
+        self._subject = subject
         self._problems: list[Problem] = []
+
+    @property
+    def subject(self) -> str:
+        """What the problems are about; given as a function, named only when read (a
+        construct's path costs a jsii call, worth paying only to report a problem)."""
+        if callable(self._subject):
+            self._subject = self._subject()
+        return self._subject
+
+    @subject.setter
+    def subject(self, subject: str) -> None:
+        self._subject = subject
 
     def add(self, prop: str, value: Any, allowed: str) -> None:
         self._problems.append(Problem(prop, value, allowed))
@@ -185,7 +197,7 @@ def typed_dict_keys(typed_dict: Any) -> frozenset[str]:
 
 
 def refuse_unknown_options(
-    subject: str, prop: str, given: Mapping[str, Any], typed_dict: Any
+    subject: str | Callable[[], str], prop: str, given: Mapping[str, Any], typed_dict: Any
 ) -> None:
     """``**options`` typed as ``Unpack[typed_dict]``: a misspelled key is a ``ConfigurationError``
     naming it and the closest option, not Python's ``TypeError`` further down."""

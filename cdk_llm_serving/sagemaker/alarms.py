@@ -100,7 +100,7 @@ class PoolEndpointAlarms(Construct):
         **thresholds: Duration | None,
     ) -> None:
         """Every problem at once; ``thresholds`` are latencies that must be positive."""
-        problems = Problems(f"PoolEndpointAlarms '{self.node.path}'")
+        problems = Problems(lambda: f"PoolEndpointAlarms '{self.node.path}'")
         if error_rate_threshold is not None and not (0 < error_rate_threshold <= 1):
             problems.add("error_rate_threshold", error_rate_threshold, "must be in (0, 1]")
         for prop, value in thresholds.items():
@@ -158,7 +158,7 @@ class PoolEndpointAlarms(Construct):
         no data the policy reads nothing.
         """
         scaling = self.endpoint.auto_scaling
-        if scaling is None or scaling.fleet_utilization is None:
+        if scaling is None or not scaling.tracks_fleet_utilization:
             return None
         return cloudwatch.Alarm(
             self,

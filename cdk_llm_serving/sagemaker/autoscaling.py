@@ -126,7 +126,8 @@ class EndpointAutoScaling(Construct):
             max_capacity=max_capacity,
         )
         self.scalable_target.node.add_dependency(endpoint.cfn_endpoint)
-        self.fleet_utilization: cloudwatch.IMetric | None = None
+        self._fleet_queries: list[MetricQuery] | None = None
+        self._fleet_metric: cloudwatch.IMetric | None = None
         self.target_utilization = target_utilization
 
         if is_async:
@@ -145,7 +146,7 @@ class EndpointAutoScaling(Construct):
     ) -> appscaling.CfnScalingPolicy:
         """Target tracking on the fleet's weighted utilization (see ``fleet_utilization``)."""
         queries = self.endpoint.fleet_utilization_queries()
-        self.fleet_utilization = as_math_expression(queries)
+        self._fleet_queries = queries
         return self._target_tracking(
             "WeightedUtilization",
             "weighted-utilization",
@@ -156,6 +157,22 @@ class EndpointAutoScaling(Construct):
                 metrics=[_to_cfn(query) for query in queries]
             ),
         )
+
+    @property
+    def tracks_fleet_utilization(self) -> bool:
+        """Whether the policy tracks the weighted utilization (real-time endpoints)."""
+        return self._fleet_queries is not None
+
+    @property
+    def fleet_utilization(self) -> cloudwatch.IMetric | None:
+        """The tracked utilization as a CloudWatch metric (for alarms and graphs); ``None``
+        when the endpoint scales on its backlog. Built on first use: the policy is written
+        from the queries themselves, and the metric objects cost a dozen jsii calls."""
+        if self._fleet_queries is None:
+            return None
+        if self._fleet_metric is None:
+            self._fleet_metric = as_math_expression(self._fleet_queries)
+        return self._fleet_metric
 
     def _validate(
         self,
@@ -168,7 +185,7 @@ class EndpointAutoScaling(Construct):
         is_async: bool,
         capacities: list[float | None],
     ) -> None:
-        problems = Problems(f"EndpointAutoScaling '{self.node.path}'")
+        problems = Problems(lambda: f"EndpointAutoScaling '{self.node.path}'")
         lowest = 0 if is_async else 1
         if min_capacity < lowest:
             kind = "asynchronous" if is_async else "real-time"

@@ -104,7 +104,7 @@ class PoolEndpointDashboard(Construct):
         widgets: list[Cell] = []
         region = region_of(endpoint)
         scaling = endpoint.auto_scaling
-        if scaling is not None and scaling.fleet_utilization is not None:
+        if scaling is not None and scaling.tracks_fleet_utilization:
             # The axis as aws-cdk-lib writes it (the body's default for it is not documented).
             target_line = {"value": scaling.target_utilization, "label": "target", "yAxis": "left"}
             widgets.append(

@@ -283,7 +283,10 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         if self.auto_scaling is not None:
             self._refuse("auto_scale", "called twice", "configure autoscaling once per endpoint")
         refuse_unknown_options(
-            f"InstancePoolEndpoint '{self.node.path}'", "auto_scale", options, AutoScalingOptions
+            lambda: f"InstancePoolEndpoint '{self.node.path}'",
+            "auto_scale",
+            options,
+            AutoScalingOptions,
         )
         self.auto_scaling = EndpointAutoScaling(self, "AutoScaling", endpoint=self, **options)
         # Autoscaling owns the instance count: updates keep it (and the weight) instead of
@@ -335,7 +338,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
 
     def _validate(self, options: PoolEndpointOptions) -> _Timeouts:
         """Every problem at once; the start-up timeouts sized from the planner."""
-        problems = Problems(f"InstancePoolEndpoint '{self.node.path}'")
+        problems = Problems(lambda: f"InstancePoolEndpoint '{self.node.path}'")
         check_pools(problems, self.pools)
         check_pools_hardware(problems, self.pools, self.model, self.catalog)
         check_component_mode(problems, self.pools, options, hosts=self.hosts_inference_components)

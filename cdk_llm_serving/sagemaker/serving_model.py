@@ -222,7 +222,7 @@ class ServingModel(Construct):
         model_name: str | None,
     ) -> dict[str, str]:
         """Every problem at once; the container environment with the served name set."""
-        problems = Problems(f"ServingModel '{self.node.path}'")
+        problems = Problems(lambda: f"ServingModel '{self.node.path}'")
         self.image.validate(problems, "image", region=Stack.of(self).region)
         if self.model_data is not None:
             self.model_data.validate(problems, "model_data")
