@@ -11,6 +11,10 @@ from constructs import Construct
 from ..model_sources import ContainerImage, ModelData
 from .nag import acknowledge_wildcard_resources, acknowledge_wildcards
 
+#: ``Aws.PARTITION`` and ``Aws.ACCOUNT_ID``: the same tokens every time, read from the kernel once.
+_PARTITION = Aws.PARTITION
+_ACCOUNT_ID = Aws.ACCOUNT_ID
+
 
 def resource_account_condition(account: str) -> dict[str, dict[str, str]]:
     """Only resources owned by ``account``: a squatted bucket or foreign key in another fails.
@@ -39,8 +43,9 @@ class ExecutionRoleGrants:
         self.policy: iam.ManagedPolicy | None = None
         self._reasons: dict[str, list[str]] = {}
 
-    def add(self, statement: iam.PolicyStatement) -> None:
-        """Add ``statement`` to the grants' own policy (created, attached to the role, on first use)."""
+    def add(self, *statements: iam.PolicyStatement) -> None:
+        """Add ``statements`` to the grants' own policy (created, attached to the role, on first
+        use), in one call: each is a round trip to the jsii kernel."""
         if self.policy is None:
             self.policy = iam.ManagedPolicy(
                 self.scope,
@@ -48,12 +53,13 @@ class ExecutionRoleGrants:
                 roles=[self.role],
                 description="cdk-llm-serving: the role's least-privilege grants",
             )
-        self.policy.add_statements(statement)
+        self.policy.add_statements(*statements)
 
     def image_pull(self, image: ContainerImage) -> None:
-        repository_arn = image.resolve_repository_arn(Aws.PARTITION)
+        repository_arn = image.resolve_repository_arn(_PARTITION)
+        statements = []
         if repository_arn is not None:
-            self.add(
+            statements.append(
                 iam.PolicyStatement(
                     actions=[
                         "ecr:BatchCheckLayerAvailability",
@@ -63,21 +69,23 @@ class ExecutionRoleGrants:
                     resources=[repository_arn],
                 )
             )
-        self.add(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        statements.append(
+            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
+        )
+        self.add(*statements)
         self._wildcard("*", "ecr:GetAuthorizationToken has no resource-level permissions.")
 
     def model_data_read(self, model_data: ModelData) -> None:
-        bucket_arn = f"arn:{Aws.PARTITION}:s3:::{model_data.bucket_name}"
+        bucket_arn = f"arn:{_PARTITION}:s3:::{model_data.bucket_name}"
         objects = f"{bucket_arn}/{model_data.key_prefix}*"
-        owner = resource_account_condition(model_data.bucket_account or Aws.ACCOUNT_ID)
-        self.add(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects], conditions=owner)
-        )
+        owner = resource_account_condition(model_data.bucket_account or _ACCOUNT_ID)
+        read = iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects], conditions=owner)
         self._wildcard(
             objects,
             "Read-only access to the objects under the model's own weight prefix; their names are the checkpoint's files.",
         )
         self.add(
+            read,
             iam.PolicyStatement(
                 actions=["s3:ListBucket"],
                 resources=[bucket_arn],
@@ -87,7 +95,7 @@ class ExecutionRoleGrants:
                     },
                     **owner,
                 },
-            )
+            ),
         )
         key = model_data.encryption_key
         if key is not None:
@@ -106,6 +114,9 @@ class ExecutionRoleGrants:
             resource_name="/aws/sagemaker/*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
+        reason = "SageMaker names the endpoint's log group and streams at deploy time; access stays under /aws/sagemaker/."
+        self._wildcard(log_groups, reason)
+        self._wildcard(f"{log_groups}:log-stream:*", reason)
         self.add(
             iam.PolicyStatement(
                 actions=[
@@ -115,19 +126,14 @@ class ExecutionRoleGrants:
                     "logs:PutLogEvents",
                 ],
                 resources=[log_groups, f"{log_groups}:log-stream:*"],
-            )
-        )
-        reason = "SageMaker names the endpoint's log group and streams at deploy time; access stays under /aws/sagemaker/."
-        self._wildcard(log_groups, reason)
-        self._wildcard(f"{log_groups}:log-stream:*", reason)
-        self.add(
+            ),
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
                 conditions={
                     "StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker*"]}
                 },
-            )
+            ),
         )
         self._wildcard(
             "*",
