@@ -37,6 +37,8 @@ from aws_cdk import (
 )
 from constructs import IConstruct, IValidation
 
+from .stacks import stack_of
+
 #: CloudFormation's quotas (see the module docstring).
 MAX_TEMPLATE_BYTES = 1_000_000
 MAX_RESOURCES = 500
@@ -57,7 +59,7 @@ _checked_stacks: weakref.WeakSet[Stack] = weakref.WeakSet()
 
 def check_template_limits(scope: IConstruct) -> None:
     """Check the stack of ``scope`` against CloudFormation's limits at synth (once per stack)."""
-    stack = Stack.of(scope)
+    stack = stack_of(scope)
     if stack in _checked_stacks:
         return
     _checked_stacks.add(stack)

@@ -9,6 +9,7 @@ from aws_cdk import Aws, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from .._cdk.stacks import region_of_stack
 from .._cdk.validation import is_unresolved
 from ..errors import Problems, checked_props
 from .endpoint_metrics import EndpointMetrics
@@ -72,7 +73,7 @@ class PoolEndpointDashboard(Construct):
         ]
         self.charts: PromQLCharts | None = None
         if endpoint.detailed_observability:
-            self.charts = PromQLCharts.of(self)
+            self.charts = PromQLCharts.of(scope)
             names = token_metric_names or TokenMetricNames()
             rows.append(self._token_row(endpoint, self.charts, names))
         shown = list(alarms) or list(endpoint.rollback_alarms)
@@ -205,7 +206,7 @@ def pools_row(endpoint: EndpointMetrics, instance_types: Sequence[str]) -> list[
 
 def region_of(scope: object) -> str:
     """The stack's region: a literal when the stack has one, else the ``AWS::Region`` token."""
-    return Stack.of(scope).region if isinstance(scope, Construct) else Aws.REGION
+    return region_of_stack(scope) if isinstance(scope, Construct) else Aws.REGION
 
 
 def _query_lines(queries: Sequence[MetricQuery], stat: str) -> list[Line]:

@@ -69,11 +69,22 @@ class EndpointMetrics:
         namespace: str | None = None,
         **options: Unpack[MetricOptions],
     ) -> cloudwatch.Metric:
-        """A metric of this variant; the namespace follows the metric unless given."""
+        """A metric of this variant; the namespace follows the metric unless given.
+
+        The same arguments give the same object: a ``Metric`` is immutable (``with_`` makes a
+        new one), and the rollback alarms and ``PoolEndpointAlarms`` ask for the same metrics.
+        """
+        namespace = namespace or namespace_of(metric_name)
         dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
-        return build_metric(
-            namespace or namespace_of(metric_name), metric_name, dimensions, instance_type, options
-        )
+        key = (namespace, metric_name, instance_type, *sorted(options.items()))
+        try:
+            hash(key)
+        except TypeError:  # a value of the wrong type: ``build_metric`` reports it
+            return build_metric(namespace, metric_name, dimensions, instance_type, options)
+        made: dict[tuple[Any, ...], cloudwatch.Metric] = self.__dict__.setdefault("_metrics", {})
+        if key not in made:
+            made[key] = build_metric(namespace, metric_name, dimensions, instance_type, options)
+        return made[key]
 
     def metric_line(
         self, metric_name: str, *, instance_type: str | None = None, **options: Any

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Unpack
 
-from aws_cdk import Annotations, Arn, ArnFormat, Duration, Names, Resource, Stack
+from aws_cdk import Annotations, Arn, ArnFormat, Duration, Names, Resource
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -18,6 +18,7 @@ from constructs import Construct
 from .._cdk.durations import human, seconds
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
+from .._cdk.stacks import stack_of
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import is_unresolved, seconds_of
 from ..errors import ConfigurationError, Problem, Problems, checked_props, refuse_unknown_options
@@ -157,7 +158,8 @@ class InstancePoolEndpoint(Construct, EndpointApi):
         catalog: Catalog | None = None,
     ) -> None:
         super().__init__(scope, id)
-        check_template_limits(self)
+        check_template_limits(scope)
+        self._stack = stack_of(scope)
         options = PoolEndpointOptions(
             endpoint_name=endpoint_name,
             variant_name=variant_name,
@@ -376,7 +378,7 @@ class InstancePoolEndpoint(Construct, EndpointApi):
                 self.deployment.to_cfn(alarm_names) if self.deployment is not None else None
             ),
         )
-        self.endpoint_arn: str = _endpoint_arn(self, self.endpoint_name)
+        self.endpoint_arn: str = _endpoint_arn(self._stack, self.endpoint_name)
         grants = self.execution_role_grants
         if grants is not None and grants.policy is not None:
             self.cfn_endpoint.node.add_dependency(grants.policy)
@@ -599,4 +601,4 @@ def _endpoint_arn(scope: Construct, endpoint_name: str) -> str:
     with lower-case ARNs); a token name is left as it is.
     """
     name = endpoint_name if is_unresolved(endpoint_name) else endpoint_name.lower()
-    return Stack.of(scope).format_arn(service="sagemaker", resource="endpoint", resource_name=name)
+    return stack_of(scope).format_arn(service="sagemaker", resource="endpoint", resource_name=name)

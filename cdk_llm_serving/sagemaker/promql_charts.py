@@ -14,6 +14,7 @@ and write its own log group.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 from aws_cdk import Stack
@@ -21,11 +22,16 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from .._cdk.stacks import stack_of
 from .._cdk.widget_function import WidgetFunctionSpec, widget_function
 from .widget_grid import CustomCell
 
 #: The chart function's code (standard library + botocore, in the Lambda Python runtime).
 CHART_CODE = Path(__file__).parents[1] / "hyperpod" / "assets" / "amp_widget"
+
+
+#: Each stack's instance, found without asking the kernel (``of`` runs once per dashboard).
+_BY_STACK: weakref.WeakKeyDictionary[Stack, PromQLCharts] = weakref.WeakKeyDictionary()
 
 
 class PromQLCharts(Construct):
@@ -41,11 +47,13 @@ class PromQLCharts(Construct):
     @classmethod
     def of(cls, scope: Construct) -> PromQLCharts:
         """The stack's chart function, created on first use."""
-        stack = Stack.of(scope)
-        found = stack.node.try_find_child(cls.SINGLETON_ID)
-        if isinstance(found, PromQLCharts):
-            return found
-        return cls(stack, cls.SINGLETON_ID)
+        stack = stack_of(scope)
+        charts = _BY_STACK.get(stack)
+        if charts is None:
+            found = stack.node.try_find_child(cls.SINGLETON_ID)
+            charts = found if isinstance(found, PromQLCharts) else cls(stack, cls.SINGLETON_ID)
+            _BY_STACK[stack] = charts
+        return charts
 
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jsii
-from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
@@ -15,6 +14,7 @@ from constructs import Construct
 
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
+from .._cdk.stacks import region_of_stack
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_name, check_subnets, is_unresolved
 from ..errors import Problems, checked_props
@@ -86,7 +86,8 @@ class ServingModel(Construct):
         sizing: ModelSizing | None = None,
     ) -> None:
         super().__init__(scope, id)
-        check_template_limits(self)
+        check_template_limits(scope)
+        self._scope = scope
         self.served_model_name = served_model_name
         self.client_model_name = client_model_name or served_model_name
         self.sizing = sizing
@@ -97,12 +98,10 @@ class ServingModel(Construct):
         #: The container's environment (with the served name's variable).
         self.environment: dict[str, str] = env
         self.served_names_file = self._served_names(env, served_model_name, client_model_name)
-        self.role: iam.IRole = role or iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            description="Execution role of a SageMaker model served by cdk-llm-serving",
-        )
+        self._own_role: iam.Role | None = None
+        if role is None:
+            role = self._own_role = self._new_role()
+        self.role: iam.IRole = role
         grants = ExecutionRoleGrants(self, self.role)
         grants.image_pull(self.image)
         self.image.warn_if_tag_only(self, "image")
@@ -116,6 +115,14 @@ class ServingModel(Construct):
         if self.served_names_file is not None:
             self.cfn_model.node.add_dependency(self.served_names_file.resource)
         self.model_name: str = self.cfn_model.attr_model_name
+
+    def _new_role(self) -> iam.Role:
+        return iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description="Execution role of a SageMaker model served by cdk-llm-serving",
+        )
 
     def _served_names(
         self, env: dict[str, str], copy_name: str | None, client_name: str | None
@@ -194,8 +201,9 @@ class ServingModel(Construct):
             enable_network_isolation=network_isolation,
             vpc_config=vpc_config,
         )
-        # SageMaker checks the model against its role's permissions at creation.
-        if isinstance(self.role, iam.Role):
+        # SageMaker checks the model against its role's permissions at creation. A role made
+        # here has no default policy yet (the grants are in their own policy): no need to look.
+        if isinstance(self.role, iam.Role) and self.role is not self._own_role:
             policy = self.role.node.try_find_child("DefaultPolicy")
             if policy is not None:
                 model.node.add_dependency(policy)
@@ -223,7 +231,7 @@ class ServingModel(Construct):
     ) -> dict[str, str]:
         """Every problem at once; the container environment with the served name set."""
         problems = Problems(lambda: f"ServingModel '{self.node.path}'")
-        self.image.validate(problems, "image", region=Stack.of(self).region)
+        self.image.validate(problems, "image", region=region_of_stack(self._scope))
         if self.model_data is not None:
             self.model_data.validate(problems, "model_data")
         check_name(
