@@ -11,6 +11,7 @@ from tests.support.app import SHARED, new_app  # isort: skip
 from aws_cdk import cx_api
 
 from cdk_llm_serving.testing.checks import add_nag_packs
+from tests.support.builtin_validation import synthesize
 from tests.support.cpu_time import (  # noqa: F401  (pytest --cpu-time=N)
     pytest_addoption,
     pytest_runtest_protocol,
@@ -60,3 +61,12 @@ def inference_operator_template() -> dict:
     add_reference_stacks(app)
     add_nag_packs(app)
     return app.synth().get_stack_by_name("ReferenceMoeHyperPod").template
+
+
+@pytest.fixture(scope="session")
+def validated_synth(tmp_path_factory) -> Path:
+    """The reference app (and one broken app) synthesized in a process of their own with
+    aws-cdk-lib's built-in CloudFormation validation on (``tests/support/validated_apps.py``)."""
+    outdir = tmp_path_factory.mktemp("validated")
+    synthesize(outdir)
+    return outdir

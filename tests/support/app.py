@@ -8,6 +8,14 @@ from pathlib import Path
 
 # jsii runs the CDK on the first `node` on PATH: use the virtualenv's supported Node.js.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+# The suite's own synths skip aws-cdk-lib's built-in CloudFormation validation (a WASM engine:
+# about 3 s of CPU to start, then time per template, on every synth). The jsii Node.js process
+# reads this variable at each synth (core/lib/private/synthesis-validation.js), inherited from
+# here before aws_cdk loads. What the validation would find is checked once, on the reference
+# app, in a process of its own with it on (tests/reference/test_builtin_validation.py); the
+# suite's templates go through cfn-lint (the real schemas). Users' synths keep it on, and so does
+# `CDK_VALIDATION=true python -m pytest`.
+os.environ.setdefault("CDK_VALIDATION", "false")
 
 from aws_cdk import App  # noqa: E402
 
@@ -22,11 +30,13 @@ def project_context() -> dict:
     return testing.read_context(ROOT / "cdk.json")
 
 
-def new_app(**context: object) -> App:
+def new_app(outdir: str | None = None, **context: object) -> App:
     """An app like the reference one, minus what makes snapshots unstable (``testing.new_app``).
 
     As ``make synth``, it lets the reference app synthesize its placeholder buckets.
     """
     return testing.new_app(
-        ROOT / "cdk.json", context={"llm-serving:allow-placeholders": True, **context}
+        ROOT / "cdk.json",
+        context={"llm-serving:allow-placeholders": True, **context},
+        outdir=outdir,
     )
