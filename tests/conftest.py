@@ -11,7 +11,6 @@ from tests.support.app import SHARED, new_app  # isort: skip
 from aws_cdk import cx_api
 
 from cdk_llm_serving.testing.checks import add_nag_packs
-from tests.support.builtin_validation import synthesize
 from tests.support.cpu_time import (  # noqa: F401  (pytest --cpu-time=N)
     pytest_addoption,
     pytest_runtest_protocol,
@@ -69,15 +68,6 @@ def inference_operator_app() -> tuple[list, cx_api.CloudAssembly]:
 def inference_operator_template(inference_operator_app) -> dict:
     """The HyperPod reference stack with the opt-in inference-operator variant (nag packs on)."""
     return inference_operator_app[1].get_stack_by_name("ReferenceMoeHyperPod").template
-
-
-@pytest.fixture(scope="session")
-def validated_synth(tmp_path_factory) -> Path:
-    """The reference app (and one broken app) synthesized in a process of their own with
-    aws-cdk-lib's built-in CloudFormation validation on (``tests/support/validated_apps.py``)."""
-    outdir = tmp_path_factory.mktemp("validated")
-    synthesize(outdir)
-    return outdir
 
 
 @pytest.fixture(scope="session")

@@ -10,11 +10,12 @@ from pathlib import Path
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 # The suite's own synths skip aws-cdk-lib's built-in CloudFormation validation (a WASM engine:
 # about 3 s of CPU to start, then time per template, on every synth). The jsii Node.js process
-# reads this variable at each synth (core/lib/private/synthesis-validation.js), inherited from
-# here before aws_cdk loads. What the validation would find is checked once, on the reference
-# app, in a process of its own with it on (tests/reference/test_builtin_validation.py); the
-# suite's templates go through cfn-lint (the real schemas). Users' synths keep it on, and so does
-# `CDK_VALIDATION=true python -m pytest`.
+# inherits this variable from here (before aws_cdk loads) and reads it at each synth
+# (core/lib/private/synthesis-validation.js). The validation runs instead, with it on, on the
+# reference app in a process of its own (tests/reference/test_builtin_validation.py, which also
+# fails on warnings) and on the README's examples and the integration apps (run as processes);
+# the suite's templates are checked against the real schemas by cfn-lint where tests lint them.
+# Users' synths keep it on, and so does `CDK_VALIDATION=true python -m pytest`.
 os.environ.setdefault("CDK_VALIDATION", "false")
 
 from aws_cdk import App  # noqa: E402
