@@ -54,3 +54,14 @@ def vllm_image_facts() -> dict[str, Any]:
     """The default vLLM image (AWS's EC2/EKS vLLM container with EFA) and its sources."""
     text = resources.files(__package__).joinpath("assets", "vllm_image.json").read_text()
     return cast(dict[str, Any], json.loads(text))
+
+
+@functools.cache
+def inference_operator_facts() -> dict[str, Any]:
+    """``assets/inference_operator.json``: add-on, dependencies, names, each with its source.
+
+    Read here (not in ``inference_operator``) because ``HyperPodServingAddons`` pins the
+    cert-manager add-on it shares with the multi-node service from the same file.
+    """
+    text = resources.files(__package__).joinpath("assets", "inference_operator.json").read_text()
+    return cast(dict[str, Any], json.loads(text))

@@ -15,18 +15,22 @@
 * Cluster-wide pieces that services request and that exist once per cluster, however many
   services use them: KEDA with its operator's Pod Identity (``enable_keda``, for
   ``VllmReplicaAutoscaling``) and the Amazon Managed Prometheus scraper's ClusterRole and
-  binding (``enable_scraper_access``, for ``VllmObservability``).
+  binding (``enable_scraper_access``, for ``VllmObservability``), and cert-manager
+  (``enable_cert_manager``: the multi-node service's TLS certificates and the inference
+  operator both need it; two installations of one add-on on a cluster are refused by EKS).
 
 Every other chart is installed after the HyperPod nodes exist (their webhooks need pods).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations, Stack
+from aws_cdk import Annotations, CfnElement, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
@@ -36,7 +40,7 @@ from .._cdk.nag import acknowledge_cdk_internals
 from .._cdk.pod_identity import pod_identity_role
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
-from ._facts import chart_pins
+from ._facts import chart_pins, inference_operator_facts
 from .chart_source import HelmChartSource
 from .cluster import HyperPodEksCluster
 from .constants import (
@@ -140,6 +144,7 @@ class HyperPodServingAddons(Construct):
         )
         self._keda: KedaInstallation | None = None
         self._scraper_access: eks.KubernetesManifest | None = None
+        self._cert_manager: eks.Addon | None = None
 
     # -- what services request (once per cluster) ---------------------------------------
 
@@ -169,6 +174,36 @@ class HyperPodServingAddons(Construct):
             )
             self._scraper_access.node.add_dependency(self.cluster.nodes_ready)
         return self._scraper_access
+
+    def enable_cert_manager(self) -> eks.Addon:
+        """The EKS add-on ``cert-manager``, after the nodes; installed on the first call.
+
+        One per cluster (EKS keeps one installation of an add-on per cluster,
+        https://docs.aws.amazon.com/eks/latest/userguide/creating-an-add-on.html), shared by
+        every ``VllmMultiNodeService`` (its TLS certificates) and the inference operator (which
+        needs its CRDs). Pinned to the version AWS's operator migration script installs
+        (``assets/inference_operator.json``). Its pods carry no GPU toleration, so they
+        schedule on the system group (the GPU groups are tainted).
+        """
+        if self._cert_manager is None:
+            self._cert_manager = eks.Addon(
+                self,
+                "CertManager",
+                cluster=self.cluster.eks_cluster,
+                addon_name="cert-manager",
+                addon_version=inference_operator_facts()["dependencies"]["cert-manager"],
+                preserve_on_delete=False,
+            )
+            self._cert_manager.node.add_dependency(self.cluster.nodes_ready)
+            # The inference operator created it before it was shared: keep that logical id, or
+            # an update of a deployed stack would create a second cert-manager add-on, which
+            # EKS refuses (ResourceInUseException) and the update rolls back.
+            cfn = self._cert_manager.node.default_child
+            assert isinstance(cfn, CfnElement)
+            cfn.override_logical_id(
+                _logical_id(self, ["InferenceOperator", "Addon-cert-manager", "Resource"])
+            )
+        return self._cert_manager
 
     # -- validate -----------------------------------------------------------------------
 
@@ -340,6 +375,21 @@ class HyperPodServingAddons(Construct):
         if not before_nodes:
             helm.node.add_dependency(self.cluster.nodes_ready)
         return helm
+
+
+def _logical_id(scope: Construct, below: list[str]) -> str:
+    """The logical id aws-cdk-lib gives an element at ``below`` under ``scope`` (its
+    ``makeUniqueId``, aws/aws-cdk packages/aws-cdk-lib/core/lib/private/uniqueid.ts: the path
+    from the stack without ``Default``, alphanumerics of each part without ``Resource`` and
+    consecutive repeats, then the first 8 hex digits of the path's MD5, upper case)."""
+    scopes = scope.node.scopes
+    stack_at = max(i for i, s in enumerate(scopes) if Stack.is_stack(s))
+    path = [s.node.id for s in scopes[stack_at + 1 :]] + below
+    path = [part for part in path if part != "Default"]
+    digest = hashlib.md5("/".join(path).encode(), usedforsecurity=False).hexdigest()[:8]
+    human = [part for i, part in enumerate(path) if i == 0 or part != path[i - 1]]
+    readable = "".join(re.sub("[^A-Za-z0-9]", "", part) for part in human if part != "Resource")
+    return readable[:240] + digest.upper()
 
 
 def _scraper_rbac() -> list[dict[str, Any]]:

@@ -30,10 +30,7 @@ installation after, however many ``HyperPodInferenceEndpoint`` s use it.
 
 from __future__ import annotations
 
-import functools
-import json
-from importlib import resources
-from typing import Any, cast
+from typing import Any
 
 from aws_cdk import Annotations, Aws, CfnJson, Names, RemovalPolicy
 from aws_cdk import aws_eks_v2 as eks
@@ -45,19 +42,13 @@ from .._cdk.nag import acknowledge, acknowledge_wildcard_resources
 from .._cdk.role_grants import ExecutionRoleGrants
 from ..errors import Problems, checked_props
 from ..model_sources import ModelData
+from ._facts import inference_operator_facts
 from .addons import HyperPodServingAddons
 from .cluster import HyperPodEksCluster
 
 __all__ = ["HyperPodInferenceOperator", "inference_operator_facts"]
 
 _CHILD_ID = "InferenceOperator"
-
-
-@functools.cache
-def inference_operator_facts() -> dict[str, Any]:
-    """``assets/inference_operator.json``: add-on, dependencies, names, each with its source."""
-    text = resources.files(__package__).joinpath("assets", "inference_operator.json").read_text()
-    return cast(dict[str, Any], json.loads(text))
 
 
 class HyperPodInferenceOperator(Construct):
@@ -300,19 +291,21 @@ class HyperPodInferenceOperator(Construct):
         return role
 
     def _render_dependencies(self) -> dict[str, Any]:
-        """cert-manager, metrics-server and the S3 CSI driver (IRSA), after the nodes."""
+        """cert-manager (the cluster's one, ``enable_cert_manager``), metrics-server and the S3
+        CSI driver (IRSA), after the nodes."""
         versions: dict[str, str] = self.facts["dependencies"]
         eks_cluster = self.cluster.eks_cluster
         deps: dict[str, Any] = {}
-        for name in ("cert-manager", "metrics-server"):
-            deps[name] = eks.Addon(
-                self,
-                f"Addon-{name}",
-                cluster=eks_cluster,
-                addon_name=name,
-                addon_version=versions[name],
-                preserve_on_delete=False,
-            )
+        # cert-manager: one per cluster, shared with the multi-node service's TLS.
+        deps["cert-manager"] = self.addons.enable_cert_manager()
+        deps["metrics-server"] = eks.Addon(
+            self,
+            "Addon-metrics-server",
+            cluster=eks_cluster,
+            addon_name="metrics-server",
+            addon_version=versions["metrics-server"],
+            preserve_on_delete=False,
+        )
         s3_csi = "aws-mountpoint-s3-csi-driver"
         deps[s3_csi] = eks.CfnAddon(
             self,

@@ -2,9 +2,9 @@
 
 A LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``) whose groups are one replica each
 (group size = nodes per replica, from the planner unless given), a Service on the
-leaders behind an internal load balancer (public only when asked, TLS with a
-certificate), serving the OpenAI-compatible API (``/v1/chat/completions`` with
-streaming, ``/v1/models``) and Prometheus ``/metrics``.
+leaders behind an internal load balancer on 443 (public only when asked; TLS end to end:
+vLLM's own, or re-encrypted after an ACM certificate), serving the OpenAI-compatible API
+(``/v1/chat/completions`` with streaming, ``/v1/models``) and Prometheus ``/metrics``.
 
 The vLLM command line comes from ``VllmConfig`` (the same builder the SageMaker path
 uses), with tensor parallelism over each node's GPUs and the quantization of the weight
@@ -16,13 +16,15 @@ verified from its source (vllm/config/vllm.py only routes EAGLE-3 + PP to the V1
 MoE replicas avoid pipeline parallelism; dense models still use it across nodes.
 
 Pods are Guaranteed (``pod_spec``), restricted and isolated by NetworkPolicies; the leader
-needs an API key from Secrets Manager (``serving_security``).
+needs an API key from Secrets Manager (``serving_security``) and serves HTTPS itself with a
+certificate from cert-manager (``serving_tls``): no hop between a client and vLLM is plaintext.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -91,21 +93,62 @@ from .serving_security import (
     secret_provider_class,
     secrets_store_addon,
 )
+from .serving_tls import (
+    TLS_FLAGS,
+    ca_manifests,
+    service_dns_names,
+    serving_certificate,
+    serving_secret_name,
+    tls_flags,
+    tls_mount,
+    tls_volume,
+)
 
 __all__ = ["Exposure", "VllmMultiNodeService"]
+
+#: A DNS name for a certificate: labels of letters, digits and hyphens; an optional leading ``*.``.
+_DNS_NAME = re.compile(
+    r"(\*\.)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+)
 
 _WEIGHTS_MOUNT = "/models"
 _NCCL_ENVIRONMENT = {"NCCL_DEBUG": "WARN"}
 _PROBE_PERIOD_SECONDS = 10
+#: The load balancer's listener port: TLS always (vLLM's own, or the NLB's with an ACM
+#: certificate); there is no plain-HTTP listener.
+HTTPS_PORT = 443
+#: The NLB's TLS listener policy with an ACM certificate: TLS 1.3 and 1.2 only (the policy AWS
+#: recommends, https://docs.aws.amazon.com/elasticloadbalancing/latest/network/describe-ssl-policies.html).
+TLS_LISTENER_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 
 
 @dataclass(frozen=True)
 class Exposure:
-    """How clients reach the leaders: an internal NLB by default.
+    """How clients reach the leaders: an internal NLB on 443, TLS end to end.
+
+    Annotations of the AWS Load Balancer Controller
+    (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/):
+
+    * without ``certificate_arn``: a TCP listener on 443 that passes vLLM's own TLS through to
+      the pod; clients verify the leader's certificate against the service's CA (``ca.crt``,
+      the ``CaCertificate`` output, README "HyperPod security").
+    * with ``certificate_arn``: a TLS listener on 443 with that ACM certificate
+      (``ssl-cert``, ``ssl-ports``, ``ssl-negotiation-policy``) that opens TLS to the pod again
+      (``backend-protocol: ssl``): the NLB decrypts and re-encrypts, no hop is plaintext. The
+      NLB does not validate the pod's certificate ("The load balancer does not validate these
+      certificates", https://docs.aws.amazon.com/elasticloadbalancing/latest/network/create-tls-listener.html),
+      so the cluster CA serves for that hop.
+
+    Health checks are HTTPS to vLLM's ``/health`` in both modes (an HTTPS health check fails
+    on a target that offers only TLS 1.3, same page; uvicorn's default context offers 1.2 too).
 
     :param public: internet-facing instead of internal; needs a certificate, explicit
         ``source_ranges`` and an API key. Default: ``False``.
-    :param certificate_arn: ACM certificate: TLS on 443. Default: plain HTTP on 80.
+    :param certificate_arn: ACM certificate the NLB terminates TLS with (the name clients
+        see); it re-encrypts to vLLM. Default: none; the NLB passes vLLM's TLS through.
+    :param tls_dns_names: further names for the leader's certificate, the ones clients use
+        without ``certificate_arn`` (e.g. a Route 53 alias of the load balancer). Default: the
+        Service's in-cluster names and the load balancer's hostname only.
     :param source_ranges: client CIDRs the load balancer admits (the AWS Load Balancer
         Controller turns ``spec.loadBalancerSourceRanges`` into the NLB security group's
         inbound rules: https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#lb-source-ranges).
@@ -115,14 +158,15 @@ class Exposure:
     public: bool = False
     certificate_arn: str | None = None
     source_ranges: tuple[str, ...] | None = None
+    tls_dns_names: tuple[str, ...] = ()
 
     @property
     def port(self) -> int:
-        return 443 if self.certificate_arn else 80
+        return HTTPS_PORT
 
     @property
     def scheme(self) -> str:
-        return "https" if self.certificate_arn else "http"
+        return "https"
 
     def validate(self, problems: Problems, prop: str) -> None:
         """Source ranges are CIDRs; a public endpoint names its TLS certificate and clients."""
@@ -132,6 +176,13 @@ class Exposure:
             except ValueError:
                 problems.add(
                     f"{prop}.source_ranges[{index}]", cidr, "a CIDR such as 203.0.113.0/24"
+                )
+        for index, dns_name in enumerate(self.tls_dns_names):
+            if not _DNS_NAME.fullmatch(dns_name):
+                problems.add(
+                    f"{prop}.tls_dns_names[{index}]",
+                    dns_name,
+                    "a DNS name such as llm.example.com (a leading *. for a wildcard)",
                 )
         if not self.public:
             return
@@ -154,11 +205,13 @@ class Exposure:
             f"{prefix}-nlb-target-type": "ip",
             f"{prefix}-scheme": "internet-facing" if self.public else "internal",
             f"{prefix}-healthcheck-path": VLLM_HEALTH_PATH,
-            f"{prefix}-healthcheck-protocol": "HTTP",
+            f"{prefix}-healthcheck-protocol": "HTTPS",
         }
         if self.certificate_arn:
             annotations[f"{prefix}-ssl-cert"] = self.certificate_arn
-            annotations[f"{prefix}-ssl-ports"] = "443"
+            annotations[f"{prefix}-ssl-ports"] = str(HTTPS_PORT)
+            annotations[f"{prefix}-ssl-negotiation-policy"] = TLS_LISTENER_POLICY
+            annotations[f"{prefix}-backend-protocol"] = "ssl"
         return annotations
 
 
@@ -188,7 +241,7 @@ class VllmMultiNodeService(Construct):
     :param replicas: model replicas (LeaderWorkerSet groups). Default: 1.
     :param nodes_per_replica: group size. Default: the planner's node count.
     :param startup: ``native`` or ``ray`` (see ``vllm.multinode``). Default: ``native``.
-    :param exposure: load balancer settings. Default: internal, HTTP.
+    :param exposure: load balancer settings. Default: internal, TLS passed through to vLLM on 443.
     :param namespace: Default: the model store's namespace.
     :param name: the LeaderWorkerSet / Service name. Default: the served model name.
     :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
@@ -271,6 +324,7 @@ class VllmMultiNodeService(Construct):
             prerequisites[:0] = [model_store.manifest, model_store.association]
         if self.api_key is not None:
             prerequisites.append(self._api_key_provider(identity[0]))
+        self.tls_issuers = self._render_tls_issuers(prerequisites[0])
         self.lws = self.leader_worker_set(
             self.image, self.startup, model_store.claim_name if model_store else None
         )
@@ -285,6 +339,7 @@ class VllmMultiNodeService(Construct):
         )
         self._render_workload(prerequisites)
         self._render_base_url()
+        self._render_serving_certificate()
 
     # -- resolve -------------------------------------------------------------------------
 
@@ -429,6 +484,59 @@ class VllmMultiNodeService(Construct):
         self.network_policy_resource.node.add_dependency(prerequisites[0])
         self.lws_manifest.node.add_dependency(self.network_policy_resource)
 
+    def _render_tls_issuers(self, namespace: Construct) -> eks.KubernetesManifest:
+        """The service's CA and its Issuers, once cert-manager (its CRDs) is installed."""
+        issuers = eks.KubernetesManifest(
+            self,
+            "TlsIssuers",
+            cluster=self.cluster.eks_cluster,
+            manifest=ca_manifests(self.name, self.namespace, self.labels()),
+            overwrite=True,
+        )
+        issuers.node.add_dependency(self.addons.enable_cert_manager())
+        issuers.node.add_dependency(namespace)
+        return issuers
+
+    def _render_serving_certificate(self) -> None:
+        """The leader's certificate, for the in-cluster names, the load balancer's hostname and
+        ``exposure.tls_dns_names``; the leader starts after it. Its CA as an output."""
+        self.tls_dns_names = [
+            *service_dns_names(self.name, self.namespace),
+            self.load_balancer_hostname,
+            *self.exposure.tls_dns_names,
+        ]
+        self.certificate = serving_certificate(
+            self.name, self.namespace, self.labels(), self.tls_dns_names
+        )
+        self.certificate_resource = eks.KubernetesManifest(
+            self,
+            "ServingCertificate",
+            cluster=self.cluster.eks_cluster,
+            manifest=[self.certificate],
+            overwrite=True,
+        )
+        self.certificate_resource.node.add_dependency(self.tls_issuers)
+        self.lws_manifest.node.add_dependency(self.certificate_resource)
+        ca = eks.KubernetesObjectValue(
+            self,
+            "CaCertificateValue",
+            cluster=self.cluster.eks_cluster,
+            object_type="secret",
+            object_name=serving_secret_name(self.name),
+            object_namespace=self.namespace,
+            json_path=".data.ca\\.crt",
+            timeout=Duration.minutes(10),
+        )
+        ca.node.add_dependency(self.certificate_resource)
+        #: Base64 of the PEM CA certificate that signs the leader's certificate (public).
+        self.ca_certificate = ca.value
+        CfnOutput(
+            self,
+            "CaCertificate",
+            value=self.ca_certificate,
+            description="Base64 PEM of the CA the leader's TLS certificate chains to (base64 -d > ca.crt)",
+        )
+
     def _render_base_url(self) -> None:
         """The load balancer's hostname, once the controller has created it, as the base URL."""
         hostname = eks.KubernetesObjectValue(
@@ -442,6 +550,7 @@ class VllmMultiNodeService(Construct):
             timeout=Duration.minutes(10),
         )
         hostname.node.add_dependency(self.service_resource)
+        self.load_balancer_hostname = hostname.value
         self.base_url = f"{self.exposure.scheme}://{hostname.value}/v1"
         CfnOutput(
             self,
@@ -564,6 +673,12 @@ class VllmMultiNodeService(Construct):
                     config.extra_flags[flag],
                     "set per pod by the multi-node launcher (vllm.multinode)",
                 )
+            elif flag in TLS_FLAGS:
+                problems.add(
+                    f"config.extra_flags[{flag!r}]",
+                    config.extra_flags[flag],
+                    "set by the service: vLLM serves TLS with the cert-manager certificate (serving_tls)",
+                )
         try:
             config.validate()
         except VllmConfigError as error:
@@ -622,6 +737,8 @@ class VllmMultiNodeService(Construct):
             )
         if role == LEADER_POD_ROLE:
             self._serve_api(container)
+            container["volumeMounts"].append(tls_mount())
+            volumes.append(tls_volume(serving_secret_name(self.name)))
             if self.api_key is not None:
                 container["volumeMounts"].append(
                     {"name": "api-key", "mountPath": API_KEY_MOUNT, "readOnly": True}
@@ -654,13 +771,14 @@ class VllmMultiNodeService(Construct):
         }
 
     def _serve_api(self, container: dict[str, Any]) -> None:
-        """The leader serves the API: its port and probes (startup allows the cold start)."""
+        """The leader serves the API over HTTPS: its port and probes (startup allows the cold
+        start; the kubelet does not verify the certificate, ``serving_tls``)."""
         failures = math.ceil(self.cold_start.startup_timeout_seconds / _PROBE_PERIOD_SECONDS)
         probe = {
-            "httpGet": {"path": VLLM_HEALTH_PATH, "port": VLLM_API_PORT},
+            "httpGet": {"path": VLLM_HEALTH_PATH, "port": VLLM_API_PORT, "scheme": "HTTPS"},
             "periodSeconds": _PROBE_PERIOD_SECONDS,
         }
-        container["ports"] = [{"name": "http", "containerPort": VLLM_API_PORT}]
+        container["ports"] = [{"name": "https", "containerPort": VLLM_API_PORT}]
         container["startupProbe"] = {**probe, "failureThreshold": failures}
         container["readinessProbe"] = {**probe, "failureThreshold": 3}
         container["livenessProbe"] = {**probe, "periodSeconds": 30, "failureThreshold": 5}
@@ -686,7 +804,11 @@ class VllmMultiNodeService(Construct):
     def leader_worker_set(
         self, image: str, startup: Startup, claim_name: str | None
     ) -> dict[str, Any]:
-        leader = leader_command(self.config, self.nodes, startup)
+        # Only the leader serves the API: the TLS flags go on its command line alone.
+        leader_config = self.config.with_changes(
+            extra_flags={**self.config.extra_flags, **tls_flags()}
+        )
+        leader = leader_command(leader_config, self.nodes, startup)
         worker = worker_command(self.config, self.nodes, startup)
         if self.api_key is not None:
             leader = with_api_key_file(leader, API_KEY_FILE)

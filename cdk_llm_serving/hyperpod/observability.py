@@ -210,7 +210,13 @@ class VllmObservability(Construct):
     # -- configuration documents ---------------------------------------------------------
 
     def scrape_configuration(self, interval: Duration) -> str:
-        """Prometheus scrape configuration: the service's leader pods, the API port, /metrics."""
+        """Prometheus scrape configuration: the service's leader pods, the API port, /metrics.
+
+        Over HTTPS: the managed collector takes ``scheme`` and ``tls_config`` (AMP user guide,
+        https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html, scraper
+        configuration; the CloudWatch collector built on it lists both as supported,
+        https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/managed-prometheus-collectors-scraper-configuration.html).
+        """
         seconds = f"{int(interval.to_seconds())}s"
         keep = [
             (prometheus_pod_label(APP_NAME_LABEL), self.service.name),
@@ -224,6 +230,12 @@ class VllmObservability(Construct):
         job = {
             "job_name": "vllm",
             "metrics_path": VLLM_METRICS_PATH,
+            # vLLM serves HTTPS only (serving_tls). The collector cannot verify the leader's
+            # certificate: its CA is made in the cluster at deploy time, so no CA file or
+            # value exists at synth time for the configuration to name, and the collector runs
+            # outside the cluster. Encrypted, not authenticated; /metrics carries no key.
+            "scheme": "https",
+            "tls_config": {"insecure_skip_verify": True},
             "kubernetes_sd_configs": [
                 {"role": "pod", "namespaces": {"names": [self.service.namespace]}}
             ],

@@ -88,6 +88,7 @@ def _plan_command(args: argparse.Namespace) -> int:
 def _smoke_command(args: argparse.Namespace) -> int:
     from .smoke import (
         API_KEY_ENV,
+        CA_BUNDLE_ENV,
         SmokeError,
         base_url_problem,
         format_report,
@@ -107,7 +108,8 @@ def _smoke_command(args: argparse.Namespace) -> int:
             headers["Authorization"] = f"Bearer {sagemaker_bearer_token(args.sagemaker_region)}"
         elif args.api_key or os.environ.get(API_KEY_ENV):
             headers["Authorization"] = f"Bearer {args.api_key or os.environ[API_KEY_ENV]}"
-        checks, results = safe_run(args.base_url, args.model, headers, args.timeout)
+        ca_bundle = args.ca_bundle or os.environ.get(CA_BUNDLE_ENV) or None
+        checks, results = safe_run(args.base_url, args.model, headers, args.timeout, ca_bundle)
     except SmokeError as error:
         return _fail(args, str(error), error.exit_code)
     except RuntimeError as error:  # no credentials for a SageMaker bearer token
@@ -398,7 +400,7 @@ def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     smoke.add_argument(
         "--base-url",
         required=True,
-        help="e.g. http://internal-lb/v1 or https://runtime.sagemaker.<region>.amazonaws.com/endpoints/<name>/openai/v1",
+        help="e.g. https://internal-lb/v1 or https://runtime.sagemaker.<region>.amazonaws.com/endpoints/<name>/openai/v1",
     )
     smoke.add_argument(
         "--model",
@@ -414,6 +416,12 @@ def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     auth.add_argument(
         "--sagemaker-region",
         help="make a SageMaker bearer token for this region from the standard AWS credential chain",
+    )
+    smoke.add_argument(
+        "--ca-bundle",
+        help="PEM file of the CA certificates the endpoint's TLS certificate must chain to, e.g. "
+        "a HyperPod service's ca.crt (default: the CDK_LLM_SERVING_CA_BUNDLE environment "
+        "variable, else the system's trusted CAs); verification is always on",
     )
     smoke.add_argument(
         "--timeout", type=positive_float, default=300.0, help="seconds per request (default 300)"

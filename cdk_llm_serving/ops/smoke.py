@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -25,12 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .bearer_token import generate_bearer_token
-from .exit_codes import EXIT_HTTP_ERROR, EXIT_UNREACHABLE
+from .exit_codes import EXIT_HTTP_ERROR, EXIT_UNREACHABLE, EXIT_USAGE
 
 #: Environment variable ``smoke`` reads the API key from when no flag gives one (keeps the
 #: key out of shell history and process listings). Not ``OPENAI_API_KEY``: that one usually
 #: holds a key for another service, which must not be sent to this endpoint.
 API_KEY_ENV = "LLM_SERVING_API_KEY"
+#: Environment variable naming a PEM file of CA certificates that ``smoke`` verifies the
+#: endpoint's TLS certificate against (the HyperPod service's ``ca.crt``) when no
+#: ``--ca-bundle`` is given. Without either, the system's trusted CAs.
+CA_BUNDLE_ENV = "CDK_LLM_SERVING_CA_BUNDLE"
 TOOL_NAME = "get_weather"
 TOOL: dict[str, Any] = {
     "type": "function",
@@ -95,8 +100,26 @@ def sse_events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
         yield json.loads(payload)
 
 
+def tls_context(ca_bundle: str | None) -> ssl.SSLContext:
+    """Certificate and host name verification on, against ``ca_bundle`` or the system CAs.
+
+    Raises ``SmokeError`` (bad input) when the bundle cannot be read as PEM certificates.
+    """
+    try:
+        return ssl.create_default_context(cafile=ca_bundle)
+    except (OSError, ssl.SSLError) as error:
+        raise SmokeError(
+            f"CA bundle {ca_bundle!r}: not a readable PEM file of certificates ({error})",
+            EXIT_USAGE,
+        ) from None
+
+
 def stream_chat(
-    base_url: str, headers: dict[str, str], body: dict[str, Any], timeout: float
+    base_url: str,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    timeout: float,
+    context: ssl.SSLContext | None = None,
 ) -> StreamResult:
     request = urllib.request.Request(
         base_url.rstrip("/") + "/chat/completions",
@@ -110,7 +133,7 @@ def stream_chat(
     start = time.perf_counter()
     last: float | None = None
     usage_tokens: int | None = None
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+    with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
         for event in sse_events(response):
             now = time.perf_counter()
             result.model = event.get("model", result.model)
@@ -201,6 +224,7 @@ def run_smoke(
     headers: dict[str, str],
     timeout: float = 300.0,
     max_tokens: int = 512,
+    context: ssl.SSLContext | None = None,
 ) -> tuple[list[Check], dict[str, StreamResult]]:
     common = {"model": model, "max_tokens": max_tokens, "temperature": 0}
     tool = stream_chat(
@@ -213,12 +237,14 @@ def run_smoke(
             "tool_choice": "auto",
         },
         timeout,
+        context,
     )
     reasoning = stream_chat(
         base_url,
         headers,
         {**common, "messages": [{"role": "user", "content": REASONING_PROMPT}]},
         timeout,
+        context,
     )
     checks = [check_tool_call(tool), check_reasoning(reasoning)]
     checks += [
@@ -280,17 +306,31 @@ def base_url_problem(base_url: str) -> str | None:
     except ValueError as error:
         return f"not a URL ({error})"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "must be an http:// or https:// URL with a host, e.g. http://internal-lb/v1"
+        return "must be an http:// or https:// URL with a host, e.g. https://internal-lb/v1"
     return None
 
 
 def safe_run(
-    base_url: str, model: str, headers: dict[str, str], timeout: float
+    base_url: str,
+    model: str,
+    headers: dict[str, str],
+    timeout: float,
+    ca_bundle: str | None = None,
 ) -> tuple[list[Check], dict[str, StreamResult]]:
+    """``run_smoke`` with TLS verified (``tls_context``); failures become ``SmokeError``."""
+    context = tls_context(ca_bundle) if base_url.startswith("https:") else None
     try:
-        return run_smoke(base_url, model, headers, timeout)
+        return run_smoke(base_url, model, headers, timeout, context=context)
     except urllib.error.HTTPError as error:
         body = error.read().decode("utf-8", "replace")[:300]
         raise SmokeError(f"HTTP {error.code} from {base_url}: {body}", EXIT_HTTP_ERROR) from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-        raise SmokeError(f"cannot reach {base_url}: {getattr(error, 'reason', error)}") from None
+        reason = getattr(error, "reason", error)
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            trusted = ca_bundle or "the system's trusted CAs"
+            raise SmokeError(
+                f"TLS: {base_url} presented a certificate that does not verify against "
+                f"{trusted} ({reason.verify_message}); pass the service's CA with --ca-bundle "
+                f"or {CA_BUNDLE_ENV}"
+            ) from None
+        raise SmokeError(f"cannot reach {base_url}: {reason}") from None

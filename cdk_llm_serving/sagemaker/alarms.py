@@ -164,7 +164,7 @@ class PoolEndpointAlarms(Construct):
             evaluation_periods=5,
             comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
-            alarm_description=f"{self.endpoint.endpoint_name}: no concurrency samples for 5 minutes, so the weighted-utilization scaling metric is blind",
+            alarm_description=f"{self.endpoint.endpoint_name}: no concurrency samples for 5 minutes: the scaling policy is blind",
         )
 
     def _token_alarms(
@@ -221,8 +221,9 @@ class PoolEndpointAlarms(Construct):
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 alarm_description=(
-                    f"{self.endpoint.endpoint_name}: instances of fallback pool {priority} ({pool.instance_type}{copy}) "
-                    f"for {after.to_human_string()} instead of {primary.instance_type}. {_price_note(pool.instance_type, primary.instance_type, self.endpoint.catalog)}"
+                    f"{self.endpoint.endpoint_name}: fallback pool {priority} ({pool.instance_type}{copy}) "
+                    f"has held instances for {after.to_human_string()} instead of {primary.instance_type}."
+                    f"{_price_note(pool.instance_type, primary.instance_type, self.endpoint.catalog)}"
                 ),
             )
 
@@ -231,6 +232,6 @@ def _price_note(fallback: str, primary: str, catalog: Catalog) -> str:
     if fallback not in catalog or primary not in catalog:
         return ""
     return (
-        f"On-demand: ${catalog.get(fallback).price_per_hour:,.2f}/h per {fallback} instance "
-        f"vs ${catalog.get(primary).price_per_hour:,.2f}/h per {primary} ({catalog.price_source})."
+        f" On-demand ${catalog.get(fallback).price_per_hour:,.2f}/h per {fallback} vs "
+        f"${catalog.get(primary).price_per_hour:,.2f}/h per {primary} ({catalog.price_source})."
     )

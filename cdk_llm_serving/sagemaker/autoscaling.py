@@ -298,11 +298,9 @@ def _to_cfn(
     query: MetricQuery,
 ) -> appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty:
     if query.expression is not None:
+        # No label: it names the series on a graph (the dashboard's), nothing in a policy.
         return appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty(
-            id=query.id,
-            expression=query.expression,
-            label=query.label,
-            return_data=query.return_data,
+            id=query.id, expression=query.expression, return_data=query.return_data
         )
     return appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty(
         id=query.id,

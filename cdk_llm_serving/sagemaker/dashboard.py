@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from aws_cdk import Duration
+from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from ..errors import checked_props
 from .endpoint_metrics import EndpointMetrics
+from .fleet_utilization import (
+    CONCURRENCY_METRIC,
+    CONCURRENCY_SAMPLE_SECONDS,
+    NAMESPACE,
+    MetricQuery,
+    instance_count_expression,
+)
+from .graph_widget import GraphWidget, Line, expression_line, metric_line
 from .pool_endpoint import InstancePoolEndpoint
 from .promql_charts import PromQLCharts
 from .serving_model import ServingModel
@@ -50,16 +58,8 @@ class PoolEndpointDashboard(Construct):
         self.dashboard = cloudwatch.Dashboard(
             self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3)
         )
-        pools = "  \n".join(
-            f"{priority}. `{pool.instance_type}`" + _serving(pool.model or endpoint.model)
-            for priority, pool in enumerate(endpoint.pools, start=1)
-        )
         self.dashboard.add_widgets(
-            cloudwatch.TextWidget(
-                markdown=f"# Endpoint {endpoint.endpoint_name}\nPools, most preferred first:  \n{pools}",
-                width=_WIDTH,
-                height=3,
-            )
+            cloudwatch.TextWidget(markdown=_header(endpoint), width=_WIDTH, height=3)
         )
         self.dashboard.add_widgets(*self._fleet_row(endpoint))
         self.dashboard.add_widgets(*self._pools_row(endpoint))
@@ -76,29 +76,35 @@ class PoolEndpointDashboard(Construct):
 
     def _fleet_row(self, endpoint: InstancePoolEndpoint) -> list[cloudwatch.IWidget]:
         widgets: list[cloudwatch.IWidget] = []
+        region = region_of(endpoint)
         scaling = endpoint.auto_scaling
         if scaling is not None and scaling.fleet_utilization is not None:
+            # The axis as aws-cdk-lib writes it (the body's default for it is not documented).
+            target_line = {"value": scaling.target_utilization, "label": "target", "yAxis": "left"}
             widgets.append(
-                cloudwatch.GraphWidget(
+                GraphWidget(
                     title="Fleet utilization vs target",
-                    left=[scaling.fleet_utilization],
-                    left_annotations=[
-                        cloudwatch.HorizontalAnnotation(
-                            value=scaling.target_utilization, label="target"
-                        )
-                    ],
-                    left_y_axis=cloudwatch.YAxisProps(min=0),
+                    region=region,
+                    lines=_query_lines(endpoint.fleet_utilization_queries(), "Sum"),
+                    stat="Sum",
                     width=12,
+                    properties={
+                        "annotations": {"horizontal": [target_line]},
+                        "yAxis": {"left": {"min": 0}},
+                    },
                 )
             )
+        right = {"yAxis": "right"}
         widgets.append(
-            cloudwatch.GraphWidget(
+            GraphWidget(
                 title="Invocations and errors (all pools)",
-                left=[endpoint.metric_invocations()],
-                right=[
-                    endpoint.metric_invocation_4xx_errors(),
-                    endpoint.metric_invocation_5xx_errors(),
+                region=region,
+                lines=[
+                    endpoint.metric_line("Invocations"),
+                    endpoint.metric_line("Invocation4XXErrors", **right),
+                    endpoint.metric_line("Invocation5XXErrors", **right),
                 ],
+                stat="Sum",
                 width=_WIDTH - 12 if widgets else _WIDTH,
             )
         )
@@ -133,45 +139,68 @@ def pools_row(endpoint: EndpointMetrics, instance_types: Sequence[str]) -> list[
     """One chart per measure, one line per instance type (labelled ``<priority>: <type>``).
 
     Any endpoint whose metrics carry ``InstanceType`` (pool endpoints, the HyperPod inference
-    operator's registered endpoints).
+    operator's registered endpoints). Instances are counted from concurrency samples, idle
+    ones included (``EndpointMetrics.metric_pool_instances``).
     """
     pools = [(f"{p}: {t}", t) for p, t in enumerate(instance_types, start=1)]
+    region = region_of(endpoint)
 
-    def chart(
-        title: str, build: Callable[[str, str], cloudwatch.IMetric], width: int
-    ) -> cloudwatch.GraphWidget:
-        return cloudwatch.GraphWidget(
-            title=title, left=[build(label, t) for label, t in pools], width=width
+    def chart(title: str, metric_name: str, width: int, stat: str | None = None) -> GraphWidget:
+        lines = [
+            endpoint.metric_line(metric_name, instance_type=t, label=label) for label, t in pools
+        ]
+        return GraphWidget(title=title, region=region, lines=lines, stat=stat, width=width)
+
+    # Ids need only be unique within the widget: s1, s2... by priority.
+    counts = [
+        expression_line(
+            instance_count_expression(f"s{p}", CONCURRENCY_SAMPLE_SECONDS, 60), label=label
         )
-
+        for p, (label, _) in enumerate(pools, start=1)
+    ]
+    samples = [
+        endpoint.metric_line(CONCURRENCY_METRIC, instance_type=t, id=f"s{p}", visible=False)
+        for p, (_, t) in enumerate(pools, start=1)
+    ]
     return [
-        chart(
-            "Instances per pool",
-            lambda label, t: endpoint.metric_pool_instances(instance_type=t).with_(label=label),
-            _SMALL + 1,
+        GraphWidget(
+            title="Instances per pool",
+            region=region,
+            lines=counts + samples,
+            stat="SampleCount",
+            width=_SMALL + 1,
         ),
-        chart(
-            "Invocations per pool",
-            lambda label, t: endpoint.metric_invocations(instance_type=t, label=label),
-            _SMALL + 1,
-        ),
-        chart(
-            "Model latency p99 (µs) per pool",
-            lambda label, t: endpoint.metric_model_latency(
-                instance_type=t, statistic="p99", label=label
-            ),
-            _SMALL,
-        ),
-        chart(
-            "Concurrency / instance per pool",
-            lambda label, t: endpoint.metric_concurrent_requests(instance_type=t, label=label),
-            _SMALL + 1,
-        ),
-        chart(
-            "GPU utilization (%) per pool",
-            lambda label, t: endpoint.metric_gpu_utilization(instance_type=t, label=label),
-            _SMALL + 1,
-        ),
+        chart("Invocations per pool", "Invocations", _SMALL + 1, "Sum"),
+        chart("Model latency p99 (µs) per pool", "ModelLatency", _SMALL, "p99"),
+        chart("Concurrency / instance per pool", CONCURRENCY_METRIC, _SMALL + 1),
+        chart("GPU utilization (%) per pool", "GPUUtilization", _SMALL + 1),
+    ]
+
+
+def region_of(scope: object) -> str:
+    """The stack's region: a literal when the stack has one, else the ``AWS::Region`` token."""
+    return Stack.of(scope).region if isinstance(scope, Construct) else Aws.REGION
+
+
+def _query_lines(queries: Sequence[MetricQuery], stat: str) -> list[Line]:
+    """The scaling policy's queries as graph lines: the expression shown, its inputs hidden
+    (their statistic written where it is not the widget's ``stat``)."""
+    lines = [
+        expression_line(q.expression, label=q.label)
+        for q in queries
+        if q.expression is not None and q.return_data
+    ]
+    return lines + [
+        metric_line(
+            NAMESPACE,
+            q.metric_name or "",
+            q.dimensions,
+            id=q.id,
+            visible=False,
+            **({} if q.statistic == stat else {"stat": q.statistic}),
+        )
+        for q in queries
+        if q.expression is None
     ]
 
 
@@ -181,6 +210,17 @@ def _quantiles(p50: str, p99: str) -> str:
         f'label_replace({p50}, "quantile", "p50", "", "") or '
         f'label_replace({p99}, "quantile", "p99", "", "")'
     )
+
+
+def _header(endpoint: InstancePoolEndpoint) -> str:
+    """The endpoint's name and pools, with the model each serves (once when all serve one)."""
+    served = [_serving(pool.model or endpoint.model) for pool in endpoint.pools]
+    shared = served[0] if len(set(served)) == 1 else ""
+    pools = "  \n".join(
+        f"{priority}. `{pool.instance_type}`" + ("" if shared else serving)
+        for priority, (pool, serving) in enumerate(zip(endpoint.pools, served, strict=True), 1)
+    )
+    return f"# Endpoint {endpoint.endpoint_name}\nPools{shared}, most preferred first:  \n{pools}"
 
 
 def _serving(model: ServingModel | None) -> str:

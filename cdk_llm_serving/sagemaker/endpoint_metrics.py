@@ -9,7 +9,7 @@ With instance pools SageMaker adds an ``InstanceType`` dimension to the variant'
 from __future__ import annotations
 
 import re
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -20,6 +20,7 @@ from .fleet_utilization import (
     CONCURRENCY_SAMPLE_SECONDS,
     instance_count_expression,
 )
+from .graph_widget import Line, metric_line
 
 INVOCATION_NAMESPACE = "AWS/SageMaker"
 UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
@@ -68,11 +69,20 @@ class EndpointMetrics:
         **options: Unpack[MetricOptions],
     ) -> cloudwatch.Metric:
         """A metric of this variant; the namespace follows the metric unless given."""
-        if namespace is None:
-            utilization = metric_name in UTILIZATION_METRICS
-            namespace = UTILIZATION_NAMESPACE if utilization else INVOCATION_NAMESPACE
         dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
-        return build_metric(namespace, metric_name, dimensions, instance_type, options)
+        return build_metric(
+            namespace or namespace_of(metric_name), metric_name, dimensions, instance_type, options
+        )
+
+    def metric_line(
+        self, metric_name: str, *, instance_type: str | None = None, **options: Any
+    ) -> Line:
+        """The same metric as a dashboard ``metrics`` line (``graph_widget``): period and
+        statistic come from the widget unless ``options`` say otherwise."""
+        dimensions = [("EndpointName", self.endpoint_name), ("VariantName", self.variant_name)]
+        if instance_type is not None:
+            dimensions.append(("InstanceType", instance_type))
+        return metric_line(namespace_of(metric_name), metric_name, dimensions, **options)
 
     def metric_invocations(
         self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
@@ -123,8 +133,7 @@ class EndpointMetrics:
     ) -> cloudwatch.MathExpression:
         """Instances of one pool, idle ones included: each reports its concurrency every
         ``CONCURRENCY_SAMPLE_SECONDS``, so samples x interval / period (see ``fleet_utilization``)."""
-        # One id per type, so a graph can show every pool's count side by side.
-        samples = "samples_" + re.sub(r"[^a-z0-9]", "_", instance_type.lower())
+        samples = pool_samples_id(instance_type)
         return cloudwatch.MathExpression(
             expression=instance_count_expression(
                 samples, CONCURRENCY_SAMPLE_SECONDS, int(period.to_seconds())
@@ -140,6 +149,17 @@ class EndpointMetrics:
             label=f"{instance_type} instances",
             period=period,
         )
+
+
+def namespace_of(metric_name: str) -> str:
+    """Instance utilization metrics live in their own namespace, the rest in ``AWS/SageMaker``."""
+    return UTILIZATION_NAMESPACE if metric_name in UTILIZATION_METRICS else INVOCATION_NAMESPACE
+
+
+def pool_samples_id(instance_type: str) -> str:
+    """The metric-math id of one pool's concurrency samples: one id per type, so a graph can
+    show every pool's count side by side."""
+    return "samples_" + re.sub(r"[^a-z0-9]", "_", instance_type.lower())
 
 
 #: Durations are immutable: one object serves every metric (each ``Duration.minutes`` call is

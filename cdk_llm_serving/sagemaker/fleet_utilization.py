@@ -80,7 +80,7 @@ def _number(value: float) -> str:
 
 def instance_count_expression(samples_id: str, publish_seconds: int, period_seconds: int) -> str:
     """``n_i``: one sample per instance per publish interval (see the module docstring)."""
-    return f"FILL({samples_id}, 0) * {_number(publish_seconds / period_seconds)}"
+    return f"FILL({samples_id},0)*{_number(publish_seconds / period_seconds)}"
 
 
 def fleet_utilization_queries(
@@ -99,13 +99,14 @@ def fleet_utilization_queries(
             MetricQuery(f"load{index}", CONCURRENCY_METRIC, "Sum", dims),
             MetricQuery(f"samples{index}", CONCURRENCY_METRIC, "SampleCount", dims),
         ]
-        load_terms.append(f"FILL(load{index}, 0)")
-        capacity_terms.append(f"FILL(samples{index}, 0) * {_number(pool.max_concurrency)}")
-    load, capacity = " + ".join(load_terms), " + ".join(capacity_terms)
+        load_terms.append(f"FILL(load{index},0)")
+        capacity_terms.append(f"FILL(samples{index},0)*{_number(pool.max_concurrency)}")
+    # Written without spaces: the expression is in the template twice (policy, dashboard).
+    load, capacity = "+".join(load_terms), "+".join(capacity_terms)
     queries.append(
         MetricQuery(
             "utilization",
-            expression=f"IF(({capacity}) > 0, ({load}) / ({capacity}), 0)",
+            expression=f"IF(({capacity})>0,({load})/({capacity}),0)",
             label="Fleet utilization (concurrent requests / capacity)",
             return_data=True,
         )

@@ -75,7 +75,8 @@ class PromQLCharts(Construct):
         return cloudwatch.CustomWidget(
             function_arn=self.function.function_arn,
             title=title,
-            params={"query": query, "title": title, "unit": unit},
+            # The chart function reads no unit as "" (``params.get("unit", "")``).
+            params={"query": query, "title": title, **({"unit": unit} if unit else {})},
             width=width,
             height=6,
             update_on_refresh=True,

@@ -262,3 +262,23 @@ def test_rendered_device_plugins_match_the_kubernetes_schema(rendered, variant):
     assert len(plugins) == 2
     for obj in plugins:
         validate_core(obj)
+
+
+def test_cert_manager_places_on_the_system_nodes(rendered, helm, tmp_path):
+    """The EKS add-on ``cert-manager`` (serving TLS, shared with the inference operator) is
+    not a chart of the template, so the placement above does not see its pods. Stand-in: the
+    upstream cert-manager chart at the add-on's version (v1.18.2, in the HyperPod chart's
+    ``charts/``) with its default values (no tolerations, ``kubernetes.io/os: linux``), placed
+    next to everything the reference stack runs. UNCONFIRMED: that the add-on's defaults equal
+    the chart's; EKS does not publish the add-on's rendered manifests."""
+    chart = HYPERPOD_CHART / "charts" / "cert-manager"
+    objects = helm_template(helm, chart, "cert-manager", "cert-manager", {}, tmp_path)
+    variant = rendered["reference-p6-b200"]
+    cluster = Cluster(hyperpod_nodes(variant["template"]))
+    placement = cluster.place(workloads([*variant["objects"], *objects], namespace_of))
+    assert placement.unplaced == {}
+    cert_manager = [w for w in workloads(objects, namespace_of) if w.kind == "Deployment"]
+    assert len(cert_manager) == 3  # controller, webhook, cainjector
+    for workload in cert_manager:
+        for node_name in placement.placed[f"Deployment/cert-manager/{workload.name}"]:
+            assert cluster.node(node_name).instance_type not in default_catalog(), node_name

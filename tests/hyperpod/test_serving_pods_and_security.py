@@ -30,17 +30,6 @@ DLC_IMAGE = (
 ROLES = ("leaderTemplate", "workerTemplate")
 
 
-@pytest.fixture(scope="session")
-def hyperpod(reference_templates) -> dict:
-    return reference_templates["ReferenceMoeHyperPod"]
-
-
-@pytest.fixture(scope="session")
-def lws(hyperpod) -> dict:
-    (obj,) = manifest_objects(hyperpod, "ServingLeaderWorkerSet")
-    return obj
-
-
 @pytest.fixture
 def lws_schema(shared_dir: Path) -> dict:
     return lws_crd_schema(shared_dir)

@@ -154,7 +154,7 @@ def test_internal_load_balancer_by_default(service, reference_templates):
     assert service["spec"]["type"] == "LoadBalancer"
     assert service["spec"]["selector"]["cdk-llm-serving/role"] == "leader"
     assert service["spec"]["ports"] == [
-        {"name": "http", "port": 80, "targetPort": 8000, "protocol": "TCP"}
+        {"name": "https", "port": 443, "targetPort": 8000, "protocol": "TCP"}
     ]
     # Only the VPC reaches the load balancer by default.
     (source,) = service["spec"]["loadBalancerSourceRanges"]  # a token: the VPC's CIDR
@@ -171,7 +171,7 @@ def test_base_url_output_and_deploy_order(reference_templates):
     template = reference_templates["ReferenceMoeHyperPod"]
     (output,) = [v for k, v in template["Outputs"].items() if k.startswith("ServingBaseUrl")]
     parts = output["Value"]["Fn::Join"][1]
-    assert parts[0] == "http://" and parts[-1] == "/v1"
+    assert parts[0] == "https://" and parts[-1] == "/v1"
     resources = template["Resources"]
     (lws_key,) = [k for k in resources if k.startswith("ServingLeaderWorkerSet")]
     (lws_chart,) = [
@@ -310,7 +310,7 @@ def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
     )
     assert spec["serviceAccountName"] == service.service_account and [
         v["name"] for v in spec["volumes"]
-    ] == ["dshm", "api-key"]
+    ] == ["dshm", "tls", "api-key"]
     jsonschema.validate(concretize(service.lws), lws_schema)
     validate_core({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
 

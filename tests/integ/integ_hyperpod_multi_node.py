@@ -5,7 +5,9 @@ A small cluster (one ``ml.m5.xlarge`` system node, one ``ml.g5.12xlarge`` GPU no
 serving add-ons, the weights on FSx for Lustre linked to ``$CDK_LLM_SERVING_INTEG_WEIGHTS_URI``
 (an S3 prefix holding Llama-2-7B in BF16, which you stage), and the vLLM service. A Lambda
 function in the cluster's private subnets posts an OpenAI-style chat completion to the
-service's base URL with the service's API key; the assertion expects an assistant message.
+service's ``https://`` base URL with the service's API key, verifying vLLM's certificate
+against the service's CA (the ``CaCertificate`` output, passed to the function); the
+assertion expects an assistant message.
 
 ``make test`` only synthesizes this and compares it with the committed snapshot (with the
 placeholder weights location); README "Integration tests" says how to deploy it.
@@ -43,9 +45,10 @@ WEIGHTS = ModelData.from_s3_uri(
 )
 
 #: Posts one chat completion to BASE_URL with the service's API key (read from Secrets
-#: Manager) and returns the parsed response.
+#: Manager) over TLS verified against the service's CA (base64 PEM in CA_CERT_B64) and
+#: returns the parsed response.
 CLIENT_CODE = """
-import json, os, urllib.request
+import base64, json, os, ssl, urllib.request
 import boto3
 
 def handler(event, context):
@@ -56,7 +59,9 @@ def handler(event, context):
         data=json.dumps(event).encode(),
         headers={"Content-Type": "application/json", "Authorization": "Bearer " + key},
     )
-    with urllib.request.urlopen(request, timeout=60) as response:
+    ca = base64.b64decode(os.environ["CA_CERT_B64"]).decode()
+    context = ssl.create_default_context(cadata=ca)
+    with urllib.request.urlopen(request, timeout=60, context=context) as response:
         return json.loads(response.read())
 """
 
@@ -101,7 +106,11 @@ client = lambda_.Function(
     timeout=Duration.seconds(90),
     vpc=cluster.vpc,
     vpc_subnets=ec2.SubnetSelection(subnets=list(cluster.private_subnets)),
-    environment={"BASE_URL": service.base_url, "API_KEY_SECRET_ARN": service.api_key.secret_arn},
+    environment={
+        "BASE_URL": service.base_url,
+        "API_KEY_SECRET_ARN": service.api_key.secret_arn,
+        "CA_CERT_B64": service.ca_certificate,
+    },
 )
 service.api_key.grant_read(client)
 

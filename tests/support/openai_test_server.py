@@ -12,6 +12,7 @@ other name and reports its own (first) name in ``model``.
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -135,8 +136,12 @@ class OpenAITestServer(ThreadingHTTPServer):
             self._turn += 1
         return copy
 
+    tls = False
+
     @property
     def base_url(self) -> str:
+        if self.tls:  # by name: the test certificate is for localhost
+            return f"https://localhost:{self.server_address[1]}/v1"
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
 
@@ -148,8 +153,13 @@ def serving(
     model_name: str | None = None,
     copies: tuple[str, ...] = (),
     shared_name: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> Iterator[OpenAITestServer]:
+    """``tls``: a server-side context; the server then speaks HTTPS (as vLLM on HyperPod)."""
     server = OpenAITestServer(delay, behaviour, required_token, model_name, copies, shared_name)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+        server.tls = True
     # serve_forever polls for shutdown every 0.5 s by default: each test would wait that long.
     thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
