@@ -20,6 +20,7 @@ from cdk_llm_serving.hyperpod.inference_operator import HyperPodInferenceOperato
 from cdk_llm_serving.hyperpod.multi_node_service import Exposure
 from cdk_llm_serving.hyperpod.serving_tls import TLS_CERT_FILE, TLS_KEY_FILE, TLS_MOUNT
 from cdk_llm_serving.vllm import VllmConfig
+from tests.support import yaml_files
 from tests.support.app import SHARED
 from tests.support.builders import new_stack
 from tests.support.hyperpod import deepseek_service, small_cluster
@@ -52,7 +53,7 @@ def _crd_schemas() -> dict[str, dict]:
     text = (CERT_MANAGER_CHART / "templates" / "crds.yaml").read_text()
     plain = "\n".join(line for line in text.splitlines() if "{{" not in line)
     schemas = {}
-    for crd in yaml.safe_load_all(plain):
+    for crd in yaml_files.load_all(plain):
         if crd:
             (v1,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
             schemas[crd["spec"]["names"]["kind"]] = v1["schema"]["openAPIV3Schema"]
