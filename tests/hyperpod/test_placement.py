@@ -264,7 +264,7 @@ def test_rendered_device_plugins_match_the_kubernetes_schema(rendered, variant):
         validate_core(obj)
 
 
-def test_cert_manager_places_on_the_system_nodes(rendered, helm, tmp_path):
+def test_cert_manager_places_on_the_system_nodes(rendered, helm):
     """The EKS add-on ``cert-manager`` (serving TLS, shared with the inference operator) is
     not a chart of the template, so the placement above does not see its pods. Stand-in: the
     upstream cert-manager chart at the add-on's version (v1.18.2, in the HyperPod chart's
@@ -272,7 +272,7 @@ def test_cert_manager_places_on_the_system_nodes(rendered, helm, tmp_path):
     next to everything the reference stack runs. UNCONFIRMED: that the add-on's defaults equal
     the chart's; EKS does not publish the add-on's rendered manifests."""
     chart = HYPERPOD_CHART / "charts" / "cert-manager"
-    objects = helm_template(helm, chart, "cert-manager", "cert-manager", {}, tmp_path)
+    objects = helm_template(helm, chart, "cert-manager", "cert-manager", {})
     variant = rendered["reference-p6-b200"]
     cluster = Cluster(hyperpod_nodes(variant["template"]))
     placement = cluster.place(workloads([*variant["objects"], *objects], namespace_of))
