@@ -61,6 +61,14 @@ TLS_FLAGS = (
 SERVING_DURATION = "2160h"
 SERVING_RENEW_BEFORE = "720h"
 CA_DURATION = "87600h"
+#: The CA's commonName: one short constant. cert-manager's webhook refuses a commonName over 64
+#: characters (cert-manager ``internal/apis/certmanager/validation/certificate.go``,
+#: ``field.TooLong(..., 64)``; RFC 5280's ``ub-common-name``), and a Service and its namespace
+#: may each be 63. Which service the CA belongs to is in ``subject.organizationalUnits`` instead:
+#: the namespace and the service, one per value, so each stays within RFC 5280's
+#: ``ub-organizational-unit-name`` of 64 too. The serving certificate has no commonName (its
+#: names are ``dnsNames``).
+CA_COMMON_NAME = "vLLM serving CA"
 #: RSA 2048, cert-manager's default, stated explicitly: every client and the NLB's TLS target
 #: connections accept it.
 _KEY = {"algorithm": "RSA", "size": 2048}
@@ -120,7 +128,8 @@ def ca_manifests(service: str, namespace: str, labels: dict[str, str]) -> list[d
             labels,
             {
                 "isCA": True,
-                "commonName": f"{service}.{namespace} serving CA",
+                "commonName": CA_COMMON_NAME,
+                "subject": {"organizationalUnits": [namespace, service]},
                 "secretName": ca,
                 "duration": CA_DURATION,
                 "privateKey": {**_KEY, "rotationPolicy": "Never"},

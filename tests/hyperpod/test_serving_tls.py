@@ -19,9 +19,10 @@ from cdk_llm_serving.hyperpod._facts import inference_operator_facts
 from cdk_llm_serving.hyperpod.inference_operator import HyperPodInferenceOperator
 from cdk_llm_serving.hyperpod.multi_node_service import Exposure
 from cdk_llm_serving.hyperpod.serving_tls import TLS_CERT_FILE, TLS_KEY_FILE, TLS_MOUNT
+from cdk_llm_serving.model_sources import ModelData
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.app import SHARED
-from tests.support.builders import new_stack
+from tests.support.builders import new_stack, template_of
 from tests.support.hyperpod import deepseek_service, small_cluster
 from tests.support.kubernetes_schemas import concretize, undeclared_fields, validate_core
 from tests.support.template_helpers import (
@@ -145,6 +146,39 @@ def test_cert_manager_objects_match_the_crds(cert_manager_objects):
         schema = schemas[obj["kind"]]
         jsonschema.validate(concretize(obj), schema)
         assert undeclared_fields(obj, schema) == [], obj["metadata"]["name"]
+
+
+def test_63_character_names_pass_cert_manager_s_64_character_common_name_limit():
+    """cert-manager's webhook refuses a commonName over 64 characters (validation/certificate.go,
+    ``field.TooLong``); a Service and its namespace may each have 63."""
+    name, namespace = "s" * 63, "n" * 63
+    stack = new_stack("TlsLongNames")
+    cluster, addons, _ = small_cluster(stack)
+    deepseek_service(
+        stack,
+        cluster,
+        addons,
+        name=name,
+        namespace=namespace,
+        stream_from=ModelData.from_s3_uri("s3://weights-bucket/deepseek-v3/"),
+    )
+    objects = [
+        obj
+        for obj in manifest_objects(template_of(stack), "Serving")
+        if obj["apiVersion"].startswith("cert-manager.io/")
+    ]
+    certificates = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "Certificate"}
+    assert sorted(certificates) == [f"{name}-ca", f"{name}-tls"]
+    for spec in certificates.values():
+        assert len(spec.get("commonName", "")) <= 64
+        for values in spec.get("subject", {}).values():
+            assert all(len(value) <= 64 for value in values)  # RFC 5280 upper bounds
+    assert "commonName" not in certificates[f"{name}-tls"]
+    assert certificates[f"{name}-ca"]["subject"] == {"organizationalUnits": [namespace, name]}
+    schemas = _crd_schemas()
+    for obj in objects:
+        jsonschema.validate(concretize(obj), schemas[obj["kind"]])
+        assert undeclared_fields(obj, schemas[obj["kind"]]) == [], obj["metadata"]["name"]
 
 
 def test_the_crd_check_can_fail(cert_manager_objects):
