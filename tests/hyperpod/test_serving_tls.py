@@ -23,7 +23,7 @@ from cdk_llm_serving.hyperpod.multi_node_service import Exposure
 from cdk_llm_serving.hyperpod.serving_tls import TLS_CERT_FILE, TLS_KEY_FILE, TLS_MOUNT
 from cdk_llm_serving.model_sources import ModelData
 from cdk_llm_serving.vllm import VllmConfig
-from tests.support.app import SHARED
+from tests.support.app import ROOT, SHARED
 from tests.support.builders import new_stack, template_of
 from tests.support.hyperpod import deepseek_service, small_cluster
 from tests.support.kubernetes_schemas import concretize, undeclared_fields, validate_core
@@ -220,6 +220,22 @@ def test_ca_chain_and_serving_names(cert_manager_objects):
     ]
     assert serving["dnsNames"][4] == "deploy-time-value"  # the load balancer's hostname
     assert serving["usages"] == ["server auth", "digital signature", "key encipherment"]
+
+
+def test_the_serving_certificate_outlives_a_leader_s_first_reload_by_a_year(cert_manager_objects):
+    """vLLM's watcher reloads only the first renewal after a leader starts (serving_tls,
+    "Rotation"): the certificate it reloads must last 1 year, renewed 30 days before its end, and
+    the README must say when to restart the leader."""
+    (serving,) = [
+        o["spec"]
+        for o in cert_manager_objects
+        if o["kind"] == "Certificate" and not o["spec"].get("isCA")
+    ]
+    assert (serving["duration"], serving["renewBefore"]) == ("8760h", "720h")
+    assert serving["privateKey"]["rotationPolicy"] == "Always"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "the serving Certificate (1 year, new key at each renewal 30 days" in readme
+    assert "restart each leader within a year of its start" in readme
 
 
 def test_every_cert_manager_manifest_waits_for_the_add_on_and_the_leader_for_its_certificate(
