@@ -16,7 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._addon_pins import every_addon_pin, supported_kubernetes_versions
+from .._addon_pins import (
+    every_addon_pin,
+    hyperpod_facts,
+    inference_operator_facts,
+    supported_kubernetes_versions,
+)
 from ..errors import Problems
 
 
@@ -137,12 +142,21 @@ def format_checks(region: str | None, checks: list[AddonCheck]) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in [header, *rows]
     ]
-    missing = [c for c in checks if not c.offered]
-    if missing:
-        lines.append(
-            f"{len(missing)} pin(s) not offered: pick a version from the 'newest' column or "
-            "`aws eks describe-addon-versions --addon-name NAME --kubernetes-version V` and pass "
-            "it to HyperPodEksCluster(addon_versions=...) (the operator add-on: "
-            "HyperPodInferenceOperator(addon_version=...))"
-        )
+    for check in checks:
+        if not check.offered:
+            lines.append(
+                f"{check.addon} {check.pinned} not offered on {check.kubernetes_version}: {where_to_override(check.addon)}"
+            )
     return "\n".join(lines)
+
+
+def where_to_override(addon: str) -> str:
+    """Which construct parameter sets ``addon``'s version."""
+    if addon in hyperpod_facts()["addons_before_nodes"] + hyperpod_facts()["addons_after_nodes"]:
+        return "HyperPodEksCluster(addon_versions={...})"
+    if addon == inference_operator_facts()["addon"]["name"]:
+        return "HyperPodInferenceOperator(addon_version=...)"
+    return (
+        "no construct parameter yet: override the CfnAddon's AddonVersion "
+        "(node.default_child.add_property_override) of the construct that installs it"
+    )
