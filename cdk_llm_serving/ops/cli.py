@@ -123,11 +123,7 @@ def _smoke_command(args: argparse.Namespace) -> int:
 def _sagemaker(args: argparse.Namespace, clients: Clients | None) -> Any:
     if clients and "sagemaker" in clients:
         return clients["sagemaker"]
-    import boto3
-
-    from .aws_errors import RETRY_CONFIG
-
-    return boto3.client("sagemaker", region_name=args.region, config=RETRY_CONFIG)
+    return _boto3_client("sagemaker", args.region)
 
 
 def _aws_call(

@@ -6,9 +6,6 @@ subprocess for the credential and region errors."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -23,9 +20,8 @@ from cdk_llm_serving.ops.exit_codes import (
     EXIT_NO_REGION,
     EXIT_USAGE,
 )
+from tests.support.cli import cli
 from tests.support.template_helpers import resources_of_type
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def addon_entry(name: str, versions: list[str], k8s: str, default: str | None) -> dict[str, Any]:
@@ -181,25 +177,12 @@ def test_bad_input_is_one_error_line_before_any_call(eks, capsys, args, message)
     assert err.count("\n") == 1 and err.startswith("error: addons check") and message in err
 
 
-def cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    """The real command line with an empty AWS configuration (no region, no credentials)."""
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(home),
-        "AWS_CONFIG_FILE": str(home / "none"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(home / "none"),
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
-    command = [sys.executable, "-m", "cdk_llm_serving", "addons", "check", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
-
-
 @pytest.mark.parametrize(
     ("args", "status"),
     [(["--region", "us-east-1"], EXIT_NO_CREDENTIALS), ([], EXIT_NO_REGION)],
 )
 def test_no_credentials_or_region_is_one_error_line(tmp_path, args, status):
-    result = cli("--kubernetes-version", "1.34", *args, home=tmp_path)
+    result = cli("addons", "check", "--kubernetes-version", "1.34", *args, home=tmp_path)
     assert result.returncode == status, result.stderr
     assert result.stdout == "" and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1
