@@ -35,8 +35,9 @@ test: $(STAMP)
 	python -m pytest
 
 # Synth cost and template size side by side (a benchmark, not a test): see bench/synth_bench.py.
+# `make bench ROUNDS=2` sets the number of interleaved rounds (default 3).
 bench: $(STAMP)
-	python bench/synth_bench.py
+	python bench/synth_bench.py $(if $(ROUNDS),--rounds $(ROUNDS))
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out

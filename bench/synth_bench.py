@@ -8,7 +8,15 @@ set, invoke and their static forms) is counted.
 
 The L1 floor: the resources one pool endpoint synthesizes, re-declared as plain ``CfnResource``
 objects (the same template, written by hand), so "per endpoint" compares the library with the
-cheapest way to produce identical output.
+cheapest way to produce identical output; for the reference app, its own templates read back
+with ``CfnInclude``.
+
+Every scenario runs twice per round: as a user's ``cdk synth`` runs it, with aws-cdk-lib's
+built-in CloudFormation validation (a WebAssembly engine that costs every app about 2 s of CPU
+to start), and with ``CDK_VALIDATION=false``, the cost of the constructs alone.
+
+The children may write bytecode (``PYTHONDONTWRITEBYTECODE`` is dropped for them), as an
+installed package has it: otherwise every run compiles the library's modules from source.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -144,14 +153,14 @@ def _run_scenario(name: str, count: int, l1_file: str | None) -> dict[str, Any]:
 
     outdir = tempfile.mkdtemp(prefix="bench-")
     app = _new_app(outdir)
-    if name == "reference":  # as app.py builds it, cdk-nag included
+    if name == "reference":  # as app.py builds it, cdk-nag's AwsSolutions and HIPAA included
         from aws_cdk import Validations
-        from cdk_nag import AwsSolutionsChecks
 
         from stacks import add_reference_stacks
+        from stacks.hipaa_review import compliance_checks
 
         add_reference_stacks(app)
-        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+        Validations.of(app).add_plugins(*compliance_checks(app))
     elif name == "reference-l1":
         assert l1_file is not None
         _include_templates(app, json.loads(Path(l1_file).read_text()))
@@ -173,6 +182,7 @@ def _run_scenario(name: str, count: int, l1_file: str | None) -> dict[str, Any]:
             len(json.dumps(json.loads(p.read_text()), separators=(",", ":"))) for p in templates
         ),
         "resources": sum(len(json.loads(p.read_text()).get("Resources", {})) for p in templates),
+        "outdir": outdir,
         "template": str(templates[0]) if templates else None,
         "templates": {
             stack.stack_name: str(Path(outdir, stack.template_file)) for stack in assembly.stacks
@@ -183,17 +193,40 @@ def _run_scenario(name: str, count: int, l1_file: str | None) -> dict[str, Any]:
 # -------------------------------------------------------------------------- parent side
 
 
-def _measure(name: str, count: int = 0, l1_file: str | None = None) -> dict[str, Any]:
+#: The two modes every scenario runs in: aws-cdk-lib's built-in validation on (the default, as
+#: ``cdk synth`` runs) and off (``CDK_VALIDATION=false``: the constructs alone).
+MODES = ("validation on", "validation off")
+
+
+def _child_environment(mode: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONDONTWRITEBYTECODE", "CDK_VALIDATION")
+    }
+    if mode == "validation off":
+        env["CDK_VALIDATION"] = "false"
+    return env
+
+
+def _measure(
+    name: str, count: int = 0, l1_file: str | None = None, mode: str = MODES[0], keep: bool = False
+) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     command = [sys.executable, __file__, "--scenario", name, "--count", str(count)]
     if l1_file:
         command += ["--l1-file", l1_file]
-    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        command, check=True, capture_output=True, text=True, cwd=ROOT, env=_child_environment(mode)
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {**json.loads(out.stdout.splitlines()[-1]), "cpu": cpu, "wall": wall}
+    run: dict[str, Any] = {**json.loads(out.stdout.splitlines()[-1]), "cpu": cpu, "wall": wall}
+    if not keep:  # the reference's cloud assembly holds about 60 MB of Lambda assets
+        shutil.rmtree(run["outdir"], ignore_errors=True)
+    return run
 
 
 def _endpoint_resources(template_path: str) -> dict[str, Any]:
@@ -211,57 +244,86 @@ def _endpoint_resources(template_path: str) -> dict[str, Any]:
     }
 
 
+#: results[scenario label][mode]: the runs of that scenario in that mode.
+Results = dict[str, dict[str, list[dict[str, Any]]]]
+
+
 def _median(runs: list[dict[str, Any]], key: str) -> float:
-    return statistics.median(run[key] for run in runs)
+    return float(statistics.median(run[key] for run in runs))
 
 
-def _report(results: dict[str, list[dict[str, Any]]], rounds: int) -> None:
-    def cpu(name: str) -> float:
-        return _median(results[name], "cpu")
+def _per_endpoint(results: Results, kind: str, key: str, mode: str = MODES[0]) -> float:
+    """What one more endpoint adds: (N = top) minus (N = 1), over top - 1 endpoints."""
+    top = max(ENDPOINT_COUNTS)
+    high, low = results[f"{kind} x{top}"][mode], results[f"{kind} x1"][mode]
+    return (_median(high, key) - _median(low, key)) / (top - 1)
 
+
+def _print_table(results: Results, rounds: int) -> None:
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     )
-    print(f"median of {rounds} interleaved rounds; CPU = process + Node.js child\n")
+    print(f"median of {rounds} interleaved rounds; CPU = process + Node.js child")
+    print("on = aws-cdk-lib's built-in validation (as `cdk synth`); off = CDK_VALIDATION=false\n")
     print(
-        f"{'scenario':<22}{'CPU s':>8}{'wall s':>8}{'jsii calls':>12}{'bytes':>11}{'resources':>11}"
+        f"{'scenario':<18}{'CPU s on':>10}{'CPU s off':>11}{'wall s on':>11}{'jsii calls':>12}"
+        f"{'bytes':>10}{'resources':>11}"
     )
-    for name, runs in results.items():
+    for name, modes in results.items():
+        on, off = modes[MODES[0]], modes[MODES[1]]
         print(
-            f"{name:<22}{cpu(name):>8.2f}{_median(runs, 'wall'):>8.2f}"
-            f"{_median(runs, 'jsii_calls'):>12.0f}{_median(runs, 'bytes'):>11.0f}"
-            f"{_median(runs, 'resources'):>11.0f}"
-        )
-    print()
-    print(
-        f"reference app / empty app (CPU):   {cpu('reference') / cpu('empty'):.2f}x  (target <= 1.5x)"
-    )
-    print(
-        f"reference app / its templates as L1 (CPU): {cpu('reference') / cpu('reference as L1'):.2f}x"
-        f"  (that L1 floor itself: {cpu('reference as L1') / cpu('empty'):.2f}x the empty app)"
-    )
-    top = max(ENDPOINT_COUNTS)
-
-    def per_endpoint(kind: str, key: str) -> float:
-        """What one more endpoint adds: (N = top) minus (N = 1), over top - 1 endpoints."""
-        return (_median(results[f"{kind} x{top}"], key) - _median(results[f"{kind} x1"], key)) / (
-            top - 1
+            f"{name:<18}{_median(on, 'cpu'):>10.2f}{_median(off, 'cpu'):>11.2f}"
+            f"{_median(on, 'wall'):>11.2f}{_median(on, 'jsii_calls'):>12.0f}"
+            f"{_median(on, 'bytes'):>10.0f}{_median(on, 'resources'):>11.0f}"
         )
 
-    library, floor = per_endpoint("pool", "cpu"), per_endpoint("l1", "cpu")
+
+def _ratios(results: Results, mode: str) -> dict[str, str]:
+    def cpu(name: str) -> float:
+        return _median(results[name][mode], "cpu")
+
+    library, floor = (
+        _per_endpoint(results, "pool", "cpu", mode),
+        _per_endpoint(results, "l1", "cpu", mode),
+    )
+    per_endpoint = library / floor if floor > 0 else float("inf")
+    return {
+        "reference app / empty app  (target <= 1.5x)": f"{cpu('reference') / cpu('empty'):.2f}x",
+        "reference app / its templates as L1": f"{cpu('reference') / cpu('reference as L1'):.2f}x",
+        "L1 floor of the reference / empty app": f"{cpu('reference as L1') / cpu('empty'):.2f}x",
+        "per endpoint, library / L1  (target <= 3x)": (
+            f"{library:.3f}/{floor:.3f} s = {per_endpoint:.1f}x"
+        ),
+    }
+
+
+def _report(results: Results, rounds: int) -> None:
+    _print_table(results, rounds)
+    print(f"\n{'CPU ratio':<44}{MODES[0]:>24}{MODES[1]:>24}")
+    on, off = _ratios(results, MODES[0]), _ratios(results, MODES[1])
+    for label, value in on.items():
+        print(f"{label:<44}{value:>24}{off[label]:>24}")
     print(
-        f"per endpoint, library vs L1 (CPU): {library:.3f} s vs {floor:.3f} s = "
-        f"{library / floor if floor > 0 else float('inf'):.1f}x  (target <= 3x)"
+        f"\nper endpoint: {_per_endpoint(results, 'pool', 'bytes') / 1000:.1f} KB as written, "
+        f"{_per_endpoint(results, 'pool', 'minified') / 1000:.1f} KB with "
+        f"suppressTemplateIndentation (target <= 25 KB), "
+        f"{_per_endpoint(results, 'pool', 'resources'):.0f} resources"
     )
     print(
-        f"per endpoint: {per_endpoint('pool', 'bytes') / 1000:.1f} KB as written, "
-        f"{per_endpoint('pool', 'minified') / 1000:.1f} KB with suppressTemplateIndentation "
-        f"(target <= 25 KB), {per_endpoint('pool', 'resources'):.0f} resources"
+        f"per endpoint: {_per_endpoint(results, 'pool', 'jsii_calls'):.0f} jsii calls "
+        f"(L1 floor: {_per_endpoint(results, 'l1', 'jsii_calls'):.0f})"
     )
-    print(
-        f"per endpoint: {per_endpoint('pool', 'jsii_calls'):.0f} jsii calls "
-        f"(L1 floor: {per_endpoint('l1', 'jsii_calls'):.0f})"
-    )
+
+
+def _scenarios() -> list[tuple[str, str, int]]:
+    scenarios: list[tuple[str, str, int]] = [
+        ("empty", "empty", 0),
+        ("reference", "reference", 0),
+        ("reference as L1", "reference-l1", 0),
+    ]
+    for count in ENDPOINT_COUNTS:
+        scenarios += [(f"pool x{count}", "pool", count), (f"l1 x{count}", "l1", count)]
+    return scenarios
 
 
 def main() -> None:
@@ -275,24 +337,24 @@ def main() -> None:
         print(json.dumps(_run_scenario(args.scenario, args.count, args.l1_file)))
         return
 
-    one = _measure("pool", 1)
+    # These first runs also write the bytecode the measured runs load.
+    one = _measure("pool", 1, keep=True)
     l1_file = Path(tempfile.mkdtemp(prefix="bench-l1-")) / "endpoint.json"
     l1_file.write_text(json.dumps(_endpoint_resources(one["template"])))
-    reference = _measure("reference")
+    reference = _measure("reference", keep=True)
     reference_file = l1_file.with_name("reference.json")
     reference_file.write_text(json.dumps(reference["templates"]))
-    scenarios: list[tuple[str, str, int]] = [
-        ("empty", "empty", 0),
-        ("reference", "reference", 0),
-        ("reference as L1", "reference-l1", 0),
-    ]
-    for count in ENDPOINT_COUNTS:
-        scenarios += [(f"pool x{count}", "pool", count), (f"l1 x{count}", "l1", count)]
-    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in scenarios}
+    scenarios = _scenarios()
+    results: Results = {label: {mode: [] for mode in MODES} for label, _, _ in scenarios}
     for _ in range(args.rounds):
         for label, name, count in scenarios:
             inputs = {"l1": l1_file, "reference-l1": reference_file}.get(name)
-            results[label].append(_measure(name, count, str(inputs) if inputs else None))
+            for mode in MODES:
+                run = _measure(name, count, str(inputs) if inputs else None, mode)
+                results[label][mode].append(run)
+    for run in (one, reference):
+        shutil.rmtree(run["outdir"], ignore_errors=True)
+    shutil.rmtree(l1_file.parent, ignore_errors=True)
     _report(results, args.rounds)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from aws_cdk import CfnResource, CfnWaitConditionHandle
+from aws_cdk import CfnResource, CfnWaitConditionHandle, NestedStack
 
 from cdk_llm_serving._cdk.template_limits import (
     MAX_RESOURCES,
@@ -55,3 +55,15 @@ def test_the_resource_limit_is_cloudformations():
     assert (
         MAX_RESOURCES == 500
     )  # https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html
+
+
+def test_resources_inside_a_nested_stack_count_for_the_nested_stack_not_its_parent():
+    stack = new_stack(**{RESOURCE_LIMIT_CONTEXT: 12})
+    serving_model(stack)
+    nested = NestedStack(stack, "Nested")
+    for index in range(10):
+        CfnWaitConditionHandle(nested, f"Handle{index}")
+    resources = template_of(stack)["Resources"]
+    # Under the limit of 12 only because the nested stack's 10 handles stay out of the count.
+    assert 2 < len(resources) <= 12
+    assert [body["Type"] for body in resources.values()].count("AWS::CloudFormation::Stack") == 1

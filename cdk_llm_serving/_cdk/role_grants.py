@@ -9,7 +9,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from ..model_sources import ContainerImage, ModelData
-from .nag import acknowledge_wildcard_resources
+from .nag import acknowledge_wildcard_resources, acknowledge_wildcards
 
 
 def resource_account_condition(account: str) -> dict[str, dict[str, str]]:
@@ -160,10 +160,10 @@ class ExecutionRoleGrants:
         """Acknowledge the recorded wildcard resources on the grants' own policy, nothing else."""
         if self.policy is None:
             return
-        for resource, reasons in self._reasons.items():
-            acknowledge_wildcard_resources(
-                self.policy, [resource], " ".join(dict.fromkeys(reasons))
-            )
+        acknowledge_wildcards(
+            self.policy,
+            {resource: " ".join(dict.fromkeys(why)) for resource, why in self._reasons.items()},
+        )
         self._reasons.clear()
 
     def _wildcard(self, resource: str, reason: str) -> None:

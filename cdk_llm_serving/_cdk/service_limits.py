@@ -14,15 +14,41 @@ schema cfn-lint ships (``tests/sagemaker/test_cloudformation_narrower.py``).
 from __future__ import annotations
 
 import functools
+import gzip
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import botocore.session
-from botocore.model import ServiceModel, Shape
+import botocore
+
+if TYPE_CHECKING:
+    from botocore.model import ServiceModel
+
+#: botocore's own copy of the SageMaker API description, one directory per API version.
+_SAGEMAKER_DATA = Path(botocore.__file__).parent / "data" / "sagemaker"
 
 
 @functools.cache
+def sagemaker_description() -> dict[str, Any]:
+    """botocore's ``service-2.json`` for SageMaker, newest API version, as botocore's loader picks it.
+
+    Read as JSON rather than through ``botocore.session``/``botocore.model``: those import
+    botocore's HTTP stack (urllib3, ssl), 0.1 s of CPU on every synth, for a file read.
+    """
+    version = max(entry.name for entry in _SAGEMAKER_DATA.iterdir() if entry.is_dir())
+    plain = _SAGEMAKER_DATA / version / "service-2.json"
+    if plain.exists():
+        return dict(json.loads(plain.read_text(encoding="utf-8")))
+    with gzip.open(plain.with_name("service-2.json.gz"), "rt", encoding="utf-8") as handle:
+        return dict(json.load(handle))
+
+
 def sagemaker_model() -> ServiceModel:
-    return botocore.session.get_session().get_service_model("sagemaker")
+    """The same description as botocore's ``ServiceModel`` (for tests that walk shapes)."""
+    from botocore.model import ServiceModel
+
+    return ServiceModel(sagemaker_description(), "sagemaker")
 
 
 @dataclass(frozen=True)
@@ -38,12 +64,15 @@ class Limits:
     cloudformation_resource: str = ""
 
 
-def _shape(structure: str, member: str | None = None) -> Shape:
-    shape = sagemaker_model().shape_for(structure)
+def _shape(structure: str, member: str | None = None) -> dict[str, Any]:
+    """A shape's definition; a member's is its target shape's, with the reference's own keys
+    on top, as botocore's ``ShapeResolver.resolve_shape_ref`` merges them."""
+    shapes: dict[str, dict[str, Any]] = sagemaker_description()["shapes"]
+    shape = shapes[structure]
     if member is None:
         return shape
-    members: dict[str, Shape] = shape.members
-    return members[member]
+    reference = dict(shape["members"][member])
+    return {**shapes[reference.pop("shape")], **reference}
 
 
 @dataclass(frozen=True)
@@ -80,9 +109,8 @@ CLOUDFORMATION_NARROWER: dict[tuple[str, str | None], CfnConstraint] = {
 @functools.cache
 def limits(structure: str, member: str | None = None) -> Limits:
     """Constraints of ``structure`` (or of its ``member``), e.g. ``limits("ProductionVariant", "VolumeSizeInGB")``."""
-    shape = _shape(structure, member)
-    meta = shape.metadata
-    api_enum = tuple(getattr(shape, "enum", None) or ())
+    meta = _shape(structure, member)
+    api_enum = tuple(meta.get("enum") or ())
     narrower = CLOUDFORMATION_NARROWER.get((structure, member))
     cfn_enum = narrower.enum if narrower is not None and narrower.enum is not None else api_enum
     return Limits(

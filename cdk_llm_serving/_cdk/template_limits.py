@@ -21,7 +21,7 @@ import os
 import weakref
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 import jsii
 from aws_cdk import (
@@ -49,6 +49,7 @@ REMEDY = (
     "to true, which writes templates without indentation"
 )
 _HEAVIEST_SHOWN = 5
+_T = TypeVar("_T")
 
 _plugins: weakref.WeakKeyDictionary[IConstruct, TemplateSizeCheck] = weakref.WeakKeyDictionary()
 _checked_stacks: weakref.WeakSet[Stack] = weakref.WeakSet()
@@ -106,9 +107,21 @@ def _own_resources(constructs: Iterable[IConstruct]) -> list[CfnResource]:
     found = list(constructs)
     nested: set[int] = set()
     for construct in found:
-        if isinstance(construct, NestedStack):
+        if _is_a(construct, NestedStack):
             nested.update(id(c) for c in construct.node.find_all()[1:])
-    return [c for c in found if isinstance(c, CfnResource) and id(c) not in nested]
+    return [c for c in found if _is_a(c, CfnResource) and id(c) not in nested]
+
+
+def _is_a(construct: IConstruct, cls: type[_T]) -> TypeGuard[_T]:
+    """``isinstance`` by the class hierarchy alone.
+
+    ``CfnResource`` is an ABC (its metaclass is jsii's ``JSIIAbstractClass``, an ``ABCMeta``,
+    inherited from the abstract ``CfnElement``): a negative ``isinstance`` against it walks
+    every subclass Python has loaded (one per L1 class of each imported aws-cdk-lib module),
+    once per construct class. Over the reference app's constructs that cost 0.4 s of CPU; the
+    class hierarchy gives the same answer, as jsii registers no virtual subclasses.
+    """
+    return cls in type(construct).__mro__
 
 
 @jsii.implements(IPolicyValidationPlugin)
