@@ -453,9 +453,9 @@ def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     smoke.add_argument(
         "--ca-bundle",
-        help="PEM file of the CA certificates the endpoint's TLS certificate must chain to, e.g. "
-        "a HyperPod service's ca.crt (default: the CDK_LLM_SERVING_CA_BUNDLE environment "
-        "variable, else the system's trusted CAs); verification is always on",
+        help="PEM file of CA certificates trusted in addition to the system's, e.g. a HyperPod "
+        "service's ca.crt (default: the CDK_LLM_SERVING_CA_BUNDLE environment variable); "
+        "verification is always on; not with an http:// URL",
     )
     smoke.add_argument(
         "--timeout", type=positive_float, default=300.0, help="seconds per request (default 300)"
