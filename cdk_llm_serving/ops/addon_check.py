@@ -155,7 +155,12 @@ def format_checks(region: str | None, checks: list[AddonCheck]) -> str:
 
 def where_to_override(addon: str) -> str:
     """Which construct parameter sets ``addon``'s version."""
-    if addon in hyperpod_facts()["addons_before_nodes"] + hyperpod_facts()["addons_after_nodes"]:
+    facts = hyperpod_facts()
+    # The cluster's pins cover its own add-ons and the Secrets Store provider the serving
+    # path installs later (it reads the cluster's addon_versions).
+    if addon in facts["addons_before_nodes"] + facts["addons_after_nodes"] or any(
+        addon in pins for pins in facts["addon_versions"].values()
+    ):
         return "HyperPodEksCluster(addon_versions={...})"
     if addon == inference_operator_facts()["addon"]["name"]:
         return "HyperPodInferenceOperator(addon_version=...)"

@@ -13,6 +13,7 @@ import pytest
 from botocore.stub import Stubber
 
 from cdk_llm_serving._addon_pins import every_addon_pin, hyperpod_facts
+from cdk_llm_serving.ops.addon_check import where_to_override
 from cdk_llm_serving.ops.cli import main
 from cdk_llm_serving.ops.exit_codes import (
     EXIT_ADDON_NOT_OFFERED,
@@ -214,3 +215,10 @@ def test_every_cluster_addon_is_pinned_for_every_supported_version(k8s):
     cluster_addons = {*facts["addons_before_nodes"], *facts["addons_after_nodes"]}
     assert cluster_addons <= set(every_addon_pin(k8s))
     assert all(every_addon_pin(k8s).values())
+
+
+def test_the_secrets_store_provider_is_overridden_on_the_cluster():
+    # VllmMultiNodeService installs it with the cluster's addon_versions (serving_security).
+    assert where_to_override("aws-secrets-store-csi-driver-provider") == (
+        "HyperPodEksCluster(addon_versions={...})"
+    )
