@@ -79,6 +79,14 @@ def test_the_add_on_and_its_dependencies_are_installed_once(inference_operator_t
     depends = set(operator["DependsOn"])
     for name in (*FACTS["dependencies"], "aws-fsx-csi-driver"):
         assert addons[name]["id"] in depends
+    # The operator's chart issues cert-manager certificates: it waits for the webhook too.
+    waits = [
+        logical_id
+        for logical_id, resource in inference_operator_template["Resources"].items()
+        if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"
+        and resource["Properties"].get("ObjectName") == "cert-manager-webhook"
+    ]
+    assert len(waits) == 1 and waits[0] in depends
     keda_charts = [
         k
         for k, r in resources_of_type(
