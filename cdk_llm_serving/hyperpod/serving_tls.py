@@ -18,12 +18,23 @@
   https://cert-manager.io/docs/usage/certificate/) is mounted read-only into the leader. Its
   names: the Service's in-cluster DNS names, the load balancer's hostname (so the ``BaseUrl``
   output verifies against the CA) and ``Exposure.tls_dns_names``.
-* **Rotation.** The serving certificate lives 90 days and is renewed 30 days before it ends
+* **Rotation.** The serving certificate lives 1 year and is renewed 30 days before it ends
   with a new key (``rotationPolicy: Always``); the kubelet updates the mounted Secret's files
   (https://kubernetes.io/docs/concepts/configuration/secret/#mounted-secrets-are-updated-automatically)
-  and vLLM reloads them. Not verified: that vLLM's file watcher sees every one of Kubernetes'
-  atomic symlink swaps, not only the first; a leader restart picks up the current files in any
-  case, and a renewed certificate stays valid 30 days. The CA lives 10 years and keeps its key
+  by writing a new timestamped directory, swapping the ``..data`` symlink to it and deleting
+  the old one (kubernetes ``pkg/volume/util/atomic_writer.go``). vLLM's ``SSLCertRefresher``
+  watches the two file paths with ``watchfiles.awatch`` and reloads on any change; the watch
+  follows the files of the old directory, so it reports the first swap (the old files are
+  deleted after the new ones are in place, and the reload reads the new pair) and nothing
+  after: measured with watchfiles 1.3.0 on a copy of that layout, three swaps gave one batch
+  of changes; a rename over the watched file behaves the same, only writes in place into
+  the same file are seen each time (cf. spring-projects/spring-boot#44807,
+  kubernetes/ingress-nginx#6386). Copying the pair into files vLLM watches and rewriting them
+  in place would be seen every time, but a reload could then read a new certificate with the
+  old key, so it is not done. Hence one year: a leader reloads the first renewal after its
+  start and serves that certificate until it ends, at least 365 days after the start; a leader
+  restarted within a year of its start never serves an expired certificate (any rollout of the
+  LeaderWorkerSet restarts it too). The CA lives 10 years and keeps its key
   (``rotationPolicy: Never``), so the ``ca.crt`` clients hold stays the trust anchor.
 * **Kubelet probes** use ``scheme: HTTPS``: the kubelet does not verify the certificate
   (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#Probe,
@@ -57,10 +68,19 @@ TLS_FLAGS = (
     "ssl-cert-reqs",
     "enable-ssl-refresh",
 )
-#: Serving certificate: 90 days, renewed 30 days before it ends. CA: 10 years.
-SERVING_DURATION = "2160h"
+#: Serving certificate: 1 year, renewed 30 days before it ends (vLLM sees only the first
+#: renewal after a leader starts: "Rotation" above). CA: 10 years.
+SERVING_DURATION = "8760h"
 SERVING_RENEW_BEFORE = "720h"
 CA_DURATION = "87600h"
+#: The CA's commonName: one short constant. cert-manager's webhook refuses a commonName over 64
+#: characters (cert-manager ``internal/apis/certmanager/validation/certificate.go``,
+#: ``field.TooLong(..., 64)``; RFC 5280's ``ub-common-name``), and a Service and its namespace
+#: may each be 63. Which service the CA belongs to is in ``subject.organizationalUnits`` instead:
+#: the namespace and the service, one per value, so each stays within RFC 5280's
+#: ``ub-organizational-unit-name`` of 64 too. The serving certificate has no commonName (its
+#: names are ``dnsNames``).
+CA_COMMON_NAME = "vLLM serving CA"
 #: RSA 2048, cert-manager's default, stated explicitly: every client and the NLB's TLS target
 #: connections accept it.
 _KEY = {"algorithm": "RSA", "size": 2048}
@@ -120,7 +140,8 @@ def ca_manifests(service: str, namespace: str, labels: dict[str, str]) -> list[d
             labels,
             {
                 "isCA": True,
-                "commonName": f"{service}.{namespace} serving CA",
+                "commonName": CA_COMMON_NAME,
+                "subject": {"organizationalUnits": [namespace, service]},
                 "secretName": ca,
                 "duration": CA_DURATION,
                 "privateKey": {**_KEY, "rotationPolicy": "Never"},

@@ -6,6 +6,7 @@
 ``recommend``  start / wait for a SageMaker inference recommendation job, turn it into a pool file.
 ``smoke``  stream two chat completions from an OpenAI-compatible endpoint and check
            tool calls and reasoning; report TTFT, inter-token latency and tokens/s.
+``addons check``  is every EKS add-on version the library pins offered in your account (boto3).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..errors import ConfigurationError
 from ..planning.cli_support import positive_float, positive_int
 from ..planning.cold_start import loading_paths
 from ..planning.models import presets, weight_formats
-from .exit_codes import EXIT_NO_CREDENTIALS, EXIT_USAGE, epilog
+from .exit_codes import EXIT_ADDON_NOT_OFFERED, EXIT_NO_CREDENTIALS, EXIT_USAGE, epilog
 
 T = TypeVar("T")
 
@@ -122,11 +123,7 @@ def _smoke_command(args: argparse.Namespace) -> int:
 def _sagemaker(args: argparse.Namespace, clients: Clients | None) -> Any:
     if clients and "sagemaker" in clients:
         return clients["sagemaker"]
-    import boto3
-
-    from .aws_errors import RETRY_CONFIG
-
-    return boto3.client("sagemaker", region_name=args.region, config=RETRY_CONFIG)
+    return _boto3_client("sagemaker", args.region)
 
 
 def _aws_call(
@@ -276,6 +273,42 @@ def _recommend_to_pools(args: argparse.Namespace, clients: Clients | None = None
     return 0
 
 
+def _addons_check(args: argparse.Namespace, clients: Clients | None = None) -> int:
+    from .addon_check import (
+        check_pins,
+        check_versions,
+        checks_as_dict,
+        format_checks,
+        parse_overrides,
+    )
+
+    versions = check_versions(args.kubernetes_version)
+    overrides = parse_overrides(args.addon_versions, versions)
+    eks = (clients or {}).get("eks")
+    checks, code = _aws_call(
+        "list EKS add-on versions (DescribeAddonVersions)",
+        lambda: check_pins(eks or _boto3_client("eks", args.region), versions, overrides),
+        args,
+    )
+    if checks is None:
+        return code
+    region = args.region or (eks.meta.region_name if eks else None)
+    print(
+        json.dumps(checks_as_dict(region, checks), indent=2)
+        if args.json
+        else format_checks(region, checks)
+    )
+    return 0 if all(check.offered for check in checks) else EXIT_ADDON_NOT_OFFERED
+
+
+def _boto3_client(service: str, region: str | None) -> Any:
+    import boto3
+
+    from .aws_errors import RETRY_CONFIG
+
+    return boto3.client(service, region_name=region, config=RETRY_CONFIG)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # The console script's name, also under ``python -m cdk_llm_serving`` (one name in docs).
     parser = argparse.ArgumentParser(
@@ -290,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_smoke(commands)
     _add_fleet(commands)
     _add_recommend(commands)
+    _add_addons(commands)
     return parser
 
 
@@ -419,9 +453,9 @@ def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     smoke.add_argument(
         "--ca-bundle",
-        help="PEM file of the CA certificates the endpoint's TLS certificate must chain to, e.g. "
-        "a HyperPod service's ca.crt (default: the CDK_LLM_SERVING_CA_BUNDLE environment "
-        "variable, else the system's trusted CAs); verification is always on",
+        help="PEM file of CA certificates trusted in addition to the system's, e.g. a HyperPod "
+        "service's ca.crt (default: the CDK_LLM_SERVING_CA_BUNDLE environment variable); "
+        "verification is always on; not with an http:// URL",
     )
     smoke.add_argument(
         "--timeout", type=positive_float, default=300.0, help="seconds per request (default 300)"
@@ -488,6 +522,27 @@ def _add_recommend(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     to_pools.add_argument("--output", default="pools.json")
     to_pools.add_argument("--region")
     to_pools.set_defaults(handler=_recommend_to_pools, aws=True)
+
+
+def _add_addons(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``addons check``: the pinned EKS add-on versions against DescribeAddonVersions."""
+    addons = commands.add_parser("addons", help="EKS add-on pins of the HyperPod constructs")
+    steps = addons.add_subparsers(dest="step", required=True)
+    check = steps.add_parser(
+        "check",
+        help="is every pinned add-on version offered for the Kubernetes version (exit 13 if not)",
+    )
+    check.add_argument(
+        "--kubernetes-version",
+        help="the cluster's Kubernetes version (default: every version the library supports)",
+    )
+    check.add_argument("--region", help="AWS region (default: the standard chain)")
+    check.add_argument(
+        "--addon-versions",
+        help="name=version,... overrides, as passed to HyperPodEksCluster(addon_versions=...)",
+    )
+    check.add_argument("--json", action="store_true", help="print JSON")
+    check.set_defaults(handler=_addons_check, aws=True)
 
 
 def main(argv: Sequence[str] | None = None, *, clients: Clients | None = None) -> int:

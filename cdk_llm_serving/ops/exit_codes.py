@@ -25,6 +25,8 @@ EXIT_NO_REGION: Final = 10
 EXIT_UNREACHABLE: Final = 11
 #: The endpoint answered with an HTTP error status.
 EXIT_HTTP_ERROR: Final = 12
+#: ``addons check``: EKS does not offer a pinned add-on version for that Kubernetes version.
+EXIT_ADDON_NOT_OFFERED: Final = 13
 
 #: For ``--help``: status -> meaning.
 MEANINGS: Final = {
@@ -41,6 +43,7 @@ MEANINGS: Final = {
     EXIT_NO_REGION: "no AWS region (give --region or set AWS_REGION)",
     EXIT_UNREACHABLE: "the endpoint or AWS cannot be reached",
     EXIT_HTTP_ERROR: "the endpoint answered with an HTTP error",
+    EXIT_ADDON_NOT_OFFERED: "a pinned EKS add-on version is not offered (addons check)",
 }
 
 

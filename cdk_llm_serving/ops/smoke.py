@@ -14,6 +14,7 @@ the package is installed.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import ssl
@@ -101,17 +102,57 @@ def sse_events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
 
 
 def tls_context(ca_bundle: str | None) -> ssl.SSLContext:
-    """Certificate and host name verification on, against ``ca_bundle`` or the system CAs.
+    """Certificate and host name verification on, against the system CAs and ``ca_bundle``.
 
-    Raises ``SmokeError`` (bad input) when the bundle cannot be read as PEM certificates.
+    The bundle is trusted in addition to the system's CAs (``load_verify_locations`` on a
+    default context, https://docs.python.org/3/library/ssl.html#ssl.SSLContext.load_verify_locations;
+    ``create_default_context(cafile=...)`` would trust the bundle alone), so one shell setting
+    reaches a HyperPod service and SageMaker or ACM-certified URLs alike. Raises
+    ``SmokeError`` (bad input) when the bundle cannot be read as PEM certificates.
     """
+    context = ssl.create_default_context()
+    if ca_bundle:
+        try:
+            context.load_verify_locations(cafile=ca_bundle)
+        except (OSError, ssl.SSLError) as error:
+            raise SmokeError(
+                f"CA bundle {ca_bundle!r}: not a readable PEM file of certificates ({error})",
+                EXIT_USAGE,
+            ) from None
+    return context
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1): traffic that stays on this host."""
+    if host.lower() == "localhost":
+        return True
     try:
-        return ssl.create_default_context(cafile=ca_bundle)
-    except (OSError, ssl.SSLError) as error:
-        raise SmokeError(
-            f"CA bundle {ca_bundle!r}: not a readable PEM file of certificates ({error})",
-            EXIT_USAGE,
-        ) from None
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plaintext_problem(base_url: str, headers: dict[str, str], ca_bundle: str | None) -> str | None:
+    """Why ``base_url`` must not be used as given (``None`` when it may).
+
+    An ``http://`` URL with a CA bundle (the bundle verifies TLS, so the URL is likely a
+    mistyped ``https://``), or with a key or token to send to a host that is not this one's
+    loopback (the key would cross the network in plaintext; a local port-forward may).
+    """
+    parts = urllib.parse.urlsplit(base_url)
+    if parts.scheme != "http":
+        return None
+    if ca_bundle:
+        return (
+            f"{base_url}: a CA bundle (--ca-bundle or {CA_BUNDLE_ENV}) verifies TLS, "
+            "and this URL is plain http://; use the https:// URL"
+        )
+    if "Authorization" in headers and not is_loopback(parts.hostname or ""):
+        return (
+            f"{base_url}: refusing to send the API key or token in plaintext over http:// "
+            "to a host that is not loopback; use the https:// URL"
+        )
+    return None
 
 
 def stream_chat(
@@ -318,16 +359,25 @@ def safe_run(
     ca_bundle: str | None = None,
 ) -> tuple[list[Check], dict[str, StreamResult]]:
     """``run_smoke`` with TLS verified (``tls_context``); failures become ``SmokeError``."""
+    problem = plaintext_problem(base_url, headers, ca_bundle)
+    if problem:
+        raise SmokeError(problem, EXIT_USAGE)
     context = tls_context(ca_bundle) if base_url.startswith("https:") else None
     try:
         return run_smoke(base_url, model, headers, timeout, context=context)
     except urllib.error.HTTPError as error:
         body = error.read().decode("utf-8", "replace")[:300]
         raise SmokeError(f"HTTP {error.code} from {base_url}: {body}", EXIT_HTTP_ERROR) from None
+    except ssl.SSLError as error:  # after the handshake, e.g. a corrupt record mid-stream
+        raise SmokeError(f"TLS: the connection to {base_url} failed mid-answer ({error})") from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
         reason = getattr(error, "reason", error)
         if isinstance(reason, ssl.SSLCertVerificationError):
-            trusted = ca_bundle or "the system's trusted CAs"
+            trusted = (
+                f"the system's trusted CAs and {ca_bundle}"
+                if ca_bundle
+                else "the system's trusted CAs"
+            )
             raise SmokeError(
                 f"TLS: {base_url} presented a certificate that does not verify against "
                 f"{trusted} ({reason.verify_message}); pass the service's CA with --ca-bundle "

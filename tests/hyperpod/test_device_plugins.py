@@ -17,7 +17,7 @@ from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup, Kuber
 from cdk_llm_serving.planning.catalog import default_catalog
 from tests.support.app import SHARED
 from tests.support.builders import new_stack, template_of
-from tests.support.helm import extract_helm, helm_template, namespace_of
+from tests.support.helm import helm_template, namespace_of
 from tests.support.hyperpod import published_chart
 from tests.support.scheduling import EFA, GPU, Cluster, hyperpod_nodes, workloads
 from tests.support.template_helpers import resources_of_type
@@ -70,10 +70,10 @@ def test_every_group_taint_is_tolerated_once():
 
 
 @pytest.fixture(scope="module")
-def helm(tmp_path_factory):
+def helm(helm_binary):
     if not (SHARED / "charts").is_dir():
         pytest.skip(f"{SHARED / 'charts'} (unpacked upstream Helm charts) is absent")
-    return extract_helm(tmp_path_factory.mktemp("helm"))
+    return helm_binary
 
 
 @pytest.mark.parametrize("health_checking", [False, True])
@@ -86,7 +86,7 @@ def test_published_plugins_land_on_every_gpu_node_through_its_taints(
         ("aws-efa-k8s-device-plugin", efa_values(GROUPS, default_catalog())),
     ):
         chart = published_chart(SHARED, name)
-        objects += helm_template(helm, chart, name, "kube-system", values, tmp_path)
+        objects += helm_template(helm, chart, name, "kube-system", values)
     cluster = Cluster(hyperpod_nodes(_template(GROUPS), health_checking=health_checking))
     cluster.place(workloads(objects, namespace_of))
     capacity = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod._facts import chart_pins
@@ -13,6 +12,7 @@ from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.constants import KEDA_CHART, KEDA_OPERATOR_ACCOUNT
 from cdk_llm_serving.hyperpod.observability import VllmObservability
 from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+from tests.support import yaml_files
 from tests.support.builders import new_stack, template_of
 from tests.support.hyperpod import (
     deepseek_service,
@@ -130,6 +130,6 @@ def test_every_pin_names_a_published_chart(shared_dir, name):
 
 
 def test_keda_values_and_operator_account_are_the_charts(shared_dir):
-    values = yaml.safe_load((published_chart(shared_dir, KEDA_CHART) / "values.yaml").read_text())
+    values = yaml_files.load_file(published_chart(shared_dir, KEDA_CHART) / "values.yaml")
     assert values["serviceAccount"]["operator"]["name"] == KEDA_OPERATOR_ACCOUNT
     assert {"tolerations", "nodeSelector"} <= set(values)  # the keys _render_keda sets

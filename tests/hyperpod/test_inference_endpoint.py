@@ -8,7 +8,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-import yaml
 from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 
@@ -24,6 +23,7 @@ from cdk_llm_serving.hyperpod.inference_endpoint import (
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.vllm.pool_strategy import derive_pool_config
 from stacks.hyperpod_reference_stack import SINGLE_NODE_TYPES
+from tests.support import yaml_files
 from tests.support.builders import new_stack
 from tests.support.hyperpod import gpt_oss_120b_endpoint, model_store, single_node_groups
 from tests.support.kubernetes_schemas import concretize, undeclared_fields, validate_core
@@ -54,7 +54,7 @@ def crd_schema(shared_dir: Path) -> dict:
     path = (
         shared_dir / "schemas" / "inference.sagemaker.aws.amazon.com_inferenceendpointconfigs.yaml"
     )
-    crd = yaml.safe_load(path.read_text())
+    crd = yaml_files.load_file(path)
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     return version["schema"]["openAPIV3Schema"]
 

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
@@ -15,6 +14,7 @@ from cdk_llm_serving.hyperpod.inference_operator import (
     HyperPodInferenceOperator,
     inference_operator_facts,
 )
+from tests.support import yaml_files
 from tests.support.builders import new_stack
 from tests.support.hyperpod import imported_cluster
 from tests.support.template_helpers import (
@@ -79,6 +79,14 @@ def test_the_add_on_and_its_dependencies_are_installed_once(inference_operator_t
     depends = set(operator["DependsOn"])
     for name in (*FACTS["dependencies"], "aws-fsx-csi-driver"):
         assert addons[name]["id"] in depends
+    # The operator's chart issues cert-manager certificates: it waits for the webhook too.
+    waits = [
+        logical_id
+        for logical_id, resource in inference_operator_template["Resources"].items()
+        if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"
+        and resource["Properties"].get("ObjectName") == "cert-manager-webhook"
+    ]
+    assert len(waits) == 1 and waits[0] in depends
     keda_charts = [
         k
         for k, r in resources_of_type(
@@ -186,7 +194,7 @@ def test_imported_cluster_needs_the_hyperpod_cluster_arn():
 
 
 def test_names_match_awss_chart_and_migration_script(operator_chart, migration_script):
-    values = yaml.safe_load((operator_chart / "values.yaml").read_text())
+    values = yaml_files.load_file(operator_chart / "values.yaml")
     assert f"{values['shortPrefix']}-system" == FACTS["namespace"]
     assert (
         f"system:serviceaccount:{FACTS['namespace']}:{FACTS['operator_service_account']}"
@@ -224,7 +232,7 @@ def test_versions_and_configuration_keys_match_the_migration_script(migration_sc
 
 
 def test_controller_pod_is_the_charts(operator_chart):
-    values = yaml.safe_load((operator_chart / "values.yaml").read_text())
+    values = yaml_files.load_file(operator_chart / "values.yaml")
     stack = new_stack()
     addons = HyperPodServingAddons(
         stack,

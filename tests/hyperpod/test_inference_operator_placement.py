@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from stacks import add_reference_stacks
-from tests.support.app import SHARED, new_app
+from tests.support.app import SHARED
 from tests.support.template_helpers import manifest_objects
 
 scheduling = pytest.importorskip(
@@ -32,14 +31,11 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def placed(tmp_path_factory) -> dict[str, Any]:
-    app = new_app(**{"llm-serving:hyperpod:inference-operator": "true"})
-    stacks = add_reference_stacks(app)
-    assembly = app.synth()
+def placed(inference_operator_app, helm_binary) -> dict[str, Any]:
+    stacks, assembly = inference_operator_app  # the variant, synthesized once per session
     template = assembly.get_stack_by_name("ReferenceMoeHyperPod").template
-    helm = helm_support.extract_helm(tmp_path_factory.mktemp("helm"))
     charts = helm_support.render_template_charts(
-        template, helm, CHARTS, tmp_path_factory.mktemp("charts"), Path(assembly.directory)
+        template, helm_binary, CHARTS, Path(assembly.directory)
     )
     objects = [obj for chart in charts.values() for obj in chart] + manifest_objects(template, "")
     cluster = scheduling.Cluster(scheduling.hyperpod_nodes(template))

@@ -24,7 +24,6 @@ from stacks.hyperpod_reference_stack import HyperPodReferenceStack, HyperPodSett
 from tests.support.app import SHARED, new_app
 from tests.support.helm import (
     chart_installs,
-    extract_helm,
     find_chart,
     helm_template,
     namespace_of,
@@ -52,8 +51,8 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def helm(tmp_path_factory) -> Path:
-    return extract_helm(tmp_path_factory.mktemp("helm"))
+def helm(helm_binary) -> Path:
+    return helm_binary
 
 
 def _synth_variant(name: str, reference_assembly) -> tuple[dict, Path]:
@@ -77,14 +76,12 @@ def _synth_variant(name: str, reference_assembly) -> tuple[dict, Path]:
 
 
 @pytest.fixture(scope="module")
-def rendered(helm, tmp_path_factory, reference_assembly) -> dict[str, dict[str, Any]]:
+def rendered(helm, reference_assembly) -> dict[str, dict[str, Any]]:
     """Per variant: the template, every object it deploys, and the placement of its pods."""
     found = {}
     for name in VARIANTS:
         template, assembly_dir = _synth_variant(name, reference_assembly)
-        charts = render_template_charts(
-            template, helm, CHARTS, tmp_path_factory.mktemp(name), assembly_dir
-        )
+        charts = render_template_charts(template, helm, CHARTS, assembly_dir)
         objects = [obj for chart in charts.values() for obj in chart] + manifest_objects(
             template, ""
         )
@@ -207,7 +204,7 @@ def test_the_staged_hyperpod_chart_leaves_out_the_stale_archive(rendered):
     assert install.values["global"]["region"] == "us-west-2"
 
 
-def test_a_long_release_name_without_override_collides(helm, tmp_path):
+def test_a_long_release_name_without_override_collides(helm):
     """What the duplicate check catches: aws-cdk-lib's 53-character release name, no override."""
     chart = find_chart(CHARTS, "nvidia-device-plugin", "0.17.1")
     objects = helm_template(
@@ -216,13 +213,12 @@ def test_a_long_release_name_without_override_collides(helm, tmp_path):
         "hyperpodservingaddonsnvidiadeviceplugin1234567890abcd",
         "kube-system",
         {},
-        tmp_path,
     )
     names = Counter(obj["metadata"]["name"] for obj in objects if obj["kind"] == "DaemonSet")
     assert max(names.values()) == 2
 
 
-def test_the_charts_default_placement_lands_no_device_plugin(helm, tmp_path, rendered):
+def test_the_charts_default_placement_lands_no_device_plugin(helm, rendered):
     """What the placement check catches: the published charts' default values on HyperPod."""
     template = rendered["reference-p6-b200"]["template"]
     objects = []
@@ -230,15 +226,13 @@ def test_the_charts_default_placement_lands_no_device_plugin(helm, tmp_path, ren
         ("nvidia-device-plugin", "0.17.1"),
         ("aws-efa-k8s-device-plugin", "v0.5.30"),
     ):
-        objects += helm_template(
-            helm, find_chart(CHARTS, name, version), name, "kube-system", {}, tmp_path
-        )
+        objects += helm_template(helm, find_chart(CHARTS, name, version), name, "kube-system", {})
     cluster = Cluster(hyperpod_nodes(template))
     cluster.place(workloads(objects, namespace_of))
     assert not any(node.capacity.get(GPU) or node.capacity.get(EFA) for node in cluster.nodes)
 
 
-def test_aws_chart_values_alone_land_no_efa_plugin_on_our_gpu_nodes(helm, tmp_path, rendered):
+def test_aws_chart_values_alone_land_no_efa_plugin_on_our_gpu_nodes(helm, rendered):
     """What our HyperPod-chart values fix: AWS's EFA values do not tolerate nvidia.com/gpu."""
     template = rendered["reference-p6-b200"]["template"]
     objects = helm_template(
@@ -247,7 +241,6 @@ def test_aws_chart_values_alone_land_no_efa_plugin_on_our_gpu_nodes(helm, tmp_pa
         "hyperpod-dependencies",
         "kube-system",
         {"global": {"region": "us-west-2"}},
-        tmp_path,
     )
     cluster = Cluster(hyperpod_nodes(template))
     cluster.place([w for w in workloads(objects, namespace_of) if w.daemon])
@@ -271,7 +264,7 @@ def test_rendered_device_plugins_match_the_kubernetes_schema(rendered, variant):
         validate_core(obj)
 
 
-def test_cert_manager_places_on_the_system_nodes(rendered, helm, tmp_path):
+def test_cert_manager_places_on_the_system_nodes(rendered, helm):
     """The EKS add-on ``cert-manager`` (serving TLS, shared with the inference operator) is
     not a chart of the template, so the placement above does not see its pods. Stand-in: the
     upstream cert-manager chart at the add-on's version (v1.18.2, in the HyperPod chart's
@@ -279,7 +272,7 @@ def test_cert_manager_places_on_the_system_nodes(rendered, helm, tmp_path):
     next to everything the reference stack runs. UNCONFIRMED: that the add-on's defaults equal
     the chart's; EKS does not publish the add-on's rendered manifests."""
     chart = HYPERPOD_CHART / "charts" / "cert-manager"
-    objects = helm_template(helm, chart, "cert-manager", "cert-manager", {}, tmp_path)
+    objects = helm_template(helm, chart, "cert-manager", "cert-manager", {})
     variant = rendered["reference-p6-b200"]
     cluster = Cluster(hyperpod_nodes(variant["template"]))
     placement = cluster.place(workloads([*variant["objects"], *objects], namespace_of))

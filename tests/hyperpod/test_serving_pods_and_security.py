@@ -13,13 +13,20 @@ from aws_cdk import App, Stack
 from aws_cdk.cx_api import SynthesisMessageLevel
 
 from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod import HyperPodEksCluster, HyperPodServingAddons
 from cdk_llm_serving.hyperpod.multi_node_service import Exposure
 from cdk_llm_serving.hyperpod.pod_spec import guaranteed_cpu_memory
 from cdk_llm_serving.hyperpod.serving_security import API_KEY_FILE, IMDS_CIDR
 from cdk_llm_serving.planning.catalog import default_catalog
 from cdk_llm_serving.vllm import NgramSpeculation, VllmConfig
 from tests.support.builders import new_stack, template_of
-from tests.support.hyperpod import deepseek_service, lws_crd_schema, small_cluster
+from tests.support.hyperpod import (
+    deepseek_service,
+    instance_groups,
+    lws_crd_schema,
+    model_store,
+    small_cluster,
+)
 from tests.support.kubernetes_schemas import concretize, validate_core
 from tests.support.network_policy import Endpoint, allowed
 from tests.support.template_helpers import manifest_objects, resources_of_type
@@ -205,6 +212,25 @@ def test_the_csi_driver_is_installed_once_per_cluster():
     ]
     assert names.count("aws-secrets-store-csi-driver-provider") == 1
     assert len(resources_of_type(template, "AWS::SecretsManager::Secret")) == 2
+
+
+def test_the_csi_provider_takes_the_clusters_addon_version_override():
+    stack = new_stack("ProviderOverride")
+    provider = "aws-secrets-store-csi-driver-provider"
+    cluster = HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        instance_groups=instance_groups(2),
+        addon_versions={provider: "v9.9.9-eksbuild.1"},
+    )
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    deepseek_service(stack, cluster, addons, model_store(stack, cluster))
+    versions = [
+        v["Properties"].get("AddonVersion")
+        for v in resources_of_type(template_of(stack), "AWS::EKS::Addon").values()
+        if v["Properties"]["AddonName"] == provider
+    ]
+    assert versions == ["v9.9.9-eksbuild.1"]
 
 
 def test_vpc_cni_enforces_network_policies(hyperpod):

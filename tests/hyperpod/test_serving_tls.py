@@ -9,6 +9,7 @@ configuration, the deploy order and the one cert-manager add-on per cluster.
 from __future__ import annotations
 
 import base64
+import json
 
 import jsonschema
 import pytest
@@ -16,12 +17,15 @@ import yaml
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod._facts import inference_operator_facts
+from cdk_llm_serving.hyperpod.addons import CERT_MANAGER_NAMESPACE, CERT_MANAGER_WEBHOOK
 from cdk_llm_serving.hyperpod.inference_operator import HyperPodInferenceOperator
 from cdk_llm_serving.hyperpod.multi_node_service import Exposure
 from cdk_llm_serving.hyperpod.serving_tls import TLS_CERT_FILE, TLS_KEY_FILE, TLS_MOUNT
+from cdk_llm_serving.model_sources import ModelData
 from cdk_llm_serving.vllm import VllmConfig
-from tests.support.app import SHARED
-from tests.support.builders import new_stack
+from tests.support import yaml_files
+from tests.support.app import ROOT, SHARED
+from tests.support.builders import new_stack, template_of
 from tests.support.hyperpod import deepseek_service, small_cluster
 from tests.support.kubernetes_schemas import concretize, undeclared_fields, validate_core
 from tests.support.template_helpers import (
@@ -52,7 +56,7 @@ def _crd_schemas() -> dict[str, dict]:
     text = (CERT_MANAGER_CHART / "templates" / "crds.yaml").read_text()
     plain = "\n".join(line for line in text.splitlines() if "{{" not in line)
     schemas = {}
-    for crd in yaml.safe_load_all(plain):
+    for crd in yaml_files.load_all(plain):
         if crd:
             (v1,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
             schemas[crd["spec"]["names"]["kind"]] = v1["schema"]["openAPIV3Schema"]
@@ -147,6 +151,39 @@ def test_cert_manager_objects_match_the_crds(cert_manager_objects):
         assert undeclared_fields(obj, schema) == [], obj["metadata"]["name"]
 
 
+def test_63_character_names_pass_cert_manager_s_64_character_common_name_limit():
+    """cert-manager's webhook refuses a commonName over 64 characters (validation/certificate.go,
+    ``field.TooLong``); a Service and its namespace may each have 63."""
+    name, namespace = "s" * 63, "n" * 63
+    stack = new_stack("TlsLongNames")
+    cluster, addons, _ = small_cluster(stack)
+    deepseek_service(
+        stack,
+        cluster,
+        addons,
+        name=name,
+        namespace=namespace,
+        stream_from=ModelData.from_s3_uri("s3://weights-bucket/deepseek-v3/"),
+    )
+    objects = [
+        obj
+        for obj in manifest_objects(template_of(stack), "Serving")
+        if obj["apiVersion"].startswith("cert-manager.io/")
+    ]
+    certificates = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "Certificate"}
+    assert sorted(certificates) == [f"{name}-ca", f"{name}-tls"]
+    for spec in certificates.values():
+        assert len(spec.get("commonName", "")) <= 64
+        for values in spec.get("subject", {}).values():
+            assert all(len(value) <= 64 for value in values)  # RFC 5280 upper bounds
+    assert "commonName" not in certificates[f"{name}-tls"]
+    assert certificates[f"{name}-ca"]["subject"] == {"organizationalUnits": [namespace, name]}
+    schemas = _crd_schemas()
+    for obj in objects:
+        jsonschema.validate(concretize(obj), schemas[obj["kind"]])
+        assert undeclared_fields(obj, schemas[obj["kind"]]) == [], obj["metadata"]["name"]
+
+
 def test_the_crd_check_can_fail(cert_manager_objects):
     schemas = _crd_schemas()
     (ca,) = [
@@ -186,6 +223,22 @@ def test_ca_chain_and_serving_names(cert_manager_objects):
     assert serving["usages"] == ["server auth", "digital signature", "key encipherment"]
 
 
+def test_the_serving_certificate_outlives_a_leader_s_first_reload_by_a_year(cert_manager_objects):
+    """vLLM's watcher reloads only the first renewal after a leader starts (serving_tls,
+    "Rotation"): the certificate it reloads must last 1 year, renewed 30 days before its end, and
+    the README must say when to restart the leader."""
+    (serving,) = [
+        o["spec"]
+        for o in cert_manager_objects
+        if o["kind"] == "Certificate" and not o["spec"].get("isCA")
+    ]
+    assert (serving["duration"], serving["renewBefore"]) == ("8760h", "720h")
+    assert serving["privateKey"]["rotationPolicy"] == "Always"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "the serving Certificate (1 year, new key at each renewal 30 days" in readme
+    assert "restart each leader within a year of its start" in readme
+
+
 def test_every_cert_manager_manifest_waits_for_the_add_on_and_the_leader_for_its_certificate(
     hyperpod,
 ):
@@ -199,13 +252,90 @@ def test_every_cert_manager_manifest_waits_for_the_add_on_and_the_leader_for_its
     (certificate,) = [k for k in resources if k.startswith("ServingServingCertificate")]
     (lws_key,) = [k for k in resources if k.startswith("ServingLeaderWorkerSet")]
     (hostname,) = [k for k in resources if k.startswith("ServingLoadBalancerHostname")]
-    assert addon in resources[issuers]["DependsOn"]
+    wait, _ = _webhook_wait(hyperpod)  # after the add-on, and its webhook serving
+    assert addon in resources[wait]["DependsOn"] and wait in resources[issuers]["DependsOn"]
     assert issuers in resources[certificate]["DependsOn"]
     # the load balancer's hostname is one of its names: an implicit dependency
     assert {"Fn::GetAtt": [hostname, "Value"]} in resources[certificate]["Properties"]["Manifest"][
         "Fn::Join"
     ][1]
     assert certificate in resources[lws_key]["DependsOn"]
+
+
+def _webhook_wait(template: dict) -> tuple[str, dict]:
+    (found,) = [
+        (key, resource)
+        for key, resource in template["Resources"].items()
+        if "CertManagerWebhookReady" in key
+        and resource["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"
+    ]
+    return found
+
+
+def test_every_cert_manager_manifest_waits_for_the_webhook_to_be_ready(hyperpod):
+    """cert-manager refuses its resources until its webhook serves (``cmctl check api``): one
+    wait per cluster on the webhook Deployment's ready replicas, after the add-on."""
+    resources = hyperpod["Resources"]
+    key, wait = _webhook_wait(hyperpod)
+    props = wait["Properties"]
+    assert (props["ObjectType"], props["ObjectName"], props["ObjectNamespace"]) == (
+        "deployment",
+        CERT_MANAGER_WEBHOOK,
+        CERT_MANAGER_NAMESPACE,
+    )
+    assert props["JsonPath"] == ".status.readyReplicas"
+    (addon,) = [
+        k
+        for k, v in resources_of_type(hyperpod, "AWS::EKS::Addon").items()
+        if v["Properties"]["AddonName"] == "cert-manager"
+    ]
+    assert addon in wait["DependsOn"]
+    cert_manager_manifests = [
+        k
+        for k, v in resources_of_type(hyperpod, "Custom::AWSCDK-EKS-KubernetesResource").items()
+        if any(
+            o["apiVersion"].startswith("cert-manager.io/")
+            for o in json.loads(flatten(v["Properties"]["Manifest"], "x"))
+        )
+    ]
+    assert len(cert_manager_manifests) == 2  # the CA and its Issuers; the serving Certificate
+    for manifest in cert_manager_manifests:
+        assert key in resources[manifest]["DependsOn"], manifest
+
+
+def test_one_webhook_wait_per_cluster():
+    """Two services on one cluster share the add-on and its wait."""
+    stack = new_stack("TwoTlsServices")
+    cluster, addons, store = small_cluster(stack)
+    deepseek_service(stack, cluster, addons, store, name="first")
+    deepseek_service(stack, cluster, addons, store, id="Second", name="second")
+    template = template_of(stack)
+    key, _ = _webhook_wait(template)
+    issuers = [k for k in template["Resources"] if "TlsIssuers" in k]
+    assert len(issuers) == 2
+    for issuer in issuers:
+        assert key in template["Resources"][issuer]["DependsOn"]
+
+
+def test_the_webhook_wait_names_the_chart_s_deployment(helm_binary):
+    """The upstream chart at the add-on's version (stand-in for the add-on, whose manifests AWS
+    does not publish), rendered by the real ``helm`` as release ``cert-manager`` in namespace
+    ``cert-manager``: a Deployment of that name there, with a readiness probe (what
+    ``readyReplicas`` counts)."""
+    if not CERT_MANAGER_CHART.is_dir():
+        pytest.skip(f"{CERT_MANAGER_CHART} (upstream charts) sits beside the checkout only in CI")
+    helm_support = pytest.importorskip("tests.support.helm", reason="helm from the kubectl layer")
+    objects = helm_support.helm_template(
+        helm_binary, CERT_MANAGER_CHART, "cert-manager", CERT_MANAGER_NAMESPACE, {}
+    )
+    deployments = {
+        (helm_support.namespace_of(o), o["metadata"]["name"]): o
+        for o in objects
+        if o["kind"] == "Deployment"
+    }
+    webhook = deployments[(CERT_MANAGER_NAMESPACE, CERT_MANAGER_WEBHOOK)]
+    (container,) = webhook["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
 
 
 def test_the_ca_certificate_is_an_output_read_from_the_serving_secret(hyperpod):

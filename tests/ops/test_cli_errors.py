@@ -5,8 +5,6 @@ line in a subprocess (what a user sees), with no AWS credentials or region."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from cdk_llm_serving.ops.exit_codes import (
     EXIT_USAGE,
     MEANINGS,
 )
+from tests.support.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Starts a recommendation without touching AWS: only the spec is read before the call.
@@ -31,25 +30,6 @@ PLAN = [
     "--instance-type",
     "ml.g6e.12xlarge",
 ]
-
-
-def cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    """The command line with an empty AWS configuration (no region, no credentials)."""
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(home),
-        "AWS_CONFIG_FILE": str(home / "none"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(home / "none"),
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "cdk_llm_serving", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
 
 
 def spec(tmp_path: Path, text: str) -> str:

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from cdk_llm_serving.ops.cli import main
-from cdk_llm_serving.ops.exit_codes import EXIT_HTTP_ERROR, EXIT_UNREACHABLE
-from cdk_llm_serving.ops.smoke import percentile
+from cdk_llm_serving.ops.exit_codes import EXIT_HTTP_ERROR, EXIT_UNREACHABLE, EXIT_USAGE
+from cdk_llm_serving.ops.smoke import CA_BUNDLE_ENV, is_loopback, percentile
 from tests.support.openai_test_server import serving
 
 
@@ -130,3 +130,24 @@ def test_api_key_comes_from_the_environment(capsys, monkeypatch):
         # A flag wins over the environment.
         code, _, err = run(capsys, "--base-url", server.base_url, "--model", "m", "--api-key", "x")
     assert code == EXIT_HTTP_ERROR and err.startswith("error: HTTP 401")
+
+
+@pytest.mark.parametrize(
+    "flags", [["--api-key", "k"], ["--bearer-token", "t"]], ids=["api-key", "bearer-token"]
+)
+def test_no_key_goes_in_plaintext_to_another_host(capsys, monkeypatch, flags):
+    """Refused before any connection (the host does not resolve: nothing could be sent)."""
+    monkeypatch.delenv(CA_BUNDLE_ENV, raising=False)
+    code, _, err = run(
+        capsys, "--base-url", "http://llm.example.invalid/v1", "--model", "m", *flags
+    )
+    assert code == EXIT_USAGE
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: http://llm.example.invalid/v1: refusing to send")
+
+
+def test_loopback_takes_a_key_over_http_and_other_hosts_are_not_loopback():
+    for host in ("localhost", "LOCALHOST", "127.0.0.1", "127.1.2.3", "::1"):
+        assert is_loopback(host), host
+    for host in ("10.0.0.1", "llm.example.com", "localhost.example.com", "::ffff:8.8.8.8", ""):
+        assert not is_loopback(host), host

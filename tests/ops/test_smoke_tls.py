@@ -114,3 +114,41 @@ def test_an_unreadable_bundle_is_bad_input(capsys, tmp_path, server_tls):
             capsys, "--base-url", server.base_url, "--model", "m", "--ca-bundle", str(bogus)
         )
     assert code == EXIT_USAGE and err.startswith("error: CA bundle")
+
+
+def test_the_bundle_adds_to_the_system_cas(capsys, monkeypatch, pki, server_tls):
+    """The system's store (``SSL_CERT_FILE``, OpenSSL's default verify file) holds the server's
+    CA, the bundle an unrelated one: verified, so one shell setting reaches both kinds of URL."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(pki / "ca.crt"))
+    with serving(tls=server_tls) as server:
+        code, _, err = run(
+            capsys, "--base-url", server.base_url, "--model", "m",
+            "--ca-bundle", str(pki / "other-ca.crt"),
+        )  # fmt: skip
+    assert code == 0, err
+
+
+def test_a_tls_error_mid_stream_is_one_line(capsys, pki, server_tls):
+    with serving(tls=server_tls, behaviour="corrupt-tls-record") as server:
+        code, _, err = run(
+            capsys, "--base-url", server.base_url, "--model", "m",
+            "--ca-bundle", str(pki / "ca.crt"),
+        )  # fmt: skip
+    assert code == EXIT_UNREACHABLE
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: TLS: the connection to") and "mid-answer" in line
+
+
+@pytest.mark.parametrize("from_env", [False, True])
+def test_a_ca_bundle_with_an_http_url_is_bad_input(capsys, monkeypatch, pki, from_env):
+    """A bundle verifies TLS: with http:// the URL is a mistyped https:// (nothing is sent)."""
+    flags = ["--ca-bundle", str(pki / "ca.crt")]
+    if from_env:
+        monkeypatch.setenv(CA_BUNDLE_ENV, str(pki / "ca.crt"))
+        flags = []
+    with serving() as server:
+        assert server.base_url.startswith("http://")
+        code, _, err = run(capsys, "--base-url", server.base_url, "--model", "m", *flags)
+    assert code == EXIT_USAGE
+    (line,) = err.strip().splitlines()
+    assert "https://" in line and CA_BUNDLE_ENV in line

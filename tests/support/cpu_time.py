@@ -84,6 +84,9 @@ def pytest_terminal_summary(
         return
     total = cpu_seconds()  # since pytest started: imports and collection included
     terminalreporter.section("CPU time (user + system, process tree)")
+    if getattr(config.option, "numprocesses", None):  # pytest-xdist: the tests ran in workers
+        terminalreporter.write_line(f"{total:.1f} s in all; per test: run in one process (-n 0)")
+        return
     terminalreporter.write_line(f"{total:.1f} s in all, {sum(costs.values()):.1f} s in tests")
     ranked = sorted(costs.items(), key=lambda item: item[1], reverse=True)
     for nodeid, seconds in ranked[: config.getoption("cpu_time")]:

@@ -78,6 +78,7 @@ def environment(python: Path = Path(sys.executable)) -> dict[str, str]:
         str(ROOT / "node_modules" / ".bin"),
     ]
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
+    env.pop("CDK_VALIDATION", None)  # the suite's own switch; a run adds NO_VALIDATION itself
     env.pop("PYTHONPATH", None)
     env["PATH"] = os.pathsep.join([*path, env.get("PATH", "")])
     env["CDK_DISABLE_VERSION_CHECK"] = "1"

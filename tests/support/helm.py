@@ -10,6 +10,7 @@ in the cloud assembly, which is exactly what the handler downloads.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import io
 import json
@@ -17,6 +18,7 @@ import re
 import stat
 import subprocess
 import tarfile
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from tests.support import yaml_files
 from tests.support.template_helpers import flatten, resources_of_type
 
 HELM_CHART_TYPE = "Custom::AWSCDK-EKS-HelmChart"
@@ -105,17 +108,44 @@ def chart_installs(template: dict) -> list[ChartInstall]:
 
 
 def helm_template(
-    helm: Path, chart_dir: Path, release: str, namespace: str, values: dict[str, Any], work: Path
+    helm: Path, chart_dir: Path, release: str, namespace: str, values: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """``helm template`` of one chart with these values; the rendered objects.
 
     Each object without ``metadata.namespace`` gets ``namespace`` in
     ``metadata.annotations['cdk-llm-serving.test/release-namespace']`` so callers can place
-    namespaced kinds where Helm installs them.
+    namespaced kinds where Helm installs them. A render is a pure function of the chart
+    directory and these arguments, so each distinct one runs once per session (the HyperPod
+    dependencies chart costs seconds); every call gets objects of its own.
     """
-    values_file = work / f"{release}-values.json"
-    values_file.write_text(json.dumps(values))
-    result = subprocess.run(
+    values_json = json.dumps(values, sort_keys=True)
+    rendered = _render(helm, chart_dir.resolve(), release, namespace, values_json)
+    return [json.loads(obj) for obj in rendered]
+
+
+@functools.cache
+def _render(
+    helm: Path, chart_dir: Path, release: str, namespace: str, values_json: str
+) -> tuple[str, ...]:
+    with tempfile.TemporaryDirectory(prefix="helm-values-") as work:
+        values_file = Path(work) / f"{release}-values.json"
+        values_file.write_text(values_json)
+        result = _helm_template(helm, chart_dir, release, namespace, values_file)
+    assert result.returncode == 0, f"helm template {release} failed:\n{result.stderr}"
+    objects = [doc for doc in yaml_files.load_all(result.stdout) if isinstance(doc, dict)]
+    for obj in objects:
+        obj.setdefault("metadata", {}).setdefault("annotations", {})
+        obj["metadata"]["annotations"] = {
+            **(obj["metadata"]["annotations"] or {}),
+            RELEASE_NAMESPACE: namespace,
+        }
+    return tuple(json.dumps(obj) for obj in objects)
+
+
+def _helm_template(
+    helm: Path, chart_dir: Path, release: str, namespace: str, values_file: Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             str(helm),
             "template",
@@ -134,15 +164,6 @@ def helm_template(
         text=True,
         check=False,
     )
-    assert result.returncode == 0, f"helm template {release} failed:\n{result.stderr}"
-    objects = [doc for doc in yaml.safe_load_all(result.stdout) if isinstance(doc, dict)]
-    for obj in objects:
-        obj.setdefault("metadata", {}).setdefault("annotations", {})
-        obj["metadata"]["annotations"] = {
-            **(obj["metadata"]["annotations"] or {}),
-            RELEASE_NAMESPACE: namespace,
-        }
-    return objects
 
 
 #: Annotation ``helm_template`` adds: the namespace Helm installs the release into.
@@ -150,14 +171,14 @@ RELEASE_NAMESPACE = "cdk-llm-serving.test/release-namespace"
 
 
 def render_template_charts(
-    template: dict, helm: Path, charts_dir: Path, work: Path, assembly_dir: Path | None = None
+    template: dict, helm: Path, charts_dir: Path, assembly_dir: Path | None = None
 ) -> dict[str, list[dict[str, Any]]]:
     """Every chart the template installs, rendered: release name -> objects."""
     rendered = {}
     for install in chart_installs(template):
         chart_dir = install.chart_dir(charts_dir, assembly_dir)
         rendered[install.release] = helm_template(
-            helm, chart_dir, install.release, install.namespace, install.values, work
+            helm, chart_dir, install.release, install.namespace, install.values
         )
     return rendered
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -22,6 +21,7 @@ from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
 from cdk_llm_serving.model_sources import ModelData
 from cdk_llm_serving.vllm import VllmConfig
+from tests.support import yaml_files
 from tests.support.helm import find_chart
 
 
@@ -143,7 +143,7 @@ def chart_crd_schema(chart: Path, kind: str, version: str) -> dict:
     """
     for path in sorted(chart.glob("templates/crds/*.yaml")):
         text = "\n".join(line for line in path.read_text().splitlines() if "{{" not in line)
-        crd = yaml.safe_load(text)
+        crd = yaml_files.load(text)
         if crd["spec"]["names"]["kind"] == kind:
             (found,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
             return dict(found["schema"]["openAPIV3Schema"])
@@ -177,8 +177,8 @@ def gpt_oss_120b_endpoint(
 
 def lws_crd_schema(shared_dir: Path) -> dict:
     """The openAPIV3Schema of LeaderWorkerSet v1 from the CRD in ``<shared>/schemas``."""
-    crd = yaml.safe_load(
-        (shared_dir / "schemas" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml").read_text()
+    crd = yaml_files.load_file(
+        shared_dir / "schemas" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
     )
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     return dict(version["schema"]["openAPIV3Schema"])

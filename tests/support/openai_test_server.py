@@ -2,7 +2,8 @@
 
 It answers like vLLM with a reasoning parser and a tool-call parser: a request with
 ``tools`` gets a streamed tool call, others get reasoning deltas then content deltas,
-each chunk ``delay`` seconds after the last. ``behaviour`` switches to broken answers.
+each chunk ``delay`` seconds after the last. ``behaviour`` switches to broken answers
+(``corrupt-tls-record``: over TLS, a record no key decrypts after the first chunk).
 
 ``copies`` makes it a mixed fleet: each request goes to the next copy in turn, which
 serves ``[copy, shared]`` as vLLM does with several served names: it answers 404 for any
@@ -12,6 +13,7 @@ other name and reports its own (first) name in ``model``.
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import threading
 import time
@@ -57,6 +59,12 @@ class _Handler(BaseHTTPRequestHandler):
             }
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
+            if self.server.behaviour == "corrupt-tls-record":
+                # A TLS application-data record whose contents no key decrypts, written past
+                # the TLS layer: the client fails mid-stream with ssl.SSLError.
+                os.write(self.connection.fileno(), bytes([23, 3, 3, 0, 32]) + bytes(32))
+                self.close_connection = True
+                return
             time.sleep(self.server.delay)
         usage = {
             "id": "chatcmpl-test",
