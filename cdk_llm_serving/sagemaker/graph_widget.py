@@ -80,8 +80,32 @@ def _same_as(previous: Line, values: Line) -> Line:
     return [SAME if equal else v for equal, v in zip(same, values, strict=True)]
 
 
+class PythonWidget:
+    """What aws-cdk-lib reads of a widget written in Python besides its body: its size (set
+    by the subclass as ``_width`` and ``_height``) and its warnings (none)."""
+
+    _width: int
+    _height: int
+
+    @property
+    def width(self) -> jsii.Number:
+        return self._width
+
+    @property
+    def height(self) -> jsii.Number:
+        return self._height
+
+    @property
+    def warnings(self) -> list[str] | None:
+        return None
+
+    @property
+    def warnings_v2(self) -> Mapping[str, str] | None:
+        return None
+
+
 @jsii.implements(cloudwatch.IWidget)
-class GraphWidget:
+class GraphWidget(PythonWidget):
     """A ``timeSeries`` metric widget (``aws_cloudwatch.IWidget``, for ``Dashboard.add_widgets``).
 
     :param title: the chart's title.
@@ -112,22 +136,6 @@ class GraphWidget:
             self._properties["stat"] = stat
         self._properties["metrics"] = shorten(lines)
         self._properties.update(properties or {})
-
-    @property
-    def width(self) -> jsii.Number:
-        return self._width
-
-    @property
-    def height(self) -> jsii.Number:
-        return self._height
-
-    @property
-    def warnings(self) -> list[str] | None:
-        return None
-
-    @property
-    def warnings_v2(self) -> Mapping[str, str] | None:
-        return None
 
     @property
     def properties(self) -> Mapping[str, Any]:

@@ -25,6 +25,8 @@ from typing import Any, Protocol
 import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 
+from .graph_widget import PythonWidget
+
 #: The dashboard grid's width (aws-cdk-lib's ``GRID_WIDTH``).
 GRID_WIDTH = 24
 
@@ -130,7 +132,7 @@ class _Row:
 
 
 @jsii.implements(cloudwatch.IWidget)
-class WidgetGrid:
+class WidgetGrid(PythonWidget):
     """Rows of cells, stacked (one ``Dashboard.add_widgets`` call per row, done in Python).
 
     :param rows: each row's cells, left to right; an empty row is skipped, as
@@ -141,22 +143,6 @@ class WidgetGrid:
         self._rows = [_Row(cells) for cells in rows if cells]
         self._width = max((row.width for row in self._rows), default=0)
         self._height = sum(row.height for row in self._rows)
-
-    @property
-    def width(self) -> jsii.Number:
-        return self._width
-
-    @property
-    def height(self) -> jsii.Number:
-        return self._height
-
-    @property
-    def warnings(self) -> list[str] | None:
-        return None
-
-    @property
-    def warnings_v2(self) -> Mapping[str, str] | None:
-        return None
 
     def position(self, x: jsii.Number, y: jsii.Number) -> None:
         top = int(y)
