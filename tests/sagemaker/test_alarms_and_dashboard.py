@@ -210,3 +210,24 @@ def test_token_charts_query_cloudwatch_promql_with_read_only_metrics_access(pool
         "https://monitoring.us-west-2.amazonaws.com/api/v1/query_range?"
     )
     assert "/us-west-2/monitoring/aws4_request" in request.get_header("Authorization")
+
+
+def test_the_dashboard_is_the_l1_at_the_l2s_path_with_the_l2s_attributes():
+    stack = new_stack("NamedDashboard")
+    endpoint = pool_endpoint(stack)
+    dashboard = PoolEndpointDashboard(
+        stack, "Dashboard", endpoint=endpoint, dashboard_name="llm-pool_1"
+    )
+    assert dashboard.node.default_child.node.default_child is dashboard.dashboard
+    logical_id, body = only_resource(template_of(stack), "AWS::CloudWatch::Dashboard")
+    assert body["Properties"]["DashboardName"] == "llm-pool_1"
+    assert stack.resolve(dashboard.dashboard_name) == {"Ref": logical_id}
+    arn = json.dumps(stack.resolve(dashboard.dashboard_arn))
+    assert ":cloudwatch::" in arn and f':dashboard/", {{"Ref": "{logical_id}"}}' in arn
+
+
+def test_a_dashboard_name_aws_would_refuse_is_a_configuration_error():
+    stack = new_stack("BadDashboardName")
+    endpoint = pool_endpoint(stack)
+    with pytest.raises(ConfigurationError, match="dashboard_name"):
+        PoolEndpointDashboard(stack, "Dashboard", endpoint=endpoint, dashboard_name="llm pool")
