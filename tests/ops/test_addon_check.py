@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import boto3
 import pytest
 from botocore.stub import Stubber
 
@@ -22,6 +21,7 @@ from cdk_llm_serving.ops.exit_codes import (
     EXIT_USAGE,
 )
 from tests.support.cli import cli
+from tests.support.stubbed_aws import stubbed_client
 from tests.support.template_helpers import resources_of_type
 
 
@@ -54,15 +54,8 @@ def addon_entry(name: str, versions: list[str], k8s: str, default: str | None) -
 
 @pytest.fixture
 def eks():
-    client = boto3.client(
-        "eks",
-        region_name="eu-west-1",
-        aws_access_key_id="AKIAEXAMPLEEXAMPLE00",
-        aws_secret_access_key="example",
-    )
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
+    with stubbed_client("eks", "eu-west-1") as stubbed:
+        yield stubbed
 
 
 def stub_all_offered(stubber: Stubber, k8s: str, *, missing: str | None = None) -> None:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import io
 import json
 
-import boto3
 import pytest
 from aws_cdk import Environment, Stack
-from botocore.stub import Stubber
 
 from cdk_llm_serving.ops.cli import main
 from cdk_llm_serving.ops.recommend import pools_from_job, wait_for_job
@@ -19,19 +17,13 @@ from tests.support.sagemaker_responses import (
     endpoint_response,
     model_response,
 )
+from tests.support.stubbed_aws import stubbed_client
 
 
 @pytest.fixture
 def sagemaker():
-    client = boto3.client(
-        "sagemaker",
-        region_name="us-west-2",
-        aws_access_key_id="AKIAEXAMPLEEXAMPLE00",
-        aws_secret_access_key="example",
-    )
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
+    with stubbed_client("sagemaker", "us-west-2") as stubbed:
+        yield stubbed
 
 
 POOLS = [("ml.g6e.12xlarge", None), ("ml.g6.12xlarge", None), ("ml.g6e.2xlarge", "int4-model")]

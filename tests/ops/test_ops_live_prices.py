@@ -11,8 +11,7 @@ from botocore.stub import Stubber
 from cdk_llm_serving.ops.cli import main
 from cdk_llm_serving.ops.live_prices import hosting_price
 from tests.support.sagemaker_responses import config_response, endpoint_response, model_response
-
-CREDENTIALS = {"aws_access_key_id": "AKIAEXAMPLEEXAMPLE00", "aws_secret_access_key": "example"}
+from tests.support.stubbed_aws import CREDENTIALS, stubbed_client
 
 
 def product(instance_type: str, usage: str, usd: str) -> str:
@@ -48,10 +47,8 @@ def expect(
 
 @pytest.fixture
 def pricing():
-    client = boto3.client("pricing", region_name="us-east-1", **CREDENTIALS)
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
+    with stubbed_client("pricing", "us-east-1") as stubbed:
+        yield stubbed
 
 
 def test_hosting_price_skips_training_products_and_follows_pages(pricing):
