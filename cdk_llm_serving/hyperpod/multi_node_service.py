@@ -43,7 +43,14 @@ from ..model_sources import ModelData, warn_if_tag_only
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.cold_start import estimate_cold_start
 from ..planning.models import ModelSpec, preset, weight_format
-from ..planning.sizing import Plan, PlanningError, plan
+from ..planning.sizing import (
+    Layout,
+    Plan,
+    PlanningError,
+    layout_across_nodes,
+    plan,
+    tensor_parallel_options,
+)
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware, speculation_with_pipeline_note
 from ..vllm.multinode import (
@@ -377,7 +384,8 @@ class VllmMultiNodeService(Construct):
         config: VllmConfig,
         nodes_per_replica: int | None,
     ) -> None:
-        """The planner's sizing for the group's type; nodes per replica default to it."""
+        """The planner's sizing for the group's type, each node's GPUs one tensor-parallel group
+        (the layout this service runs); nodes per replica default to it."""
         self.plan: Plan | None = None
         try:
             self.plan = plan(
@@ -386,6 +394,7 @@ class VllmMultiNodeService(Construct):
                 self.group.instance_type,
                 max_context=config.max_model_len,
                 catalog=self.catalog,
+                tensor_parallel=self._node_tensor_parallel,
             )
         except (PlanningError, KeyError) as error:
             problems.add(
@@ -655,15 +664,16 @@ class VllmMultiNodeService(Construct):
         else:
             assert store is not None  # _resolve_weights_source: exactly one source
             model_path = f"{_WEIGHTS_MOUNT}{store.mount_path}"
-        # MoE across nodes: one data-parallel rank per node, experts over all GPUs.
-        data_parallel = self.nodes > 1 and self.spec.is_moe
+        layout = self.layout
         config = base.with_changes(
             model=model_path,
             load_format="runai_streamer" if streaming else base.load_format,
             served_model_name=base.served_model_name or self.spec.name,
-            tensor_parallel_size=self.instance.gpus,
-            pipeline_parallel_size=self.nodes if self.nodes > 1 and not data_parallel else None,
-            data_parallel_size=self.nodes if data_parallel else base.data_parallel_size,
+            tensor_parallel_size=layout.tensor_parallel,
+            pipeline_parallel_size=layout.pipeline_parallel
+            if layout.pipeline_parallel > 1
+            else None,
+            data_parallel_size=layout.data_parallel if self.nodes > 1 else base.data_parallel_size,
             enable_expert_parallel=self.spec.is_moe,
             quantization=fmt.vllm_quantization,
         )
@@ -694,6 +704,19 @@ class VllmMultiNodeService(Construct):
                 if not prop.startswith("extra_flags"):  # reported above
                     problems.add(prop if prop == "startup" else f"config.{prop}", value, allowed)
         return config
+
+    @property
+    def layout(self) -> Layout:
+        """The parallelism a replica runs: the plan's when it spans ``nodes``, else the planner's
+        layout rule for that many nodes (``nodes_per_replica`` above the plan's)."""
+        if self.plan is not None and self.plan.nodes == self.nodes:
+            return self.plan.layout
+        return layout_across_nodes(self.spec, self._node_tensor_parallel, self.nodes)
+
+    @property
+    def _node_tensor_parallel(self) -> int:
+        """Each node's GPUs as one tensor-parallel group (the widest size vLLM accepts)."""
+        return tensor_parallel_options(self.spec, self.instance.gpus)[-1]
 
     def _check_on_hardware(self, config: VllmConfig, quantization: str, problems: Problems) -> None:
         """Problems the group's GPUs rule out; warnings for formats they emulate."""

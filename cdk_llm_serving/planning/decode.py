@@ -19,6 +19,12 @@ Per decode step of a batch of ``B`` sequences, each with ``C`` tokens of context
   NVLink (``Gpu.link_gb_per_s``) within a node or EFA (the instance's network bandwidth)
   across nodes.
 
+With data parallelism and expert parallelism (``ep = tensor_parallel x data_parallel``; a
+MoE across nodes, or a node split into engines) the ranks step together through the MoE
+layers: the experts touched are those of all ``data_parallel x B`` tokens, sharded over all
+``ep`` GPUs, so a rank's GPUs read ``1/data_parallel`` of them (``DecodeStep.expert_bytes``
+is that share), and the all-to-all carries every rank's tokens.
+
 ``step = max(memory, compute, all-to-all)``; inter-token latency (ITL) is the step.
 Prefill is a compute bound: ``2 · active params · input tokens`` per request. With
 continuous batching a replica holding ``B`` requests of ``I`` input and ``O`` output tokens
@@ -123,14 +129,20 @@ def _link_bytes_per_s(instance: InstanceSpec, ep: int) -> float:
     return instance.network_gbps / 8 * 1e9 / instance.gpus
 
 
+def expert_ranks(plan: Plan) -> int:
+    """Data-parallel ranks sharing the experts: all of them with expert parallelism, else 1."""
+    return plan.data_parallel if plan.expert_parallel else 1
+
+
 def all_to_all_seconds(plan: Plan, spec: ModelSpec, instance: InstanceSpec, tokens: int) -> float:
     """Time of the expert-parallel dispatch + combine of ``tokens`` tokens over all MoE layers."""
-    ep = plan.tensor_parallel
+    ranks = expert_ranks(plan)
+    ep = plan.tensor_parallel * ranks
     if not plan.expert_parallel or ep <= 1 or spec.hidden_size <= 0:
         return 0.0
     moe_layers = spec.moe_layers or spec.layers
     per_token = 2 * spec.experts_per_token * spec.hidden_size * ACTIVATION_BYTES * moe_layers
-    off_gpu = tokens * per_token * (ep - 1) / ep
+    off_gpu = tokens * ranks * per_token * (ep - 1) / ep
     return off_gpu / (ep * _link_bytes_per_s(instance, ep))
 
 
@@ -148,7 +160,9 @@ def decode_step(
     tokens = batch * tokens_per_sequence
     stage_bw = plan.tensor_parallel * instance.gpu.bandwidth_tbps * 1e12 * BANDWIDTH_EFFICIENCY
     kv = batch * context * plan.kv_bytes_per_token * spec.kv_replication(plan.tensor_parallel)
-    dense, experts = dense_weight_bytes(spec, fmt), expert_weight_bytes(spec, fmt, tokens)
+    ranks = expert_ranks(plan)
+    dense = dense_weight_bytes(spec, fmt)
+    experts = expert_weight_bytes(spec, fmt, tokens * ranks) / ranks
     flops = instance.gpu.peak_flops(compute_precision(fmt, instance)) * COMPUTE_EFFICIENCY
     compute = 2 * spec.active_params_b * 1e9 * tokens / (plan.tensor_parallel * flops)
     return DecodeStep(

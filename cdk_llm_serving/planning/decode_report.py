@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .decode import BANDWIDTH_EFFICIENCY, DecodeStep
+from .decode import BANDWIDTH_EFFICIENCY, DecodeStep, expert_ranks
 from .moe import expected_distinct_experts
 from .sizing import Plan
 from .speculative import DEFAULTS, SpeculationEstimate, estimate_speculation
@@ -16,10 +16,13 @@ def step_arithmetic(plan: Plan, step: DecodeStep) -> str:
     spec = plan.model_spec
     experts = ""
     if spec.routed_experts_b > 0:
-        touched = expected_distinct_experts(spec.experts, spec.experts_per_token, step.batch)
+        ranks = expert_ranks(plan)
+        tokens = step.batch * ranks
+        touched = expected_distinct_experts(spec.experts, spec.experts_per_token, tokens)
+        share = f", this rank's 1/{ranks} of {ranks} data-parallel ranks'" if ranks > 1 else ""
         experts = (
-            f" + experts {step.expert_bytes / 1e9:,.0f} GB ({touched:,.1f} of {spec.experts} per layer: "
-            f"E(1-(1-k/E)^B), k={spec.experts_per_token}, B={step.batch})"
+            f" + experts {step.expert_bytes / 1e9:,.0f} GB ({touched:,.1f} of {spec.experts} per layer{share}: "
+            f"E(1-(1-k/E)^B), k={spec.experts_per_token}, B={tokens})"
         )
     kv_note = ", all TP ranks (MLA latent cache replicated)" if spec.attention == "mla" else ""
     return (

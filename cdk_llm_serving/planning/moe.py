@@ -50,6 +50,11 @@ def dense_weight_bytes(spec: ModelSpec, fmt: WeightFormat) -> float:
     return fmt.stored_bytes(dense_params_b(spec), spec.high_precision_params_b)
 
 
+def routed_expert_bytes(spec: ModelSpec, fmt: WeightFormat) -> float:
+    """Bytes of all routed experts (stored in the weight format; 0 for a dense model)."""
+    return spec.routed_experts_b * 1e9 * fmt.bytes_per_param
+
+
 def expert_weight_bytes(spec: ModelSpec, fmt: WeightFormat, tokens: float) -> float:
     """Bytes of routed-expert weights a step of ``tokens`` tokens reads (expected value)."""
-    return spec.routed_experts_b * 1e9 * touched_expert_share(spec, tokens) * fmt.bytes_per_param
+    return routed_expert_bytes(spec, fmt) * touched_expert_share(spec, tokens)

@@ -8,8 +8,20 @@ when the weights fit and the KV cache holds ``concurrency`` sequences of
 
 Layouts tried, smallest first: tensor parallelism within one node (a divisor of the
 attention heads, up to the node's GPUs; the node's other GPUs become data-parallel
-replicas), then the whole node tensor-parallel with pipeline parallelism across
-nodes. MoE models get expert parallelism whenever more than one GPU shares a replica.
+replicas), then the whole node tensor-parallel across nodes (``layout_across_nodes``): a
+dense model pipeline-parallel over the nodes, a MoE model data-parallel (one rank per node)
+with its experts sharded over every GPU, the layout ``VllmMultiNodeService`` runs (vLLM's
+multi-node MoE layout, vllm-project/vllm ``docs/serving/data_parallel_deployment.md``; MTP
+speculative decoding is not verified with pipeline parallelism > 1). MoE models get expert
+parallelism whenever more than one GPU serves them.
+
+Per GPU, with expert parallelism the routed experts are sharded over all
+``tensor x pipeline x data`` GPUs, while the other weights (attention, dense layers, shared
+experts, embeddings) are sharded only over a replica's ``tensor x pipeline`` GPUs and
+replicated in every data-parallel rank (vLLM ``docs/serving/expert_parallel_deployment.md``:
+attention is data-parallel, experts expert-parallel). Each data-parallel rank keeps its own
+KV cache for its own requests: a layout fits when one rank holds a ``max_context`` sequence
+and all ranks together hold ``concurrency`` of them.
 Layouts across nodes are tried only on instance types with EFA (``require_efa``), and a
 single-instance target (a SageMaker endpoint: ``single_instance``) gets no multi-node
 alternative when nothing fits. Alternatives are ``Alternative`` records (``str()`` gives the
@@ -23,6 +35,7 @@ from typing import Any
 
 from .catalog import GIB, Catalog, InstanceSpec, default_catalog
 from .models import ModelSpec, WeightFormat, preset, weight_format, weight_formats
+from .moe import routed_expert_bytes
 
 #: GiB per GPU kept out of the KV cache for the CUDA context, activations and CUDA graphs.
 RUNTIME_RESERVE_GIB = 2.0
@@ -128,6 +141,17 @@ class Plan:
         return self.tensor_parallel * self.pipeline_parallel
 
     @property
+    def layout(self) -> Layout:
+        """The parallelism planned: what a server of this plan is configured with."""
+        return Layout(
+            self.nodes,
+            self.tensor_parallel,
+            self.pipeline_parallel,
+            self.data_parallel,
+            self.expert_parallel,
+        )
+
+    @property
     def sequences_at_max_context(self) -> int:
         """Concurrent full-length sequences the whole deployment (all replicas) can hold."""
         return (self.kv_tokens_per_replica // self.max_context) * self.data_parallel
@@ -196,11 +220,50 @@ def tensor_parallel_options(model: ModelSpec, gpus: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class _Layout:
+class Layout:
+    """How a deployment spreads a model: nodes, and tensor x pipeline x data parallelism."""
+
     nodes: int
     tensor_parallel: int
     pipeline_parallel: int
     data_parallel: int
+    expert_parallel: bool
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs of one engine (one data-parallel rank)."""
+        return self.tensor_parallel * self.pipeline_parallel
+
+
+def layout_within_node(model: ModelSpec, instance: InstanceSpec, tensor_parallel: int) -> Layout:
+    """One node: ``tensor_parallel`` GPUs per engine, the node's other GPUs data-parallel ranks."""
+    data = instance.gpus // tensor_parallel
+    return Layout(1, tensor_parallel, 1, data, model.is_moe and tensor_parallel * data > 1)
+
+
+def layout_across_nodes(model: ModelSpec, tensor_parallel: int, nodes: int) -> Layout:
+    """``nodes`` nodes, each ``tensor_parallel`` wide: a MoE model data-parallel with one rank
+    per node and expert parallelism over all GPUs; a dense model pipeline-parallel."""
+    if nodes <= 1:
+        return Layout(1, tensor_parallel, 1, 1, model.is_moe and tensor_parallel > 1)
+    if model.is_moe:
+        return Layout(nodes, tensor_parallel, 1, nodes, True)
+    return Layout(nodes, tensor_parallel, nodes, 1, False)
+
+
+def weight_bytes_per_gpu(model: ModelSpec, fmt: WeightFormat, layout: Layout) -> float:
+    """One GPU's share of the weights: across nodes, the routed experts over every GPU of an
+    expert-parallel layout and the rest over one replica's GPUs (replicated in each
+    data-parallel rank). Within one node each engine is still counted with all the experts
+    over its own GPUs (conservative: crediting the node's other engines would make a MoE's
+    smallest single-node layout tensor 1 x data 8, a change to single-node serving this does
+    not make)."""
+    total = weight_bytes(model, fmt)
+    if not layout.expert_parallel:
+        return total / layout.gpus_per_replica
+    experts = routed_expert_bytes(model, fmt)
+    expert_gpus = layout.gpus_per_replica * (layout.data_parallel if layout.nodes > 1 else 1)
+    return (total - experts) / layout.gpus_per_replica + experts / expert_gpus
 
 
 @dataclass(frozen=True)
@@ -223,17 +286,16 @@ class _Request:
         return self.max_nodes
 
 
-def _candidate_layouts(
-    model: ModelSpec, instance: InstanceSpec, request: _Request
-) -> list[_Layout]:
+def _candidate_layouts(model: ModelSpec, instance: InstanceSpec, request: _Request) -> list[Layout]:
     options = tensor_parallel_options(model, instance.gpus)
     if request.tensor_parallel is not None:
         options = [tp for tp in options if tp == request.tensor_parallel]
         if not options:
             return []
-    layouts = [_Layout(1, tp, 1, instance.gpus // tp) for tp in options]
+    layouts = [layout_within_node(model, instance, tp) for tp in options]
     widest = options[-1]
-    layouts += [_Layout(n, widest, n, 1) for n in range(2, request.node_limit(instance) + 1)]
+    limit = request.node_limit(instance)
+    layouts += [layout_across_nodes(model, widest, n) for n in range(2, limit + 1)]
     return layouts
 
 
@@ -325,15 +387,17 @@ def _fit(
     kv_per_token = spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[request.kv_dtype]
     usable = _usable_bytes(instance, request.utilization)
     for layout in _candidate_layouts(spec, instance, request):
-        shards = layout.tensor_parallel * layout.pipeline_parallel
-        per_gpu = total_weights / shards
+        per_gpu = weight_bytes_per_gpu(spec, fmt, layout)
         kv_space = usable - per_gpu
         if kv_space <= 0:
             continue
         tokens = int(
-            kv_space * shards // (kv_per_token * spec.kv_replication(layout.tensor_parallel))
+            kv_space
+            * layout.gpus_per_replica
+            // (kv_per_token * spec.kv_replication(layout.tensor_parallel))
         )
-        if tokens < request.concurrency * request.context:
+        sequences = tokens // request.context * layout.data_parallel
+        if tokens < request.context or sequences < request.concurrency:
             continue
         note = fmt.fallback_note(instance.gpu)
         return Plan(
@@ -350,7 +414,7 @@ def _fit(
             tensor_parallel=layout.tensor_parallel,
             pipeline_parallel=layout.pipeline_parallel,
             data_parallel=layout.data_parallel,
-            expert_parallel=spec.is_moe and layout.tensor_parallel * layout.data_parallel > 1,
+            expert_parallel=layout.expert_parallel,
             weight_bytes_per_gpu=per_gpu,
             kv_cache_bytes_per_gpu=kv_space,
             kv_tokens_per_replica=tokens,

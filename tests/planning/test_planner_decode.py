@@ -35,29 +35,34 @@ def test_batch_one_reads_exactly_the_active_parameters():
 
 
 def test_reference_model_decode_counts_touched_experts_and_one_stage():
-    """Issue 16: at batch 32 the 2.4T model touches about half its routed experts."""
+    """Issue 16: at batch 32 one rank touches about half the routed experts; across 2 nodes the
+    model runs 2 data-parallel ranks whose 64 tokens touch about 3/4 of them, sharded over both
+    nodes, so each rank's GPUs read half of that."""
     result = plan("reference-2.4t-a95b", "nvfp4", "ml.p6-b200.48xlarge", max_context=131072)
+    assert result.data_parallel == 2 and result.pipeline_parallel == 1
     step = decode_step(result, 32, 4096)
     spec = preset("reference-2.4t-a95b")
-    share = 1 - (1 - 8 / 384) ** 32
-    assert 0.45 < share < 0.55
-    assert step.expert_bytes == pytest.approx(spec.routed_experts_b * 1e9 * share * 0.5625)
+    assert 0.45 < 1 - (1 - 8 / 384) ** 32 < 0.55
+    share = 1 - (1 - 8 / 384) ** 64  # both ranks' tokens
+    assert 0.7 < share < 0.8
+    assert step.expert_bytes == pytest.approx(spec.routed_experts_b * 1e9 * share * 0.5625 / 2)
     routed_b = (2400 - 95) / (1 - 8 / 384)  # total = dense + routed, active = dense + routed·k/E
     dense_b = 95 - routed_b * 8 / 384
     assert step.dense_bytes == pytest.approx((dense_b - 40) * 1e9 * 0.5625 + 40 * 2e9)
     assert step.kv_bytes == pytest.approx(
         32 * 4096 * result.kv_bytes_per_token * 8
     )  # MLA: every TP rank reads it
-    stage = 8 * 8.0e12 * BANDWIDTH_EFFICIENCY  # one pipeline stage of 8 B200, not 16 GPUs
+    stage = 8 * 8.0e12 * BANDWIDTH_EFFICIENCY  # one rank: 8 B200, not 16 GPUs
     assert step.stage_bandwidth == pytest.approx(stage)
     assert step.memory_s == pytest.approx(
         (step.dense_bytes + step.expert_bytes + step.kv_bytes) / stage
     )
-    assert 800e9 < step.bytes_read < 900e9
-    assert step.tokens_per_second == pytest.approx(1207, rel=0.01)
+    assert 650e9 < step.bytes_read < 720e9
+    assert step.tokens_per_second == pytest.approx(1486, rel=0.01)  # per data-parallel rank
     fixed = estimate_cost(result, batch=32, context_tokens=4096)
+    assert fixed.output_tokens_per_second == pytest.approx(2 * 1486, rel=0.01)  # x 2 ranks
     assert fixed.price_per_million_output_tokens == pytest.approx(
-        284.0 / (1207 * 3600) * 1e6, rel=0.01
+        284.0 / (2 * 1486 * 3600) * 1e6, rel=0.01
     )
 
 

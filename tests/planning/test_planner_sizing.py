@@ -6,7 +6,7 @@ import pytest
 
 from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.planning.catalog import GIB, default_catalog
-from cdk_llm_serving.planning.models import ModelSpec
+from cdk_llm_serving.planning.models import ModelSpec, preset
 from cdk_llm_serving.planning.sizing import PlanningError, plan
 
 # Each row: a deployment its publisher documents, and the layout the planner must find.
@@ -82,11 +82,15 @@ PUBLISHED = [
 )
 def test_published_deployments(model, fmt, instance_type, context, nodes, tensor_parallel):
     result = plan(model, fmt, instance_type, max_context=context)
+    # Across nodes a MoE model is data-parallel (one rank per node), a dense one pipelined.
+    moe = preset(model).is_moe
+    pipeline, data = (1, nodes) if moe else (nodes, 1)
     assert (result.nodes, result.tensor_parallel, result.pipeline_parallel) == (
         nodes,
         tensor_parallel,
-        nodes,
+        pipeline,
     )
+    assert result.data_parallel == data
     assert result.sequences_at_max_context >= 1
 
 
@@ -96,8 +100,8 @@ def test_published_deployments(model, fmt, instance_type, context, nodes, tensor
 )
 def test_reference_2_4t_nvfp4_needs_two_nodes_and_warns_off_blackwell(instance_type, native):
     result = plan("reference-2.4t-a95b", "nvfp4", instance_type, max_context=131072)
-    assert result.nodes == 2 and result.tensor_parallel == 8 and result.pipeline_parallel == 2
-    assert result.expert_parallel
+    assert result.nodes == 2 and result.tensor_parallel == 8 and result.pipeline_parallel == 1
+    assert result.data_parallel == 2 and result.expert_parallel
     assert bool(result.warnings) is not native
     with pytest.raises(PlanningError):
         plan("reference-2.4t-a95b", "nvfp4", instance_type, max_context=131072, max_nodes=1)
@@ -225,13 +229,13 @@ def test_single_instance_targets_get_no_multi_node_suggestions():
 
 
 def test_layouts_across_nodes_need_efa_unless_waived():
-    """g6e.2xlarge has no EFA: no pipeline across six single-GPU nodes unless asked."""
+    """g6e.2xlarge has no EFA: no layout across single-GPU nodes unless asked."""
     with pytest.raises(
         PlanningError, match="does not fit one node .*need EFA, which ml.g6e.2xlarge lacks"
     ):
         plan("gpt-oss-120b", "bf16", "ml.g6e.2xlarge", max_context=8192)
     waived = plan("gpt-oss-120b", "bf16", "ml.g6e.2xlarge", max_context=8192, require_efa=False)
-    assert waived.nodes > 1 and waived.pipeline_parallel == waived.nodes
+    assert waived.nodes > 1 and waived.data_parallel == waived.nodes  # MoE: data x expert
     with pytest.raises(PlanningError) as caught:
         plan(
             "gpt-oss-120b",
@@ -255,3 +259,50 @@ def test_model_sizing_on_one_instance_is_single_instance():
             "ml.p5.48xlarge", max_nodes=1
         )
     assert "pipeline" not in str(caught.value)
+
+
+def test_moe_across_nodes_is_data_and_expert_parallel_with_non_expert_weights_per_rank():
+    """2.4T NVFP4 on 2 x 8 B200: the routed experts over 16 GPUs, the other weights over each
+    node's 8 (a copy per data-parallel rank), a KV cache per rank. Figures by hand."""
+    result = plan("reference-2.4t-a95b", "nvfp4", "ml.p6-b200.48xlarge", max_context=131072)
+    assert (result.nodes, result.tensor_parallel, result.pipeline_parallel) == (2, 8, 1)
+    assert result.data_parallel == 2 and result.expert_parallel
+    total = (2400 - 40) * 1e9 * 0.5625 + 40 * 2e9  # NVFP4, 40B kept in BF16
+    routed = (2400 - 95) / (1 - 8 / 384) * 1e9 * 0.5625  # total = rest + R, active = rest + R·k/E
+    per_gpu = (total - routed) / 8 + routed / 16
+    assert result.weight_bytes_per_gpu == pytest.approx(per_gpu)
+    assert per_gpu > total / 16  # the pipelined layout's figure undercounted it
+    kv_space = 179.0 * GIB * 0.9 - 2 * GIB - per_gpu
+    assert result.kv_cache_bytes_per_gpu == pytest.approx(kv_space)
+    kv_per_token = (512 + 64) * 96 * 2  # MLA latent + rope key, BF16, replicated on all 8 ranks
+    assert result.kv_tokens_per_replica == int(kv_space * 8 // (kv_per_token * 8))
+    assert result.sequences_at_max_context == (result.kv_tokens_per_replica // 131072) * 2
+
+
+def test_dense_model_across_nodes_stays_tensor_by_pipeline():
+    result = plan("llama-3.1-405b", "bf16", "ml.p5.48xlarge", max_context=131072)
+    assert (result.nodes, result.tensor_parallel, result.pipeline_parallel) == (2, 8, 2)
+    assert result.data_parallel == 1 and not result.expert_parallel
+    assert result.weight_bytes_per_gpu == pytest.approx(result.weight_bytes / 16)
+
+
+def test_concurrency_across_data_parallel_ranks_counts_every_rank():
+    """Each rank holds its own requests: concurrency is met by the ranks together."""
+    one = plan("reference-2.4t-a95b", "nvfp4", "ml.p6-b200.48xlarge", max_context=131072)
+    per_rank = one.kv_tokens_per_replica // 131072
+    both = plan(
+        "reference-2.4t-a95b",
+        "nvfp4",
+        "ml.p6-b200.48xlarge",
+        max_context=131072,
+        concurrency=2 * per_rank,
+    )
+    assert both.nodes == 2 and both.sequences_at_max_context == 2 * per_rank
+    more = plan(
+        "reference-2.4t-a95b",
+        "nvfp4",
+        "ml.p6-b200.48xlarge",
+        max_context=131072,
+        concurrency=2 * per_rank + 1,
+    )
+    assert more.nodes > 2
