@@ -77,7 +77,7 @@ def plan_as_table(
             "KV cache",
             f"{plan.kv_bytes_per_token / 1024:,.1f} KiB per token ({plan.kv_cache_dtype}), {plan.kv_cache_bytes_per_gpu / GIB:,.1f} GiB per GPU",
         ),
-        ("nodes", f"{plan.nodes} ({plan.gpus_per_replica} GPUs per replica)"),
+        ("nodes", f"{plan.nodes} ({_replicas_text(plan)})"),
         (
             "parallelism",
             f"tensor {plan.tensor_parallel}, pipeline {plan.pipeline_parallel}, data {plan.data_parallel}, expert {'on' if plan.expert_parallel else 'off'}",
@@ -106,6 +106,14 @@ def plan_as_table(
     rows += [("warning", warning) for warning in plan.warnings]
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+def _replicas_text(plan: Plan) -> str:
+    """GPUs per replica (one engine), and how many data-parallel replicas the plan runs."""
+    text = f"{plan.gpus_per_replica} GPUs per replica"
+    if plan.data_parallel > 1:
+        text += f" x {plan.data_parallel} data-parallel replicas"
+    return text
 
 
 def _decode_rows(plan: Plan, cost: CostEstimate) -> list[tuple[str, str]]:

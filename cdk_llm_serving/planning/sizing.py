@@ -54,8 +54,11 @@ class Alternative:
     pipeline_parallel: int
     weight_format: str
     reason: str
+    data_parallel: int = 1
 
     def __str__(self) -> str:
+        if self.reason == "more nodes" and self.data_parallel > 1:
+            return f"{self.nodes} x {self.instance_type} (tensor {self.tensor_parallel} x data {self.data_parallel}, experts over all GPUs)"
         if self.reason == "more nodes":
             return f"{self.nodes} x {self.instance_type} (tensor {self.tensor_parallel} x pipeline {self.pipeline_parallel})"
         if self.reason == "smaller format":
@@ -68,6 +71,7 @@ class Alternative:
             "nodes": self.nodes,
             "tensor_parallel_size": self.tensor_parallel,
             "pipeline_parallel_size": self.pipeline_parallel,
+            "data_parallel_size": self.data_parallel,
             "weight_format": self.weight_format,
             "reason": self.reason,
         }
@@ -462,6 +466,7 @@ def _alternative(fitted: Plan, reason: str) -> Alternative:
         fitted.pipeline_parallel,
         fitted.weight_format,
         reason,
+        fitted.data_parallel,
     )
 
 

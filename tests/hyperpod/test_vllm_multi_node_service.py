@@ -81,6 +81,56 @@ def test_group_size_and_parallelism_come_from_the_plan(lws):
     assert args[args.index("--data-parallel-size") + 1] == "2"
     assert "--pipeline-parallel-size" not in args
     assert "--enable-expert-parallel" in args
+    # The planner's figures describe this layout (one source of truth).
+    assert (expected.tensor_parallel, expected.data_parallel) == (8, 2)
+    assert expected.pipeline_parallel == 1 and expected.expert_parallel
+
+
+def emitted_layout(service) -> tuple[int, int, int, bool]:
+    """(tensor, pipeline, data, expert) of the service's vLLM configuration."""
+    config = service.config
+    return (
+        config.tensor_parallel_size or 1,
+        config.pipeline_parallel_size or 1,
+        config.data_parallel_size or 1,
+        bool(config.enable_expert_parallel),
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "quantization", "layout"),
+    [
+        ("deepseek-v3", "fp8", (8, 1, 2, True)),  # MoE: data x expert across nodes
+        ("llama-3.1-405b", "bf16", (8, 2, 1, False)),  # dense: tensor x pipeline
+    ],
+)
+def test_nodes_above_the_plan_follow_the_planner_layout_rule(model, quantization, layout):
+    stack = new_stack("SvcLayout")
+    service = deepseek_service(
+        stack,
+        *small_cluster(stack),
+        model=model,
+        quantization=quantization,
+        nodes_per_replica=2,
+    )
+    assert service.plan is not None and service.plan.nodes == 1
+    assert emitted_layout(service) == layout
+    assert (service.layout.tensor_parallel, service.layout.pipeline_parallel) == layout[:2]
+    assert (service.layout.data_parallel, service.layout.expert_parallel) == layout[2:]
+
+
+def test_service_plan_is_the_layout_it_runs():
+    """When the replica spans the plan's nodes, the plan's parallelism is what vLLM gets."""
+    stack = new_stack("SvcPlanned")
+    service = deepseek_service(stack, *small_cluster(stack))
+    planned = service.plan
+    assert planned is not None and service.layout == planned.layout
+    tensor, pipeline, _, expert = emitted_layout(service)
+    assert (tensor, pipeline, expert) == (
+        planned.tensor_parallel,
+        planned.pipeline_parallel,
+        planned.expert_parallel,
+    )
 
 
 def test_command_line_carries_nvfp4_mtp_reasoning_and_tools(lws):

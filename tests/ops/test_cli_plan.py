@@ -51,8 +51,9 @@ def test_plan_prints_a_table_for_the_reference_model(instance_type, capsys):
     )
     out = capsys.readouterr().out
     assert code == 0
-    assert "nodes          2 (16 GPUs per replica)" in out
-    assert "parallelism    tensor 8, pipeline 2, data 1, expert on" in out
+    # Across nodes the MoE runs one data-parallel replica per node (was tensor 8 x pipeline 2).
+    assert "nodes          2 (8 GPUs per replica x 2 data-parallel replicas)" in out
+    assert "parallelism    tensor 8, pipeline 1, data 2, expert on" in out
     assert ("warning" in out) is (instance_type == "ml.p5en.48xlarge")
 
 
@@ -140,7 +141,8 @@ def test_json_errors_are_an_object_with_problems_and_alternatives(capsys):
         "instance_type": "ml.p5en.48xlarge",
         "nodes": 2,
         "tensor_parallel_size": 8,
-        "pipeline_parallel_size": 2,
+        "pipeline_parallel_size": 1,
+        "data_parallel_size": 2,
         "weight_format": "fp8",
         "reason": "more nodes",
     }

@@ -106,3 +106,13 @@ def test_speculation_tokens_per_step_and_the_gpt_oss_eagle3_claim():
     assert 1.8 < high.speedup <= accepted_tokens_per_step(eagle.acceptance_rate, eagle.draft_tokens)
     with pytest.raises(KeyError, match="no speculation method 'medusa'"):
         method("medusa")
+
+
+def test_all_to_all_across_nodes_spans_every_rank_over_efa():
+    """Expert parallel over 2 x 8 B200: ep = 16 > 8 GPUs, so EFA (3200 Gbps per node, shared by
+    8 GPUs) carries both ranks' tokens."""
+    result = plan("reference-2.4t-a95b", "nvfp4", "ml.p6-b200.48xlarge", max_context=131072)
+    step = decode_step(result, 32, 4096)
+    per_token = 2 * 8 * 7168 * 2 * 96  # dispatch + combine, k=8, hidden 7168, BF16, 96 layers
+    off_gpu = 32 * 2 * per_token * 15 / 16
+    assert step.all_to_all_s == pytest.approx(off_gpu / (16 * 3200e9 / 8 / 8))

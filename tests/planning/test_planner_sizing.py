@@ -306,3 +306,12 @@ def test_concurrency_across_data_parallel_ranks_counts_every_rank():
         concurrency=2 * per_rank + 1,
     )
     assert more.nodes > 2
+
+
+def test_a_moe_alternative_across_nodes_names_its_data_parallel_layout():
+    with pytest.raises(PlanningError) as caught:
+        plan("kimi-k2", "fp8", "ml.p5en.48xlarge", max_context=131072, max_nodes=1)
+    first = caught.value.alternatives[0]
+    assert (first.nodes, first.tensor_parallel, first.pipeline_parallel) == (2, 8, 1)
+    assert first.data_parallel == 2
+    assert str(first) == "2 x ml.p5en.48xlarge (tensor 8 x data 2, experts over all GPUs)"
