@@ -19,7 +19,7 @@ def step_arithmetic(plan: Plan, step: DecodeStep) -> str:
         ranks = expert_ranks(plan)
         tokens = step.batch * ranks
         touched = expected_distinct_experts(spec.experts, spec.experts_per_token, tokens)
-        share = f", this rank's 1/{ranks} of {ranks} data-parallel ranks'" if ranks > 1 else ""
+        share = f", hit by {ranks} data-parallel ranks, 1/{ranks} read here" if ranks > 1 else ""
         experts = (
             f" + experts {step.expert_bytes / 1e9:,.0f} GB ({touched:,.1f} of {spec.experts} per layer{share}: "
             f"E(1-(1-k/E)^B), k={spec.experts_per_token}, B={tokens})"
