@@ -673,7 +673,9 @@ class VllmMultiNodeService(Construct):
             pipeline_parallel_size=layout.pipeline_parallel
             if layout.pipeline_parallel > 1
             else None,
-            data_parallel_size=layout.data_parallel if self.nodes > 1 else base.data_parallel_size,
+            data_parallel_size=layout.data_parallel
+            if self.nodes > 1 and layout.data_parallel > 1
+            else base.data_parallel_size,
             enable_expert_parallel=self.spec.is_moe,
             quantization=fmt.vllm_quantization,
         )

@@ -86,22 +86,22 @@ def test_group_size_and_parallelism_come_from_the_plan(lws):
     assert expected.pipeline_parallel == 1 and expected.expert_parallel
 
 
-def emitted_layout(service) -> tuple[int, int, int, bool]:
-    """(tensor, pipeline, data, expert) of the service's vLLM configuration."""
+def emitted_layout(service) -> tuple[int | None, int | None, int | None, bool | None]:
+    """(tensor, pipeline, data, expert) of the service's vLLM configuration, unset = None."""
     config = service.config
     return (
-        config.tensor_parallel_size or 1,
-        config.pipeline_parallel_size or 1,
-        config.data_parallel_size or 1,
-        bool(config.enable_expert_parallel),
+        config.tensor_parallel_size,
+        config.pipeline_parallel_size,
+        config.data_parallel_size,
+        config.enable_expert_parallel,
     )
 
 
 @pytest.mark.parametrize(
     ("model", "quantization", "layout"),
     [
-        ("deepseek-v3", "fp8", (8, 1, 2, True)),  # MoE: data x expert across nodes
-        ("llama-3.1-405b", "bf16", (8, 2, 1, False)),  # dense: tensor x pipeline
+        ("deepseek-v3", "fp8", (8, None, 2, True)),  # MoE: data x expert across nodes
+        ("llama-3.1-405b", "bf16", (8, 2, None, False)),  # dense: tensor x pipeline
     ],
 )
 def test_nodes_above_the_plan_follow_the_planner_layout_rule(model, quantization, layout):
@@ -115,8 +115,10 @@ def test_nodes_above_the_plan_follow_the_planner_layout_rule(model, quantization
     )
     assert service.plan is not None and service.plan.nodes == 1
     assert emitted_layout(service) == layout
-    assert (service.layout.tensor_parallel, service.layout.pipeline_parallel) == layout[:2]
-    assert (service.layout.data_parallel, service.layout.expert_parallel) == layout[2:]
+    planned = service.layout
+    pipeline, data = planned.pipeline_parallel, planned.data_parallel
+    assert (planned.tensor_parallel, pipeline if pipeline > 1 else None) == layout[:2]
+    assert (data if data > 1 else None, planned.expert_parallel) == layout[2:]
 
 
 def test_service_plan_is_the_layout_it_runs():
@@ -126,7 +128,7 @@ def test_service_plan_is_the_layout_it_runs():
     planned = service.plan
     assert planned is not None and service.layout == planned.layout
     tensor, pipeline, _, expert = emitted_layout(service)
-    assert (tensor, pipeline, expert) == (
+    assert (tensor, pipeline or 1, expert) == (
         planned.tensor_parallel,
         planned.pipeline_parallel,
         planned.expert_parallel,
