@@ -7,8 +7,9 @@ vLLM's own, or re-encrypted after an ACM certificate), serving the OpenAI-compat
 (``/v1/chat/completions`` with streaming, ``/v1/models``) and Prometheus ``/metrics``.
 
 The vLLM command line comes from ``VllmConfig`` (the same builder the SageMaker path
-uses), with tensor parallelism over each node's GPUs and the quantization of the weight
-format. Across nodes, a MoE model runs data parallel (one rank per node) with its experts
+uses), with the planner's layout (``Plan.layout``, or ``planning.sizing.layout_across_nodes``
+when ``nodes_per_replica`` exceeds the plan's nodes): tensor parallelism over each node's GPUs,
+and the quantization of the weight format. Across nodes, a MoE model runs data parallel (one rank per node) with its experts
 sharded over every GPU (``--enable-expert-parallel``): vLLM's documented multi-node layout
 for MoE (``docs/serving/data_parallel_deployment.md``). Whether MTP speculative decoding
 starts with pipeline parallelism > 1 on vLLM 0.33's default model runner could not be

@@ -326,7 +326,7 @@ def plan(
     node's GPUs); the node's other GPUs become data-parallel engines. ``single_instance``:
     the target runs one copy per instance (a SageMaker endpoint), so no alternative spans
     nodes. ``require_efa`` (default): layouts across nodes only on instance types with EFA;
-    pipeline parallelism over plain TCP is rarely worth running.
+    pipeline stages or an expert all-to-all over plain TCP are rarely worth running.
     """
     spec = preset(model) if isinstance(model, str) else model
     fmt = weight_format(quantization) if isinstance(quantization, str) else quantization
