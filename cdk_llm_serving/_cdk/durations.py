@@ -3,7 +3,7 @@
 ``Duration`` objects are immutable, and the library's defaults (alarm thresholds, periods) are
 module-level objects that every construct reads again: each ``to_seconds`` or
 ``to_human_string`` is a round trip to the kernel. The answers are kept per object, for as
-long as the object lives (as ``validation.seconds_of`` keeps whole seconds).
+long as the object lives; ``validation.seconds_of`` reads whole seconds through here.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -11,6 +10,7 @@ from aws_cdk import Duration, Token
 from aws_cdk import aws_ec2 as ec2
 
 from ..errors import Problems, check_choice
+from .durations import seconds
 from .service_limits import Limits
 
 #: aws-cdk-lib encodes a token in a string as ``${Token[…]}`` and in a number as a double near
@@ -31,18 +31,10 @@ def is_unresolved(value: object) -> bool:
     return False
 
 
-#: Seconds of each Duration already asked: defaults such as ``Duration.minutes(5)`` are one
-#: object shared by every construct, and each ``to_seconds`` is a jsii round trip.
-_seconds: weakref.WeakKeyDictionary[Duration, int] = weakref.WeakKeyDictionary()
-
-
 def seconds_of(value: Duration | int | None) -> int | None:
-    if value is None:
-        return None
+    """Whole seconds of a ``Duration`` (asked of the kernel once per object, ``durations``)."""
     if isinstance(value, Duration):
-        if value not in _seconds:
-            _seconds[value] = int(value.to_seconds())
-        return _seconds[value]
+        return int(seconds(value))
     return value
 
 
