@@ -1,4 +1,4 @@
-"""Many dashboard widgets laid out in Python and handed to a ``Dashboard`` as one widget.
+"""Many dashboard widgets laid out in Python and written as one dashboard body.
 
 Every widget given to ``aws_cloudwatch.Dashboard.add_widgets`` is a round trip to the jsii
 kernel, and every Python-implemented one (``graph_widget.GraphWidget``) is called back from
@@ -6,9 +6,9 @@ Node.js at synth for its ``width``, ``height``, ``position`` and ``toJson``: abo
 across the process boundary per widget, a pool endpoint's dashboard holding a dozen. A
 ``WidgetGrid`` places its rows itself, exactly as aws-cdk-lib 2.275's ``Row`` and ``Column``
 do (``aws-cloudwatch/lib/layout.js``: a row puts widgets left to right and wraps at the grid
-width of 24; a column stacks rows), and gives the dashboard the whole list of widget bodies in
-one ``toJson``. The dashboard body is the same, byte for byte; the dashboard still lays out
-anything added after the grid below it (the grid reports its full height).
+width of 24; a column stacks rows), and ``dashboard_body`` writes the body a ``Dashboard``
+holding those rows would write, byte for byte, as text for a ``CfnDashboard``: no widget
+crosses the process boundary.
 
 The cells are plain Python objects with the same ``width``, ``height``, ``position`` and
 ``to_json`` as an ``IWidget``: ``graph_widget.GraphWidget`` and the text and custom widgets
@@ -133,7 +133,7 @@ class _Row:
 
 @jsii.implements(cloudwatch.IWidget)
 class WidgetGrid(PythonWidget):
-    """Rows of cells, stacked (one ``Dashboard.add_widgets`` call per row, done in Python).
+    """Rows of cells, stacked as one ``Dashboard.add_widgets`` call per row would stack them.
 
     :param rows: each row's cells, left to right; an empty row is skipped, as
         ``add_widgets()`` with no widget is.
