@@ -10,19 +10,25 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export CDK_DISABLE_VERSION_CHECK := 1
+UV_PIP := $(VENV)/bin/uv pip install --quiet --compile-bytecode
 
 .PHONY: install synth test bench clean
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-checkov.txt pyproject.toml package.json package-lock.json
+# pip installs uv (pinned in requirements-uv.txt), and uv installs the rest: it fetches in
+# parallel and byte-compiles on both cores, where pip compiled aws-cdk-lib's and checkov's
+# thousands of modules one by one (a fresh install: about 30 s instead of 95 s). The bytecode is
+# written at install because the test and synth processes may run with PYTHONDONTWRITEBYTECODE.
+$(STAMP): requirements-uv.txt requirements.txt requirements-checkov.txt pyproject.toml package.json package-lock.json
 	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON) (set PYTHON=...)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-uv.txt
+	$(UV_PIP) --python $(VENV)/bin/python -r requirements.txt
+	$(UV_PIP) --python $(VENV)/bin/python --no-deps --no-build-isolation -e .
 	$(VENV)/bin/npm ci --no-audit --no-fund --loglevel=error
-	test -x $(VENV)/checkov/bin/python || $(PYTHON) -m venv $(VENV)/checkov
-	$(VENV)/checkov/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	test -x $(VENV)/checkov/bin/python || $(PYTHON) -m venv --without-pip $(VENV)/checkov
+	$(UV_PIP) --python $(VENV)/checkov/bin/python -r requirements-checkov.txt
 	touch $(STAMP)
 
 synth: $(STAMP)

@@ -6,8 +6,8 @@ synthesizes the README's SageMaker app from it and checks that the HyperPod extr
 layers stayed out (and that importing the HyperPod constructs, or the testing checks and
 snapshots, says which extra to install).
 Then adds the ``testing`` extra and runs the README's consumer snapshot test from the wheel,
-writing its snapshot. pip's cache and requirements.txt's pins as constraints keep the
-installs to unpacking cached wheels.
+writing its snapshot. uv's cache and requirements.txt's pins as constraints keep the
+installs to linking cached wheels.
 
 Each thing is proven once: ``tests/test_documentation.py`` runs the same two README blocks
 from the editable install, validating their templates with aws-cdk-lib's CloudFormation
@@ -68,15 +68,14 @@ def build_wheel(out: Path) -> Path:
 
 
 def install(python: Path, requirement: str) -> None:
+    """With uv, as ``make install`` does: its cache holds every wheel the base install needs."""
     sh(
-        sys.executable,
-        "-m",
+        Path(sys.executable).parent / "uv",
         "pip",
-        "--python",
-        python,
         "install",
         "--quiet",
-        "--no-compile",
+        "--python",
+        python,
         "--constraint",
         ROOT / "requirements.txt",
         requirement,
