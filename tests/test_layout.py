@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import cdk_llm_serving
-from tests.support.scheduling import COSTLIEST_FIRST, pytest_collection_modifyitems
+from tests.support.run_order import COSTLIEST_FIRST, pytest_collection_modifyitems
 
 PACKAGE = Path(cdk_llm_serving.__file__).parent
 CDK_FREE = ("planning", "vllm", "ops")
@@ -169,7 +169,7 @@ def test_tests_do_not_import_test_modules():
 def test_the_costliest_first_list_names_test_files_that_exist():
     root = PACKAGE.parent
     missing = [path for path in COSTLIEST_FIRST if not (root / path).is_file()]
-    assert missing == [], "tests/support/scheduling.py names files that are gone"
+    assert missing == [], "tests/support/run_order.py names files that are gone"
     assert len(set(COSTLIEST_FIRST)) == len(COSTLIEST_FIRST)
 
 
