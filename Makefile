@@ -11,16 +11,18 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export CDK_DISABLE_VERSION_CHECK := 1
-UV_PIP := $(VENV)/bin/uv pip install --quiet --compile-bytecode
+UV_PIP := $(VENV)/bin/uv pip install --quiet
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install synth test typecheck check-wheel bench clean
 
 install: $(STAMP)
 
-# pip installs uv (pinned in requirements-uv.txt), and uv installs the rest: it fetches in
-# parallel and byte-compiles on both cores, where pip compiled aws-cdk-lib's and checkov's
-# thousands of modules one by one (a fresh install: about 30 s instead of 95 s). The bytecode is
-# written at install because the test and synth processes may run with PYTHONDONTWRITEBYTECODE.
+# pip installs uv (pinned in requirements-uv.txt), and uv installs the rest, fetching in
+# parallel and compiling nothing up front: pip byte-compiled every one of aws-cdk-lib's and
+# checkov's thousands of modules (a fresh install: about 10 s instead of 95 s). A process
+# compiles what it imports and writes the bytecode for the next, so the recipes below write
+# bytecode even where the shell sets PYTHONDONTWRITEBYTECODE (Lambda assets exclude __pycache__).
 $(STAMP): requirements-uv.txt requirements.txt requirements-checkov.txt pyproject.toml package.json package-lock.json
 	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON) (set PYTHON=...)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)

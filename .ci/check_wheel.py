@@ -19,6 +19,7 @@ this check adds is that the wheel's files and declared dependencies suffice.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -145,6 +146,10 @@ class Steps:
 
 
 def main() -> int:
+    # The fresh virtualenv is installed without bytecode (compiling all of aws-cdk-lib would
+    # cost more than it saves), so its processes write what they import, and the later ones
+    # read it: about 2 s of compiling per process otherwise, where PYTHONDONTWRITEBYTECODE is set.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     steps = Steps()
     with tempfile.TemporaryDirectory(prefix="check-wheel-") as tmp:
         work = Path(tmp)
