@@ -40,6 +40,9 @@ RAY_PORT = 6379
 #: The data-parallel RPC port all nodes of a replica share (the value of vLLM's multi-node
 #: DP example, docs/serving/data_parallel_deployment.md).
 DP_RPC_PORT = 13345
+#: vLLM's ``--config`` file with the leader's API keys, written at start (``with_api_key_file``);
+#: ``/dev/shm`` is memory in every container and a ``medium: Memory`` volume in our pods.
+API_KEYS_CONFIG = "/dev/shm/vllm-api-keys.yaml"
 #: Flags this module sets per pod: a config must not set them itself.
 MULTINODE_FLAGS = (
     "nnodes",
@@ -55,6 +58,9 @@ MULTINODE_FLAGS = (
     "data-parallel-rpc-port",
     "data-parallel-start-rank",
     "api-key",
+    # The leader's API keys reach vLLM as its --config file (with_api_key_file); a config file
+    # of the user's would also hide flags from the synth-time checks.
+    "config",
 )
 
 
@@ -153,19 +159,54 @@ def worker_command(config: VllmConfig, nodes: int, startup: Startup = "native") 
     )
 
 
-def with_api_key_file(command: PodCommand, path: str) -> PodCommand:
-    """The same start, with vLLM's API key read from ``path`` into ``VLLM_API_KEY``.
+def with_api_key_file(
+    command: PodCommand, path: str, config_path: str = API_KEYS_CONFIG
+) -> PodCommand:
+    """The same start, with vLLM's API keys read from ``path``: one key per line.
 
-    vLLM takes its key from ``--api-key`` or the ``VLLM_API_KEY`` environment variable
-    (vllm-project/vllm ``vllm/entrypoints/openai/api_server.py``, ``build_app``:
-    ``if token := args.api_key or envs.VLLM_API_KEY`` installs an authentication middleware
-    that checks ``Authorization: Bearer <key>`` only on paths starting with ``/v1``, so
-    ``/health`` and ``/metrics`` stay open for probes and the scraper). The key comes from a
-    mounted file (the Secrets Store CSI driver), so a shell reads it at start: the value never
-    appears in the pod spec. The start fails when the file is missing or empty.
+    vLLM 0.33.0 accepts several keys, only through ``--api-key`` (vllm-project/vllm
+    ``vllm/entrypoints/common/cli_args.py`` line 335, ``api_key: list[str] | None``, an
+    ``nargs="+"`` flag); ``VLLM_API_KEY`` holds one key and counts only without
+    ``--api-key`` (``vllm/entrypoints/serve/middleware/register.py`` line 33,
+    ``args.api_key or [envs.VLLM_API_KEY]``; ``vllm/envs.py`` line 829). The middleware
+    accepts any of them, comparing SHA-256 digests with ``secrets.compare_digest`` against
+    every key without stopping at a match (``middleware/authenticate.py`` lines 28-45) on
+    paths under ``/v1``, ``/v2``, ``/inference``, ``/cohere`` (line 11): ``/health`` and
+    ``/metrics`` stay open for probes and the scraper. Several keys are what a rotation needs
+    (README: both keys work on every replica while clients switch).
+
+    The keys must not reach a command line (``ps``, ``/proc/<pid>/cmdline``), so a shell
+    writes them at start as ``api-key:`` list of vLLM's ``--config`` YAML file at
+    ``config_path`` (``/dev/shm``: memory, mode 0600, the pod's own, like the mounted file
+    itself) and vLLM reads it (``vllm/utils/argparse_utils.py``, ``load_config_file``:
+    ``yaml.safe_load``, a list becomes ``--api-key k1 k2``, the file must end in
+    ``.yaml``). Each key is a single-quoted YAML scalar (``'`` doubled). A value of one line
+    is one key, so a plain secret keeps working; a key cannot hold a line break anyway (an
+    HTTP header cannot). Blank lines and a line's trailing CR are ignored. The start fails
+    when the file is missing, holds no key, or a key starts with ``-`` (argparse would read
+    it as a flag).
     """
-    read = f'set -e; test -s {shlex.quote(path)}; VLLM_API_KEY="$$(cat {shlex.quote(path)})"; export VLLM_API_KEY'
+    prefix = api_keys_script(path, config_path)
+    config = f"--config {shlex.quote(config_path)}"
     if command.command == ["vllm"]:
-        return PodCommand(["/bin/sh", "-c"], [f'{read}; exec vllm "$@"', "vllm", *command.args])
+        script = f'{prefix}; exec vllm "$$@" {config}'
+        return PodCommand(["/bin/sh", "-c"], [script, "vllm", *command.args])
     (script,) = command.args
-    return PodCommand(command.command, [f"{read}; {script}"])
+    return PodCommand(command.command, [f"{prefix}; {script} {config}"])
+
+
+def api_keys_script(path: str, config_path: str) -> str:
+    """POSIX ``sh`` that writes the keys of ``path`` as ``config_path`` (with Kubernetes'
+    ``$$`` escape: the kubelet hands the shell a ``$``)."""
+    key_file, config = shlex.quote(path), shlex.quote(config_path)
+    lines = [
+        f"set -e; umask 077; f={key_file}; c={config}; cr=\"$(printf '\\r')\"; n=0",
+        '[ -s "$f" ] || { echo "error: API key file $f is missing or empty" >&2; exit 1; }',
+        "{ echo 'api-key:'; while IFS= read -r k || [ -n \"$k\" ]; do",
+        ' k="${k%"$cr"}"; [ -n "$k" ] || continue;',
+        ' case "$k" in -*) echo "error: an API key in $f starts with -" >&2; exit 1;; esac;',
+        ' printf "  - \'%s\'\\n" "$(printf \'%s\' "$k" | sed "s/\'/\'\'/g")"; n=$((n + 1));',
+        'done < "$f"; } > "$c"',
+        '[ "$n" -gt 0 ] || { echo "error: no API key in $f" >&2; exit 1; }',
+    ]
+    return "\n".join(lines).replace("$", "$$")

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import re
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
 from cdk_llm_serving.vllm.config import VllmConfigError
 from cdk_llm_serving.vllm.hardware import check_on_hardware, speculation_with_pipeline_note
 from cdk_llm_serving.vllm.multinode import (
+    PodCommand,
     leader_command,
     with_api_key_file,
     worker_command,
@@ -51,17 +54,22 @@ def test_data_parallel_needs_one_rank_per_node_and_native_start():
         worker_command(DP_EP, 2, "ray")
 
 
-def test_api_key_is_read_from_the_file_at_start():
+def test_api_keys_reach_vllm_as_its_config_file_not_its_command_line():
     wrapped = with_api_key_file(leader_command(DP_EP, 2), "/mnt/api-key/key")
     assert wrapped.command == ["/bin/sh", "-c"]
     script, arg0, *rest = wrapped.args
     assert arg0 == "vllm" and rest == leader_command(DP_EP, 2).args
-    assert script.startswith("set -e; test -s /mnt/api-key/key;")
-    # $$ is Kubernetes' escape: the shell sees $(cat ...), Kubernetes expands nothing.
-    assert 'VLLM_API_KEY="$$(cat /mnt/api-key/key)"; export VLLM_API_KEY' in script
-    assert script.endswith('exec vllm "$@"')
+    assert script.startswith(
+        "set -e; umask 077; f=/mnt/api-key/key; c=/dev/shm/vllm-api-keys.yaml;"
+    )
+    assert script.endswith('exec vllm "$$@" --config /dev/shm/vllm-api-keys.yaml')
+    # Every $ is doubled: Kubernetes' escape, so the kubelet expands nothing of the script.
+    assert re.search(r"(?<!\$)\$(?!\$)", script.replace("$$", "")) is None
     ray = with_api_key_file(leader_command(VllmConfig(model="m"), 2, "ray"), "/k")
-    assert ray.args[0].startswith("set -e; test -s /k;") and "ray start --head" in ray.args[0]
+    assert ray.args[0].startswith("set -e; umask 077; f=/k;") and "ray start --head" in ray.args[0]
+    assert ray.args[0].endswith(
+        "--distributed-executor-backend ray --config /dev/shm/vllm-api-keys.yaml"
+    )
 
 
 def kubernetes_expand(text: str, env: dict[str, str]) -> str:
@@ -76,45 +84,89 @@ def kubernetes_expand(text: str, env: dict[str, str]) -> str:
     )
 
 
+#: A ``vllm`` (and ``ray``) that prints its arguments and the ``--config`` file it was given.
+_ECHO = '#!/bin/sh\nprintf "arg=%s\\n" "$@"\nwhile [ $# -gt 1 ]; do [ "$1" = --config ] && cat "$2"; shift; done\n'
+
+
 def run_in_container(command: list[str], args: list[str], tmp_path: Path) -> str:
     """Run the pod's start the way the kubelet would, with a ``vllm`` that echoes."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    fake = bin_dir / "vllm"
-    fake.write_text('#!/bin/sh\necho "key=$VLLM_API_KEY"\nprintf "arg=%s\\n" "$@"\n')
-    fake.chmod(0o755)
+    for name in ("vllm", "ray"):
+        (bin_dir / name).write_text(_ECHO)
+        (bin_dir / name).chmod(0o755)
     env = {"LWS_LEADER_ADDRESS": "ds-0.ds.inference", "PATH": f"{bin_dir}:/usr/bin:/bin"}
     argv = [kubernetes_expand(part, env) for part in [*command, *args]]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
-    return f"rc={done.returncode}\n{done.stdout}"
+    return f"rc={done.returncode}\n{done.stdout}{done.stderr}"
 
 
-def test_the_wrapped_start_exports_the_key_and_keeps_every_argument(tmp_path):
-    key = tmp_path / "api-key"
-    key.write_text("s3cr3t $(not-expanded) 'quoted'")
-    wrapped = with_api_key_file(leader_command(DP_EP, 2), str(key))
-    out = run_in_container(wrapped.command, wrapped.args, tmp_path)
-    assert out.startswith("rc=0\nkey=s3cr3t $(not-expanded) 'quoted'\n")
+def start_with_keys(tmp_path: Path, content: bytes, command: PodCommand | None = None) -> str:
+    key, config = tmp_path / "api-key", tmp_path / "keys.yaml"
+    key.write_bytes(content)
+    wrapped = with_api_key_file(command or leader_command(DP_EP, 2), str(key), str(config))
+    return run_in_container(wrapped.command, wrapped.args, tmp_path)
+
+
+def keys_vllm_reads(tmp_path: Path) -> list[str]:
+    """The keys as vLLM reads its ``--config`` file: ``yaml.safe_load``, the ``api-key`` list
+    becoming ``--api-key k1 k2 ...`` (vLLM 0.33.0 ``vllm/utils/argparse_utils.py``,
+    ``load_config_file``)."""
+    config = tmp_path / "keys.yaml"
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    loaded = yaml.safe_load(config.read_text())
+    assert list(loaded) == ["api-key"] and all(isinstance(k, str) for k in loaded["api-key"])
+    return list(loaded["api-key"])
+
+
+def test_a_plain_one_line_secret_is_one_key_and_every_argument_is_kept(tmp_path):
+    out = start_with_keys(tmp_path, b"s3cr3t $(not-expanded) 'quoted' \\n")
+    assert out.startswith("rc=0\n")
+    assert keys_vllm_reads(tmp_path) == ["s3cr3t $(not-expanded) 'quoted' \\n"]
     expected = [
         kubernetes_expand(a, {"LWS_LEADER_ADDRESS": "ds-0.ds.inference"})
-        for a in leader_command(DP_EP, 2).args
+        for a in [*leader_command(DP_EP, 2).args, "--config", str(tmp_path / "keys.yaml")]
     ]
-    assert out.splitlines()[2:] == [f"arg={a}" for a in expected]
-    assert "arg=ds-0.ds.inference" in out.splitlines()
+    lines = out.splitlines()
+    assert lines[1 : 1 + len(expected)] == [f"arg={a}" for a in expected]
+    assert "arg=ds-0.ds.inference" in lines and "s3cr3t" not in "".join(lines[: len(expected) + 1])
 
 
-def test_the_wrapped_start_fails_without_the_key_file(tmp_path):
-    wrapped = with_api_key_file(leader_command(DP_EP, 2), str(tmp_path / "missing"))
+def test_several_keys_one_per_line_all_reach_vllm(tmp_path):
+    content = b"old-key\r\n\n  new key\twith tab  \nthird\"'#: [x]"
+    assert start_with_keys(tmp_path, content).startswith("rc=0\n")
+    assert keys_vllm_reads(tmp_path) == ["old-key", "  new key\twith tab  ", "third\"'#: [x]"]
+
+
+def test_the_ray_start_gets_the_keys_too(tmp_path):
+    ray = leader_command(VllmConfig(model="m"), 2, "ray")
+    out = start_with_keys(tmp_path, b"k1\nk2\n", ray)
+    assert out.startswith("rc=0\narg=start\narg=--head\n") and "arg=--config" in out
+    assert keys_vllm_reads(tmp_path) == ["k1", "k2"]
+
+
+@pytest.mark.parametrize(
+    "content, error",
+    [
+        (None, "missing or empty"),
+        (b"", "missing or empty"),
+        (b"\n\r\n\n", "no API key"),
+        (b"good\n--api-key\n", "starts with -"),
+    ],
+)
+def test_the_start_fails_without_a_usable_key(tmp_path, content, error):
+    key = tmp_path / "api-key"
+    if content is not None:
+        key.write_bytes(content)
+    wrapped = with_api_key_file(leader_command(DP_EP, 2), str(key), str(tmp_path / "k.yaml"))
     out = run_in_container(wrapped.command, wrapped.args, tmp_path)
-    assert out.startswith("rc=1\n") and "key=" not in out
-    (tmp_path / "empty").write_text("")
-    wrapped = with_api_key_file(leader_command(DP_EP, 2), str(tmp_path / "empty"))
-    assert run_in_container(wrapped.command, wrapped.args, tmp_path).startswith("rc=1\n")
+    assert out.startswith("rc=1\nerror: ") and error in out and "\narg=" not in out
 
 
-def test_the_key_cannot_be_passed_as_a_flag():
-    with pytest.raises(VllmConfigError, match="api-key"):
-        leader_command(DP_EP.with_changes(extra_flags={"api-key": "secret"}), 2)
+@pytest.mark.parametrize("flag", ["api-key", "config"])
+def test_the_keys_cannot_be_passed_as_flags(flag):
+    with pytest.raises(VllmConfigError, match=rf"extra_flags\['{flag}'\]"):
+        leader_command(DP_EP.with_changes(extra_flags={flag: "secret"}), 2)
 
 
 @pytest.mark.parametrize(
