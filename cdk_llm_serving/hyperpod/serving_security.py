@@ -7,13 +7,21 @@
   the add-on brings the CSI driver with the provider). The provider fetches the secret with
   the pod's own EKS Pod Identity (``usePodIdentity: "true"``,
   https://docs.aws.amazon.com/secretsmanager/latest/userguide/ascp-pod-identity-integration.html),
-  so the value never enters a template, a manifest or etcd. vLLM reads it as
-  ``VLLM_API_KEY`` (``vllm.multinode.with_api_key_file``).
-* **Rotation.** Put a new value into the secret (``aws secretsmanager put-secret-value`` or a
-  rotation schedule); the mounted file follows when the pod is recreated (roll the
-  LeaderWorkerSet: ``kubectl rollout restart`` does not apply, so delete the leader pod or
-  change the template), because vLLM reads the key once at start. Clients switch keys at the
-  same time; the CSI driver's rotation reconciler only refreshes the file, not vLLM's copy.
+  so the value never enters a template, a manifest or etcd. The value holds one key per line
+  (a plain one-line secret is one key); the leader's start hands them to vLLM as its
+  ``--config`` file, so each of them opens ``/v1`` (``vllm.multinode.with_api_key_file``).
+* **Rotation without an outage** (README, "Rotating the key"): vLLM reads its keys once at
+  start, so the secret holds the old and the new key while the replicas restart one at a time
+  (the LeaderWorkerSet's rolling update: a new pod-template annotation, ``kubectl patch``, with
+  the service's surge rule, ``pod_spec.rollout_strategy``; the template hash covers both pod
+  templates, kubernetes-sigs/lws ``pkg/utils/utils.go``, ``LeaderWorkerTemplateHash``), clients
+  switch, then the secret drops the old key and the replicas restart again. Not chosen: a
+  second object for the ``AWSPREVIOUS`` stage. A secret that was never rotated has no such
+  version and the AWS provider fails the whole mount on any object it cannot fetch
+  (aws/secrets-store-csi-driver-provider-aws ``provider/secrets_manager_provider.go``,
+  ``GetSecretValues``: "Once an error happens, it immediately returns the error"), so the
+  leader would never start; and the old key would stay valid until the next rotation.
+  The CSI driver's rotation reconciler (when enabled) only refreshes the file, not vLLM's copy.
 * **NetworkPolicies** (enforced by the VPC CNI's network policy agent, switched on in the
   ``vpc-cni`` add-on's configuration by ``HyperPodEksCluster``;
   https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy.html): the pods of one
@@ -107,8 +115,8 @@ def generated_api_key(scope: Construct, name: str) -> secretsmanager.Secret:
     acknowledge(
         secret,
         "AwsSolutions-SMG4",
-        "vLLM reads its key once at start, so automatic rotation would lock clients out until "
-        "the pods restart; rotate by putting a new value and rolling the service (README).",
+        "vLLM reads its keys once at start, so a rotation Lambda replacing the value would lock "
+        "clients out; rotate with both keys in the secret and a rolling restart (README).",
     )
     return secret
 

@@ -19,6 +19,7 @@ from cdk_llm_serving.hyperpod.pod_spec import guaranteed_cpu_memory
 from cdk_llm_serving.hyperpod.serving_security import API_KEY_FILE, IMDS_CIDR
 from cdk_llm_serving.planning.catalog import default_catalog
 from cdk_llm_serving.vllm import NgramSpeculation, VllmConfig
+from cdk_llm_serving.vllm.multinode import API_KEYS_CONFIG
 from tests.support.builders import new_stack, template_of
 from tests.support.hyperpod import (
     deepseek_service,
@@ -29,6 +30,7 @@ from tests.support.hyperpod import (
 )
 from tests.support.kubernetes_schemas import concretize, validate_core
 from tests.support.network_policy import Endpoint, allowed
+from tests.support.start_script import run_in_container
 from tests.support.template_helpers import manifest_objects, resources_of_type
 
 DLC_IMAGE = (
@@ -172,7 +174,8 @@ def test_leader_reads_the_api_key_from_a_csi_mounted_secret(hyperpod, lws):
     assert volume["csi"]["driver"] == "secrets-store.csi.k8s.io"
     provider_class = volume["csi"]["volumeAttributes"]["secretProviderClass"]
     (container,) = leader["containers"]
-    assert f"test -s {API_KEY_FILE}" in container["args"][0]
+    assert f"f={API_KEY_FILE};" in container["args"][0]
+    assert container["args"][0].endswith(f"--config {API_KEYS_CONFIG}")
     assert "api-key" not in [v["name"] for v in worker["volumes"]]  # headless: no API
 
     (spc,) = manifest_objects(hyperpod, "ServingApiKeyProvider")
@@ -198,6 +201,26 @@ def test_leader_reads_the_api_key_from_a_csi_mounted_secret(hyperpod, lws):
         if v["Properties"]["AddonName"] == "aws-secrets-store-csi-driver-provider"
     ]
     assert len(addons) == 1 and addons[0] in resources[spc_key]["DependsOn"]
+
+
+def test_the_leaders_keys_stay_in_memory_and_off_its_command_line(lws, tmp_path):
+    """The leader's own start (from the template) with a rotation's two keys: vLLM gets both
+    through its --config file, written to the Memory volume at /dev/shm, and no key in argv."""
+    leader = pod_specs(lws)["leaderTemplate"]
+    (container,) = leader["containers"]
+    (shm,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+    (volume,) = [v for v in leader["volumes"] if v["name"] == shm["name"]]
+    assert volume["emptyDir"]["medium"] == "Memory"
+    assert API_KEYS_CONFIG.startswith("/dev/shm/")
+    key_file, config = tmp_path / "api-key", tmp_path / "vllm-api-keys.yaml"
+    key_file.write_text("old-key\nnew-key\n")
+    script = container["args"][0].replace(API_KEY_FILE, str(key_file))
+    script = script.replace(API_KEYS_CONFIG, str(config))
+    out = run_in_container(container["command"], [script, *container["args"][1:]], tmp_path)
+    assert out.startswith("rc=0\narg=serve\n")
+    argv = out.split("\napi-key:")[0]
+    assert "old-key" not in argv and "new-key" not in argv
+    assert yaml.safe_load(config.read_text()) == {"api-key": ["old-key", "new-key"]}
 
 
 def test_the_csi_driver_is_installed_once_per_cluster():

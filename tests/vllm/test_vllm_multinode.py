@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from cdk_llm_serving.vllm.multinode import (
     with_api_key_file,
     worker_command,
 )
+from tests.support.start_script import kubernetes_expand, run_in_container
 
 DP_EP = VllmConfig(
     model="/models/m",
@@ -70,35 +70,6 @@ def test_api_keys_reach_vllm_as_its_config_file_not_its_command_line():
     assert ray.args[0].endswith(
         "--distributed-executor-backend ray --config /dev/shm/vllm-api-keys.yaml"
     )
-
-
-def kubernetes_expand(text: str, env: dict[str, str]) -> str:
-    """Kubernetes' expansion of ``command``/``args``: ``$$`` is a literal ``$``, ``$(VAR)``
-    the container's variable (left as written when undefined) (Kubernetes API reference,
-    Container ``args``: "Double $$ are reduced to a single $, which allows for escaping
-    the $(VAR_NAME) syntax")."""
-    return re.sub(
-        r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
-        lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
-        text,
-    )
-
-
-#: A ``vllm`` (and ``ray``) that prints its arguments and the ``--config`` file it was given.
-_ECHO = '#!/bin/sh\nprintf "arg=%s\\n" "$@"\nwhile [ $# -gt 1 ]; do [ "$1" = --config ] && cat "$2"; shift; done\n'
-
-
-def run_in_container(command: list[str], args: list[str], tmp_path: Path) -> str:
-    """Run the pod's start the way the kubelet would, with a ``vllm`` that echoes."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for name in ("vllm", "ray"):
-        (bin_dir / name).write_text(_ECHO)
-        (bin_dir / name).chmod(0o755)
-    env = {"LWS_LEADER_ADDRESS": "ds-0.ds.inference", "PATH": f"{bin_dir}:/usr/bin:/bin"}
-    argv = [kubernetes_expand(part, env) for part in [*command, *args]]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
-    return f"rc={done.returncode}\n{done.stdout}{done.stderr}"
 
 
 def start_with_keys(tmp_path: Path, content: bytes, command: PodCommand | None = None) -> str:
