@@ -12,15 +12,21 @@
   ``--config`` file, so each of them opens ``/v1`` (``vllm.multinode.with_api_key_file``).
 * **Rotation without an outage** (README, "Rotating the key"): vLLM reads its keys once at
   start, so the secret holds the old and the new key while the replicas restart one at a time
-  (the LeaderWorkerSet's rolling update: a new pod-template annotation, ``kubectl patch``, with
-  the service's surge rule, ``pod_spec.rollout_strategy``; the template hash covers both pod
-  templates, kubernetes-sigs/lws ``pkg/utils/utils.go``, ``LeaderWorkerTemplateHash``), clients
-  switch, then the secret drops the old key and the replicas restart again. Not chosen: a
-  second object for the ``AWSPREVIOUS`` stage. A secret that was never rotated has no such
-  version and the AWS provider fails the whole mount on any object it cannot fetch
-  (aws/secrets-store-csi-driver-provider-aws ``provider/secrets_manager_provider.go``,
-  ``GetSecretValues``: "Once an error happens, it immediately returns the error"), so the
-  leader would never start; and the old key would stay valid until the next rotation.
+  (the LeaderWorkerSet's rolling update with the service's surge rule,
+  ``pod_spec.rollout_strategy``, started by a new pod-template annotation, ``kubectl patch``:
+  a LeaderWorkerSet revision is its whole ``leaderWorkerTemplate``, kubernetes-sigs/lws
+  ``pkg/utils/revision/revision_utils.go``, ``getPatch``; a later ``cdk deploy`` keeps the
+  annotation, aws-cdk-lib's kubectl handler updates with a client-side ``kubectl apply``,
+  ``custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/apply/__init__.py``), clients
+  switch, then the secret drops the old key and the replicas restart again. A restarting leader
+  mounts the value just put: ``PutSecretValue`` moves ``AWSCURRENT`` to it and the provider
+  class names no version (botocore's Secrets Manager model). Not chosen: a second object for
+  the ``AWSPREVIOUS`` stage. A secret that was never rotated has no such version and the AWS
+  provider fails the whole mount on any object it cannot fetch
+  (aws/secrets-store-csi-driver-provider-aws @ 30369482
+  ``provider/secrets_manager_provider.go``, ``GetSecretValues``: "Once an error happens, it
+  immediately returns the error"), so the leader would never start; and the old key would
+  stay valid until the next rotation.
   The CSI driver's rotation reconciler (when enabled) only refreshes the file, not vLLM's copy.
 * **NetworkPolicies** (enforced by the VPC CNI's network policy agent, switched on in the
   ``vpc-cni`` add-on's configuration by ``HyperPodEksCluster``;
