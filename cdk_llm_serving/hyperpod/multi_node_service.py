@@ -243,7 +243,8 @@ class VllmMultiNodeService(Construct):
         Default: ``True`` for the default image, ``False`` for any other; a multi-node
         service on EFA instances whose image is not EFA-capable gets a synth warning.
     :param api_key: the Secrets Manager secret whose value clients send as
-        ``Authorization: Bearer <key>``. Default: a generated secret (``self.api_key``).
+        ``Authorization: Bearer <key>``; one key per line, each accepted (two while a key
+        rotates, README). Default: a generated secret (``self.api_key``).
     :param authenticate: require the API key. Default: ``True``; ``public`` exposure needs it.
     :param gpu_group: the instance group to run on. Default: the cluster's first GPU group.
     :param replicas: model replicas (LeaderWorkerSet groups). Default: 1.

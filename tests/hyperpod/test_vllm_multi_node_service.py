@@ -322,8 +322,8 @@ def test_public_tls_exposure_and_ray_startup():
     )  # DeepSeek-V3 FP8 fits one p5en
     container = template["workerTemplate"]["spec"]["containers"][0]
     assert container["command"] == ["/bin/sh", "-c"] and container["args"][0].endswith(
-        'exec vllm "$@"'
-    )  # one node: no Ray, vLLM itself after reading the API key
+        'exec vllm "$$@" --config /dev/shm/vllm-api-keys.yaml'
+    )  # one node: no Ray, vLLM itself after writing the API keys as its config file
 
 
 def test_ray_commands_for_a_multi_node_group():
