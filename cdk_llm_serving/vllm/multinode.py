@@ -164,7 +164,7 @@ def with_api_key_file(
 ) -> PodCommand:
     """The same start, with vLLM's API keys read from ``path``: one key per line.
 
-    vLLM 0.33.0 accepts several keys, only through ``--api-key`` (vllm-project/vllm
+    vLLM 0.33.0 (its PyPI sdist) accepts several keys, only through ``--api-key`` (vllm
     ``vllm/entrypoints/common/cli_args.py`` line 335, ``api_key: list[str] | None``, an
     ``nargs="+"`` flag); ``VLLM_API_KEY`` holds one key and counts only without
     ``--api-key`` (``vllm/entrypoints/serve/middleware/register.py`` line 33,
@@ -180,7 +180,11 @@ def with_api_key_file(
     ``config_path`` (``/dev/shm``: memory, mode 0600, the pod's own, like the mounted file
     itself) and vLLM reads it (``vllm/utils/argparse_utils.py``, ``load_config_file``:
     ``yaml.safe_load``, a list becomes ``--api-key k1 k2``, the file must end in
-    ``.yaml``). Each key is a single-quoted YAML scalar (``'`` doubled). A value of one line
+    ``.yaml``); vLLM logs its arguments with ``api_key`` redacted
+    (``vllm/entrypoints/common/startup.py`` lines 50 and 96). Only the opt-in Rust frontend
+    (``VLLM_USE_RUST_FRONTEND``, off by default, ``vllm/envs.py`` line 168; these pods do not
+    set it) would hand them on in its own command line (``vllm/v1/utils.py``,
+    ``--args-json``). Each key is a single-quoted YAML scalar (``'`` doubled). A value of one line
     is one key, so a plain secret keeps working; a key cannot hold a line break anyway (an
     HTTP header cannot). Blank lines and a line's trailing CR are ignored. The start fails
     when the file is missing, holds no key, or a key starts with ``-`` (argparse would read
