@@ -24,7 +24,7 @@ install: $(STAMP)
 
 # pip installs uv (pinned in requirements-uv.txt), and uv installs the rest, fetching in
 # parallel and compiling nothing up front: pip byte-compiled every one of aws-cdk-lib's and
-# checkov's thousands of modules (a fresh install: about 10 s instead of 95 s). A process
+# checkov's thousands of modules (a fresh install: about 15 s instead of 95 s). A process
 # compiles what it imports and writes the bytecode for the next, so the recipes below write
 # bytecode even where the shell sets PYTHONDONTWRITEBYTECODE (Lambda assets exclude __pycache__).
 $(STAMP): requirements-uv.txt requirements.txt requirements-checkov.txt pyproject.toml package.json package-lock.json
