@@ -11,7 +11,11 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export CDK_DISABLE_VERSION_CHECK := 1
-UV_PIP := $(VENV)/bin/uv pip install --quiet
+# $(call pip_install,PYTHON,ARGS): uv, or pip where uv cannot (uv does not read pip.conf, so an
+# index only pip is configured for, e.g. a company mirror, is pip's to use).
+pip_install = $(VENV)/bin/uv pip install --quiet --python $(1) $(2) || { \
+	echo "uv could not install $(2): pip installs it, with pip's own settings"; \
+	$(VENV)/bin/python -m pip --python $(1) install --quiet --disable-pip-version-check $(2); }
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install synth test typecheck check-wheel bench clean
@@ -20,18 +24,18 @@ install: $(STAMP)
 
 # pip installs uv (pinned in requirements-uv.txt), and uv installs the rest, fetching in
 # parallel and compiling nothing up front: pip byte-compiled every one of aws-cdk-lib's and
-# checkov's thousands of modules (a fresh install: about 10 s instead of 95 s). A process
+# checkov's thousands of modules (a fresh install: about 15 s instead of 95 s). A process
 # compiles what it imports and writes the bytecode for the next, so the recipes below write
 # bytecode even where the shell sets PYTHONDONTWRITEBYTECODE (Lambda assets exclude __pycache__).
 $(STAMP): requirements-uv.txt requirements.txt requirements-checkov.txt pyproject.toml package.json package-lock.json
 	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON) (set PYTHON=...)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-uv.txt
-	$(UV_PIP) --python $(VENV)/bin/python -r requirements.txt
-	$(UV_PIP) --python $(VENV)/bin/python --no-deps --no-build-isolation -e .
+	$(call pip_install,$(VENV)/bin/python,-r requirements.txt)
+	$(call pip_install,$(VENV)/bin/python,--no-deps --no-build-isolation -e .)
 	$(VENV)/bin/npm ci --no-audit --no-fund --loglevel=error
 	test -x $(VENV)/checkov/bin/python || $(PYTHON) -m venv --without-pip $(VENV)/checkov
-	$(UV_PIP) --python $(VENV)/checkov/bin/python -r requirements-checkov.txt
+	$(call pip_install,$(VENV)/checkov/bin/python,-r requirements-checkov.txt)
 	touch $(STAMP)
 
 synth: $(STAMP)

@@ -69,18 +69,23 @@ def build_wheel(out: Path) -> Path:
 
 
 def install(python: Path, requirement: str) -> None:
-    """With uv, as ``make install`` does: its cache holds every wheel the base install needs."""
-    sh(
-        Path(sys.executable).parent / "uv",
-        "pip",
-        "install",
-        "--quiet",
-        "--python",
-        python,
-        "--constraint",
-        ROOT / "requirements.txt",
-        requirement,
-    )
+    """With uv, as ``make install`` does (its cache holds every wheel the base install needs),
+    or with pip where uv cannot reach an index (uv does not read pip.conf)."""
+    pins = ("--constraint", ROOT / "requirements.txt", requirement)
+    uv = Path(sys.executable).parent / "uv"
+    done = subprocess.run([uv, "pip", "install", "--quiet", "--python", python, *pins])
+    if done.returncode != 0:
+        sh(
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "--quiet",
+            "--no-compile",
+            *pins,
+        )
 
 
 def readme_block(heading: str) -> Snippet:

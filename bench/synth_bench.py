@@ -38,6 +38,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDPOINT_COUNTS = (1, 5, 20)
+#: CloudFormation's resource limit per stack (the library's check: _cdk/template_limits.py).
+MAX_STACK_RESOURCES = 500
 JSII_CALLS = ("create", "get", "set", "sget", "sset", "invoke", "sinvoke")
 
 
@@ -315,6 +317,31 @@ def _report(results: Results, rounds: int) -> None:
     )
 
 
+def _synth_outcome(count: int) -> str:
+    """Synthesize ``count`` pool endpoints in one stack: its size, or the limit check's words."""
+    command = [sys.executable, __file__, "--scenario", "pool", "--count", str(count)]
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=ROOT, env=_child_environment(MODES[1])
+    )
+    if done.returncode == 0:
+        run = json.loads(done.stdout.splitlines()[-1])
+        shutil.rmtree(run["outdir"], ignore_errors=True)
+        return f"synthesizes: {run['resources']} resources, {run['bytes'] / 1000:.0f} KB"
+    found = [line for line in done.stderr.splitlines() if "limit of" in line]
+    return "fails synth: " + (found[0].strip()[:160] if found else done.stderr.strip()[-300:])
+
+
+def _report_stack_limit(results: Results) -> None:
+    """How many of the bench's endpoints fit in one stack, and what synth says past that."""
+    shared = _median(results["pool x1"][MODES[0]], "resources") - _per_endpoint(
+        results, "pool", "resources"
+    )
+    fit = int((MAX_STACK_RESOURCES - shared) // _per_endpoint(results, "pool", "resources"))
+    print(f"\nstack limits (CloudFormation: {MAX_STACK_RESOURCES} resources, 1,000,000 bytes):")
+    for count in sorted({30, fit, fit + 1}):
+        print(f"  {count} pool endpoints in one stack: {_synth_outcome(count)}")
+
+
 def _scenarios() -> list[tuple[str, str, int]]:
     scenarios: list[tuple[str, str, int]] = [
         ("empty", "empty", 0),
@@ -356,6 +383,7 @@ def main() -> None:
         shutil.rmtree(run["outdir"], ignore_errors=True)
     shutil.rmtree(l1_file.parent, ignore_errors=True)
     _report(results, args.rounds)
+    _report_stack_limit(results)
 
 
 if __name__ == "__main__":
