@@ -59,6 +59,7 @@ from ..vllm.multinode import (
     Startup,
     leader_command,
     with_api_key_file,
+    with_route_guard,
     worker_command,
 )
 from ._input_checks import check_service_options
@@ -836,7 +837,8 @@ class VllmMultiNodeService(Construct):
         leader_config = self.config.with_changes(
             extra_flags={**self.config.extra_flags, **tls_flags()}
         )
-        leader = leader_command(leader_config, self.nodes, startup)
+        # vLLM serves /v1 (key-checked), /health and /metrics only: route_guard.py.
+        leader = with_route_guard(leader_command(leader_config, self.nodes, startup))
         worker = worker_command(self.config, self.nodes, startup)
         if self.api_key is not None:
             leader = with_api_key_file(leader, API_KEY_FILE)

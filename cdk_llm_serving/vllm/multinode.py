@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
+from . import route_guard
 from .config import VllmConfig, VllmConfigError
 
 Startup = Literal["native", "ray"]
@@ -43,6 +45,13 @@ DP_RPC_PORT = 13345
 #: vLLM's ``--config`` file with the leader's API keys, written at start (``with_api_key_file``);
 #: ``/dev/shm`` is memory in every container and a ``medium: Memory`` volume in our pods.
 API_KEYS_CONFIG = "/dev/shm/vllm-api-keys.yaml"
+#: Where the leader's start writes ``route_guard.py`` (``with_route_guard``), under the name
+#: vLLM imports it by: a top-level module no package of the image has.
+ROUTE_GUARD_DIR = "/dev/shm/cdk-llm-serving"
+ROUTE_GUARD_MODULE = "cdk_llm_serving_route_guard"
+ROUTE_GUARD_MIDDLEWARE = f"{ROUTE_GUARD_MODULE}.{route_guard.RouteGuard.__name__}"
+#: The here-document's end line: the module has no such line (checked when the start is built).
+_HEREDOC_END = "CDK_LLM_SERVING_ROUTE_GUARD_END"
 #: Flags this module sets per pod: a config must not set them itself.
 MULTINODE_FLAGS = (
     "nnodes",
@@ -61,6 +70,9 @@ MULTINODE_FLAGS = (
     # The leader's API keys reach vLLM as its --config file (with_api_key_file); a config file
     # of the user's would also hide flags from the synth-time checks.
     "config",
+    # The leader's route guard is vLLM's --middleware (with_route_guard); a middleware of the
+    # user's would run before it (vLLM adds them in order, Starlette runs the last added first).
+    "middleware",
 )
 
 
@@ -191,12 +203,17 @@ def with_api_key_file(
     it as a flag).
     """
     prefix = api_keys_script(path, config_path)
-    config = f"--config {shlex.quote(config_path)}"
+    return _wrapped(command, prefix, f"--config {shlex.quote(config_path)}")
+
+
+def _wrapped(command: PodCommand, prefix: str, flags: str) -> PodCommand:
+    """``command`` as one ``sh -c`` script: ``prefix``, then the start with ``flags`` added to
+    its vLLM call (the last word of the start, ``exec vllm "$$@"`` or the Ray start's)."""
     if command.command == ["vllm"]:
-        script = f'{prefix}; exec vllm "$$@" {config}'
-        return PodCommand(["/bin/sh", "-c"], [script, "vllm", *command.args])
-    (script,) = command.args
-    return PodCommand(command.command, [f"{prefix}; {script} {config}"])
+        script, rest = 'exec vllm "$$@"', ["vllm", *command.args]
+    else:
+        script, *rest = command.args
+    return PodCommand(["/bin/sh", "-c"], [f"{prefix}; {script} {flags}", *rest])
 
 
 def api_keys_script(path: str, config_path: str) -> str:
@@ -214,3 +231,40 @@ def api_keys_script(path: str, config_path: str) -> str:
         '[ "$n" -gt 0 ] || { echo "error: no API key in $f" >&2; exit 1; }',
     ]
     return "\n".join(lines).replace("$", "$$")
+
+
+def route_guard_source() -> str:
+    """The text of ``route_guard.py``, the module the leader's start writes."""
+    return Path(route_guard.__file__).read_text(encoding="utf-8")
+
+
+def with_route_guard(command: PodCommand, directory: str = ROUTE_GUARD_DIR) -> PodCommand:
+    """The leader's start with vLLM serving only ``/v1``, ``/health`` and ``/metrics``
+    (``route_guard.RouteGuard``: what vLLM's API key leaves open, and why, is there).
+
+    No image of ours: the start writes ``route_guard.py`` as ``<directory>/<ROUTE_GUARD_MODULE>.py``
+    (``/dev/shm``: memory, the pod's own) with a quoted here-document (the shell expands
+    nothing in it), puts ``directory`` first on ``PYTHONPATH`` (keeping the image's value, if
+    any; ``vllm/vllm-openai``'s ``docker/Dockerfile`` sets none) and adds
+    ``--middleware cdk_llm_serving_route_guard.RouteGuard``; vLLM imports the module by that name
+    and adds the class as middleware (vLLM 0.33.0 ``vllm/entrypoints/common/cli_args.py`` line
+    361, ``middleware: list[str]``, an ``append`` flag, line 407;
+    ``vllm/entrypoints/serve/middleware/register.py`` lines 65-69). The Ray start's head
+    inherits ``PYTHONPATH`` too; the directory holds this one module, so it shadows nothing.
+    vLLM has no flag that drops its SageMaker routes (``/ping``, ``/invocations``: registered
+    unconditionally, ``vllm/entrypoints/launchers/api_server/routers.py`` lines 40-44 and
+    ``launchers/app.py`` line 55), hence the middleware.
+    """
+    source = route_guard_source()
+    if _HEREDOC_END in source.splitlines():  # an edit of the module
+        raise ValueError(f"route_guard.py must not hold a line {_HEREDOC_END!r}")
+    module = f"{ROUTE_GUARD_MODULE}.py"
+    prefix = "\n".join(
+        [
+            f'set -e; d={shlex.quote(directory)}; mkdir -p "$d"',
+            f"cat > \"$d/{module}\" <<'{_HEREDOC_END}'",
+            f"{source}{_HEREDOC_END}",
+            'export PYTHONPATH="$d${PYTHONPATH:+:$PYTHONPATH}"',
+        ]
+    ).replace("$", "$$")
+    return _wrapped(command, prefix, f"--middleware {ROUTE_GUARD_MIDDLEWARE}")

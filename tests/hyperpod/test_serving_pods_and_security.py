@@ -329,7 +329,10 @@ def test_without_authentication_there_is_no_key_anywhere():
         config=VllmConfig(model="x", max_model_len=32768),
     )
     spec = service.lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
-    assert spec["containers"][0]["command"] == ["vllm"] and service.api_key is None
+    (container,) = spec["containers"]
+    start = " ".join([*container["command"], *container["args"]])
+    assert service.api_key is None and API_KEYS_CONFIG not in start and "--config" not in start
+    assert "--middleware cdk_llm_serving_route_guard.RouteGuard" in start  # routes closed anyway
     assert not resources_of_type(template_of(stack), "AWS::SecretsManager::Secret")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 #: A ``vllm`` (and ``ray``) that prints its arguments, then the ``--config`` file it was given.
@@ -35,6 +36,41 @@ def run_in_container(command: list[str], args: list[str], tmp_path: Path) -> str
         (bin_dir / name).write_text(_ECHO)
         (bin_dir / name).chmod(0o755)
     env = {"LWS_LEADER_ADDRESS": "ds-0.ds.inference", "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    argv = [kubernetes_expand(part, env) for part in [*command, *args]]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+    return f"rc={done.returncode}\n{done.stdout}{done.stderr}"
+
+
+#: A ``vllm`` that loads each ``--middleware`` the way vLLM 0.33.0 does (the part before the
+#: last dot imported with ``importlib.import_module``, then the attribute:
+#: ``vllm/entrypoints/serve/middleware/register.py`` lines 65-67), then prints its arguments.
+_LOADING_VLLM = """
+import importlib, os, sys
+args = sys.argv[1:]
+for flag, value in zip(args, args[1:]):
+    if flag == "--middleware":
+        module_path, object_name = value.rsplit(".", 1)
+        module = importlib.import_module(module_path)
+        getattr(module, object_name)
+        print(f"middleware={value} file={module.__file__}")
+print("PYTHONPATH=" + os.environ.get("PYTHONPATH", ""))
+for arg in args:
+    print("arg=" + arg)
+"""
+
+
+def run_loading_middleware(
+    command: list[str], args: list[str], tmp_path: Path, pythonpath: str = ""
+) -> str:
+    """Like ``run_in_container``, with a ``vllm`` (a Python script) that imports its
+    ``--middleware`` classes, in a container whose image sets ``pythonpath``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "vllm").write_text(f"#!{sys.executable}\n{_LOADING_VLLM}")
+    (bin_dir / "vllm").chmod(0o755)
+    env = {"LWS_LEADER_ADDRESS": "ds-0.ds.inference", "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     argv = [kubernetes_expand(part, env) for part in [*command, *args]]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
     return f"rc={done.returncode}\n{done.stdout}{done.stderr}"
