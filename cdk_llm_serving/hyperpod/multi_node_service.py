@@ -4,7 +4,8 @@ A LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``) whose groups are one replica
 (group size = nodes per replica, from the planner unless given), a Service on the
 leaders behind an internal load balancer on 443 (public only when asked; TLS end to end:
 vLLM's own, or re-encrypted after an ACM certificate), serving the OpenAI-compatible API
-(``/v1/chat/completions`` with streaming, ``/v1/models``) and Prometheus ``/metrics``.
+(``/v1/chat/completions`` with streaming, ``/v1/models``) and Prometheus ``/metrics``; vLLM's
+other routes are closed on the leader (``vllm/route_guard.py``).
 
 The vLLM command line comes from ``VllmConfig`` (the same builder the SageMaker path
 uses), with the planner's layout (``Plan.layout``, or ``planning.sizing.layout_across_nodes``

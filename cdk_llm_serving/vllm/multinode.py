@@ -183,8 +183,9 @@ def with_api_key_file(
     ``args.api_key or [envs.VLLM_API_KEY]``; ``vllm/envs.py`` line 829). The middleware
     accepts any of them, comparing SHA-256 digests with ``secrets.compare_digest`` against
     every key without stopping at a match (``middleware/authenticate.py`` lines 28-45) on
-    paths under ``/v1``, ``/v2``, ``/inference``, ``/cohere`` (line 11): ``/health`` and
-    ``/metrics`` stay open for probes and the scraper. Several keys are what a rotation needs
+    paths under ``/v1``, ``/v2``, ``/inference``, ``/cohere`` (line 11) only; the leader's
+    other routes are closed by ``with_route_guard`` but ``/health`` and ``/metrics``, open
+    for probes and the scraper. Several keys are what a rotation needs
     (README: both keys work on every replica while clients switch).
 
     The keys must not reach a command line (``ps``, ``/proc/<pid>/cmdline``), so a shell
