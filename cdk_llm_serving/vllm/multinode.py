@@ -250,7 +250,16 @@ def with_route_guard(command: PodCommand, directory: str = ROUTE_GUARD_DIR) -> P
     ``--middleware cdk_llm_serving_route_guard.RouteGuard``; vLLM imports the module by that name
     and adds the class as middleware (vLLM 0.33.0 ``vllm/entrypoints/common/cli_args.py`` line
     361, ``middleware: list[str]``, an ``append`` flag, line 407;
-    ``vllm/entrypoints/serve/middleware/register.py`` lines 65-69). The Ray start's head
+    ``vllm/entrypoints/serve/middleware/register.py`` lines 65-69). It is added after vLLM's
+    own middlewares, and Starlette puts each one added in front of the others
+    (``starlette/applications.py``, ``add_middleware``: ``user_middleware.insert(0, ...)``),
+    so the guard runs before the API-key check; the SageMaker bootstrap vLLM then applies
+    (``vllm/entrypoints/launchers/app.py`` line 55) keeps that order and puts only a
+    ``throttle`` middleware outside it, one a SageMaker container configures, not these pods
+    (aws/model-hosting-container-standards
+    ``python/model_hosting_container_standards/common/fastapi/middleware/core.py``,
+    ``load_middlewares``). Only the opt-in Rust frontend (``VLLM_USE_RUST_FRONTEND``, unset
+    here) would serve without it. The Ray start's head
     inherits ``PYTHONPATH`` too; the directory holds this one module, so it shadows nothing.
     vLLM has no flag that drops its SageMaker routes (``/ping``, ``/invocations``: registered
     unconditionally, ``vllm/entrypoints/launchers/api_server/routers.py`` lines 40-44 and

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod.constants import VLLM_METRICS_PATH
 from cdk_llm_serving.hyperpod.serving_security import API_KEY_FILE
 from cdk_llm_serving.vllm import VllmConfig
 from cdk_llm_serving.vllm.multinode import (
@@ -17,7 +18,9 @@ from cdk_llm_serving.vllm.multinode import (
 )
 from tests.support.builders import new_stack
 from tests.support.hyperpod import deepseek_service, small_cluster
+from cdk_llm_serving.vllm.route_guard import is_served
 from tests.support.start_script import run_loading_middleware
+from tests.support.template_helpers import manifest_objects
 
 
 def containers(lws: dict, role: str) -> list[dict]:
@@ -56,3 +59,17 @@ def test_a_middleware_of_the_users_is_refused_at_synth():
     with pytest.raises(ConfigurationError) as caught:
         deepseek_service(stack, *small_cluster(stack), config=config)
     assert [p.property for p in caught.value.problems] == ["config.extra_flags['middleware']"]
+
+
+def test_probes_health_checks_and_the_scraper_use_paths_the_guard_serves(hyperpod, lws):
+    (leader,) = containers(lws, "leaderTemplate")
+    probes = [leader[p]["httpGet"]["path"] for p in leader if p.endswith("Probe")]
+    checks = [
+        value
+        for obj in manifest_objects(hyperpod, "")
+        if obj.get("kind") == "Service"
+        for key, value in obj["metadata"].get("annotations", {}).items()
+        if key.endswith("healthcheck-path")
+    ]
+    assert probes and checks
+    assert all(is_served(path) for path in [*probes, *checks, VLLM_METRICS_PATH])
