@@ -258,8 +258,9 @@ def with_route_guard(command: PodCommand, directory: str = ROUTE_GUARD_DIR) -> P
     ``throttle`` middleware outside it, one a SageMaker container configures, not these pods
     (aws/model-hosting-container-standards
     ``python/model_hosting_container_standards/common/fastapi/middleware/core.py``,
-    ``load_middlewares``). Only the opt-in Rust frontend (``VLLM_USE_RUST_FRONTEND``, unset
-    here) would serve without it. The Ray start's head
+    ``load_middlewares``). The opt-in Rust frontend (``VLLM_USE_RUST_FRONTEND``, unset here;
+    ``vllm/entrypoints/cli/serve.py`` line 65) is an HTTP server of its own that Python
+    middleware does not reach. The Ray start's head
     inherits ``PYTHONPATH`` too; the directory holds this one module, so it shadows nothing.
     vLLM has no flag that drops its SageMaker routes (``/ping``, ``/invocations``: registered
     unconditionally, ``vllm/entrypoints/launchers/api_server/routers.py`` lines 40-44 and

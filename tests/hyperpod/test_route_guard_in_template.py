@@ -16,9 +16,9 @@ from cdk_llm_serving.vllm.multinode import (
     ROUTE_GUARD_MODULE,
     route_guard_source,
 )
+from cdk_llm_serving.vllm.route_guard import is_served
 from tests.support.builders import new_stack
 from tests.support.hyperpod import deepseek_service, small_cluster
-from cdk_llm_serving.vllm.route_guard import is_served
 from tests.support.start_script import run_loading_middleware
 from tests.support.template_helpers import manifest_objects
 
