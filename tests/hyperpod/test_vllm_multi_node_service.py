@@ -322,8 +322,9 @@ def test_public_tls_exposure_and_ray_startup():
     )  # DeepSeek-V3 FP8 fits one p5en
     container = template["workerTemplate"]["spec"]["containers"][0]
     assert container["command"] == ["/bin/sh", "-c"] and container["args"][0].endswith(
-        'exec vllm "$$@" --config /dev/shm/vllm-api-keys.yaml'
-    )  # one node: no Ray, vLLM itself after writing the API keys as its config file
+        'exec vllm "$$@" --middleware cdk_llm_serving_route_guard.RouteGuard'
+        " --config /dev/shm/vllm-api-keys.yaml"
+    )  # one node: no Ray, vLLM itself after writing the route guard and the API keys
 
 
 def test_ray_commands_for_a_multi_node_group():
