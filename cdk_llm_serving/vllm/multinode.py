@@ -250,7 +250,10 @@ def with_route_guard(command: PodCommand, directory: str = ROUTE_GUARD_DIR) -> P
     ``--middleware cdk_llm_serving_route_guard.RouteGuard``; vLLM imports the module by that name
     and adds the class as middleware (vLLM 0.33.0 ``vllm/entrypoints/common/cli_args.py`` line
     361, ``middleware: list[str]``, an ``append`` flag, line 407;
-    ``vllm/entrypoints/serve/middleware/register.py`` lines 65-69). It is added after vLLM's
+    ``vllm/entrypoints/serve/middleware/register.py`` lines 65-69; the same loop, after the
+    key middleware, is in vLLM 0.21.0's ``vllm/entrypoints/openai/api_server.py`` lines
+    301-311, so the default image's 0.31.0 between them has it too; AWS's
+    ``docker/vllm/Dockerfile`` sets no ``PYTHONPATH`` either). It is added after vLLM's
     own middlewares, and Starlette puts each one added in front of the others
     (``starlette/applications.py``, ``add_middleware``: ``user_middleware.insert(0, ...)``),
     so the guard runs before the API-key check; the SageMaker bootstrap vLLM then applies
