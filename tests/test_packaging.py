@@ -59,7 +59,11 @@ def test_each_extra_brings_the_modules_its_import_check_looks_for():
 def test_without_the_hyperpod_extra_the_sagemaker_path_works_and_hyperpod_names_the_extra():
     script = """
 import sys
-for module in ("aws_cdk.lambda_layer_kubectl_v33", "aws_cdk.lambda_layer_kubectl_v34"):
+for module in (
+    "aws_cdk.lambda_layer_kubectl_v33",
+    "aws_cdk.lambda_layer_kubectl_v34",
+    "aws_cdk.lambda_layer_kubectl_v35",
+):
     sys.modules[module] = None  # as if the hyperpod extra were not installed
 import cdk_llm_serving
 from cdk_llm_serving import ContainerImage, InstancePoolEndpoint, VllmPoolEndpoint

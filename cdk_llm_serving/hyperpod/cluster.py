@@ -96,6 +96,10 @@ def _kubectl_layer(scope: Construct, version: str) -> lambda_.ILayerVersion:
         from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 
         return KubectlV34Layer(scope, "KubectlLayer")
+    if version == "1.35":
+        from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
+
+        return KubectlV35Layer(scope, "KubectlLayer")
     raise ValueError(f"no kubectl layer packaged for Kubernetes {version}")
 
 
