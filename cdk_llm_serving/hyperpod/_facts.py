@@ -3,6 +3,7 @@ pins through the CDK-free ``cdk_llm_serving._addon_pins``, which the CLI also re
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 from importlib import resources
@@ -14,6 +15,7 @@ __all__ = [
     "addon_versions",
     "chart_pins",
     "cloudformation_enum",
+    "extended_support_warning",
     "hyperpod_facts",
     "inference_operator_facts",
     "supported_kubernetes_versions",
@@ -50,6 +52,43 @@ def cloudformation_enum(shape: str, botocore_enum: tuple[str, ...]) -> tuple[str
     if narrower is None:
         return botocore_enum
     return tuple(value for value in botocore_enum if value in narrower)
+
+
+def _minor(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def extended_support_warning(kubernetes_version: str) -> str | None:
+    """Why ``kubernetes_version`` costs EKS extended support, or ``None`` when it does not.
+
+    Judged against ``hyperpod.json``'s ``eks_support_checked_on`` date, never today's clock
+    (deterministic synth): a version whose standard support ended on or before that date, or
+    ends within ``eks_extended_support_notice_days`` after it. Sources: ``eks_support_source``.
+    """
+    facts = hyperpod_facts()
+    end = facts["eks_standard_support_ends"].get(kubernetes_version)
+    if end is None:
+        return None
+    checked = datetime.date.fromisoformat(facts["eks_support_checked_on"])
+    days_left = (datetime.date.fromisoformat(end) - checked).days
+    if days_left > facts["eks_extended_support_notice_days"]:
+        return None
+    when = f"ended on {end}" if days_left <= 0 else f"ends on {end}"
+    newer = [v for v in supported_kubernetes_versions() if _minor(v) > _minor(kubernetes_version)]
+    path = " -> ".join([kubernetes_version, *newer])
+    upgrade = (
+        f"set kubernetes_version one minor version higher per deploy ({path}); "
+        "EKS upgrades one minor version at a time and cannot downgrade"
+        if newer
+        else "no newer version is supported by this library yet"
+    )
+    return (
+        f"Kubernetes {kubernetes_version}: EKS standard support {when} (as of "
+        f"{facts['eks_support_checked_on']}); after it EKS bills extended support, "
+        f"{facts['eks_extended_support_price']}. To upgrade, {upgrade}. "
+        "Source: https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html, "
+        "https://aws.amazon.com/eks/pricing/."
+    )
 
 
 @functools.cache

@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, cast
 
-from aws_cdk import CfnTag, Duration, Names, RemovalPolicy, Stack, Token
+from aws_cdk import Annotations, CfnTag, Duration, Names, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -46,7 +46,12 @@ from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_one_of
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
-from ._facts import addon_versions, hyperpod_facts, supported_kubernetes_versions
+from ._facts import (
+    addon_versions,
+    extended_support_warning,
+    hyperpod_facts,
+    supported_kubernetes_versions,
+)
 from ._input_checks import check_cluster_inputs
 from .availability_zones import az_id_problem
 from .capacity import GpuNodeLedger
@@ -148,8 +153,11 @@ class HyperPodEksCluster(Construct):
         (and the FSx file system) in the first private subnet, so multi-node replicas sit
         close together; ``False`` spreads GPU groups over all private subnets (the FSx file
         system stays in the first). Default: ``True``.
-    :param kubernetes_version: a version HyperPod supports and we ship a kubectl layer for.
-        Default: 1.33.
+    :param kubernetes_version: a version HyperPod supports and we ship a kubectl layer for
+        (1.33, 1.34, 1.35). Default: 1.33 (kept so deployed stacks are not upgraded by a
+        library update; EKS upgrades one minor version at a time). 1.33 is in EKS extended
+        support and 1.34 leaves standard support on 2026-12-02: synth warns
+        (``cdk-llm-serving:kubernetesExtendedSupport``); 1.35 is the recommended setting.
     :param admin_role_arns: IAM roles granted cluster-admin through EKS access entries.
     :param endpoint_public: also expose the EKS API endpoint publicly. Default: ``False``.
     :param addon_versions: EKS add-on name -> version. Default: the pins in ``assets/hyperpod.json``
@@ -211,6 +219,7 @@ class HyperPodEksCluster(Construct):
             cluster_name=cluster_name,
             addons=addon_versions,
         )
+        self._warn_extended_support()
         versions = _resolve_addon_versions(addon_versions, kubernetes_version)
         #: Every EKS add-on's version on this cluster: the pins with ``addon_versions`` over
         #: them. Add-ons installed later for serving (the Secrets Store provider) read theirs here.
@@ -349,6 +358,13 @@ class HyperPodEksCluster(Construct):
                     "must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)",
                 )
         problems.raise_if_any()
+
+    def _warn_extended_support(self) -> None:
+        message = extended_support_warning(self.kubernetes_version)
+        if message is not None:
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:kubernetesExtendedSupport", message
+            )
 
     # -- render ------------------------------------------------------------------------
 
