@@ -106,6 +106,8 @@ class HyperPodReferenceStack(Stack):
             ],
             admin_role_arns=settings.admin_role_arns,
             gpu_availability_zone_id=settings.gpu_availability_zone_id,
+            # In EKS standard support to 2027-03-27; the default, 1.33, costs extended support.
+            kubernetes_version="1.35",
         )
         chart = (
             HelmChartSource.from_directory(settings.hyperpod_chart_dir)

@@ -620,12 +620,12 @@ def test_lifecycle_bucket_access_is_logged_to_a_retained_encrypted_bucket(hyperp
     assert logs["Properties"]["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True
 
 
-@pytest.mark.parametrize("version", ["1.33", "1.34"])
+@pytest.mark.parametrize("version", ["1.33", "1.34", "1.35"])
 def test_every_eks_addon_is_pinned_for_the_cluster_version(hyperpod_template, version):
     from cdk_llm_serving.hyperpod._facts import hyperpod_facts
 
     templates = [hyperpod_template]
-    if version != "1.33":
+    if version != "1.35":  # the reference app's version
         stack = new_stack(f"Pins{version.replace('.', '')}")
         HyperPodEksCluster(
             stack, "HyperPod", instance_groups=instance_groups(), kubernetes_version=version

@@ -106,7 +106,7 @@ def test_deploy_order(hyperpod_template):
 def test_eks_is_private_logged_and_hyperpod_compatible(hyperpod_template):
     _, eks = only_resource(hyperpod_template, "AWS::EKS::Cluster")
     props = eks["Properties"]
-    assert props["Version"] == "1.33"
+    assert props["Version"] == "1.35"  # the reference app sets it explicitly
     assert (
         props["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
         and props["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
@@ -229,7 +229,7 @@ def test_weights_volume_manifests_match_kubernetes_schemas(hyperpod_template):
     parsed = manifest_objects(hyperpod_template, "WeightsVolume")
     assert [o["kind"] for o in parsed] == ["Namespace", "PersistentVolume", "PersistentVolumeClaim"]
     for obj in parsed:
-        validate_core(obj)
+        validate_core(obj, "1.35")  # the reference cluster's version
 
 
 def test_a_broken_manifest_fails_schema_validation():

@@ -30,8 +30,9 @@ from tests.support import yaml_files
 from tests.support.template_helpers import flatten, resources_of_type
 
 HELM_CHART_TYPE = "Custom::AWSCDK-EKS-HelmChart"
-#: Kubernetes version the charts are rendered for (the clusters' default, 1.33).
-KUBE_VERSION = "1.33"
+#: Kubernetes version the charts are rendered for (the reference app's cluster, 1.35).
+#: Each chart's ``kubeVersion`` constraint is checked against it by helm.
+KUBE_VERSION = "1.35"
 _ASSET_HASH = re.compile(r"([0-9a-f]{64})\.zip")
 
 

@@ -1,0 +1,84 @@
+"""Kubernetes versions of ``HyperPodEksCluster``: the kubectl layer per version, and the
+synth-time warning when a version costs EKS extended support (dates in ``hyperpod.json``)."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+
+import pytest
+
+from cdk_llm_serving.hyperpod import _facts
+from cdk_llm_serving.hyperpod._facts import (
+    extended_support_warning,
+    hyperpod_facts,
+    supported_kubernetes_versions,
+)
+from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from tests.support.builders import new_stack
+from tests.support.hyperpod import instance_groups
+
+WARNING_ID = "cdk-llm-serving:kubernetesExtendedSupport"
+
+
+def cluster_warnings(version: str | None) -> list[str]:
+    """The warnings a new cluster of ``version`` (``None``: the default) records at construction."""
+    stack = new_stack(f"K8s{(version or 'default').replace('.', '')}")
+    kwargs = {} if version is None else {"kubernetes_version": version}
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(), **kwargs)
+    return [
+        str(entry.data)
+        for entry in cluster.node.metadata
+        if entry.type == "aws:cdk:warning" and WARNING_ID in str(entry.data)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        (None, "1.33: EKS standard support ended on 2026-07-29"),  # the default
+        ("1.34", "1.34: EKS standard support ends on 2026-12-02"),  # within 90 days
+        ("1.35", None),  # standard support to 2027-03-27
+    ],
+)
+def test_a_version_out_of_standard_support_warns_at_synth(version, expected):
+    found = cluster_warnings(version)
+    if expected is None:
+        assert found == []
+        return
+    (message,) = found
+    assert expected in message
+    assert "$0.60 instead of $0.10 per cluster-hour" in message
+    assert "one minor version higher per deploy" in message and "-> 1.35" in message
+
+
+def test_the_warning_says_the_upgrade_path_one_minor_version_at_a_time():
+    message = extended_support_warning("1.33")
+    assert message is not None and "(1.33 -> 1.34 -> 1.35)" in message
+
+
+def _facts_with(monkeypatch, end: str) -> None:
+    facts = copy.deepcopy(hyperpod_facts())
+    facts["eks_standard_support_ends"]["1.35"] = end
+    monkeypatch.setattr(_facts, "hyperpod_facts", lambda: facts)
+
+
+def test_the_notice_window_counts_from_the_recorded_date_not_the_clock(monkeypatch):
+    facts = hyperpod_facts()
+    checked = datetime.date.fromisoformat(facts["eks_support_checked_on"])
+    window = datetime.timedelta(days=facts["eks_extended_support_notice_days"])
+    _facts_with(monkeypatch, (checked + window).isoformat())
+    assert "ends on" in (extended_support_warning("1.35") or "")
+    _facts_with(monkeypatch, (checked + window + datetime.timedelta(days=1)).isoformat())
+    assert extended_support_warning("1.35") is None
+    _facts_with(monkeypatch, checked.isoformat())
+    assert "ended on" in (extended_support_warning("1.35") or "")
+
+
+def test_every_supported_version_records_its_end_of_standard_support():
+    ends = hyperpod_facts()["eks_standard_support_ends"]
+    assert set(supported_kubernetes_versions()) <= set(ends)
+    for end in ends.values():
+        datetime.date.fromisoformat(end)
+    assert "kubernetes-versions.html" in hyperpod_facts()["eks_support_source"]
+    assert "eks/pricing" in hyperpod_facts()["eks_support_source"]
