@@ -73,6 +73,10 @@ MULTINODE_FLAGS = (
     # The leader's route guard is vLLM's --middleware (with_route_guard); a middleware of the
     # user's would run before it (vLLM adds them in order, Starlette runs the last added first).
     "middleware",
+    # vLLM's key check strips the root path as a plain prefix while its router and the guard
+    # strip it at a "/" only, so a root path of "/" would serve /v1 without the key
+    # (vllm/entrypoints/serve/middleware/authenticate.py, ``removeprefix(root_path)``).
+    "root-path",
 )
 
 
@@ -200,8 +204,12 @@ def with_api_key_file(
     ``--args-json``). Each key is a single-quoted YAML scalar (``'`` doubled). A value of one line
     is one key, so a plain secret keeps working; a key cannot hold a line break anyway (an
     HTTP header cannot). Blank lines and a line's trailing CR are ignored. The start fails
-    when the file is missing, holds no key, or a key starts with ``-`` (argparse would read
-    it as a flag).
+    when the file is missing, holds no key, a key starts with ``-`` (argparse would read
+    it as a flag) or holds white space (a bearer token has none, and HTTP servers trim a
+    header's edges, so such a key could never match). The file is written under
+    ``umask 077``; the umask is set back before vLLM starts. vLLM before 0.31 logged its
+    arguments unredacted (0.21.0 ``vllm/entrypoints/utils.py``, "non-default args"), keys
+    included: images of this service need vLLM 0.31 or later (AWS's default image is 0.31).
     """
     prefix = api_keys_script(path, config_path)
     return _wrapped(command, prefix, f"--config {shlex.quote(config_path)}")
@@ -222,13 +230,14 @@ def api_keys_script(path: str, config_path: str) -> str:
     ``$$`` escape: the kubelet hands the shell a ``$``)."""
     key_file, config = shlex.quote(path), shlex.quote(config_path)
     lines = [
-        f"set -e; umask 077; f={key_file}; c={config}; cr=\"$(printf '\\r')\"; n=0",
+        f'set -e; u="$(umask)"; umask 077; f={key_file}; c={config}; cr="$(printf \'\\r\')"; n=0',
         '[ -s "$f" ] || { echo "error: API key file $f is missing or empty" >&2; exit 1; }',
         "{ echo 'api-key:'; while IFS= read -r k || [ -n \"$k\" ]; do",
-        ' k="${k%"$cr"}"; [ -n "$k" ] || continue;',
+        ' k="${k%"$cr"}"; case "$k" in *[![:space:]]*) ;; *) continue;; esac;',
         ' case "$k" in -*) echo "error: an API key in $f starts with -" >&2; exit 1;; esac;',
+        ' case "$k" in *[[:space:]]*) echo "error: an API key in $f holds white space" >&2; exit 1;; esac;',
         ' printf "  - \'%s\'\\n" "$(printf \'%s\' "$k" | sed "s/\'/\'\'/g")"; n=$((n + 1));',
-        'done < "$f"; } > "$c"',
+        'done < "$f"; } > "$c"; umask "$u"',
         '[ "$n" -gt 0 ] || { echo "error: no API key in $f" >&2; exit 1; }',
     ]
     return "\n".join(lines).replace("$", "$$")

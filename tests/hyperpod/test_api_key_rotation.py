@@ -30,9 +30,14 @@ _FAKE_AWS = """#!/bin/sh
 printf '%s\\0' aws "$@" >> "$LOG"; printf '\\036' >> "$LOG"
 case "$2" in get-secret-value) echo old-key;; get-random-password) echo new-key;; esac
 """
+#: Its status alternates: a rollout under way (1 of 2 replicas updated), then done, so each
+#: restart's two waits (the rollout started, then finished) each end once.
 _FAKE_KUBECTL = """#!/bin/sh
 printf '%s\\0' kubectl "$@" >> "$LOG"; printf '\\036' >> "$LOG"
-case " $* " in *" get "*) echo "2 2 2 2";; esac
+case " $* " in *" get "*)
+  echo x >> "$LOG.gets"
+  if [ $(($(wc -l < "$LOG.gets") % 2)) -eq 1 ]; then echo "2 2 1 2"; else echo "2 2 2 2"; fi;;
+esac
 """
 
 
@@ -151,3 +156,10 @@ def test_a_restarting_leader_mounts_the_value_just_put(hyperpod):
     (spc,) = manifest_objects(hyperpod, "ServingApiKeyProvider")
     (obj,) = yaml.safe_load(spc["spec"]["parameters"]["objects"])
     assert not {"objectVersion", "objectVersionLabel"} & set(obj)
+
+
+def test_each_restart_waits_for_the_rollout_to_start_then_to_end(calls):
+    """The status has no observedGeneration: a wait that only asked "all updated and ready?"
+    could read the status from before the patch and end at once."""
+    kinds = ["patch" if "patch" in c else "get" for c in calls if c[0] == "kubectl"]
+    assert kinds == ["patch", "get", "get"] * 2

@@ -1,5 +1,6 @@
 """Run a pod's ``command``/``args`` the way the kubelet and the container would, with stand-ins
-for ``vllm`` and ``ray`` that print their arguments and the ``--config`` file they were given."""
+for ``vllm`` and ``ray`` that print their arguments, their umask and the ``--config`` file they
+were given."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 _ECHO = (
     "#!/bin/sh\n"
     'printf "arg=%s\\n" "$@"\n'
+    'echo "umask=$(umask)"\n'
     'while [ $# -gt 1 ]; do [ "$1" = --config ] && cat "$2"; shift; done\n'
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from pathlib import Path
@@ -60,13 +61,14 @@ def test_api_keys_reach_vllm_as_its_config_file_not_its_command_line():
     script, arg0, *rest = wrapped.args
     assert arg0 == "vllm" and rest == leader_command(DP_EP, 2).args
     assert script.startswith(
-        "set -e; umask 077; f=/mnt/api-key/key; c=/dev/shm/vllm-api-keys.yaml;"
+        'set -e; u="$$(umask)"; umask 077; f=/mnt/api-key/key; c=/dev/shm/vllm-api-keys.yaml;'
     )
     assert script.endswith('exec vllm "$$@" --config /dev/shm/vllm-api-keys.yaml')
     # Every $ is doubled: Kubernetes' escape, so the kubelet expands nothing of the script.
     assert re.search(r"(?<!\$)\$(?!\$)", script.replace("$$", "")) is None
     ray = with_api_key_file(leader_command(VllmConfig(model="m"), 2, "ray"), "/k")
-    assert ray.args[0].startswith("set -e; umask 077; f=/k;") and "ray start --head" in ray.args[0]
+    assert ray.args[0].startswith('set -e; u="$$(umask)"; umask 077; f=/k;')
+    assert "ray start --head" in ray.args[0]
     assert ray.args[0].endswith(
         "--distributed-executor-backend ray --config /dev/shm/vllm-api-keys.yaml"
     )
@@ -91,9 +93,9 @@ def keys_vllm_reads(tmp_path: Path) -> list[str]:
 
 
 def test_a_plain_one_line_secret_is_one_key_and_every_argument_is_kept(tmp_path):
-    out = start_with_keys(tmp_path, b"s3cr3t $(not-expanded) 'quoted' \\n")
+    out = start_with_keys(tmp_path, b"s3cr3t$(not-expanded)'quoted'\\n")
     assert out.startswith("rc=0\n")
-    assert keys_vllm_reads(tmp_path) == ["s3cr3t $(not-expanded) 'quoted' \\n"]
+    assert keys_vllm_reads(tmp_path) == ["s3cr3t$(not-expanded)'quoted'\\n"]
     expected = [
         kubernetes_expand(a, {"LWS_LEADER_ADDRESS": "ds-0.ds.inference"})
         for a in [*leader_command(DP_EP, 2).args, "--config", str(tmp_path / "keys.yaml")]
@@ -104,9 +106,17 @@ def test_a_plain_one_line_secret_is_one_key_and_every_argument_is_kept(tmp_path)
 
 
 def test_several_keys_one_per_line_all_reach_vllm(tmp_path):
-    content = b"old-key\r\n\n  new key\twith tab  \nthird\"'#: [x]"
+    content = b"old-key\r\n\n \t \nnew-key\nthird\"'#:[x]"
     assert start_with_keys(tmp_path, content).startswith("rc=0\n")
-    assert keys_vllm_reads(tmp_path) == ["old-key", "  new key\twith tab  ", "third\"'#: [x]"]
+    assert keys_vllm_reads(tmp_path) == ["old-key", "new-key", "third\"'#:[x]"]
+
+
+def test_vllm_starts_with_the_container_s_umask_not_the_key_file_s(tmp_path):
+    umask = os.umask(0o022)
+    os.umask(umask)
+    out = start_with_keys(tmp_path, b"k1\n")
+    assert out.startswith("rc=0\n") and f"\numask={umask:04o}\n" in out
+    assert umask != 0o077  # the key file's: the test would not tell them apart
 
 
 def test_the_ray_start_gets_the_keys_too(tmp_path):
@@ -123,6 +133,8 @@ def test_the_ray_start_gets_the_keys_too(tmp_path):
         (b"", "missing or empty"),
         (b"\n\r\n\n", "no API key"),
         (b"good\n--api-key\n", "starts with -"),
+        (b"good\n  spaced-key\n", "holds white space"),
+        (b"good\nnew key\n", "holds white space"),
     ],
 )
 def test_the_start_fails_without_a_usable_key(tmp_path, content, error):
@@ -178,3 +190,10 @@ def test_speculation_with_pipeline_parallelism_is_flagged():
     )
     assert speculation_with_pipeline_note(DP_EP) is None
     assert speculation_with_pipeline_note(pipeline.with_changes(speculative=None)) is None
+
+
+def test_a_root_path_of_the_users_is_refused():
+    """vLLM's key check strips the root path as a plain prefix, its router only at a "/": a
+    root path of "/" would serve /v1 without the key (vllm authenticate.py, removeprefix)."""
+    with pytest.raises(VllmConfigError, match=r"extra_flags\['root-path'\]"):
+        leader_command(DP_EP.with_changes(extra_flags={"root-path": "/"}), 2)
