@@ -82,3 +82,9 @@ def test_every_supported_version_records_its_end_of_standard_support():
         datetime.date.fromisoformat(end)
     assert "kubernetes-versions.html" in hyperpod_facts()["eks_support_source"]
     assert "eks/pricing" in hyperpod_facts()["eks_support_source"]
+
+
+def test_the_reference_app_synthesizes_without_the_warning(reference_assembly):
+    stack = reference_assembly.get_stack_by_name("ReferenceMoeHyperPod")
+    assert stack.template["Resources"]  # the stack synthesized
+    assert [m for m in stack.messages if WARNING_ID in str(m.entry.data)] == []
