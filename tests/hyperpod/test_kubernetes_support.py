@@ -88,3 +88,14 @@ def test_the_reference_app_synthesizes_without_the_warning(reference_assembly):
     stack = reference_assembly.get_stack_by_name("ReferenceMoeHyperPod")
     assert stack.template["Resources"]  # the stack synthesized
     assert [m for m in stack.messages if WARNING_ID in str(m.entry.data)] == []
+
+
+def test_the_kubectl_layer_matches_the_cluster_version(reference_templates):
+    # aws-cdk.lambda-layer-kubectl-v35 describes its layer with the kubectl it bundles.
+    template = reference_templates["ReferenceMoeHyperPod"]
+    layers = [
+        r["Properties"].get("Description", "")
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::LayerVersion"
+    ]
+    assert any(d.startswith("/opt/kubectl/kubectl 1.35.") for d in layers), layers
