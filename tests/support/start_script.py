@@ -30,17 +30,34 @@ def kubernetes_expand(text: str, env: dict[str, str]) -> str:
     )
 
 
-def run_in_container(command: list[str], args: list[str], tmp_path: Path) -> str:
-    """``rc=<exit code>``, then what the start printed (stdout, then stderr)."""
+def _run(
+    command: list[str],
+    args: list[str],
+    tmp_path: Path,
+    programs: dict[str, str],
+    image_env: dict[str, str],
+) -> str:
+    """Run the start with ``programs`` (name -> script) first on PATH, the image's variables
+    ``image_env`` set and Kubernetes' expansion applied: ``rc=<exit code>``, then what it
+    printed (stdout, then stderr)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for name in ("vllm", "ray"):
-        (bin_dir / name).write_text(_ECHO)
+    for name, text in programs.items():
+        (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    env = {"LWS_LEADER_ADDRESS": "ds-0.ds.inference", "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    env = {
+        "LWS_LEADER_ADDRESS": "ds-0.ds.inference",
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        **image_env,
+    }
     argv = [kubernetes_expand(part, env) for part in [*command, *args]]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
     return f"rc={done.returncode}\n{done.stdout}{done.stderr}"
+
+
+def run_in_container(command: list[str], args: list[str], tmp_path: Path) -> str:
+    """``rc=<exit code>``, then what the start printed (stdout, then stderr)."""
+    return _run(command, args, tmp_path, {"vllm": _ECHO, "ray": _ECHO}, {})
 
 
 #: A ``vllm`` that loads each ``--middleware`` the way vLLM 0.33.0 does (the part before the
@@ -66,13 +83,5 @@ def run_loading_middleware(
 ) -> str:
     """Like ``run_in_container``, with a ``vllm`` (a Python script) that imports its
     ``--middleware`` classes, in a container whose image sets ``pythonpath``."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "vllm").write_text(f"#!{sys.executable}\n{_LOADING_VLLM}")
-    (bin_dir / "vllm").chmod(0o755)
-    env = {"LWS_LEADER_ADDRESS": "ds-0.ds.inference", "PATH": f"{bin_dir}:/usr/bin:/bin"}
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath
-    argv = [kubernetes_expand(part, env) for part in [*command, *args]]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
-    return f"rc={done.returncode}\n{done.stdout}{done.stderr}"
+    vllm = {"vllm": f"#!{sys.executable}\n{_LOADING_VLLM}"}
+    return _run(command, args, tmp_path, vllm, {"PYTHONPATH": pythonpath} if pythonpath else {})
