@@ -11,8 +11,9 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export CDK_DISABLE_VERSION_CHECK := 1
-# $(call pip_install,PYTHON,ARGS): uv, or pip where uv cannot (uv does not read pip.conf, so an
-# index only pip is configured for, e.g. a company mirror, is pip's to use).
+# $(call pip_install,PYTHON,ARGS): uv, or pip where uv cannot (uv does not read pip.conf or PIP_*
+# variables: https://docs.astral.sh/uv/pip/compatibility/ , so an index only pip is configured
+# for, e.g. a company mirror, is pip's to use).
 pip_install = $(VENV)/bin/uv pip install --quiet --python $(1) $(2) || { \
 	echo "uv could not install $(2): pip installs it, with pip's own settings"; \
 	$(VENV)/bin/python -m pip --python $(1) install --quiet --disable-pip-version-check $(2); }
@@ -26,7 +27,10 @@ install: $(STAMP)
 # parallel and compiling nothing up front: pip byte-compiled every one of aws-cdk-lib's and
 # checkov's thousands of modules (a fresh install: about 15 s instead of 95 s). A process
 # compiles what it imports and writes the bytecode for the next, so the recipes below write
-# bytecode even where the shell sets PYTHONDONTWRITEBYTECODE (Lambda assets exclude __pycache__).
+# bytecode even where the shell sets PYTHONDONTWRITEBYTECODE, which stops that
+# (https://docs.python.org/3/using/cmdline.html#envvar-PYTHONDONTWRITEBYTECODE; uv compiles
+# nothing unless asked: https://docs.astral.sh/uv/reference/settings/#pip_compile-bytecode).
+# Lambda assets exclude __pycache__, so their hashes do not move.
 $(STAMP): requirements-uv.txt requirements.txt requirements-checkov.txt pyproject.toml package.json package-lock.json
 	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON) (set PYTHON=...)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)

@@ -74,7 +74,8 @@ def build_wheel(out: Path) -> Path:
 
 def install(python: Path, requirement: str) -> None:
     """With uv, as ``make install`` does (its cache holds every wheel the base install needs),
-    or with pip where uv cannot reach an index (uv does not read pip.conf)."""
+    or with pip where uv cannot reach an index (uv does not read pip.conf:
+    https://docs.astral.sh/uv/pip/compatibility/)."""
     pins = ("--constraint", ROOT / "requirements.txt", requirement)
     uv = Path(sys.executable).parent / "uv"
     done = subprocess.run([uv, "pip", "install", "--quiet", "--python", python, *pins])

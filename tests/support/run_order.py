@@ -1,7 +1,8 @@
 """Costliest test files first, so that neither pytest-xdist process ends with a long tail.
 
 ``make test`` runs ``-n 2 --dist loadfile --no-loadscope-reorder``: each file goes whole to the
-next free process, in collection order. By default xdist orders files by their number of tests,
+next free process, in collection order. By default xdist orders files by their number of tests
+(pytest-xdist 3.8.0 ``xdist/scheduler/loadscope.py``, ``schedule``: ``loadscopereorder``),
 which put the few-test, many-second files (README blocks, integration apps, the validated
 reference app) last, and one process ran them alone for about 10 s at the end. The list holds
 the files that cost most in one run (seconds of test time, measured with ``--junitxml``);
