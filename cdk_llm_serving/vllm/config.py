@@ -51,8 +51,9 @@ FlagValue = str | int | float | bool
 class VllmConfigError(ConfigurationError):
     """Every problem of one ``VllmConfig``, named by field (a ``ConfigurationError``)."""
 
-    def __init__(self, problems: Sequence[tuple[str, object, str]]) -> None:
-        super().__init__("VllmConfig", [Problem(*problem) for problem in problems])
+    def __init__(self, problems: Sequence[Problem] | Problems) -> None:
+        found = problems.problems() if isinstance(problems, Problems) else problems
+        super().__init__("VllmConfig", list(found))
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,10 @@ class MtpSpeculation:
     def to_json_dict(self) -> dict[str, object]:
         return {"method": "mtp", "num_speculative_tokens": self.num_speculative_tokens}
 
-    def problems(self) -> list[tuple[str, object, str]]:
+    def problems(self) -> list[Problem]:
         if self.num_speculative_tokens < 1:
             return [
-                (
+                Problem(
                     "speculative.num_speculative_tokens",
                     self.num_speculative_tokens,
                     "must be at least 1",
@@ -92,11 +93,11 @@ class Eagle3Speculation:
             "num_speculative_tokens": self.num_speculative_tokens,
         }
 
-    def problems(self) -> list[tuple[str, object, str]]:
-        found: list[tuple[str, object, str]] = []
+    def problems(self) -> list[Problem]:
+        found: list[Problem] = []
         if not self.draft_model:
             found.append(
-                (
+                Problem(
                     "speculative.draft_model",
                     self.draft_model,
                     "EAGLE-3 needs the draft model's location",
@@ -104,7 +105,7 @@ class Eagle3Speculation:
             )
         if self.num_speculative_tokens < 1:
             found.append(
-                (
+                Problem(
                     "speculative.num_speculative_tokens",
                     self.num_speculative_tokens,
                     "must be at least 1",
@@ -130,11 +131,11 @@ class NgramSpeculation:
             "prompt_lookup_min": self.prompt_lookup_min,
         }
 
-    def problems(self) -> list[tuple[str, object, str]]:
-        found: list[tuple[str, object, str]] = []
+    def problems(self) -> list[Problem]:
+        found: list[Problem] = []
         if self.num_speculative_tokens < 1:
             found.append(
-                (
+                Problem(
                     "speculative.num_speculative_tokens",
                     self.num_speculative_tokens,
                     "must be at least 1",
@@ -142,7 +143,7 @@ class NgramSpeculation:
             )
         if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
             found.append(
-                (
+                Problem(
                     "speculative.prompt_lookup_min",
                     (self.prompt_lookup_min, self.prompt_lookup_max),
                     "n-gram lookup needs 1 <= prompt_lookup_min <= prompt_lookup_max",
@@ -252,27 +253,29 @@ class VllmConfig:
 
     # -- checks -----------------------------------------------------------------------
 
-    def problems(self) -> list[tuple[str, object, str]]:
+    def problems(self) -> list[Problem]:
+        """Every problem of this configuration, each a ``Problem`` named by field (wrong
+        types alone when there are any: the value checks compare values)."""
         typed = Problems("VllmConfig")
         check_fields(typed, "", self)  # wrong types first: the checks below compare values
         if typed:
-            return [(p.property, p.value, p.allowed) for p in typed.problems()]
-        found: list[tuple[str, object, str]] = []
+            return list(typed.problems())
+        found: list[Problem] = []
         if not self.model:
-            found.append(("model", self.model, "must name the weights' location"))
+            found.append(Problem("model", self.model, "must name the weights' location"))
         for prop in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
             value = getattr(self, prop)
             if value is not None and value < 1:
-                found.append((prop, value, "must be at least 1"))
+                found.append(Problem(prop, value, "must be at least 1"))
         if self.gpu_memory_utilization is not None and not (0 < self.gpu_memory_utilization <= 1):
             found.append(
-                ("gpu_memory_utilization", self.gpu_memory_utilization, "must be in (0, 1]")
+                Problem("gpu_memory_utilization", self.gpu_memory_utilization, "must be in (0, 1]")
             )
         if self.max_model_len is not None and self.max_model_len < 1:
-            found.append(("max_model_len", self.max_model_len, "must be at least 1"))
+            found.append(Problem("max_model_len", self.max_model_len, "must be at least 1"))
         if self.kv_cache_dtype is not None and self.kv_cache_dtype not in KV_CACHE_DTYPES:
             found.append(
-                (
+                Problem(
                     "kv_cache_dtype",
                     self.kv_cache_dtype,
                     f"must be one of {', '.join(KV_CACHE_DTYPES)}",
@@ -280,7 +283,7 @@ class VllmConfig:
             )
         if self.enable_auto_tool_choice and not self.tool_call_parser:
             found.append(
-                (
+                Problem(
                     "enable_auto_tool_choice",
                     True,
                     "vLLM refuses automatic tool choice without a tool_call_parser",
@@ -290,7 +293,7 @@ class VllmConfig:
             not self.served_model_name or any(c.isspace() for c in self.served_model_name)
         ):
             found.append(
-                (
+                Problem(
                     "served_model_name",
                     self.served_model_name,
                     "must be a non-empty name without whitespace",
@@ -306,24 +309,26 @@ class VllmConfig:
         )
         return found + self._extra_flag_problems()
 
-    def _extra_flag_problems(self) -> list[tuple[str, object, str]]:
+    def _extra_flag_problems(self) -> list[Problem]:
         """Each extra flag: its name's form, removed, typed or not vLLM's; a finite value."""
-        found: list[tuple[str, object, str]] = []
+        found: list[Problem] = []
         typed = set(TYPED_FLAGS)
         for name, value in self.extra_flags.items():
             prop = f"extra_flags[{name!r}]"
             if name.startswith("-") or not _FLAG_NAME.match(name):
                 found.append(
-                    (prop, value, "flag names are lower case with hyphens and no leading '--'")
+                    Problem(
+                        prop, value, "flag names are lower case with hyphens and no leading '--'"
+                    )
                 )
             elif name in REMOVED_FLAGS:
-                found.append((prop, value, f"--{name} was {REMOVED_FLAGS[name]}"))
+                found.append(Problem(prop, value, f"--{name} was {REMOVED_FLAGS[name]}"))
             elif name in typed:
-                found.append((prop, value, f"--{name} has a typed field; set that instead"))
+                found.append(Problem(prop, value, f"--{name} has a typed field; set that instead"))
             else:
                 found += flag_problems(prop, name, value)
             if isinstance(value, float) and not math.isfinite(value):
-                found.append((prop, value, "must be finite"))
+                found.append(Problem(prop, value, "must be finite"))
         return found
 
     def validate(self) -> VllmConfig:

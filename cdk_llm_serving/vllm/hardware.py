@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import Problem, Problems
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.models import ModelSpec, WeightFormat, preset, weight_formats
 from .config import Eagle3Speculation, MtpSpeculation, VllmConfig
@@ -22,8 +23,17 @@ QUANTIZATION_FORMATS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class HardwareCheck:
-    problems: tuple[tuple[str, object, str], ...]
+    """What ``check_on_hardware`` found: problems (the configuration cannot start there) and
+    warnings (it starts, but not as well as it could)."""
+
+    problems: tuple[Problem, ...]
     warnings: tuple[str, ...]
+
+    def add_to(self, problems: Problems, prefix: str = "") -> None:
+        """Add every problem to ``problems``, each property under ``prefix.`` (if given)."""
+        for problem in self.problems:
+            name = f"{prefix}.{problem.property}" if prefix else problem.property
+            problems.add(name, problem.value, problem.allowed)
 
 
 def weight_format_of(config: VllmConfig, model: ModelSpec | None = None) -> WeightFormat | None:
@@ -56,7 +66,7 @@ def check_on_hardware(
     speculative = config.speculative
     if isinstance(speculative, Eagle3Speculation) and speculative.draft_model == config.model:
         problems.append(
-            (
+            Problem(
                 "speculative.draft_model",
                 speculative.draft_model,
                 "the draft model must differ from the served model",
@@ -67,18 +77,16 @@ def check_on_hardware(
     return HardwareCheck(tuple(problems), (note,) if note else ())
 
 
-def _layout_problems(
-    config: VllmConfig, instance: InstanceSpec, nodes: int
-) -> list[tuple[str, object, str]]:
+def _layout_problems(config: VllmConfig, instance: InstanceSpec, nodes: int) -> list[Problem]:
     """TP x PP x DP divides the GPUs of ``nodes`` instances; TP stays within one node."""
     tp = config.tensor_parallel_size or 1
     pp = config.pipeline_parallel_size or 1
     dp = config.data_parallel_size or 1
     gpus, used = instance.gpus * nodes, tp * pp * dp
-    found: list[tuple[str, object, str]] = []
+    found: list[Problem] = []
     if used > gpus or gpus % used:
         found.append(
-            (
+            Problem(
                 "tensor_parallel_size x pipeline_parallel_size x data_parallel_size",
                 f"{tp} x {pp} x {dp} = {used}",
                 f"must divide the {gpus} GPUs of {nodes} x {instance.instance_type}",
@@ -86,7 +94,7 @@ def _layout_problems(
         )
     if tp > instance.gpus:
         found.append(
-            (
+            Problem(
                 "tensor_parallel_size",
                 tp,
                 f"tensor parallelism stays within a node: at most {instance.gpus} on {instance.instance_type}",
@@ -95,7 +103,7 @@ def _layout_problems(
     return found
 
 
-def _model_problems(config: VllmConfig, spec: ModelSpec) -> list[tuple[str, object, str]]:
+def _model_problems(config: VllmConfig, spec: ModelSpec) -> list[Problem]:
     """Heads that split over TP, MTP layers for MTP, context within the model's, experts for EP."""
     tp = config.tensor_parallel_size or 1
     checks: list[tuple[bool, str, object, str]] = [
@@ -124,7 +132,7 @@ def _model_problems(config: VllmConfig, spec: ModelSpec) -> list[tuple[str, obje
             f"{spec.name} is dense: it has no experts to shard",
         ),
     ]
-    return [(prop, value, allowed) for failed, prop, value, allowed in checks if failed]
+    return [Problem(prop, value, allowed) for failed, prop, value, allowed in checks if failed]
 
 
 def _flag_int(config: VllmConfig, name: str) -> int:
@@ -132,7 +140,7 @@ def _flag_int(config: VllmConfig, name: str) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 1
 
 
-def _parallel_refusals(config: VllmConfig) -> list[tuple[str, object, str]]:
+def _parallel_refusals(config: VllmConfig) -> list[Problem]:
     """Combinations vLLM's ``ParallelConfig`` refuses at start (so the pods would crash-loop).
 
     vllm-project/vllm ``vllm/config/parallel.py``, ``ParallelConfig._validate_parallel_config``:
@@ -170,7 +178,7 @@ def _parallel_refusals(config: VllmConfig) -> list[tuple[str, object, str]]:
             "vLLM refuses elastic expert parallelism with pipeline parallelism",
         ),
     ]
-    return [(prop, value, allowed) for failed, prop, value, allowed in checks if failed]
+    return [Problem(prop, value, allowed) for failed, prop, value, allowed in checks if failed]
 
 
 def speculation_with_pipeline_note(config: VllmConfig) -> str | None:

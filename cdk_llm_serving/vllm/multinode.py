@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ..errors import Problems
 from . import route_guard
 from .config import VllmConfig, VllmConfigError
 
@@ -92,20 +93,17 @@ def is_data_parallel(config: VllmConfig, nodes: int) -> bool:
 
 
 def _check(config: VllmConfig, nodes: int, startup: Startup) -> None:
-    problems = [
-        (f"extra_flags[{name!r}]", value, "set per pod by the multi-node launcher")
-        for name, value in config.extra_flags.items()
-        if name in MULTINODE_FLAGS
-    ]
+    problems = Problems("VllmConfig")
+    for name, value in config.extra_flags.items():
+        if name in MULTINODE_FLAGS:
+            problems.add(f"extra_flags[{name!r}]", value, "set per pod by the multi-node launcher")
     if nodes < 1:
-        problems.append(("nodes", nodes, "must be at least 1"))
+        problems.add("nodes", nodes, "must be at least 1")
     dp = config.data_parallel_size or 1
     if nodes > 1 and dp > 1 and dp != nodes:
-        problems.append(
-            ("data_parallel_size", dp, f"one rank per node: must equal the {nodes} nodes")
-        )
+        problems.add("data_parallel_size", dp, f"one rank per node: must equal the {nodes} nodes")
     if is_data_parallel(config, nodes) and startup != "native":
-        problems.append(("startup", startup, "the data-parallel layout starts natively"))
+        problems.add("startup", startup, "the data-parallel layout starts natively")
     if problems:
         raise VllmConfigError(problems)
 

@@ -2,7 +2,7 @@
 
 The file records vLLM's own registries with the vLLM version and the source files they were
 read from; ``tests/vllm/test_vllm_registry.py`` compares it with an installed vLLM. The
-checks here return ``(property, value, allowed)`` triples, like ``VllmConfig.problems``.
+checks here return lists of ``errors.Problem``, like ``VllmConfig.problems``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import Problem
+
 _DATA = Path(__file__).parent / "data" / "vllm_registry.json"
 #: Prefix of the variables AWS's SageMaker vLLM container turns into ``vllm serve`` flags.
 SAGEMAKER_PREFIX = "SM_VLLM_"
@@ -21,7 +23,7 @@ SAGEMAKER_PREFIX = "SM_VLLM_"
 #: (https://docs.vllm.ai/en/latest/features/quantization/fp8.html, "online dynamic quantization").
 ONLINE_QUANTIZATION = frozenset({"fp8", "ptpc_fp8", "fbgemm_fp8", "experts_int8"})
 
-Found = list[tuple[str, object, str]]
+Found = list[Problem]
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,11 @@ def flag_problems(prop: str, flag: str, value: object) -> Found:
     """A flag vLLM no longer has or never had (``flag`` without ``--``)."""
     known = registry()
     if flag in known.removed_flags:
-        return [(prop, value, f"--{flag} was {known.removed_flags[flag]}")]
+        return [Problem(prop, value, f"--{flag} was {known.removed_flags[flag]}")]
     if flag not in known.flags:
-        return [(prop, value, _not_in(flag, known.flags, "server flags") + " (vllm serve exits)")]
+        return [
+            Problem(prop, value, _not_in(flag, known.flags, "server flags") + " (vllm serve exits)")
+        ]
     return []
 
 
@@ -80,7 +84,7 @@ def name_problems(
         (props[2], quantization, known.quantization_methods, "quantization methods"),
     ):
         if value is not None and value not in options:
-            found.append((prop, value, _not_in(str(value), options, what)))
+            found.append(Problem(prop, value, _not_in(str(value), options, what)))
     return found
 
 
@@ -106,7 +110,7 @@ def sagemaker_environment_problems(environment: Mapping[str, str]) -> Found:
         prop = f"environment[{key!r}]"
         if flag in registry().container_flags:
             found.append(
-                (
+                Problem(
                     prop,
                     value,
                     f"--{flag} is the container's own: {registry().container_flags[flag]}",
@@ -117,7 +121,7 @@ def sagemaker_environment_problems(environment: Mapping[str, str]) -> Found:
     auto = flags.get("enable-auto-tool-choice")
     if auto is not None and auto[1].lower() == "true" and "tool-call-parser" not in flags:
         found.append(
-            (
+            Problem(
                 f"environment[{auto[0]!r}]",
                 auto[1],
                 "vLLM refuses automatic tool choice without SM_VLLM_TOOL_CALL_PARSER",
@@ -147,5 +151,7 @@ def quantization_problems(
         or f"none (or one vLLM applies while loading: {', '.join(sorted(ONLINE_QUANTIZATION))})"
     )
     return [
-        (prop, quantization, f"the weights are {weight_format}: quantization must be {expected}")
+        Problem(
+            prop, quantization, f"the weights are {weight_format}: quantization must be {expected}"
+        )
     ]

@@ -206,7 +206,7 @@ def test_rejections(config, prop, fragment):
     with pytest.raises(VllmConfigError) as caught:
         config.to_args()
     (problem,) = caught.value.problems
-    assert problem[0] == prop and fragment in problem[2]
+    assert problem.property == prop and fragment in problem.allowed
 
 
 @pytest.mark.parametrize(
@@ -252,7 +252,7 @@ def test_rejections(config, prop, fragment):
 )
 def test_hardware_rejections(config, instance_type, model, prop):
     check = check_on_hardware(config, instance_type, model=model)
-    assert prop in [p[0] for p in check.problems]
+    assert prop in [p.property for p in check.problems]
 
 
 def test_mtp_on_a_model_with_mtp_layers_and_nvfp4_off_blackwell_warns():

@@ -172,7 +172,7 @@ def test_the_keys_cannot_be_passed_as_flags(flag):
 def test_check_on_hardware_refuses_what_vllm_refuses(flags, changes, prop):
     config = DP_EP.with_changes(extra_flags=flags, **changes)
     check = check_on_hardware(config, "ml.p6-b200.48xlarge", model="reference-2.4t-a95b", nodes=2)
-    assert [p[0] for p in check.problems] == [prop]
+    assert [p.property for p in check.problems] == [prop]
     assert (
         check_on_hardware(
             DP_EP, "ml.p6-b200.48xlarge", model="reference-2.4t-a95b", nodes=2

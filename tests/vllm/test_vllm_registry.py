@@ -38,7 +38,7 @@ def test_every_flag_and_name_the_library_writes_is_vllms():
 
 def test_a_typo_in_a_parser_name_names_the_real_one():
     (problem,) = VllmConfig(model="m", tool_call_parser="hermes2").problems()
-    assert problem[0] == "tool_call_parser" and "closest: hermes" in problem[2]
+    assert problem.property == "tool_call_parser" and "closest: hermes" in problem.allowed
 
 
 def _installed_vllm():
