@@ -24,13 +24,23 @@ import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import ConfigurationError, Problems, check_keywords, check_literal, check_sequence
+from .goals import Goal
 
 FORMAT = "cdk-llm-serving/pools"
 VERSION = 1
-Goal = Literal["cost", "latency", "throughput"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "ExpectedPerformance",
+    "Goal",
+    "PoolFile",
+    "PoolFileError",
+    "RecommendedPool",
+    "copy_served_name",
+]
 
 
 class PoolFileError(ConfigurationError):

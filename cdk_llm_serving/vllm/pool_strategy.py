@@ -1,27 +1,31 @@
 """Derive one vLLM configuration per instance pool from a single declaration.
 
 For each pool, in order: the first allowed weight format that the planner says fits
-one instance (full weights first, then the quantized copies the user supplied);
+one instance (full weights first, then the quantized copies the user supplied; for the
+``cost`` goal, the most compact copy first);
 tensor parallelism over all the type's GPUs (the largest size that divides the
 attention heads; leftover GPUs become data-parallel engines); expert parallelism for
 MoE models on several GPUs; speculative decoding where the pool asks for throughput
 (MTP when the model has MTP layers, else the base config's method, else n-gram).
 Every copy's served name says what it is: ``<base>-<format>-tp<N>[-<speculation>]``.
+
+``Goal`` is the library's one goal type (``planning.goals``, which says what each goal means
+here and in the recommendation pool file).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from ..planning.catalog import Catalog, default_catalog
+from ..planning.goals import Goal
 from ..planning.models import ModelSpec, preset, weight_format
 from ..planning.sizing import Plan, PlanningError, tensor_parallel_options
 from ..planning.sizing import plan as plan_layout
 from .config import MtpSpeculation, NgramSpeculation, Speculation, VllmConfig
 
-Goal = Literal["latency", "throughput"]
+__all__ = ["Goal", "PoolVllmPlan", "derive_pool_config", "speculation_for"]
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,7 @@ def derive_pool_config(
     spec = preset(model) if isinstance(model, str) else model
     catalog = catalog or default_catalog()
     errors: list[str] = []
-    for name in formats:
+    for name in _in_goal_order(formats, goal, catalog, instance_type):
         try:
             fitted = plan_layout(
                 spec,
@@ -87,3 +91,19 @@ def derive_pool_config(
     raise PlanningError(
         f"no allowed weight format of {spec.name} fits one {instance_type}: " + "; ".join(errors),
     )
+
+
+def _in_goal_order(
+    formats: Sequence[str], goal: Goal, catalog: Catalog, instance_type: str
+) -> list[str]:
+    """The formats as given; for ``cost``, the most compact first, those the instance's GPUs
+    run natively before those they emulate (the order of equal ones kept)."""
+    if goal != "cost":
+        return list(formats)
+    gpu = catalog.get(instance_type).gpu
+
+    def compactness(name: str) -> tuple[bool, float]:
+        fmt = weight_format(name)
+        return (not fmt.runs_natively_on(gpu), fmt.bytes_per_param)
+
+    return sorted(formats, key=compactness)
