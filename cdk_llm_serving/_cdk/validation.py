@@ -13,21 +13,14 @@ from ..errors import Problems, check_choice
 from .durations import seconds
 from .service_limits import Limits
 
-#: aws-cdk-lib encodes a token in a string as ``${Token[…]}`` and in a number as a double near
-#: -1.89e289 (``core/lib/private/encoding.ts``); ``Token.is_unresolved`` finds nothing else.
-_STRING_TOKEN_MARKER = "${Token["
-_NUMBER_TOKEN_BELOW = -1e288
-
-
 def is_unresolved(value: object) -> bool:
     """Deploy-time values (tokens) cannot be checked at synth time.
 
-    Asks aws-cdk-lib (a jsii round trip) only when the value carries a token's encoding.
+    aws-cdk-lib's ``Token.is_unresolved`` answers for strings and numbers (a jsii call); other
+    values (``None``, booleans, objects) are never a token here.
     """
-    if isinstance(value, str):
-        return _STRING_TOKEN_MARKER in value and Token.is_unresolved(value)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value < _NUMBER_TOKEN_BELOW and Token.is_unresolved(value)
+    if isinstance(value, str) or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return bool(Token.is_unresolved(value))
     return False
 
 
