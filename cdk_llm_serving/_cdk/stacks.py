@@ -1,35 +1,20 @@
-"""``Stack.of(scope)`` and the stack's region, asked of the jsii kernel once per scope.
+"""``Stack.of(scope)`` and the stack's region, as the constructs ask for them.
 
-Each construct of a pool endpoint needs its stack (limits, ARNs, the region of its
-dashboards) and each ``Stack.of`` and ``stack.region`` is a round trip to the kernel. A
-construct's stack never changes, so the answer is kept per scope object, for as long as the
-object lives. Callers pass the scope a construct was created in (the user's stack, usually),
-which many constructs share, rather than the new construct itself.
+Thin names over aws-cdk-lib's own answers (each a round trip to the jsii kernel); nothing is
+kept here: a construct that needs its stack more than once keeps it in a field of its own.
 """
 
 from __future__ import annotations
 
-import weakref
-
 from aws_cdk import Stack
 from constructs import IConstruct
-
-_STACKS: weakref.WeakKeyDictionary[IConstruct, Stack] = weakref.WeakKeyDictionary()
-_REGIONS: weakref.WeakKeyDictionary[Stack, str] = weakref.WeakKeyDictionary()
 
 
 def stack_of(scope: IConstruct) -> Stack:
     """``Stack.of(scope)``."""
-    stack = _STACKS.get(scope)
-    if stack is None:
-        stack = _STACKS[scope] = Stack.of(scope)
-    return stack
+    return Stack.of(scope)
 
 
 def region_of_stack(scope: IConstruct) -> str:
     """``Stack.of(scope).region``: a literal when the stack has one, else a token."""
-    stack = stack_of(scope)
-    region = _REGIONS.get(stack)
-    if region is None:
-        region = _REGIONS[stack] = stack.region
-    return region
+    return Stack.of(scope).region

@@ -11,14 +11,17 @@ Two checks, registered once per stack that holds one of the library's constructs
 - resources, in the validation phase (before aws-cdk-lib's own count), from the construct tree;
 - bytes, as a policy-validation plugin on the app, from the template files as written.
 
-Both name the constructs that weigh most and the remedies.
+Both name the constructs that weigh most and the remedies. What was registered lives on the
+construct tree, not in this module: one ``TemplateLimits`` construct (no resources, so the
+template is unchanged) under each checked stack, found by its id, aws-cdk-lib's idiom for a
+per-stack singleton (``SingletonFunction``, ``Stack.of(this).node.tryFindChild``). It registers
+the stack's resource count and a byte-limit plugin for that stack's template.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import weakref
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any, TypeGuard, TypeVar
@@ -35,9 +38,7 @@ from aws_cdk import (
     Stack,
     Validations,
 )
-from constructs import IConstruct, IValidation
-
-from .stacks import stack_of
+from constructs import Construct, IConstruct, IValidation
 
 #: CloudFormation's quotas (see the module docstring).
 MAX_TEMPLATE_BYTES = 1_000_000
@@ -53,23 +54,25 @@ REMEDY = (
 _HEAVIEST_SHOWN = 5
 _T = TypeVar("_T")
 
-_plugins: weakref.WeakKeyDictionary[IConstruct, TemplateSizeCheck] = weakref.WeakKeyDictionary()
-_checked_stacks: weakref.WeakSet[Stack] = weakref.WeakSet()
+#: The id of the ``TemplateLimits`` construct under each checked stack.
+SINGLETON_ID = "CdkLlmServingTemplateLimits"
 
 
 def check_template_limits(scope: IConstruct) -> None:
     """Check the stack of ``scope`` against CloudFormation's limits at synth (once per stack)."""
-    stack = stack_of(scope)
-    if stack in _checked_stacks:
-        return
-    _checked_stacks.add(stack)
-    stack.node.add_validation(ResourceCountCheck(stack))
-    root = stack.node.root
-    plugin = _plugins.get(root)
-    if plugin is None:
-        plugin = _plugins[root] = TemplateSizeCheck()
-        Validations.of(root).add_plugins(plugin)
-    plugin.watch(stack.artifact_id)
+    stack = Stack.of(scope)
+    if stack.node.try_find_child(SINGLETON_ID) is None:
+        TemplateLimits(stack)
+
+
+class TemplateLimits(Construct):
+    """The template-limit checks of one stack (``check_template_limits`` adds it once)."""
+
+    def __init__(self, stack: Stack) -> None:
+        super().__init__(stack, SINGLETON_ID)
+        stack.node.add_validation(ResourceCountCheck(stack))
+        self.size_check = TemplateSizeCheck(stack.artifact_id)
+        Validations.of(stack.node.root).add_plugins(self.size_check)
 
 
 def _heaviest(weights: Counter[str]) -> str:
@@ -128,13 +131,10 @@ def _is_a(construct: IConstruct, cls: type[_T]) -> TypeGuard[_T]:
 
 @jsii.implements(IPolicyValidationPlugin)
 class TemplateSizeCheck:
-    """A policy-validation plugin: the template files as written, against the byte limit."""
+    """A policy-validation plugin: one stack's template file as written, against the byte limit."""
 
-    def __init__(self) -> None:
-        self._artifact_ids: set[str] = set()
-
-    def watch(self, artifact_id: str) -> None:
-        self._artifact_ids.add(artifact_id)
+    def __init__(self, artifact_id: str) -> None:
+        self._artifact_id = artifact_id
 
     @property
     def name(self) -> str:
@@ -152,7 +152,7 @@ class TemplateSizeCheck:
         violations = [
             violation
             for path in context.template_paths
-            if os.path.basename(path).removesuffix(".template.json") in self._artifact_ids
+            if os.path.basename(path).removesuffix(".template.json") == self._artifact_id
             for violation in _size_violation(path)
         ]
         return PolicyValidationPluginReport(success=not violations, violations=violations)

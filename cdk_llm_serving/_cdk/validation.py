@@ -13,6 +13,7 @@ from ..errors import Problems, check_choice
 from .durations import seconds
 from .service_limits import Limits
 
+
 def is_unresolved(value: object) -> bool:
     """Deploy-time values (tokens) cannot be checked at synth time.
 
