@@ -20,7 +20,11 @@ from typing import TYPE_CHECKING, Any
 from ._extras import MissingExtraError
 from .errors import ConfigurationError as ConfigurationError
 from .errors import Problem as Problem
+from .planning import InstanceType as InstanceType
 from .planning import ModelSizing as ModelSizing
+from .planning import ModelSpec as ModelSpec
+from .planning import PlanningError as PlanningError
+from .planning import WeightFormat as WeightFormat
 from .planning import default_catalog as default_catalog
 from .planning import plan as plan
 
@@ -35,7 +39,17 @@ __version__ = "0.1.0"
 #: ``.hyperpod`` comes last: it needs the ``hyperpod`` extra, and names found before it
 #: must not depend on that.
 _CONSTRUCT_MODULES = (".sagemaker", ".model_sources", ".hyperpod")
-_EAGER = ["ConfigurationError", "Problem", "ModelSizing", "default_catalog", "plan"]
+_EAGER = [
+    "ConfigurationError",
+    "InstanceType",
+    "ModelSizing",
+    "ModelSpec",
+    "PlanningError",
+    "Problem",
+    "WeightFormat",
+    "default_catalog",
+    "plan",
+]
 
 
 def __getattr__(name: str) -> Any:
