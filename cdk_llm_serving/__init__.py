@@ -27,6 +27,11 @@ from .planning import PlanningError as PlanningError
 from .planning import WeightFormat as WeightFormat
 from .planning import default_catalog as default_catalog
 from .planning import plan as plan
+from .vllm import Eagle3Speculation as Eagle3Speculation
+from .vllm import MtpSpeculation as MtpSpeculation
+from .vllm import NgramSpeculation as NgramSpeculation
+from .vllm import VllmConfig as VllmConfig
+from .vllm import VllmConfigError as VllmConfigError
 
 if TYPE_CHECKING:
     from .hyperpod import *  # noqa: F403
@@ -47,6 +52,11 @@ _EAGER = [
     "PlanningError",
     "Problem",
     "WeightFormat",
+    "Eagle3Speculation",
+    "MtpSpeculation",
+    "NgramSpeculation",
+    "VllmConfig",
+    "VllmConfigError",
     "default_catalog",
     "plan",
 ]

@@ -156,6 +156,11 @@ def test_top_level_exports_every_public_construct_lazily():
         "PlanningError",
         "Problem",
         "WeightFormat",
+        "Eagle3Speculation",
+        "MtpSpeculation",
+        "NgramSpeculation",
+        "VllmConfig",
+        "VllmConfigError",
         "default_catalog",
         "plan",
     }
