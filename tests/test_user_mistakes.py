@@ -228,7 +228,7 @@ CASES: list[Case] = [
     (
         "a goal that is not one",
         lambda: vllm_endpoint(pools=[VllmPool("ml.g6e.12xlarge", goal="througput")]),
-        "pools[0].goal = 'througput': pool goals must be one of latency, throughput",
+        "pools[0].goal = 'througput': pool goals must be one of cost, latency, throughput",
     ),
     (
         "a start-up mode that is not one",

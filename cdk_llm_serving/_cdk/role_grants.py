@@ -8,6 +8,7 @@ from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from ..errors import ConfigurationError, Problem
 from ..model_sources import ContainerImage, ModelData
 from .nag import acknowledge_wildcard_resources, acknowledge_wildcards
 
@@ -243,8 +244,15 @@ def acknowledge_bearer_token(grantee: iam.IGrantable, reason: str = BEARER_TOKEN
     role = _role_of(grantee)
     policy = role.node.try_find_child(BEARER_TOKEN_POLICY_ID) if role is not None else None
     if policy is None:
-        raise ValueError(
-            f"{grantee.grant_principal} holds no {BEARER_TOKEN_POLICY_ID} policy: "
-            "only a role granted with grant_invoke has one to acknowledge"
+        raise ConfigurationError(
+            "acknowledge_bearer_token",
+            [
+                Problem(
+                    "grantee",
+                    str(grantee.grant_principal),
+                    f"holds no {BEARER_TOKEN_POLICY_ID} policy: "
+                    "only a role granted with grant_invoke has one to acknowledge",
+                )
+            ],
         )
     acknowledge_wildcard_resources(policy, ["*"], reason)

@@ -20,7 +20,7 @@ from dataclasses import asdict
 from typing import Any, TypeVar
 
 from .. import __version__
-from ..errors import ConfigurationError
+from ..errors import DEPRECATED_REMOVED_IN, ConfigurationError
 from ..planning.cli_support import positive_float, positive_int
 from ..planning.cold_start import loading_paths
 from ..planning.models import presets, weight_formats
@@ -38,9 +38,16 @@ def _plan_command(args: argparse.Namespace) -> int:
     from ..planning.cost import estimate_cost
     from ..planning.decode import Workload
     from ..planning.report import plan_as_dict, plan_as_table
-    from ..planning.sizing import PlanningError, plan
+    from ..planning.sizing import plan
     from ..planning.throughput import plan_for_throughput
 
+    weight_format = args.weight_format
+    if args.quantization is not None:  # the old flag, for one release
+        weight_format = args.quantization
+        print(
+            f"warning: --quantization is deprecated; use --weight-format (removed in {DEPRECATED_REMOVED_IN})",
+            file=sys.stderr,
+        )
     try:
         catalog = plan_catalog(args.region, args.prices)
         model = plan_model(args.model, args.model_config, args.model_index)
@@ -56,7 +63,7 @@ def _plan_command(args: argparse.Namespace) -> int:
         if args.layout == "throughput":
             result, _ = plan_for_throughput(
                 model,
-                args.quantization,
+                weight_format,
                 args.instance_type,
                 workload=workload,
                 itl_target_ms=args.itl_target_ms,
@@ -64,8 +71,8 @@ def _plan_command(args: argparse.Namespace) -> int:
                 **options,
             )
         else:
-            result = plan(model, args.quantization, args.instance_type, catalog=catalog, **options)
-    except (PlanningError, ConfigurationError, KeyError, OSError, ValueError) as error:
+            result = plan(model, weight_format, args.instance_type, catalog=catalog, **options)
+    except (ConfigurationError, OSError) as error:  # PlanningError is a ConfigurationError
         if args.json:
             print(json.dumps(error_as_dict(error), indent=2, default=str))
         print(f"error: {_one_line(error_text(error))}", file=sys.stderr)
@@ -206,11 +213,7 @@ def _recommend_start(args: argparse.Namespace, clients: Clients | None = None) -
             values[key] = getattr(args, key)
     if args.instance_type:
         values["instance_types"] = args.instance_type
-    spec = RecommendationSpec.from_mapping(values)
-    problems = spec.problems()
-    if problems:
-        print("error: recommendation spec: " + "; ".join(problems), file=sys.stderr)
-        return EXIT_USAGE
+    spec = RecommendationSpec.from_mapping(values).validate()  # ConfigurationError: main()
     arn, code = _aws_call(
         f"start recommendation job {spec.name!r}",
         lambda: start_recommendation(_sagemaker(args, clients), spec),
@@ -335,8 +338,14 @@ def _add_plan(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     which.add_argument("--model", choices=sorted(presets()), help="model preset")
     which.add_argument("--model-config", help="a local Hugging Face config.json (no network)")
     planner.add_argument("--model-index", help="its model.safetensors.index.json, for exact sizes")
-    planner.add_argument(
-        "--quantization", required=True, choices=list(weight_formats()), help="weight format"
+    formats = planner.add_mutually_exclusive_group(required=True)
+    formats.add_argument(
+        "--weight-format", choices=list(weight_formats()), help="the weights' format"
+    )
+    formats.add_argument(
+        "--quantization",
+        choices=list(weight_formats()),
+        help="deprecated: use --weight-format (removed in 0.3.0)",
     )
     planner.add_argument("--instance-type", required=True, help="e.g. ml.p6-b200.48xlarge")
     planner.add_argument(

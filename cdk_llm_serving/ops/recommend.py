@@ -16,11 +16,19 @@ from typing import IO, Any
 
 import yaml
 
-from ..errors import Problems, check_keywords, check_literal, check_sequence
-from ..planning.pool_file import ExpectedPerformance, Goal, PoolFile, RecommendedPool
+from ..errors import (
+    ConfigurationError,
+    Problem,
+    Problems,
+    check_keywords,
+    check_literal,
+    check_sequence,
+)
+from ..planning.goals import GOALS, Goal
+from ..planning.pool_file import ExpectedPerformance, PoolFile, RecommendedPool
 
 #: The API's performance-target metric for each goal.
-GOAL_METRICS: dict[str, str] = {"cost": "cost", "latency": "ttft-ms", "throughput": "throughput"}
+GOAL_METRICS: dict[Goal, str] = {"cost": "cost", "latency": "ttft-ms", "throughput": "throughput"}
 TERMINAL = {"Completed", "Failed", "Stopped"}
 
 
@@ -64,20 +72,29 @@ class RecommendationSpec:
         problems.raise_if_any()
         return cls(**values)
 
-    def problems(self) -> list[str]:
-        found = []
-        if self.goal not in GOAL_METRICS:
-            found.append(f"goal {self.goal!r}: must be one of {', '.join(GOAL_METRICS)}")
+    def problems(self) -> list[Problem]:
+        """What the recommendation API would refuse, each a ``Problem`` named by key."""
+        found = Problems("recommendation spec")
+        check_literal(found, "goal", self.goal, Goal, "goals")
         if len(self.instance_types) > 3:
-            found.append(
-                f"instance_types: a job benchmarks at most 3 instance types, got {len(self.instance_types)}"
+            found.add(
+                "instance_types",
+                list(self.instance_types),
+                f"a job benchmarks at most 3 instance types, got {len(self.instance_types)}",
             )
         for prop in ("model_s3_uri", "output_s3_uri") + (
             ("dataset_s3_uri",) if self.dataset_s3_uri else ()
         ):
             if not str(getattr(self, prop)).startswith("s3://"):
-                found.append(f"{prop} {getattr(self, prop)!r}: must be an s3:// URI")
-        return found
+                found.add(prop, getattr(self, prop), "must be an s3:// URI")
+        return list(found.problems())
+
+    def validate(self) -> RecommendationSpec:
+        """This spec, or a ``ConfigurationError`` listing every one of its ``problems()``."""
+        found = self.problems()
+        if found:
+            raise ConfigurationError("recommendation spec", found)
+        return self
 
 
 def load_spec(path: str) -> dict[str, Any]:
@@ -106,9 +123,7 @@ def load_spec(path: str) -> dict[str, Any]:
 
 def start_recommendation(client: Any, spec: RecommendationSpec) -> str:
     """Create the workload configuration and the recommendation job; returns the job ARN."""
-    problems = spec.problems()
-    if problems:
-        raise ValueError("; ".join(problems))
+    spec.validate()
     workload_name = f"{spec.name}-workload"
     workload: dict[str, Any] = {"AIWorkloadConfigName": workload_name}
     if spec.workload:
@@ -181,9 +196,17 @@ def _metric_value(
     if not matches:
         return None
     matches.sort(key=lambda e: (e.get("Stat", "").lower() != prefer_stat, e.get("Stat", "")))
+    value = _number(matches[0].get("Value"))
+    return None if value is None else (value, matches[0].get("Unit", ""))
+
+
+def _number(value: object) -> float | None:
+    """A metric's value as the API reports it (a number or its text); ``None`` for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
     try:
-        return float(matches[0]["Value"]), matches[0].get("Unit", "")
-    except (KeyError, ValueError):
+        return float(value)
+    except ValueError:  # text that is not a number
         return None
 
 
@@ -272,7 +295,7 @@ def pools_from_job(job: Mapping[str, Any], goal: Goal | None = None) -> PoolFile
 
 def _goal_of(job: Mapping[str, Any]) -> Goal:
     metrics = [c.get("Metric") for c in (job.get("PerformanceTarget") or {}).get("Constraints", [])]
-    for goal, metric in GOAL_METRICS.items():
-        if metric in metrics:
-            return goal  # type: ignore[return-value]
+    for goal in GOALS:
+        if GOAL_METRICS[goal] in metrics:
+            return goal
     return "cost"

@@ -137,25 +137,38 @@ class Catalog:
         """
         if region == self.price_region:
             return self
-        raise KeyError(
+        problems = Problems("instance catalog")
+        problems.add(
+            "region",
+            region,
             f"no recorded prices for region {region!r} (the catalog's prices are {self.price_region}'s); "
             "give a price file (--prices FILE, e.g. written by `fleet --live-prices --region "
-            f"{region} --save-prices FILE`)"
+            f"{region} --save-prices FILE`)",
         )
+        problems.raise_if_any()
+        return self
 
     def with_price_file(self, path: str) -> Catalog:
-        """Prices from a JSON file ``{"region": ..., "source": ..., "prices": {type: $/h}}``."""
-        with open(path) as handle:
-            data = json.load(handle)
+        """Prices from a JSON file ``{"region": ..., "source": ..., "prices": {type: $/h}}``;
+        ``ConfigurationError`` when the file cannot be read or has another shape."""
+        problems = Problems(f"price file {path}")
+        try:
+            with open(path) as handle:
+                data = json.load(handle)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            problems.add("file", path, f"not a readable JSON price file ({error})")
+            problems.raise_if_any()
         prices = data.get("prices") if isinstance(data, dict) else None
-        if not isinstance(prices, dict) or not all(
-            isinstance(v, int | float) for v in prices.values()
-        ):
-            raise KeyError(
-                f"price file {path} must hold {{'region': ..., 'prices': {{instance type: dollars per hour}}}}"
-            )
-        source = str(data.get("source") or f"price file {path}")
-        return self.with_prices(prices, source, region=data.get("region"))
+        if isinstance(prices, dict) and all(isinstance(v, int | float) for v in prices.values()):
+            source = str(data.get("source") or f"price file {path}")
+            return self.with_prices(prices, source, region=data.get("region"))
+        problems.add(
+            "prices",
+            prices,
+            f"price file {path} must hold {{'region': ..., 'prices': {{instance type: dollars per hour}}}}",
+        )
+        problems.raise_if_any()
+        raise AssertionError("unreachable")
 
     def with_instances(self, extra: Iterable[InstanceSpec]) -> Catalog:
         """Add (or replace) instance types, e.g. a new family the data file lacks."""

@@ -58,7 +58,10 @@ def error_as_dict(error: Exception) -> dict[str, Any]:
     if isinstance(error, PlanningError):
         return {
             "error": error.message,
-            "problems": [{"property": "plan", "value": None, "allowed": error.message}],
+            "problems": [
+                {"property": p.property, "value": p.value, "allowed": error.message}
+                for p in error.problems
+            ],
             "needed_gib": _gib(error.needed_bytes),
             "available_gib": _gib(error.available_bytes),
             "alternatives": [alternative.as_dict() for alternative in error.alternatives],
@@ -75,8 +78,8 @@ def error_as_dict(error: Exception) -> dict[str, Any]:
 
 
 def error_text(error: Exception) -> str:
-    """The message; a ``KeyError``'s without the quotes ``str(KeyError)`` adds."""
-    return error.args[0] if isinstance(error, KeyError) and error.args else str(error)
+    """The message of a refused plan (every problem of a ``ConfigurationError``)."""
+    return str(error)
 
 
 def _gib(value: float | None) -> float | None:

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..errors import Problems, check_choice
 from .catalog import load_data
 
 LoadingPath = Literal["s3_download", "s3_streaming", "fsx_lustre"]
@@ -61,12 +62,11 @@ def loading_paths() -> tuple[str, ...]:
 
 def estimate_cold_start(weight_bytes: float, path: LoadingPath | str, nodes: int = 1) -> ColdStart:
     data = _loading()
-    try:
-        figures = data["paths"][path]
-    except KeyError:
-        raise KeyError(
-            f"unknown loading path {path!r}; known: {', '.join(data['paths'])}"
-        ) from None
+    if path not in data["paths"]:
+        problems = Problems("cold start")
+        check_choice(problems, "path", path, list(data["paths"]), "loading paths")
+        problems.raise_if_any()
+    figures = data["paths"][path]
     downloads = figures["download_gb_per_s"] is not None
     per_node = weight_bytes if downloads else weight_bytes / nodes
     download = per_node / (figures["download_gb_per_s"] * 1e9) if downloads else 0.0

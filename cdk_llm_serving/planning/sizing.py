@@ -30,11 +30,19 @@ text) so tools can act on them.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import ConfigurationError, Problem
+from ..errors import (
+    DEPRECATED_REMOVED_IN,
+    ConfigurationError,
+    Problem,
+    Problems,
+    renamed_argument,
+)
 from .catalog import GIB, Catalog, InstanceSpec, default_catalog
+from .instance_types import InstanceType
 from .models import ModelSpec, WeightFormat, preset, weight_format, weight_formats
 from .moe import routed_expert_bytes
 
@@ -169,31 +177,78 @@ class Plan:
         return (self.kv_tokens_per_replica // self.max_context) * self.data_parallel
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ModelSizing:
     """What a deployment promises about a model, so constructs can check it fits.
 
+    The model and the weight format are checked when the sizing is made (a ``ConfigurationError``
+    naming the closest presets or formats) and kept as typed values (``ModelSpec``,
+    ``WeightFormat``); positional use is unchanged: ``ModelSizing("gpt-oss-20b", "bf16")``.
+
     :param model: a ``ModelSpec`` or the name of a preset.
-    :param quantization: the weight format the server loads (``bf16``, ``fp8``, ``nvfp4``, ``mxfp4``, ``int4``).
+    :param weight_format: the weight format the server loads: a ``WeightFormat`` or its name
+        (``bf16``, ``fp8``, ``nvfp4``, ``mxfp4``, ``int4``).
     :param max_context: tokens per sequence. Default: the model's maximum.
     :param concurrency: full-length sequences that must fit at once. Default: 1.
     :param gpu_memory_utilization: vLLM's share of GPU memory. Default: 0.9.
     :param kv_cache_dtype: ``auto`` (BF16) or ``fp8``. Default: ``auto``.
     :param tensor_parallel_size: the tensor-parallel size the server is configured with, so the
         plan describes that layout. Default: the smallest that fits.
+    :param quantization: Deprecated: use ``weight_format`` (removed in 0.3.0; warns).
     """
 
     model: ModelSpec | str
-    quantization: str
+    weight_format: WeightFormat | str
     max_context: int | None = None
     concurrency: int = 1
     gpu_memory_utilization: float = 0.9
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int | None = None
 
+    def __init__(
+        self,
+        model: ModelSpec | str,
+        weight_format: WeightFormat | str | None = None,
+        max_context: int | None = None,
+        concurrency: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        kv_cache_dtype: str = "auto",
+        tensor_parallel_size: int | None = None,
+        *,
+        quantization: WeightFormat | str | None = None,
+    ) -> None:
+        fmt = renamed_argument(
+            "ModelSizing", "quantization", quantization, "weight_format", weight_format
+        )
+        if fmt is None:
+            raise ConfigurationError(
+                "ModelSizing", [Problem("weight_format", None, "required: the weights' format")]
+            )
+        fields = {
+            "model": ModelSpec.of(model),
+            "weight_format": WeightFormat.of(fmt),
+            "max_context": max_context,
+            "concurrency": concurrency,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "kv_cache_dtype": kv_cache_dtype,
+            "tensor_parallel_size": tensor_parallel_size,
+        }
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def quantization(self) -> str:
+        """Deprecated: use ``weight_format`` (removed in 0.3.0). The format's name."""
+        warnings.warn(
+            f"ModelSizing.quantization is deprecated; use weight_format (removed in {DEPRECATED_REMOVED_IN})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return str(self.weight_format)
+
     def plan_on(
         self,
-        instance_type: str,
+        instance_type: InstanceType | str,
         *,
         max_nodes: int = MAX_NODES,
         catalog: Catalog | None = None,
@@ -203,7 +258,7 @@ class ModelSizing:
         endpoint instance hosts a whole copy, so no multi-node alternative is suggested)."""
         return plan(
             self.model,
-            self.quantization,
+            self.weight_format,
             instance_type,
             max_context=self.max_context,
             concurrency=self.concurrency,
@@ -313,8 +368,8 @@ def _candidate_layouts(model: ModelSpec, instance: InstanceSpec, request: _Reque
 
 def plan(
     model: ModelSpec | str,
-    quantization: WeightFormat | str,
-    instance_type: str,
+    weight_format: WeightFormat | str | None = None,
+    instance_type: InstanceType | str | None = None,
     *,
     max_context: int | None = None,
     concurrency: int = 1,
@@ -325,28 +380,46 @@ def plan(
     tensor_parallel: int | None = None,
     single_instance: bool = False,
     require_efa: bool = True,
+    quantization: WeightFormat | str | None = None,
 ) -> Plan:
-    """The smallest layout of ``model`` in ``quantization`` on ``instance_type`` that fits.
+    """The smallest layout of ``model`` in ``weight_format`` on ``instance_type`` that fits.
 
     Raises ``PlanningError`` with what is needed, what is there, and what would fit
-    (more nodes, another instance type, a smaller format) when nothing does.
+    (more nodes, another instance type, a smaller format) when nothing does; an unknown model,
+    format or instance type is a ``ConfigurationError`` naming the closest known ones.
     ``tensor_parallel`` pins the tensor-parallel size (a divisor of the heads, at most the
     node's GPUs); the node's other GPUs become data-parallel engines. ``single_instance``:
     the target runs one copy per instance (a SageMaker endpoint), so no alternative spans
     nodes. ``require_efa`` (default): layouts across nodes only on instance types with EFA;
     pipeline stages or an expert all-to-all over plain TCP are rarely worth running.
+
+    :param model: a ``ModelSpec`` or the name of a preset.
+    :param weight_format: a ``WeightFormat`` or its name (``bf16``, ``fp8``, ...).
+    :param instance_type: an ``InstanceType`` or its name, looked up in ``catalog``.
+    :param quantization: Deprecated: use ``weight_format`` (removed in 0.3.0; warns).
     """
-    spec = preset(model) if isinstance(model, str) else model
-    fmt = weight_format(quantization) if isinstance(quantization, str) else quantization
+    fmt_given = renamed_argument(
+        "plan", "quantization", quantization, "weight_format", weight_format
+    )
+    missing = Problems("plan")
+    if fmt_given is None:
+        missing.add("weight_format", None, "required: the weights' format")
+    if instance_type is None:
+        missing.add("instance_type", None, "required: the instance type to plan on")
+    missing.raise_if_any()
+    spec = ModelSpec.of(model)
+    fmt = WeightFormat.of(fmt_given)
     catalog = catalog or default_catalog()
-    instance = catalog.get(instance_type)
+    instance = catalog.get(str(instance_type))
     context = spec.max_context if max_context is None else max_context
     _check_inputs(spec, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes)
     if tensor_parallel is not None and tensor_parallel not in tensor_parallel_options(
         spec, instance.gpus
     ):
         raise PlanningError(
-            f"tensor_parallel={tensor_parallel} must be one of {tensor_parallel_options(spec, instance.gpus)} for {spec.name} on {instance_type}"
+            f"tensor_parallel={tensor_parallel} must be one of {tensor_parallel_options(spec, instance.gpus)} for {spec.name} on {instance_type}",
+            prop="tensor_parallel",
+            value=tensor_parallel,
         )
     request = _Request(
         context,
@@ -374,18 +447,30 @@ def _check_inputs(
 ) -> None:
     if context < 1 or context > spec.max_context:
         raise PlanningError(
-            f"max_context={context} is outside 1..{spec.max_context}, the longest context {spec.name} supports (vLLM refuses a longer --max-model-len)"
+            f"max_context={context} is outside 1..{spec.max_context}, the longest context {spec.name} supports (vLLM refuses a longer --max-model-len)",
+            prop="max_context",
+            value=context,
         )
     if concurrency < 1:
-        raise PlanningError(f"concurrency={concurrency} must be at least 1")
+        raise PlanningError(
+            f"concurrency={concurrency} must be at least 1", prop="concurrency", value=concurrency
+        )
     if not 0 < utilization <= 1:
-        raise PlanningError(f"gpu_memory_utilization={utilization} must be in (0, 1]")
+        raise PlanningError(
+            f"gpu_memory_utilization={utilization} must be in (0, 1]",
+            prop="gpu_memory_utilization",
+            value=utilization,
+        )
     if kv_dtype not in KV_CACHE_DTYPE_BYTES:
         raise PlanningError(
-            f"kv_cache_dtype={kv_dtype!r} must be one of {', '.join(KV_CACHE_DTYPE_BYTES)}"
+            f"kv_cache_dtype={kv_dtype!r} must be one of {', '.join(KV_CACHE_DTYPE_BYTES)}",
+            prop="kv_cache_dtype",
+            value=kv_dtype,
         )
     if max_nodes < 1:
-        raise PlanningError(f"max_nodes={max_nodes} must be at least 1")
+        raise PlanningError(
+            f"max_nodes={max_nodes} must be at least 1", prop="max_nodes", value=max_nodes
+        )
 
 
 def _usable_bytes(instance: InstanceSpec, utilization: float) -> float:

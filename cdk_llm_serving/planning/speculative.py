@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import Problems, check_choice
 from .catalog import Catalog
 from .decode import decode_step
 from .sizing import Plan
@@ -74,7 +75,9 @@ class SpeculationEstimate:
 def accepted_tokens_per_step(acceptance_rate: float, draft_tokens: int) -> float:
     """Expected tokens per verification step: ``(1 - α^(k+1)) / (1 - α)``."""
     if not 0 <= acceptance_rate < 1:
-        raise ValueError(f"acceptance_rate={acceptance_rate} must be in [0, 1)")
+        problems = Problems("speculation")
+        problems.add("acceptance_rate", acceptance_rate, "must be in [0, 1)")
+        problems.raise_if_any()
     return (1 - acceptance_rate ** (draft_tokens + 1)) / (1 - acceptance_rate)
 
 
@@ -82,10 +85,11 @@ def method(
     name: str, acceptance_rate: float | None = None, draft_tokens: int | None = None
 ) -> SpeculationMethod:
     """A default method, optionally with your measured acceptance rate or draft length."""
-    try:
-        base = DEFAULTS[name]
-    except KeyError:
-        raise KeyError(f"no speculation method {name!r}; known: {', '.join(DEFAULTS)}") from None
+    if name not in DEFAULTS:
+        problems = Problems("speculation")
+        check_choice(problems, "name", name, list(DEFAULTS), "speculation methods")
+        problems.raise_if_any()
+    base = DEFAULTS[name]
     return SpeculationMethod(
         name,
         draft_tokens if draft_tokens is not None else base.draft_tokens,

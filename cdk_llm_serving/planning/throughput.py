@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import Problems, renamed_argument
 from .catalog import Catalog, default_catalog
 from .decode import (
     DEFAULT_ITL_TARGET_MS,
@@ -23,7 +24,8 @@ from .decode import (
     decode_step,
     prefill_seconds,
 )
-from .models import ModelSpec, preset
+from .instance_types import InstanceType
+from .models import ModelSpec, WeightFormat
 from .sizing import Plan, PlanningError, plan, tensor_parallel_options
 
 
@@ -118,12 +120,13 @@ def saturated_tokens_per_second(
 
 def plan_for_throughput(
     model: ModelSpec | str,
-    quantization: str,
-    instance_type: str,
+    weight_format: WeightFormat | str | None = None,
+    instance_type: InstanceType | str | None = None,
     *,
     workload: Workload | None = None,
     itl_target_ms: float = DEFAULT_ITL_TARGET_MS,
     catalog: Catalog | None = None,
+    quantization: WeightFormat | str | None = None,
     **plan_options: Any,
 ) -> tuple[Plan, ThroughputEstimate]:
     """The tensor-parallel size whose layout serves the most tokens/s per node at the ITL target.
@@ -132,15 +135,26 @@ def plan_for_throughput(
     replica room for only a few sequences; this tries every size and keeps the best (layouts
     meeting the target first, then tokens/s per node). Raises ``plan()``'s ``PlanningError``
     when no size fits.
+
+    :param weight_format: a ``WeightFormat`` or its name, as for ``plan()``.
+    :param instance_type: an ``InstanceType`` or its name, as for ``plan()``.
+    :param quantization: Deprecated: use ``weight_format`` (removed in 0.3.0; warns).
     """
-    spec = preset(model) if isinstance(model, str) else model
-    gpus = (catalog or default_catalog()).get(instance_type).gpus
+    fmt = renamed_argument(
+        "plan_for_throughput", "quantization", quantization, "weight_format", weight_format
+    )
+    if instance_type is None:
+        missing = Problems("plan_for_throughput")
+        missing.add("instance_type", None, "required: the instance type to plan on")
+        missing.raise_if_any()
+    spec = ModelSpec.of(model)
+    gpus = (catalog or default_catalog()).get(str(instance_type)).gpus
     best: tuple[tuple[bool, float], Plan, ThroughputEstimate] | None = None
     for tp in tensor_parallel_options(spec, gpus):
         try:
             laid_out = plan(
                 spec,
-                quantization,
+                fmt,
                 instance_type,
                 catalog=catalog,
                 tensor_parallel=tp,
@@ -155,9 +169,7 @@ def plan_for_throughput(
         if best is None or score > best[0]:
             best = (score, laid_out, estimate)
     if best is None:
-        laid_out = plan(
-            spec, quantization, instance_type, catalog=catalog, **plan_options
-        )  # raises
+        laid_out = plan(spec, fmt, instance_type, catalog=catalog, **plan_options)  # raises
         return laid_out, estimate_throughput(
             laid_out, workload, itl_target_ms=itl_target_ms, catalog=catalog
         )

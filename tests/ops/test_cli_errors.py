@@ -25,7 +25,7 @@ PLAN = [
     "plan",
     "--model",
     "gpt-oss-20b",
-    "--quantization",
+    "--weight-format",
     "bf16",
     "--instance-type",
     "ml.g6e.12xlarge",

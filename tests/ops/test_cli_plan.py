@@ -15,7 +15,7 @@ KIMI_ON_ONE_NODE = [
     "plan",
     "--model",
     "kimi-k2",
-    "--quantization",
+    "--weight-format",
     "fp8",
     "--instance-type",
     "ml.p5en.48xlarge",
@@ -27,7 +27,7 @@ GPT_OSS_20B_ON_L4 = [
     "plan",
     "--model",
     "gpt-oss-20b",
-    "--quantization",
+    "--weight-format",
     "mxfp4",
     "--instance-type",
     "ml.g6.xlarge",
@@ -41,7 +41,7 @@ def test_plan_prints_a_table_for_the_reference_model(instance_type, capsys):
             "plan",
             "--model",
             "reference-2.4t-a95b",
-            "--quantization",
+            "--weight-format",
             "nvfp4",
             "--instance-type",
             instance_type,
@@ -64,7 +64,7 @@ def test_plan_json(capsys):
                 "plan",
                 "--model",
                 "deepseek-v3",
-                "--quantization",
+                "--weight-format",
                 "fp8",
                 "--instance-type",
                 "ml.p5en.48xlarge",
@@ -95,10 +95,31 @@ def test_plan_that_cannot_fit_exits_2_with_the_explanation(capsys):
     )
 
 
+def test_the_old_quantization_flag_still_plans_with_a_deprecation_note(capsys):
+    new = [*GPT_OSS_20B_ON_L4, "--max-context", "8192", "--json"]
+    assert main(new) == 0
+    planned, quiet = capsys.readouterr()
+    assert quiet == ""
+    old = [arg if arg != "--weight-format" else "--quantization" for arg in new]
+    assert main(old) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == json.loads(planned)
+    assert err == (
+        "warning: --quantization is deprecated; use --weight-format (removed in 0.3.0)\n"
+    )
+
+
+def test_the_old_and_new_format_flags_are_one_or_the_other(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main([*GPT_OSS_20B_ON_L4, "--quantization", "bf16"])
+    assert exited.value.code == 2
+    assert "not allowed with argument --weight-format" in capsys.readouterr().err
+
+
 def test_module_runs_without_loading_the_cdk():
     """The planner CLI must start fast: no jsii runtime, no aws_cdk import."""
     code = (
-        "import sys, runpy; sys.argv=['x','plan','--model','gpt-oss-20b','--quantization','mxfp4','--instance-type','ml.g6.xlarge','--max-context','8192']\n"
+        "import sys, runpy; sys.argv=['x','plan','--model','gpt-oss-20b','--weight-format','mxfp4','--instance-type','ml.g6.xlarge','--max-context','8192']\n"
         "try:\n    runpy.run_module('cdk_llm_serving', run_name='__main__')\nexcept SystemExit as e:\n    assert e.code == 0\n"
         "assert 'aws_cdk' not in sys.modules and 'jsii' not in sys.modules, 'CDK loaded'"
     )
@@ -115,7 +136,7 @@ def test_plan_a_model_from_a_published_config_json(capsys):
             "plan",
             "--model-config",
             config,
-            "--quantization",
+            "--weight-format",
             "fp8",
             "--instance-type",
             "ml.p5en.48xlarge",
@@ -162,7 +183,7 @@ def test_bad_model_config_is_reported_as_problems(tmp_path, capsys):
             "plan",
             "--model-config",
             str(bad),
-            "--quantization",
+            "--weight-format",
             "bf16",
             "--instance-type",
             "ml.g6.xlarge",
@@ -180,7 +201,7 @@ def test_throughput_layout_trades_tensor_parallel_size_for_batch(capsys):
         "plan",
         "--model",
         "llama-3.1-405b",
-        "--quantization",
+        "--weight-format",
         "nvfp4",
         "--instance-type",
         "ml.p6-b200.48xlarge",

@@ -253,7 +253,11 @@ def test_recommend_start_rejects_a_bad_spec(capsys):
         clients={"sagemaker": object()},
     )
     err = capsys.readouterr().err
-    assert code == 2 and "at most 3 instance types" in err and "model_s3_uri 'weights'" in err
+    assert (
+        code == 2
+        and "at most 3 instance types" in err
+        and "model_s3_uri = 'weights': must be an s3:// URI" in err
+    )
 
 
 def job_response(

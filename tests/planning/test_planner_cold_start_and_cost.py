@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.planning.cold_start import estimate_cold_start
 from cdk_llm_serving.planning.cost import active_weight_bytes, estimate_cost
 from cdk_llm_serving.planning.models import preset, weight_format
@@ -35,7 +36,9 @@ def test_timeouts_have_a_floor_and_scale_with_the_safety_factor():
 
 
 def test_unknown_loading_path():
-    with pytest.raises(KeyError, match="unknown loading path 'ftp'"):
+    with pytest.raises(
+        ConfigurationError, match="path = 'ftp': loading paths must be one of s3_download"
+    ):
         estimate_cold_start(1e9, "ftp")
 
 

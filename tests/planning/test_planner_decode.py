@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.planning.cost import estimate_cost
 from cdk_llm_serving.planning.decode import BANDWIDTH_EFFICIENCY, Workload, decode_step
 from cdk_llm_serving.planning.models import preset
@@ -104,7 +105,9 @@ def test_speculation_tokens_per_step_and_the_gpt_oss_eagle3_claim():
     high = estimate_speculation(result, eagle, batch=64, context=2048)
     assert 1.0 < low.speedup < 1.5
     assert 1.8 < high.speedup <= accepted_tokens_per_step(eagle.acceptance_rate, eagle.draft_tokens)
-    with pytest.raises(KeyError, match="no speculation method 'medusa'"):
+    with pytest.raises(
+        ConfigurationError, match="name = 'medusa': speculation methods must be one of mtp"
+    ):
         method("medusa")
 
 
