@@ -10,6 +10,7 @@ from cdk_llm_serving._cdk.service_limits import (
     hyperpod_instance_types,
     production_variant_instance_types,
 )
+from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.planning.catalog import default_catalog
 from cdk_llm_serving.planning.models import preset, presets, weight_format
 
@@ -64,7 +65,7 @@ def test_prices_can_be_overridden_and_types_added():
     assert cheaper.get("ml.p5.48xlarge").price_per_hour == 60.0
     assert catalog.get("ml.p5.48xlarge").price_per_hour != 60.0
     assert "our savings plan" in cheaper.price_source
-    with pytest.raises(KeyError, match="ml.nope.xlarge"):
+    with pytest.raises(ConfigurationError, match="ml.nope.xlarge"):
         catalog.with_prices({"ml.nope.xlarge": 1.0})
     g7e = dataclasses.replace(catalog.get("ml.g6e.48xlarge"), instance_type="ml.g7e.48xlarge")
     assert catalog.with_instances([g7e]).get("ml.g7e.48xlarge").gpus == 8
@@ -107,3 +108,22 @@ def test_kv_cache_per_token_follows_the_published_formulas():
         and llama.kv_replication(8) == 1
         and llama.kv_replication(16) == 2
     )
+
+
+def test_price_refusals_are_configuration_errors_naming_the_input(tmp_path):
+    catalog = default_catalog()
+    with pytest.raises(ConfigurationError) as caught:
+        catalog.for_region("eu-west-3")
+    (problem,) = caught.value.problems
+    assert problem.property == "region" and "no recorded prices for region" in problem.allowed
+    shapeless = tmp_path / "prices.json"
+    shapeless.write_text('{"region": "eu-west-3", "prices": {"ml.p5.48xlarge": "cheap"}}')
+    with pytest.raises(ConfigurationError) as caught:
+        catalog.with_price_file(str(shapeless))
+    assert [p.property for p in caught.value.problems] == ["prices"]
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    for path in (broken, tmp_path / "missing.json"):
+        with pytest.raises(ConfigurationError) as caught:
+            catalog.with_price_file(str(path))
+        assert [p.property for p in caught.value.problems] == ["file"]

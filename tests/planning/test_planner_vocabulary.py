@@ -1,0 +1,105 @@
+"""The planner's one name for the weight format (``weight_format``), its typed values, and the
+old ``quantization`` keyword that keeps working for one release with a DeprecationWarning."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+
+from cdk_llm_serving.errors import ConfigurationError
+from cdk_llm_serving.planning import InstanceType, ModelSizing, ModelSpec, WeightFormat, plan
+from cdk_llm_serving.planning.throughput import plan_for_throughput
+
+DEPRECATED = re.escape("quantization is deprecated; use weight_format (removed in 0.3.0)")
+
+
+def _quietly(call):
+    """``call()``, failing on any warning (the new names never warn)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return call()
+
+
+def test_plan_takes_typed_values_and_names_alike():
+    by_name = _quietly(lambda: plan("gpt-oss-20b", "mxfp4", "ml.g6.xlarge", max_context=8192))
+    typed = _quietly(
+        lambda: plan(
+            ModelSpec.of("gpt-oss-20b"),
+            WeightFormat.MXFP4,
+            InstanceType.ML_G6_XLARGE,
+            max_context=8192,
+        )
+    )
+    keywords = _quietly(
+        lambda: plan(
+            "gpt-oss-20b", weight_format="mxfp4", instance_type="ml.g6.xlarge", max_context=8192
+        )
+    )
+    assert by_name == typed == keywords
+    assert typed.weight_format == "mxfp4" and typed.instance_type == "ml.g6.xlarge"
+
+
+def test_plan_quantization_keyword_still_works_and_warns():
+    with pytest.warns(DeprecationWarning, match=f"plan: {DEPRECATED}") as caught:
+        old = plan(
+            "gpt-oss-20b", quantization="mxfp4", instance_type="ml.g6.xlarge", max_context=8192
+        )
+    assert caught[0].filename == __file__  # the warning points at the caller
+    assert old == plan("gpt-oss-20b", "mxfp4", "ml.g6.xlarge", max_context=8192)
+
+
+def test_plan_refuses_both_names_and_a_missing_format_as_configuration_errors():
+    with pytest.raises(ConfigurationError, match="deprecated name of weight_format"):
+        plan("gpt-oss-20b", "mxfp4", "ml.g6.xlarge", quantization="bf16")
+    with pytest.raises(ConfigurationError) as caught:
+        plan("gpt-oss-20b")
+    assert [p.property for p in caught.value.problems] == ["weight_format", "instance_type"]
+    with pytest.raises(ConfigurationError, match="closest: ml.g6.xlarge"):
+        plan("gpt-oss-20b", "mxfp4", "ml.g6.xlarg")
+    with pytest.raises(ConfigurationError, match="weight formats must be one of"):
+        plan("gpt-oss-20b", "mxfp5", "ml.g6.xlarge")
+
+
+def test_plan_for_throughput_says_weight_format_too():
+    new = _quietly(lambda: plan_for_throughput("gpt-oss-20b", "mxfp4", "ml.g6e.12xlarge"))
+    with pytest.warns(DeprecationWarning, match=f"plan_for_throughput: {DEPRECATED}"):
+        old = plan_for_throughput(
+            "gpt-oss-20b", quantization="mxfp4", instance_type="ml.g6e.12xlarge"
+        )
+    assert old[0] == new[0]
+    with pytest.raises(ConfigurationError, match="instance_type = None: required"):
+        plan_for_throughput("gpt-oss-20b", "mxfp4")
+
+
+def test_model_sizing_positional_keyword_and_typed_forms_are_one_value():
+    positional = _quietly(lambda: ModelSizing("gpt-oss-20b", "bf16", 32768))
+    keyword = _quietly(
+        lambda: ModelSizing(model="gpt-oss-20b", weight_format="bf16", max_context=32768)
+    )
+    typed = _quietly(
+        lambda: ModelSizing(ModelSpec.of("gpt-oss-20b"), WeightFormat.BF16, max_context=32768)
+    )
+    assert positional == keyword == typed
+    assert typed.weight_format is WeightFormat.BF16 and typed.model is ModelSpec.of("gpt-oss-20b")
+    assert typed.plan_on(InstanceType.ML_G6E_12XLARGE) == typed.plan_on("ml.g6e.12xlarge")
+
+
+def test_model_sizing_quantization_keyword_and_attribute_still_work_and_warn():
+    with pytest.warns(DeprecationWarning, match=f"ModelSizing: {DEPRECATED}"):
+        old = ModelSizing("gpt-oss-20b", quantization="int4", max_context=8192)
+    assert old == ModelSizing("gpt-oss-20b", "int4", max_context=8192)
+    with pytest.warns(DeprecationWarning, match=f"ModelSizing.{DEPRECATED}"):
+        assert old.quantization == "int4"
+    with pytest.raises(ConfigurationError, match="give only weight_format"):
+        ModelSizing("gpt-oss-20b", "int4", quantization="bf16")
+
+
+def test_model_sizing_checks_its_names_when_it_is_made():
+    with pytest.raises(ConfigurationError, match="weight_format = 'bf61'"):
+        ModelSizing("gpt-oss-20b", "bf61")
+    with pytest.raises(ConfigurationError, match="closest: gpt-oss-20b"):
+        ModelSizing("gpt-oss-02b", "bf16")
+    with pytest.raises(ConfigurationError, match="weight_format = None: required"):
+        ModelSizing("gpt-oss-20b")
