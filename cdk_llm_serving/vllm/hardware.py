@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from ..errors import Problem, Problems
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
-from ..planning.models import ModelSpec, WeightFormat, preset, weight_formats
+from ..planning.instance_types import InstanceType
+from ..planning.models import ModelSpec, WeightFormat, weight_formats
 from .config import Eagle3Speculation, MtpSpeculation, VllmConfig
 
 #: vLLM quantization methods and the weight format each stores.
@@ -46,20 +47,21 @@ def weight_format_of(config: VllmConfig, model: ModelSpec | None = None) -> Weig
 
 def check_on_hardware(
     config: VllmConfig,
-    instance_type: str,
+    instance_type: InstanceType | str,
     *,
     model: ModelSpec | str | None = None,
     nodes: int = 1,
-    weight_format: str | None = None,
+    weight_format: WeightFormat | str | None = None,
     catalog: Catalog | None = None,
 ) -> HardwareCheck:
     """Parallel sizes that fit the GPUs, heads that split, MTP the model has, native formats.
 
     ``weight_format`` names the weights actually loaded when ``quantization`` does not say
-    (e.g. BF16 weights of a model whose published checkpoint is MXFP4).
+    (e.g. BF16 weights of a model whose published checkpoint is MXFP4). An instance type the
+    catalog has no figures for or an unknown preset: ``ConfigurationError``.
     """
-    instance = (catalog or default_catalog()).get(instance_type)
-    spec = preset(model) if isinstance(model, str) else model
+    instance = (catalog or default_catalog()).get(str(instance_type))
+    spec = ModelSpec.of(model) if model is not None else None
     problems = _layout_problems(config, instance, nodes) + _parallel_refusals(config)
     if spec is not None:
         problems += _model_problems(config, spec)
@@ -72,7 +74,12 @@ def check_on_hardware(
                 "the draft model must differ from the served model",
             )
         )
-    fmt = weight_formats().get(weight_format) if weight_format else weight_format_of(config, spec)
+    # A format the caller has not checked yet gets no note (its own check names it).
+    fmt = (
+        weight_formats().get(str(weight_format))
+        if weight_format
+        else weight_format_of(config, spec)
+    )
     note = fmt.fallback_note(instance.gpu) if fmt is not None else None
     return HardwareCheck(tuple(problems), (note,) if note else ())
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import Problems, check_choice
 from ..planning.catalog import Catalog, default_catalog
 from ..planning.goals import Goal
-from ..planning.models import ModelSpec, preset, weight_format
+from ..planning.instance_types import InstanceType
+from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import Plan, PlanningError, tensor_parallel_options
 from ..planning.sizing import plan as plan_layout
 from .config import MtpSpeculation, NgramSpeculation, Speculation, VllmConfig
@@ -30,6 +32,9 @@ __all__ = ["Goal", "PoolVllmPlan", "derive_pool_config", "speculation_for"]
 
 @dataclass(frozen=True)
 class PoolVllmPlan:
+    """What one pool runs: its instance type, the weight format chosen, the derived vLLM
+    configuration and the planner's layout."""
+
     instance_type: str
     weight_format: str
     config: VllmConfig
@@ -45,17 +50,38 @@ def speculation_for(model: ModelSpec, base: VllmConfig) -> Speculation:
 def derive_pool_config(
     base: VllmConfig,
     model: ModelSpec | str,
-    instance_type: str,
-    formats: Sequence[str],
+    instance_type: InstanceType | str,
+    formats: Sequence[WeightFormat | str],
     *,
     goal: Goal = "latency",
     catalog: Catalog | None = None,
 ) -> PoolVllmPlan:
-    """The configuration one pool runs; ``PlanningError`` when no allowed format fits."""
-    spec = preset(model) if isinstance(model, str) else model
+    """The configuration one pool runs; ``PlanningError`` (a ``ConfigurationError``) when no
+    allowed format fits or the catalog has no figures for ``instance_type``.
+
+    :param base: the settings every pool shares; the derived ones replace its parallelism,
+        quantization, speculation and served name.
+    :param model: a ``ModelSpec`` or the name of a preset.
+    :param instance_type: the pool's ``InstanceType`` or its name.
+    :param formats: the weight formats the user supplied copies of, most preferred first.
+    :param goal: ``latency`` (default), ``throughput`` or ``cost`` (``planning.goals``).
+    :param catalog: the instance facts to plan with. Default: the planner's default catalog.
+    """
+    spec = ModelSpec.of(model)
     catalog = catalog or default_catalog()
+    if instance_type not in catalog:
+        known = Problems("catalog")
+        types = sorted(instance.instance_type for instance in catalog)
+        check_choice(known, "instance_type", str(instance_type), types, "catalog types")
+        raise PlanningError(
+            f"{instance_type}: {known.problems()[0].allowed} (the planner needs the type's "
+            "figures: add them with Catalog.with_instances)",
+            prop="instance_type",
+            value=str(instance_type),
+        )
+    names = [WeightFormat.of(fmt, "formats").name for fmt in formats]
     errors: list[str] = []
-    for name in _in_goal_order(formats, goal, catalog, instance_type):
+    for name in _in_goal_order(names, goal, catalog, str(instance_type)):
         try:
             fitted = plan_layout(
                 spec,
@@ -74,7 +100,7 @@ def derive_pool_config(
             errors.append(str(error).split("\n")[0])
             continue
         tp, dp = fitted.tensor_parallel, fitted.data_parallel
-        fmt = weight_format(name)
+        fmt = WeightFormat.of(name)
         speculative = speculation_for(spec, base) if goal == "throughput" else None
         base_name = base.served_model_name or spec.name
         served = f"{base_name}-{name}-tp{tp}" + (f"-{speculative.method}" if speculative else "")
@@ -87,14 +113,14 @@ def derive_pool_config(
             quantization=fmt.vllm_quantization,
             speculative=speculative,
         ).validate()
-        return PoolVllmPlan(instance_type, name, config, fitted)
+        return PoolVllmPlan(str(instance_type), name, config, fitted)
     raise PlanningError(
         f"no allowed weight format of {spec.name} fits one {instance_type}: " + "; ".join(errors),
     )
 
 
 def _in_goal_order(
-    formats: Sequence[str], goal: Goal, catalog: Catalog, instance_type: str
+    formats: list[str], goal: Goal, catalog: Catalog, instance_type: str
 ) -> list[str]:
     """The formats as given; for ``cost``, the most compact first, those the instance's GPUs
     run natively before those they emulate (the order of equal ones kept)."""
@@ -103,7 +129,7 @@ def _in_goal_order(
     gpu = catalog.get(instance_type).gpu
 
     def compactness(name: str) -> tuple[bool, float]:
-        fmt = weight_format(name)
+        fmt = WeightFormat.of(name)
         return (not fmt.runs_natively_on(gpu), fmt.bytes_per_param)
 
     return sorted(formats, key=compactness)
