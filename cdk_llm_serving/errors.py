@@ -37,12 +37,21 @@ class Problem:
     def __str__(self) -> str:
         return f"{self.property} = {self.value!r}: {self.allowed}"
 
+    def under(self, prefix: str) -> Problem:
+        """The same problem with its property under ``prefix.`` (unchanged for ``""``)."""
+        if not prefix:
+            return self
+        return Problem(f"{prefix}.{self.property}", self.value, self.allowed)
+
+    # Deprecated: read ``.property``, ``.value`` and ``.allowed`` (or hand the problems to
+    # ``Problems.extend``). Kept while code still unpacks problems as the tuples ``vllm/`` used
+    # to return; the library's own checks no longer do.
     def __iter__(self) -> Iterator[Any]:
-        """``prop, value, allowed = problem``."""
+        """Deprecated: ``prop, value, allowed = problem``."""
         return iter((self.property, self.value, self.allowed))
 
     def __getitem__(self, index: int) -> Any:
-        """``problem[0]`` is the property, ``[1]`` the value, ``[2]`` what is allowed."""
+        """Deprecated: ``problem[0]`` is the property, ``[1]`` the value, ``[2]`` what is allowed."""
         return (self.property, self.value, self.allowed)[index]
 
 
@@ -83,14 +92,15 @@ class Problems:
     def add(self, prop: str, value: Any, allowed: str) -> None:
         self._problems.append(Problem(prop, value, allowed))
 
-    def extend(self, problems: Problems) -> None:
-        self._problems.extend(problems._problems)
+    def extend(self, problems: Problems | Iterable[Problem], prefix: str = "") -> None:
+        """Every problem of ``problems`` (another ``Problems``, or ``Problem`` objects such as
+        ``VllmConfig.problems()`` or ``HardwareCheck.problems``), each under ``prefix.``."""
+        found = problems.problems() if isinstance(problems, Problems) else problems
+        self._problems.extend(problem.under(prefix) for problem in found)
 
     def absorb(self, error: ConfigurationError, prefix: str = "") -> None:
         """Every problem of ``error`` (raised by a value or loader), under ``prefix.``."""
-        for problem in error.problems:
-            name = f"{prefix}.{problem.property}" if prefix else problem.property
-            self.add(name, problem.value, problem.allowed)
+        self.extend(error.problems, prefix)
 
     def __bool__(self) -> bool:
         return bool(self._problems)
@@ -392,8 +402,4 @@ def check_fields(problems: Problems, prop: str, value: Any, literals: bool = Tru
     fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
     nested = Problems("")
     check_types(nested, hints, fields, literals)
-    problems.absorb(_as_error(nested), prop)
-
-
-def _as_error(problems: Problems) -> ConfigurationError:
-    return ConfigurationError(problems.subject, list(problems.problems()))
+    problems.extend(nested, prop)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import Problem, Problems
+from ..errors import Problem
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.instance_types import InstanceType
 from ..planning.models import ModelSpec, WeightFormat, weight_formats
@@ -25,16 +25,11 @@ QUANTIZATION_FORMATS: dict[str, str] = {
 @dataclass(frozen=True)
 class HardwareCheck:
     """What ``check_on_hardware`` found: problems (the configuration cannot start there) and
-    warnings (it starts, but not as well as it could)."""
+    warnings (it starts, but not as well as it could). A construct adds the problems to its
+    own with ``problems.extend(check.problems, "config")``."""
 
     problems: tuple[Problem, ...]
     warnings: tuple[str, ...]
-
-    def add_to(self, problems: Problems, prefix: str = "") -> None:
-        """Add every problem to ``problems``, each property under ``prefix.`` (if given)."""
-        for problem in self.problems:
-            name = f"{prefix}.{problem.property}" if prefix else problem.property
-            problems.add(name, problem.value, problem.allowed)
 
 
 def weight_format_of(config: VllmConfig, model: ModelSpec | None = None) -> WeightFormat | None:
