@@ -244,6 +244,17 @@ def refuse_unknown_options(
 
 
 # -- props checked against their type hints (one mechanism for every construct) ---------
+#
+# Why not typeguard's ``check_type`` (2.13.3, the version jsii's bindings pin)? It decides a
+# different question: it accepts ``True`` for an ``int`` or ``float`` prop (``replicas=True``),
+# a string for a ``Sequence[str]`` (``instance_types="ml.p5.48xlarge"``, one problem per
+# character later) and mappings whatever their values; it refuses a tuple for a ``list[X]``
+# (users pass tuples); it stops at a list's first bad element; and its message
+# ("type of pools[1] must be InstancePool; got str instead") carries neither the value nor the
+# closest matches, so the path would be parsed back out of its text. Wrapping it to restore
+# those rules would keep all of the code below and add typeguard's. Its cost, measured: about
+# 0.16 ms for ``InstancePoolEndpoint``'s props with two pools (typeguard: 0.007 ms, checking
+# less), against about 50 ms of CPU per pool endpoint in ``bench/synth_bench.py``.
 
 
 def type_matches(value: Any, hint: Any, literals: bool = True) -> bool:
