@@ -79,13 +79,13 @@ def derive_pool_config(
             prop="instance_type",
             value=str(instance_type),
         )
-    names = [WeightFormat.of(fmt, "formats").name for fmt in formats]
+    allowed = [WeightFormat.of(fmt, "formats") for fmt in formats]
     errors: list[str] = []
-    for name in _in_goal_order(names, goal, catalog, str(instance_type)):
+    for fmt in _in_goal_order(allowed, goal, catalog, str(instance_type)):
         try:
             fitted = plan_layout(
                 spec,
-                name,
+                fmt,
                 instance_type,
                 max_context=base.max_model_len,
                 gpu_memory_utilization=base.gpu_memory_utilization or 0.9,
@@ -99,8 +99,7 @@ def derive_pool_config(
         except PlanningError as error:
             errors.append(str(error).split("\n")[0])
             continue
-        tp, dp = fitted.tensor_parallel, fitted.data_parallel
-        fmt = WeightFormat.of(name)
+        tp, dp, name = fitted.tensor_parallel, fitted.data_parallel, fmt.name
         speculative = speculation_for(spec, base) if goal == "throughput" else None
         base_name = base.served_model_name or spec.name
         served = f"{base_name}-{name}-tp{tp}" + (f"-{speculative.method}" if speculative else "")
@@ -113,23 +112,22 @@ def derive_pool_config(
             quantization=fmt.vllm_quantization,
             speculative=speculative,
         ).validate()
-        return PoolVllmPlan(str(instance_type), name, config, fitted)
+        return PoolVllmPlan(instance_type, name, config, fitted)
     raise PlanningError(
         f"no allowed weight format of {spec.name} fits one {instance_type}: " + "; ".join(errors),
     )
 
 
 def _in_goal_order(
-    formats: list[str], goal: Goal, catalog: Catalog, instance_type: str
-) -> list[str]:
+    formats: list[WeightFormat], goal: Goal, catalog: Catalog, instance_type: str
+) -> list[WeightFormat]:
     """The formats as given; for ``cost``, the most compact first, those the instance's GPUs
     run natively before those they emulate (the order of equal ones kept)."""
     if goal != "cost":
         return list(formats)
     gpu = catalog.get(instance_type).gpu
 
-    def compactness(name: str) -> tuple[bool, float]:
-        fmt = WeightFormat.of(name)
+    def compactness(fmt: WeightFormat) -> tuple[bool, float]:
         return (not fmt.runs_natively_on(gpu), fmt.bytes_per_param)
 
     return sorted(formats, key=compactness)
