@@ -43,7 +43,7 @@ from ..errors import (
 )
 from .catalog import GIB, Catalog, InstanceSpec, default_catalog
 from .instance_types import InstanceType
-from .models import ModelSpec, WeightFormat, preset, weight_format, weight_formats
+from .models import ModelSpec, WeightFormat, preset, presets, weight_format, weight_formats
 from .moe import routed_expert_bytes
 
 #: GiB per GPU kept out of the KV cache for the CUDA context, activations and CUDA graphs.
@@ -235,6 +235,18 @@ class ModelSizing:
         }
         for name, value in fields.items():
             object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        """Presets and known formats by name (``ModelSizing(model='gpt-oss-20b', ...)``)."""
+        shown = []
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, ModelSpec) and presets().get(value.name) is value:
+                value = value.name
+            elif isinstance(value, WeightFormat) and weight_formats().get(value.name) is value:
+                value = value.name
+            shown.append(f"{name}={value!r}")
+        return f"ModelSizing({', '.join(shown)})"
 
     @property
     def quantization(self) -> str:

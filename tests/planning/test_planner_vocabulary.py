@@ -84,6 +84,11 @@ def test_model_sizing_positional_keyword_and_typed_forms_are_one_value():
     assert positional == keyword == typed
     assert typed.weight_format is WeightFormat.BF16 and typed.model is ModelSpec.of("gpt-oss-20b")
     assert typed.plan_on(InstanceType.ML_G6E_12XLARGE) == typed.plan_on("ml.g6e.12xlarge")
+    assert repr(typed) == (
+        "ModelSizing(model='gpt-oss-20b', weight_format='bf16', max_context=32768, "
+        "concurrency=1, gpu_memory_utilization=0.9, kv_cache_dtype='auto', "
+        "tensor_parallel_size=None)"
+    )
 
 
 def test_model_sizing_quantization_keyword_and_attribute_still_work_and_warn():
