@@ -25,6 +25,7 @@ from ..errors import (
     check_sequence,
 )
 from ..planning.goals import GOALS, Goal
+from ..planning.instance_types import InstanceType
 from ..planning.pool_file import ExpectedPerformance, PoolFile, RecommendedPool
 
 #: The API's performance-target metric for each goal.
@@ -41,7 +42,7 @@ class RecommendationSpec:
     output_s3_uri: str
     role_arn: str
     goal: Goal = "cost"
-    instance_types: tuple[str, ...] = ()
+    instance_types: tuple[InstanceType | str, ...] = ()
     framework: str = "VLLM"
     workload: str | None = None
     dataset_s3_uri: str | None = None
@@ -82,6 +83,11 @@ class RecommendationSpec:
                 list(self.instance_types),
                 f"a job benchmarks at most 3 instance types, got {len(self.instance_types)}",
             )
+        for index, name in enumerate(self.instance_types):
+            prop = f"instance_types[{index}]"
+            instance_type = InstanceType.parse(found, prop, name)
+            if instance_type is not None:
+                instance_type.check_hosting(found, prop)
         for prop in ("model_s3_uri", "output_s3_uri") + (
             ("dataset_s3_uri",) if self.dataset_s3_uri else ()
         ):

@@ -8,8 +8,9 @@ import json
 import pytest
 from aws_cdk import Environment, Stack
 
+from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.ops.cli import main
-from cdk_llm_serving.ops.recommend import pools_from_job, wait_for_job
+from cdk_llm_serving.ops.recommend import RecommendationSpec, pools_from_job, wait_for_job
 from cdk_llm_serving.planning.pool_file import PoolFile, PoolFileError
 from tests.support.sagemaker_responses import (
     NOW,
@@ -258,6 +259,15 @@ def test_recommend_start_rejects_a_bad_spec(capsys):
         and "at most 3 instance types" in err
         and "model_s3_uri = 'weights': must be an s3:// URI" in err
     )
+
+
+def test_recommend_start_names_an_unknown_instance_type_with_the_closest():
+    values = {**SPEC, "instance_types": ["ml.g6e.12xlarg", "ml.g6.12xlarge"]}
+    with pytest.raises(ConfigurationError) as caught:
+        RecommendationSpec.from_mapping(values).validate()
+    (problem,) = caught.value.problems
+    assert problem.property == "instance_types[0]" and "closest: ml.g6e.12xlarge" in problem.allowed
+    assert RecommendationSpec.from_mapping(SPEC).validate().problems() == []
 
 
 def job_response(
