@@ -40,6 +40,8 @@ from aws_cdk import (
 )
 from constructs import Construct, IConstruct, IValidation
 
+from .stacks import stack_of
+
 #: CloudFormation's quotas (see the module docstring).
 MAX_TEMPLATE_BYTES = 1_000_000
 MAX_RESOURCES = 500
@@ -60,7 +62,7 @@ SINGLETON_ID = "CdkLlmServingTemplateLimits"
 
 def check_template_limits(scope: IConstruct) -> None:
     """Check the stack of ``scope`` against CloudFormation's limits at synth (once per stack)."""
-    stack = Stack.of(scope)
+    stack = stack_of(scope)
     if stack.node.try_find_child(SINGLETON_ID) is None:
         TemplateLimits(stack)
 
