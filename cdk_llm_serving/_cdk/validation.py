@@ -26,7 +26,7 @@ def is_unresolved(value: object) -> bool:
 
 
 def seconds_of(value: Duration | int | None) -> int | None:
-    """Whole seconds of a ``Duration`` (asked of the kernel once per object, ``durations``)."""
+    """Whole seconds of a ``Duration`` (``durations.seconds``); an ``int`` or ``None`` as given."""
     if isinstance(value, Duration):
         return int(seconds(value))
     return value
