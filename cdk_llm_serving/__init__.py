@@ -20,9 +20,18 @@ from typing import TYPE_CHECKING, Any
 from ._extras import MissingExtraError
 from .errors import ConfigurationError as ConfigurationError
 from .errors import Problem as Problem
+from .planning import InstanceType as InstanceType
 from .planning import ModelSizing as ModelSizing
+from .planning import ModelSpec as ModelSpec
+from .planning import PlanningError as PlanningError
+from .planning import WeightFormat as WeightFormat
 from .planning import default_catalog as default_catalog
 from .planning import plan as plan
+from .vllm import Eagle3Speculation as Eagle3Speculation
+from .vllm import MtpSpeculation as MtpSpeculation
+from .vllm import NgramSpeculation as NgramSpeculation
+from .vllm import VllmConfig as VllmConfig
+from .vllm import VllmConfigError as VllmConfigError
 
 if TYPE_CHECKING:
     from .hyperpod import *  # noqa: F403
@@ -35,7 +44,22 @@ __version__ = "0.1.0"
 #: ``.hyperpod`` comes last: it needs the ``hyperpod`` extra, and names found before it
 #: must not depend on that.
 _CONSTRUCT_MODULES = (".sagemaker", ".model_sources", ".hyperpod")
-_EAGER = ["ConfigurationError", "Problem", "ModelSizing", "default_catalog", "plan"]
+_EAGER = [
+    "ConfigurationError",
+    "InstanceType",
+    "ModelSizing",
+    "ModelSpec",
+    "PlanningError",
+    "Problem",
+    "WeightFormat",
+    "Eagle3Speculation",
+    "MtpSpeculation",
+    "NgramSpeculation",
+    "VllmConfig",
+    "VllmConfigError",
+    "default_catalog",
+    "plan",
+]
 
 
 def __getattr__(name: str) -> Any:

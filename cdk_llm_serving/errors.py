@@ -7,6 +7,7 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import UnionType
@@ -105,6 +106,32 @@ class Problems:
         """Raise ``error`` (a ``ConfigurationError`` or a subclass) listing every problem."""
         if self._problems:
             raise error(self.subject, self._problems)
+
+
+#: The release that removes the names deprecated now (CHANGELOG.md lists them).
+DEPRECATED_REMOVED_IN = "0.3.0"
+
+
+def renamed_argument(owner: str, old: str, old_value: Any, new: str, new_value: Any) -> Any:
+    """The value of an argument renamed from ``old`` to ``new`` (for one release both work).
+
+    ``old_value``/``new_value`` are what the caller passed (``None``: not passed). The old
+    name warns with a ``DeprecationWarning`` pointing at the caller's caller; both at once is
+    a ``ConfigurationError``. (Constructs warn through ``_cdk.deprecation`` instead, as synth
+    annotations.)
+    """
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise ConfigurationError(
+            owner, [Problem(old, old_value, f"deprecated name of {new}; give only {new}")]
+        )
+    warnings.warn(
+        f"{owner}: {old} is deprecated; use {new} (removed in {DEPRECATED_REMOVED_IN})",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return old_value
 
 
 # -- checks shared by every layer (CDK-free: the planner, vLLM and CLI use them too) -----

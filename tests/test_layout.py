@@ -148,7 +148,22 @@ def test_top_level_exports_every_public_construct_lazily():
     from cdk_llm_serving import hyperpod, model_sources, sagemaker
 
     construct_names = {*sagemaker.__all__, *hyperpod.__all__, *model_sources.__all__}
-    eager = {"ConfigurationError", "Problem", "ModelSizing", "default_catalog", "plan"}
+    eager = {
+        "ConfigurationError",
+        "InstanceType",
+        "ModelSizing",
+        "ModelSpec",
+        "PlanningError",
+        "Problem",
+        "WeightFormat",
+        "Eagle3Speculation",
+        "MtpSpeculation",
+        "NgramSpeculation",
+        "VllmConfig",
+        "VllmConfigError",
+        "default_catalog",
+        "plan",
+    }
     assert set(cdk_llm_serving.__all__) == construct_names | eager
     for name in cdk_llm_serving.__all__:
         assert getattr(cdk_llm_serving, name) is not None

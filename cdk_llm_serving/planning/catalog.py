@@ -9,7 +9,20 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
+from ..errors import ConfigurationError, Problems, check_choice
+
 GIB = 1024**3
+
+
+class UnknownInstanceTypeError(ConfigurationError, KeyError):
+    """An instance type the catalog has no spec for (``Catalog.get``).
+
+    Also a ``KeyError`` for one release, so code that caught the ``KeyError`` ``get`` raised
+    before keeps working; catch ``ConfigurationError`` (or test ``in catalog``) instead.
+    """
+
+    def __str__(self) -> str:  # ValueError's text, not KeyError's quoted repr
+        return Exception.__str__(self)
 
 
 def load_data(name: str) -> dict[str, Any]:
@@ -84,13 +97,16 @@ class Catalog:
         return len(self._instances)
 
     def get(self, instance_type: str) -> InstanceSpec:
-        try:
-            return self._instances[instance_type]
-        except KeyError:
-            known = ", ".join(sorted(self._instances))
-            raise KeyError(
-                f"instance type {instance_type!r} is not in the catalog; known: {known}"
-            ) from None
+        """The spec of ``instance_type``; ``UnknownInstanceTypeError`` (a ``ConfigurationError``
+        naming the closest types the catalog has) when it has none."""
+        spec = self._instances.get(instance_type)
+        if spec is not None:
+            return spec
+        problems = Problems("instance catalog")
+        check_choice(
+            problems, "instance_type", instance_type, sorted(self._instances), "catalog types"
+        )
+        raise UnknownInstanceTypeError(problems.subject, list(problems.problems()))
 
     def with_prices(
         self,

@@ -55,9 +55,6 @@ def plan_model(
 
 def error_as_dict(error: Exception) -> dict[str, Any]:
     """A refused plan as JSON: the message, every problem, and machine-readable alternatives."""
-    if isinstance(error, ConfigurationError):
-        problems = [asdict(problem) for problem in error.problems]
-        return {"error": str(error), "problems": problems, "alternatives": []}
     if isinstance(error, PlanningError):
         return {
             "error": error.message,
@@ -66,6 +63,9 @@ def error_as_dict(error: Exception) -> dict[str, Any]:
             "available_gib": _gib(error.available_bytes),
             "alternatives": [alternative.as_dict() for alternative in error.alternatives],
         }
+    if isinstance(error, ConfigurationError):
+        problems = [asdict(problem) for problem in error.problems]
+        return {"error": str(error), "problems": problems, "alternatives": []}
     message = error_text(error)
     return {
         "error": message,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from ..errors import Problems, check_choice
 from .catalog import Gpu, load_data
@@ -63,6 +63,12 @@ class ModelSpec:
         )
 
     @classmethod
+    def of(cls, value: ModelSpec | str, prop: str = "model") -> ModelSpec:
+        """``value`` as a spec: a ``ModelSpec`` as given, or the preset of that name
+        (``ConfigurationError`` naming ``prop`` and the closest presets when there is none)."""
+        return value if isinstance(value, ModelSpec) else preset(value, prop)
+
+    @classmethod
     def from_hf_config(cls, path: str | Path, index_path: str | Path | None = None) -> ModelSpec:
         """A spec from a local Hugging Face ``config.json`` (+ optional safetensors index).
 
@@ -91,10 +97,32 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class WeightFormat:
+    """A format the weights are stored and served in (``data/formats.json``).
+
+    ``WeightFormat.of("nvfp4")`` or a constant (``WeightFormat.NVFP4``); every construct and
+    the planner also take the name and convert it. ``vllm_quantization`` is the vLLM
+    ``--quantization`` method that serves it (``None``: unquantized).
+    """
+
+    BF16: ClassVar[WeightFormat]
+    FP8: ClassVar[WeightFormat]
+    NVFP4: ClassVar[WeightFormat]
+    MXFP4: ClassVar[WeightFormat]
+    INT4: ClassVar[WeightFormat]
+
     name: str
     bytes_per_param: float
     vllm_quantization: str | None
     description: str
+
+    @classmethod
+    def of(cls, value: WeightFormat | str, prop: str = "weight_format") -> WeightFormat:
+        """``value`` as a format: as given, or the known format of that name
+        (``ConfigurationError`` naming ``prop`` and the closest formats when there is none)."""
+        return value if isinstance(value, WeightFormat) else weight_format(value, prop)
+
+    def __str__(self) -> str:
+        return self.name
 
     def runs_natively_on(self, gpu: Gpu) -> bool:
         return self.name in gpu.native_formats
@@ -152,3 +180,7 @@ def weight_format(name: str, prop: str = "weight_format") -> WeightFormat:
     check_choice(problems, prop, name, list(weight_formats()), "weight formats")
     problems.raise_if_any()
     raise AssertionError("unreachable")
+
+
+for _name, _format in weight_formats().items():
+    setattr(WeightFormat, _name.upper(), _format)

@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..errors import ConfigurationError, Problem
 from .catalog import GIB, Catalog, InstanceSpec, default_catalog
 from .models import ModelSpec, WeightFormat, preset, weight_format, weight_formats
 from .moe import routed_expert_bytes
@@ -77,8 +78,12 @@ class Alternative:
         }
 
 
-class PlanningError(ValueError):
-    """A deployment that cannot work, with what it needs, what is there, and what would fit."""
+class PlanningError(ConfigurationError):
+    """A deployment that cannot work, with what it needs, what is there, and what would fit.
+
+    A ``ConfigurationError`` (one channel for every bad input), whose one ``Problem`` is the
+    plan's message; ``str()`` is the message and, when some layout would fit, the alternatives.
+    """
 
     def __init__(
         self,
@@ -87,6 +92,8 @@ class PlanningError(ValueError):
         needed_bytes: float | None = None,
         available_bytes: float | None = None,
         alternatives: tuple[Alternative, ...] = (),
+        prop: str = "plan",
+        value: Any = None,
     ) -> None:
         self.message = message
         self.needed_bytes = needed_bytes
@@ -96,7 +103,8 @@ class PlanningError(ValueError):
         text = message
         if self.suggestions:
             text += "\nWould fit: " + "; ".join(self.suggestions)
-        super().__init__(text)
+        super().__init__("plan", [Problem(prop, value, text)])
+        self.args = (text,)
 
 
 @dataclass(frozen=True)

@@ -197,8 +197,8 @@ def test_bad_inputs(kwargs, message):
         (("gpt-oss-20b", "fp4", "ml.p5.48xlarge"), ConfigurationError, "weight_format = 'fp4'"),
         (
             ("gpt-oss-20b", "bf16", "ml.p9.48xlarge"),
-            KeyError,
-            "'ml.p9.48xlarge' is not in the catalog",
+            ConfigurationError,
+            "instance_type = 'ml.p9.48xlarge': not one of the",
         ),
     ],
 )

@@ -1,0 +1,189 @@
+"""``InstanceType``: an instance type name checked once, carrying what the library knows of it.
+
+One catalog of facts for every construct and the planner:
+
+* where SageMaker takes the type, from botocore's SageMaker service model (the enum of
+  ``InstancePool.InstanceType`` for endpoint variants, of
+  ``ClusterInstanceGroupSpecification.InstanceType`` for HyperPod instance groups; see
+  ``_cdk.service_limits``, which reads botocore's JSON and imports no CDK);
+* what it carries (GPUs, GPU memory, EFA devices, vCPUs, price), from the planner's
+  default catalog (``planning/data/instances.json``) when it has the type.
+
+A name neither botocore nor the catalog knows is refused at construction with the library's
+closest-match message. ``InstanceType`` is a ``str``: it renders, hashes and compares as the
+plain name, so a template is the same whichever of the two a user passes.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import ClassVar, Final
+
+from .._cdk.service_limits import hyperpod_instance_types, production_variant_instance_types
+from ..errors import Problems, check_choice
+from .catalog import InstanceSpec, default_catalog
+
+__all__ = ["InstanceType"]
+
+#: Families with NVIDIA GPUs: the P and G accelerated-computing families (and Gr6, G6 with a
+#: higher memory ratio, NVIDIA L4) — aws.amazon.com/ec2/instance-types/ ("Accelerated
+#: Computing"); G4ad, with AMD GPUs, is not offered by SageMaker (botocore's enums).
+_NVIDIA_FAMILY: Final = re.compile(r"^ml\.(?:p\d|g\d|gr6)")
+
+
+@functools.cache
+def _known() -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
+    """(hosting types, HyperPod types, every known name sorted)."""
+    hosting = frozenset(production_variant_instance_types())
+    hyperpod = frozenset(hyperpod_instance_types())
+    catalog = {spec.instance_type for spec in default_catalog()}
+    return hosting, hyperpod, tuple(sorted(hosting | hyperpod | catalog))
+
+
+class InstanceType(str):
+    """A SageMaker instance type (``ml.p5.48xlarge``), validated when it is made.
+
+    ``InstanceType("ml.p5.48xlarge")``, ``InstanceType.of(value)`` or a constant
+    (``InstanceType.ML_P5_48XLARGE``); every construct and the planner also take the plain
+    string and convert it. An unknown name raises ``ConfigurationError`` naming the closest
+    known types; ``parse`` adds that problem to a construct's ``Problems`` instead.
+    """
+
+    ML_G5_XLARGE: ClassVar[InstanceType]
+    ML_G5_2XLARGE: ClassVar[InstanceType]
+    ML_G5_12XLARGE: ClassVar[InstanceType]
+    ML_G5_48XLARGE: ClassVar[InstanceType]
+    ML_G6_XLARGE: ClassVar[InstanceType]
+    ML_G6_12XLARGE: ClassVar[InstanceType]
+    ML_G6_48XLARGE: ClassVar[InstanceType]
+    ML_G6E_XLARGE: ClassVar[InstanceType]
+    ML_G6E_2XLARGE: ClassVar[InstanceType]
+    ML_G6E_12XLARGE: ClassVar[InstanceType]
+    ML_G6E_48XLARGE: ClassVar[InstanceType]
+    ML_P4D_24XLARGE: ClassVar[InstanceType]
+    ML_P4DE_24XLARGE: ClassVar[InstanceType]
+    ML_P5_4XLARGE: ClassVar[InstanceType]
+    ML_P5_48XLARGE: ClassVar[InstanceType]
+    ML_P5E_48XLARGE: ClassVar[InstanceType]
+    ML_P5EN_48XLARGE: ClassVar[InstanceType]
+    ML_P6_B200_48XLARGE: ClassVar[InstanceType]
+    ML_P6_B300_48XLARGE: ClassVar[InstanceType]
+    ML_P6E_GB200_36XLARGE: ClassVar[InstanceType]
+
+    def __new__(cls, name: str) -> InstanceType:
+        if isinstance(name, InstanceType):
+            return name
+        problems = Problems("InstanceType")
+        if not _check_known(problems, "instance_type", name):
+            problems.raise_if_any()
+        return super().__new__(cls, name)
+
+    @classmethod
+    def of(cls, value: str | InstanceType) -> InstanceType:
+        """``value`` as an ``InstanceType`` (the same object when it already is one)."""
+        return cls(value)
+
+    @classmethod
+    def parse(cls, problems: Problems, prop: str, value: object) -> InstanceType | None:
+        """``value`` as an ``InstanceType``, or ``None`` with the problem added to ``problems``
+        under ``prop`` (for constructs that report every problem at once)."""
+        if isinstance(value, InstanceType):
+            return value
+        if not _check_known(problems, prop, value):
+            return None
+        return super().__new__(cls, str(value))
+
+    # -- facts ------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The plain name, e.g. ``ml.p5.48xlarge``."""
+        return str.__str__(self)
+
+    @property
+    def family(self) -> str:
+        """``p5`` of ``ml.p5.48xlarge``."""
+        return self.split(".")[1]
+
+    @property
+    def sagemaker_hosting(self) -> bool:
+        """Whether an endpoint variant (an instance pool) takes this type (botocore's enum)."""
+        return self in _known()[0]
+
+    @property
+    def hyperpod(self) -> bool:
+        """Whether a HyperPod cluster instance group takes this type (botocore's enum)."""
+        return self in _known()[1]
+
+    @property
+    def spec(self) -> InstanceSpec | None:
+        """What the planner's default catalog records of the type; ``None`` if it has none."""
+        catalog = default_catalog()
+        return catalog.get(self) if self in catalog else None
+
+    @property
+    def gpus(self) -> int:
+        """GPUs per instance (0 when the catalog does not record the type)."""
+        spec = self.spec
+        return spec.gpus if spec is not None else 0
+
+    @property
+    def efa(self) -> bool:
+        """Whether the catalog records EFA devices on the type."""
+        spec = self.spec
+        return bool(spec is not None and spec.efa_devices)
+
+    @property
+    def nvidia_gpu(self) -> bool:
+        """Whether the type carries NVIDIA GPUs (so it runs CUDA images)."""
+        return bool(_NVIDIA_FAMILY.match(self))
+
+    # -- where it may be used ------------------------------------------------------------
+
+    def check_hosting(self, problems: Problems, prop: str) -> bool:
+        """Adds a problem unless an endpoint variant takes the type; returns whether it does."""
+        if self.sagemaker_hosting:
+            return True
+        check_choice(
+            problems,
+            prop,
+            self.name,
+            sorted(_known()[0]),
+            "SageMaker production-variant instance types",
+        )
+        return False
+
+    def check_hyperpod(self, problems: Problems, prop: str) -> bool:
+        """Adds a problem unless a HyperPod instance group takes the type; returns whether it does."""
+        if self.hyperpod:
+            return True
+        check_choice(
+            problems, prop, self.name, sorted(_known()[1]), "HyperPod cluster instance types"
+        )
+        return False
+
+    def __repr__(self) -> str:
+        return f"InstanceType({self.name!r})"
+
+
+def _check_known(problems: Problems, prop: str, value: object) -> bool:
+    if isinstance(value, str) and value in _known()[2]:
+        return True
+    if not isinstance(value, str):
+        problems.add(
+            prop, value, f"must be an instance type name (a str), not {type(value).__name__}"
+        )
+        return False
+    return check_choice(problems, prop, value, _known()[2], "SageMaker instance types")
+
+
+def _constant_name(name: str) -> str:
+    return name.upper().replace(".", "_").replace("-", "_")
+
+
+# Constants for the catalog's types (made without the botocore read: the catalog knows them).
+for _spec in default_catalog():
+    _attribute = _constant_name(_spec.instance_type)
+    if _attribute in InstanceType.__annotations__:
+        setattr(InstanceType, _attribute, str.__new__(InstanceType, _spec.instance_type))
