@@ -65,7 +65,6 @@ _DNS_NAME = re.compile(
 )
 
 
-
 @dataclass(frozen=True)
 class Exposure:
     """How clients reach the leaders: an internal NLB on 443, TLS end to end.
@@ -273,7 +272,10 @@ class MultiNodeWorkload:
         group = self.placement.group
         healthy = {"key": NODE_HEALTH_LABEL, "operator": "In", "values": [NODE_HEALTHY]}
         return {
-            "nodeSelector": {INSTANCE_TYPE_LABEL: str(group.instance_type), GROUP_LABEL: group.name},
+            "nodeSelector": {
+                INSTANCE_TYPE_LABEL: str(group.instance_type),
+                GROUP_LABEL: group.name,
+            },
             "affinity": {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -285,7 +287,10 @@ class MultiNodeWorkload:
         }
 
     def leader_worker_set(
-        self, image: str | None = None, startup: Startup | None = None, claim_name: str | None = None
+        self,
+        image: str | None = None,
+        startup: Startup | None = None,
+        claim_name: str | None = None,
     ) -> dict[str, Any]:
         """The LeaderWorkerSet: ``replicas`` groups of ``nodes`` pods; only the leader serves.
 

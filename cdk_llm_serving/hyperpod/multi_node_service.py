@@ -45,7 +45,7 @@ from ..errors import Problems, check_choice, checked_props
 from ..model_sources import ModelData, warn_if_tag_only
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.cold_start import ColdStart, estimate_cold_start
-from ..planning.models import ModelSpec, WeightFormat, preset, weight_formats
+from ..planning.models import ModelSpec, WeightFormat, weight_formats
 from ..planning.sizing import Layout, Plan
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware, speculation_with_pipeline_note
@@ -76,6 +76,8 @@ from .serving_tls import (
 __all__ = ["HTTPS_PORT", "TLS_LISTENER_POLICY", "Exposure", "VllmMultiNodeService"]
 
 _OWNER = "VllmMultiNodeService"
+#: The default exposure: internal, TLS passed through to vLLM on 443.
+_INTERNAL = Exposure()
 
 
 class VllmMultiNodeService(Construct):
@@ -134,7 +136,7 @@ class VllmMultiNodeService(Construct):
         replicas: int = 1,
         nodes_per_replica: int | None = None,
         startup: Startup = "native",
-        exposure: Exposure = Exposure(),
+        exposure: Exposure = _INTERNAL,
         namespace: str | None = None,
         name: str | None = None,
         catalog: Catalog | None = None,
@@ -150,7 +152,7 @@ class VllmMultiNodeService(Construct):
         source = self._weights(problems, weights, model_store, stream_from)
         self.cluster, self.addons, self.exposure = cluster, addons, exposure
         self.catalog = catalog or default_catalog()
-        self.spec: ModelSpec = preset(model) if isinstance(model, str) else model
+        self.spec: ModelSpec = ModelSpec.of(model)
         self.weight_format: WeightFormat = fmt
         #: Where the weights come from: the FSx store or the S3 prefix streamed from.
         self.weights: FsxModelStore | ModelData = source
@@ -300,7 +302,10 @@ class VllmMultiNodeService(Construct):
         return self.workload.pod_template(role, image, command, args, claim_name)
 
     def leader_worker_set(
-        self, image: str | None = None, startup: Startup | None = None, claim_name: str | None = None
+        self,
+        image: str | None = None,
+        startup: Startup | None = None,
+        claim_name: str | None = None,
     ) -> dict[str, Any]:
         """The LeaderWorkerSet (``image``, ``startup``, ``claim_name``: the service's own)."""
         return self.workload.leader_worker_set(image, startup, claim_name)
@@ -332,7 +337,7 @@ class VllmMultiNodeService(Construct):
         prop = "weight_format" if weight_format is not None else "quantization"
         if not check_choice(problems, prop, given, list(weight_formats()), "weight formats"):
             problems.raise_if_any()
-        return weight_formats()[given]
+        return WeightFormat.of(str(given))
 
     def _weights(
         self,
@@ -359,7 +364,8 @@ class VllmMultiNodeService(Construct):
                 "required: an FsxModelStore or an S3 prefix to stream from (ModelData)",
             )
         problems.raise_if_any()
-        return source  # type: ignore[no-any-return]
+        assert isinstance(source, FsxModelStore | ModelData)
+        return source
 
     def _configure(self, problems: Problems, base: VllmConfig) -> VllmConfig:
         """The vLLM configuration this placement needs, checked against the hardware."""
@@ -548,7 +554,6 @@ class VllmMultiNodeService(Construct):
     @property
     def _api_key_class(self) -> str:
         return f"{self.name}-api-key"
-
 
     def _manifest(self, id: str, manifest: Sequence[Mapping[str, Any]]) -> eks.KubernetesManifest:
         return eks.KubernetesManifest(
