@@ -191,7 +191,7 @@ class HyperPodInstanceGroup:
         ):
             problems.add(
                 f"{prop}.instance_type",
-                self.instance_type,
+                str(self.instance_type),
                 "a GPU group needs a GPU instance type from the planner's catalog",
             )
 
@@ -296,7 +296,7 @@ class HyperPodInstanceGroup:
         """The ``InstanceGroups`` entry of ``AWS::SageMaker::Cluster`` for this group."""
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=self.name,
-            instance_type=self.instance_type,
+            instance_type=str(self.instance_type),
             instance_count=self.count,
             execution_role=execution_role_arn,
             threads_per_core=self.threads_per_core,

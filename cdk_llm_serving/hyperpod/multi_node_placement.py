@@ -84,7 +84,7 @@ def _catalogued(problems: Problems, catalog: Catalog, group: HyperPodInstanceGro
     if group.instance_type not in catalog:
         problems.add(
             "gpu_group",
-            group.instance_type,
+            str(group.instance_type),
             "a GPU group needs a GPU instance type from the planner's catalog",
         )
         problems.raise_if_any()
@@ -127,7 +127,7 @@ def _resources(
     if instance.vcpus is None:
         problems.add(
             "gpu_group",
-            group.instance_type,
+            str(group.instance_type),
             f"the catalog has no vCPU count for {instance.instance_type}; add it",
         )
         return resources
@@ -175,7 +175,7 @@ def place_replicas(
     if instance.efa_devices is None:
         problems.add(
             "gpu_group",
-            group.instance_type,
+            str(group.instance_type),
             "the catalog has no EFA device count for this type; add it to the catalog",
         )
     return MultiNodePlacement(
