@@ -49,7 +49,7 @@ from ..planning.models import ModelSpec, WeightFormat, weight_formats
 from ..planning.sizing import Layout, Plan
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware, speculation_with_pipeline_note
-from ..vllm.multinode import MULTINODE_FLAGS, Startup, leader_command
+from ..vllm.multinode import MULTINODE_FLAGS, Startup
 from ._input_checks import check_service_options
 from .addons import HyperPodServingAddons
 from .instance_group import HyperPodInstanceGroup
@@ -176,7 +176,7 @@ class VllmMultiNodeService(Construct):
         )
         check_kubernetes_name(problems, "name", self.name)
         check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
-        self.config = self._configure(problems, config)
+        self.config, config_valid = self._configure(problems, config)
         if self.stream_from is not None:
             self.stream_from.validate(problems, "weights")
         exposure.validate(problems, "exposure")
@@ -185,19 +185,12 @@ class VllmMultiNodeService(Construct):
         self.image = image or default_vllm_image(self, problems)
         self.image_efa = image_efa if image_efa is not None else image is None
         self.vpc_cidr = self._vpc_cidr(problems)
-        problems.raise_if_any()
-
-        cluster.reserve_gpu_nodes(self, self.group.name, self.placement.gpu_nodes)
-        self._warn_about_image()
-        warn_if_tag_only(self, "image", self.image)
-        self._warn_about_rollout()
         self.cold_start: ColdStart = estimate_cold_start(
             self.plan.weight_bytes if self.plan else 0.0,
             "fsx_lustre" if self.model_store is not None else "s3_streaming",
             self.nodes,
         )
         self.service_account = f"{self.name}-vllm"
-        self.api_key = (api_key or generated_api_key(self, self.name)) if authenticate else None
         #: The renderers of this service's Kubernetes objects (pure; see ``multi_node_manifests``).
         self.workload = MultiNodeWorkload(
             name=self.name,
@@ -208,13 +201,21 @@ class VllmMultiNodeService(Construct):
             startup=self.startup,
             placement=self.placement,
             startup_timeout_seconds=self.cold_start.startup_timeout_seconds,
-            api_key_class=self._api_key_class if self.api_key is not None else None,
+            api_key_class=self._api_key_class if authenticate else None,
             claim_name=self.model_store.claim_name if self.model_store else None,
             exposure=exposure,
             vpc_cidr=self.vpc_cidr,
         )
+        #: The LeaderWorkerSet; rendering it runs the multi-node launcher's own checks.
+        self.lws: dict[str, Any] = self._render_lws(problems) if config_valid else {}
+        problems.raise_if_any()
+
+        cluster.reserve_gpu_nodes(self, self.group.name, self.placement.gpu_nodes)
+        self._warn_about_image()
+        warn_if_tag_only(self, "image", self.image)
+        self._warn_about_rollout()
+        self.api_key = (api_key or generated_api_key(self, self.name)) if authenticate else None
         self.rollout_strategy: dict[str, Any] = self.placement.rollout_strategy
-        self.lws: dict[str, Any] = self.workload.leader_worker_set()
         self.service: dict[str, Any] = self.workload.service_manifest()
         self.network_policies: list[dict[str, Any]] = self.workload.network_policies()
 
@@ -367,8 +368,9 @@ class VllmMultiNodeService(Construct):
         assert isinstance(source, FsxModelStore | ModelData)
         return source
 
-    def _configure(self, problems: Problems, base: VllmConfig) -> VllmConfig:
-        """The vLLM configuration this placement needs, checked against the hardware."""
+    def _configure(self, problems: Problems, base: VllmConfig) -> tuple[VllmConfig, bool]:
+        """The vLLM configuration this placement needs, checked against the hardware, and
+        whether vLLM's own checks passed (the launcher's run when the workload renders)."""
         streaming = self.stream_from is not None
         if streaming and base.load_format not in (None, "runai_streamer"):
             problems.add(
@@ -412,19 +414,20 @@ class VllmMultiNodeService(Construct):
         except VllmConfigError as error:
             for prop, value, allowed in error.problems:
                 problems.add(f"config.{prop}", value, allowed)
-            return config
+            return config, False
         self._check_on_hardware(config, problems)
-        self._check_launcher(config, problems)
-        return config
+        return config, True
 
-    def _check_launcher(self, config: VllmConfig, problems: Problems) -> None:
-        """The multi-node launcher's own checks (one rank per node, native start for DP, ...)."""
+    def _render_lws(self, problems: Problems) -> dict[str, Any]:
+        """The LeaderWorkerSet, or ``{}`` with the multi-node launcher's problems (one rank per
+        node, native start for data parallelism, ...) added to ``problems``."""
         try:
-            leader_command(config, self.nodes, self.startup)
+            return self.workload.leader_worker_set()
         except VllmConfigError as error:
             for prop, value, allowed in error.problems:
                 if not prop.startswith("extra_flags"):  # reported by _configure
                     problems.add(prop if prop == "startup" else f"config.{prop}", value, allowed)
+            return {}
 
     def _check_on_hardware(self, config: VllmConfig, problems: Problems) -> None:
         """Problems the group's GPUs rule out; warnings for formats they emulate."""
