@@ -102,7 +102,7 @@ class HyperPodInstanceGroup:
     @classmethod
     def system(
         cls,
-        name: str = SYSTEM_NODE_ROLE,
+        name: str = "system",
         instance_type: InstanceType | str = "ml.m5.2xlarge",
         count: int = 2,
         *,
