@@ -39,6 +39,7 @@ from aws_cdk import aws_s3_deployment as s3_deployment
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
+from .._addon_pins import AddonPhase
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.role_grants import resource_account_condition
 from .._cdk.template_limits import check_template_limits
@@ -497,7 +498,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         return cast(eks.ICluster, cluster)
 
     def _render_addons(
-        self, phase: str, versions: Mapping[str, str | None]
+        self, phase: AddonPhase, versions: Mapping[str, str | None]
     ) -> dict[str, eks.Addon]:
         """The EKS add-ons ``hyperpod.json`` lists for ``phase`` (before or after the nodes)."""
         return {name: self._addon(name, versions.get(name)) for name in hyperpod_facts()[phase]}
