@@ -273,3 +273,32 @@ def test_keda_grant_query_still_works_and_warns():
     assert "cdk-llm-serving:deprecated:KedaInstallation.grant_query" in warnings_on(
         keda.operator_role
     )
+
+
+def test_a_gpu_group_the_catalog_lacks_is_a_configuration_error_not_a_key_error():
+    from cdk_llm_serving.planning.catalog import Catalog, default_catalog
+
+    full = default_catalog()
+    without = Catalog(
+        {s.instance_type: s for s in full if s.instance_type != "ml.p5en.48xlarge"},
+        full.price_region,
+        full.price_source,
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        with_store(new_stack("NoSpec"), weight_format="fp8", weights="STORE", catalog=without)
+    assert not isinstance(caught.value, KeyError)
+    (problem,) = caught.value.problems
+    assert (problem.property, problem.value) == ("gpu_group", "ml.p5en.48xlarge")
+
+
+def test_a_type_without_a_vcpu_count_is_a_problem_of_the_service():
+    import dataclasses
+
+    from cdk_llm_serving.planning.catalog import default_catalog
+
+    catalog = default_catalog()
+    p5en = catalog.get("ml.p5en.48xlarge")
+    no_vcpus = catalog.with_instances([dataclasses.replace(p5en, vcpus=None)])
+    with pytest.raises(ConfigurationError) as caught:
+        with_store(new_stack("NoVcpus"), weight_format="fp8", weights="STORE", catalog=no_vcpus)
+    assert "the catalog has no vCPU count for ml.p5en.48xlarge; add it" in str(caught.value)
