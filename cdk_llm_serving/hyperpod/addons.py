@@ -96,16 +96,22 @@ class KedaInstallation:
 
     KEDA's ``aws`` TriggerAuthentication with ``identityOwner: operator`` queries with the
     operator's role, so a workspace grants its query to that grantee:
-    ``observability.grant_query(keda.operator_role)``.
+    ``observability.grant_query(keda.operator_role)``. Deprecated:
+    ``keda.grant_query(workspace_arn)`` (still works, warns).
     """
 
     chart: eks.HelmChart
     operator_role: iam.Role
     operator_identity: eks.CfnPodIdentityAssociation
 
-    def grant_query(self, workspace_arn: str) -> iam.Grant:
-        """Deprecated: use ``VllmObservability.grant_query(keda.operator_role)`` (the workspace grants its
-        query to the operator, in CDK's direction)."""
+    def __getattr__(self, name: str) -> Any:
+        # ``grant_query(workspace_arn)``, for one release: it granted to KEDA itself, against
+        # CDK's grant_x(grantee) -> iam.Grant; the workspace grants now.
+        if name != "grant_query":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self._deprecated_grant_query
+
+    def _deprecated_grant_query(self, workspace_arn: str) -> iam.Grant:
         warn_deprecated(
             self.operator_role,
             "KedaInstallation.grant_query",

@@ -349,9 +349,9 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             # The files must be linked before the operator mounts the file system.
             prerequisites += [self.weights.manifest, self.weights.association]
         else:
-            self.operator.grant_model_read(self.weights)
+            self.operator.add_model_source(self.weights)
         if self.autoscaling is not None:
-            self.operator.grant_cloudwatch_scaling()
+            self.operator.enable_cloudwatch_scaling()
         objects = self.manifests()
         self.resource = eks.KubernetesManifest(
             self, "Resource", cluster=self.cluster.eks_cluster, manifest=objects, overwrite=True

@@ -302,3 +302,24 @@ def test_a_type_without_a_vcpu_count_is_a_problem_of_the_service():
     with pytest.raises(ConfigurationError) as caught:
         with_store(new_stack("NoVcpus"), weight_format="fp8", weights="STORE", catalog=no_vcpus)
     assert "the catalog has no vCPU count for ml.p5en.48xlarge; add it" in str(caught.value)
+
+
+def test_the_operators_old_grant_names_still_work_and_warn():
+    from cdk_llm_serving.hyperpod import HyperPodInferenceOperator, HyperPodServingAddons
+
+    stack = new_stack("OldOperatorGrants")
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups())
+    operator = HyperPodInferenceOperator.of(HyperPodServingAddons(stack, "Addons", cluster=cluster))
+    operator.grant_model_read(ModelData.from_s3_uri(STREAMED))
+    first = operator.grant_cloudwatch_scaling()
+    assert first is operator.enable_cloudwatch_scaling()  # once per cluster
+    found = warnings_on(operator)
+    assert "cdk-llm-serving:deprecated:HyperPodInferenceOperator.grant_model_read" in found
+    assert (
+        "use add_model_source"
+        in found["cdk-llm-serving:deprecated:HyperPodInferenceOperator.grant_model_read"]
+    )
+    assert "cdk-llm-serving:deprecated:HyperPodInferenceOperator.grant_cloudwatch_scaling" in found
+    assert not [name for name in vars(HyperPodInferenceOperator) if name.startswith("grant_")]
+    with pytest.raises(AttributeError):
+        operator.grant_everything  # noqa: B018
