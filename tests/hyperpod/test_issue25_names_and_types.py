@@ -323,3 +323,16 @@ def test_the_operators_old_grant_names_still_work_and_warn():
     assert not [name for name in vars(HyperPodInferenceOperator) if name.startswith("grant_")]
     with pytest.raises(AttributeError):
         operator.grant_everything  # noqa: B018
+
+
+def test_every_supported_version_has_its_kubectl_layer_and_a_constant():
+    from cdk_llm_serving.hyperpod import kubernetes_version
+
+    supported = [str(v) for v in KubernetesVersion.supported()]
+    assert supported == list(kubernetes_version._KUBECTL_LAYERS)
+    for version in supported:
+        constant = getattr(KubernetesVersion, "V" + version.replace(".", "_"))
+        assert constant == version and isinstance(constant, KubernetesVersion)
+        stack = new_stack(f"Layer{version.replace('.', '')}")
+        layer = KubernetesVersion.of(version).kubectl_layer(stack)
+        assert type(layer).__name__ == f"KubectlV{version.replace('1.', '')}Layer"
