@@ -2,7 +2,8 @@
 
 The HyperPod constructs (through ``hyperpod/_facts.py``) and ``cdk-llm-serving addons check``
 (``ops/addon_check.py``) read the pins here, so the command checks exactly what the
-constructs install.
+constructs install. The files' shapes are typed (``HyperPodFacts``,
+``InferenceOperatorFacts``): a key read here is a key the file must have.
 """
 
 from __future__ import annotations
@@ -10,14 +11,90 @@ from __future__ import annotations
 import functools
 import json
 from importlib import resources
-from typing import Any, cast
+from typing import Any, Literal, TypedDict, cast
 
 __all__ = [
+    "AddonPhase",
+    "ChartPin",
+    "HyperPodFacts",
+    "InferenceOperatorFacts",
+    "OperatorAddon",
     "every_addon_pin",
     "hyperpod_facts",
     "inference_operator_facts",
     "supported_kubernetes_versions",
 ]
+
+#: The two lists of cluster add-ons in ``hyperpod.json``: installed before the nodes join, after.
+AddonPhase = Literal["addons_before_nodes", "addons_after_nodes"]
+
+
+class ChartPin(TypedDict):
+    """Where a published Helm chart comes from and the version we tested."""
+
+    repository: str
+    chart: str
+    version: str
+    namespace: str
+
+
+class HyperPodFacts(TypedDict):
+    """``hyperpod/assets/hyperpod.json`` (each ``*_source`` key cites its facts)."""
+
+    description: str
+    #: Kubernetes versions HyperPod supports and we ship a kubectl layer for, oldest first.
+    kubernetes_versions: list[str]
+    kubernetes_versions_source: str
+    #: The date the support facts were read (warnings are judged against it, not the clock).
+    eks_support_checked_on: str
+    #: Version -> ISO date EKS standard support ends.
+    eks_standard_support_ends: dict[str, str]
+    eks_extended_support_notice_days: int
+    eks_extended_support_price: str
+    eks_support_source: str
+    addons_before_nodes: list[str]
+    addons_after_nodes: list[str]
+    #: Kubernetes version -> EKS add-on name -> pinned version.
+    addon_versions: dict[str, dict[str, str]]
+    addon_versions_source: str
+    #: Chart name -> pin.
+    charts: dict[str, ChartPin]
+    charts_source: str
+    #: Botocore shape -> the values CloudFormation's schema allows (narrower than botocore).
+    cloudformation_enums: dict[str, list[str]]
+    cloudformation_enums_source: str
+
+
+class OperatorAddon(TypedDict):
+    """The inference operator's EKS add-on."""
+
+    name: str
+    version: str
+    source: str
+
+
+class InferenceOperatorFacts(TypedDict):
+    """``hyperpod/assets/inference_operator.json`` (each ``*_source`` key cites its facts)."""
+
+    description: str
+    addon: OperatorAddon
+    #: Dependency add-on name -> pinned version.
+    dependencies: dict[str, str]
+    dependencies_source: str
+    namespace: str
+    operator_service_account: str
+    s3_csi_service_account: str
+    s3_csi_namespace: str
+    service_accounts_source: str
+    execution_role_prefix: str
+    execution_role_prefix_source: str
+    execution_role_managed_policy: str
+    execution_role_policy_source: str
+    api_version: str
+    api_version_source: str
+    variant_name: str
+    variant_name_source: str
+    one_per_cluster: str
 
 
 def _asset(name: str) -> dict[str, Any]:
@@ -27,15 +104,15 @@ def _asset(name: str) -> dict[str, Any]:
 
 
 @functools.cache
-def hyperpod_facts() -> dict[str, Any]:
+def hyperpod_facts() -> HyperPodFacts:
     """``hyperpod/assets/hyperpod.json``: Kubernetes versions, cluster add-on pins, charts."""
-    return _asset("hyperpod.json")
+    return cast(HyperPodFacts, _asset("hyperpod.json"))
 
 
 @functools.cache
-def inference_operator_facts() -> dict[str, Any]:
+def inference_operator_facts() -> InferenceOperatorFacts:
     """``hyperpod/assets/inference_operator.json``: the operator add-on and its dependencies."""
-    return _asset("inference_operator.json")
+    return cast(InferenceOperatorFacts, _asset("inference_operator.json"))
 
 
 def supported_kubernetes_versions() -> tuple[str, ...]:

@@ -133,9 +133,9 @@ class HyperPodReferenceStack(Stack):
             "Serving",
             cluster=self.cluster,
             addons=self.addons,
-            model_store=self.model_store,
+            weights=self.model_store,
             model=REFERENCE_MODEL,
-            quantization=REFERENCE_FORMAT,
+            weight_format=REFERENCE_FORMAT,
             image=settings.vllm_image,
             replicas=settings.replicas,
             config=VllmConfig(

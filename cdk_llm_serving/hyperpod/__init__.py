@@ -25,7 +25,10 @@ from .inference_endpoint import HyperPodInferenceEndpoint, InferenceAutoScaling
 from .inference_operator import HyperPodInferenceOperator
 from .instance_group import HyperPodInstanceGroup, KubernetesTaint
 from .interfaces import IHyperPodCluster
+from .kubernetes_version import KubernetesVersion
 from .model_store import FsxModelStore
+from .multi_node_manifests import MultiNodeWorkload
+from .multi_node_placement import MultiNodePlacement
 from .multi_node_service import Exposure, VllmMultiNodeService
 from .node_readiness import HyperPodNodesReady
 from .observability import VllmObservability
@@ -47,6 +50,9 @@ __all__ = [
     "InferenceEndpointDashboard",
     "KedaInstallation",
     "KubernetesTaint",
+    "KubernetesVersion",
+    "MultiNodePlacement",
+    "MultiNodeWorkload",
     "VllmDashboard",
     "VllmMultiNodeService",
     "VllmObservability",

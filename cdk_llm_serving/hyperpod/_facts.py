@@ -7,11 +7,22 @@ import datetime
 import functools
 import json
 from importlib import resources
-from typing import Any, TypedDict, cast
+from typing import TypedDict, cast
 
-from .._addon_pins import hyperpod_facts, inference_operator_facts, supported_kubernetes_versions
+from .._addon_pins import (
+    ChartPin,
+    HyperPodFacts,
+    InferenceOperatorFacts,
+    hyperpod_facts,
+    inference_operator_facts,
+    supported_kubernetes_versions,
+)
 
 __all__ = [
+    "ChartPin",
+    "HyperPodFacts",
+    "InferenceOperatorFacts",
+    "VllmImageFacts",
     "addon_versions",
     "chart_pins",
     "cloudformation_enum",
@@ -23,24 +34,31 @@ __all__ = [
 ]
 
 
-class ChartPin(TypedDict):
-    """Where a published Helm chart comes from and the version we tested."""
+class VllmImageFacts(TypedDict):
+    """``hyperpod/assets/vllm_image.json``: the default vLLM image (each ``*_source`` cites)."""
 
+    description: str
     repository: str
-    chart: str
-    version: str
-    namespace: str
+    tag: str
+    vllm_version: str
+    efa: bool
+    efa_installer_version: str
+    source: str
+    account_source: str
+    #: ``FI_*`` variables that make NCCL's aws-ofi-nccl plugin use EFA.
+    efa_environment: dict[str, str]
+    efa_environment_source: str
 
 
 def chart_pins() -> dict[str, ChartPin]:
     """Chart name -> pin, for every published chart the add-ons may install."""
-    return cast(dict[str, ChartPin], hyperpod_facts()["charts"])
+    return hyperpod_facts()["charts"]
 
 
 def addon_versions(kubernetes_version: str) -> dict[str, str | None]:
     """EKS add-on name -> the version pinned for ``kubernetes_version`` (none: unknown version)."""
     pins = hyperpod_facts()["addon_versions"].get(kubernetes_version, {})
-    return cast(dict[str, "str | None"], dict(pins))
+    return {name: version for name, version in pins.items()}
 
 
 def cloudformation_enum(shape: str, botocore_enum: tuple[str, ...]) -> tuple[str, ...]:
@@ -48,7 +66,7 @@ def cloudformation_enum(shape: str, botocore_enum: tuple[str, ...]) -> tuple[str
 
     Only shapes recorded in ``cloudformation_enums`` narrow; the others pass unchanged.
     """
-    narrower = hyperpod_facts().get("cloudformation_enums", {}).get(shape)
+    narrower = hyperpod_facts()["cloudformation_enums"].get(shape)
     if narrower is None:
         return botocore_enum
     return tuple(value for value in botocore_enum if value in narrower)
@@ -92,7 +110,7 @@ def extended_support_warning(kubernetes_version: str) -> str | None:
 
 
 @functools.cache
-def vllm_image_facts() -> dict[str, Any]:
+def vllm_image_facts() -> VllmImageFacts:
     """The default vLLM image (AWS's EC2/EKS vLLM container with EFA) and its sources."""
     text = resources.files(__package__).joinpath("assets", "vllm_image.json").read_text()
-    return cast(dict[str, Any], json.loads(text))
+    return cast(VllmImageFacts, json.loads(text))

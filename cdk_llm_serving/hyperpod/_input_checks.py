@@ -10,8 +10,7 @@ from aws_cdk import aws_ec2 as ec2
 
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_eks_vpc, check_name
-from ..errors import Problems, check_choice, check_literal, check_sequence
-from ..planning.models import weight_formats
+from ..errors import Problems, check_literal, check_sequence
 from ..vllm.multinode import Startup
 from .instance_group import HyperPodInstanceGroup
 
@@ -44,11 +43,6 @@ def check_cluster_inputs(
     )
 
 
-def check_service_options(problems: Problems, startup: object, quantization: object) -> None:
-    """``VllmMultiNodeService``'s ``startup`` (from its ``Literal`` type) and weight format;
-    raises at once on an unknown format, which the planner and vLLM flags both need."""
+def check_service_options(problems: Problems, startup: object) -> None:
+    """``VllmMultiNodeService``'s ``startup`` (from its ``Literal`` type)."""
     check_literal(problems, "startup", startup, Startup, "start-up modes")
-    if not check_choice(
-        problems, "quantization", quantization, list(weight_formats()), "weight formats"
-    ):
-        problems.raise_if_any()

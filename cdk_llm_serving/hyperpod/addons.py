@@ -36,6 +36,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
+from .._cdk.deprecation import warn_deprecated
 from .._cdk.nag import acknowledge_cdk_internals
 from .._cdk.pod_identity import pod_identity_role
 from ..errors import Problems, checked_props
@@ -93,17 +94,33 @@ CERT_MANAGER_WEBHOOK = "cert-manager-webhook"
 class KedaInstallation:
     """KEDA on one cluster: its chart and the operator's Pod Identity (one per cluster).
 
-    ``grant_query`` lets the operator read a Prometheus workspace: KEDA's ``aws``
-    TriggerAuthentication with ``identityOwner: operator`` queries with this identity.
+    KEDA's ``aws`` TriggerAuthentication with ``identityOwner: operator`` queries with the
+    operator's role, so a workspace grants its query to that grantee:
+    ``observability.grant_query(keda.operator_role)``. Deprecated:
+    ``keda.grant_query(workspace_arn)`` (still works, warns).
     """
 
     chart: eks.HelmChart
     operator_role: iam.Role
     operator_identity: eks.CfnPodIdentityAssociation
 
-    def grant_query(self, workspace_arn: str) -> None:
-        self.operator_role.add_to_policy(
-            iam.PolicyStatement(actions=["aps:QueryMetrics"], resources=[workspace_arn])
+    def __getattr__(self, name: str) -> Any:
+        # ``grant_query(workspace_arn)``, for one release: it granted to KEDA itself, against
+        # CDK's grant_x(grantee) -> iam.Grant; the workspace grants now.
+        if name != "grant_query":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self._deprecated_grant_query
+
+    def _deprecated_grant_query(self, workspace_arn: str) -> iam.Grant:
+        warn_deprecated(
+            self.operator_role,
+            "KedaInstallation.grant_query",
+            "VllmObservability.grant_query(keda.operator_role)",
+        )
+        return iam.Grant.add_to_principal(
+            grantee=self.operator_role,
+            actions=["aps:QueryMetrics"],
+            resource_arns=[workspace_arn],
         )
 
 

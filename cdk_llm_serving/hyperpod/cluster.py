@@ -33,31 +33,32 @@ from aws_cdk import Annotations, CfnTag, Duration, Names, RemovalPolicy, Stack, 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3_deployment
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
+from .._addon_pins import AddonPhase
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.role_grants import resource_account_condition
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_one_of
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
-from ._facts import (
-    addon_versions,
-    extended_support_warning,
-    hyperpod_facts,
-    supported_kubernetes_versions,
-)
+from ._facts import hyperpod_facts
 from ._input_checks import check_cluster_inputs
 from .availability_zones import az_id_problem
 from .capacity import GpuNodeLedger
-from .constants import FSX_CSI_DRIVER_ADDON, POD_IDENTITY_AGENT_ADDON
+from .constants import (
+    FSX_CSI_DRIVER_ADDON,
+    GPU_NODE_ROLE,
+    POD_IDENTITY_AGENT_ADDON,
+    SYSTEM_NODE_ROLE,
+)
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
+from .kubernetes_version import KubernetesVersion
 from .node_readiness import HyperPodNodesReady
 
 _LIFECYCLE_PREFIX = "lifecycle"
@@ -91,23 +92,6 @@ _VPC_CIDR = "10.0.0.0/16"
 _ON_CREATE_SCRIPT = "on_create.sh"
 
 
-def _kubectl_layer(scope: Construct, version: str) -> lambda_.ILayerVersion:
-    """The kubectl/helm Lambda layer matching the cluster version (PyPI: aws-cdk.lambda-layer-kubectl-v3x)."""
-    if version == "1.33":
-        from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
-
-        return KubectlV33Layer(scope, "KubectlLayer")
-    if version == "1.34":
-        from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
-
-        return KubectlV34Layer(scope, "KubectlLayer")
-    if version == "1.35":
-        from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
-
-        return KubectlV35Layer(scope, "KubectlLayer")
-    raise ValueError(f"no kubectl layer packaged for Kubernetes {version}")
-
-
 def _validate_instance_groups(
     problems: Problems,
     groups: Sequence[HyperPodInstanceGroup],
@@ -126,11 +110,11 @@ def _validate_instance_groups(
                 f"already used by instance_groups[{names[group.name]}]; group names must be unique",
             )
         names.setdefault(group.name, index)
-    if not any(group.role == "gpu" for group in groups):
+    if not any(group.role == GPU_NODE_ROLE for group in groups):
         problems.add(
             "instance_groups", [g.name for g in groups], "needs at least one GPU group to serve on"
         )
-    if need_system and not any(group.role == "system" for group in groups):
+    if need_system and not any(group.role == SYSTEM_NODE_ROLE for group in groups):
         problems.add(
             "instance_groups",
             [g.name for g in groups],
@@ -138,7 +122,40 @@ def _validate_instance_groups(
         )
 
 
-class HyperPodEksCluster(Construct):
+class _HyperPodClusterBase(Construct):
+    """What a created and an imported HyperPod cluster share, written once: their instance
+    groups and the ledger of GPU nodes the serving constructs reserve on them."""
+
+    #: The cluster's instance groups, as given.
+    instance_groups: tuple[HyperPodInstanceGroup, ...]
+    #: The GPU nodes each consumer of this app reserved, per group.
+    gpu_node_ledger: GpuNodeLedger
+
+    def _set_instance_groups(self, instance_groups: Sequence[HyperPodInstanceGroup]) -> None:
+        self.instance_groups = tuple(instance_groups)
+        self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
+
+    @property
+    def gpu_groups(self) -> list[HyperPodInstanceGroup]:
+        """The groups serving runs on (role ``gpu``)."""
+        return [group for group in self.instance_groups if group.role == GPU_NODE_ROLE]
+
+    def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
+        """Reserve ``nodes`` of instance group ``group_name`` for ``consumer``.
+
+        Every consumer on a group (services at their maximum replicas, endpoints,
+        operators) reserves here; when their sum exceeds the group's instance count, one
+        ``ConfigurationError`` lists each consumer's share. Reserving again replaces the
+        consumer's earlier share. For an imported cluster: the consumers in this app.
+        """
+        self.gpu_node_ledger.reserve(consumer, group_name, nodes)
+
+    def free_gpu_nodes(self, group_name: str, consumer: IConstruct | None = None) -> int:
+        """Nodes of ``group_name`` no consumer but ``consumer`` has reserved so far."""
+        return self.gpu_node_ledger.free(group_name, consumer)
+
+
+class HyperPodEksCluster(_HyperPodClusterBase):
     """EKS plus HyperPod, ready for multi-node GPU serving.
 
     Implements ``IHyperPodCluster``; ``from_cluster_attributes`` gives one for a cluster
@@ -153,8 +170,9 @@ class HyperPodEksCluster(Construct):
         (and the FSx file system) in the first private subnet, so multi-node replicas sit
         close together; ``False`` spreads GPU groups over all private subnets (the FSx file
         system stays in the first). Default: ``True``.
-    :param kubernetes_version: a version HyperPod supports and we ship a kubectl layer for
-        (1.33, 1.34, 1.35). Default: 1.33 (kept so deployed stacks are not upgraded by a
+    :param kubernetes_version: a ``KubernetesVersion`` (or its string) HyperPod supports and we
+        ship a kubectl layer for (1.33, 1.34, 1.35); it brings its kubectl layer and add-on
+        pins. Default: ``KubernetesVersion.V1_33`` (kept so deployed stacks are not upgraded by a
         library update; EKS upgrades one minor version at a time). 1.33 is in EKS extended
         support and 1.34 leaves standard support on 2026-12-02: synth warns
         (``cdk-llm-serving:kubernetesExtendedSupport``); 1.35 is the recommended setting.
@@ -195,7 +213,7 @@ class HyperPodEksCluster(Construct):
         instance_groups: Sequence[HyperPodInstanceGroup],
         vpc: ec2.IVpc | None = None,
         single_gpu_subnet: bool = True,
-        kubernetes_version: str = "1.33",
+        kubernetes_version: KubernetesVersion | str = KubernetesVersion.V1_33,
         admin_role_arns: Sequence[str] = (),
         endpoint_public: bool = False,
         addon_versions: Mapping[str, str | None] | None = None,
@@ -208,10 +226,9 @@ class HyperPodEksCluster(Construct):
         super().__init__(scope, id)
         check_template_limits(self)
         self.catalog = catalog or default_catalog()
-        self.instance_groups = tuple(instance_groups)
-        self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
-        self.kubernetes_version = kubernetes_version
-        self._validate(
+        self._set_instance_groups(instance_groups)
+        self.kubernetes_version: KubernetesVersion = self._validate(
+            kubernetes_version,
             admin_role_arns,
             vpc,
             gpu_availability_zone_id,
@@ -220,7 +237,7 @@ class HyperPodEksCluster(Construct):
             addons=addon_versions,
         )
         self._warn_extended_support()
-        versions = _resolve_addon_versions(addon_versions, kubernetes_version)
+        versions = {**self.kubernetes_version.addon_versions, **(addon_versions or {})}
         #: Every EKS add-on's version on this cluster: the pins with ``addon_versions`` over
         #: them. Add-ons installed later for serving (the Secrets Store provider) read theirs here.
         self.addon_versions: Mapping[str, str | None] = versions
@@ -289,28 +306,10 @@ class HyperPodEksCluster(Construct):
 
     # -- what dependents need ----------------------------------------------------------
 
-    def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
-        """Reserve ``nodes`` of instance group ``group_name`` for ``consumer``.
-
-        Every consumer on a group (services at their maximum replicas, endpoints,
-        operators) reserves here; when their sum exceeds the group's instance count, one
-        ``ConfigurationError`` lists each consumer's share. Reserving again replaces the
-        consumer's earlier share.
-        """
-        self.gpu_node_ledger.reserve(consumer, group_name, nodes)
-
-    def free_gpu_nodes(self, group_name: str, consumer: IConstruct | None = None) -> int:
-        """Nodes of ``group_name`` no consumer but ``consumer`` has reserved so far."""
-        return self.gpu_node_ledger.free(group_name, consumer)
-
     @property
     def nodes_ready(self) -> IConstruct:
         """Depend on this to run after every group's nodes are Running (charts, workloads)."""
         return self.node_wait.ready
-
-    @property
-    def gpu_groups(self) -> list[HyperPodInstanceGroup]:
-        return [group for group in self.instance_groups if group.role == "gpu"]
 
     def order_nodes_after(self, prerequisite: IConstruct) -> None:
         """Create the HyperPod cluster (its nodes) only after ``prerequisite`` exists.
@@ -324,6 +323,7 @@ class HyperPodEksCluster(Construct):
 
     def _validate(
         self,
+        kubernetes_version: KubernetesVersion | str,
         admin_role_arns: Sequence[str],
         vpc: ec2.IVpc | None,
         az_id: str | None,
@@ -331,7 +331,8 @@ class HyperPodEksCluster(Construct):
         *,
         cluster_name: str | None = None,
         addons: Mapping[str, str | None] | None = None,
-    ) -> None:
+    ) -> KubernetesVersion:
+        """Every input's problems at once; the Kubernetes version, typed."""
         problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
         check_cluster_inputs(problems, self.instance_groups, admin_role_arns, vpc, cluster_name)
         known = sorted(
@@ -343,13 +344,7 @@ class HyperPodEksCluster(Construct):
         _validate_instance_groups(
             problems, self.instance_groups, need_system=True, catalog=self.catalog
         )
-        versions = supported_kubernetes_versions()
-        if self.kubernetes_version not in versions:
-            problems.add(
-                "kubernetes_version",
-                self.kubernetes_version,
-                f"must be one HyperPod supports and we ship a kubectl layer for: {', '.join(versions)}",
-            )
+        version = KubernetesVersion.parse(problems, "kubernetes_version", kubernetes_version)
         for index, arn in enumerate(admin_role_arns):
             if not arn.startswith("arn:") or ":iam::" not in arn or ":role/" not in arn:
                 problems.add(
@@ -358,9 +353,11 @@ class HyperPodEksCluster(Construct):
                     "must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)",
                 )
         problems.raise_if_any()
+        assert version is not None
+        return version
 
     def _warn_extended_support(self) -> None:
-        message = extended_support_warning(self.kubernetes_version)
+        message = self.kubernetes_version.extended_support_warning
         if message is not None:
             Annotations.of(self).add_warning_v2(
                 "cdk-llm-serving:kubernetesExtendedSupport", message
@@ -459,14 +456,14 @@ class HyperPodEksCluster(Construct):
         cluster = eks.Cluster(
             self,
             "Eks",
-            version=eks.KubernetesVersion.of(self.kubernetes_version),
+            version=self.kubernetes_version.eks_version,
             vpc=self.vpc,
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
             endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE
             if endpoint_public
             else eks.EndpointAccess.PRIVATE,
             kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=_kubectl_layer(self, self.kubernetes_version)
+                kubectl_layer=self.kubernetes_version.kubectl_layer(self)
             ),
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
@@ -501,7 +498,7 @@ class HyperPodEksCluster(Construct):
         return cast(eks.ICluster, cluster)
 
     def _render_addons(
-        self, phase: str, versions: Mapping[str, str | None]
+        self, phase: AddonPhase, versions: Mapping[str, str | None]
     ) -> dict[str, eks.Addon]:
         """The EKS add-ons ``hyperpod.json`` lists for ``phase`` (before or after the nodes)."""
         return {name: self._addon(name, versions.get(name)) for name in hyperpod_facts()[phase]}
@@ -812,7 +809,7 @@ class HyperPodEksCluster(Construct):
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         """A group's entry; GPU groups override the subnets when they sit in fewer."""
         override = None
-        if group.role == "gpu" and self.gpu_subnets != self.private_subnets:
+        if group.role == GPU_NODE_ROLE and self.gpu_subnets != self.private_subnets:
             override = sagemaker.CfnCluster.VpcConfigProperty(
                 security_group_ids=[self.node_security_group.security_group_id],
                 subnets=[subnet.subnet_id for subnet in self.gpu_subnets],
@@ -875,14 +872,7 @@ def _free_block(vpc: ec2.IVpc, like: Sequence[ec2.ISubnet]) -> str | None:
     return None
 
 
-def _resolve_addon_versions(
-    overrides: Mapping[str, str | None] | None, kubernetes_version: str
-) -> dict[str, str | None]:
-    """Our pins for the Kubernetes version, overridden by the caller's."""
-    return {**addon_versions(kubernetes_version), **(overrides or {})}
-
-
-class _ImportedHyperPodCluster(Construct):
+class _ImportedHyperPodCluster(_HyperPodClusterBase):
     """An ``IHyperPodCluster`` for a cluster created elsewhere (see ``from_cluster_attributes``).
 
     Its nodes and add-ons exist already: the ``*_ready`` members are this construct, which
@@ -902,11 +892,10 @@ class _ImportedHyperPodCluster(Construct):
         gpu_subnets: Sequence[ec2.ISubnet] | None,
     ) -> None:
         super().__init__(scope, id)
-        self.instance_groups = tuple(instance_groups)
         problems = Problems(f"HyperPodEksCluster.from_cluster_attributes '{self.node.path}'")
-        _validate_instance_groups(problems, self.instance_groups, need_system=False)
+        _validate_instance_groups(problems, instance_groups, need_system=False)
         problems.raise_if_any()
-        self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
+        self._set_instance_groups(instance_groups)
         self.eks_cluster = eks_cluster
         self.vpc = vpc
         self.node_security_group = node_security_group
@@ -920,20 +909,8 @@ class _ImportedHyperPodCluster(Construct):
         )
 
     @property
-    def gpu_groups(self) -> list[HyperPodInstanceGroup]:
-        return [group for group in self.instance_groups if group.role == "gpu"]
-
-    @property
     def nodes_ready(self) -> IConstruct:
         return self
-
-    def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
-        """As ``HyperPodEksCluster.reserve_gpu_nodes``, for the consumers in this app."""
-        self.gpu_node_ledger.reserve(consumer, group_name, nodes)
-
-    def free_gpu_nodes(self, group_name: str, consumer: IConstruct | None = None) -> int:
-        """As ``HyperPodEksCluster.free_gpu_nodes``, for the consumers in this app."""
-        return self.gpu_node_ledger.free(group_name, consumer)
 
     @property
     def pod_identity_agent(self) -> IConstruct:

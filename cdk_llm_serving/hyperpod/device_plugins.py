@@ -33,6 +33,7 @@ from .constants import (
     EFA_DEVICE_PLUGIN_CHART,
     EFA_DEVICE_PLUGIN_RELEASE,
     EFA_TAINT_KEY,
+    GPU_NODE_ROLE,
     GPU_TAINT_KEY,
     INSTANCE_TYPE_LABEL,
     NODE_HEALTH_TAINT_KEY,
@@ -54,7 +55,7 @@ __all__ = [
 
 def gpu_instance_types(groups: Iterable[HyperPodInstanceGroup]) -> list[str]:
     """The ``ml.*`` instance types of the GPU groups, sorted."""
-    return sorted({group.instance_type for group in groups if group.role == "gpu"})
+    return sorted({str(group.instance_type) for group in groups if group.role == GPU_NODE_ROLE})
 
 
 def efa_instance_types(groups: Iterable[HyperPodInstanceGroup], catalog: Catalog) -> list[str]:

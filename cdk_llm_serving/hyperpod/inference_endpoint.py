@@ -30,12 +30,12 @@ from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from ..errors import Problems, checked_props
+from ..errors import ConfigurationError, Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
 from ..planning.cold_start import estimate_cold_start
-from ..planning.models import ModelSpec, preset
-from ..planning.sizing import PlanningError
+from ..planning.instance_types import InstanceType
+from ..planning.models import ModelSpec, WeightFormat
 from ..sagemaker.endpoint_api import EndpointApi
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
@@ -144,12 +144,13 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     :param addons: the cluster's serving add-ons; the inference operator is installed
         through them once (``HyperPodInferenceOperator.of``).
     :param model: the model's figures (``ModelSpec`` or preset name) for the planner.
-    :param weight_format: the format of the weights (``bf16``, ``mxfp4``, ...).
+    :param weight_format: the format of the weights (``WeightFormat`` or its name: ``bf16``,
+        ``mxfp4``, ...).
     :param weights: an ``FsxModelStore`` or an S3 prefix (``ModelData``).
     :param config: what every copy shares (context, parsers, ...); parallelism, quantization,
         the served name's suffix and the model path are derived.
-    :param instance_types: 1 or more HyperPod instance types, most preferred first; each one
-        of the cluster's GPU groups.
+    :param instance_types: 1 or more HyperPod instance types (``InstanceType`` or names), most
+        preferred first; each one of the cluster's GPU groups.
     :param image: a container that reads ``SM_VLLM_*`` like AWS's SageMaker vLLM container
         (``ContainerImage`` or an image reference). Default: that container in the stack's region.
     :param replicas: pods at deployment. Default: 1.
@@ -170,10 +171,10 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         *,
         addons: HyperPodServingAddons,
         model: ModelSpec | str,
-        weight_format: str,
+        weight_format: WeightFormat | str,
         weights: FsxModelStore | ModelData,
         config: VllmConfig,
-        instance_types: Sequence[str],
+        instance_types: Sequence[InstanceType | str],
         image: ContainerImage | str | None = None,
         replicas: int = 1,
         autoscaling: InferenceAutoScaling | None = None,
@@ -186,13 +187,16 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         super().__init__(scope, id)
         self.addons, self.cluster = addons, addons.cluster
         self.catalog = catalog or default_catalog()
-        self.spec = preset(model) if isinstance(model, str) else model
-        self.weights, self.replicas = weights, replicas
-        self.instance_types, self.autoscaling = tuple(instance_types), autoscaling
+        self.spec = ModelSpec.of(model)
+        self.weight_format = WeightFormat.of(weight_format)
+        self.weights, self.replicas, self.autoscaling = weights, replicas, autoscaling
         problems = Problems(f"HyperPodInferenceEndpoint '{self.node.path}'")
+        self.instance_types: tuple[InstanceType | str, ...] = self._resolve_types(
+            problems, instance_types
+        )
         self.image = self._resolve_image(problems, image)
         self.groups = self._resolve_groups(problems)
-        self.type_plans = self._derive(problems, config, weight_format)
+        self.type_plans = self._derive(problems, config, self.weight_format.name)
         self.config = self._common_config(problems)
         self.name = name or (self.config.served_model_name or self.spec.name).lower()
         self.endpoint_name = endpoint_name or self.name
@@ -224,6 +228,16 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         bound.validate(problems, "image")
         return bound.image_uri
 
+    @staticmethod
+    def _resolve_types(
+        problems: Problems, instance_types: Sequence[InstanceType | str]
+    ) -> tuple[InstanceType | str, ...]:
+        """Each type checked once (``InstanceType``); unknown names stay as given, reported."""
+        return tuple(
+            InstanceType.parse(problems, f"instance_types[{index}]", value) or value
+            for index, value in enumerate(instance_types)
+        )
+
     def _resolve_groups(self, problems: Problems) -> list[HyperPodInstanceGroup]:
         """The GPU group of each listed type (each type must be one)."""
         by_type = {group.instance_type: group for group in self.cluster.gpu_groups}
@@ -231,14 +245,16 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             problems.add("instance_types", [], "list at least one instance type")
         groups = []
         for index, instance_type in enumerate(self.instance_types):
+            if not isinstance(instance_type, InstanceType):
+                continue  # unknown name: reported by _resolve_types
             if instance_type not in by_type:
                 problems.add(
                     f"instance_types[{index}]",
-                    instance_type,
+                    str(instance_type),
                     f"must be the type of one of the cluster's GPU groups: {', '.join(sorted(by_type)) or 'none'}",
                 )
             elif instance_type in self.instance_types[:index]:
-                problems.add(f"instance_types[{index}]", instance_type, "listed twice")
+                problems.add(f"instance_types[{index}]", str(instance_type), "listed twice")
             else:
                 groups.append(by_type[instance_type])
         return groups
@@ -255,13 +271,12 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 planned = derive_pool_config(
                     base, self.spec, group.instance_type, [weight_format], catalog=self.catalog
                 )
-            except (PlanningError, KeyError) as error:
-                message = error.args[0] if isinstance(error, KeyError) else str(error)
-                problems.add(prop, group.instance_type, message)
-                continue
             except VllmConfigError as error:
                 for field_name, value, allowed in error.problems:
                     problems.add(f"config.{field_name}", value, allowed)
+                continue
+            except ConfigurationError as error:  # PlanningError: no layout fits on the type
+                problems.add(prop, str(group.instance_type), str(error))
                 continue
             check = check_on_hardware(
                 planned.config,
@@ -286,7 +301,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             if config != first or gpus != self.catalog.get(first_type).gpus:
                 problems.add(
                     "instance_types",
-                    list(self.instance_types),
+                    [str(t) for t in self.instance_types],
                     "the operator runs one worker on every listed type, but "
                     f"{first_type} ({self.catalog.get(first_type).gpus} GPUs, "
                     f"{first.served_model_name}) and {instance_type} ({gpus} GPUs, "
@@ -334,9 +349,9 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             # The files must be linked before the operator mounts the file system.
             prerequisites += [self.weights.manifest, self.weights.association]
         else:
-            self.operator.grant_model_read(self.weights)
+            self.operator.add_model_source(self.weights)
         if self.autoscaling is not None:
-            self.operator.grant_cloudwatch_scaling()
+            self.operator.enable_cloudwatch_scaling()
         objects = self.manifests()
         self.resource = eks.KubernetesManifest(
             self, "Resource", cluster=self.cluster.eks_cluster, manifest=objects, overwrite=True
@@ -392,8 +407,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             "modelInvocationPort": {"containerPort": SERVING_PORT, "name": "http"},
             "modelVolumeMount": {"name": "model-weights", "mountPath": MODEL_MOUNT_PATH},
             "resources": {
-                "requests": {"nvidia.com/gpu": gpus},
-                "limits": {"nvidia.com/gpu": gpus},
+                "requests": {GPU_RESOURCE: gpus},
+                "limits": {GPU_RESOURCE: gpus},
             },
             "environmentVariables": [
                 {"name": key, "value": value} for key, value in environment.items()
@@ -409,7 +424,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         spec: dict[str, Any] = {
             "modelName": self.endpoint_name,
             "endpointName": self.endpoint_name,
-            "instanceTypes": list(self.instance_types),
+            "instanceTypes": [str(t) for t in self.instance_types],
             "replicas": self.replicas,
             "modelSourceConfig": self._model_source(),
             "worker": self._worker(),

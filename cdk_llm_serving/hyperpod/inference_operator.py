@@ -38,6 +38,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from .._cdk.deprecation import warn_deprecated
 from .._cdk.nag import acknowledge, acknowledge_wildcard_resources
 from .._cdk.role_grants import ExecutionRoleGrants
 from ..errors import Problems, checked_props
@@ -49,6 +50,11 @@ from .cluster import HyperPodEksCluster
 __all__ = ["HyperPodInferenceOperator", "inference_operator_facts"]
 
 _CHILD_ID = "InferenceOperator"
+#: Deprecated method names -> their replacements (removed in 0.3.0).
+_RENAMED_METHODS = {
+    "grant_model_read": "add_model_source",
+    "grant_cloudwatch_scaling": "enable_cloudwatch_scaling",
+}
 
 
 class HyperPodInferenceOperator(Construct):
@@ -105,15 +111,21 @@ class HyperPodInferenceOperator(Construct):
 
     # -- what endpoints request ----------------------------------------------------------
 
-    def grant_model_read(self, model_data: ModelData) -> None:
-        """Let the S3 CSI driver mount ``model_data``'s prefix (read-only, that prefix only)."""
+    def add_model_source(self, model_data: ModelData) -> None:
+        """Let the S3 CSI driver mount ``model_data``'s prefix (read-only, that prefix only).
+
+        Wiring of the operator's own S3 CSI role for an endpoint's weights, not a grant to a
+        grantee: ``HyperPodInferenceEndpoint`` calls it for S3 weights.
+        """
         self._s3_grants.model_data_read(model_data)
         self._s3_grants.acknowledge()
 
-    def grant_cloudwatch_scaling(self) -> None:
-        """Let KEDA's operator read CloudWatch for ``cloudWatchTrigger`` autoscaling (once)."""
-        if self.node.try_find_child("CloudWatchScaling") is not None:
-            return
+    def enable_cloudwatch_scaling(self) -> iam.Policy:
+        """Let KEDA's operator read CloudWatch for ``cloudWatchTrigger`` autoscaling; created on
+        the first call (one per cluster, like ``HyperPodServingAddons.enable_keda``)."""
+        existing = self.node.try_find_child("CloudWatchScaling")
+        if isinstance(existing, iam.Policy):
+            return existing
         policy = iam.Policy(
             self,
             "CloudWatchScaling",
@@ -131,6 +143,17 @@ class HyperPodInferenceOperator(Construct):
             "CloudWatch GetMetricData/GetMetricStatistics have no resource-level permissions "
             "(Service Authorization Reference, Amazon CloudWatch).",
         )
+        return policy
+
+    def __getattr__(self, name: str) -> Any:
+        # The old names of add_model_source / enable_cloudwatch_scaling, for one release: they
+        # granted to the operator itself, against CDK's grant_x(grantee) -> iam.Grant.
+        renamed = _RENAMED_METHODS.get(name)
+        if renamed is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        warn_deprecated(self, f"HyperPodInferenceOperator.{name}", renamed)
+        method: Any = getattr(self, renamed)
+        return method
 
     def controller_pod_template(self) -> dict[str, Any]:
         """The operator's controller pod, for placement checks.

@@ -14,12 +14,20 @@ from typing import Literal
 
 from aws_cdk import aws_sagemaker as sagemaker
 
-from .._cdk.service_limits import hyperpod_instance_types, limits
+from .._cdk.service_limits import limits
 from .._cdk.validation import check_name, check_one_of, check_pattern, check_range
 from ..errors import Problems, check_literal
 from ..planning.catalog import Catalog, default_catalog
+from ..planning.instance_types import InstanceType
 from ._facts import cloudformation_enum
-from .constants import GPU_TAINT_KEY, GPU_TAINT_VALUE, GROUP_LABEL, ROLE_LABEL
+from .constants import (
+    GPU_NODE_ROLE,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    GROUP_LABEL,
+    ROLE_LABEL,
+    SYSTEM_NODE_ROLE,
+)
 
 GroupRole = Literal["system", "gpu"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
@@ -56,7 +64,9 @@ class HyperPodInstanceGroup:
     """A group of identical HyperPod nodes.
 
     :param name: group name (1-63 characters, letters, digits and hyphens; unique in the cluster).
-    :param instance_type: a HyperPod instance type, e.g. ``ml.p6-b200.48xlarge``.
+    :param instance_type: a HyperPod instance type (``InstanceType`` or its name), e.g.
+        ``InstanceType.ML_P6_B200_48XLARGE``; a known name is converted to ``InstanceType``, an
+        unknown one is reported by ``validate`` with the closest names.
     :param count: nodes in the group.
     :param role: ``system`` (controllers, add-ons) or ``gpu`` (serving). Default: ``gpu``.
     :param threads_per_core: 1 disables hyperthreading (the HPC default for GPU nodes). Default: 1.
@@ -70,9 +80,9 @@ class HyperPodInstanceGroup:
     """
 
     name: str
-    instance_type: str
+    instance_type: InstanceType | str
     count: int
-    role: GroupRole = "gpu"
+    role: GroupRole = GPU_NODE_ROLE
     threads_per_core: int = 1
     ebs_volume_gb: int = 500
     deep_health_checks: tuple[str, ...] | None = None
@@ -80,11 +90,20 @@ class HyperPodInstanceGroup:
     taints: tuple[KubernetesTaint, ...] | None = None
     training_plan_arn: str | None = None
 
+    def __post_init__(self) -> None:
+        # Known names become ``InstanceType`` (its facts); others stay for ``validate`` to report.
+        if not isinstance(self.instance_type, InstanceType):
+            parsed = InstanceType.parse(
+                Problems("instance_type"), "instance_type", self.instance_type
+            )
+            if parsed is not None:
+                object.__setattr__(self, "instance_type", parsed)
+
     @classmethod
     def system(
         cls,
         name: str = "system",
-        instance_type: str = "ml.m5.2xlarge",
+        instance_type: InstanceType | str = "ml.m5.2xlarge",
         count: int = 2,
         *,
         threads_per_core: int = 2,
@@ -99,7 +118,7 @@ class HyperPodInstanceGroup:
             name=name,
             instance_type=instance_type,
             count=count,
-            role="system",
+            role=SYSTEM_NODE_ROLE,
             threads_per_core=threads_per_core,
             ebs_volume_gb=ebs_volume_gb,
             deep_health_checks=deep_health_checks,
@@ -112,7 +131,7 @@ class HyperPodInstanceGroup:
     def gpu(
         cls,
         name: str,
-        instance_type: str,
+        instance_type: InstanceType | str,
         count: int,
         *,
         threads_per_core: int = 1,
@@ -127,7 +146,7 @@ class HyperPodInstanceGroup:
             name=name,
             instance_type=instance_type,
             count=count,
-            role="gpu",
+            role=GPU_NODE_ROLE,
             threads_per_core=threads_per_core,
             ebs_volume_gb=ebs_volume_gb,
             deep_health_checks=deep_health_checks,
@@ -140,7 +159,7 @@ class HyperPodInstanceGroup:
     def effective_health_checks(self) -> tuple[str, ...]:
         if self.deep_health_checks is not None:
             return self.deep_health_checks
-        return ("InstanceStress", "InstanceConnectivity") if self.role == "gpu" else ()
+        return ("InstanceStress", "InstanceConnectivity") if self.role == GPU_NODE_ROLE else ()
 
     @property
     def effective_taints(self) -> tuple[KubernetesTaint, ...]:
@@ -148,7 +167,7 @@ class HyperPodInstanceGroup:
             return self.taints
         return (
             (KubernetesTaint(GPU_TAINT_KEY, "NoSchedule", GPU_TAINT_VALUE),)
-            if self.role == "gpu"
+            if self.role == GPU_NODE_ROLE
             else ()
         )
 
@@ -163,21 +182,22 @@ class HyperPodInstanceGroup:
     def validate(self, problems: Problems, prop: str, catalog: Catalog | None = None) -> None:
         """What the SageMaker API would refuse, and GPU groups without a catalogued GPU type
         (in ``catalog``; default ``default_catalog()``)."""
-        self._validate_shape(problems, prop)
+        hyperpod = self._validate_shape(problems, prop)
         self._validate_kubernetes(problems, prop)
         if (
-            self.role == "gpu"
-            and self.instance_type in hyperpod_instance_types()
+            self.role == GPU_NODE_ROLE
+            and hyperpod
             and self.instance_type not in (catalog or default_catalog())
         ):
             problems.add(
                 f"{prop}.instance_type",
-                self.instance_type,
+                str(self.instance_type),
                 "a GPU group needs a GPU instance type from the planner's catalog",
             )
 
-    def _validate_shape(self, problems: Problems, prop: str) -> None:
-        """Name, type, counts, volume and health checks against botocore's service model."""
+    def _validate_shape(self, problems: Problems, prop: str) -> bool:
+        """Name, type, counts, volume and health checks against botocore's service model;
+        returns whether HyperPod takes the instance type."""
         spec = "ClusterInstanceGroupSpecification"
         check_name(
             problems,
@@ -186,12 +206,9 @@ class HyperPodInstanceGroup:
             limits(spec, "InstanceGroupName"),
             "an instance group name",
         )
-        check_one_of(
-            problems,
-            f"{prop}.instance_type",
-            self.instance_type,
-            hyperpod_instance_types(),
-            "HyperPod cluster instance types",
+        instance_type = InstanceType.parse(problems, f"{prop}.instance_type", self.instance_type)
+        hyperpod = instance_type is not None and instance_type.check_hyperpod(
+            problems, f"{prop}.instance_type"
         )
         check_range(problems, f"{prop}.count", self.count, limits(spec, "InstanceCount"))
         if self.count < 1:
@@ -227,6 +244,7 @@ class HyperPodInstanceGroup:
             limits(spec, "TrainingPlanArn"),
             "a SageMaker training plan ARN",
         )
+        return hyperpod
 
     def _validate_kubernetes(self, problems: Problems, prop: str) -> None:
         """Label and taint counts, label syntax, then each taint."""
@@ -278,7 +296,7 @@ class HyperPodInstanceGroup:
         """The ``InstanceGroups`` entry of ``AWS::SageMaker::Cluster`` for this group."""
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=self.name,
-            instance_type=self.instance_type,
+            instance_type=str(self.instance_type),
             instance_count=self.count,
             execution_role=execution_role_arn,
             threads_per_core=self.threads_per_core,

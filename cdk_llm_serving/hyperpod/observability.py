@@ -127,6 +127,13 @@ class VllmObservability(Construct):
 
     # -- validate ------------------------------------------------------------------------
 
+    def grant_query(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let ``grantee`` query this workspace's metrics (``aps:QueryMetrics``), e.g. KEDA's
+        operator's role (``KedaInstallation.operator_role``) for ``VllmReplicaAutoscaling``."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=["aps:QueryMetrics"], resource_arns=[self.workspace.attr_arn]
+        )
+
     def _validate(
         self,
         ttft_p99_threshold: Duration,

@@ -41,10 +41,11 @@ CAPABILITIES_KEPT = ("IPC_LOCK",)
 def guaranteed_cpu_memory(instance: InstanceSpec) -> dict[str, str]:
     """``cpu`` (whole cores) and ``memory`` (GiB) for requests and limits alike.
 
-    Raises ``KeyError`` when the catalog has no vCPU count for the type.
+    Raises ``ValueError`` when the catalog has no vCPU count for the type (the multi-node
+    placement reports that as a problem before it asks).
     """
     if instance.vcpus is None:
-        raise KeyError(f"the catalog has no vCPU count for {instance.instance_type}")
+        raise ValueError(f"the catalog has no vCPU count for {instance.instance_type}")
     cpu_headroom = max(MIN_HEADROOM_VCPUS, math.ceil(instance.vcpus * HEADROOM_SHARE))
     memory_headroom = max(MIN_HEADROOM_GIB, math.ceil(instance.host_memory_gib * HEADROOM_SHARE))
     cpu = instance.vcpus - cpu_headroom

@@ -76,7 +76,8 @@ class VllmReplicaAutoscaling(Construct):
         )
 
         keda = service.addons.enable_keda()
-        keda.grant_query(observability.workspace.attr_arn)
+        #: The workspace grants its query to KEDA's operator.
+        self.query_grant = observability.grant_query(keda.operator_role)
         self.keda = keda.chart
         self.query_role = keda.operator_role
         self.pod_identity = keda.operator_identity

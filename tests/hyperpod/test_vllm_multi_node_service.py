@@ -388,8 +388,8 @@ def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
     assert not lint_template(template)
 
 
-def test_weights_come_from_exactly_one_place():
+def test_weights_are_required():
     stack = new_stack("Neither")
     cluster, addons, _ = small_cluster(stack)
-    with pytest.raises(ConfigurationError, match="give exactly one"):
+    with pytest.raises(ConfigurationError, match="weights = None: required"):
         deepseek_service(stack, cluster, addons, config=VllmConfig(model="x"))

@@ -89,9 +89,9 @@ service = VllmMultiNodeService(
     "Llama",
     cluster=cluster,
     addons=addons,
-    model_store=store,
+    weights=store,
     model="llama-2-7b",
-    quantization="bf16",
+    weight_format="bf16",
     config=VllmConfig(
         model="set-by-the-service", served_model_name=SERVED_NAME, max_model_len=4096
     ),

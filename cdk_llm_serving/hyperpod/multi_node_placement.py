@@ -1,0 +1,189 @@
+"""Where a ``VllmMultiNodeService`` runs: its GPU group, nodes per replica, plan and resources.
+
+``place_replicas`` decides it once from the service's inputs and returns an immutable
+``MultiNodePlacement``; every problem it finds goes to the caller's ``Problems``. No construct
+state: the construct and the manifest renderers (``multi_node_manifests``) read the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._cdk.validation import check_at_least
+from ..errors import ConfigurationError, Problems
+from ..planning.catalog import Catalog, InstanceSpec
+from ..planning.models import ModelSpec, WeightFormat
+from ..planning.sizing import Layout, Plan, layout_across_nodes, plan, tensor_parallel_options
+from .constants import EFA_RESOURCE, GPU_RESOURCE
+from .instance_group import HyperPodInstanceGroup
+from .interfaces import IHyperPodCluster
+from .pod_spec import can_surge, guaranteed_cpu_memory, rollout_strategy
+
+__all__ = ["MultiNodePlacement", "place_replicas"]
+
+
+@dataclass(frozen=True)
+class MultiNodePlacement:
+    """A multi-node service's placement, decided once.
+
+    :param group: the GPU group the replicas run on.
+    :param instance: the group's type in the planner's catalog.
+    :param plan: the planner's sizing for the group's type (``None`` when it found none; the
+        service then refuses with the planner's reason).
+    :param nodes: nodes per replica (the LeaderWorkerSet group size).
+    :param replicas: model replicas (LeaderWorkerSet groups).
+    :param layout: the parallelism a replica runs.
+    :param resources: each pod's requests and limits (whole-node GPUs and EFA devices,
+        Guaranteed CPU and memory).
+    """
+
+    group: HyperPodInstanceGroup
+    instance: InstanceSpec
+    plan: Plan | None
+    nodes: int
+    replicas: int
+    layout: Layout
+    resources: Mapping[str, str]
+
+    @property
+    def rollout_strategy(self) -> dict[str, Any]:
+        """LeaderWorkerSet's rolling update for this group, replica size and count."""
+        return rollout_strategy(self.group.count, self.nodes, self.replicas)
+
+    @property
+    def can_surge(self) -> bool:
+        """The group has room for one more replica during an update."""
+        return can_surge(self.rollout_strategy)
+
+    @property
+    def gpu_nodes(self) -> int:
+        """Nodes of the group the replicas take."""
+        return self.replicas * self.nodes
+
+
+def _gpu_group(
+    problems: Problems, cluster: IHyperPodCluster, gpu_group: str | None
+) -> HyperPodInstanceGroup:
+    """The named GPU group, or the cluster's first; refused at once when there is none."""
+    gpu_groups = cluster.gpu_groups
+    groups = {group.name: group for group in gpu_groups}
+    group = groups.get(gpu_group) if gpu_group else (gpu_groups[0] if gpu_groups else None)
+    if group is None:
+        problems.add(
+            "gpu_group", gpu_group, f"must name a GPU group of the cluster: {', '.join(groups)}"
+        )
+        problems.raise_if_any()
+        raise AssertionError("unreachable: raise_if_any raised")
+    return group
+
+
+def _catalogued(problems: Problems, catalog: Catalog, group: HyperPodInstanceGroup) -> InstanceSpec:
+    """The group's type in the catalog; refused at once when the catalog lacks it."""
+    if group.instance_type not in catalog:
+        problems.add(
+            "gpu_group",
+            str(group.instance_type),
+            "a GPU group needs a GPU instance type from the planner's catalog",
+        )
+        problems.raise_if_any()
+    return catalog.get(group.instance_type)
+
+
+def _node_tensor_parallel(spec: ModelSpec, instance: InstanceSpec) -> int:
+    """Each node's GPUs as one tensor-parallel group (the widest size vLLM accepts)."""
+    return tensor_parallel_options(spec, instance.gpus)[-1]
+
+
+def _plan(
+    problems: Problems,
+    spec: ModelSpec,
+    fmt: WeightFormat,
+    instance: InstanceSpec,
+    max_context: int | None,
+    catalog: Catalog,
+) -> Plan | None:
+    """The planner's sizing for the type, each node's GPUs one tensor-parallel group."""
+    try:
+        return plan(
+            spec,
+            fmt.name,
+            instance.instance_type,
+            max_context=max_context,
+            catalog=catalog,
+            tensor_parallel=_node_tensor_parallel(spec, instance),
+        )
+    except ConfigurationError as error:  # PlanningError: no layout fits
+        problems.add("model", spec.name, str(error))
+        return None
+
+
+def _resources(
+    problems: Problems, group: HyperPodInstanceGroup, instance: InstanceSpec
+) -> dict[str, str]:
+    """Whole-node GPUs and EFA devices; Guaranteed CPU and memory sized from the type."""
+    resources = {GPU_RESOURCE: str(instance.gpus), EFA_RESOURCE: str(instance.efa_devices)}
+    if instance.vcpus is None:
+        problems.add(
+            "gpu_group",
+            str(group.instance_type),
+            f"the catalog has no vCPU count for {instance.instance_type}; add it",
+        )
+        return resources
+    return {**guaranteed_cpu_memory(instance), **resources}
+
+
+def place_replicas(
+    problems: Problems,
+    *,
+    cluster: IHyperPodCluster,
+    catalog: Catalog,
+    spec: ModelSpec,
+    weight_format: WeightFormat,
+    max_context: int | None,
+    gpu_group: str | None,
+    nodes_per_replica: int | None,
+    replicas: int,
+) -> MultiNodePlacement:
+    """The group, plan, nodes per replica and resources of a multi-node service.
+
+    Enough nodes per replica for the model, replicas that fit the group, EFA and vCPUs known:
+    each shortfall is a problem in ``problems``.
+    """
+    group = _gpu_group(problems, cluster, gpu_group)
+    instance = _catalogued(problems, catalog, group)
+    planned = _plan(problems, spec, weight_format, instance, max_context, catalog)
+    nodes = nodes_per_replica or (planned.nodes if planned else 1)
+    if planned is not None and planned.nodes == nodes:
+        layout = planned.layout
+    else:  # nodes_per_replica above the plan's: the planner's layout rule for that many
+        layout = layout_across_nodes(spec, _node_tensor_parallel(spec, instance), nodes)
+    if planned is not None and nodes < planned.nodes:
+        problems.add(
+            "nodes_per_replica",
+            nodes,
+            f"the planner needs {planned.nodes} x {group.instance_type} per replica for {spec.name} in {weight_format.name}",
+        )
+    check_at_least(problems, "replicas", replicas, 1)
+    if replicas * nodes > group.count:
+        problems.add(
+            "replicas",
+            replicas,
+            f"{replicas} x {nodes} nodes exceed GPU group {group.name!r} ({group.count} nodes)",
+        )
+    if instance.efa_devices is None:
+        problems.add(
+            "gpu_group",
+            str(group.instance_type),
+            "the catalog has no EFA device count for this type; add it to the catalog",
+        )
+    return MultiNodePlacement(
+        group=group,
+        instance=instance,
+        plan=planned,
+        nodes=nodes,
+        replicas=replicas,
+        layout=layout,
+        resources=_resources(problems, group, instance),
+    )
