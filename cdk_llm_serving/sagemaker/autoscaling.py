@@ -159,6 +159,12 @@ class EndpointAutoScaling(Construct):
         )
 
     @property
+    def fleet_queries(self) -> list[MetricQuery] | None:
+        """The metric-math queries of the weighted utilization this policy tracks (``None``:
+        an asynchronous endpoint's backlog policy)."""
+        return self._fleet_queries
+
+    @property
     def tracks_fleet_utilization(self) -> bool:
         """Whether the policy tracks the weighted utilization (real-time endpoints)."""
         return self._fleet_queries is not None
