@@ -118,7 +118,7 @@ class PoolEndpointOptions:
     :param rollback_error_threshold: 5xx errors per minute that trip the default error alarm
         (two minutes in a row). Default: 5.
     :param rollback_latency_threshold: p99 model latency that trips the default latency alarm
-        (three minutes in a row). Default: 120 seconds.
+        (three minutes in a row). Default: 2 minutes.
     :param managed_instance_count: ``(min, max)`` instances for SageMaker's managed instance
         scaling, which follows the components' copy counts (``InferenceComponentEndpoint``
         only). Default: ``None`` (off).
