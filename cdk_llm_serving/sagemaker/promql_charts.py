@@ -14,7 +14,6 @@ and write its own log group.
 
 from __future__ import annotations
 
-import weakref
 from pathlib import Path
 
 from aws_cdk import Stack
@@ -30,10 +29,6 @@ from .widget_grid import CustomCell
 CHART_CODE = Path(__file__).parents[1] / "hyperpod" / "assets" / "amp_widget"
 
 
-#: Each stack's instance, found without asking the kernel (``of`` runs once per dashboard).
-_BY_STACK: weakref.WeakKeyDictionary[Stack, PromQLCharts] = weakref.WeakKeyDictionary()
-
-
 class PromQLCharts(Construct):
     """The function behind PromQL custom widgets; ``chart`` makes a widget.
 
@@ -46,14 +41,10 @@ class PromQLCharts(Construct):
 
     @classmethod
     def of(cls, scope: Construct) -> PromQLCharts:
-        """The stack's chart function, created on first use."""
+        """The stack's chart function, created on first use (found in the construct tree after)."""
         stack = stack_of(scope)
-        charts = _BY_STACK.get(stack)
-        if charts is None:
-            found = stack.node.try_find_child(cls.SINGLETON_ID)
-            charts = found if isinstance(found, PromQLCharts) else cls(stack, cls.SINGLETON_ID)
-            _BY_STACK[stack] = charts
-        return charts
+        found = stack.node.try_find_child(cls.SINGLETON_ID)
+        return found if isinstance(found, PromQLCharts) else cls(stack, cls.SINGLETON_ID)
 
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)

@@ -17,8 +17,8 @@ from cdk_llm_serving import (
     InstanceType,
     TrafficShift,
 )
-from cdk_llm_serving.planning.sizing import ModelSizing
 from cdk_llm_serving._cdk.service_limits import production_variant_instance_types
+from cdk_llm_serving.planning.sizing import ModelSizing
 from cdk_llm_serving.sagemaker.endpoint_options import METRIC_PUBLISH_FREQUENCIES
 from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
 from tests.support.cfn_schemas import resource_schema

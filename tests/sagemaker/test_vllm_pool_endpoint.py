@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from aws_cdk.assertions import Annotations, Match
 
 from cdk_llm_serving import (
