@@ -29,7 +29,7 @@ from .endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
 from .instance_pool import as_instance_type
 from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .pool_sizing import plan_one_instance
-from .serving_model import ServingModel
+from .serving_model import ServingModel, add_artifact_statements
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,7 +146,7 @@ class InferenceComponentOnPools(Construct):
         grants = endpoint.execution_role_grants
         if grants is not None:
             for spec in self.specifications:
-                spec.model.grant_artifacts_to(grants)
+                add_artifact_statements(spec.model, grants)
             grants.acknowledge()
 
         startup = _render_startup(container_startup_timeout, model_data_download_timeout)

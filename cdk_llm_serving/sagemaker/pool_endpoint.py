@@ -173,7 +173,7 @@ class _PoolHost(Construct, EndpointApi):
             if self.execution_role is not None:
                 roles.append(self.execution_role)
             for role in roles:
-                self.async_inference.grant_to(role)
+                self.async_inference.grant_write_results(role)
         self.cfn_endpoint_config = self._render_config(options, timeouts)
         alarms = options.rollback_alarms
         if alarms is None and self.deployment is not None:
