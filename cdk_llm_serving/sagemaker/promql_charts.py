@@ -1,8 +1,8 @@
 """PromQL charts on a CloudWatch dashboard: a custom widget querying CloudWatch's PromQL API.
 
 aws-cdk-lib 2.275 has no PromQL graph widget, so each chart is a CloudWatch custom widget
-backed by one small function. It is the project's PromQL chart function (the file under
-``hyperpod/assets/amp_widget``, shared by path, not by import), pointed at CloudWatch's
+backed by one small function. It is the project's PromQL chart function
+(``_cdk/assets/amp_widget``, which both serving paths' dashboards run), pointed at CloudWatch's
 Prometheus-compatible endpoint ``https://monitoring.<region>.<url suffix>`` and signing for
 SigV4 service ``monitoring`` (see ``token_metrics`` for the AWS sources). Its role may call
 ``cloudwatch:GetMetricData`` and ``cloudwatch:ListMetrics`` (what querying CloudWatch's PromQL
@@ -26,7 +26,7 @@ from .._cdk.widget_function import WidgetFunctionSpec, widget_function
 from .widget_grid import CustomCell
 
 #: The chart function's code (standard library + botocore, in the Lambda Python runtime).
-CHART_CODE = Path(__file__).parents[1] / "hyperpod" / "assets" / "amp_widget"
+CHART_CODE = Path(__file__).parents[1] / "_cdk" / "assets" / "amp_widget"
 
 
 class PromQLCharts(Construct):
