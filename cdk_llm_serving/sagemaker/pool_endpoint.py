@@ -76,7 +76,8 @@ class _PoolHost(Construct, EndpointApi):
 
     #: The scaling of this endpoint, once ``auto_scale`` was called (model endpoints only).
     auto_scaling: EndpointAutoScaling | None
-    #: The options this endpoint was made with, defaults applied (``catalog`` resolved).
+    #: The options this endpoint was made with (defaults applied; ``catalog`` as given, the
+    #: resolved one is ``self.catalog``).
     options: PoolEndpointOptions
 
     def _subject(self) -> str:

@@ -232,3 +232,14 @@ def test_auto_scaling_options_name_every_keyword_of_the_construct():
         "id",
         "endpoint",
     }
+
+
+def test_build_from_recommendation_takes_its_options_as_a_dict_too():
+    with pytest.raises(ConfigurationError) as caught:
+        InstancePoolEndpoint.build_from_recommendation(
+            new_stack(), "FromFile", "pools.json", options={"endpont_name": "chat"}
+        )
+    [problem] = caught.value.problems
+    assert str(problem) == (
+        "options.endpont_name = 'chat': not an option; did you mean 'endpoint_name'?"
+    )
