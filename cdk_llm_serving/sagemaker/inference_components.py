@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Unpack
 
-from aws_cdk import Duration, Names
+from aws_cdk import Annotations, Duration, Names
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sagemaker as sagemaker
@@ -278,6 +278,13 @@ class InferenceComponentOnPools(Construct):
                     f"already specified by specifications[{first}]",
                 )
             spec.validate(problems, prop, self.endpoint.catalog)
+            if spec.model.sizing is not None and spec.instance_type not in self.endpoint.catalog:
+                # The one policy for a hosting type the catalog does not record, as on the
+                # endpoint's pools: accepted, its fit unchecked, and said so.
+                Annotations.of(self).add_warning_v2(
+                    "cdk-llm-serving:poolNotInCatalog",
+                    f"{prop} {spec.instance_type} is not in the planner's catalog: whether it holds {spec.model.node.id} is unchecked",
+                )
         uncovered = [t for t in pool_types if t not in seen]
         if uncovered:
             problems.add(

@@ -196,3 +196,19 @@ def test_a_model_endpoint_without_a_model_still_hosts_components_and_warns():
             for i, p in enumerate(POOLS)
         ],
     )
+
+
+def test_a_hosting_type_the_catalog_lacks_is_accepted_and_said_unchecked():
+    stack = new_stack()
+    model = serving_model(stack, sizing=ModelSizing("gpt-oss-20b", "bf16", max_context=8192))
+    endpoint = component_endpoint(stack, pools=[InstancePool("ml.g4dn.12xlarge")])
+    InferenceComponentOnPools(
+        stack,
+        "Component",
+        endpoint=endpoint,
+        specifications=[ComponentSpecification("ml.g4dn.12xlarge", model, 4, 1024)],
+    )
+    Annotations.from_stack(stack).has_warning(
+        "/Test/Component",
+        Match.string_like_regexp("ml.g4dn.12xlarge is not in the planner's catalog"),
+    )
