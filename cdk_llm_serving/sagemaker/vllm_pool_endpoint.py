@@ -13,7 +13,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
@@ -37,10 +37,10 @@ from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import Goal, PoolVllmPlan, derive_pool_config
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
-from .endpoint_api import EndpointApi
+from .endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import PoolEndpointKeywords, PoolEndpointOptions
 from .instance_pool import InstancePool, as_instance_type, hosting_instance_type
-from .pool_endpoint import InstancePoolEndpoint
+from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
 
 #: Where SageMaker puts ModelDataSource files inside the container.
@@ -376,3 +376,11 @@ def _check_inputs(
     problems.raise_if_any()
     assert chosen is not None
     return chosen
+
+
+if TYPE_CHECKING:  # mypy checks that every endpoint kind is what observability takes
+
+    def _observable(
+        model: InstancePoolEndpoint, host: InferenceComponentEndpoint, vllm: VllmPoolEndpoint
+    ) -> list[IPoolEndpoint]:
+        return [model, host, vllm]
