@@ -125,9 +125,9 @@ class EndpointAutoScaling(Construct):
             min_capacity=min_capacity,
             max_capacity=max_capacity,
         )
-        # ``CfnResource.add_dependency``: the same DependsOn as ``node.add_dependency``, in one
-        # call to the kernel instead of two.
-        self.scalable_target.add_dependency(endpoint.cfn_endpoint)
+        # ``CfnResource.add_resource_dependency``: the DependsOn ``node.add_dependency`` writes,
+        # in one call to the kernel instead of two.
+        self.scalable_target.add_resource_dependency(endpoint.cfn_endpoint)
         self._fleet_queries: list[MetricQuery] | None = None
         self._fleet_metric: cloudwatch.IMetric | None = None
         self.target_utilization = target_utilization
