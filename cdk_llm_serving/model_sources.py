@@ -161,6 +161,10 @@ class ContainerImage:
 class ModelData:
     """Uncompressed model weights under one S3 prefix (SageMaker ``ModelDataSource``).
 
+    The SageMaker path's one way to pass weights: ``ServingModel(model_data=...)`` takes the
+    weights of its one copy, ``VllmPoolEndpoint(weights={format: ModelData})`` one per weight
+    format its pools may load.
+
     Weights are served as individual files (``CompressionType: None``): no
     multi-GB tarball to unpack on every instance start.
 

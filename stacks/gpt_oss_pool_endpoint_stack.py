@@ -13,14 +13,16 @@ from constructs import Construct
 
 from cdk_llm_serving import (
     ContainerImage,
+    InstanceType,
     ModelData,
     PoolEndpointAlarms,
     PoolEndpointDashboard,
+    VllmConfig,
     VllmPool,
     VllmPoolEndpoint,
+    WeightFormat,
 )
 from cdk_llm_serving._cdk.alerts_topic import encrypted_alerts_topic
-from cdk_llm_serving.vllm import VllmConfig
 
 #: AWS's vLLM deep-learning container for SageMaker: repository and tag. The account that hosts
 #: it differs by region; ``ContainerImage.from_dlc`` takes it from aws-cdk-lib's region facts.
@@ -63,31 +65,32 @@ class GptOssPoolEndpointStack(Stack):
                 else ContainerImage.from_dlc(*VLLM_SAGEMAKER_DLC)
             ),
             model="gpt-oss-20b",
-            base=VllmConfig(
+            config=VllmConfig(
                 model="/opt/ml/model",
                 served_model_name="gpt-oss-20b",
                 max_model_len=settings.max_model_len,
                 gpu_memory_utilization=0.9,
             ),
             weights={
-                "bf16": ModelData.from_s3_uri(settings.weights_uri),
-                "int4": ModelData.from_s3_uri(settings.quantized_weights_uri),
+                WeightFormat.BF16: ModelData.from_s3_uri(settings.weights_uri),
+                WeightFormat.INT4: ModelData.from_s3_uri(settings.quantized_weights_uri),
             },
             pools=[
-                VllmPool("ml.g6e.12xlarge"),
-                VllmPool("ml.g6.12xlarge", goal="throughput"),
+                VllmPool(InstanceType.ML_G6E_12XLARGE),
+                VllmPool(InstanceType.ML_G6_12XLARGE, goal="throughput"),
                 VllmPool("ml.g6e.2xlarge"),
             ],
         )
         self.endpoint = self.serving.endpoint
         # Pool capacities come from the planner (each derived model declares its sizing).
-        self.endpoint.auto_scale(min_capacity=1, max_capacity=settings.max_instances)
+        self.serving.auto_scale(min_capacity=1, max_capacity=settings.max_instances)
         self.alarms = self._alarms_to_topic()
+        # The observability constructs take the VllmPoolEndpoint itself (an IPoolEndpoint).
         self.dashboard = PoolEndpointDashboard(
             self,
             "Dashboard",
-            endpoint=self.endpoint,
-            alarms=[*self.alarms.alarms, *self.endpoint.rollback_alarms],
+            endpoint=self.serving,
+            alarms=[*self.alarms.alarms, *self.serving.rollback_alarms],
         )
         for serving_model in self.serving.models.values():
             Validations.of(serving_model).acknowledge(
@@ -100,13 +103,13 @@ class GptOssPoolEndpointStack(Stack):
         CfnOutput(
             self,
             "EndpointName",
-            value=self.endpoint.endpoint_name,
+            value=self.serving.endpoint_name,
             description="SageMaker endpoint name",
         )
         CfnOutput(
             self,
             "OpenAIBaseUrl",
-            value=self.endpoint.openai_base_url,
+            value=self.serving.openai_base_url,
             description="OpenAI-compatible base URL (bearer token: SigV4-presigned CallWithBearerToken)",
         )
 
@@ -114,8 +117,8 @@ class GptOssPoolEndpointStack(Stack):
         """The operator alarms and the rollback alarms, all notifying ``alerts_topic``."""
         self.alerts_topic = self._alerts_topic()
         notify = cloudwatch_actions.SnsAction(self.alerts_topic)
-        alarms = PoolEndpointAlarms(self, "Alarms", endpoint=self.endpoint, actions=[notify])
-        for alarm in self.endpoint.rollback_alarms:
+        alarms = PoolEndpointAlarms(self, "Alarms", endpoint=self.serving, actions=[notify])
+        for alarm in self.serving.rollback_alarms:
             if isinstance(alarm, cloudwatch.Alarm):
                 alarm.add_alarm_action(notify)
         return alarms

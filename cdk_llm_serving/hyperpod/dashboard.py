@@ -32,7 +32,7 @@ from .constants import (
 )
 from .observability import VllmObservability
 
-WIDGET_CODE = Path(__file__).parent / "assets" / "amp_widget"
+WIDGET_CODE = Path(__file__).parents[1] / "_cdk" / "assets" / "amp_widget"
 
 
 class _Panel(NamedTuple):

@@ -18,10 +18,14 @@ from .deployment import (
 )
 from .endpoint_api import IPoolEndpoint
 from .endpoint_metrics import MetricOptions
-from .endpoint_options import PoolEndpointOptions
+from .endpoint_options import (
+    InferenceComponentEndpointKeywords,
+    PoolEndpointKeywords,
+    PoolEndpointOptions,
+)
 from .inference_components import ComponentSpecification, InferenceComponentOnPools
 from .instance_pool import InstancePool
-from .pool_endpoint import InstancePoolEndpoint
+from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
 from .token_metrics import TokenMetricNames
 from .update_rules import autoscaled_update_problems
@@ -36,6 +40,8 @@ __all__ = [
     "ComponentSpecification",
     "EndpointAutoScaling",
     "EndpointDeployment",
+    "InferenceComponentEndpoint",
+    "InferenceComponentEndpointKeywords",
     "InferenceComponentOnPools",
     "InstancePool",
     "InstancePoolEndpoint",
@@ -43,6 +49,7 @@ __all__ = [
     "MetricOptions",
     "PoolEndpointAlarms",
     "PoolEndpointDashboard",
+    "PoolEndpointKeywords",
     "PoolEndpointOptions",
     "RollingDeployment",
     "ServingModel",

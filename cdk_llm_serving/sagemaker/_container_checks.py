@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .._cdk.service_limits import production_variant_instance_types
 from ..errors import Problems
 from ..planning.catalog import Catalog
+from ..planning.instance_types import InstanceType
 from ..planning.models import weight_formats
 from ..planning.sizing import ModelSizing
 from ..vllm.registry import quantization_problems, sagemaker_environment_problems
+from ._instance_facts import instance_spec
 
 #: ``org/model`` as the Hugging Face Hub names repositories (no scheme, no leading '/').
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
@@ -25,9 +26,6 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _MODEL_VARIABLES = ("SM_VLLM_MODEL", "HF_MODEL_ID")
 #: Tags of AWS's CUDA deep-learning containers (``server-sagemaker-cuda-v1``, ``...-cu130-...``).
 _CUDA_IMAGE = re.compile(r"cuda|[-_]cu\d{3}\b", re.IGNORECASE)
-#: SageMaker instance families with NVIDIA GPUs (P and G); Inferentia/Trainium are ml.inf*/ml.trn*
-#: (https://aws.amazon.com/sagemaker/pricing/ lists the families).
-_NVIDIA_FAMILY = re.compile(r"ml\.[pg]\d")
 _PARALLEL_VARIABLES = (
     "SM_VLLM_TENSOR_PARALLEL_SIZE",
     "SM_VLLM_PIPELINE_PARALLEL_SIZE",
@@ -64,19 +62,19 @@ def check_container_environment(
 def check_pool_hardware(
     problems: Problems,
     index: int,
-    instance_type: str,
+    instance_type: InstanceType | str,
     image_uri: str,
     env: Mapping[str, str],
     catalog: Catalog,
 ) -> None:
     """Pool ``index`` runs its model's image and parallel layout: CUDA needs NVIDIA GPUs,
     the ranks must fit its GPUs."""
-    if instance_type not in production_variant_instance_types():
-        return  # reported by InstancePool.validate
-    if _CUDA_IMAGE.search(image_uri) and not _NVIDIA_FAMILY.match(instance_type):
+    if not isinstance(instance_type, InstanceType) or not instance_type.sagemaker_hosting:
+        return  # reported by InstancePool.validate (or a deploy-time token)
+    if _CUDA_IMAGE.search(image_uri) and not instance_type.nvidia_gpu:
         problems.add(
             f"pools[{index}].instance_type",
-            instance_type,
+            instance_type.name,
             f"has no NVIDIA GPU, but the model's image is a CUDA image ({image_uri}): "
             "choose an ml.g* or ml.p* type, or an image built for this hardware",
         )
@@ -84,7 +82,11 @@ def check_pool_hardware(
 
 
 def _check_ranks(
-    problems: Problems, index: int, instance_type: str, env: Mapping[str, str], catalog: Catalog
+    problems: Problems,
+    index: int,
+    instance_type: InstanceType,
+    env: Mapping[str, str],
+    catalog: Catalog,
 ) -> None:
     ranks = 1
     for variable in _PARALLEL_VARIABLES:
@@ -99,11 +101,11 @@ def _check_ranks(
             )
             return
         ranks *= int(value)
-    if instance_type in catalog and ranks > catalog.get(instance_type).gpus:
-        gpus = catalog.get(instance_type).gpus
+    spec = instance_spec(instance_type, catalog)
+    if spec is not None and ranks > spec.gpus:
         problems.add(
             f"pools[{index}].model.environment",
             {v: env[v] for v in _PARALLEL_VARIABLES if v in env},
-            f"{instance_type} has {gpus} GPUs: tensor x pipeline x data parallel ({ranks}) "
-            f"must be at most {gpus}",
+            f"{instance_type} has {spec.gpus} GPUs: tensor x pipeline x data parallel ({ranks}) "
+            f"must be at most {spec.gpus}",
         )

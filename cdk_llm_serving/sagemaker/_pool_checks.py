@@ -21,7 +21,7 @@ def check_pools(problems: Problems, pools: Sequence[InstancePool]) -> None:
     pool_limits = limits("ProductionVariant", "InstancePools")
     low, high = pool_limits.minimum or 1, pool_limits.maximum or 5
     if not low <= len(pools) <= high:
-        types = [pool.instance_type for pool in pools]
+        types = [str(pool.instance_type) for pool in pools]
         problems.add("pools", types, f"must list {low} to {high} instance pools")
     seen: dict[str, int] = {}
     for index, pool in enumerate(pools):
@@ -30,7 +30,7 @@ def check_pools(problems: Problems, pools: Sequence[InstancePool]) -> None:
         if first != index:
             problems.add(
                 f"pools[{index}].instance_type",
-                pool.instance_type,
+                str(pool.instance_type),
                 f"already used by pools[{first}]; each pool needs its own instance type",
             )
 
@@ -52,7 +52,7 @@ def check_component_mode(
         problems.add(
             "managed_instance_count",
             managed,
-            "only for endpoints that host inference components (model=None)",
+            "only for endpoints that host inference components: use InferenceComponentEndpoint",
         )
     if managed is not None:
         low, high = managed

@@ -12,7 +12,8 @@ from constructs import Construct
 from .._cdk.durations import human, seconds
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
-from .pool_endpoint import InstancePoolEndpoint
+from ..planning.instance_types import InstanceType
+from .endpoint_api import IPoolEndpoint
 from .token_metrics import TokenMetricNames, TokenQueries
 
 #: Default p99 inter-token latency that alarms (200 ms: 5 tokens/s per stream).
@@ -27,7 +28,9 @@ _ONE_MINUTE = Duration.minutes(1)
 class PoolEndpointAlarms(Construct):
     """Error rate, p99 latency, a blind scaling metric, and fleets drifted onto fallback pools.
 
-    :param endpoint: the endpoint to watch.
+    :param endpoint: the endpoint to watch: an ``InstancePoolEndpoint``, a ``VllmPoolEndpoint``,
+        an ``InferenceComponentEndpoint`` or an import (``InstancePoolEndpoint.from_endpoint_name``
+        with ``instance_types=`` for the per-pool alarms) — any ``IPoolEndpoint``.
     :param error_rate_threshold: share of invocations answered with 5xx that alarms (3 of 5
         minutes). ``None`` disables. Default: 0.05.
     :param latency_p99_threshold: p99 model latency that alarms (3 of 5 minutes). ``None``
@@ -54,7 +57,7 @@ class PoolEndpointAlarms(Construct):
         scope: Construct,
         id: str,
         *,
-        endpoint: InstancePoolEndpoint,
+        endpoint: IPoolEndpoint,
         error_rate_threshold: float | None = 0.05,
         latency_p99_threshold: Duration | None = Duration.seconds(60),
         scaling_metric_missing: bool = True,
@@ -204,35 +207,33 @@ class PoolEndpointAlarms(Construct):
         return [alarm for alarm in found if alarm is not None]
 
     def _fallback_alarms(self, after: Duration) -> None:
-        pools = self.endpoint.pools
-        primary = pools[0]
+        types = list(self.endpoint.instance_types)
+        if not types:
+            return
+        primary = types[0]
         periods = max(1, math.ceil(seconds(after) / seconds(_FALLBACK_PERIOD)))
-        for priority, pool in enumerate(pools[1:], start=2):
-            serving = pool.model or self.endpoint.model
-            copy = (
-                f", serving {serving.served_model_name}"
-                if serving is not None and serving.served_model_name
-                else ""
-            )
-            self.running_on_fallback[pool.instance_type] = cloudwatch.Alarm(
+        for priority, instance_type in enumerate(types[1:], start=2):
+            served = self.endpoint.served_model_name_on(instance_type)
+            copy = f", serving {served}" if served else ""
+            self.running_on_fallback[instance_type] = cloudwatch.Alarm(
                 self,
                 f"RunningOnFallback{priority}",
                 metric=self.endpoint.metric_pool_instances(
-                    instance_type=pool.instance_type, period=_FALLBACK_PERIOD
+                    instance_type=instance_type, period=_FALLBACK_PERIOD
                 ),
                 threshold=0,
                 evaluation_periods=periods,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 alarm_description=(
-                    f"{self.endpoint.endpoint_name}: fallback pool {priority} ({pool.instance_type}{copy}) "
-                    f"has held instances for {human(after)} instead of {primary.instance_type}."
-                    f"{_price_note(pool.instance_type, primary.instance_type, self.endpoint.catalog)}"
+                    f"{self.endpoint.endpoint_name}: fallback pool {priority} ({instance_type}{copy}) "
+                    f"has held instances for {human(after)} instead of {primary}."
+                    f"{_price_note(instance_type, primary, self.endpoint.catalog)}"
                 ),
             )
 
 
-def _price_note(fallback: str, primary: str, catalog: Catalog) -> str:
+def _price_note(fallback: InstanceType | str, primary: InstanceType | str, catalog: Catalog) -> str:
     if fallback not in catalog or primary not in catalog:
         return ""
     return (

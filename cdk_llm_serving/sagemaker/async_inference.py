@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from aws_cdk import aws_iam as iam
@@ -13,7 +14,7 @@ from aws_cdk import aws_sns as sns
 from .._cdk.role_grants import resource_account_condition
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_range
-from ..errors import Problems
+from ..errors import DEPRECATED_REMOVED_IN, Problems
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,7 +58,7 @@ class AsyncInference:
             return self.encryption_key
         return self.output_bucket.encryption_key if self.output_bucket is not None else None
 
-    def grant_to(self, role: iam.IGrantable) -> None:
+    def grant_write_results(self, grantee: iam.IGrantable) -> iam.Grant:
         """What a model role needs to write results and publish notifications.
 
         Writes and key use require the bucket's and key's own account (``aws:ResourceAccount``),
@@ -65,8 +66,8 @@ class AsyncInference:
         """
         bucket = self.output_bucket
         assert bucket is not None
-        iam.Grant.add_to_principal(
-            grantee=role,
+        grant = iam.Grant.add_to_principal(
+            grantee=grantee,
             actions=["s3:PutObject", "s3:AbortMultipartUpload"],
             resource_arns=[
                 bucket.arn_for_objects(f"{prefix.strip('/')}/*")
@@ -76,15 +77,28 @@ class AsyncInference:
         )
         key = self.key
         if key is not None:
-            iam.Grant.add_to_principal(
-                grantee=role,
-                actions=["kms:Encrypt", "kms:GenerateDataKey*", "kms:Decrypt"],
-                resource_arns=[key.key_arn],
-                conditions=resource_account_condition(key.env.account),
+            grant = grant.combine(
+                iam.Grant.add_to_principal(
+                    grantee=grantee,
+                    actions=["kms:Encrypt", "kms:GenerateDataKey*", "kms:Decrypt"],
+                    resource_arns=[key.key_arn],
+                    conditions=resource_account_condition(key.env.account),
+                )
             )
         for topic in (self.success_topic, self.error_topic):
             if topic is not None:
-                topic.grant_publish(role)
+                grant = grant.combine(topic.grant_publish(grantee))
+        return grant
+
+    def grant_to(self, role: iam.IGrantable) -> iam.Grant:
+        """Deprecated: ``grant_write_results`` (the same grant)."""
+        warnings.warn(
+            "AsyncInference.grant_to is deprecated; use grant_write_results "
+            f"(removed in {DEPRECATED_REMOVED_IN})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.grant_write_results(role)
 
     def to_cfn(self) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty:
         assert self.output_bucket is not None

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol, Required, TypedDict
 
-from aws_cdk import Duration
+from aws_cdk import CfnResource, Duration
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
@@ -50,7 +50,7 @@ class ScalableEndpoint(Protocol):
     def pools(self) -> Sequence[InstancePool]: ...
 
     @property
-    def cfn_endpoint(self) -> Construct: ...
+    def cfn_endpoint(self) -> CfnResource: ...
 
     def pool_capacities(self) -> list[float | None]: ...
 
@@ -125,7 +125,9 @@ class EndpointAutoScaling(Construct):
             min_capacity=min_capacity,
             max_capacity=max_capacity,
         )
-        self.scalable_target.node.add_dependency(endpoint.cfn_endpoint)
+        # ``CfnResource.add_resource_dependency``: the DependsOn ``node.add_dependency`` writes,
+        # in one call to the kernel instead of two.
+        self.scalable_target.add_resource_dependency(endpoint.cfn_endpoint)
         self._fleet_queries: list[MetricQuery] | None = None
         self._fleet_metric: cloudwatch.IMetric | None = None
         self.target_utilization = target_utilization
@@ -157,6 +159,12 @@ class EndpointAutoScaling(Construct):
                 metrics=[_to_cfn(query) for query in queries]
             ),
         )
+
+    @property
+    def fleet_queries(self) -> list[MetricQuery] | None:
+        """The metric-math queries of the weighted utilization this policy tracks (``None``:
+        an asynchronous endpoint's backlog policy)."""
+        return self._fleet_queries
 
     @property
     def tracks_fleet_utilization(self) -> bool:

@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Protocol, Unpack
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
-from aws_cdk import Aws
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 
 from .._cdk.role_grants import BEARER_TOKEN_REASON, acknowledge_bearer_token, grant_bearer_token
+from ..planning.catalog import Catalog
+from ..planning.instance_types import InstanceType
 from .async_inference import AsyncInference
 from .endpoint_metrics import EndpointMetrics, MetricOptions
+from .graph_widget import Line
+
+if TYPE_CHECKING:
+    from .autoscaling import EndpointAutoScaling
 
 
 class IPoolEndpoint(Protocol):
-    """An endpoint to invoke and watch: ``InstancePoolEndpoint`` or one of its imports."""
+    """An endpoint to invoke and watch: ``InstancePoolEndpoint``, ``InferenceComponentEndpoint``,
+    ``VllmPoolEndpoint`` or an import (``InstancePoolEndpoint.from_endpoint_name``).
+
+    What ``PoolEndpointAlarms`` and ``PoolEndpointDashboard`` read: the names, the pools'
+    instance types (most preferred first; an import states them), whether the endpoint
+    publishes detailed observability, its autoscaling and rollback alarms, and its metrics.
+    """
 
     @property
     def endpoint_name(self) -> str: ...
@@ -28,6 +41,35 @@ class IPoolEndpoint(Protocol):
     @property
     def openai_base_url(self) -> str: ...
 
+    @property
+    def instance_types(self) -> Sequence[InstanceType | str]:
+        """The pools' instance types, most preferred first (empty: not known)."""
+        ...
+
+    @property
+    def detailed_observability(self) -> bool:
+        """Whether the endpoint publishes detailed observability (token metrics in PromQL)."""
+        ...
+
+    @property
+    def auto_scaling(self) -> EndpointAutoScaling | None:
+        """The instance-count scaling made here (``None``: none, or not made here)."""
+        ...
+
+    @property
+    def rollback_alarms(self) -> Sequence[cloudwatch.IAlarm]:
+        """The alarms that roll an update back (empty: none known)."""
+        ...
+
+    @property
+    def catalog(self) -> Catalog:
+        """The planner's catalog (prices in alarm descriptions)."""
+        ...
+
+    def served_model_name_on(self, instance_type: InstanceType | str) -> str | None:
+        """The name the copy on that pool serves (``None``: not known)."""
+        ...
+
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant: ...
 
     def acknowledge_invoke_grant(self, grantee: iam.IGrantable, reason: str = ...) -> None: ...
@@ -36,14 +78,46 @@ class IPoolEndpoint(Protocol):
         self,
         metric_name: str,
         *,
-        instance_type: str | None = None,
+        instance_type: InstanceType | str | None = None,
         namespace: str | None = None,
         **options: Unpack[MetricOptions],
     ) -> cloudwatch.Metric: ...
 
+    def metric_line(
+        self, metric_name: str, *, instance_type: InstanceType | str | None = None, **options: Any
+    ) -> Line: ...
+
     def metric_invocations(
-        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
     ) -> cloudwatch.Metric: ...
+
+    def metric_invocation_4xx_errors(
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric: ...
+
+    def metric_invocation_5xx_errors(
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric: ...
+
+    def metric_model_latency(
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric: ...
+
+    def metric_concurrent_requests(
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric: ...
+
+    def metric_gpu_utilization(
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric: ...
+
+    def metric_gpu_memory_utilization(
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
+    ) -> cloudwatch.Metric: ...
+
+    def metric_pool_instances(
+        self, *, instance_type: InstanceType | str, period: Duration = ...
+    ) -> cloudwatch.MathExpression: ...
 
 
 class EndpointApi(EndpointMetrics):

@@ -8,6 +8,7 @@ With instance pools SageMaker adds an ``InstanceType`` dimension to the variant'
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, TypedDict, Unpack
 
@@ -16,6 +17,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 
 from .._cdk.durations import seconds
 from ..errors import refuse_unknown_options
+from ..planning.instance_types import InstanceType
 from .fleet_utilization import (
     CONCURRENCY_METRIC,
     CONCURRENCY_SAMPLE_SECONDS,
@@ -61,11 +63,16 @@ class EndpointMetrics:
     endpoint_name: str
     variant_name: str
 
+    @functools.cached_property
+    def _metric_memo(self) -> dict[tuple[Any, ...], cloudwatch.Metric]:
+        """The metrics made so far, by their arguments (made on first use)."""
+        return {}
+
     def metric(
         self,
         metric_name: str,
         *,
-        instance_type: str | None = None,
+        instance_type: InstanceType | str | None = None,
         namespace: str | None = None,
         **options: Unpack[MetricOptions],
     ) -> cloudwatch.Metric:
@@ -81,13 +88,13 @@ class EndpointMetrics:
             hash(key)
         except TypeError:  # a value of the wrong type: ``build_metric`` reports it
             return build_metric(namespace, metric_name, dimensions, instance_type, options)
-        made: dict[tuple[Any, ...], cloudwatch.Metric] = self.__dict__.setdefault("_metrics", {})
+        made = self._metric_memo
         if key not in made:
             made[key] = build_metric(namespace, metric_name, dimensions, instance_type, options)
         return made[key]
 
     def metric_line(
-        self, metric_name: str, *, instance_type: str | None = None, **options: Any
+        self, metric_name: str, *, instance_type: InstanceType | str | None = None, **options: Any
     ) -> Line:
         """The same metric as a dashboard ``metrics`` line (``graph_widget``): period and
         statistic come from the widget unless ``options`` say otherwise."""
@@ -97,25 +104,25 @@ class EndpointMetrics:
         return metric_line(namespace_of(metric_name), metric_name, dimensions, **options)
 
     def metric_invocations(
-        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
     ) -> cloudwatch.Metric:
         """Requests sent to the variant (sum by default)."""
         return self.metric("Invocations", instance_type=instance_type, **_sum(options))
 
     def metric_invocation_4xx_errors(
-        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
     ) -> cloudwatch.Metric:
         """Requests the model answered with 4xx (sum by default)."""
         return self.metric("Invocation4XXErrors", instance_type=instance_type, **_sum(options))
 
     def metric_invocation_5xx_errors(
-        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
     ) -> cloudwatch.Metric:
         """Requests the model answered with 5xx (sum by default)."""
         return self.metric("Invocation5XXErrors", instance_type=instance_type, **_sum(options))
 
     def metric_model_latency(
-        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
     ) -> cloudwatch.Metric:
         """Model latency in microseconds, SageMaker's unit (p99 by default)."""
         settings: MetricOptions = {"statistic": "p99"}
@@ -123,25 +130,25 @@ class EndpointMetrics:
         return self.metric("ModelLatency", instance_type=instance_type, **settings)
 
     def metric_concurrent_requests(
-        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
     ) -> cloudwatch.Metric:
         """Concurrent requests per instance (``ConcurrentRequestsPerModel``, average)."""
         return self.metric("ConcurrentRequestsPerModel", instance_type=instance_type, **options)
 
     def metric_gpu_utilization(
-        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
     ) -> cloudwatch.Metric:
         """GPU utilization in percent, summed over an instance's GPUs."""
         return self.metric("GPUUtilization", instance_type=instance_type, **options)
 
     def metric_gpu_memory_utilization(
-        self, *, instance_type: str | None = None, **options: Unpack[MetricOptions]
+        self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
     ) -> cloudwatch.Metric:
         """GPU memory utilization in percent, summed over an instance's GPUs."""
         return self.metric("GPUMemoryUtilization", instance_type=instance_type, **options)
 
     def metric_pool_instances(
-        self, *, instance_type: str, period: Duration = Duration.minutes(1)
+        self, *, instance_type: InstanceType | str, period: Duration = Duration.minutes(1)
     ) -> cloudwatch.MathExpression:
         """Instances of one pool, idle ones included: each reports its concurrency every
         ``CONCURRENCY_SAMPLE_SECONDS``, so samples x interval / period (see ``fleet_utilization``)."""
@@ -168,7 +175,7 @@ def namespace_of(metric_name: str) -> str:
     return UTILIZATION_NAMESPACE if metric_name in UTILIZATION_METRICS else INVOCATION_NAMESPACE
 
 
-def pool_samples_id(instance_type: str) -> str:
+def pool_samples_id(instance_type: InstanceType | str) -> str:
     """The metric-math id of one pool's concurrency samples: one id per type, so a graph can
     show every pool's count side by side."""
     return "samples_" + re.sub(r"[^a-z0-9]", "_", instance_type.lower())
@@ -183,7 +190,7 @@ def build_metric(
     namespace: str,
     metric_name: str,
     dimensions: dict[str, str],
-    instance_type: str | None,
+    instance_type: InstanceType | str | None,
     options: MetricOptions,
 ) -> cloudwatch.Metric:
     """One metric, per pool when ``instance_type`` is given; average over a minute unless

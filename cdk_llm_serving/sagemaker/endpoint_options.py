@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, cast, get_type_hints
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -12,7 +13,7 @@ from aws_cdk import aws_kms as kms
 
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_name, check_one_of, check_range, seconds_of
-from ..errors import Problems
+from ..errors import Problems, check_keywords, check_types, typed_dict_keys
 from ..planning.catalog import Catalog
 from .async_inference import AsyncInference
 from .deployment import EndpointDeployment
@@ -30,12 +31,99 @@ METRIC_PUBLISH_FREQUENCIES = tuple(
 )
 
 
+class _HostKeywords(TypedDict, total=False):
+    """The options every pool endpoint takes (``PoolEndpointOptions`` documents them)."""
+
+    endpoint_name: str | None
+    variant_name: str
+    initial_instance_count: int
+    provision_timeout: Duration | None
+    routing_strategy: RoutingStrategy
+    volume_size_gb: int | None
+    volume_kms_key: kms.IKey | None
+    enhanced_metrics: bool
+    detailed_observability: bool
+    metric_publish_frequency: int
+    async_inference: AsyncInference | None
+    capacity_reservation_arn: str | None
+    deployment: EndpointDeployment | None
+    rollback_alarms: Sequence[cloudwatch.IAlarm] | None
+    rollback_error_threshold: int
+    rollback_latency_threshold: Duration
+    catalog: Catalog | None
+
+
+class PoolEndpointKeywords(_HostKeywords, total=False):
+    """``InstancePoolEndpoint``'s options as keywords (``**options``): names and types only.
+
+    ``PoolEndpointOptions`` holds the defaults and the documentation; a test checks that the
+    two declare the same names with the same types.
+    """
+
+    container_startup_timeout: Duration | None
+    model_data_download_timeout: Duration | None
+    #: Deprecated here: only the ``InstancePoolEndpoint(model=None)`` form takes it; use
+    #: ``InferenceComponentEndpoint``.
+    managed_instance_count: tuple[int, int] | None
+
+
+class InferenceComponentEndpointKeywords(_HostKeywords, total=False):
+    """``InferenceComponentEndpoint``'s options as keywords: ``PoolEndpointOptions`` without the
+    start-up timeouts (each component sets its own), with ``managed_instance_count``."""
+
+    managed_instance_count: tuple[int, int] | None
+
+
 @dataclass(frozen=True)
 class PoolEndpointOptions:
-    """The options of ``InstancePoolEndpoint`` (documented there), as one value.
+    """The options of an instance-pool endpoint, as one value: the one place their defaults live.
 
-    ``VllmPoolEndpoint`` and ``InstancePoolEndpoint.build_from_recommendation`` take this
-    instead of loose keyword arguments, so a misspelled option fails where it is written.
+    ``InstancePoolEndpoint`` and ``InferenceComponentEndpoint`` take them as keywords
+    (``PoolEndpointKeywords``, ``InferenceComponentEndpointKeywords``); ``VllmPoolEndpoint``
+    (``endpoint_options``) and ``InstancePoolEndpoint.build_from_recommendation`` (``options``)
+    take this value or the same keywords as a dict, so a misspelled option fails where it is
+    written.
+
+    :param endpoint_name: the endpoint's name. Default: derived from the construct path
+        (stable across updates, unique per stack).
+    :param variant_name: the production variant's name. Default: ``AllTraffic``.
+    :param initial_instance_count: instances at creation. Default: 1.
+    :param provision_timeout: how long SageMaker keeps trying pools for capacity (300-3600 s).
+        Default: 30 minutes.
+    :param container_startup_timeout: time for the container to pass its health check
+        (60-3600 s); model endpoints only (components set their own). Default: the planner's
+        cold-start estimate (load + engine start, x2) for the slowest pool when the models
+        declare ``sizing``, else 30 minutes.
+    :param model_data_download_timeout: time to download the weights (60-3600 s); model
+        endpoints only. Default: the planner's download estimate (x2) when the models declare
+        ``sizing``, else 30 minutes.
+    :param routing_strategy: how requests are spread. Default: ``LEAST_OUTSTANDING_REQUESTS``,
+        AWS's advice for fleets of mixed instance types.
+    :param volume_size_gb: EBS volume per instance (1-512), EBS-only types only. Default:
+        ``None`` (SageMaker's).
+    :param volume_kms_key: KMS key for the instances' EBS volumes, EBS-only types only.
+        Default: ``None``.
+    :param enhanced_metrics: per-instance and per-container metrics. Default: ``True``.
+    :param detailed_observability: OpenTelemetry metrics incl. the inference framework's token
+        metrics. Default: ``True``.
+    :param metric_publish_frequency: seconds between metric publications (10, 30, 60, 120,
+        180, 240, 300). Default: 60.
+    :param async_inference: make this an asynchronous endpoint. Default: ``None`` (real-time).
+    :param capacity_reservation_arn: an ML capacity reservation to run on (single pool only).
+        Default: ``None``.
+    :param deployment: how updates roll out. Default: blue/green, all at once, 10-minute bake
+        (``None`` on an inference-component endpoint: no deployment policy unless given).
+    :param rollback_alarms: alarms that roll an update back (at most 10). Default: alarms on
+        5xx errors and p99 model latency, created here (with a deployment policy).
+    :param rollback_error_threshold: 5xx errors per minute that trip the default error alarm
+        (two minutes in a row). Default: 5.
+    :param rollback_latency_threshold: p99 model latency that trips the default latency alarm
+        (three minutes in a row). Default: 2 minutes.
+    :param managed_instance_count: ``(min, max)`` instances for SageMaker's managed instance
+        scaling, which follows the components' copy counts (``InferenceComponentEndpoint``
+        only). Default: ``None`` (off).
+    :param catalog: the planner's instance catalog (your prices, extra types). Default:
+        ``None`` (``default_catalog()``).
     """
 
     endpoint_name: str | None = None
@@ -59,8 +147,60 @@ class PoolEndpointOptions:
     managed_instance_count: tuple[int, int] | None = None
     catalog: Catalog | None = None
 
-    def as_kwargs(self) -> dict[str, Any]:
+    @classmethod
+    def from_keywords(
+        cls,
+        subject: str | Callable[[], str],
+        given: Mapping[str, Any],
+        *,
+        prop: str = "",
+        accepted: Any = PoolEndpointKeywords,
+    ) -> PoolEndpointOptions:
+        """The options from keywords (``**options`` or a dict): a misspelled name or a value of
+        the wrong type is a ``ConfigurationError`` naming it (under ``prop.`` when given).
+
+        ``accepted`` is the ``TypedDict`` whose keys the receiver takes.
+        """
+        problems = Problems(subject)
+        at = f"{prop}." if prop else ""
+        keys = typed_dict_keys(accepted)
+        named = Problems("")
+        check_keywords(named, "-", given, keys)
+        for problem in named.problems():  # "-.name" -> "prop.name"
+            problems.add(f"{at}{problem.property[2:]}", problem.value, problem.allowed)
+        known = {name: value for name, value in given.items() if name in keys}
+        typed = Problems("")
+        check_types(typed, _field_hints(), known, literals=False)
+        for problem in typed.problems():
+            problems.add(f"{at}{problem.property}", problem.value, problem.allowed)
+        problems.raise_if_any()
+        return cls(**known)
+
+    @classmethod
+    def coerce(
+        cls,
+        subject: str | Callable[[], str],
+        prop: str,
+        value: PoolEndpointOptions | Mapping[str, Any] | None,
+    ) -> PoolEndpointOptions:
+        """An options prop given as this value, as a dict of keywords, or not at all."""
+        if value is None:
+            return cls()
+        if isinstance(value, PoolEndpointOptions):
+            return value
+        if isinstance(value, Mapping):
+            return cls.from_keywords(subject, value, prop=prop)
+        problems = Problems(subject)
+        problems.add(prop, value, "must be a PoolEndpointOptions or a dict of its keywords")
+        problems.raise_if_any()
+        raise AssertionError("unreachable")
+
+    def as_keywords(self) -> PoolEndpointKeywords:
         """The options as ``InstancePoolEndpoint`` keyword arguments."""
+        return cast(PoolEndpointKeywords, self.as_kwargs())
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The options as a plain dict of keyword arguments."""
         return {field.name: getattr(self, field.name) for field in fields(self)}
 
     def validate(self, problems: Problems, prop: str = "") -> None:
@@ -147,3 +287,9 @@ class PoolEndpointOptions:
                 self.rollback_latency_threshold.to_human_string(),
                 "must be positive",
             )
+
+
+@functools.cache
+def _field_hints() -> dict[str, Any]:
+    """``PoolEndpointOptions``'s field types, resolved once."""
+    return get_type_hints(PoolEndpointOptions)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Unpack
 
-from aws_cdk import Duration, Names
+from aws_cdk import Annotations, Duration, Names
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sagemaker as sagemaker
@@ -23,37 +23,43 @@ from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_name, check_range, seconds_of
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
+from ..planning.instance_types import InstanceType
+from ._instance_facts import instance_spec
 from .endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
-from .pool_endpoint import InstancePoolEndpoint
+from .instance_pool import as_instance_type
+from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .pool_sizing import plan_one_instance
-from .serving_model import ServingModel
+from .serving_model import ServingModel, add_artifact_statements
 
 
 @dataclass(frozen=True, eq=False)
 class ComponentSpecification:
     """What the component runs on one pool's instance type.
 
-    :param instance_type: one of the endpoint's pool types.
+    :param instance_type: one of the endpoint's pool types (an ``InstanceType`` or its name).
     :param model: the model it runs there.
     :param accelerators: GPUs one copy needs (at most the type's GPUs).
     :param min_memory_mb: host memory one copy needs, in MiB (at least 128).
     :param cpu_cores: CPU cores one copy needs. Default: SageMaker's.
     """
 
-    instance_type: str
+    instance_type: InstanceType | str
     model: ServingModel
     accelerators: int
     min_memory_mb: int
     cpu_cores: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "instance_type", as_instance_type(self.instance_type))
 
     def validate(self, problems: Problems, prop: str, catalog: Catalog | None = None) -> None:
         """botocore's minimums; with a ``catalog``, the type's GPUs and the planner's fit."""
         shape = "InferenceComponentComputeResourceRequirements"
         least_gpus = limits(shape, "NumberOfAcceleratorDevicesRequired").minimum or 1
         check_at_least(problems, f"{prop}.accelerators", self.accelerators, least_gpus)
-        known = catalog is not None and self.instance_type in catalog
-        if catalog is not None and known:
-            gpus = catalog.get(self.instance_type).gpus
+        spec = instance_spec(self.instance_type, catalog) if catalog is not None else None
+        if spec is not None:
+            gpus = spec.gpus
             if self.accelerators > gpus:
                 problems.add(
                     f"{prop}.accelerators",
@@ -65,14 +71,14 @@ class ComponentSpecification:
         least_cores = limits(shape, "NumberOfCpuCoresRequired").minimum or 0.25
         if self.cpu_cores is not None and self.cpu_cores < least_cores:
             problems.add(f"{prop}.cpu_cores", self.cpu_cores, f"must be at least {least_cores}")
-        if catalog is not None and known and self.model.sizing is not None:
+        if catalog is not None and self.instance_type in catalog and self.model.sizing is not None:
             self._check_fit(problems, prop, catalog)
 
     def _check_fit(self, problems: Problems, prop: str, catalog: Catalog) -> None:
         plan, refusal = plan_one_instance(self.model, self.instance_type, catalog)
         if plan is None:
             problems.add(
-                f"{prop}.instance_type", self.instance_type, refusal or "cannot hold the model"
+                f"{prop}.instance_type", str(self.instance_type), refusal or "cannot hold the model"
             )
         elif plan.gpus_per_replica > self.accelerators:
             problems.add(
@@ -105,9 +111,10 @@ def _render_startup(
 
 
 class InferenceComponentOnPools(Construct):
-    """An inference component on an ``InstancePoolEndpoint(model=None, ...)``.
+    """An inference component on an ``InferenceComponentEndpoint``.
 
-    :param endpoint: an endpoint created for inference components (``model=None``).
+    :param endpoint: the endpoint that hosts it: an ``InferenceComponentEndpoint`` (or the
+        deprecated ``InstancePoolEndpoint(model=None, ...)``).
     :param specifications: one per pool type, at most one per type, 1-5.
     :param copy_count: copies at creation. Default: 1.
     :param component_name: Default: derived from the construct path (stable, unique per stack).
@@ -121,7 +128,7 @@ class InferenceComponentOnPools(Construct):
         scope: Construct,
         id: str,
         *,
-        endpoint: InstancePoolEndpoint,
+        endpoint: InferenceComponentEndpoint | InstancePoolEndpoint,
         specifications: Sequence[ComponentSpecification],
         copy_count: int = 1,
         component_name: str | None = None,
@@ -139,7 +146,7 @@ class InferenceComponentOnPools(Construct):
         grants = endpoint.execution_role_grants
         if grants is not None:
             for spec in self.specifications:
-                spec.model.grant_artifacts_to(grants)
+                add_artifact_statements(spec.model, grants)
             grants.acknowledge()
 
         startup = _render_startup(container_startup_timeout, model_data_download_timeout)
@@ -244,7 +251,7 @@ class InferenceComponentOnPools(Construct):
         self,
         metric_name: str,
         *,
-        instance_type: str | None = None,
+        instance_type: InstanceType | str | None = None,
         **options: Unpack[MetricOptions],
     ) -> cloudwatch.Metric:
         """A metric of this component; with ``instance_type``, of its copies on that pool."""
@@ -253,29 +260,36 @@ class InferenceComponentOnPools(Construct):
 
     def _validate_specifications(self, problems: Problems) -> None:
         """Each one valid, on one of the endpoint's pool types, once; every pool covered."""
-        pool_types = [pool.instance_type for pool in self.endpoint.pools]
+        pool_types = [str(pool.instance_type) for pool in self.endpoint.pools]
         seen: dict[str, int] = {}
         for index, spec in enumerate(self.specifications):
             prop = f"specifications[{index}]"
             if spec.instance_type not in pool_types:
                 problems.add(
                     f"{prop}.instance_type",
-                    spec.instance_type,
+                    str(spec.instance_type),
                     f"must be one of the endpoint's pool types: {', '.join(pool_types)}",
                 )
             first = seen.setdefault(spec.instance_type, index)
             if first != index:
                 problems.add(
                     f"{prop}.instance_type",
-                    spec.instance_type,
+                    str(spec.instance_type),
                     f"already specified by specifications[{first}]",
                 )
             spec.validate(problems, prop, self.endpoint.catalog)
+            if spec.model.sizing is not None and spec.instance_type not in self.endpoint.catalog:
+                # The one policy for a hosting type the catalog does not record, as on the
+                # endpoint's pools: accepted, its fit unchecked, and said so.
+                Annotations.of(self).add_warning_v2(
+                    "cdk-llm-serving:poolNotInCatalog",
+                    f"{prop} {spec.instance_type} is not in the planner's catalog: whether it holds {spec.model.node.id} is unchecked",
+                )
         uncovered = [t for t in pool_types if t not in seen]
         if uncovered:
             problems.add(
                 "specifications",
-                [s.instance_type for s in self.specifications],
+                [str(s.instance_type) for s in self.specifications],
                 f"every pool needs a specification; missing: {', '.join(uncovered)}",
             )
 
@@ -287,7 +301,7 @@ class InferenceComponentOnPools(Construct):
             problems.add(
                 "endpoint",
                 self.endpoint.node.path,
-                "must be created for inference components (InstancePoolEndpoint(model=None, ...))",
+                "must host inference components: an InferenceComponentEndpoint, not an endpoint with a model",
             )
         check_name(
             problems,

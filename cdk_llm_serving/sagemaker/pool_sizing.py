@@ -11,6 +11,7 @@ from constructs import IConstruct
 from ..errors import Problems
 from ..planning.catalog import Catalog, default_catalog
 from ..planning.cold_start import ColdStart, estimate_cold_start
+from ..planning.instance_types import InstanceType
 from ..planning.sizing import Plan, PlanningError
 from .instance_pool import InstancePool
 from .serving_model import ServingModel
@@ -26,7 +27,7 @@ class PoolFit:
 
 
 def plan_one_instance(
-    model: ServingModel, instance_type: str, catalog: Catalog
+    model: ServingModel, instance_type: InstanceType | str, catalog: Catalog
 ) -> tuple[Plan | None, str | None]:
     """The model's layout on one instance of ``instance_type`` (SageMaker hosts a copy per
     instance), or why it cannot fit. ``model.sizing`` must be set."""
@@ -57,6 +58,8 @@ def check_pools_fit(
         if model is None or model.sizing is None:
             continue
         if pool.instance_type not in catalog:
+            # The one policy for a hosting type the catalog does not record: accepted, its
+            # fit unchecked and said so (``instance_pool.hosting_instance_type``).
             Annotations.of(scope).add_warning_v2(
                 "cdk-llm-serving:poolNotInCatalog",
                 f"pools[{index}] {pool.instance_type} is not in the planner's catalog: whether it holds {model.node.id} is unchecked",
@@ -64,7 +67,9 @@ def check_pools_fit(
             continue
         plan, refusal = plan_one_instance(model, pool.instance_type, catalog)
         if plan is None:
-            problems.add(f"pools[{index}]", pool.instance_type, refusal or "cannot hold the model")
+            problems.add(
+                f"pools[{index}]", str(pool.instance_type), refusal or "cannot hold the model"
+            )
             continue
         for warning in plan.warnings:
             Annotations.of(scope).add_warning_v2(

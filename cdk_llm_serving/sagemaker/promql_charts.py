@@ -1,8 +1,8 @@
 """PromQL charts on a CloudWatch dashboard: a custom widget querying CloudWatch's PromQL API.
 
 aws-cdk-lib 2.275 has no PromQL graph widget, so each chart is a CloudWatch custom widget
-backed by one small function. It is the project's PromQL chart function (the file under
-``hyperpod/assets/amp_widget``, shared by path, not by import), pointed at CloudWatch's
+backed by one small function. It is the project's PromQL chart function
+(``_cdk/assets/amp_widget``, which both serving paths' dashboards run), pointed at CloudWatch's
 Prometheus-compatible endpoint ``https://monitoring.<region>.<url suffix>`` and signing for
 SigV4 service ``monitoring`` (see ``token_metrics`` for the AWS sources). Its role may call
 ``cloudwatch:GetMetricData`` and ``cloudwatch:ListMetrics`` (what querying CloudWatch's PromQL
@@ -14,7 +14,6 @@ and write its own log group.
 
 from __future__ import annotations
 
-import weakref
 from pathlib import Path
 
 from aws_cdk import Stack
@@ -27,11 +26,7 @@ from .._cdk.widget_function import WidgetFunctionSpec, widget_function
 from .widget_grid import CustomCell
 
 #: The chart function's code (standard library + botocore, in the Lambda Python runtime).
-CHART_CODE = Path(__file__).parents[1] / "hyperpod" / "assets" / "amp_widget"
-
-
-#: Each stack's instance, found without asking the kernel (``of`` runs once per dashboard).
-_BY_STACK: weakref.WeakKeyDictionary[Stack, PromQLCharts] = weakref.WeakKeyDictionary()
+CHART_CODE = Path(__file__).parents[1] / "_cdk" / "assets" / "amp_widget"
 
 
 class PromQLCharts(Construct):
@@ -46,14 +41,10 @@ class PromQLCharts(Construct):
 
     @classmethod
     def of(cls, scope: Construct) -> PromQLCharts:
-        """The stack's chart function, created on first use."""
+        """The stack's chart function, created on first use (found in the construct tree after)."""
         stack = stack_of(scope)
-        charts = _BY_STACK.get(stack)
-        if charts is None:
-            found = stack.node.try_find_child(cls.SINGLETON_ID)
-            charts = found if isinstance(found, PromQLCharts) else cls(stack, cls.SINGLETON_ID)
-            _BY_STACK[stack] = charts
-        return charts
+        found = stack.node.try_find_child(cls.SINGLETON_ID)
+        return found if isinstance(found, PromQLCharts) else cls(stack, cls.SINGLETON_ID)
 
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)

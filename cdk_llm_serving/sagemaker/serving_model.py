@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jsii
+from aws_cdk import Aws
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from .._cdk.role_grants import ExecutionRoleGrants
+from .._cdk.role_grants import ExecutionRoleGrants, resource_account_condition
 from .._cdk.service_limits import limits
 from .._cdk.stacks import region_of_stack
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_name, check_subnets, is_unresolved
-from ..errors import Problems, checked_props
+from ..errors import DEPRECATED_REMOVED_IN, Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.sizing import ModelSizing
 from ._container_checks import check_container_environment
@@ -216,11 +218,50 @@ class ServingModel(Construct):
         """The execution role: ``bucket.grant_read(model)`` grants the model's containers."""
         return self.role
 
-    def grant_artifacts_to(self, grants: ExecutionRoleGrants) -> None:
-        """Let another execution role (e.g. an inference-component endpoint's) pull this model's image and weights."""
-        grants.image_pull(self.image)
-        if self.model_data is not None:
-            grants.model_data_read(self.model_data)
+    def grant_artifacts(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let ``grantee`` pull this model's image and read its weights (read-only, the
+        weights' own prefix and account), as the model's own role may."""
+        statements: list[tuple[list[str], list[str], dict[str, Any] | None]] = []
+        repository_arn = self.image.resolve_repository_arn(Aws.PARTITION)
+        if repository_arn is not None:
+            statements.append((list(_IMAGE_PULL_ACTIONS), [repository_arn], None))
+        statements.append((["ecr:GetAuthorizationToken"], ["*"], None))
+        data = self.model_data
+        if data is not None:
+            bucket_arn = f"arn:{Aws.PARTITION}:s3:::{data.bucket_name}"
+            owner = resource_account_condition(data.bucket_account or Aws.ACCOUNT_ID)
+            prefixes = [data.key_prefix, f"{data.key_prefix}*"]
+            statements.append((["s3:GetObject"], [f"{bucket_arn}/{data.key_prefix}*"], owner))
+            listing = {"StringLike": {"s3:prefix": prefixes}, **owner}
+            statements.append((["s3:ListBucket"], [bucket_arn], listing))
+            key = data.encryption_key
+            if key is not None:
+                key_owner = resource_account_condition(key.env.account)
+                statements.append((["kms:Decrypt"], [key.key_arn], key_owner))
+        grants = [
+            iam.Grant.add_to_principal(
+                grantee=grantee, actions=actions, resource_arns=resources, conditions=conditions
+            )
+            for actions, resources, conditions in statements
+        ]
+        grant = grants[0]
+        for more in grants[1:]:
+            grant = grant.combine(more)
+        return grant
+
+    def grant_artifacts_to(self, grantee: iam.IGrantable | ExecutionRoleGrants) -> iam.Grant | None:
+        """Deprecated: ``grant_artifacts(grantee)``. Given the library's ``ExecutionRoleGrants``
+        (what it took before), adds the statements to that role's own policy, as before."""
+        warnings.warn(
+            "ServingModel.grant_artifacts_to is deprecated; use grant_artifacts "
+            f"(removed in {DEPRECATED_REMOVED_IN})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if isinstance(grantee, ExecutionRoleGrants):
+            add_artifact_statements(self, grantee)
+            return None
+        return self.grant_artifacts(grantee)
 
     def _validate(
         self,
@@ -337,3 +378,19 @@ def _subnet_kwargs(selection: ec2.SubnetSelection | None) -> dict[str, Any]:
         }.items()
         if value is not None
     }
+
+
+#: What pulling an image from ECR takes (``ExecutionRoleGrants.image_pull``'s actions).
+_IMAGE_PULL_ACTIONS = (
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:GetDownloadUrlForLayer",
+)
+
+
+def add_artifact_statements(model: ServingModel, grants: ExecutionRoleGrants) -> None:
+    """Put pulling ``model``'s image and reading its weights into ``grants``' own policy (an
+    inference-component endpoint's execution role, whose cdk-nag reasons it records)."""
+    grants.image_pull(model.image)
+    if model.model_data is not None:
+        grants.model_data_read(model.model_data)

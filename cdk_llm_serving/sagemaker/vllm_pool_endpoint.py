@@ -13,30 +13,34 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
+from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from .._cdk.deprecation import renamed_prop
 from ..errors import (
+    ConfigurationError,
+    Problem,
     Problems,
     check_choice,
-    check_keywords,
     check_literal,
     check_sequence,
     checked_props,
 )
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
-from ..planning.models import ModelSpec, preset, weight_formats
-from ..planning.sizing import ModelSizing, PlanningError
+from ..planning.instance_types import InstanceType
+from ..planning.models import ModelSpec, WeightFormat, weight_formats
+from ..planning.sizing import ModelSizing
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import Goal, PoolVllmPlan, derive_pool_config
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
-from .endpoint_api import EndpointApi
-from .endpoint_options import PoolEndpointOptions
-from .instance_pool import InstancePool
-from .pool_endpoint import InstancePoolEndpoint
+from .endpoint_api import EndpointApi, IPoolEndpoint
+from .endpoint_options import PoolEndpointKeywords, PoolEndpointOptions
+from .instance_pool import InstancePool, as_instance_type, hosting_instance_type
+from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
 
 #: Where SageMaker puts ModelDataSource files inside the container.
@@ -47,19 +51,25 @@ SAGEMAKER_MODEL_DIR = "/opt/ml/model"
 class VllmPool:
     """One pool of a ``VllmPoolEndpoint``.
 
-    :param instance_type: the pool's instance type.
+    :param instance_type: the pool's instance type (an ``InstanceType`` or its name, converted).
     :param goal: ``throughput`` adds speculative decoding on this pool. Default: ``latency``.
     :param config: this pool's own configuration instead of a derived one (``weight_format``
         then says which weights it loads). Default: derived.
-    :param weight_format: with ``config``, the key of ``weights`` it serves. Default: the first.
+    :param weight_format: with ``config``, the key of ``weights`` it serves (a ``WeightFormat``
+        or its name). Default: the first.
     :param max_concurrency: see ``InstancePool.max_concurrency``.
     """
 
-    instance_type: str
+    instance_type: InstanceType | str
     goal: Goal = "latency"
     config: VllmConfig | None = None
-    weight_format: str | None = None
+    weight_format: WeightFormat | str | None = None
     max_concurrency: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "instance_type", as_instance_type(self.instance_type))
+        if isinstance(self.weight_format, WeightFormat):
+            object.__setattr__(self, "weight_format", self.weight_format.name)
 
 
 class VllmPoolEndpoint(Construct, EndpointApi):
@@ -67,18 +77,25 @@ class VllmPoolEndpoint(Construct, EndpointApi):
 
     :param image: AWS's SageMaker vLLM container (or one that reads ``SM_VLLM_*`` the same way).
     :param model: the model's figures (a ``ModelSpec`` or preset name) for the planner.
-    :param base: what every copy shares (served name, context, parsers, ...). ``model`` is
-        replaced by the container's model directory. Its ``served_model_name`` (default: the
-        model's name) is the name clients send: every copy serves it after its own copy name
-        (``gpt-oss-20b-int4-tp1``), which responses report (``ServingModel.client_model_name``).
-    :param weights: weight format -> S3 location, in preference order: full weights first,
-        then quantized copies a pool may fall back to.
-    :param pools: 1-5 pools (instance type strings or ``VllmPool``), most preferred first.
-    :param endpoint_options: the endpoint's other options (name, timeouts, deployment,
-        ...), or the same as a dict of keywords. Default: ``PoolEndpointOptions()``.
+    :param config: what every copy shares (served name, context, parsers, ...), as
+        ``VllmMultiNodeService(config=...)``. ``model`` is replaced by the container's model
+        directory. Its ``served_model_name`` (default: the model's name) is the name clients
+        send: every copy serves it after its own copy name (``gpt-oss-20b-int4-tp1``), which
+        responses report (``ServingModel.client_model_name``).
+    :param base: Deprecated: use ``config`` (the same value; both given is an error).
+    :param weights: weight format (a ``WeightFormat`` or its name) -> the ``ModelData`` of those
+        weights, in preference order: full weights first, then quantized copies a pool may fall
+        back to. The SageMaker path's one way to pass weights: a ``ModelData`` (as
+        ``ServingModel(model_data=...)``), keyed by format where copies differ.
+    :param pools: 1-5 pools (instance types, or ``VllmPool``), most preferred first.
+    :param endpoint_options: the endpoint's other options (name, timeouts, deployment, ...):
+        a ``PoolEndpointOptions``, or the same as a dict of keywords (``PoolEndpointKeywords``).
+        Default: ``PoolEndpointOptions()``.
+    :param catalog: the planner's catalog. Default: ``default_catalog()``.
 
     The endpoint's API is this construct's own: ``grant_invoke``, ``openai_base_url``,
-    ``auto_scale`` and the ``metric*`` methods act on the endpoint (``self.endpoint``).
+    ``auto_scale``, the ``metric*`` methods and what ``PoolEndpointAlarms`` and
+    ``PoolEndpointDashboard`` read (``IPoolEndpoint``) act on the endpoint (``self.endpoint``).
     """
 
     @checked_props
@@ -89,29 +106,33 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         *,
         image: ContainerImage,
         model: ModelSpec | str,
-        base: VllmConfig,
-        weights: Mapping[str, ModelData],
-        pools: Sequence[str | VllmPool],
-        endpoint_options: PoolEndpointOptions | Mapping[str, Any] | None = None,
+        config: VllmConfig | None = None,
+        weights: Mapping[WeightFormat | str, ModelData],
+        pools: Sequence[InstanceType | str | VllmPool],
+        endpoint_options: PoolEndpointOptions | PoolEndpointKeywords | None = None,
         catalog: Catalog | None = None,
+        base: VllmConfig | None = None,
     ) -> None:
         super().__init__(scope, id)
+        subject = f"VllmPoolEndpoint '{self.node.path}'"
         self.catalog = catalog or default_catalog()
-        self.spec = preset(model) if isinstance(model, str) else model
-        self.base = base.with_changes(model=SAGEMAKER_MODEL_DIR)
-        _check_inputs(f"VllmPoolEndpoint '{self.node.path}'", pools, weights, endpoint_options)
-        if isinstance(endpoint_options, Mapping):  # the options as keywords, checked above
-            endpoint_options = PoolEndpointOptions(**endpoint_options)
+        self.spec = ModelSpec.of(model)
+        chosen = _check_inputs(self, subject, config, base, pools, weights)
+        #: Problems of the shared settings are named after the keyword they were given as.
+        self._config_prop = "base" if base is not None and config is None else "config"
+        settings = PoolEndpointOptions.coerce(subject, "endpoint_options", endpoint_options)
+        self.config = chosen.with_changes(model=SAGEMAKER_MODEL_DIR)
+        named_weights = {_format_name(name): data for name, data in weights.items()}
         #: The name clients send; every copy serves it after its own name.
-        self.client_model_name: str = base.served_model_name or self.spec.name
-        vllm_pools = [VllmPool(p) if isinstance(p, str) else p for p in pools]
-        self.pool_plans: list[PoolVllmPlan | None] = self._derive(vllm_pools, weights)
+        self.client_model_name: str = chosen.served_model_name or self.spec.name
+        vllm_pools = [p if isinstance(p, VllmPool) else VllmPool(p) for p in pools]
+        self.pool_plans: list[PoolVllmPlan | None] = self._derive(vllm_pools, named_weights)
 
         self.models: dict[str, ServingModel] = {}
         pool_models: list[ServingModel] = []
         for _pool, planned in zip(vllm_pools, self.pool_plans, strict=True):
             assert planned is not None
-            pool_models.append(self._model_for(planned, image, weights))
+            pool_models.append(self._model_for(planned, image, named_weights))
         primary = pool_models[0]
         self.endpoint = InstancePoolEndpoint(
             self,
@@ -125,12 +146,40 @@ class VllmPoolEndpoint(Construct, EndpointApi):
                 )
                 for pool, m in zip(vllm_pools, pool_models, strict=True)
             ],
-            **{**(endpoint_options or PoolEndpointOptions()).as_kwargs(), "catalog": self.catalog},
+            **dataclasses.replace(settings, catalog=self.catalog).as_keywords(),
         )
         self.endpoint_name = self.endpoint.endpoint_name
         self.variant_name = self.endpoint.variant_name
         self.endpoint_arn = self.endpoint.endpoint_arn
         self.async_inference = self.endpoint.async_inference
+
+    @property
+    def base(self) -> VllmConfig:
+        """Deprecated: ``config``."""
+        return self.config
+
+    # -- what observability reads (``IPoolEndpoint``), from the endpoint ---------------------
+
+    @property
+    def instance_types(self) -> tuple[InstanceType | str, ...]:
+        """The pools' instance types, most preferred first."""
+        return self.endpoint.instance_types
+
+    @property
+    def detailed_observability(self) -> bool:
+        return self.endpoint.detailed_observability
+
+    @property
+    def auto_scaling(self) -> EndpointAutoScaling | None:
+        return self.endpoint.auto_scaling
+
+    @property
+    def rollback_alarms(self) -> tuple[cloudwatch.IAlarm, ...]:
+        return self.endpoint.rollback_alarms
+
+    def served_model_name_on(self, instance_type: InstanceType | str) -> str | None:
+        """The copy name the pool of ``instance_type`` serves."""
+        return self.endpoint.served_model_name_on(instance_type)
 
     def auto_scale(self, **options: Unpack[AutoScalingOptions]) -> EndpointAutoScaling:
         """``InstancePoolEndpoint.auto_scale`` of the endpoint."""
@@ -144,46 +193,69 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         if not formats:
             problems.add("weights", {}, "needs at least one weight format and its S3 location")
         try:
-            self.base.validate()
+            self.config.validate()
         except VllmConfigError as error:
-            for prop, value, allowed in error.problems:
-                problems.add(f"base.{prop}", value, allowed)
+            problems.absorb(error, self._config_prop)
         plans: list[PoolVllmPlan | None] = []
         for index, pool in enumerate(pools):
-            prop = f"pools[{index}]"
-            planned = None
-            check_literal(problems, f"{prop}.goal", pool.goal, Goal, "pool goals")
-            try:
-                if pool.config is not None:
-                    planned = self._own_config(pool, formats)
-                elif formats:
-                    planned = derive_pool_config(
-                        self.base,
-                        self.spec,
-                        pool.instance_type,
-                        formats,
-                        goal=pool.goal,
-                        catalog=self.catalog,
-                    )
-            except (PlanningError, KeyError) as error:
-                message = error.args[0] if isinstance(error, KeyError) else str(error)
-                problems.add(prop, pool.instance_type, message)
-            except VllmConfigError as error:
-                problems.absorb(error, f"{prop}.config")
-            if planned is not None:
-                check = check_on_hardware(
-                    planned.config,
-                    pool.instance_type,
-                    model=self.spec,
-                    weight_format=planned.weight_format,
-                    catalog=self.catalog,
-                )
-                for field_name, value, allowed in check.problems:
-                    problems.add(f"{prop}.config.{field_name}", value, allowed)
-            plans.append(planned)
+            plans.append(self._derive_pool(problems, f"pools[{index}]", pool, formats))
         self._check_served_names(problems, plans)
         problems.raise_if_any()
         return plans
+
+    def _derive_pool(
+        self, problems: Problems, prop: str, pool: VllmPool, formats: Sequence[str]
+    ) -> PoolVllmPlan | None:
+        """One pool's configuration, or ``None`` with its problems added."""
+        check_literal(problems, f"{prop}.goal", pool.goal, Goal, "pool goals")
+        instance_type = hosting_instance_type(problems, f"{prop}.instance_type", pool.instance_type)
+        if instance_type is None:
+            return None
+        if instance_type not in self.catalog:
+            problems.add(
+                prop,
+                str(instance_type),
+                "not in the planner's catalog, whose figures derive the pool's configuration: "
+                "add it (catalog=default_catalog().with_instances([...])) or choose a listed type",
+            )
+            return None
+        fmt = _format_name(pool.weight_format) if pool.weight_format is not None else None
+        if pool.config is not None and fmt is not None and fmt not in formats:
+            problems.add(
+                f"{prop}.weight_format",
+                fmt,
+                f"has no entry in weights ({', '.join(formats)})",
+            )
+            return None
+        planned = None
+        try:
+            if pool.config is not None:
+                planned = self._own_config(pool, instance_type, fmt or formats[0])
+            elif formats:
+                planned = derive_pool_config(
+                    self.config,
+                    self.spec,
+                    instance_type,
+                    formats,
+                    goal=pool.goal,
+                    catalog=self.catalog,
+                )
+        except VllmConfigError as error:
+            problems.absorb(error, f"{prop}.config")
+        except ConfigurationError as error:  # the planner's refusal (a PlanningError)
+            problems.add(prop, str(instance_type), str(error))
+        if planned is not None:
+            check = check_on_hardware(
+                planned.config,
+                instance_type,
+                model=self.spec,
+                weight_format=planned.weight_format,
+                catalog=self.catalog,
+            )
+            for found in check.problems:
+                problem = found if isinstance(found, Problem) else Problem(*found)
+                problems.add(f"{prop}.config.{problem.property}", problem.value, problem.allowed)
+        return planned
 
     def _check_served_names(self, problems: Problems, plans: Sequence[PoolVllmPlan | None]) -> None:
         """Two different configurations must not share a served name (nor its construct id)."""
@@ -210,19 +282,16 @@ class VllmPoolEndpoint(Construct, EndpointApi):
             f"{planned.weight_format}:{sorted(planned.config.to_sagemaker_environment().items())}"
         )
 
-    def _own_config(self, pool: VllmPool, formats: Sequence[str]) -> PoolVllmPlan:
+    def _own_config(
+        self, pool: VllmPool, instance_type: InstanceType | str, fmt: str
+    ) -> PoolVllmPlan:
         assert pool.config is not None
-        fmt = pool.weight_format or formats[0]
-        if fmt not in formats:
-            raise KeyError(f"weight_format {fmt!r} has no entry in weights ({', '.join(formats)})")
         config = pool.config.with_changes(model=SAGEMAKER_MODEL_DIR).validate()
         return PoolVllmPlan(
-            pool.instance_type,
+            instance_type,
             fmt,
             config,
-            self._sizing(fmt, config).plan_on(
-                pool.instance_type, max_nodes=1, catalog=self.catalog
-            ),
+            self._sizing(fmt, config).plan_on(instance_type, max_nodes=1, catalog=self.catalog),
         )
 
     def _sizing(self, weight_format: str, config: VllmConfig) -> ModelSizing:
@@ -267,16 +336,26 @@ def _construct_id(served_name: str) -> str:
     )
 
 
-def _check_inputs(subject: str, pools: object, weights: object, options: object) -> None:
-    """Lists and mappings of the right types, known weight formats; raises at once otherwise,
-    since deriving the pools' configurations needs them."""
+def _format_name(value: WeightFormat | str) -> str:
+    return value.name if isinstance(value, WeightFormat) else value
+
+
+def _check_inputs(
+    scope: Construct,
+    subject: str,
+    config: VllmConfig | None,
+    base: VllmConfig | None,
+    pools: object,
+    weights: object,
+) -> VllmConfig:
+    """The configuration (``config``, or the deprecated ``base``), lists and mappings of the
+    right types, known weight formats; raises at once otherwise, since deriving the pools'
+    configurations needs them."""
     problems = Problems(subject)
-    if isinstance(options, Mapping):  # endpoint props as a dict: name any misspelled key
-        fields = [f.name for f in dataclasses.fields(PoolEndpointOptions)]
-        check_keywords(problems, "endpoint_options", options, fields)
-    elif options is not None and not isinstance(options, PoolEndpointOptions):
-        problems.add("endpoint_options", options, "must be a PoolEndpointOptions")
-    what = "an instance type string or a VllmPool"
+    chosen = renamed_prop(scope, problems, "VllmPoolEndpoint", "base", base, "config", config)
+    if chosen is None:
+        problems.add("config", None, "required: the vLLM settings every copy shares (VllmConfig)")
+    what = "an instance type or a VllmPool"
     if check_sequence(problems, "pools", pools, (str, VllmPool), what) and isinstance(
         pools, list | tuple
     ):
@@ -285,7 +364,8 @@ def _check_inputs(subject: str, pools: object, weights: object, options: object)
     if not isinstance(weights, Mapping):
         problems.add("weights", weights, "must map weight formats to ModelData")
     else:
-        for name, data in weights.items():
+        for key, data in weights.items():
+            name = _format_name(key)
             check_choice(
                 problems, f"weights[{name!r}]", name, list(weight_formats()), "weight formats"
             )
@@ -294,3 +374,13 @@ def _check_inputs(subject: str, pools: object, weights: object, options: object)
                     f"weights[{name!r}]", data, "must be a ModelData (ModelData.from_s3_uri)"
                 )
     problems.raise_if_any()
+    assert chosen is not None
+    return chosen
+
+
+if TYPE_CHECKING:  # mypy checks that every endpoint kind is what observability takes
+
+    def _observable(
+        model: InstancePoolEndpoint, host: InferenceComponentEndpoint, vllm: VllmPoolEndpoint
+    ) -> list[IPoolEndpoint]:
+        return [model, host, vllm]

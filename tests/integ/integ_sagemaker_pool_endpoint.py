@@ -26,6 +26,7 @@ from cdk_llm_serving import (  # noqa: E402
     ContainerImage,
     InstancePool,
     InstancePoolEndpoint,
+    InstanceType,
     ServingModel,
 )
 
@@ -48,7 +49,7 @@ endpoint = InstancePoolEndpoint(
     stack,
     "Endpoint",
     model=model,
-    pools=[InstancePool("ml.g6.xlarge"), InstancePool("ml.g5.xlarge")],
+    pools=[InstancePool(InstanceType.ML_G6_XLARGE), InstancePool(InstanceType.ML_G5_XLARGE)],
 )
 
 integ = IntegTest(app, "SageMakerPoolEndpointAnswers", test_cases=[stack], regions=[REGION])

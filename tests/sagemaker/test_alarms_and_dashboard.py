@@ -13,12 +13,18 @@ from botocore.credentials import Credentials
 from cdk_llm_serving import (
     AsyncInference,
     ConfigurationError,
+    ContainerImage,
     InstancePool,
+    InstancePoolEndpoint,
+    InstanceType,
+    ModelData,
     PoolEndpointAlarms,
     PoolEndpointDashboard,
+    VllmConfig,
+    VllmPoolEndpoint,
 )
 from cdk_llm_serving.sagemaker.promql_charts import CHART_CODE
-from tests.support.builders import new_stack, pool_endpoint, template_of
+from tests.support.builders import IMAGE, new_stack, pool_endpoint, template_of
 from tests.support.linting import lint_template
 from tests.support.metric_math import evaluate_queries
 from tests.support.template_helpers import (
@@ -231,3 +237,74 @@ def test_a_dashboard_name_aws_would_refuse_is_a_configuration_error():
     endpoint = pool_endpoint(stack)
     with pytest.raises(ConfigurationError, match="dashboard_name"):
         PoolEndpointDashboard(stack, "Dashboard", endpoint=endpoint, dashboard_name="llm pool")
+
+
+def test_an_imported_endpoint_is_watched_per_pool_it_states():
+    stack = new_stack()
+    imported = InstancePoolEndpoint.from_endpoint_name(
+        stack,
+        "Imported",
+        "prod-chat",
+        instance_types=[InstanceType.ML_G6E_12XLARGE, "ml.g6e.2xlarge"],
+        detailed_observability=True,
+    )
+    alarms = PoolEndpointAlarms(stack, "Alarms", endpoint=imported)
+    PoolEndpointDashboard(stack, "Dashboard", endpoint=imported)
+    assert list(alarms.running_on_fallback) == ["ml.g6e.2xlarge"]
+    assert set(alarms.token_latency) == {"TtftP99", "InterTokenP99"}
+    assert alarms.scaling_metric_missing is None
+    template = template_of(stack)
+    fallback = alarm(template, "AlarmsRunningOnFallback2")
+    assert "instead of ml.g6e.12xlarge" in fallback["AlarmDescription"]
+    assert "$" in fallback["AlarmDescription"]  # the default catalog's prices
+    _, dashboard = only_resource(template, "AWS::CloudWatch::Dashboard")
+    body = flatten(dashboard["Properties"]["DashboardBody"], "<token>")
+    assert "1: ml.g6e.12xlarge" in body and "2: ml.g6e.2xlarge" in body
+    assert "Time to first token p50/p99 per pool" in body
+
+
+def test_an_import_without_pools_gets_the_variant_alarms_only():
+    stack = new_stack()
+    imported = InstancePoolEndpoint.from_endpoint_arn(
+        stack, "Imported", "arn:aws:sagemaker:us-east-1:123456789012:endpoint/prod-chat"
+    )
+    alarms = PoolEndpointAlarms(stack, "Alarms", endpoint=imported)
+    assert alarms.running_on_fallback == {} and alarms.token_latency == {}
+    assert alarms.error_rate is not None and alarms.latency_p99 is not None
+
+
+def test_an_import_names_a_misspelled_pool_type():
+    with pytest.raises(ConfigurationError) as caught:
+        InstancePoolEndpoint.from_endpoint_name(
+            new_stack(), "Imported", "prod-chat", instance_types=["ml.g6e.12xlarg"]
+        )
+    (problem,) = caught.value.problems
+    assert problem.property == "instance_types[0]" and "closest: ml.g6e.12xlarge" in problem.allowed
+
+
+def test_a_vllm_pool_endpoint_is_watched_directly_as_its_endpoint_would_be():
+    def watched(direct: bool) -> dict:
+        stack = new_stack()
+        serving = VllmPoolEndpoint(
+            stack,
+            "Serving",
+            image=ContainerImage.from_ecr_uri(IMAGE),
+            model="gpt-oss-20b",
+            config=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=32768),
+            weights={
+                "bf16": ModelData.from_s3_uri("s3://weights-bucket/bf16/"),
+                "int4": ModelData.from_s3_uri("s3://weights-bucket/int4/"),
+            },
+            pools=["ml.g6e.12xlarge", "ml.g6e.2xlarge"],
+        )
+        serving.auto_scale(max_capacity=4)
+        endpoint = serving if direct else serving.endpoint
+        alarms = PoolEndpointAlarms(stack, "Alarms", endpoint=endpoint)
+        PoolEndpointDashboard(stack, "Dashboard", endpoint=endpoint, alarms=alarms.alarms)
+        assert alarms.scaling_metric_missing is not None
+        return template_of(stack)
+
+    direct = watched(True)
+    assert direct == watched(False)
+    fallback = alarm(direct, "AlarmsRunningOnFallback2")
+    assert "serving gpt-oss-20b-int4-tp1" in fallback["AlarmDescription"]

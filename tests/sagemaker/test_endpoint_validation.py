@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Annotations, Match
 
 from cdk_llm_serving import (
     AsyncInference,
@@ -13,9 +14,11 @@ from cdk_llm_serving import (
     ConfigurationError,
     ContainerImage,
     InstancePool,
+    InstanceType,
     TrafficShift,
 )
 from cdk_llm_serving._cdk.service_limits import production_variant_instance_types
+from cdk_llm_serving.planning.sizing import ModelSizing
 from cdk_llm_serving.sagemaker.endpoint_options import METRIC_PUBLISH_FREQUENCIES
 from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
 from tests.support.cfn_schemas import resource_schema
@@ -70,12 +73,44 @@ def test_same_instance_type_twice():
     )
 
 
-def test_instance_type_outside_the_service_enum():
+def test_an_unknown_instance_type_is_named_once_with_the_closest_types():
+    """One check, ``InstanceType``'s, whichever way the type was given."""
     message = only_problem(pools=[InstancePool("ml.p5.48xlarg")])
     assert message.startswith("pools[0].instance_type = 'ml.p5.48xlarg': not one of the")
+    assert "SageMaker instance types" in message and "closest: ml.p5.48xlarge" in message
+
+
+def test_a_type_hosting_does_not_offer_is_refused_as_a_production_variant_type():
+    hyperpod_only = "ml.c5n.18xlarge"
     assert (
-        "SageMaker production-variant instance types" in message
-        and "closest: ml.p5.48xlarge" in message
+        InstanceType(hyperpod_only).hyperpod and not InstanceType(hyperpod_only).sagemaker_hosting
+    )
+    message = only_problem(pools=[InstancePool(hyperpod_only)])
+    assert message.startswith(f"pools[0].instance_type = '{hyperpod_only}': not one of the")
+    assert "SageMaker production-variant instance types" in message
+
+
+def test_pools_take_instance_types_or_their_names_and_render_the_same():
+    by_name = template_of(Stack.of(pool_endpoint()))
+    typed = pool_endpoint(
+        pools=[
+            InstancePool(InstanceType.ML_P5_48XLARGE),
+            InstancePool(InstanceType.ML_G6E_12XLARGE),
+        ]
+    )
+    assert template_of(Stack.of(typed)) == by_name
+    assert all(type(pool.instance_type) is InstanceType for pool in typed.pools)
+    assert type(InstancePool("ml.g6e.2xlarge").instance_type) is InstanceType
+
+
+def test_a_hosting_type_the_catalog_lacks_is_accepted_and_its_fit_unchecked():
+    """The one policy for a type botocore offers but the planner's catalog does not record."""
+    stack = new_stack()
+    assert InstanceType("ml.g4dn.xlarge").spec is None
+    model = serving_model(stack, sizing=ModelSizing("gpt-oss-20b", "bf16", max_context=8192))
+    pool_endpoint(stack, model=model, pools=[InstancePool("ml.g4dn.xlarge")])
+    Annotations.from_stack(stack).has_warning(
+        "/Test/Endpoint", Match.string_like_regexp("ml.g4dn.xlarge is not in the planner's catalog")
     )
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from aws_cdk import Validations
+from aws_cdk import Duration, Validations
+from aws_cdk.assertions import Annotations, Match
 from cdk_nag import AwsSolutionsChecks
 
 from cdk_llm_serving import (
     ComponentSpecification,
     ConfigurationError,
+    InferenceComponentEndpoint,
     InferenceComponentOnPools,
     InstancePool,
+    InstancePoolEndpoint,
 )
 from cdk_llm_serving.planning.sizing import ModelSizing
 from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
@@ -18,6 +21,10 @@ from tests.support.linting import lint_template
 from tests.support.template_helpers import actions_of, only_resource, policy_statements
 
 POOLS = [InstancePool("ml.g6e.12xlarge"), InstancePool("ml.g6e.2xlarge")]
+
+
+def component_endpoint(stack, pools=POOLS, **options):
+    return InferenceComponentEndpoint(stack, "Endpoint", pools=pools, **options)
 
 
 def component_stack(**overrides):
@@ -28,7 +35,7 @@ def component_stack(**overrides):
     int4 = serving_model(
         stack, "Int4", sizing=ModelSizing("gpt-oss-20b", "int4", max_context=32768)
     )
-    endpoint = pool_endpoint(stack, model=None, pools=POOLS, managed_instance_count=(1, 4))
+    endpoint = component_endpoint(stack, managed_instance_count=(1, 4))
     props = {
         "endpoint": endpoint,
         "specifications": [
@@ -94,7 +101,7 @@ def test_cdk_nag_accepts_the_component_stack():
 def test_one_pool_uses_the_singular_specification():
     stack = new_stack()
     model = serving_model(stack)
-    endpoint = pool_endpoint(stack, model=None, pools=[InstancePool("ml.g6e.12xlarge")])
+    endpoint = component_endpoint(stack, pools=[InstancePool("ml.g6e.12xlarge")])
     InferenceComponentOnPools(
         stack,
         "Component",
@@ -111,7 +118,7 @@ def test_one_pool_uses_the_singular_specification():
 def test_validation_reports_every_problem():
     stack = new_stack()
     model = serving_model(stack, sizing=ModelSizing("gpt-oss-20b", "bf16", max_context=32768))
-    endpoint = pool_endpoint(stack, model=None, pools=POOLS)
+    endpoint = component_endpoint(stack)
     with pytest.raises(ConfigurationError) as caught:
         InferenceComponentOnPools(
             stack,
@@ -139,7 +146,7 @@ def test_validation_reports_every_problem():
 def test_component_needs_an_endpoint_built_for_components():
     stack = new_stack()
     endpoint = pool_endpoint(stack, pools=[InstancePool("ml.g6e.12xlarge")])
-    with pytest.raises(ConfigurationError, match="must be created for inference components"):
+    with pytest.raises(ConfigurationError, match="must host inference components"):
         InferenceComponentOnPools(
             stack,
             "Component",
@@ -148,15 +155,60 @@ def test_component_needs_an_endpoint_built_for_components():
         )
 
 
-def test_component_endpoint_rejects_pool_models_and_instance_autoscaling():
+def test_component_endpoint_rejects_pool_models_and_model_options():
     stack = new_stack()
     model = serving_model(stack)
     with pytest.raises(ConfigurationError, match="hosts no models of its own"):
-        pool_endpoint(stack, model=None, pools=[InstancePool("ml.g6e.12xlarge", model=model)])
-    endpoint = pool_endpoint(new_stack(), model=None, pools=[InstancePool("ml.g6e.12xlarge")])
-    with pytest.raises(ConfigurationError, match="managed_instance_count"):
-        endpoint.auto_scale(max_capacity=3)
+        component_endpoint(stack, pools=[InstancePool("ml.g6e.12xlarge", model=model)])
+    endpoint = component_endpoint(new_stack())
+    assert not hasattr(endpoint, "auto_scale") and endpoint.auto_scaling is None
+    with pytest.raises(ConfigurationError) as caught:
+        component_endpoint(new_stack(), container_startup_timeout=Duration.minutes(5))
+    assert str(caught.value.problems[0]).startswith(
+        "container_startup_timeout = <aws_cdk.Duration"
+    ) and "not an option" in str(caught.value.problems[0])
     with pytest.raises(
         ConfigurationError, match="only for endpoints that host inference components"
     ):
         pool_endpoint(new_stack(), managed_instance_count=(1, 2))
+
+
+def test_a_model_endpoint_without_a_model_still_hosts_components_and_warns():
+    """Deprecated: InstancePoolEndpoint(model=None) is the InferenceComponentEndpoint it was."""
+    old_stack, new = new_stack(), new_stack()
+    old = InstancePoolEndpoint(old_stack, "Endpoint", model=None, pools=POOLS)
+    component_endpoint(new)
+    warning = "cdk-llm-serving:deprecated:InstancePoolEndpoint.model=None"
+    Annotations.from_stack(old_stack).has_warning(
+        "/Test/Endpoint", Match.string_like_regexp("use InferenceComponentEndpoint")
+    )
+    assert warning in str(Annotations.from_stack(old_stack).find_warning("*", Match.any_value()))
+    Annotations.from_stack(new).has_no_warning("*", Match.string_like_regexp("deprecated"))
+    assert template_of(old_stack) == template_of(new)
+    with pytest.raises(ConfigurationError, match="managed_instance_count"):
+        old.auto_scale(max_capacity=3)
+    InferenceComponentOnPools(
+        old_stack,
+        "Component",
+        endpoint=old,
+        specifications=[
+            ComponentSpecification(p.instance_type, serving_model(old_stack, f"M{i}"), 1, 1024)
+            for i, p in enumerate(POOLS)
+        ],
+    )
+
+
+def test_a_hosting_type_the_catalog_lacks_is_accepted_and_said_unchecked():
+    stack = new_stack()
+    model = serving_model(stack, sizing=ModelSizing("gpt-oss-20b", "bf16", max_context=8192))
+    endpoint = component_endpoint(stack, pools=[InstancePool("ml.g4dn.12xlarge")])
+    InferenceComponentOnPools(
+        stack,
+        "Component",
+        endpoint=endpoint,
+        specifications=[ComponentSpecification("ml.g4dn.12xlarge", model, 4, 1024)],
+    )
+    Annotations.from_stack(stack).has_warning(
+        "/Test/Component",
+        Match.string_like_regexp("ml.g4dn.12xlarge is not in the planner's catalog"),
+    )

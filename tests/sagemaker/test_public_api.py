@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import fields
+from typing import get_type_hints
 
 import pytest
 from aws_cdk import Duration, Stack
@@ -12,17 +14,22 @@ from cdk_llm_serving import (
     ConfigurationError,
     ContainerImage,
     EndpointAutoScaling,
+    InferenceComponentEndpoint,
+    InferenceComponentEndpointKeywords,
     InstancePool,
     InstancePoolEndpoint,
+    ModelData,
+    PoolEndpointKeywords,
     VllmPool,
     VllmPoolEndpoint,
 )
 from cdk_llm_serving._cdk.contracts import PropValue
+from cdk_llm_serving._cdk.durations import human
 from cdk_llm_serving.errors import Problems
 from cdk_llm_serving.sagemaker.autoscaling import AutoScalingOptions
 from cdk_llm_serving.sagemaker.endpoint_options import PoolEndpointOptions
 from cdk_llm_serving.vllm import VllmConfig
-from tests.support.builders import IMAGE, new_stack, template_of
+from tests.support.builders import IMAGE, new_stack, pool_endpoint, template_of
 from tests.support.public_api_usage import build
 from tests.support.template_helpers import actions_of, policy_statements
 
@@ -49,10 +56,110 @@ def test_metric_methods_take_instance_type_as_keyword_only():
     assert latency.statistic == "p99" and latency.dimensions["InstanceType"] == "ml.g6e.12xlarge"
 
 
-def test_options_type_names_every_endpoint_option():
-    keywords = inspect.signature(InstancePoolEndpoint.__init__).parameters
-    options = {field.name for field in fields(PoolEndpointOptions)}
-    assert options == set(keywords) - {"self", "scope", "id", "model", "pools"}
+def test_the_options_are_declared_once_names_types_and_defaults():
+    """The keyword types carry names and types only; ``PoolEndpointOptions`` the defaults and
+    their documentation; the constructs take the keywords and apply those defaults."""
+    option_types = get_type_hints(PoolEndpointOptions)
+    for keywords in (PoolEndpointKeywords, InferenceComponentEndpointKeywords):
+        declared = get_type_hints(keywords)
+        assert set(declared) <= set(option_types)
+        assert {name: option_types[name] for name in declared} == declared
+    assert set(get_type_hints(PoolEndpointKeywords)) == set(option_types)
+    assert set(option_types) - set(get_type_hints(InferenceComponentEndpointKeywords)) == {
+        "container_startup_timeout",
+        "model_data_download_timeout",
+    }
+    for construct, keywords in (
+        (InstancePoolEndpoint, PoolEndpointKeywords),
+        (InferenceComponentEndpoint, InferenceComponentEndpointKeywords),
+    ):
+        parameters = inspect.signature(inspect.unwrap(construct.__init__)).parameters
+        assert str(parameters["options"].annotation) == f"Unpack[{keywords.__name__}]"
+        assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
+    endpoint = pool_endpoint()
+    assert endpoint.options == PoolEndpointOptions()
+    assert all(getattr(endpoint.options, f.name) is f.default for f in fields(PoolEndpointOptions))
+
+
+def _documented_default(doc: str, name: str) -> str:
+    match = re.search(rf":param {name}: (.*?)(?=\n\s*:param |\Z)", doc, re.DOTALL)
+    assert match, f"{name} is not documented"
+    text = " ".join(match.group(1).split())
+    assert "Default: " in text, f"{name}: no Default"
+    return text.split("Default: ", 1)[1]
+
+
+def _as_documented(value: object) -> str:
+    if isinstance(value, bool | str) or value is None:
+        return f"``{value}``"
+    if isinstance(value, Duration):
+        return human(value)
+    return str(value)
+
+
+@pytest.mark.parametrize("option", [f.name for f in fields(PoolEndpointOptions)])
+def test_each_option_documents_its_default_as_it_is(option):
+    default = next(f.default for f in fields(PoolEndpointOptions) if f.name == option)
+    documented = _documented_default(PoolEndpointOptions.__doc__ or "", option)
+    if default is None and option in PROSE_DEFAULTS:
+        assert documented.startswith(PROSE_DEFAULTS[option])
+    else:
+        assert documented.startswith(_as_documented(default)), (
+            f"{option}: documented {documented!r}, default {default!r}"
+        )
+
+
+#: Defaults the construct works out (``None`` in the dataclass): what the docs say instead.
+PROSE_DEFAULTS = {
+    "endpoint_name": "derived from the construct path",
+    "container_startup_timeout": "the planner's cold-start estimate",
+    "model_data_download_timeout": "the planner's download estimate",
+    "deployment": "blue/green",
+    "rollback_alarms": "alarms on 5xx errors",
+}
+
+
+def test_the_default_drift_test_can_fail():
+    with pytest.raises(AssertionError):
+        _documented_default(":param a: no default here", "a")
+    assert _as_documented(Duration.minutes(30)) == "30 minutes"
+    assert not _as_documented(61).startswith("60")
+
+
+def test_vllm_endpoint_and_recommendations_forward_the_same_defaults(tmp_path):
+    stack = new_stack()
+    serving = VllmPoolEndpoint(
+        stack,
+        "Serving",
+        image=ContainerImage.from_ecr_uri(IMAGE),
+        model="gpt-oss-20b",
+        config=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=8192),
+        weights={"bf16": ModelData.from_s3_uri("s3://my-weights-bucket/a/")},
+        pools=["ml.g6e.12xlarge"],
+    )
+    assert serving.endpoint.options == PoolEndpointOptions(catalog=serving.catalog)
+    typed = VllmPoolEndpoint(
+        new_stack(),
+        "Serving",
+        image=ContainerImage.from_ecr_uri(IMAGE),
+        model="gpt-oss-20b",
+        config=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=8192),
+        weights={"bf16": ModelData.from_s3_uri("s3://my-weights-bucket/a/")},
+        pools=["ml.g6e.12xlarge"],
+        endpoint_options={"variant_name": "Main", "initial_instance_count": 2},
+    )
+    assert typed.endpoint.options == PoolEndpointOptions(
+        variant_name="Main", initial_instance_count=2, catalog=typed.catalog
+    )
+
+
+def test_an_option_of_the_wrong_type_or_name_is_one_configuration_error():
+    with pytest.raises(ConfigurationError) as caught:
+        pool_endpoint(initial_instance_count="2", variant_nme="x")  # type: ignore[call-arg]
+    assert [str(p) for p in caught.value.problems] == [
+        "variant_nme = 'x': not an option; did you mean 'variant_name'?",
+        "initial_instance_count = '2': must be int, not a str",
+    ]
 
 
 def test_imports_by_name_and_arn_grant_and_watch():
@@ -76,7 +183,7 @@ def test_vllm_pool_endpoint_is_the_endpoint_api_and_takes_an_options_type():
         "Serving",
         image=ContainerImage.from_ecr_uri(IMAGE),
         model="gpt-oss-20b",
-        base=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=8192),
+        config=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=8192),
         weights={
             "bf16": __import__("cdk_llm_serving").ModelData.from_s3_uri("s3://my-weights-bucket/a/")
         },
@@ -125,3 +232,14 @@ def test_auto_scaling_options_name_every_keyword_of_the_construct():
         "id",
         "endpoint",
     }
+
+
+def test_build_from_recommendation_takes_its_options_as_a_dict_too():
+    with pytest.raises(ConfigurationError) as caught:
+        InstancePoolEndpoint.build_from_recommendation(
+            new_stack(), "FromFile", "pools.json", options={"endpont_name": "chat"}
+        )
+    [problem] = caught.value.problems
+    assert str(problem) == (
+        "options.endpont_name = 'chat': not an option; did you mean 'endpoint_name'?"
+    )

@@ -30,7 +30,7 @@ def fleet():
         "Serving",
         image=serving_model(stack, "Probe").image,
         model="gpt-oss-20b",
-        base=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=32768),
+        config=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=32768),
         weights={
             "bf16": ModelData.from_s3_uri("s3://weights/gpt-oss-20b/"),
             "int4": ModelData.from_s3_uri("s3://weights/gpt-oss-20b-int4/"),

@@ -6,8 +6,16 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 
-from cdk_llm_serving import ConfigurationError, ContainerImage, ModelData, ServingModel
+from cdk_llm_serving import (
+    AsyncInference,
+    ConfigurationError,
+    ContainerImage,
+    ModelData,
+    ServingModel,
+)
 from tests.support.builders import IMAGE, new_stack, serving_model, template_of
 from tests.support.template_helpers import actions_of, only_resource, policy_statements
 
@@ -146,3 +154,55 @@ def test_default_child_is_the_l1():
     model = serving_model(stack)
     assert model.node.default_child is model.cfn_model
     assert isinstance(model.role, iam.Role)
+
+
+def _client(stack) -> iam.Role:
+    return iam.Role(stack, "Client", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+
+
+def test_grant_artifacts_gives_a_grantee_the_image_and_the_weights():
+    stack = new_stack()
+    model = serving_model(stack)
+    client = _client(stack)
+    grant = model.grant_artifacts(client)
+    assert isinstance(grant, iam.Grant) and grant.success
+    statements = policy_statements(
+        template_of(stack), stack.get_logical_id(client.node.default_child)
+    )
+    actions = {action for s in statements for action in actions_of(s)}
+    assert {"ecr:BatchGetImage", "ecr:GetAuthorizationToken", "s3:GetObject", "s3:ListBucket"} <= (
+        actions
+    )
+    (listing,) = [s for s in statements if "s3:ListBucket" in actions_of(s)]
+    assert listing["Condition"]["StringLike"]["s3:prefix"] == ["model/", "model/*"]
+
+
+def test_grant_artifacts_to_is_the_deprecated_name_and_still_grants():
+    stack = new_stack()
+    model = serving_model(stack)
+    client = _client(stack)
+    with pytest.warns(
+        DeprecationWarning, match="grant_artifacts_to is deprecated; use grant_artifacts"
+    ):
+        grant = model.grant_artifacts_to(client)
+    assert isinstance(grant, iam.Grant)
+    statements = policy_statements(
+        template_of(stack), stack.get_logical_id(client.node.default_child)
+    )
+    assert any("s3:GetObject" in actions_of(s) for s in statements)
+
+
+def test_async_inference_grants_results_to_a_grantee_and_grant_to_warns():
+    stack = new_stack()
+    results = AsyncInference(
+        output_bucket=s3.Bucket(stack, "Out"), success_topic=sns.Topic(stack, "Done")
+    )
+    client = _client(stack)
+    assert isinstance(results.grant_write_results(client), iam.Grant)
+    with pytest.warns(DeprecationWarning, match="grant_to is deprecated; use grant_write_results"):
+        assert isinstance(results.grant_to(client), iam.Grant)
+    statements = policy_statements(
+        template_of(stack), stack.get_logical_id(client.node.default_child)
+    )
+    actions = {action for s in statements for action in actions_of(s)}
+    assert {"s3:PutObject", "sns:Publish"} <= actions

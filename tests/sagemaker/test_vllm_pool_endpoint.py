@@ -5,18 +5,21 @@ from __future__ import annotations
 import re
 
 import pytest
+from aws_cdk.assertions import Annotations, Match
 
 from cdk_llm_serving import (
     ConfigurationError,
     ContainerImage,
+    InstanceType,
     ModelData,
     VllmPool,
     VllmPoolEndpoint,
+    WeightFormat,
 )
 from cdk_llm_serving.planning.sizing import PlanningError
 from cdk_llm_serving.vllm import Eagle3Speculation, MtpSpeculation, VllmConfig
 from cdk_llm_serving.vllm.pool_strategy import derive_pool_config
-from tests.support.builders import IMAGE, new_stack
+from tests.support.builders import IMAGE, new_stack, template_of
 
 BASE = VllmConfig(
     model="ignored",
@@ -100,15 +103,16 @@ def test_a_pool_that_fits_no_allowed_format():
         derive_pool_config(BASE, "gpt-oss-20b", "ml.g6.xlarge", ["bf16"])
 
 
-def endpoint(stack, pools, weights=WEIGHTS, base=BASE):
+def endpoint(stack, pools, weights=WEIGHTS, config=BASE, **props):
     return VllmPoolEndpoint(
         stack,
         "Serving",
         image=ContainerImage.from_ecr_uri(IMAGE),
         model="gpt-oss-20b",
-        base=base,
+        config=config,
         weights=weights,
         pools=pools,
+        **props,
     )
 
 
@@ -160,11 +164,11 @@ def test_every_problem_at_once():
             stack,
             ["ml.g6.xlarge", bad_own],
             weights={"bf16": WEIGHTS["bf16"]},
-            base=BASE.with_changes(extra_flags={"enable-reasoning": True}),
+            config=BASE.with_changes(extra_flags={"enable-reasoning": True}),
         )
     problems = caught.value.problems
     assert [p.property for p in problems] == [
-        "base.extra_flags['enable-reasoning']",
+        "config.extra_flags['enable-reasoning']",
         "pools[0]",
         "pools[1]",
     ]
@@ -181,4 +185,58 @@ def test_a_pinned_layout_that_does_not_fit_says_so_per_gpu():
     assert (
         problem.property == "pools[1]"
         and "with tensor_parallel=2 each GPU holds 19.5 GiB of weights" in problem.allowed
+    )
+
+
+def test_base_is_the_deprecated_name_of_config():
+    """``base=`` still works for one release, warns under its id, and names its problems."""
+    old_stack, new = new_stack(), new_stack()
+    old = endpoint(old_stack, ["ml.g6e.12xlarge"], config=None, base=BASE)
+    endpoint(new, ["ml.g6e.12xlarge"])
+    assert old.config.served_model_name == "gpt-oss-20b" and old.base is old.config
+    warnings = Annotations.from_stack(old_stack).find_warning("*", Match.any_value())
+    assert [w.entry.data for w in warnings if "deprecated" in str(w.entry.data)] == [
+        "VllmPoolEndpoint.base is deprecated; use config (removed in 0.3.0) "
+        "[ack: cdk-llm-serving:deprecated:VllmPoolEndpoint.base]"
+    ]
+    Annotations.from_stack(new).has_no_warning("*", Match.string_like_regexp("deprecated"))
+    assert template_of(old_stack) == template_of(new)
+    with pytest.raises(ConfigurationError) as caught:
+        endpoint(new_stack(), ["ml.g6e.12xlarge"], config=BASE, base=BASE)
+    [(prop, allowed)] = [(p.property, p.allowed) for p in caught.value.problems]
+    assert (prop, allowed) == ("base", "deprecated name of config; give only config")
+    with pytest.raises(ConfigurationError) as caught:
+        endpoint(
+            new_stack(),
+            ["ml.g6e.12xlarge"],
+            config=None,
+            base=BASE.with_changes(kv_cache_dtype="fp9"),
+        )
+    assert [p.property for p in caught.value.problems][0] == "base.kv_cache_dtype"
+
+
+def test_config_is_required():
+    with pytest.raises(ConfigurationError) as caught:
+        endpoint(new_stack(), ["ml.g6e.12xlarge"], config=None)
+    assert [p.property for p in caught.value.problems] == ["config"]
+
+
+def test_weights_and_pools_take_typed_values():
+    by_name = new_stack()
+    endpoint(by_name, ["ml.g6e.12xlarge", VllmPool("ml.g6e.2xlarge")])
+    typed = new_stack()
+    endpoint(
+        typed,
+        [InstanceType.ML_G6E_12XLARGE, VllmPool(InstanceType.ML_G6E_2XLARGE)],
+        weights={WeightFormat.BF16: WEIGHTS["bf16"], WeightFormat.INT4: WEIGHTS["int4"]},
+    )
+    assert template_of(typed) == template_of(by_name)
+
+
+def test_a_misspelled_pool_type_is_named_with_the_closest():
+    with pytest.raises(ConfigurationError) as caught:
+        endpoint(new_stack(), ["ml.g6e.12xlarg"])
+    (problem,) = caught.value.problems
+    assert problem.property == "pools[0].instance_type" and "closest: ml.g6e.12xlarge" in (
+        problem.allowed
     )
