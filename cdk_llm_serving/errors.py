@@ -8,7 +8,7 @@ import difflib
 import functools
 import inspect
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import UnionType
 from typing import (
@@ -42,17 +42,6 @@ class Problem:
         if not prefix:
             return self
         return Problem(f"{prefix}.{self.property}", self.value, self.allowed)
-
-    # Deprecated: read ``.property``, ``.value`` and ``.allowed`` (or hand the problems to
-    # ``Problems.extend``). Kept while code still unpacks problems as the tuples ``vllm/`` used
-    # to return; the library's own checks no longer do.
-    def __iter__(self) -> Iterator[Any]:
-        """Deprecated: ``prop, value, allowed = problem``."""
-        return iter((self.property, self.value, self.allowed))
-
-    def __getitem__(self, index: int) -> Any:
-        """Deprecated: ``problem[0]`` is the property, ``[1]`` the value, ``[2]`` what is allowed."""
-        return (self.property, self.value, self.allowed)[index]
 
 
 class ConfigurationError(ValueError):

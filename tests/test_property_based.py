@@ -252,7 +252,7 @@ def test_vllm_pool_endpoint_builds_or_refuses_with_configuration_error():
                 "Serving",
                 image=ContainerImage.from_ecr_uri(IMAGE),
                 model=model,
-                base=base,
+                config=base,
                 weights=weights,
                 pools=pools,
             )
@@ -267,7 +267,7 @@ SERVICE_FIELDS = [
     "served_model_name",
     "max_model_len",
     "tool_call_parser",
-    "quantization",
+    "weight_format",
     "startup",
     "replicas",
     "nodes_per_replica",
@@ -301,7 +301,9 @@ def test_vllm_multi_node_service_builds_or_refuses_with_configuration_error():
         )
         props = {
             "config": config,
-            "quantization": prop("quantization", st.just("fp8"), st.sampled_from(["fp4", "int8"])),
+            "weight_format": prop(
+                "weight_format", st.just("fp8"), st.sampled_from(["fp4", "int8"])
+            ),
             "startup": prop("startup", st.sampled_from(["native", "ray"]), st.just("natve")),
             "replicas": prop("replicas", st.just(1), st.integers(-1, 0)),
             "nodes_per_replica": prop("nodes_per_replica", st.none(), st.integers(-1, 0)),

@@ -136,6 +136,8 @@ def test_grants_go_to_a_grantee_and_return_a_grant(name, cls):
     for method_name, member in vars(cls).items():
         if not method_name.startswith("grant_") or not callable(member):
             continue
+        if (inspect.getdoc(member) or "").startswith("Deprecated: use "):
+            continue  # kept for one release, warns (each slice's tests show it)
         signature = inspect.signature(inspect.unwrap(member))
         returns = str(signature.return_annotation)
         first = next(iter(list(signature.parameters.values())[1:]), None)

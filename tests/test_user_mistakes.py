@@ -19,6 +19,7 @@ from cdk_llm_serving import (
     BlueGreenDeployment,
     ConfigurationError,
     ContainerImage,
+    InferenceComponentEndpoint,
     InstancePool,
     ModelData,
     ServingModel,
@@ -130,7 +131,9 @@ def one_pool(**fields: Any) -> dict[str, Any]:
 
 def component(name: str) -> InferenceComponentOnPools:
     stack = new_stack()
-    endpoint = pool_endpoint(stack, model=None, pools=[InstancePool("ml.g6e.12xlarge")])
+    endpoint = InferenceComponentEndpoint(
+        stack, "Endpoint", pools=[InstancePool("ml.g6e.12xlarge")]
+    )
     spec = ComponentSpecification(
         "ml.g6e.12xlarge", serving_model(stack), accelerators=1, min_memory_mb=1024
     )

@@ -104,14 +104,9 @@ class KedaInstallation:
     operator_role: iam.Role
     operator_identity: eks.CfnPodIdentityAssociation
 
-    def __getattr__(self, name: str) -> Any:
-        # ``grant_query(workspace_arn)``, for one release: it granted to KEDA itself, against
-        # CDK's grant_x(grantee) -> iam.Grant; the workspace grants now.
-        if name != "grant_query":
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return self._deprecated_grant_query
-
-    def _deprecated_grant_query(self, workspace_arn: str) -> iam.Grant:
+    def grant_query(self, workspace_arn: str) -> iam.Grant:
+        """Deprecated: use ``VllmObservability.grant_query(keda.operator_role)`` (this granted to
+        KEDA itself, against CDK's ``grant_x(grantee)``); removed in 0.3.0."""
         warn_deprecated(
             self.operator_role,
             "KedaInstallation.grant_query",

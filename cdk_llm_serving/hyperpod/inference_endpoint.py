@@ -272,8 +272,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                     base, self.spec, group.instance_type, [weight_format], catalog=self.catalog
                 )
             except VllmConfigError as error:
-                for field_name, value, allowed in error.problems:
-                    problems.add(f"config.{field_name}", value, allowed)
+                problems.absorb(error, "config")
                 continue
             except ConfigurationError as error:  # PlanningError: no layout fits on the type
                 problems.add(prop, str(group.instance_type), str(error))
@@ -285,8 +284,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 weight_format=weight_format,
                 catalog=self.catalog,
             )
-            for field_name, value, allowed in check.problems:
-                problems.add(f"{prop}.config.{field_name}", value, allowed)
+            problems.extend(check.problems, f"{prop}.config")
             plans[group.instance_type] = planned
         return plans
 

@@ -50,13 +50,9 @@ from .cluster import HyperPodEksCluster
 __all__ = ["HyperPodInferenceOperator", "inference_operator_facts"]
 
 _CHILD_ID = "InferenceOperator"
+
+
 #: Deprecated method names -> their replacements (removed in 0.3.0).
-_RENAMED_METHODS = {
-    "grant_model_read": "add_model_source",
-    "grant_cloudwatch_scaling": "enable_cloudwatch_scaling",
-}
-
-
 class HyperPodInferenceOperator(Construct):
     """The inference operator add-on, its dependencies, roles and TLS bucket on one cluster.
 
@@ -145,15 +141,18 @@ class HyperPodInferenceOperator(Construct):
         )
         return policy
 
-    def __getattr__(self, name: str) -> Any:
-        # The old names of add_model_source / enable_cloudwatch_scaling, for one release: they
-        # granted to the operator itself, against CDK's grant_x(grantee) -> iam.Grant.
-        renamed = _RENAMED_METHODS.get(name)
-        if renamed is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        warn_deprecated(self, f"HyperPodInferenceOperator.{name}", renamed)
-        method: Any = getattr(self, renamed)
-        return method
+    def grant_model_read(self, model_data: ModelData) -> None:
+        """Deprecated: use ``add_model_source`` (this wired the operator's own role, not a
+        grantee's, so it never was a grant); removed in 0.3.0."""
+        warn_deprecated(self, "HyperPodInferenceOperator.grant_model_read", "add_model_source")
+        self.add_model_source(model_data)
+
+    def grant_cloudwatch_scaling(self) -> None:
+        """Deprecated: use ``enable_cloudwatch_scaling``; removed in 0.3.0."""
+        warn_deprecated(
+            self, "HyperPodInferenceOperator.grant_cloudwatch_scaling", "enable_cloudwatch_scaling"
+        )
+        self.enable_cloudwatch_scaling()
 
     def controller_pod_template(self) -> dict[str, Any]:
         """The operator's controller pod, for placement checks.

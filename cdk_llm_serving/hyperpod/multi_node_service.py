@@ -412,8 +412,7 @@ class VllmMultiNodeService(Construct):
         try:
             config.validate()
         except VllmConfigError as error:
-            for prop, value, allowed in error.problems:
-                problems.add(f"config.{prop}", value, allowed)
+            problems.absorb(error, "config")
             return config, False
         self._check_on_hardware(config, problems)
         return config, True
@@ -424,9 +423,10 @@ class VllmMultiNodeService(Construct):
         try:
             return self.workload.leader_worker_set()
         except VllmConfigError as error:
-            for prop, value, allowed in error.problems:
-                if not prop.startswith("extra_flags"):  # reported by _configure
-                    problems.add(prop if prop == "startup" else f"config.{prop}", value, allowed)
+            for problem in error.problems:
+                if problem.property.startswith("extra_flags"):
+                    continue  # reported by _configure
+                problems.extend([problem], "" if problem.property == "startup" else "config")
             return {}
 
     def _check_on_hardware(self, config: VllmConfig, problems: Problems) -> None:
@@ -439,8 +439,7 @@ class VllmMultiNodeService(Construct):
             weight_format=self.weight_format.name,
             catalog=self.catalog,
         )
-        for prop, value, allowed in check.problems:
-            problems.add(f"config.{prop}", value, allowed)
+        problems.extend(check.problems, "config")
         for warning in check.warnings:
             Annotations.of(self).add_warning_v2(
                 "cdk-llm-serving:nonNativeWeightFormat", f"{self.group.instance_type}: {warning}"

@@ -197,8 +197,10 @@ class ModelSizing:
     :param quantization: Deprecated: use ``weight_format`` (removed in 0.3.0; warns).
     """
 
-    model: ModelSpec | str
-    weight_format: WeightFormat | str
+    #: The spec (a preset name given is converted).
+    model: ModelSpec
+    #: The format (a name given is converted).
+    weight_format: WeightFormat
     max_context: int | None = None
     concurrency: int = 1
     gpu_memory_utilization: float = 0.9

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from ..errors import Problems
 from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
-from ..planning.models import weight_formats
 from ..planning.sizing import ModelSizing
 from ..vllm.registry import quantization_problems, sagemaker_environment_problems
 from ._instance_facts import instance_spec
@@ -37,8 +36,7 @@ def check_container_environment(
     problems: Problems, env: Mapping[str, str], network_isolation: bool, sizing: ModelSizing | None
 ) -> None:
     """The environment of one ``ServingModel``."""
-    for prop, value, allowed in sagemaker_environment_problems(env):
-        problems.add(prop, value, allowed)
+    problems.extend(sagemaker_environment_problems(env))
     for variable in _MODEL_VARIABLES:
         model = env.get(variable)
         if network_isolation and model is not None and _HUB_ID.fullmatch(model):
@@ -51,12 +49,12 @@ def check_container_environment(
             )
     quantization = env.get("SM_VLLM_QUANTIZATION")
     if sizing is not None and quantization is not None:
-        fmt = weight_formats().get(sizing.quantization)
-        if fmt is not None:
-            for prop, value, allowed in quantization_problems(
+        fmt = sizing.weight_format
+        problems.extend(
+            quantization_problems(
                 "environment['SM_VLLM_QUANTIZATION']", quantization, fmt.vllm_quantization, fmt.name
-            ):
-                problems.add(prop, value, allowed)
+            )
+        )
 
 
 def check_pool_hardware(

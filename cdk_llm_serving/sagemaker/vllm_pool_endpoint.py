@@ -21,7 +21,6 @@ from constructs import Construct
 from .._cdk.deprecation import renamed_prop
 from ..errors import (
     ConfigurationError,
-    Problem,
     Problems,
     check_choice,
     check_literal,
@@ -252,9 +251,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
                 weight_format=planned.weight_format,
                 catalog=self.catalog,
             )
-            for found in check.problems:
-                problem = found if isinstance(found, Problem) else Problem(*found)
-                problems.add(f"{prop}.config.{problem.property}", problem.value, problem.allowed)
+            problems.extend(check.problems, f"{prop}.config")
         return planned
 
     def _check_served_names(self, problems: Problems, plans: Sequence[PoolVllmPlan | None]) -> None:

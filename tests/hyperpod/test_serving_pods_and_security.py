@@ -383,7 +383,7 @@ def test_speculation_with_pipeline_parallelism_warns():
         stack,
         *small_cluster(stack),
         model="llama-3.1-405b",
-        quantization="fp8",
+        weight_format="fp8",
         nodes_per_replica=2,
         config=VllmConfig(model="x", max_model_len=32768, speculative=NgramSpeculation()),
     )

@@ -163,7 +163,7 @@ def test_63_character_names_pass_cert_manager_s_64_character_common_name_limit()
         addons,
         name=name,
         namespace=namespace,
-        stream_from=ModelData.from_s3_uri("s3://weights-bucket/deepseek-v3/"),
+        weights=ModelData.from_s3_uri("s3://weights-bucket/deepseek-v3/"),
     )
     objects = [
         obj
@@ -444,7 +444,7 @@ def test_a_ray_started_leader_serves_tls_too():
         stack,
         *small_cluster(stack),
         model="llama-3.3-70b",
-        quantization="bf16",
+        weight_format="bf16",
         nodes_per_replica=2,
         startup="ray",
     )

@@ -98,19 +98,19 @@ def emitted_layout(service) -> tuple[int | None, int | None, int | None, bool | 
 
 
 @pytest.mark.parametrize(
-    ("model", "quantization", "layout"),
+    ("model", "weight_format", "layout"),
     [
         ("deepseek-v3", "fp8", (8, None, 2, True)),  # MoE: data x expert across nodes
         ("llama-3.1-405b", "bf16", (8, 2, None, False)),  # dense: tensor x pipeline
     ],
 )
-def test_nodes_above_the_plan_follow_the_planner_layout_rule(model, quantization, layout):
+def test_nodes_above_the_plan_follow_the_planner_layout_rule(model, weight_format, layout):
     stack = new_stack("SvcLayout")
     service = deepseek_service(
         stack,
         *small_cluster(stack),
         model=model,
-        quantization=quantization,
+        weight_format=weight_format,
         nodes_per_replica=2,
     )
     assert service.plan is not None and service.plan.nodes == 1
@@ -288,7 +288,7 @@ def test_planner_refusal_is_reported():
             stack,
             *small_cluster(stack),
             model=huge,
-            quantization="bf16",
+            weight_format="bf16",
             config=VllmConfig(model="x"),
         )
     assert (
@@ -353,7 +353,7 @@ def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
         stack,
         cluster,
         addons,
-        stream_from=ModelData.from_s3_uri("s3://weights-bucket/deepseek-v3/"),
+        weights=ModelData.from_s3_uri("s3://weights-bucket/deepseek-v3/"),
     )
     spec = service.lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
     args = vllm_args(spec["containers"][0])

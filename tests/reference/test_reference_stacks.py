@@ -216,3 +216,14 @@ def test_inference_operator_variant_matches_its_snapshot(
     assert mask_asset_hashes(inference_operator_template) == json_snapshot(
         name="ReferenceMoeHyperPod-inference-operator"
     )
+
+
+def test_the_reference_app_uses_no_deprecated_name(reference_assembly):
+    """The reference app is what users copy: it says only the current names (#25)."""
+    warnings = [
+        str(entry.data)
+        for stack in reference_assembly.stacks
+        for entry in stack.find_metadata_by_type("aws:cdk:warning")
+    ]
+    assert warnings, "the reference app has warnings of its own (tag-only images): none read"
+    assert not [w for w in warnings if "cdk-llm-serving:deprecated:" in w]

@@ -146,7 +146,7 @@ def test_pod_identity_roles_trust_one_service_account_of_one_cluster():
     cluster = hyperpod_cluster(stack)
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     deepseek_service(
-        stack, cluster, addons, stream_from=ModelData.from_s3_uri("s3://weights-bucket/ds3/")
+        stack, cluster, addons, weights=ModelData.from_s3_uri("s3://weights-bucket/ds3/")
     )
     addons.enable_keda()
     template = template_of(stack)

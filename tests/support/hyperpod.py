@@ -70,13 +70,12 @@ def deepseek_service(
     """DeepSeek-V3 in FP8 (one p5en per replica) at 32k context; ``overrides`` replace any prop."""
     props: dict[str, Any] = {
         "model": "deepseek-v3",
-        "quantization": "fp8",
+        "weight_format": "fp8",
         "config": VllmConfig(model="x", max_model_len=32768),
+        "weights": store,
         **overrides,
     }
-    return VllmMultiNodeService(
-        stack, id, cluster=cluster, addons=addons, model_store=store, **props
-    )
+    return VllmMultiNodeService(stack, id, cluster=cluster, addons=addons, **props)
 
 
 def imported_cluster(
