@@ -10,7 +10,7 @@ from aws_cdk import Duration, Token
 from aws_cdk import aws_ec2 as ec2
 
 from ..errors import Problems, check_choice
-from .durations import seconds
+from .durations import Span, seconds
 from .service_limits import Limits
 
 
@@ -25,9 +25,16 @@ def is_unresolved(value: object) -> bool:
     return False
 
 
-def seconds_of(value: Duration | int | None) -> int | None:
-    """Whole seconds of a ``Duration`` (``durations.seconds``); an ``int`` or ``None`` as given."""
+def seconds_of(value: Duration | int | None, *defaults: Span) -> int | None:
+    """Whole seconds of a ``Duration`` (``durations.seconds``); an ``int`` or ``None`` as given.
+
+    ``defaults``: the parameter's defaults, whose seconds are known without the kernel when
+    ``value`` is one's ``Duration`` (as ``Span.given``).
+    """
     if isinstance(value, Duration):
+        for default in defaults:
+            if value is default.duration:
+                return int(default.seconds)
         return int(seconds(value))
     return value
 

@@ -9,17 +9,21 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from .._cdk.durations import human, seconds
+from .._cdk.durations import Span, seconds
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
 from .endpoint_api import IPoolEndpoint
 from .token_metrics import TokenMetricNames, TokenQueries
 
+#: The defaults, in plain seconds (``Span.of_seconds``: their answers need no kernel call).
+_DEFAULT_LATENCY_P99 = Span.of_seconds(60)
+_DEFAULT_FALLBACK_AFTER = Span.of_seconds(3600)
+_DEFAULT_TTFT_P99 = Span.of_seconds(2)
 #: Default p99 inter-token latency that alarms (200 ms: 5 tokens/s per stream).
-_DEFAULT_INTER_TOKEN_P99 = Duration.millis(200)
+_DEFAULT_INTER_TOKEN_P99 = Span.of_seconds(0.2)
 #: Period of the fallback alarm's datapoints.
-_FALLBACK_PERIOD = Duration.minutes(5)
+_FALLBACK_PERIOD = Span.of_seconds(300)
 #: Durations are immutable: one object per value for every alarm (each ``Duration.minutes``
 #: is a round trip to the jsii kernel).
 _ONE_MINUTE = Duration.minutes(1)
@@ -59,39 +63,44 @@ class PoolEndpointAlarms(Construct):
         *,
         endpoint: IPoolEndpoint,
         error_rate_threshold: float | None = 0.05,
-        latency_p99_threshold: Duration | None = Duration.seconds(60),
+        latency_p99_threshold: Duration | None = _DEFAULT_LATENCY_P99.duration,
         scaling_metric_missing: bool = True,
-        fallback_after: Duration | None = Duration.hours(1),
-        ttft_p99_threshold: Duration | None = Duration.seconds(2),
-        inter_token_p99_threshold: Duration | None = _DEFAULT_INTER_TOKEN_P99,
+        fallback_after: Duration | None = _DEFAULT_FALLBACK_AFTER.duration,
+        ttft_p99_threshold: Duration | None = _DEFAULT_TTFT_P99.duration,
+        inter_token_p99_threshold: Duration | None = _DEFAULT_INTER_TOKEN_P99.duration,
         token_metric_names: TokenMetricNames | None = None,
         actions: Sequence[cloudwatch.IAlarmAction] = (),
     ) -> None:
         super().__init__(scope, id)
         self.endpoint = endpoint
+        # Each duration read once, here (a default's seconds are plain numbers already).
+        latency = _read(latency_p99_threshold, _DEFAULT_LATENCY_P99, integral=False)
+        after = _read(fallback_after, _DEFAULT_FALLBACK_AFTER, integral=True)
+        ttft = _read(ttft_p99_threshold, _DEFAULT_TTFT_P99, integral=False)
+        inter_token = _read(inter_token_p99_threshold, _DEFAULT_INTER_TOKEN_P99, integral=False)
         self._validate(
             error_rate_threshold,
-            fallback_after,
-            latency_p99_threshold=latency_p99_threshold,
-            ttft_p99_threshold=ttft_p99_threshold,
-            inter_token_p99_threshold=inter_token_p99_threshold,
+            after,
+            latency_p99_threshold=latency,
+            ttft_p99_threshold=ttft,
+            inter_token_p99_threshold=inter_token,
         )
         self.error_rate = (
             self._error_rate(error_rate_threshold) if error_rate_threshold is not None else None
         )
         self.latency_p99 = (
-            self._latency_p99(latency_p99_threshold) if latency_p99_threshold is not None else None
+            self._latency_p99(latency) if latency is not None else None
         )
         self.scaling_metric_missing = (
             self._scaling_metric_missing() if scaling_metric_missing else None
         )
         self.running_on_fallback: dict[str, cloudwatch.Alarm] = {}
-        if fallback_after is not None:
-            self._fallback_alarms(fallback_after)
+        if after is not None:
+            self._fallback_alarms(after)
         self.token_latency: dict[str, cloudwatch.PromQLAlarm] = {}
         if endpoint.detailed_observability:
             names = token_metric_names or TokenMetricNames()
-            self._token_alarms(names, ttft_p99_threshold, inter_token_p99_threshold)
+            self._token_alarms(names, ttft, inter_token)
         for alarm in self.alarms:
             for action in actions:
                 alarm.add_alarm_action(action)
@@ -99,22 +108,21 @@ class PoolEndpointAlarms(Construct):
     def _validate(
         self,
         error_rate_threshold: float | None,
-        fallback_after: Duration | None,
-        **thresholds: Duration | None,
+        fallback_after: Span | None,
+        **thresholds: Span | None,
     ) -> None:
         """Every problem at once; ``thresholds`` are latencies that must be positive."""
         problems = Problems(lambda: f"PoolEndpointAlarms '{self.node.path}'")
         if error_rate_threshold is not None and not (0 < error_rate_threshold <= 1):
             problems.add("error_rate_threshold", error_rate_threshold, "must be in (0, 1]")
         for prop, value in thresholds.items():
-            if value is not None and seconds(value, integral=False) <= 0:
-                problems.add(prop, human(value), "must be positive")
-        period = seconds(_FALLBACK_PERIOD)
-        if fallback_after is not None and seconds(fallback_after) < period:
+            if value is not None and value.seconds <= 0:
+                problems.add(prop, value.human(), "must be positive")
+        if fallback_after is not None and fallback_after.seconds < _FALLBACK_PERIOD.seconds:
             problems.add(
                 "fallback_after",
-                human(fallback_after),
-                f"must be at least {human(_FALLBACK_PERIOD)} (the alarm's period)",
+                fallback_after.human(),
+                f"must be at least {_FALLBACK_PERIOD.human()} (the alarm's period)",
             )
         problems.raise_if_any()
 
@@ -140,17 +148,19 @@ class PoolEndpointAlarms(Construct):
             alarm_description=f"{endpoint.endpoint_name}: more than {threshold:.0%} of invocations fail with 5xx",
         )
 
-    def _latency_p99(self, threshold: Duration) -> cloudwatch.Alarm:
+    def _latency_p99(self, threshold: Span) -> cloudwatch.Alarm:
+        # Whole seconds, as before: a fraction is refused by aws-cdk-lib's own answer.
+        whole = threshold.seconds if threshold.seconds % 1 == 0 else seconds(threshold.duration)
         return cloudwatch.Alarm(
             self,
             "LatencyP99",
             metric=self.endpoint.metric_model_latency(statistic="p99"),
-            threshold=seconds(threshold) * 1_000_000,
+            threshold=whole * 1_000_000,
             evaluation_periods=5,
             datapoints_to_alarm=3,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"{self.endpoint.endpoint_name}: p99 model latency above {human(threshold)}",
+            alarm_description=f"{self.endpoint.endpoint_name}: p99 model latency above {threshold.human()}",
         )
 
     def _scaling_metric_missing(self) -> cloudwatch.Alarm | None:
@@ -175,7 +185,7 @@ class PoolEndpointAlarms(Construct):
         )
 
     def _token_alarms(
-        self, names: TokenMetricNames, ttft: Duration | None, inter_token: Duration | None
+        self, names: TokenMetricNames, ttft: Span | None, inter_token: Span | None
     ) -> None:
         """p99 TTFT and inter-token latency per pool; each breaching pool is a contributor."""
         queries = TokenQueries(self.endpoint.endpoint_name, self.endpoint.variant_name, names)
@@ -185,14 +195,14 @@ class PoolEndpointAlarms(Construct):
         ):
             if threshold is None:
                 continue
-            limit = seconds(threshold, integral=False)
+            limit = threshold.seconds
             self.token_latency[key] = cloudwatch.PromQLAlarm(
                 self,
                 key,
                 query=f"{query} > {limit:g}",
                 evaluation_interval=_ONE_MINUTE,
-                pending_period=_FALLBACK_PERIOD,
-                alarm_description=f"{self.endpoint.endpoint_name}: p99 {what} above {human(threshold)} on a pool for 5 minutes",
+                pending_period=_FALLBACK_PERIOD.duration,
+                alarm_description=f"{self.endpoint.endpoint_name}: p99 {what} above {threshold.human()} on a pool for 5 minutes",
             )
 
     @property
@@ -206,12 +216,12 @@ class PoolEndpointAlarms(Construct):
         ]
         return [alarm for alarm in found if alarm is not None]
 
-    def _fallback_alarms(self, after: Duration) -> None:
+    def _fallback_alarms(self, after: Span) -> None:
         types = list(self.endpoint.instance_types)
         if not types:
             return
         primary = types[0]
-        periods = max(1, math.ceil(seconds(after) / seconds(_FALLBACK_PERIOD)))
+        periods = max(1, math.ceil(after.seconds / _FALLBACK_PERIOD.seconds))
         for priority, instance_type in enumerate(types[1:], start=2):
             served = self.endpoint.served_model_name_on(instance_type)
             copy = f", serving {served}" if served else ""
@@ -219,7 +229,7 @@ class PoolEndpointAlarms(Construct):
                 self,
                 f"RunningOnFallback{priority}",
                 metric=self.endpoint.metric_pool_instances(
-                    instance_type=instance_type, period=_FALLBACK_PERIOD
+                    instance_type=instance_type, period=_FALLBACK_PERIOD.duration
                 ),
                 threshold=0,
                 evaluation_periods=periods,
@@ -227,10 +237,15 @@ class PoolEndpointAlarms(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 alarm_description=(
                     f"{self.endpoint.endpoint_name}: fallback pool {priority} ({instance_type}{copy}) "
-                    f"has held instances for {human(after)} instead of {primary}."
+                    f"has held instances for {after.human()} instead of {primary}."
                     f"{_price_note(instance_type, primary, self.endpoint.catalog)}"
                 ),
             )
+
+
+def _read(value: Duration | None, default: Span, *, integral: bool) -> Span | None:
+    """``value``'s seconds (``None``: the alarm is off), read once per construct."""
+    return None if value is None else default.given(value, integral=integral)
 
 
 def _price_note(fallback: InstanceType | str, primary: InstanceType | str, catalog: Catalog) -> str:

@@ -20,6 +20,7 @@ from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from .._cdk.durations import Span
 from .._cdk.validation import seconds_of
 from ..errors import Problems, checked_props
 from .async_inference import AsyncInference
@@ -60,6 +61,11 @@ class ScalableEndpoint(Protocol):
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
 
+#: The cooldown defaults, in plain seconds (``Span.of_seconds``: read without the kernel).
+_SCALE_OUT_COOLDOWN = Span.of_seconds(60)
+_SCALE_IN_COOLDOWN = Span.of_seconds(900)
+
+
 class AutoScalingOptions(TypedDict, total=False):
     """``EndpointAutoScaling``'s options as ``auto_scale`` keywords (documented there)."""
 
@@ -96,10 +102,13 @@ class EndpointAutoScaling(Construct):
         max_capacity: int,
         target_utilization: float = 0.7,
         target_backlog_per_instance: float = 5.0,
-        scale_out_cooldown: Duration = Duration.minutes(1),
-        scale_in_cooldown: Duration = Duration.minutes(15),
+        scale_out_cooldown: Duration = _SCALE_OUT_COOLDOWN.duration,
+        scale_in_cooldown: Duration = _SCALE_IN_COOLDOWN.duration,
     ) -> None:
         super().__init__(scope, id)
+        # Each cooldown read once, here, as whole seconds (what the policy is written with).
+        out_cooldown = seconds_of(scale_out_cooldown, _SCALE_OUT_COOLDOWN)
+        in_cooldown = seconds_of(scale_in_cooldown, _SCALE_IN_COOLDOWN)
         self.endpoint = endpoint
         is_async = endpoint.async_inference is not None
         capacities = endpoint.pool_capacities()
@@ -108,8 +117,8 @@ class EndpointAutoScaling(Construct):
             max_capacity,
             target_utilization,
             target_backlog_per_instance,
-            scale_out_cooldown,
-            scale_in_cooldown,
+            out_cooldown,
+            in_cooldown,
             is_async,
             capacities,
         )
@@ -134,17 +143,17 @@ class EndpointAutoScaling(Construct):
 
         if is_async:
             self.cfn_policy = self._backlog_policy(
-                target_backlog_per_instance, scale_out_cooldown, scale_in_cooldown
+                target_backlog_per_instance, out_cooldown, in_cooldown
             )
             if min_capacity == 0:
                 self._scale_out_from_zero()
         else:
             self.cfn_policy = self._weighted_utilization_policy(
-                target_utilization, scale_out_cooldown, scale_in_cooldown
+                target_utilization, out_cooldown, in_cooldown
             )
 
     def _weighted_utilization_policy(
-        self, target: float, out_cooldown: Duration, in_cooldown: Duration
+        self, target: float, out_cooldown: int | None, in_cooldown: int | None
     ) -> appscaling.CfnScalingPolicy:
         """Target tracking on the fleet's weighted utilization (see ``fleet_utilization``)."""
         queries = self.endpoint.fleet_utilization_queries()
@@ -188,8 +197,8 @@ class EndpointAutoScaling(Construct):
         max_capacity: int,
         target: float,
         backlog: float,
-        out_cooldown: Duration,
-        in_cooldown: Duration,
+        out_cooldown: int | None,
+        in_cooldown: int | None,
         is_async: bool,
         capacities: list[float | None],
     ) -> None:
@@ -214,8 +223,8 @@ class EndpointAutoScaling(Construct):
             ("scale_out_cooldown", out_cooldown),
             ("scale_in_cooldown", in_cooldown),
         ):
-            if (seconds_of(cooldown) or 0) < 0:
-                problems.add(prop, seconds_of(cooldown), "must not be negative")
+            if (cooldown or 0) < 0:
+                problems.add(prop, cooldown, "must not be negative")
         if not is_async:
             if len(self.endpoint.pools) > MAX_WEIGHTED_POOLS:
                 problems.add(
@@ -239,8 +248,8 @@ class EndpointAutoScaling(Construct):
         id: str,
         suffix: str,
         target: float,
-        out_cooldown: Duration,
-        in_cooldown: Duration,
+        out_cooldown: int | None,
+        in_cooldown: int | None,
         metric: appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty,
     ) -> appscaling.CfnScalingPolicy:
         return appscaling.CfnScalingPolicy(
@@ -251,14 +260,14 @@ class EndpointAutoScaling(Construct):
             scaling_target_id=self.scalable_target.ref,
             target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
                 target_value=target,
-                scale_out_cooldown=seconds_of(out_cooldown),
-                scale_in_cooldown=seconds_of(in_cooldown),
+                scale_out_cooldown=out_cooldown,
+                scale_in_cooldown=in_cooldown,
                 customized_metric_specification=metric,
             ),
         )
 
     def _backlog_policy(
-        self, backlog: float, out_cooldown: Duration, in_cooldown: Duration
+        self, backlog: float, out_cooldown: int | None, in_cooldown: int | None
     ) -> appscaling.CfnScalingPolicy:
         return self._target_tracking(
             "BacklogPerInstance",

@@ -9,11 +9,24 @@ from aws_cdk import Duration
 from aws_cdk import aws_sagemaker as sagemaker
 
 from .._cdk.service_limits import limits
+from .._cdk.durations import Span
 from .._cdk.validation import check_at_least, check_range, seconds_of
 from ..errors import Problems, check_literal
 
 CapacityType = Literal["INSTANCE_COUNT", "CAPACITY_PERCENT"]
 ShiftType = Literal["ALL_AT_ONCE", "CANARY", "LINEAR"]
+
+
+#: This module's ``Duration`` defaults, in plain seconds (``Span.of_seconds``).
+_FIVE_MINUTES = Span.of_seconds(300)
+_TEN_MINUTES = Span.of_seconds(600)
+_TWO_HOURS = Span.of_seconds(7200)
+_THREE_HOURS = Span.of_seconds(10800)
+
+
+def _seconds(value: Duration) -> int | None:
+    """Whole seconds: a default of this module's without the kernel, else aws-cdk-lib's."""
+    return seconds_of(value, _FIVE_MINUTES, _TEN_MINUTES, _TWO_HOURS, _THREE_HOURS)
 
 
 @dataclass(frozen=True)
@@ -50,15 +63,15 @@ class TrafficShift:
     step: CapacitySize | None = None
 
     @classmethod
-    def all_at_once(cls, bake: Duration = Duration.minutes(10)) -> TrafficShift:
+    def all_at_once(cls, bake: Duration = _TEN_MINUTES.duration) -> TrafficShift:
         return cls("ALL_AT_ONCE", bake)
 
     @classmethod
-    def canary(cls, size: CapacitySize, wait: Duration = Duration.minutes(10)) -> TrafficShift:
+    def canary(cls, size: CapacitySize, wait: Duration = _TEN_MINUTES.duration) -> TrafficShift:
         return cls("CANARY", wait, size)
 
     @classmethod
-    def linear(cls, step: CapacitySize, wait: Duration = Duration.minutes(5)) -> TrafficShift:
+    def linear(cls, step: CapacitySize, wait: Duration = _FIVE_MINUTES.duration) -> TrafficShift:
         return cls("LINEAR", wait, step)
 
     def validate(self, problems: Problems, prop: str) -> None:
@@ -66,7 +79,7 @@ class TrafficShift:
         check_range(
             problems,
             f"{prop}.wait",
-            seconds_of(self.wait),
+            _seconds(self.wait),
             limits("TrafficRoutingConfig", "WaitIntervalInSeconds"),
             "seconds",
         )
@@ -77,7 +90,7 @@ class TrafficShift:
         step = self.step.to_cfn() if self.step else None
         return sagemaker.CfnEndpoint.TrafficRoutingConfigProperty(
             type=self.type,
-            wait_interval_in_seconds=seconds_of(self.wait),
+            wait_interval_in_seconds=_seconds(self.wait),
             canary_size=step if self.type == "CANARY" else None,
             linear_step_size=step if self.type == "LINEAR" else None,
         )
@@ -97,22 +110,22 @@ class BlueGreenDeployment:
     """
 
     traffic: TrafficShift = field(default_factory=TrafficShift.all_at_once)
-    termination_wait: Duration = Duration.minutes(5)
-    maximum_execution_timeout: Duration = Duration.hours(2)
+    termination_wait: Duration = _FIVE_MINUTES.duration
+    maximum_execution_timeout: Duration = _TWO_HOURS.duration
 
     def validate(self, problems: Problems, prop: str) -> None:
         self.traffic.validate(problems, f"{prop}.traffic")
         check_range(
             problems,
             f"{prop}.termination_wait",
-            seconds_of(self.termination_wait),
+            _seconds(self.termination_wait),
             limits("BlueGreenUpdatePolicy", "TerminationWaitInSeconds"),
             "seconds",
         )
         check_range(
             problems,
             f"{prop}.maximum_execution_timeout",
-            seconds_of(self.maximum_execution_timeout),
+            _seconds(self.maximum_execution_timeout),
             limits("BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"),
             "seconds",
         )
@@ -121,8 +134,8 @@ class BlueGreenDeployment:
         return sagemaker.CfnEndpoint.DeploymentConfigProperty(
             blue_green_update_policy=sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
                 traffic_routing_configuration=self.traffic.to_cfn(),
-                termination_wait_in_seconds=seconds_of(self.termination_wait),
-                maximum_execution_timeout_in_seconds=seconds_of(self.maximum_execution_timeout),
+                termination_wait_in_seconds=_seconds(self.termination_wait),
+                maximum_execution_timeout_in_seconds=_seconds(self.maximum_execution_timeout),
             ),
             auto_rollback_configuration=_rollback(alarm_names),
         )
@@ -140,8 +153,8 @@ class RollingDeployment:
     """
 
     maximum_batch_size: CapacitySize = field(default_factory=lambda: CapacitySize.instances(1))
-    wait: Duration = Duration.minutes(5)
-    maximum_execution_timeout: Duration = Duration.hours(3)
+    wait: Duration = _FIVE_MINUTES.duration
+    maximum_execution_timeout: Duration = _THREE_HOURS.duration
     rollback_maximum_batch_size: CapacitySize | None = None
 
     def validate(self, problems: Problems, prop: str) -> None:
@@ -153,14 +166,14 @@ class RollingDeployment:
         check_range(
             problems,
             f"{prop}.wait",
-            seconds_of(self.wait),
+            _seconds(self.wait),
             limits("RollingUpdatePolicy", "WaitIntervalInSeconds"),
             "seconds",
         )
         check_range(
             problems,
             f"{prop}.maximum_execution_timeout",
-            seconds_of(self.maximum_execution_timeout),
+            _seconds(self.maximum_execution_timeout),
             limits("RollingUpdatePolicy", "MaximumExecutionTimeoutInSeconds"),
             "seconds",
         )
@@ -169,8 +182,8 @@ class RollingDeployment:
         return sagemaker.CfnEndpoint.DeploymentConfigProperty(
             rolling_update_policy=sagemaker.CfnEndpoint.RollingUpdatePolicyProperty(
                 maximum_batch_size=self.maximum_batch_size.to_cfn(),
-                wait_interval_in_seconds=int(self.wait.to_seconds()),
-                maximum_execution_timeout_in_seconds=seconds_of(self.maximum_execution_timeout),
+                wait_interval_in_seconds=_seconds(self.wait),
+                maximum_execution_timeout_in_seconds=_seconds(self.maximum_execution_timeout),
                 rollback_maximum_batch_size=(
                     self.rollback_maximum_batch_size.to_cfn()
                     if self.rollback_maximum_batch_size

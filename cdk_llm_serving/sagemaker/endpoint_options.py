@@ -11,12 +11,17 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_kms as kms
 
+from .._cdk.durations import Span
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_name, check_one_of, check_range, seconds_of
 from ..errors import Problems, check_keywords, check_types, typed_dict_keys
 from ..planning.catalog import Catalog
 from .async_inference import AsyncInference
 from .deployment import EndpointDeployment
+
+#: The two ``Duration`` defaults, in plain seconds (``Span.of_seconds``: read without the kernel).
+PROVISION_TIMEOUT_DEFAULT = Span.of_seconds(1800)
+ROLLBACK_LATENCY_THRESHOLD_DEFAULT = Span.of_seconds(120)
 
 #: What both the API and CloudFormation accept (the API's KV_AWARE is not in CloudFormation's
 #: schema; see ``_cdk.service_limits.CLOUDFORMATION_NARROWER``).
@@ -129,7 +134,7 @@ class PoolEndpointOptions:
     endpoint_name: str | None = None
     variant_name: str = "AllTraffic"
     initial_instance_count: int = 1
-    provision_timeout: Duration | None = Duration.minutes(30)
+    provision_timeout: Duration | None = PROVISION_TIMEOUT_DEFAULT.duration
     container_startup_timeout: Duration | None = None
     model_data_download_timeout: Duration | None = None
     routing_strategy: RoutingStrategy = "LEAST_OUTSTANDING_REQUESTS"
@@ -143,7 +148,7 @@ class PoolEndpointOptions:
     deployment: EndpointDeployment | None = None
     rollback_alarms: Sequence[cloudwatch.IAlarm] | None = None
     rollback_error_threshold: int = 5
-    rollback_latency_threshold: Duration = Duration.seconds(120)
+    rollback_latency_threshold: Duration = ROLLBACK_LATENCY_THRESHOLD_DEFAULT.duration
     managed_instance_count: tuple[int, int] | None = None
     catalog: Catalog | None = None
 
@@ -259,20 +264,24 @@ class PoolEndpointOptions:
 
     def _validate_timeouts(self, problems: Problems, at: str) -> None:
         for name, value, shape_member in (
-            ("provision_timeout", self.provision_timeout, "VariantInstanceProvisionTimeout"),
+            (
+                "provision_timeout",
+                seconds_of(self.provision_timeout, PROVISION_TIMEOUT_DEFAULT),
+                "VariantInstanceProvisionTimeout",
+            ),
             (
                 "container_startup_timeout",
-                self.container_startup_timeout,
+                seconds_of(self.container_startup_timeout),
                 "ContainerStartupHealthCheckTimeout",
             ),
             (
                 "model_data_download_timeout",
-                self.model_data_download_timeout,
+                seconds_of(self.model_data_download_timeout),
                 "ModelDataDownloadTimeout",
             ),
         ):
             bounds = limits("ProductionVariant", f"{shape_member}InSeconds")
-            check_range(problems, f"{at}{name}", seconds_of(value), bounds, "seconds")
+            check_range(problems, f"{at}{name}", value, bounds, "seconds")
 
     def _validate_rollback(self, problems: Problems, at: str) -> None:
         most = limits("AutoRollbackConfig", "Alarms").maximum or 10
@@ -280,13 +289,9 @@ class PoolEndpointOptions:
             given = f"{len(self.rollback_alarms)} alarms"
             problems.add(f"{at}rollback_alarms", given, f"at most {most} alarms")
         check_at_least(problems, f"{at}rollback_error_threshold", self.rollback_error_threshold, 1)
-        latency = seconds_of(self.rollback_latency_threshold)
-        if latency is not None and latency <= 0:
-            problems.add(
-                f"{at}rollback_latency_threshold",
-                self.rollback_latency_threshold.to_human_string(),
-                "must be positive",
-            )
+        latency = ROLLBACK_LATENCY_THRESHOLD_DEFAULT.given(self.rollback_latency_threshold)
+        if latency.seconds <= 0:
+            problems.add(f"{at}rollback_latency_threshold", latency.human(), "must be positive")
 
 
 @functools.cache

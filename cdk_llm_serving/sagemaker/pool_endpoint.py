@@ -15,7 +15,6 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from .._cdk.deprecation import warn_deprecated
-from .._cdk.durations import human, seconds
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
 from .._cdk.stacks import stack_of
@@ -35,6 +34,8 @@ from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .deployment import BlueGreenDeployment, EndpointDeployment
 from .endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import (
+    PROVISION_TIMEOUT_DEFAULT,
+    ROLLBACK_LATENCY_THRESHOLD_DEFAULT,
     InferenceComponentEndpointKeywords,
     PoolEndpointKeywords,
     PoolEndpointOptions,
@@ -49,8 +50,8 @@ from .update_rules import DEPLOYED_TEMPLATE_CONTEXT, deployed_variant_problems
 #: vLLM's default --max-num-seqs: the most sequences one engine batches.
 VLLM_DEFAULT_MAX_NUM_SEQS = 256
 
-#: Timeout used when no pool's model declares its sizing.
-_FALLBACK_TIMEOUT = Duration.minutes(30)
+#: Timeout used when no pool's model declares its sizing, in seconds.
+_FALLBACK_TIMEOUT_SECONDS = 1800
 
 #: The only CapacityReservationPreference the API knows.
 _RESERVATIONS_ONLY = "capacity-reservations-only"
@@ -58,10 +59,11 @@ _RESERVATIONS_ONLY = "capacity-reservations-only"
 
 @dataclass(frozen=True)
 class _Timeouts:
-    """The two start-up timeouts after the planner's defaults are applied."""
+    """The two start-up timeouts after the planner's defaults are applied, in whole seconds
+    (read once: given ones in ``_timeout``, sized ones are plain numbers)."""
 
-    container_startup: Duration
-    model_data_download: Duration
+    container_startup: int
+    model_data_download: int
 
 
 class _PoolHost(Construct, EndpointApi):
@@ -245,12 +247,14 @@ class _PoolHost(Construct, EndpointApi):
             model_name=self.model.model_name if self.model is not None else None,
             initial_instance_count=options.initial_instance_count,
             instance_pools=self._render_pools(),
-            variant_instance_provision_timeout_in_seconds=seconds_of(options.provision_timeout),
+            variant_instance_provision_timeout_in_seconds=seconds_of(
+                options.provision_timeout, PROVISION_TIMEOUT_DEFAULT
+            ),
             container_startup_health_check_timeout_in_seconds=(
-                seconds_of(timeouts.container_startup) if hosts_model else None
+                timeouts.container_startup if hosts_model else None
             ),
             model_data_download_timeout_in_seconds=(
-                seconds_of(timeouts.model_data_download) if hosts_model else None
+                timeouts.model_data_download if hosts_model else None
             ),
             managed_instance_scaling=(
                 sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
@@ -340,8 +344,8 @@ class _PoolHost(Construct, EndpointApi):
         budgets: list[int],
         estimates: list[float],
         shape: tuple[str, str],
-    ) -> Duration:
-        """The given timeout, or one sized from the planner's cold-start estimates."""
+    ) -> int:
+        """The given timeout, or one sized from the planner's cold-start estimates (seconds)."""
         bounds = limits(*shape)
         low, high = bounds.minimum or 60, bounds.maximum or 3600
         slowest = max(estimates, default=0.0)
@@ -351,21 +355,22 @@ class _PoolHost(Construct, EndpointApi):
                 f"estimated {slowest:.0f} s",
                 f"the planner's cold-start estimate exceeds the service maximum of {high} s; serve smaller weights or a faster-loading copy",
             )
-        if given is not None:
-            given_seconds = seconds_of(given)
-            if estimates and given_seconds is not None and given_seconds < slowest:
+        given_seconds = seconds_of(given)
+        if given_seconds is not None:
+            if estimates and given_seconds < slowest:
                 Annotations.of(self).add_warning_v2(
                     f"cdk-llm-serving:{prop}BelowEstimate",
                     f"{prop} {given_seconds} s is below the planner's estimate of {slowest:.0f} s",
                 )
-            return given
+            return given_seconds
         if not budgets:
-            return _FALLBACK_TIMEOUT
-        return Duration.seconds(min(high, max(low, max(budgets))))
+            return _FALLBACK_TIMEOUT_SECONDS
+        return int(min(high, max(low, max(budgets))))
 
     def _default_rollback_alarms(
         self, error_threshold: int, latency_threshold: Duration
     ) -> list[cloudwatch.IAlarm]:
+        latency_span = ROLLBACK_LATENCY_THRESHOLD_DEFAULT.given(latency_threshold)
         errors = cloudwatch.Alarm(
             self,
             "RollbackOnErrors",
@@ -380,11 +385,11 @@ class _PoolHost(Construct, EndpointApi):
             self,
             "RollbackOnLatency",
             metric=self.metric_model_latency(),
-            threshold=seconds(latency_threshold) * 1_000_000,
+            threshold=latency_span.seconds * 1_000_000,
             evaluation_periods=3,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"p99 model latency above {human(latency_threshold)} for three minutes: rolls an endpoint update back",
+            alarm_description=f"p99 model latency above {latency_span.human()} for three minutes: rolls an endpoint update back",
         )
         return [errors, latency]
 
