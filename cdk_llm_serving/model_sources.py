@@ -28,7 +28,7 @@ def warn_if_tag_only(scope: IConstruct, prop: str, image_uri: str) -> None:
     A tag can be moved to other content after review; a digest names the exact image
     (docs.aws.amazon.com/AmazonECR/latest/userguide/image-tag-mutability.html).
     """
-    if _DIGEST.search(image_uri) or (is_unresolved(image_uri) and image_uri.endswith("}")):
+    if _DIGEST.search(image_uri) or (image_uri.endswith("}") and is_unresolved(image_uri)):
         return  # pinned, or its tag/digest is a deploy-time value we cannot judge
     Annotations.of(scope).add_warning_v2(
         TAG_ONLY_IMAGE_WARNING,
@@ -131,17 +131,25 @@ class ContainerImage:
                 "aws-cdk-lib knows no Deep Learning Containers account for this region; use from_ecr_uri",
             )
             return
-        if self.repository_arn is not None or is_unresolved(self.image_uri):
+        if self.repository_arn is not None:
             return
+        # ``is_unresolved`` only of what would be refused (see ``_cdk.validation``).
         match = _ECR_IMAGE_URI.match(self.image_uri)
         if not match:
+            if is_unresolved(self.image_uri):
+                return
             problems.add(
                 prop,
                 self.image_uri,
                 "must be a private Amazon ECR image URI: "
                 "<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag> or @sha256:<digest>",
             )
-        elif region is not None and not is_unresolved(region) and match["region"] != region:
+        elif (
+            region is not None
+            and match["region"] != region
+            and not is_unresolved(region)
+            and not is_unresolved(self.image_uri)
+        ):
             problems.add(
                 prop,
                 self.image_uri,
@@ -222,15 +230,18 @@ class ModelData:
         if not self.bucket_name:
             problems.add(prop, self.prefix, "must be an S3 URI of the form s3://<bucket>/<prefix>/")
             return
-        if not is_unresolved(self.bucket_name):
-            _validate_bucket_name(problems, f"{prop}.bucket_name", self.bucket_name)
-        if not is_unresolved(self.prefix) and not self.prefix.strip("/"):
+        # ``is_unresolved`` only of what would be refused (see ``_cdk.validation``).
+        bucket = Problems("")
+        _validate_bucket_name(bucket, f"{prop}.bucket_name", self.bucket_name)
+        if bucket and not is_unresolved(self.bucket_name):
+            problems.extend(bucket)
+        if not self.prefix.strip("/") and not is_unresolved(self.prefix):
             problems.add(
                 f"{prop}.prefix",
                 self.prefix,
                 "must name a key prefix: the model role is granted that prefix only, never a whole bucket",
             )
-        if not is_unresolved(self.prefix) and self.prefix.rstrip("/").endswith(_ARCHIVES):
+        if self.prefix.rstrip("/").endswith(_ARCHIVES) and not is_unresolved(self.prefix):
             problems.add(
                 f"{prop}.prefix",
                 self.prefix,

@@ -53,8 +53,9 @@ def acknowledge_wildcards(scope: IConstruct, reasons: Mapping[str, str]) -> None
     jsii round trip costs about 0.3 ms of CPU, and a pool endpoint acknowledges four.
     """
     resources = list(reasons)
-    tokens = [resource for resource in resources if is_unresolved(resource)]
-    resolved = dict(zip(tokens, Stack.of(scope).resolve(tokens), strict=True)) if tokens else {}
+    # All of them in one ``resolve`` (a literal resolves to itself), not one
+    # ``Token.is_unresolved`` each to find the tokens first.
+    resolved = dict(zip(resources, Stack.of(scope).resolve(resources), strict=True))
     Validations.of(scope).acknowledge(
         *(
             Acknowledgment(

@@ -1,4 +1,10 @@
-"""Checks shared by the constructs; each adds to a ``Problems`` instead of raising."""
+"""Checks shared by the constructs; each adds to a ``Problems`` instead of raising.
+
+A deploy-time value (a token) passes every check unchecked. Each check asks ``is_unresolved``
+(a jsii call) only of a value it would otherwise refuse: a value the check accepts is accepted
+whether or not it is a token, so the outcome is the one of asking first, for every value, and
+the values a construct is usually given (valid literals) cost no call to the kernel.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +23,12 @@ from .service_limits import Limits
 def is_unresolved(value: object) -> bool:
     """Deploy-time values (tokens) cannot be checked at synth time.
 
-    aws-cdk-lib's ``Token.is_unresolved`` answers for strings and numbers (a jsii call); other
-    values (``None``, booleans, objects) are never a token here.
+    aws-cdk-lib's ``Token.is_unresolved`` answers for strings and numbers (a jsii call). Those
+    (and lists of strings, which hold them) are what a token can be encoded as: "Tokens can be
+    encoded as strings, numbers or lists of strings" and "token types: string, number and list"
+    (https://docs.aws.amazon.com/cdk/v2/guide/tokens.html). Other values (``None``, booleans,
+    ``Duration`` and construct objects) are never a token, and are not asked about; a list is
+    not asked about here (its items are, where a check reads them).
     """
     if isinstance(value, str) or (isinstance(value, int | float) and not isinstance(value, bool)):
         return bool(Token.is_unresolved(value))
@@ -43,10 +53,12 @@ def check_range(
     problems: Problems, prop: str, value: int | float | None, limits: Limits, unit: str = ""
 ) -> None:
     """``value`` must lie in the shape's [min, max]; ``None`` means "not set"."""
-    if value is None or is_unresolved(value):
+    if value is None:
         return
     low, high = limits.minimum, limits.maximum
     if (low is not None and value < low) or (high is not None and value > high):
+        if is_unresolved(value):  # only a value it would refuse (module docstring)
+            return
         suffix = f" {unit}" if unit else ""
         if high is None:
             problems.add(prop, value, f"must be at least {low}{suffix}")
@@ -55,19 +67,20 @@ def check_range(
 
 
 def check_at_least(problems: Problems, prop: str, value: int | None, minimum: int) -> None:
-    if value is None or is_unresolved(value):
+    if value is None:
         return
-    if value < minimum:
+    if value < minimum and not is_unresolved(value):
         problems.add(prop, value, f"must be at least {minimum}")
 
 
 def check_name(problems: Problems, prop: str, value: str | None, limits: Limits, what: str) -> None:
     """A SageMaker name: length bounds and the service's regex, matched in full."""
-    if value is None or is_unresolved(value):
+    if value is None:
         return
     maximum = limits.maximum or 63
     pattern = limits.pattern or ""
-    if not value or len(value) > maximum or not re.fullmatch(pattern, value):
+    bad = not value or len(value) > maximum or not re.fullmatch(pattern, value)
+    if bad and not is_unresolved(value):
         problems.add(
             prop,
             value,
@@ -81,10 +94,10 @@ def check_one_of(
 ) -> None:
     """``value`` must be one of ``allowed``; the message names the closest matches, or, given
     ``Limits``, says when the API accepts the value but CloudFormation's schema does not."""
-    if value is None or is_unresolved(value):
+    if value is None:
         return
     options = list(allowed.enum if isinstance(allowed, Limits) else allowed)
-    if value in options:
+    if value in options or is_unresolved(value):
         return
     if isinstance(allowed, Limits) and value in allowed.cloudformation_refuses:
         problems.add(
@@ -111,12 +124,13 @@ def check_kubernetes_name(
     problems: Problems, prop: str, value: str | None, *, namespace: bool = False
 ) -> None:
     """A Kubernetes object name (RFC 1035 label) or namespace (RFC 1123 label)."""
-    if value is None or is_unresolved(value):
+    if value is None:
         return
     pattern, first = (
         (_RFC1123_LABEL, "a letter or digit") if namespace else (_RFC1035_LABEL, "a letter")
     )
-    if len(value) > KUBERNETES_LABEL_MAX or not pattern.fullmatch(value):
+    bad = len(value) > KUBERNETES_LABEL_MAX or not pattern.fullmatch(value)
+    if bad and not is_unresolved(value):
         what = "namespace" if namespace else "object name"
         problems.add(
             prop,
@@ -158,15 +172,19 @@ def check_s3_prefix(problems: Problems, prop: str, prefix: str | None) -> None:
     take every object under a prefix; a key such as ``model.tar.gz`` there means a tarball
     SageMaker will not unpack (``CompressionType: None``).
     """
-    if prefix is None or is_unresolved(prefix):
+    if prefix is None:
         return
-    if prefix.startswith(("s3://", "s3a://", "https://")):
+    whole_uri = prefix.startswith(("s3://", "s3a://", "https://"))
+    one_object = prefix.rstrip("/").lower().endswith(_OBJECT_SUFFIXES) and not prefix.endswith("/")
+    if not (whole_uri or one_object) or is_unresolved(prefix):
+        return
+    if whole_uri:
         problems.add(
             prop,
             prefix,
             "give the key prefix under the bucket (e.g. 'models/llama/'), not a whole URI",
         )
-    elif prefix.rstrip("/").lower().endswith(_OBJECT_SUFFIXES) and not prefix.endswith("/"):
+    else:
         problems.add(
             prop,
             prefix,
@@ -227,7 +245,7 @@ def check_pattern(
     problems: Problems, prop: str, value: str | None, limits: Limits, what: str
 ) -> None:
     """``value`` within the shape's length bounds and matching its pattern in full."""
-    if value is None or is_unresolved(value):
+    if value is None:
         return
     low, high = limits.minimum or 0, limits.maximum
     pattern = limits.pattern or ".*"
@@ -235,5 +253,5 @@ def check_pattern(
         len(value) < low
         or (high is not None and len(value) > high)
         or not re.fullmatch(pattern, value)
-    ):
+    ) and not is_unresolved(value):
         problems.add(prop, value, f"{what} must match {pattern!r} ({low}-{high} characters)")

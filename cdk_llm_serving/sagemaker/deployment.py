@@ -8,8 +8,8 @@ from typing import Literal
 from aws_cdk import Duration
 from aws_cdk import aws_sagemaker as sagemaker
 
-from .._cdk.service_limits import limits
 from .._cdk.durations import Span
+from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_range, seconds_of
 from ..errors import Problems, check_literal
 

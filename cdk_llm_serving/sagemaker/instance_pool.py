@@ -15,8 +15,9 @@ from .serving_model import ServingModel
 def as_instance_type(value: InstanceType | str) -> InstanceType | str:
     """``value`` as an ``InstanceType`` when it names a known type; otherwise unchanged (a
     deploy-time token, or a name the construct's ``validate`` reports with the others)."""
-    if isinstance(value, InstanceType) or not isinstance(value, str) or is_unresolved(value):
+    if isinstance(value, InstanceType) or not isinstance(value, str):
         return value
+    # A token is no known type's name: it comes back unchanged, with no call to the kernel.
     return InstanceType.parse(Problems(""), "instance_type", value) or value
 
 
@@ -32,10 +33,13 @@ def hosting_instance_type(
     model declares its sizing (``cdk-llm-serving:poolNotInCatalog``). A deploy-time token
     passes unchecked.
     """
-    if isinstance(value, str) and not isinstance(value, InstanceType) and is_unresolved(value):
-        return value
-    parsed = InstanceType.parse(problems, prop, value)
-    if parsed is None or not parsed.check_hosting(problems, prop):
+    # ``is_unresolved`` only of a name that would be refused (as ``_cdk.validation``'s checks).
+    found = Problems("")
+    parsed = InstanceType.parse(found, prop, value)
+    if parsed is None or not parsed.check_hosting(found, prop):
+        if isinstance(value, str) and not isinstance(value, InstanceType) and is_unresolved(value):
+            return value
+        problems.extend(found)
         return None
     return parsed
 

@@ -662,5 +662,7 @@ def _endpoint_arn(scope: Construct, endpoint_name: str) -> str:
     UNCONFIRMED in AWS's docs (kept from the first version; ``DescribeEndpoint`` answers
     with lower-case ARNs); a token name is left as it is.
     """
-    name = endpoint_name if is_unresolved(endpoint_name) else endpoint_name.lower()
+    name = endpoint_name.lower()
+    if name != endpoint_name and is_unresolved(endpoint_name):  # only when lowering changes it
+        name = endpoint_name
     return stack_of(scope).format_arn(service="sagemaker", resource="endpoint", resource_name=name)

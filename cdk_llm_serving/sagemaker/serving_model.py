@@ -356,7 +356,7 @@ def _check_environment(problems: Problems, env: Mapping[str, str]) -> None:
             problems.add(
                 f"environment[{key!r}]", key, f"variable names must match {key_limits.pattern!r}"
             )
-        if not is_unresolved(value) and len(value) > (value_limits.maximum or 1024):
+        if len(value) > (value_limits.maximum or 1024) and not is_unresolved(value):
             problems.add(
                 f"environment[{key!r}]",
                 value[:40] + "…",
