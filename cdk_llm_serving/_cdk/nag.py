@@ -46,7 +46,9 @@ def acknowledge_wildcard_resources(scope: IConstruct, resources: list[str], reas
     acknowledge_wildcards(scope, dict.fromkeys(resources, reason))
 
 
-def acknowledge_wildcards(scope: IConstruct, reasons: Mapping[str, str]) -> None:
+def acknowledge_wildcards(
+    scope: IConstruct, reasons: Mapping[str, str], *, stack: Stack | None = None
+) -> None:
     """``AwsSolutions-IAM5`` for each wildcard resource of ``reasons``, with its own reason.
 
     One acknowledgment call for all of them, and one ``resolve`` for all their tokens: each
@@ -55,7 +57,8 @@ def acknowledge_wildcards(scope: IConstruct, reasons: Mapping[str, str]) -> None
     resources = list(reasons)
     # All of them in one ``resolve`` (a literal resolves to itself), not one
     # ``Token.is_unresolved`` each to find the tokens first.
-    resolved = dict(zip(resources, Stack.of(scope).resolve(resources), strict=True))
+    # ``stack``: the stack of ``scope``, when the caller holds it already (else asked).
+    resolved = dict(zip(resources, (stack or Stack.of(scope)).resolve(resources), strict=True))
     Validations.of(scope).acknowledge(
         *(
             Acknowledgment(

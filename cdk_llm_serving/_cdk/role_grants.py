@@ -36,9 +36,16 @@ class ExecutionRoleGrants:
     """
 
     def __init__(
-        self, scope: Construct, role: iam.IRole, policy_id: str = "ExecutionRolePolicy"
+        self,
+        scope: Construct,
+        role: iam.IRole,
+        policy_id: str = "ExecutionRolePolicy",
+        *,
+        stack: Stack | None = None,
     ) -> None:
+        """``stack``: the stack of ``scope``, when the caller holds it already (else asked)."""
         self.scope = scope
+        self.stack = stack
         self.role = role
         self.policy_id = policy_id
         self.policy: iam.ManagedPolicy | None = None
@@ -109,7 +116,7 @@ class ExecutionRoleGrants:
             )
 
     def logs_and_metrics(self) -> None:
-        log_groups = Stack.of(self.scope).format_arn(
+        log_groups = (self.stack or Stack.of(self.scope)).format_arn(
             service="logs",
             resource="log-group",
             resource_name="/aws/sagemaker/*",
@@ -170,6 +177,7 @@ class ExecutionRoleGrants:
         acknowledge_wildcards(
             self.policy,
             {resource: " ".join(dict.fromkeys(why)) for resource, why in self._reasons.items()},
+            stack=self.stack,
         )
         self._reasons.clear()
 

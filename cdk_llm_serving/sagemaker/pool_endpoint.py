@@ -94,6 +94,9 @@ class _PoolHost(Construct, EndpointApi):
     ) -> None:
         """Resolve, validate and render (``__init__`` of both kinds, after the options)."""
         self._stack = stack_of(scope)
+        if model is None or model._stack is not self._stack:
+            # Once per stack: a model in this stack registered the checks already.
+            check_template_limits(self._stack)
         self._resolve(model, pools, options)
         timeouts = self._validate(options)
         self._render(options, timeouts)
@@ -211,7 +214,9 @@ class _PoolHost(Construct, EndpointApi):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="Execution role of a SageMaker endpoint hosting inference components",
         )
-        self.execution_role_grants = ExecutionRoleGrants(self, self.execution_role)
+        self.execution_role_grants = ExecutionRoleGrants(
+            self, self.execution_role, stack=self._stack
+        )
         self.execution_role_grants.logs_and_metrics()
         self.execution_role_grants.acknowledge()
 
@@ -438,7 +443,6 @@ class InstancePoolEndpoint(_PoolHost):
         **options: Unpack[PoolEndpointKeywords],
     ) -> None:
         super().__init__(scope, id)
-        check_template_limits(scope)
         settings = PoolEndpointOptions.from_keywords(self._subject, options)
         if model is None:
             warn_deprecated(self, "InstancePoolEndpoint.model=None", "InferenceComponentEndpoint")
@@ -618,7 +622,6 @@ class InferenceComponentEndpoint(_PoolHost):
         **options: Unpack[InferenceComponentEndpointKeywords],
     ) -> None:
         super().__init__(scope, id)
-        check_template_limits(scope)
         settings = PoolEndpointOptions.from_keywords(
             self._subject, options, accepted=InferenceComponentEndpointKeywords
         )

@@ -16,7 +16,7 @@ from constructs import Construct
 
 from .._cdk.role_grants import ExecutionRoleGrants, resource_account_condition
 from .._cdk.service_limits import limits
-from .._cdk.stacks import region_of_stack
+from .._cdk.stacks import stack_of
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_name, check_subnets, is_unresolved
 from ..errors import DEPRECATED_REMOVED_IN, Problems, checked_props
@@ -88,8 +88,10 @@ class ServingModel(Construct):
         sizing: ModelSizing | None = None,
     ) -> None:
         super().__init__(scope, id)
-        check_template_limits(scope)
-        self._scope = scope
+        #: The stack and its region, asked once (a literal region, or the AWS::Region token).
+        self._stack = stack_of(scope)
+        self._region = self._stack.region
+        check_template_limits(self._stack)
         self.served_model_name = served_model_name
         self.client_model_name = client_model_name or served_model_name
         self.sizing = sizing
@@ -104,7 +106,7 @@ class ServingModel(Construct):
         if role is None:
             role = self._own_role = self._new_role()
         self.role: iam.IRole = role
-        grants = ExecutionRoleGrants(self, self.role)
+        grants = ExecutionRoleGrants(self, self.role, stack=self._stack)
         grants.image_pull(self.image)
         self.image.warn_if_tag_only(self, "image")
         if model_data is not None:
@@ -272,7 +274,7 @@ class ServingModel(Construct):
     ) -> dict[str, str]:
         """Every problem at once; the container environment with the served name set."""
         problems = Problems(lambda: f"ServingModel '{self.node.path}'")
-        self.image.validate(problems, "image", region=region_of_stack(self._scope))
+        self.image.validate(problems, "image", region=self._region)
         if self.model_data is not None:
             self.model_data.validate(problems, "model_data")
         check_name(
