@@ -55,12 +55,15 @@ class ExecutionRoleGrants:
         """Add ``statements`` to the grants' own policy (created, attached to the role, on first
         use), in one call: each is a round trip to the jsii kernel."""
         if self.policy is None:
+            # The first statements in the policy's own props: no second call to add them.
             self.policy = iam.ManagedPolicy(
                 self.scope,
                 self.policy_id,
                 roles=[self.role],
                 description="cdk-llm-serving: the role's least-privilege grants",
+                statements=list(statements),
             )
+            return
         self.policy.add_statements(*statements)
 
     def image_pull(self, image: ContainerImage) -> None:

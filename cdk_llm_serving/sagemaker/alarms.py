@@ -14,6 +14,7 @@ from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
 from .endpoint_api import IPoolEndpoint
+from .endpoint_metrics import FIVE_MINUTES
 from .token_metrics import TokenMetricNames, TokenQueries
 
 #: The defaults, in plain seconds (``Span.of_seconds``: their answers need no kernel call).
@@ -22,8 +23,8 @@ _DEFAULT_FALLBACK_AFTER = Span.of_seconds(3600)
 _DEFAULT_TTFT_P99 = Span.of_seconds(2)
 #: Default p99 inter-token latency that alarms (200 ms: 5 tokens/s per stream).
 _DEFAULT_INTER_TOKEN_P99 = Span.of_seconds(0.2)
-#: Period of the fallback alarm's datapoints.
-_FALLBACK_PERIOD = Span.of_seconds(300)
+#: Period of the fallback alarm's datapoints (one ``metric_pool_instances`` knows).
+_FALLBACK_PERIOD = FIVE_MINUTES
 #: Durations are immutable: one object per value for every alarm (each ``Duration.minutes``
 #: is a round trip to the jsii kernel).
 _ONE_MINUTE = Duration.minutes(1)

@@ -13,7 +13,7 @@ from .._cdk.stacks import region_of_stack
 from .._cdk.validation import is_unresolved
 from ..errors import Problems, checked_props
 from ..planning.instance_types import InstanceType
-from .endpoint_api import IPoolEndpoint
+from .endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_metrics import EndpointMetrics
 from .fleet_utilization import (
     CONCURRENCY_METRIC,
@@ -76,10 +76,11 @@ class PoolEndpointDashboard(Construct):
     ) -> None:
         super().__init__(scope, id)
         _check_name(self, dashboard_name)
+        region = region_of(endpoint)  # asked once, for every chart
         rows: list[Sequence[Cell]] = [
             [TextCell(_header(endpoint), width=_WIDTH, height=3)],
-            self._fleet_row(endpoint),
-            self._pools_row(endpoint),
+            self._fleet_row(endpoint, region),
+            pools_row(endpoint, list(endpoint.instance_types), region=region),
         ]
         self.charts: PromQLCharts | None = None
         if endpoint.detailed_observability:
@@ -111,9 +112,8 @@ class PoolEndpointDashboard(Construct):
             service="cloudwatch", resource="dashboard", region="", resource_name=self.dashboard.ref
         )
 
-    def _fleet_row(self, endpoint: IPoolEndpoint) -> list[Cell]:
+    def _fleet_row(self, endpoint: IPoolEndpoint, region: str) -> list[Cell]:
         widgets: list[Cell] = []
-        region = region_of(endpoint)
         scaling = endpoint.auto_scaling
         if scaling is not None and scaling.tracks_fleet_utilization:
             # The axis as aws-cdk-lib writes it (the body's default for it is not documented).
@@ -147,9 +147,6 @@ class PoolEndpointDashboard(Construct):
         )
         return widgets
 
-    def _pools_row(self, endpoint: IPoolEndpoint) -> list[GraphWidget]:
-        return pools_row(endpoint, list(endpoint.instance_types))
-
     def _token_row(
         self, endpoint: IPoolEndpoint, charts: PromQLCharts, names: TokenMetricNames
     ) -> list[Cell]:
@@ -173,16 +170,21 @@ class PoolEndpointDashboard(Construct):
 
 
 def pools_row(
-    endpoint: EndpointMetrics | IPoolEndpoint, instance_types: Sequence[InstanceType | str]
+    endpoint: EndpointMetrics | IPoolEndpoint,
+    instance_types: Sequence[InstanceType | str],
+    *,
+    region: str | None = None,
 ) -> list[GraphWidget]:
     """One chart per measure, one line per instance type (labelled ``<priority>: <type>``).
 
     Any endpoint whose metrics carry ``InstanceType`` (pool endpoints, the HyperPod inference
     operator's registered endpoints). Instances are counted from concurrency samples, idle
-    ones included (``EndpointMetrics.metric_pool_instances``).
+    ones included (``EndpointMetrics.metric_pool_instances``). ``region``: the endpoint's
+    stack's region, when the caller has it already (else asked, ``region_of``).
     """
     pools = [(f"{p}: {t}", t) for p, t in enumerate(instance_types, start=1)]
-    region = region_of(endpoint)
+    if region is None:
+        region = region_of(endpoint)
 
     def chart(title: str, metric_name: str, width: int, stat: str | None = None) -> GraphWidget:
         lines = [
@@ -217,7 +219,10 @@ def pools_row(
 
 
 def region_of(scope: object) -> str:
-    """The stack's region: a literal when the stack has one, else the ``AWS::Region`` token."""
+    """The stack's region: a literal when the stack has one, else the ``AWS::Region`` token
+    (an endpoint's ``stack_region`` when it holds it already)."""
+    if isinstance(scope, EndpointApi) and scope.stack_region is not None:
+        return scope.stack_region
     return region_of_stack(scope) if isinstance(scope, Construct) else Aws.REGION
 
 

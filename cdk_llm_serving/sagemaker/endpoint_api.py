@@ -125,6 +125,9 @@ class EndpointApi(EndpointMetrics):
 
     endpoint_arn: str
     async_inference: AsyncInference | None
+    #: The region of the endpoint's stack when the construct holds it already (its model's,
+    #: read once there); ``None``: ask the stack (``dashboard.region_of``).
+    stack_region: str | None = None
 
     @property
     def openai_base_url(self) -> str:

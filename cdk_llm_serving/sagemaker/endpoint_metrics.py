@@ -15,7 +15,8 @@ from typing import Any, TypedDict, Unpack
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
-from .._cdk.durations import seconds
+from .._cdk.durations import Span
+from .._cdk.validation import seconds_of
 from ..errors import refuse_unknown_options
 from ..planning.instance_types import InstanceType
 from .fleet_utilization import (
@@ -51,6 +52,14 @@ class MetricOptions(TypedDict, total=False):
     unit: cloudwatch.Unit
     account: str
     region: str
+
+
+#: Durations are immutable: one object serves every metric (each ``Duration.minutes`` call is
+#: a round trip to the jsii kernel). The periods this module and the alarms use, in plain
+#: seconds (``Span.of_seconds``: read without the kernel).
+ONE_MINUTE = Span.of_seconds(60)
+FIVE_MINUTES = Span.of_seconds(300)
+_ONE_MINUTE = ONE_MINUTE.duration
 
 
 class EndpointMetrics:
@@ -148,14 +157,16 @@ class EndpointMetrics:
         return self.metric("GPUMemoryUtilization", instance_type=instance_type, **options)
 
     def metric_pool_instances(
-        self, *, instance_type: InstanceType | str, period: Duration = Duration.minutes(1)
+        self, *, instance_type: InstanceType | str, period: Duration = ONE_MINUTE.duration
     ) -> cloudwatch.MathExpression:
         """Instances of one pool, idle ones included: each reports its concurrency every
         ``CONCURRENCY_SAMPLE_SECONDS``, so samples x interval / period (see ``fleet_utilization``)."""
         samples = pool_samples_id(instance_type)
         return cloudwatch.MathExpression(
             expression=instance_count_expression(
-                samples, CONCURRENCY_SAMPLE_SECONDS, int(seconds(period))
+                samples,
+                CONCURRENCY_SAMPLE_SECONDS,
+                seconds_of(period, ONE_MINUTE, FIVE_MINUTES) or 0,
             ),
             using_metrics={
                 samples: self.metric(
@@ -179,11 +190,6 @@ def pool_samples_id(instance_type: InstanceType | str) -> str:
     """The metric-math id of one pool's concurrency samples: one id per type, so a graph can
     show every pool's count side by side."""
     return "samples_" + re.sub(r"[^a-z0-9]", "_", instance_type.lower())
-
-
-#: Durations are immutable: one object serves every metric (each ``Duration.minutes`` call is
-#: a round trip to the jsii kernel).
-_ONE_MINUTE = Duration.minutes(1)
 
 
 def build_metric(

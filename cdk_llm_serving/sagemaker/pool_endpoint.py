@@ -94,8 +94,10 @@ class _PoolHost(Construct, EndpointApi):
     ) -> None:
         """Resolve, validate and render (``__init__`` of both kinds, after the options)."""
         self._stack = stack_of(scope)
-        if model is None or model._stack is not self._stack:
-            # Once per stack: a model in this stack registered the checks already.
+        if model is not None and model._stack is self._stack:
+            # A model in this stack registered the limit checks already, and read the region.
+            self.stack_region = model._region
+        else:
             check_template_limits(self._stack)
         self._resolve(model, pools, options)
         timeouts = self._validate(options)
