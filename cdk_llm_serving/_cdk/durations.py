@@ -61,7 +61,9 @@ class Span:
         millis = amount * 1000
         if millis != int(millis) or millis <= 0:
             raise ValueError(f"{amount} s is not a whole number of milliseconds")
-        return cls(Duration.millis(int(millis)), amount, f"{int(millis)} milli{'s' * (millis != 1)}")
+        return cls(
+            Duration.millis(int(millis)), amount, f"{int(millis)} milli{'s' * (millis != 1)}"
+        )
 
     @classmethod
     def read(cls, duration: Duration, *, integral: bool = True) -> Span:

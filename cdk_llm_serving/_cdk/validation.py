@@ -42,11 +42,16 @@ def seconds_of(value: Duration | int | None, *defaults: Span) -> int | None:
     ``value`` is one's ``Duration`` (as ``Span.given``).
     """
     if isinstance(value, Duration):
-        for default in defaults:
-            if value is default.duration:
-                return int(default.seconds)
-        return int(seconds(value))
+        return whole_seconds(value, *defaults)
     return value
+
+
+def whole_seconds(value: Duration, *defaults: Span) -> int:
+    """Whole seconds of a ``Duration``: a default's without the kernel (``seconds_of``)."""
+    for default in defaults:
+        if value is default.duration:
+            return int(default.seconds)
+    return int(seconds(value))
 
 
 def check_range(

@@ -89,9 +89,7 @@ class PoolEndpointAlarms(Construct):
         self.error_rate = (
             self._error_rate(error_rate_threshold) if error_rate_threshold is not None else None
         )
-        self.latency_p99 = (
-            self._latency_p99(latency) if latency is not None else None
-        )
+        self.latency_p99 = self._latency_p99(latency) if latency is not None else None
         self.scaling_metric_missing = (
             self._scaling_metric_missing() if scaling_metric_missing else None
         )

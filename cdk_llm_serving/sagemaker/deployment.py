@@ -10,7 +10,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 
 from .._cdk.durations import Span
 from .._cdk.service_limits import limits
-from .._cdk.validation import check_at_least, check_range, seconds_of
+from .._cdk.validation import check_at_least, check_range, whole_seconds
 from ..errors import Problems, check_literal
 
 CapacityType = Literal["INSTANCE_COUNT", "CAPACITY_PERCENT"]
@@ -24,9 +24,11 @@ _TWO_HOURS = Span.of_seconds(7200)
 _THREE_HOURS = Span.of_seconds(10800)
 
 
-def _seconds(value: Duration) -> int | None:
+def _seconds(value: Duration) -> int:
     """Whole seconds: a default of this module's without the kernel, else aws-cdk-lib's."""
-    return seconds_of(value, _FIVE_MINUTES, _TEN_MINUTES, _TWO_HOURS, _THREE_HOURS)
+    if not isinstance(value, Duration):  # an int passes through, as ``seconds_of`` lets it
+        return value
+    return whole_seconds(value, _FIVE_MINUTES, _TEN_MINUTES, _TWO_HOURS, _THREE_HOURS)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from .._cdk.durations import Span
-from .._cdk.validation import seconds_of
+from .._cdk.validation import whole_seconds
 from ..errors import refuse_unknown_options
 from ..planning.instance_types import InstanceType
 from .fleet_utilization import (
@@ -166,7 +166,7 @@ class EndpointMetrics:
             expression=instance_count_expression(
                 samples,
                 CONCURRENCY_SAMPLE_SECONDS,
-                seconds_of(period, ONE_MINUTE, FIVE_MINUTES) or 0,
+                whole_seconds(period, ONE_MINUTE, FIVE_MINUTES),
             ),
             using_metrics={
                 samples: self.metric(

@@ -93,7 +93,9 @@ class _PoolHost(Construct, EndpointApi):
         options: PoolEndpointOptions,
     ) -> None:
         """Resolve, validate and render (``__init__`` of both kinds, after the options)."""
-        self._stack = stack_of(scope)
+        # The same scope object as the model's has the same stack: no need to ask again.
+        same_scope = model is not None and model._scope is scope
+        self._stack = model._stack if model is not None and same_scope else stack_of(scope)
         if model is not None and model._stack is self._stack:
             # A model in this stack registered the limit checks already, and read the region.
             self.stack_region = model._region
