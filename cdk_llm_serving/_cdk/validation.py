@@ -23,12 +23,13 @@ from .service_limits import Limits
 def is_unresolved(value: object) -> bool:
     """Deploy-time values (tokens) cannot be checked at synth time.
 
-    aws-cdk-lib's ``Token.is_unresolved`` answers for strings and numbers (a jsii call). Those
-    (and lists of strings, which hold them) are what a token can be encoded as: "Tokens can be
-    encoded as strings, numbers or lists of strings" and "token types: string, number and list"
-    (https://docs.aws.amazon.com/cdk/v2/guide/tokens.html). Other values (``None``, booleans,
-    ``Duration`` and construct objects) are never a token, and are not asked about; a list is
-    not asked about here (its items are, where a check reads them).
+    aws-cdk-lib's ``Token.is_unresolved`` answers for strings and numbers (a jsii call). A token
+    passed where a basic type is expected is encoded into one of three types, a string
+    (``Token.as_string``), a list of strings (``Token.as_list``) or a number
+    (``Token.as_number``): the CDK guide, "Tokens and token encodings",
+    https://docs.aws.amazon.com/cdk/v2/guide/tokens.html. Other values (``None``, booleans,
+    ``Duration`` and construct objects) are never such a token, and are not asked about; a list
+    is not asked about here (its items are, where a check reads them).
     """
     if isinstance(value, str) or (isinstance(value, int | float) and not isinstance(value, bool)):
         return bool(Token.is_unresolved(value))
