@@ -14,6 +14,7 @@ from types import UnionType
 from typing import (
     Any,
     Literal,
+    ParamSpec,
     TypeVar,
     Union,
     Unpack,
@@ -131,6 +132,35 @@ def renamed_argument(owner: str, old: str, old_value: Any, new: str, new_value: 
         stacklevel=3,
     )
     return old_value
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def renamed_arguments(owner: str, **renames: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function whose keyword ``old`` was renamed ``new`` (``old="new"``): the old
+    keyword still works for one release (``renamed_argument``: a ``DeprecationWarning``; both is
+    a ``ConfigurationError``), while the signature type checkers and ``inspect`` see, and its
+    required parameters, stay the new ones (so a type checker flags the old name)."""
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            for old, new in renames.items():
+                if old in kwargs:
+                    old_value = kwargs.pop(old)
+                    given = signature.bind_partial(*args, **kwargs).arguments
+                    value = renamed_argument(owner, old, old_value, new, given.get(new))
+                    if new not in given:
+                        kwargs[new] = value
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 # -- checks shared by every layer (CDK-free: the planner, vLLM and CLI use them too) -----
