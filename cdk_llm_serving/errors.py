@@ -242,7 +242,8 @@ def check_keywords(
         if name not in names:
             close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
             listed = f"did you mean {close[0]!r}?" if close else f"options: {', '.join(names)}"
-            problems.add(f"{prop}.{name}", given[name], f"not an option; {listed}")
+            where = f"{prop}.{name}" if prop else name
+            problems.add(where, given[name], f"not an option; {listed}")
             ok = False
     return ok
 
