@@ -14,6 +14,7 @@ from types import UnionType
 from typing import (
     Any,
     Literal,
+    ParamSpec,
     TypeVar,
     Union,
     Unpack,
@@ -133,6 +134,35 @@ def renamed_argument(owner: str, old: str, old_value: Any, new: str, new_value: 
     return old_value
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def renamed_arguments(owner: str, **renames: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function whose keyword ``old`` was renamed ``new`` (``old="new"``): the old
+    keyword still works for one release (``renamed_argument``: a ``DeprecationWarning``; both is
+    a ``ConfigurationError``), while the signature type checkers and ``inspect`` see, and its
+    required parameters, stay the new ones (so a type checker flags the old name)."""
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            for old, new in renames.items():
+                if old in kwargs:
+                    old_value = kwargs.pop(old)
+                    given = signature.bind_partial(*args, **kwargs).arguments
+                    value = renamed_argument(owner, old, old_value, new, given.get(new))
+                    if new not in given:
+                        kwargs[new] = value
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
 # -- checks shared by every layer (CDK-free: the planner, vLLM and CLI use them too) -----
 
 
@@ -212,7 +242,8 @@ def check_keywords(
         if name not in names:
             close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
             listed = f"did you mean {close[0]!r}?" if close else f"options: {', '.join(names)}"
-            problems.add(f"{prop}.{name}", given[name], f"not an option; {listed}")
+            where = f"{prop}.{name}" if prop else name
+            problems.add(where, given[name], f"not an option; {listed}")
             ok = False
     return ok
 

@@ -8,6 +8,7 @@ import pytest
 from aws_cdk import CfnResource, Stack
 from aws_cdk import aws_iam as iam
 
+from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.testing import mask_asset_hashes, new_app, read_context, template_of
 from cdk_llm_serving.testing.checks import checked_template
 from tests.support.doc_snippets import CONSUMER_CDK_JSON
@@ -22,7 +23,7 @@ def test_new_app_takes_the_cdk_json_context_then_overrides(tmp_path):
     assert new_app().node.try_get_context(FLAG) is None
     bad = tmp_path / "cdk.json"
     bad.write_text(json.dumps({"context": ["not", "an", "object"]}))
-    with pytest.raises(ValueError, match="'context' must be an object"):
+    with pytest.raises(ConfigurationError, match="context = 'list': must be an object"):
         read_context(bad)
 
 

@@ -1,7 +1,7 @@
 """``VllmDashboard``: a CloudWatch dashboard of the vLLM SLO series kept in Amazon Managed Prometheus.
 
 CloudWatch cannot plot PromQL by itself, so each chart is a CloudWatch custom widget: a
-small Lambda function (``assets/amp_widget``) runs the PromQL range query for the
+small Lambda function (``_cdk/assets/amp_widget``) runs the PromQL range query for the
 dashboard's time range, signed with its own role (``aps:QueryMetrics`` on this workspace
 only), and returns the chart. Thresholds drawn are the ones the alerting rules use.
 """

@@ -140,7 +140,7 @@ class VllmMultiNodeService(Construct):
         namespace: str | None = None,
         name: str | None = None,
         catalog: Catalog | None = None,
-        quantization: str | None = None,
+        quantization: WeightFormat | str | None = None,
         model_store: FsxModelStore | None = None,
         stream_from: ModelData | None = None,
     ) -> None:
@@ -323,7 +323,7 @@ class VllmMultiNodeService(Construct):
         self,
         problems: Problems,
         weight_format: WeightFormat | str | None,
-        quantization: str | None,
+        quantization: WeightFormat | str | None,
     ) -> WeightFormat:
         """``weight_format`` (or the deprecated ``quantization``); raises at once on an
         unknown format, which the planner and vLLM flags both need."""

@@ -29,6 +29,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, ReadOnlyCredentials
 from botocore.session import get_session
 
+from ..errors import ConfigurationError, Problem
+
 #: The global SageMaker host the generator signs for (not the regional runtime host).
 TOKEN_HOST = "sagemaker.amazonaws.com"
 TOKEN_SERVICE = "sagemaker"
@@ -41,7 +43,8 @@ MAX_TOKEN_SECONDS = 43_200
 
 
 class BearerTokenError(RuntimeError):
-    """No credentials, no region, or a lifetime outside 1 s - 12 h."""
+    """No credentials or no region to sign with (the environment, not an argument; a lifetime
+    outside 1 s - 12 h is a ``ConfigurationError``)."""
 
 
 def generate_bearer_token(
@@ -60,8 +63,15 @@ def generate_bearer_token(
     """
     seconds = int(expiry.total_seconds())
     if not 1 <= seconds <= MAX_TOKEN_SECONDS or seconds != expiry.total_seconds():
-        raise BearerTokenError(
-            f"token lifetime must be a whole number of seconds from 1 to {MAX_TOKEN_SECONDS}, got {expiry.total_seconds()}"
+        raise ConfigurationError(
+            "generate_bearer_token",
+            [
+                Problem(
+                    "expiry",
+                    expiry.total_seconds(),
+                    f"token lifetime must be a whole number of seconds from 1 to {MAX_TOKEN_SECONDS}",
+                )
+            ],
         )
     session = get_session()
     region = region or os.environ.get("AWS_REGION") or session.get_config_variable("region")

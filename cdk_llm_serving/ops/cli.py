@@ -263,7 +263,7 @@ def _recommend_to_pools(args: argparse.Namespace, clients: Clients | None = None
         return 1
     try:
         pool_file = pools_from_job(job, args.goal)
-    except ValueError as error:
+    except ConfigurationError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     pool_file.write(args.output)

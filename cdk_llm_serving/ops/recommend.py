@@ -292,8 +292,15 @@ def pools_from_job(job: Mapping[str, Any], goal: Goal | None = None) -> PoolFile
         if best is None or _order_key(goal)(pool) < _order_key(goal)(best):
             pools[instance_type] = pool
     if not pools:
-        raise ValueError(
-            f"recommendation job {job.get('AIRecommendationJobName')} has no recommendations with an instance type"
+        raise ConfigurationError(
+            "recommendation job",
+            [
+                Problem(
+                    "job",
+                    job.get("AIRecommendationJobName"),
+                    "has no recommendations with an instance type",
+                )
+            ],
         )
     ordered = sorted(pools.values(), key=_order_key(goal))[:5]
     return PoolFile(job=job.get("AIRecommendationJobName", ""), goal=goal, pools=tuple(ordered))

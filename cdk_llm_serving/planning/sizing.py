@@ -38,8 +38,7 @@ from ..errors import (
     DEPRECATED_REMOVED_IN,
     ConfigurationError,
     Problem,
-    Problems,
-    renamed_argument,
+    renamed_arguments,
 )
 from .catalog import GIB, Catalog, InstanceSpec, default_catalog
 from .instance_types import InstanceType
@@ -194,48 +193,43 @@ class ModelSizing:
     :param kv_cache_dtype: ``auto`` (BF16) or ``fp8``. Default: ``auto``.
     :param tensor_parallel_size: the tensor-parallel size the server is configured with, so the
         plan describes that layout. Default: the smallest that fits.
-    :param quantization: Deprecated: use ``weight_format`` (removed in 0.3.0; warns).
+
+    ``quantization=`` is the deprecated name of ``weight_format`` (until 0.3.0; warns).
     """
 
     #: The spec (a preset name given is converted).
     model: ModelSpec
     #: The format (a name given is converted).
     weight_format: WeightFormat
-    max_context: int | None = None
-    concurrency: int = 1
-    gpu_memory_utilization: float = 0.9
-    kv_cache_dtype: str = "auto"
-    tensor_parallel_size: int | None = None
+    max_context: int | None
+    concurrency: int
+    gpu_memory_utilization: float
+    kv_cache_dtype: str
+    tensor_parallel_size: int | None
 
+    # The one place of the defaults (the fields above have none; ``dataclasses.replace`` and
+    # positional use go through here).
+    @renamed_arguments("ModelSizing", quantization="weight_format")
     def __init__(
         self,
         model: ModelSpec | str,
-        weight_format: WeightFormat | str | None = None,
+        weight_format: WeightFormat | str,
         max_context: int | None = None,
         concurrency: int = 1,
         gpu_memory_utilization: float = 0.9,
         kv_cache_dtype: str = "auto",
         tensor_parallel_size: int | None = None,
-        *,
-        quantization: WeightFormat | str | None = None,
     ) -> None:
-        fmt = renamed_argument(
-            "ModelSizing", "quantization", quantization, "weight_format", weight_format
-        )
-        if fmt is None:
-            raise ConfigurationError(
-                "ModelSizing", [Problem("weight_format", None, "required: the weights' format")]
-            )
-        fields = {
+        values = {
             "model": ModelSpec.of(model),
-            "weight_format": WeightFormat.of(fmt),
+            "weight_format": WeightFormat.of(weight_format),
             "max_context": max_context,
             "concurrency": concurrency,
             "gpu_memory_utilization": gpu_memory_utilization,
             "kv_cache_dtype": kv_cache_dtype,
             "tensor_parallel_size": tensor_parallel_size,
         }
-        for name, value in fields.items():
+        for name, value in values.items():
             object.__setattr__(self, name, value)
 
     def __repr__(self) -> str:
@@ -380,10 +374,11 @@ def _candidate_layouts(model: ModelSpec, instance: InstanceSpec, request: _Reque
     return layouts
 
 
+@renamed_arguments("plan", quantization="weight_format")
 def plan(
     model: ModelSpec | str,
-    weight_format: WeightFormat | str | None = None,
-    instance_type: InstanceType | str | None = None,
+    weight_format: WeightFormat | str,
+    instance_type: InstanceType | str,
     *,
     max_context: int | None = None,
     concurrency: int = 1,
@@ -394,7 +389,6 @@ def plan(
     tensor_parallel: int | None = None,
     single_instance: bool = False,
     require_efa: bool = True,
-    quantization: WeightFormat | str | None = None,
 ) -> Plan:
     """The smallest layout of ``model`` in ``weight_format`` on ``instance_type`` that fits.
 
@@ -410,19 +404,10 @@ def plan(
     :param model: a ``ModelSpec`` or the name of a preset.
     :param weight_format: a ``WeightFormat`` or its name (``bf16``, ``fp8``, ...).
     :param instance_type: an ``InstanceType`` or its name, looked up in ``catalog``.
-    :param quantization: Deprecated: use ``weight_format`` (removed in 0.3.0; warns).
+    ``quantization=`` is the deprecated name of ``weight_format`` (until 0.3.0; warns).
     """
-    fmt_given = renamed_argument(
-        "plan", "quantization", quantization, "weight_format", weight_format
-    )
-    missing = Problems("plan")
-    if fmt_given is None:
-        missing.add("weight_format", None, "required: the weights' format")
-    if instance_type is None:
-        missing.add("instance_type", None, "required: the instance type to plan on")
-    missing.raise_if_any()
     spec = ModelSpec.of(model)
-    fmt = WeightFormat.of(fmt_given)
+    fmt = WeightFormat.of(weight_format)
     catalog = catalog or default_catalog()
     instance = catalog.get(str(instance_type))
     context = spec.max_context if max_context is None else max_context

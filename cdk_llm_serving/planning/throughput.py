@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Problems, renamed_argument
+from ..errors import renamed_arguments
 from .catalog import Catalog, default_catalog
 from .decode import (
     DEFAULT_ITL_TARGET_MS,
@@ -118,15 +118,15 @@ def saturated_tokens_per_second(
     return curve_point(plan, size, workload, catalog).tokens_per_second
 
 
+@renamed_arguments("plan_for_throughput", quantization="weight_format")
 def plan_for_throughput(
     model: ModelSpec | str,
-    weight_format: WeightFormat | str | None = None,
-    instance_type: InstanceType | str | None = None,
+    weight_format: WeightFormat | str,
+    instance_type: InstanceType | str,
     *,
     workload: Workload | None = None,
     itl_target_ms: float = DEFAULT_ITL_TARGET_MS,
     catalog: Catalog | None = None,
-    quantization: WeightFormat | str | None = None,
     **plan_options: Any,
 ) -> tuple[Plan, ThroughputEstimate]:
     """The tensor-parallel size whose layout serves the most tokens/s per node at the ITL target.
@@ -138,15 +138,9 @@ def plan_for_throughput(
 
     :param weight_format: a ``WeightFormat`` or its name, as for ``plan()``.
     :param instance_type: an ``InstanceType`` or its name, as for ``plan()``.
-    :param quantization: Deprecated: use ``weight_format`` (removed in 0.3.0; warns).
+    ``quantization=`` is the deprecated name of ``weight_format`` (until 0.3.0; warns).
     """
-    fmt = renamed_argument(
-        "plan_for_throughput", "quantization", quantization, "weight_format", weight_format
-    )
-    if instance_type is None:
-        missing = Problems("plan_for_throughput")
-        missing.add("instance_type", None, "required: the instance type to plan on")
-        missing.raise_if_any()
+    fmt = weight_format
     spec = ModelSpec.of(model)
     gpus = (catalog or default_catalog()).get(str(instance_type)).gpus
     best: tuple[tuple[bool, float], Plan, ThroughputEstimate] | None = None

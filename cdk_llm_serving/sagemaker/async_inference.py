@@ -10,7 +10,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
+from constructs import Construct
 
+from .._cdk.deprecation import warn_deprecated
 from .._cdk.role_grants import resource_account_condition
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_range
@@ -91,13 +93,18 @@ class AsyncInference:
         return grant
 
     def grant_to(self, role: iam.IGrantable) -> iam.Grant:
-        """Deprecated: ``grant_write_results`` (the same grant)."""
-        warnings.warn(
-            "AsyncInference.grant_to is deprecated; use grant_write_results "
-            f"(removed in {DEPRECATED_REMOVED_IN})",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        """Deprecated: use ``grant_write_results`` (the same grant; removed in 0.3.0). Warns at
+        synth time on the grantee when it is a construct (a role), else with a
+        ``DeprecationWarning``."""
+        if isinstance(role, Construct):
+            warn_deprecated(role, "AsyncInference.grant_to", "grant_write_results(grantee)")
+        else:
+            warnings.warn(
+                "AsyncInference.grant_to is deprecated; use grant_write_results "
+                f"(removed in {DEPRECATED_REMOVED_IN})",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         return self.grant_write_results(role)
 
     def to_cfn(self) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty:

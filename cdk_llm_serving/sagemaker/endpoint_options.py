@@ -167,17 +167,12 @@ class PoolEndpointOptions:
         ``accepted`` is the ``TypedDict`` whose keys the receiver takes.
         """
         problems = Problems(subject)
-        at = f"{prop}." if prop else ""
         keys = typed_dict_keys(accepted)
-        named = Problems("")
-        check_keywords(named, "-", given, keys)
-        for problem in named.problems():  # "-.name" -> "prop.name"
-            problems.add(f"{at}{problem.property[2:]}", problem.value, problem.allowed)
+        found = Problems("")
+        check_keywords(found, "", given, keys)
         known = {name: value for name, value in given.items() if name in keys}
-        typed = Problems("")
-        check_types(typed, _field_hints(), known, literals=False)
-        for problem in typed.problems():
-            problems.add(f"{at}{problem.property}", problem.value, problem.allowed)
+        check_types(found, _field_hints(), known, literals=False)
+        problems.extend(found, prop)
         problems.raise_if_any()
         return cls(**known)
 

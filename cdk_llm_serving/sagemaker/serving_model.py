@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,12 +13,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from .._cdk.deprecation import warn_deprecated
 from .._cdk.role_grants import ExecutionRoleGrants, resource_account_condition
 from .._cdk.service_limits import limits
 from .._cdk.stacks import stack_of
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_name, check_subnets, is_unresolved
-from ..errors import DEPRECATED_REMOVED_IN, Problems, checked_props
+from ..errors import Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.sizing import ModelSizing
 from ._container_checks import check_container_environment
@@ -254,14 +254,10 @@ class ServingModel(Construct):
         return grant
 
     def grant_artifacts_to(self, grantee: iam.IGrantable | ExecutionRoleGrants) -> iam.Grant | None:
-        """Deprecated: ``grant_artifacts(grantee)``. Given the library's ``ExecutionRoleGrants``
-        (what it took before), adds the statements to that role's own policy, as before."""
-        warnings.warn(
-            "ServingModel.grant_artifacts_to is deprecated; use grant_artifacts "
-            f"(removed in {DEPRECATED_REMOVED_IN})",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        """Deprecated: use ``grant_artifacts(grantee)`` (removed in 0.3.0; a synth warning).
+        Given the library's ``ExecutionRoleGrants`` (what it took before), adds the statements
+        to that role's own policy, as before."""
+        warn_deprecated(self, "ServingModel.grant_artifacts_to", "grant_artifacts(grantee)")
         if isinstance(grantee, ExecutionRoleGrants):
             add_artifact_statements(self, grantee)
             return None

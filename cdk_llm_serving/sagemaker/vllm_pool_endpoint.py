@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Unpack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from .._cdk.deprecation import renamed_prop
+from .._cdk.deprecation import renamed_prop, warn_deprecated
 from ..errors import (
     ConfigurationError,
+    Problem,
     Problems,
     check_choice,
     check_literal,
@@ -114,12 +115,23 @@ class VllmPoolEndpoint(Construct, EndpointApi):
     ) -> None:
         super().__init__(scope, id)
         subject = f"VllmPoolEndpoint '{self.node.path}'"
-        self.catalog = catalog or default_catalog()
+        settings = PoolEndpointOptions.coerce(subject, "endpoint_options", endpoint_options)
+        if catalog is not None and settings.catalog is not None and catalog is not settings.catalog:
+            raise ConfigurationError(
+                subject,
+                [
+                    Problem(
+                        "endpoint_options.catalog",
+                        "a Catalog",
+                        "give the catalog once: catalog= or endpoint_options' catalog, not both",
+                    )
+                ],
+            )
+        self.catalog = catalog or settings.catalog or default_catalog()
         self.spec = ModelSpec.of(model)
         chosen = _check_inputs(self, subject, config, base, pools, weights)
         #: Problems of the shared settings are named after the keyword they were given as.
         self._config_prop = "base" if base is not None and config is None else "config"
-        settings = PoolEndpointOptions.coerce(subject, "endpoint_options", endpoint_options)
         self.config = chosen.with_changes(model=SAGEMAKER_MODEL_DIR)
         named_weights = {_format_name(name): data for name, data in weights.items()}
         #: The name clients send; every copy serves it after its own name.
@@ -154,7 +166,8 @@ class VllmPoolEndpoint(Construct, EndpointApi):
 
     @property
     def base(self) -> VllmConfig:
-        """Deprecated: ``config``."""
+        """Deprecated: use ``config`` (removed in 0.3.0; warns)."""
+        warn_deprecated(self, "VllmPoolEndpoint.base", "config")
         return self.config
 
     # -- what observability reads (``IPoolEndpoint``), from the endpoint ---------------------
@@ -206,9 +219,9 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         self, problems: Problems, prop: str, pool: VllmPool, formats: Sequence[str]
     ) -> PoolVllmPlan | None:
         """One pool's configuration, or ``None`` with its problems added."""
-        check_literal(problems, f"{prop}.goal", pool.goal, Goal, "pool goals")
+        goal_known = check_literal(problems, f"{prop}.goal", pool.goal, Goal, "pool goals")
         instance_type = hosting_instance_type(problems, f"{prop}.instance_type", pool.instance_type)
-        if instance_type is None:
+        if instance_type is None or not goal_known:
             return None
         if instance_type not in self.catalog:
             problems.add(

@@ -21,6 +21,8 @@ from typing import Any
 
 from aws_cdk import App, DefaultStackSynthesizer, Stack, Stage
 
+from ..errors import ConfigurationError, Problem
+
 __all__ = ["ASSET_HASH_MARKER", "mask_asset_hashes", "new_app", "read_context", "template_of"]
 
 #: What ``mask_asset_hashes`` puts in place of a hash.
@@ -33,7 +35,9 @@ def read_context(cdk_json: str | os.PathLike[str]) -> dict[str, Any]:
     """The ``context`` of a ``cdk.json`` (feature flags and settings): what ``cdk synth`` passes."""
     context = json.loads(Path(cdk_json).read_text()).get("context", {})
     if not isinstance(context, dict):
-        raise ValueError(f"{cdk_json}: 'context' must be an object, not {type(context).__name__}")
+        raise ConfigurationError(
+            str(cdk_json), [Problem("context", type(context).__name__, "must be an object")]
+        )
     return context
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import Problems, check_choice
+from ..errors import ConfigurationError, Problems, check_choice, check_literal, renamed_arguments
 from ..planning.catalog import Catalog, default_catalog
 from ..planning.goals import Goal
 from ..planning.instance_types import InstanceType
@@ -47,8 +47,9 @@ def speculation_for(model: ModelSpec, base: VllmConfig) -> Speculation:
     return base.speculative or NgramSpeculation()
 
 
+@renamed_arguments("derive_pool_config", base="config")
 def derive_pool_config(
-    base: VllmConfig,
+    config: VllmConfig,
     model: ModelSpec | str,
     instance_type: InstanceType | str,
     formats: Sequence[WeightFormat | str],
@@ -59,14 +60,22 @@ def derive_pool_config(
     """The configuration one pool runs; ``PlanningError`` (a ``ConfigurationError``) when no
     allowed format fits or the catalog has no figures for ``instance_type``.
 
-    :param base: the settings every pool shares; the derived ones replace its parallelism,
-        quantization, speculation and served name.
+    :param config: the settings every pool shares; the derived ones replace its parallelism,
+        quantization, speculation and served name. (``base=`` is its deprecated name, until
+        0.3.0; warns.)
     :param model: a ``ModelSpec`` or the name of a preset.
     :param instance_type: the pool's ``InstanceType`` or its name.
     :param formats: the weight formats the user supplied copies of, most preferred first.
     :param goal: ``latency`` (default), ``throughput`` or ``cost`` (``planning.goals``).
     :param catalog: the instance facts to plan with. Default: the planner's default catalog.
     """
+    base = config
+    problems = Problems("derive_pool_config")
+    check_literal(problems, "goal", goal, Goal, "goals")
+    allowed = [
+        fmt for i, value in enumerate(formats) if (fmt := _weight_format(problems, i, value))
+    ]
+    problems.raise_if_any()
     spec = ModelSpec.of(model)
     catalog = catalog or default_catalog()
     if instance_type not in catalog:
@@ -79,7 +88,6 @@ def derive_pool_config(
             prop="instance_type",
             value=str(instance_type),
         )
-    allowed = [WeightFormat.of(fmt, "formats") for fmt in formats]
     errors: list[str] = []
     for fmt in _in_goal_order(allowed, goal, catalog, str(instance_type)):
         try:
@@ -103,7 +111,7 @@ def derive_pool_config(
         speculative = speculation_for(spec, base) if goal == "throughput" else None
         base_name = base.served_model_name or spec.name
         served = f"{base_name}-{name}-tp{tp}" + (f"-{speculative.method}" if speculative else "")
-        config = base.with_changes(
+        derived = base.with_changes(
             served_model_name=served,
             tensor_parallel_size=tp,
             data_parallel_size=dp if dp > 1 else None,
@@ -112,10 +120,20 @@ def derive_pool_config(
             quantization=fmt.vllm_quantization,
             speculative=speculative,
         ).validate()
-        return PoolVllmPlan(instance_type, name, config, fitted)
+        return PoolVllmPlan(instance_type, name, derived, fitted)
     raise PlanningError(
         f"no allowed weight format of {spec.name} fits one {instance_type}: " + "; ".join(errors),
     )
+
+
+def _weight_format(
+    problems: Problems, index: int, value: WeightFormat | str
+) -> WeightFormat | None:
+    try:
+        return WeightFormat.of(value, f"formats[{index}]")
+    except ConfigurationError as error:
+        problems.absorb(error)
+        return None
 
 
 def _in_goal_order(

@@ -453,3 +453,11 @@ def test_pool_file_versions_are_checked(tmp_path):
     path.write_text(json.dumps({"format": "something-else", "version": 1}))
     with pytest.raises(PoolFileError, match="format = 'something-else'"):
         PoolFile.load(path)
+
+
+def test_a_job_without_recommendations_is_a_configuration_error():
+    from cdk_llm_serving.errors import ConfigurationError
+    from cdk_llm_serving.ops.recommend import pools_from_job
+
+    with pytest.raises(ConfigurationError, match="job = 'j': has no recommendations"):
+        pools_from_job({"AIRecommendationJobName": "j", "Recommendations": []}, "cost")

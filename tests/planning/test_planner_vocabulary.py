@@ -53,9 +53,9 @@ def test_plan_quantization_keyword_still_works_and_warns():
 def test_plan_refuses_both_names_and_a_missing_format_as_configuration_errors():
     with pytest.raises(ConfigurationError, match="deprecated name of weight_format"):
         plan("gpt-oss-20b", "mxfp4", "ml.g6.xlarge", quantization="bf16")
-    with pytest.raises(ConfigurationError) as caught:
-        plan("gpt-oss-20b")
-    assert [p.property for p in caught.value.problems] == ["weight_format", "instance_type"]
+    # The new parameters stay required (a type checker flags a call without them).
+    with pytest.raises(TypeError, match="weight_format.*instance_type"):
+        plan("gpt-oss-20b")  # type: ignore[call-arg]
     with pytest.raises(ConfigurationError, match="closest: ml.g6.xlarge"):
         plan("gpt-oss-20b", "mxfp4", "ml.g6.xlarg")
     with pytest.raises(ConfigurationError, match="weight formats must be one of"):
@@ -69,8 +69,8 @@ def test_plan_for_throughput_says_weight_format_too():
             "gpt-oss-20b", quantization="mxfp4", instance_type="ml.g6e.12xlarge"
         )
     assert old[0] == new[0]
-    with pytest.raises(ConfigurationError, match="instance_type = None: required"):
-        plan_for_throughput("gpt-oss-20b", "mxfp4")
+    with pytest.raises(TypeError, match="instance_type"):
+        plan_for_throughput("gpt-oss-20b", "mxfp4")  # type: ignore[call-arg]
 
 
 def test_model_sizing_positional_keyword_and_typed_forms_are_one_value():
@@ -106,5 +106,5 @@ def test_model_sizing_checks_its_names_when_it_is_made():
         ModelSizing("gpt-oss-20b", "bf61")
     with pytest.raises(ConfigurationError, match="closest: gpt-oss-20b"):
         ModelSizing("gpt-oss-02b", "bf16")
-    with pytest.raises(ConfigurationError, match="weight_format = None: required"):
-        ModelSizing("gpt-oss-20b")
+    with pytest.raises(TypeError, match="weight_format"):
+        ModelSizing("gpt-oss-20b")  # type: ignore[call-arg]

@@ -101,12 +101,15 @@ def _as_documented(value: object) -> str:
 def test_each_option_documents_its_default_as_it_is(option):
     default = next(f.default for f in fields(PoolEndpointOptions) if f.name == option)
     documented = _documented_default(PoolEndpointOptions.__doc__ or "", option)
-    if default is None and option in PROSE_DEFAULTS:
-        assert documented.startswith(PROSE_DEFAULTS[option])
-    else:
-        assert documented.startswith(_as_documented(default)), (
-            f"{option}: documented {documented!r}, default {default!r}"
-        )
+    expected = PROSE_DEFAULTS[option] if default is None and option in PROSE_DEFAULTS else None
+    expected = expected or _as_documented(default)
+    assert _says(documented, expected), f"{option}: documented {documented!r}, default {default!r}"
+
+
+def _says(documented: str, expected: str) -> bool:
+    """``documented`` starts with ``expected`` as a whole (``10`` does not say ``1``)."""
+    rest = documented[len(expected) :]
+    return documented.startswith(expected) and (not rest or rest[0] in " .,;()")
 
 
 #: Defaults the construct works out (``None`` in the dataclass): what the docs say instead.
@@ -123,7 +126,10 @@ def test_the_default_drift_test_can_fail():
     with pytest.raises(AssertionError):
         _documented_default(":param a: no default here", "a")
     assert _as_documented(Duration.minutes(30)) == "30 minutes"
-    assert not _as_documented(61).startswith("60")
+    assert not _says("60 seconds.", _as_documented(6))
+    assert (
+        not _says("10. More text", "1") and _says("1. More", "1") and _says("``True``.", "``True``")
+    )
 
 
 def test_vllm_endpoint_and_recommendations_forward_the_same_defaults(tmp_path):

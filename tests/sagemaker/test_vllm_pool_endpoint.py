@@ -240,3 +240,28 @@ def test_a_misspelled_pool_type_is_named_with_the_closest():
     assert problem.property == "pools[0].instance_type" and "closest: ml.g6e.12xlarge" in (
         problem.allowed
     )
+
+
+def test_the_catalog_given_in_endpoint_options_is_used_and_twice_is_refused():
+    """A catalog in ``endpoint_options`` is the one the pools are planned with (it was dropped
+    for the default); given there and as ``catalog=`` too, it is refused, not silently chosen."""
+    from cdk_llm_serving.planning import default_catalog
+
+    priced = default_catalog().with_prices({"ml.g6e.12xlarge": 1.0})
+    serving = endpoint(new_stack(), ["ml.g6e.12xlarge"], endpoint_options={"catalog": priced})
+    assert serving.catalog is priced and serving.endpoint.catalog is priced
+    with pytest.raises(ConfigurationError, match="endpoint_options.catalog"):
+        endpoint(
+            new_stack(),
+            ["ml.g6e.12xlarge"],
+            endpoint_options={"catalog": priced},
+            catalog=default_catalog(),
+        )
+
+
+def test_the_base_attribute_reads_config_and_warns():
+    stack = new_stack()
+    serving = endpoint(stack, ["ml.g6e.12xlarge"])
+    assert serving.base is serving.config
+    found = [str(e.data) for e in serving.node.metadata if e.type == "aws:cdk:warning"]
+    assert any("cdk-llm-serving:deprecated:VllmPoolEndpoint.base" in w for w in found)
