@@ -47,7 +47,11 @@ class _NoKernel:
         raise AssertionError(f"asked the kernel about {value!r}")
 
 
-@pytest.mark.parametrize("value", [None, True, False, Duration.minutes(1), object()], ids=repr)
+@pytest.mark.parametrize(
+    "value",
+    [None, True, False, Duration.minutes(1), object()],
+    ids=["None", "True", "False", "Duration", "object"],  # stable: xdist compares ids
+)
 def test_values_that_are_never_tokens_are_not_asked_about(monkeypatch, value):
     monkeypatch.setattr(validation, "Token", _NoKernel)
     assert not is_unresolved(value)
