@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from types import UnionType
 from typing import (
     Any,
+    ClassVar,
     Literal,
     ParamSpec,
+    Self,
     TypeVar,
     Union,
     Unpack,
@@ -161,6 +163,59 @@ def renamed_arguments(owner: str, **renames: str) -> Callable[[Callable[P, R]], 
         return wrapper
 
     return decorate
+
+
+class CheckedName(str):
+    """A name checked once, when it is made: the base of the library's typed identifiers
+    (``InstanceType``, ``KubernetesVersion``). A ``str``, so it renders, hashes and compares
+    as the plain name and a template is the same whichever a user passes.
+
+    A subclass gives ``_check(problems, prop, value) -> bool`` (adds the problem, with the
+    closest names, for a value it refuses) and ``_PROP``, the property its own error names.
+    """
+
+    _PROP: ClassVar[str]
+
+    def __new__(cls, value: str) -> Self:
+        if isinstance(value, cls):
+            return value
+        problems = Problems(cls.__name__)
+        if not cls._check(problems, cls._PROP, value):
+            problems.raise_if_any()
+        return super().__new__(cls, value)
+
+    @classmethod
+    def of(cls, value: str) -> Self:
+        """``value`` as this type (the same object when it already is one); a
+        ``ConfigurationError`` naming the closest names for one it refuses."""
+        return cls(value)
+
+    @classmethod
+    def parse(cls, problems: Problems, prop: str, value: object) -> Self | None:
+        """``value`` as this type, or ``None`` with the problem added to ``problems`` under
+        ``prop`` (for constructs that report every problem at once)."""
+        if isinstance(value, cls):
+            return value
+        if not cls._check(problems, prop, value):
+            return None
+        return str.__new__(cls, str(value))
+
+    @classmethod
+    def _known(cls, value: str) -> Self:
+        """A value known to be valid (constants), made without the check."""
+        return str.__new__(cls, value)
+
+    @classmethod
+    def _check(cls, problems: Problems, prop: str, value: object) -> bool:
+        raise NotImplementedError
+
+    @property
+    def name(self) -> str:
+        """The plain name."""
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
 
 # -- checks shared by every layer (CDK-free: the planner, vLLM and CLI use them too) -----

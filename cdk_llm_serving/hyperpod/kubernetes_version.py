@@ -23,7 +23,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from .._addon_pins import every_addon_pin
-from ..errors import Problems
+from ..errors import CheckedName, Problems
 from . import _facts
 
 __all__ = ["KubernetesVersion"]
@@ -74,7 +74,7 @@ def _check(problems: Problems, prop: str, value: object) -> bool:
     return False
 
 
-class KubernetesVersion(str):
+class KubernetesVersion(CheckedName):
     """A Kubernetes version HyperPod supports and this library ships a kubectl layer for.
 
     ``KubernetesVersion.V1_35``, ``KubernetesVersion.of("1.35")``; an unsupported version
@@ -86,27 +86,11 @@ class KubernetesVersion(str):
     V1_34: ClassVar[KubernetesVersion]
     V1_35: ClassVar[KubernetesVersion]
 
-    def __new__(cls, version: str) -> KubernetesVersion:
-        if isinstance(version, KubernetesVersion):
-            return version
-        problems = Problems("KubernetesVersion")
-        if not _check(problems, "kubernetes_version", version):
-            problems.raise_if_any()
-        return super().__new__(cls, version)
+    _PROP: ClassVar[str] = "kubernetes_version"
 
     @classmethod
-    def of(cls, value: KubernetesVersion | str) -> KubernetesVersion:
-        """``value`` as a ``KubernetesVersion`` (the same object when it already is one)."""
-        return cls(value)
-
-    @classmethod
-    def parse(cls, problems: Problems, prop: str, value: object) -> KubernetesVersion | None:
-        """``value`` as a ``KubernetesVersion``, or ``None`` with the problem in ``problems``."""
-        if isinstance(value, KubernetesVersion):
-            return value
-        if not _check(problems, prop, value):
-            return None
-        return super().__new__(cls, str(value))
+    def _check(cls, problems: Problems, prop: str, value: object) -> bool:
+        return _check(problems, prop, value)
 
     @classmethod
     def supported(cls) -> tuple[KubernetesVersion, ...]:
@@ -157,13 +141,10 @@ class KubernetesVersion(str):
         date ``hyperpod.json`` records, never the clock)."""
         return _facts.extended_support_warning(self.version)
 
-    def __repr__(self) -> str:
-        return f"KubernetesVersion({self.version!r})"
-
 
 for _version in _KUBECTL_LAYERS:
     setattr(
         KubernetesVersion,
         "V" + _version.replace(".", "_"),
-        str.__new__(KubernetesVersion, _version),
+        KubernetesVersion._known(_version),
     )

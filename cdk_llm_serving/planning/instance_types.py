@@ -21,7 +21,7 @@ import re
 from typing import ClassVar, Final
 
 from .._cdk.service_limits import hyperpod_instance_types, production_variant_instance_types
-from ..errors import Problems, check_choice
+from ..errors import CheckedName, Problems, check_choice
 from .catalog import InstanceSpec, default_catalog
 
 __all__ = ["InstanceType"]
@@ -41,7 +41,7 @@ def _known() -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
     return hosting, hyperpod, tuple(sorted(hosting | hyperpod | catalog))
 
 
-class InstanceType(str):
+class InstanceType(CheckedName):
     """A SageMaker instance type (``ml.p5.48xlarge``), validated when it is made.
 
     ``InstanceType("ml.p5.48xlarge")``, ``InstanceType.of(value)`` or a constant
@@ -71,35 +71,13 @@ class InstanceType(str):
     ML_P6_B300_48XLARGE: ClassVar[InstanceType]
     ML_P6E_GB200_36XLARGE: ClassVar[InstanceType]
 
-    def __new__(cls, name: str) -> InstanceType:
-        if isinstance(name, InstanceType):
-            return name
-        problems = Problems("InstanceType")
-        if not _check_known(problems, "instance_type", name):
-            problems.raise_if_any()
-        return super().__new__(cls, name)
+    _PROP: ClassVar[str] = "instance_type"
 
     @classmethod
-    def of(cls, value: str | InstanceType) -> InstanceType:
-        """``value`` as an ``InstanceType`` (the same object when it already is one)."""
-        return cls(value)
-
-    @classmethod
-    def parse(cls, problems: Problems, prop: str, value: object) -> InstanceType | None:
-        """``value`` as an ``InstanceType``, or ``None`` with the problem added to ``problems``
-        under ``prop`` (for constructs that report every problem at once)."""
-        if isinstance(value, InstanceType):
-            return value
-        if not _check_known(problems, prop, value):
-            return None
-        return super().__new__(cls, str(value))
+    def _check(cls, problems: Problems, prop: str, value: object) -> bool:
+        return _check_known(problems, prop, value)
 
     # -- facts ------------------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        """The plain name, e.g. ``ml.p5.48xlarge``."""
-        return str.__str__(self)
 
     @property
     def family(self) -> str:
@@ -163,9 +141,6 @@ class InstanceType(str):
         )
         return False
 
-    def __repr__(self) -> str:
-        return f"InstanceType({self.name!r})"
-
 
 def _check_known(problems: Problems, prop: str, value: object) -> bool:
     if isinstance(value, str) and value in _known()[2]:
@@ -186,4 +161,4 @@ def _constant_name(name: str) -> str:
 for _spec in default_catalog():
     _attribute = _constant_name(_spec.instance_type)
     if _attribute in InstanceType.__annotations__:
-        setattr(InstanceType, _attribute, str.__new__(InstanceType, _spec.instance_type))
+        setattr(InstanceType, _attribute, InstanceType._known(_spec.instance_type))
