@@ -27,6 +27,7 @@ from typing import (
 )
 
 F = TypeVar("F", bound=Callable[..., None])
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,9 @@ class Problem:
     allowed: str
 
     def __str__(self) -> str:
-        return f"{self.property} = {self.value!r}: {self.allowed}"
+        # A typed name (``CheckedName``) reads as the name the user wrote.
+        value = str.__str__(self.value) if isinstance(self.value, CheckedName) else self.value
+        return f"{self.property} = {value!r}: {self.allowed}"
 
     def under(self, prefix: str) -> Problem:
         """The same problem with its property under ``prefix.`` (unchanged for ``""``)."""
@@ -199,6 +202,15 @@ class CheckedName(str):
         if not cls._check(problems, prop, value):
             return None
         return str.__new__(cls, str(value))
+
+    @classmethod
+    def coerce(cls, value: T) -> Self | T:
+        """``value`` as this type when it is a valid name; anything else unchanged (a
+        deploy-time token, or a name the owner's ``validate`` reports with its other problems).
+        For value types that convert a name when they are made and check it later."""
+        if isinstance(value, cls) or not isinstance(value, str):
+            return value
+        return cls.parse(Problems(""), cls._PROP, value) or value
 
     @classmethod
     def _known(cls, value: str) -> Self:

@@ -106,3 +106,18 @@ def test_a_renamed_argument_warns_and_refuses_both():
         assert renamed_argument("f", "old", None, "new", 2) == 2
     with pytest.raises(ConfigurationError, match="give only new"):
         renamed_argument("f", "old", 1, "new", 2)
+
+
+def test_coerce_converts_known_names_and_leaves_the_rest_for_validate():
+    assert type(InstanceType.coerce("ml.p5.48xlarge")) is InstanceType
+    assert type(InstanceType.coerce("ml.p5.48xlarg")) is str  # reported later, with the others
+    token = "${Token[TOKEN.1]}"
+    assert InstanceType.coerce(token) is token
+    assert InstanceType.coerce(None) is None
+
+
+def test_a_problem_shows_a_typed_name_as_the_name_written():
+    from cdk_llm_serving.errors import Problem
+
+    shown = str(Problem("pools[0].instance_type", InstanceType.ML_P5_48XLARGE, "x"))
+    assert shown == "pools[0].instance_type = 'ml.p5.48xlarge': x"

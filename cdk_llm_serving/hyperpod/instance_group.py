@@ -92,12 +92,7 @@ class HyperPodInstanceGroup:
 
     def __post_init__(self) -> None:
         # Known names become ``InstanceType`` (its facts); others stay for ``validate`` to report.
-        if not isinstance(self.instance_type, InstanceType):
-            parsed = InstanceType.parse(
-                Problems("instance_type"), "instance_type", self.instance_type
-            )
-            if parsed is not None:
-                object.__setattr__(self, "instance_type", parsed)
+        object.__setattr__(self, "instance_type", InstanceType.coerce(self.instance_type))
 
     @classmethod
     def system(

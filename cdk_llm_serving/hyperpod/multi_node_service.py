@@ -41,11 +41,11 @@ from .._cdk.pod_identity import pod_identity_role
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_kubernetes_name, kubernetes_name
-from ..errors import Problems, check_choice, checked_props
+from ..errors import ConfigurationError, Problems, checked_props
 from ..model_sources import ModelData, warn_if_tag_only
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.cold_start import ColdStart, estimate_cold_start
-from ..planning.models import ModelSpec, WeightFormat, weight_formats
+from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import Layout, Plan
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware, speculation_with_pipeline_note
@@ -156,8 +156,6 @@ class VllmMultiNodeService(Construct):
         self.weight_format: WeightFormat = fmt
         #: Where the weights come from: the FSx store or the S3 prefix streamed from.
         self.weights: FsxModelStore | ModelData = source
-        self.model_store = source if isinstance(source, FsxModelStore) else None
-        self.stream_from = source if isinstance(source, ModelData) else None
         self.placement: MultiNodePlacement = place_replicas(
             problems,
             cluster=cluster,
@@ -169,7 +167,7 @@ class VllmMultiNodeService(Construct):
             nodes_per_replica=nodes_per_replica,
             replicas=replicas,
         )
-        self.replicas, self.startup = replicas, startup
+        self.startup = startup
         self.name = name or kubernetes_name(config.served_model_name or self.spec.name)
         self.namespace = namespace or (
             self.model_store.namespace if self.model_store else "inference"
@@ -215,7 +213,6 @@ class VllmMultiNodeService(Construct):
         warn_if_tag_only(self, "image", self.image)
         self._warn_about_rollout()
         self.api_key = (api_key or generated_api_key(self, self.name)) if authenticate else None
-        self.rollout_strategy: dict[str, Any] = self.placement.rollout_strategy
         self.service: dict[str, Any] = self.workload.service_manifest()
         self.network_policies: list[dict[str, Any]] = self.workload.network_policies()
 
@@ -258,7 +255,27 @@ class VllmMultiNodeService(Construct):
         #: Base64 of the PEM CA certificate that signs the leader's certificate (public).
         self.ca_certificate = self._ca_certificate()
 
-    # -- placement (read-only views of ``placement``) -------------------------------------
+    # -- derived views: the weights source, the placement -----------------------------------
+
+    @property
+    def model_store(self) -> FsxModelStore | None:
+        """``weights`` when it is an FSx model store."""
+        return self.weights if isinstance(self.weights, FsxModelStore) else None
+
+    @property
+    def stream_from(self) -> ModelData | None:
+        """``weights`` when it is an S3 prefix streamed from."""
+        return self.weights if isinstance(self.weights, ModelData) else None
+
+    @property
+    def replicas(self) -> int:
+        """Model replicas (LeaderWorkerSet groups)."""
+        return self.placement.replicas
+
+    @property
+    def rollout_strategy(self) -> dict[str, Any]:
+        """LeaderWorkerSet's rolling update for the group, replica size and count."""
+        return self.placement.rollout_strategy
 
     @property
     def group(self) -> HyperPodInstanceGroup:
@@ -327,18 +344,20 @@ class VllmMultiNodeService(Construct):
     ) -> WeightFormat:
         """``weight_format`` (or the deprecated ``quantization``); raises at once on an
         unknown format, which the planner and vLLM flags both need."""
-        given = renamed_prop(
+        given: WeightFormat | str | None = renamed_prop(
             self, problems, _OWNER, "quantization", quantization, "weight_format", weight_format
         )
         if given is None:
             problems.add("weight_format", None, "required: the weights' format (e.g. fp8)")
             problems.raise_if_any()
-        if isinstance(given, WeightFormat):
-            return given
+            raise AssertionError("unreachable: raise_if_any raised")
         prop = "weight_format" if weight_format is not None else "quantization"
-        if not check_choice(problems, prop, given, list(weight_formats()), "weight formats"):
+        try:
+            return WeightFormat.of(given, prop)
+        except ConfigurationError as error:
+            problems.absorb(error)
             problems.raise_if_any()
-        return WeightFormat.of(str(given))
+            raise
 
     def _weights(
         self,

@@ -26,7 +26,6 @@ from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
 from ._instance_facts import instance_spec
 from .endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
-from .instance_pool import as_instance_type
 from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .pool_sizing import plan_one_instance
 from .serving_model import ServingModel, add_artifact_statements
@@ -50,7 +49,7 @@ class ComponentSpecification:
     cpu_cores: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "instance_type", as_instance_type(self.instance_type))
+        object.__setattr__(self, "instance_type", InstanceType.coerce(self.instance_type))
 
     def validate(self, problems: Problems, prop: str, catalog: Catalog | None = None) -> None:
         """botocore's minimums; with a ``catalog``, the type's GPUs and the planner's fit."""

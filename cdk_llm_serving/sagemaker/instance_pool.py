@@ -12,15 +12,6 @@ from ..planning.instance_types import InstanceType
 from .serving_model import ServingModel
 
 
-def as_instance_type(value: InstanceType | str) -> InstanceType | str:
-    """``value`` as an ``InstanceType`` when it names a known type; otherwise unchanged (a
-    deploy-time token, or a name the construct's ``validate`` reports with the others)."""
-    if isinstance(value, InstanceType) or not isinstance(value, str):
-        return value
-    # A token is no known type's name: it comes back unchanged, with no call to the kernel.
-    return InstanceType.parse(Problems(""), "instance_type", value) or value
-
-
 def hosting_instance_type(
     problems: Problems, prop: str, value: object
 ) -> InstanceType | str | None:
@@ -80,7 +71,7 @@ class InstancePool:
     max_concurrency: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "instance_type", as_instance_type(self.instance_type))
+        object.__setattr__(self, "instance_type", InstanceType.coerce(self.instance_type))
 
     def validate(self, problems: Problems, prop: str) -> None:
         """The instance type is a hosting type (``hosting_instance_type``); the capacity is a

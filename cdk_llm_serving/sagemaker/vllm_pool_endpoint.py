@@ -39,7 +39,7 @@ from ..vllm.pool_strategy import Goal, PoolVllmPlan, derive_pool_config
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import PoolEndpointKeywords, PoolEndpointOptions
-from .instance_pool import InstancePool, as_instance_type, hosting_instance_type
+from .instance_pool import InstancePool, hosting_instance_type
 from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
 
@@ -67,7 +67,7 @@ class VllmPool:
     max_concurrency: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "instance_type", as_instance_type(self.instance_type))
+        object.__setattr__(self, "instance_type", InstanceType.coerce(self.instance_type))
         if isinstance(self.weight_format, WeightFormat):
             object.__setattr__(self, "weight_format", self.weight_format.name)
 
