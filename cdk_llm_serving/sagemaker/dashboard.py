@@ -84,7 +84,7 @@ class PoolEndpointDashboard(Construct):
         ]
         self.charts: PromQLCharts | None = None
         if endpoint.detailed_observability:
-            self.charts = PromQLCharts.of(_stack_if_same_scope(endpoint, scope) or scope)
+            self.charts = PromQLCharts.of(scope)
             names = token_metric_names or TokenMetricNames()
             rows.append(self._token_row(endpoint, self.charts, names))
         shown = list(alarms) or list(endpoint.rollback_alarms)
@@ -216,12 +216,6 @@ def pools_row(
         chart("Concurrency / instance per pool", CONCURRENCY_METRIC, _SMALL + 1),
         chart("GPU utilization (%) per pool", "GPUUtilization", _SMALL + 1),
     ]
-
-
-def _stack_if_same_scope(endpoint: IPoolEndpoint, scope: Construct) -> Stack | None:
-    """The endpoint's stack when it was made under ``scope`` itself (no kernel call)."""
-    made_under = endpoint._made_under if isinstance(endpoint, EndpointApi) else None
-    return made_under[1] if made_under is not None and made_under[0] is scope else None
 
 
 def region_of(scope: object) -> str:

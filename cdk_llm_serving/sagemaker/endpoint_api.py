@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
-from aws_cdk import Aws, Duration, Stack
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 
@@ -128,9 +128,6 @@ class EndpointApi(EndpointMetrics):
     #: The region of the endpoint's stack when the construct holds it already (its model's,
     #: read once there); ``None``: ask the stack (``dashboard.region_of``).
     stack_region: str | None = None
-    #: The scope the construct was made under and that scope's stack, when it holds them:
-    #: a construct made under the same scope object has the same stack (``dashboard``).
-    _made_under: tuple[object, Stack] | None = None
 
     @property
     def openai_base_url(self) -> str:

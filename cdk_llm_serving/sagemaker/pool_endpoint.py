@@ -96,7 +96,6 @@ class _PoolHost(Construct, EndpointApi):
         # The same scope object as the model's has the same stack: no need to ask again.
         same_scope = model is not None and model._scope is scope
         self._stack = model._stack if model is not None and same_scope else stack_of(scope)
-        self._made_under = (scope, self._stack)
         if model is not None and model._stack is self._stack:
             # A model in this stack registered the limit checks already, and read the region.
             self.stack_region = model._region
