@@ -121,3 +121,11 @@ def test_a_problem_shows_a_typed_name_as_the_name_written():
 
     shown = str(Problem("pools[0].instance_type", InstanceType.ML_P5_48XLARGE, "x"))
     assert shown == "pools[0].instance_type = 'ml.p5.48xlarge': x"
+
+
+def test_a_weight_format_parses_into_problems_with_the_closest_formats():
+    problems = Problems("X")
+    assert WeightFormat.parse(problems, "weights['fp8']", "fp8") is WeightFormat.FP8
+    assert WeightFormat.parse(problems, "formats[1]", "nvfp") is None
+    (problem,) = problems.problems()
+    assert problem.property == "formats[1]" and "nvfp4" in problem.allowed

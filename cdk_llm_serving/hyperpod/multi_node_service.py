@@ -41,7 +41,7 @@ from .._cdk.pod_identity import pod_identity_role
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_kubernetes_name, kubernetes_name
-from ..errors import ConfigurationError, Problems, checked_props
+from ..errors import Problems, checked_props
 from ..model_sources import ModelData, warn_if_tag_only
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.cold_start import ColdStart, estimate_cold_start
@@ -352,12 +352,11 @@ class VllmMultiNodeService(Construct):
             problems.raise_if_any()
             raise AssertionError("unreachable: raise_if_any raised")
         prop = "weight_format" if weight_format is not None else "quantization"
-        try:
-            return WeightFormat.of(given, prop)
-        except ConfigurationError as error:
-            problems.absorb(error)
-            problems.raise_if_any()
-            raise
+        fmt = WeightFormat.parse(problems, prop, given)
+        if fmt is None:
+            problems.raise_if_any()  # the planner and vLLM's flags both need the format
+        assert fmt is not None
+        return fmt
 
     def _weights(
         self,

@@ -121,6 +121,17 @@ class WeightFormat:
         (``ConfigurationError`` naming ``prop`` and the closest formats when there is none)."""
         return value if isinstance(value, WeightFormat) else weight_format(value, prop)
 
+    @classmethod
+    def parse(cls, problems: Problems, prop: str, value: object) -> WeightFormat | None:
+        """``value`` as a format, or ``None`` with the problem (closest formats) added to
+        ``problems`` under ``prop`` (for constructs that report every problem at once)."""
+        if isinstance(value, WeightFormat):
+            return value
+        if isinstance(value, str) and value in weight_formats():
+            return weight_formats()[value]
+        check_choice(problems, prop, value, list(weight_formats()), "weight formats")
+        return None
+
     def __str__(self) -> str:
         return self.name
 
@@ -174,12 +185,11 @@ def preset(name: str, prop: str = "model") -> ModelSpec:
 
 def weight_format(name: str, prop: str = "weight_format") -> WeightFormat:
     """The weight format ``name``; ``ConfigurationError`` naming ``prop`` when there is none."""
-    if name in weight_formats():
-        return weight_formats()[name]
     problems = Problems("weight format")
-    check_choice(problems, prop, name, list(weight_formats()), "weight formats")
+    found = WeightFormat.parse(problems, prop, name)
     problems.raise_if_any()
-    raise AssertionError("unreachable")
+    assert found is not None
+    return found
 
 
 for _name, _format in weight_formats().items():

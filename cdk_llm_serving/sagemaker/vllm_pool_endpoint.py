@@ -23,7 +23,6 @@ from ..errors import (
     ConfigurationError,
     Problem,
     Problems,
-    check_choice,
     check_literal,
     check_sequence,
     checked_props,
@@ -31,7 +30,7 @@ from ..errors import (
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
 from ..planning.instance_types import InstanceType
-from ..planning.models import ModelSpec, WeightFormat, weight_formats
+from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import ModelSizing
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
@@ -376,9 +375,7 @@ def _check_inputs(
     else:
         for key, data in weights.items():
             name = _format_name(key)
-            check_choice(
-                problems, f"weights[{name!r}]", name, list(weight_formats()), "weight formats"
-            )
+            WeightFormat.parse(problems, f"weights[{name!r}]", name)
             if not isinstance(data, ModelData):
                 problems.add(
                     f"weights[{name!r}]", data, "must be a ModelData (ModelData.from_s3_uri)"

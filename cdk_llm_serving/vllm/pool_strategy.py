@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import ConfigurationError, Problems, check_choice, check_literal, renamed_arguments
+from ..errors import Problems, check_choice, check_literal, renamed_arguments
 from ..planning.catalog import Catalog, default_catalog
 from ..planning.goals import Goal
 from ..planning.instance_types import InstanceType
@@ -72,9 +72,8 @@ def derive_pool_config(
     base = config
     problems = Problems("derive_pool_config")
     check_literal(problems, "goal", goal, Goal, "goals")
-    allowed = [
-        fmt for i, value in enumerate(formats) if (fmt := _weight_format(problems, i, value))
-    ]
+    parsed = [WeightFormat.parse(problems, f"formats[{i}]", v) for i, v in enumerate(formats)]
+    allowed = [fmt for fmt in parsed if fmt is not None]
     problems.raise_if_any()
     spec = ModelSpec.of(model)
     catalog = catalog or default_catalog()
@@ -124,16 +123,6 @@ def derive_pool_config(
     raise PlanningError(
         f"no allowed weight format of {spec.name} fits one {instance_type}: " + "; ".join(errors),
     )
-
-
-def _weight_format(
-    problems: Problems, index: int, value: WeightFormat | str
-) -> WeightFormat | None:
-    try:
-        return WeightFormat.of(value, f"formats[{index}]")
-    except ConfigurationError as error:
-        problems.absorb(error)
-        return None
 
 
 def _in_goal_order(
