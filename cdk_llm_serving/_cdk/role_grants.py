@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
 
 from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
@@ -24,6 +26,71 @@ def resource_account_condition(account: str) -> dict[str, dict[str, str]]:
     (docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-resourceaccount).
     """
     return {"StringEquals": {"aws:ResourceAccount": account}}
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One IAM statement as plain values: the one shape of an artifact grant, added to a
+    role's own policy (``ExecutionRoleGrants``) or granted to any grantee (``grant_to``)."""
+
+    actions: tuple[str, ...]
+    resources: tuple[str, ...]
+    conditions: Mapping[str, Any] | None = None
+
+    def policy_statement(self) -> iam.PolicyStatement:
+        return iam.PolicyStatement(
+            actions=list(self.actions),
+            resources=list(self.resources),
+            conditions=dict(self.conditions) if self.conditions else None,
+        )
+
+    def grant_to(self, grantee: iam.IGrantable) -> iam.Grant:
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(self.actions),
+            resource_arns=list(self.resources),
+            conditions=dict(self.conditions) if self.conditions else None,
+        )
+
+
+def image_pull_statements(image: ContainerImage) -> list[Statement]:
+    """Pull ``image`` from its ECR repository (and the registry token, which has no resource)."""
+    repository_arn = image.resolve_repository_arn(_PARTITION)
+    pull = (
+        [
+            Statement(
+                (
+                    "ecr:BatchCheckLayerAvailability",
+                    "ecr:BatchGetImage",
+                    "ecr:GetDownloadUrlForLayer",
+                ),
+                (repository_arn,),
+            )
+        ]
+        if repository_arn is not None
+        else []
+    )
+    return [*pull, Statement(("ecr:GetAuthorizationToken",), ("*",))]
+
+
+def model_data_read_statements(model_data: ModelData) -> list[Statement]:
+    """Read the objects under ``model_data``'s prefix (first), list that prefix, decrypt with
+    its key; each conditioned on the bucket's (and key's) account."""
+    bucket_arn = f"arn:{_PARTITION}:s3:::{model_data.bucket_name}"
+    owner = resource_account_condition(model_data.bucket_account or _ACCOUNT_ID)
+    prefixes = [model_data.key_prefix, f"{model_data.key_prefix}*"]
+    statements = [
+        Statement(("s3:GetObject",), (f"{bucket_arn}/{model_data.key_prefix}*",), owner),
+        Statement(
+            ("s3:ListBucket",), (bucket_arn,), {"StringLike": {"s3:prefix": prefixes}, **owner}
+        ),
+    ]
+    key = model_data.encryption_key
+    if key is not None:
+        statements.append(
+            Statement(("kms:Decrypt",), (key.key_arn,), resource_account_condition(key.env.account))
+        )
+    return statements
 
 
 class ExecutionRoleGrants:
@@ -67,56 +134,16 @@ class ExecutionRoleGrants:
         self.policy.add_statements(*statements)
 
     def image_pull(self, image: ContainerImage) -> None:
-        repository_arn = image.resolve_repository_arn(_PARTITION)
-        statements = []
-        if repository_arn is not None:
-            statements.append(
-                iam.PolicyStatement(
-                    actions=[
-                        "ecr:BatchCheckLayerAvailability",
-                        "ecr:BatchGetImage",
-                        "ecr:GetDownloadUrlForLayer",
-                    ],
-                    resources=[repository_arn],
-                )
-            )
-        statements.append(
-            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
-        )
-        self.add(*statements)
+        self.add(*(statement.policy_statement() for statement in image_pull_statements(image)))
         self._wildcard("*", "ecr:GetAuthorizationToken has no resource-level permissions.")
 
     def model_data_read(self, model_data: ModelData) -> None:
-        bucket_arn = f"arn:{_PARTITION}:s3:::{model_data.bucket_name}"
-        objects = f"{bucket_arn}/{model_data.key_prefix}*"
-        owner = resource_account_condition(model_data.bucket_account or _ACCOUNT_ID)
-        read = iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects], conditions=owner)
+        statements = model_data_read_statements(model_data)
         self._wildcard(
-            objects,
+            statements[0].resources[0],
             "Read-only access to the objects under the model's own weight prefix; their names are the checkpoint's files.",
         )
-        self.add(
-            read,
-            iam.PolicyStatement(
-                actions=["s3:ListBucket"],
-                resources=[bucket_arn],
-                conditions={
-                    "StringLike": {
-                        "s3:prefix": [model_data.key_prefix, f"{model_data.key_prefix}*"]
-                    },
-                    **owner,
-                },
-            ),
-        )
-        key = model_data.encryption_key
-        if key is not None:
-            self.add(
-                iam.PolicyStatement(
-                    actions=["kms:Decrypt"],
-                    resources=[key.key_arn],
-                    conditions=resource_account_condition(key.env.account),
-                )
-            )
+        self.add(*(statement.policy_statement() for statement in statements))
 
     def logs_and_metrics(self) -> None:
         log_groups = (self.stack or Stack.of(self.scope)).format_arn(

@@ -7,14 +7,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jsii
-from aws_cdk import Aws
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from .._cdk.deprecation import warn_deprecated
-from .._cdk.role_grants import ExecutionRoleGrants, resource_account_condition
+from .._cdk.role_grants import (
+    ExecutionRoleGrants,
+    image_pull_statements,
+    model_data_read_statements,
+)
 from .._cdk.service_limits import limits
 from .._cdk.stacks import stack_of
 from .._cdk.template_limits import check_template_limits
@@ -225,29 +228,10 @@ class ServingModel(Construct):
     def grant_artifacts(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let ``grantee`` pull this model's image and read its weights (read-only, the
         weights' own prefix and account), as the model's own role may."""
-        statements: list[tuple[list[str], list[str], dict[str, Any] | None]] = []
-        repository_arn = self.image.resolve_repository_arn(Aws.PARTITION)
-        if repository_arn is not None:
-            statements.append((list(_IMAGE_PULL_ACTIONS), [repository_arn], None))
-        statements.append((["ecr:GetAuthorizationToken"], ["*"], None))
-        data = self.model_data
-        if data is not None:
-            bucket_arn = f"arn:{Aws.PARTITION}:s3:::{data.bucket_name}"
-            owner = resource_account_condition(data.bucket_account or Aws.ACCOUNT_ID)
-            prefixes = [data.key_prefix, f"{data.key_prefix}*"]
-            statements.append((["s3:GetObject"], [f"{bucket_arn}/{data.key_prefix}*"], owner))
-            listing = {"StringLike": {"s3:prefix": prefixes}, **owner}
-            statements.append((["s3:ListBucket"], [bucket_arn], listing))
-            key = data.encryption_key
-            if key is not None:
-                key_owner = resource_account_condition(key.env.account)
-                statements.append((["kms:Decrypt"], [key.key_arn], key_owner))
-        grants = [
-            iam.Grant.add_to_principal(
-                grantee=grantee, actions=actions, resource_arns=resources, conditions=conditions
-            )
-            for actions, resources, conditions in statements
-        ]
+        statements = image_pull_statements(self.image)
+        if self.model_data is not None:
+            statements += model_data_read_statements(self.model_data)
+        grants = [statement.grant_to(grantee) for statement in statements]
         grant = grants[0]
         for more in grants[1:]:
             grant = grant.combine(more)
@@ -378,14 +362,6 @@ def _subnet_kwargs(selection: ec2.SubnetSelection | None) -> dict[str, Any]:
         }.items()
         if value is not None
     }
-
-
-#: What pulling an image from ECR takes (``ExecutionRoleGrants.image_pull``'s actions).
-_IMAGE_PULL_ACTIONS = (
-    "ecr:BatchCheckLayerAvailability",
-    "ecr:BatchGetImage",
-    "ecr:GetDownloadUrlForLayer",
-)
 
 
 def add_artifact_statements(model: ServingModel, grants: ExecutionRoleGrants) -> None:

@@ -177,6 +177,25 @@ def test_grant_artifacts_gives_a_grantee_the_image_and_the_weights():
     assert listing["Condition"]["StringLike"]["s3:prefix"] == ["model/", "model/*"]
 
 
+def test_a_grantee_gets_exactly_the_artifact_statements_the_model_s_own_role_has():
+    """One set of statements (``role_grants``) behind both: the model's role and a grantee."""
+    stack = new_stack()
+    model = serving_model(stack)
+    client = _client(stack)
+    model.grant_artifacts(client)
+    template = template_of(stack)
+
+    def artifact_statements(role) -> list[dict]:
+        found = policy_statements(template, stack.get_logical_id(role.node.default_child))
+        keep = ("ecr:", "s3:GetObject", "s3:ListBucket", "kms:Decrypt")
+        return sorted(
+            (s for s in found if any(a.startswith(keep) for a in actions_of(s))), key=repr
+        )
+
+    assert artifact_statements(client) == artifact_statements(model.role)
+    assert len(artifact_statements(client)) == 4
+
+
 def test_grant_artifacts_to_is_the_deprecated_name_and_still_grants():
     stack = new_stack()
     model = serving_model(stack)
