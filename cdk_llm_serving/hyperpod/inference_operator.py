@@ -52,7 +52,6 @@ __all__ = ["HyperPodInferenceOperator", "inference_operator_facts"]
 _CHILD_ID = "InferenceOperator"
 
 
-#: Deprecated method names -> their replacements (removed in 0.3.0).
 class HyperPodInferenceOperator(Construct):
     """The inference operator add-on, its dependencies, roles and TLS bucket on one cluster.
 

@@ -125,7 +125,7 @@ class VllmObservability(Construct):
         )
         CfnOutput(self, "AlertsTopicArn", value=self.alerts_topic.topic_arn)
 
-    # -- validate ------------------------------------------------------------------------
+    # -- grants --------------------------------------------------------------------------
 
     def grant_query(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let ``grantee`` query this workspace's metrics (``aps:QueryMetrics``), e.g. KEDA's
@@ -133,6 +133,8 @@ class VllmObservability(Construct):
         return iam.Grant.add_to_principal(
             grantee=grantee, actions=["aps:QueryMetrics"], resource_arns=[self.workspace.attr_arn]
         )
+
+    # -- validate ------------------------------------------------------------------------
 
     def _validate(
         self,
