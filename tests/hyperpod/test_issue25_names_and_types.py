@@ -340,3 +340,28 @@ def test_every_supported_version_has_its_kubectl_layer_and_a_constant():
         stack = new_stack(f"Layer{version.replace('.', '')}")
         layer = KubernetesVersion.of(version).kubectl_layer(stack)
         assert type(layer).__name__ == f"KubectlV{version.replace('1.', '')}Layer"
+
+
+@pytest.mark.parametrize("module", ["multi_node_placement", "multi_node_manifests"])
+def test_placement_and_renderers_import_no_construct_api(module):
+    """Pure by construction: neither module imports aws_cdk or constructs itself, nor names
+    ``Annotations`` (no construct to change, no warning to add)."""
+    import ast
+    from pathlib import Path
+
+    import cdk_llm_serving.hyperpod as hyperpod
+
+    source = (Path(hyperpod.__file__).parent / f"{module}.py").read_text()
+    tree = ast.parse(source)
+    imported = [
+        node.module or ""
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 0
+    ] + [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    ]
+    assert not [name for name in imported if name.split(".")[0] in ("aws_cdk", "constructs")]
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "Annotations"]
