@@ -69,6 +69,7 @@ def acknowledge_hyperpod_stack(stack: HyperPodReferenceStack) -> None:
         "CloudWatch Logs encrypts them at rest with its own keys.",
     )
     _acknowledge_api_key(stack)
+    _acknowledge_inference_operator(stack)
     bucket = cluster.lifecycle_bucket
     for rule, reason in (
         (
@@ -115,4 +116,36 @@ def _acknowledge_api_key(stack: HyperPodReferenceStack) -> None:
         service.node.find_child("WeightsRole"),
         "IAMNoInlinePolicy",
         "Secrets Manager's grant_read of the one API-key secret (and its key, if any).",
+    )
+
+
+def _acknowledge_inference_operator(stack: HyperPodReferenceStack) -> None:
+    """The opt-in inference-operator variant's certificate bucket and its access logs."""
+    if stack.single_node is None:
+        return
+    operator = stack.single_node.operator
+    _acknowledge(
+        operator.tls_bucket,
+        "S3BucketReplicationEnabled",
+        "Holds only the TLS certificates the inference operator generates for its endpoints; "
+        "the operator writes them again when an endpoint is deployed.",
+    )
+    _acknowledge(
+        operator.tls_bucket,
+        "S3DefaultEncryptionKMS",
+        "Holds only the operator's TLS certificates, read and written by its execution role "
+        "alone. The reference endpoint configures no dataCapture (which would default to this "
+        "bucket's /data-capture/ prefix: sagemaker-hyperpod-model-deployment-data-capture); "
+        "point a data capture at a bucket of your own with a KMS key.",
+    )
+    _acknowledge(
+        operator.tls_access_logs,
+        "S3BucketReplicationEnabled",
+        "Access logs of the certificate bucket: an audit trail of the operator's reads and writes.",
+    )
+    _acknowledge(
+        operator.tls_access_logs,
+        "S3DefaultEncryptionKMS",
+        "S3 server access logging accepts only SSE-S3 on its target bucket "
+        "(S3 user guide, 'Enabling Amazon S3 server access logging').",
     )

@@ -62,6 +62,8 @@ class HyperPodReferenceStack(Stack):
         self, scope: Construct, id: str, *, settings: HyperPodSettings, **kwargs: Any
     ) -> None:
         super().__init__(scope, id, **kwargs)
+        #: The inference-operator variant's endpoint (``settings.inference_operator``).
+        self.single_node: HyperPodInferenceEndpoint | None = None
         self.plan = plan(
             REFERENCE_MODEL,
             REFERENCE_FORMAT,

@@ -21,6 +21,7 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:hyperpod:chart-dir": "",
     "llm-serving:reference-moe:vllm-image": "",
     "llm-serving:reference-moe:max-replicas": "1",
+    "llm-serving:reference-moe:gpu-instance-type": "ml.p6-b200.48xlarge",
     "llm-serving:hyperpod:inference-operator": "false",
     "llm-serving:gpt-oss-120b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/gpt-oss-120b/",
     "llm-serving:hyperpod:gpu-az-id": "",
@@ -93,6 +94,7 @@ def add_reference_stacks(app: App) -> list[Stack]:
         description="cdk-llm-serving reference: HyperPod EKS cluster for a 2.4T-parameter MoE in NVFP4",
         settings=HyperPodSettings(
             weights_uri=_context(app, "llm-serving:reference-moe:weights-uri"),
+            gpu_instance_type=_context(app, "llm-serving:reference-moe:gpu-instance-type"),
             admin_role_arns=admins,
             hyperpod_chart_dir=_context(app, "llm-serving:hyperpod:chart-dir") or None,
             vllm_image=_context(app, "llm-serving:reference-moe:vllm-image") or None,

@@ -115,23 +115,29 @@ class HyperPodInferenceOperator(Construct):
         self._s3_grants.model_data_read(model_data)
         self._s3_grants.acknowledge()
 
-    def enable_cloudwatch_scaling(self) -> iam.Policy:
+    def enable_cloudwatch_scaling(self) -> iam.ManagedPolicy:
         """Let KEDA's operator read CloudWatch for ``cloudWatchTrigger`` autoscaling; created on
-        the first call (one per cluster, like ``HyperPodServingAddons.enable_keda``)."""
+        the first call (one per cluster, like ``HyperPodServingAddons.enable_keda``).
+
+        A customer managed policy attached to KEDA's role, not an inline one (HIPAA.Security
+        ``IAMNoInlinePolicy``: permissions kept in managed policies are reviewed and versioned
+        on their own).
+        """
         existing = self.node.try_find_child("CloudWatchScaling")
-        if isinstance(existing, iam.Policy):
+        if isinstance(existing, iam.ManagedPolicy):
             return existing
-        policy = iam.Policy(
+        policy = iam.ManagedPolicy(
             self,
             "CloudWatchScaling",
+            description="KEDA operator: reads CloudWatch metrics for the inference endpoints' scaling",
             statements=[
                 iam.PolicyStatement(
                     actions=["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics"],
                     resources=["*"],
                 )
             ],
+            roles=[self.keda.operator_role],
         )
-        policy.attach_to_role(self.keda.operator_role)
         acknowledge_wildcard_resources(
             policy,
             ["*"],
@@ -229,10 +235,17 @@ class HyperPodInferenceOperator(Construct):
     # -- render --------------------------------------------------------------------------
 
     def _render_tls_bucket(self) -> s3.Bucket:
-        """Private, encrypted, TLS-only; retained (it holds the endpoints' certificates)."""
-        bucket = s3.Bucket(
+        """Private, encrypted, TLS-only, access-logged; retained (it holds the endpoints'
+        certificates).
+
+        Server access logs go to a retained bucket of their own encrypted with SSE-S3, the
+        only default encryption S3 server access logging accepts on its target bucket (S3
+        user guide, "Enabling Amazon S3 server access logging":
+        https://docs.aws.amazon.com/AmazonS3/latest/userguide/enable-server-access-logging.html).
+        """
+        access_logs = s3.Bucket(
             self,
-            "TlsCertificates",
+            "TlsCertificatesAccessLogs",
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
@@ -240,12 +253,23 @@ class HyperPodInferenceOperator(Construct):
             removal_policy=RemovalPolicy.RETAIN,
         )
         acknowledge(
-            bucket,
+            access_logs,
             "AwsSolutions-S1",
-            "Holds only the certificates the inference operator writes; object access is "
-            "limited to the operator's execution role.",
+            "The certificate bucket's access-log bucket: logging it would log the logging.",
         )
-        return bucket
+        #: Server access logs of the certificate bucket.
+        self.tls_access_logs = access_logs
+        return s3.Bucket(
+            self,
+            "TlsCertificates",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            versioned=True,
+            removal_policy=RemovalPolicy.RETAIN,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix="tls-certificates/",
+        )
 
     def _oidc_principal(self, namespace: str, service_account: str) -> iam.IPrincipal:
         """IRSA: the cluster's OIDC provider, for exactly one namespace/service account."""
@@ -292,12 +316,18 @@ class HyperPodInferenceOperator(Construct):
             ],
         )
         objects = self.tls_bucket.arn_for_objects("*")
-        role.add_to_policy(
+        # In a customer managed policy of its own, not the role's inline default policy
+        # (HIPAA.Security IAMNoInlinePolicy).
+        grants = ExecutionRoleGrants(self, role, "OperatorRolePolicy")
+        grants.add(
             iam.PolicyStatement(
                 actions=["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
                 resources=[objects],
             )
         )
+        assert grants.policy is not None  # add() created it
+        #: The execution role's own grants (the certificate bucket's objects).
+        self.execution_role_policy = grants.policy
         acknowledge(
             role,
             f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{self.facts['execution_role_managed_policy']}]",
@@ -305,7 +335,7 @@ class HyperPodInferenceOperator(Construct):
             "execution role (helm_to_addon.sh); the add-on requires the role-name prefix it is scoped to.",
         )
         acknowledge_wildcard_resources(
-            role,
+            grants.policy,
             [objects],
             "The operator names the certificate objects it writes; the bucket holds nothing else.",
         )
@@ -376,6 +406,7 @@ class HyperPodInferenceOperator(Construct):
             self.cluster.fsx_csi_driver,
             self.keda.chart,
             self.execution_role,
+            self.execution_role_policy,
         ):
             addon.node.add_dependency(prerequisite)
         if self.addons.load_balancer_controller is not None:

@@ -128,11 +128,20 @@ class VllmObservability(Construct):
     # -- grants --------------------------------------------------------------------------
 
     def grant_query(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let ``grantee`` query this workspace's metrics (``aps:QueryMetrics``), e.g. KEDA's
-        operator's role (``KedaInstallation.operator_role``) for ``VllmReplicaAutoscaling``."""
+        """Let ``grantee`` query this workspace's metrics (``aps:QueryMetrics``).
+
+        CDK's grant adds the statement to the grantee's default (inline) policy; where inline
+        policies are refused (HIPAA.Security ``IAMNoInlinePolicy``), attach
+        ``query_statement()`` in a managed policy instead, as ``VllmReplicaAutoscaling`` does
+        for KEDA's operator role.
+        """
         return iam.Grant.add_to_principal(
             grantee=grantee, actions=["aps:QueryMetrics"], resource_arns=[self.workspace.attr_arn]
         )
+
+    def query_statement(self) -> iam.PolicyStatement:
+        """The statement ``grant_query`` grants: ``aps:QueryMetrics`` on this workspace only."""
+        return iam.PolicyStatement(actions=["aps:QueryMetrics"], resources=[self.workspace.attr_arn])
 
     # -- validate ------------------------------------------------------------------------
 

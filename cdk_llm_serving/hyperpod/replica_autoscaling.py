@@ -19,6 +19,7 @@ from typing import Any
 
 from aws_cdk import Aws
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from .._cdk.validation import check_at_least
@@ -76,8 +77,16 @@ class VllmReplicaAutoscaling(Construct):
         )
 
         keda = service.addons.enable_keda()
-        #: The workspace grants its query to KEDA's operator.
-        self.query_grant = observability.grant_query(keda.operator_role)
+        #: KEDA's operator may query the workspace: a customer managed policy of this scaling's
+        #: own on the operator's role (one per scaled service), not the role's inline default
+        #: policy (HIPAA.Security ``IAMNoInlinePolicy``).
+        self.query_policy = iam.ManagedPolicy(
+            self,
+            "QueryPolicy",
+            description=f"KEDA operator: queries the {service.name} metrics workspace",
+            statements=[observability.query_statement()],
+            roles=[keda.operator_role],
+        )
         self.keda = keda.chart
         self.query_role = keda.operator_role
         self.pod_identity = keda.operator_identity
@@ -88,7 +97,13 @@ class VllmReplicaAutoscaling(Construct):
             manifest=self.keda_objects(),
             overwrite=True,
         )
-        for dependency in (self.keda, self.pod_identity, service.lws_manifest, observability.rules):
+        for dependency in (
+            self.keda,
+            self.pod_identity,
+            self.query_policy,
+            service.lws_manifest,
+            observability.rules,
+        ):
             self.manifest.node.add_dependency(dependency)
 
     def _validate(
