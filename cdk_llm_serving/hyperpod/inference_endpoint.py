@@ -398,6 +398,12 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         }
 
     def _worker(self) -> dict[str, Any]:
+        """The operator's worker: the node's GPUs, no CPU or memory request.
+
+        Nothing here is sized from the node's vCPUs, so a group's ``threads_per_core`` (1 on
+        GPU groups: half the catalog's vCPUs) cannot leave it Pending; the placement test
+        (tests/hyperpod/test_inference_operator_placement.py) places it on the node model.
+        """
         gpus = str(self.catalog.get(self.instance_types[0]).gpus)
         environment = self.config.to_sagemaker_environment()
         return {

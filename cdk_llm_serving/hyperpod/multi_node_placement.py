@@ -36,7 +36,8 @@ class MultiNodePlacement:
     :param replicas: model replicas (LeaderWorkerSet groups).
     :param layout: the parallelism a replica runs.
     :param resources: each pod's requests and limits (whole-node GPUs and EFA devices,
-        Guaranteed CPU and memory).
+        Guaranteed CPU and memory from the vCPUs the group's nodes offer with its threads
+        per core).
     """
 
     group: HyperPodInstanceGroup
@@ -122,7 +123,8 @@ def _plan(
 def _resources(
     problems: Problems, group: HyperPodInstanceGroup, instance: InstanceSpec
 ) -> dict[str, str]:
-    """Whole-node GPUs and EFA devices; Guaranteed CPU and memory sized from the type."""
+    """Whole-node GPUs and EFA devices; Guaranteed CPU and memory sized from the type and the
+    group's threads per core (``pod_spec.guaranteed_cpu_memory``)."""
     resources = {GPU_RESOURCE: str(instance.gpus), EFA_RESOURCE: str(instance.efa_devices)}
     if instance.vcpus is None:
         problems.add(
@@ -131,7 +133,7 @@ def _resources(
             f"the catalog has no vCPU count for {instance.instance_type}; add it",
         )
         return resources
-    return {**guaranteed_cpu_memory(instance), **resources}
+    return {**guaranteed_cpu_memory(instance, group.threads_per_core), **resources}
 
 
 def place_replicas(

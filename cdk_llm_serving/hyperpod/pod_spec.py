@@ -2,13 +2,21 @@
 
 * Guaranteed QoS: CPU and memory requests equal to limits (Kubernetes' Guaranteed class is
   evicted last, https://kubernetes.io/docs/concepts/workloads/pods/pod-qos/), sized from the
-  instance type minus headroom for the kubelet, system daemons and the DaemonSets of a
-  HyperPod node. Decision: keep 10% of the vCPUs (at least 2) and 10% of the memory (at
-  least 4 GiB). EKS's AMIs reserve far less for the kubelet on these sizes (kube-reserved CPU
-  6% of the first core + 1% of the second + 0.5% of cores 3-4 + 0.25% of the rest = 0.55
-  vCPU on 192 vCPUs; memory 255 MiB + 11 MiB per pod; awslabs/amazon-eks-ami
-  ``nodeadm/internal/kubelet/config.go``), and the largest DaemonSet on a HyperPod GPU node,
-  the health-monitoring agent, requests 500m / 512 Mi (aws/sagemaker-hyperpod-cli
+  vCPUs the node really offers minus headroom for the kubelet, system daemons and the
+  DaemonSets of a HyperPod node. The catalog counts an instance type's vCPUs with
+  multithreading on (2 threads per core on the x86 hosts); a group with
+  ``threads_per_core=1`` (the GPU groups' default) disables it, and its nodes offer half
+  (p6-b200: 96 of 192; ``ThreadsPerCore`` in botocore's ``ClusterInstanceGroupSpecification``:
+  "specify 1 for disabling multithreading"; vCPUs = cores x threads per core,
+  https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cpu-options-supported-instances-values.html).
+  ``node_vcpus`` does that arithmetic. Decision: keep 10% of those vCPUs (at least 2) and 10%
+  of the memory (at least 4 GiB). EKS's AMIs reserve far less for the kubelet on these sizes
+  (kube-reserved CPU 6% of the first core + 1% of the second + 0.5% of cores 3-4 + 0.25% of
+  the rest = 0.31 vCPU on 96 vCPUs, 0.55 on 192; memory 255 MiB + 11 MiB per pod;
+  awslabs/amazon-eks-ami ``nodeadm/internal/kubelet/config.go``), so the request stays below
+  the node's allocatable (96 - 0.31 = 95.69 > 86 on p6-b200 without multithreading); the
+  largest DaemonSet on a HyperPod GPU node, the health-monitoring agent, requests 500m /
+  512 Mi (aws/sagemaker-hyperpod-cli
   ``helm_chart/HyperPodHelmChart/charts/health-monitoring-agent``), so 10% leaves room for
   the device plugins, CNI, Pod Identity agent, FSx CSI node and page cache pressure.
 * A restricted container: no privilege escalation, every capability dropped except
@@ -38,17 +46,36 @@ MIN_HEADROOM_GIB = 4
 CAPABILITIES_KEPT = ("IPC_LOCK",)
 
 
-def guaranteed_cpu_memory(instance: InstanceSpec) -> dict[str, str]:
-    """``cpu`` (whole cores) and ``memory`` (GiB) for requests and limits alike.
+#: Catalog types whose vCPUs are one per core already: Arm hosts (NVIDIA Grace) have no
+#: simultaneous multithreading, so ``threads_per_core=1`` takes nothing away. ASSUMED from
+#: the EC2 CPU-options table (cpu-options-supported-instances-values.html lists one thread per
+#: core for Arm types); HyperPod documents no CPU figures of its own.
+ONE_THREAD_PER_CORE = frozenset({"ml.p6e-gb200.36xlarge"})
+
+
+def node_vcpus(instance: InstanceSpec, threads_per_core: int) -> int:
+    """The vCPUs a node of a group with ``threads_per_core`` offers to the kubelet.
+
+    Raises ``ValueError`` when the catalog has no vCPU count for the type.
+    """
+    if instance.vcpus is None:
+        raise ValueError(f"the catalog has no vCPU count for {instance.instance_type}")
+    if threads_per_core >= 2 or instance.instance_type in ONE_THREAD_PER_CORE:
+        return instance.vcpus
+    return instance.vcpus // 2
+
+
+def guaranteed_cpu_memory(instance: InstanceSpec, threads_per_core: int) -> dict[str, str]:
+    """``cpu`` (whole cores) and ``memory`` (GiB) for requests and limits alike, on a node of
+    a group with ``threads_per_core`` (``node_vcpus``).
 
     Raises ``ValueError`` when the catalog has no vCPU count for the type (the multi-node
     placement reports that as a problem before it asks).
     """
-    if instance.vcpus is None:
-        raise ValueError(f"the catalog has no vCPU count for {instance.instance_type}")
-    cpu_headroom = max(MIN_HEADROOM_VCPUS, math.ceil(instance.vcpus * HEADROOM_SHARE))
+    vcpus = node_vcpus(instance, threads_per_core)
+    cpu_headroom = max(MIN_HEADROOM_VCPUS, math.ceil(vcpus * HEADROOM_SHARE))
     memory_headroom = max(MIN_HEADROOM_GIB, math.ceil(instance.host_memory_gib * HEADROOM_SHARE))
-    cpu = instance.vcpus - cpu_headroom
+    cpu = vcpus - cpu_headroom
     memory = math.floor(instance.host_memory_gib) - memory_headroom
     return {"cpu": str(cpu), "memory": f"{memory}Gi"}
 

@@ -6,6 +6,10 @@ the template carries; with the template's own manifests, every workload is place
 Kubernetes' scheduling rules on a model of the HyperPod nodes (``tests/support/scheduling.py``).
 Variants: the reference stack (p6-b200), a p5en reference stack that scales with KEDA, and the
 reference stack given AWS's HyperPod dependencies chart through the README's context key.
+
+The nodes' CPUs follow each group's ``ThreadsPerCore`` (``_nodes``): with 1, multithreading is
+off and the kubelet sees half the catalog's vCPUs (CloudFormation/botocore ``ThreadsPerCore``:
+"specify 1 for disabling multithreading"; EC2 CPU options: vCPUs = cores x threads per core).
 """
 
 from __future__ import annotations
@@ -33,10 +37,13 @@ from tests.support.kubernetes_schemas import validate_core
 from tests.support.scheduling import (
     EFA,
     GPU,
+    VCPUS,
     Cluster,
-    hyperpod_nodes,
+    Node,
+    _reserved_millicores,
     workloads,
 )
+from tests.support.scheduling import hyperpod_nodes as _all_threads_nodes
 from tests.support.template_helpers import manifest_objects
 
 CHARTS = SHARED / "charts"
@@ -48,6 +55,37 @@ pytestmark = pytest.mark.skipif(
     not CHARTS.is_dir(),
     reason=f"{CHARTS} (unpacked upstream Helm charts) sits beside the checkout only in CI and dev sessions",
 )
+
+
+#: Instance types whose catalog vCPUs are one per core already (Arm hosts: no multithreading).
+_ONE_THREAD_PER_CORE = frozenset({"ml.p6e-gb200.36xlarge"})
+
+
+def hyperpod_nodes(template: dict, *, health_checking: bool = False) -> list[Node]:
+    """The node model, with each node's allocatable CPU from its group's ``ThreadsPerCore``:
+    the instance type's vCPUs halved when multithreading is off, minus kube-reserved."""
+    nodes = _all_threads_nodes(template, health_checking=health_checking)
+    threads = {
+        group["InstanceGroupName"]: int(group.get("ThreadsPerCore", 2))
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::SageMaker::Cluster"
+        for group in resource["Properties"]["InstanceGroups"]
+    }
+    for node in nodes:
+        vcpus = VCPUS[node.instance_type][0]
+        if threads[node.group] == 1 and node.instance_type not in _ONE_THREAD_PER_CORE:
+            vcpus //= 2
+        node.capacity["cpu"] = vcpus - _reserved_millicores(vcpus) / 1000
+    return nodes
+
+
+def test_the_node_model_halves_the_cpus_without_multithreading(rendered):
+    """p6-b200 with ThreadsPerCore 1: 96 vCPUs to the kubelet (not 192), minus kube-reserved."""
+    cluster = rendered["reference-p6-b200"]["cluster"]
+    b200 = [n for n in cluster.nodes if n.instance_type == "ml.p6-b200.48xlarge"]
+    assert b200 and all(95 < n.capacity["cpu"] < 96 for n in b200)
+    system = [n for n in cluster.nodes if n.instance_type == "ml.m5.4xlarge"]
+    assert system and all(15 < n.capacity["cpu"] < 16 for n in system)  # 2 threads per core
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from aws_cdk.cx_api import SynthesisMessageLevel
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod import HyperPodEksCluster, HyperPodServingAddons
 from cdk_llm_serving.hyperpod.multi_node_service import Exposure
-from cdk_llm_serving.hyperpod.pod_spec import guaranteed_cpu_memory
+from cdk_llm_serving.hyperpod.pod_spec import guaranteed_cpu_memory, node_vcpus
 from cdk_llm_serving.hyperpod.serving_security import API_KEY_FILE, IMDS_CIDR
 from cdk_llm_serving.planning.catalog import default_catalog
 from cdk_llm_serving.vllm import NgramSpeculation, VllmConfig
@@ -102,12 +102,24 @@ def test_image_without_efa_on_a_multi_node_efa_service_warns():
 
 
 def test_pods_are_guaranteed_with_headroom_for_the_node():
-    g5 = guaranteed_cpu_memory(default_catalog().get("ml.g5.xlarge"))
+    g5 = guaranteed_cpu_memory(default_catalog().get("ml.g5.xlarge"), threads_per_core=2)
     assert g5 == {"cpu": "2", "memory": "12Gi"}  # 4 vCPUs / 16 GiB, minimum headroom 2 / 4
-    assert guaranteed_cpu_memory(default_catalog().get("ml.p5en.48xlarge")) == {
-        "cpu": "172",
-        "memory": "1843Gi",
-    }
+    p5en = default_catalog().get("ml.p5en.48xlarge")
+    assert guaranteed_cpu_memory(p5en, threads_per_core=2) == {"cpu": "172", "memory": "1843Gi"}
+    # Multithreading off: 96 vCPUs, 10 kept back.
+    assert guaranteed_cpu_memory(p5en, threads_per_core=1) == {"cpu": "86", "memory": "1843Gi"}
+
+
+def test_an_arm_host_keeps_its_vcpus_with_one_thread_per_core():
+    gb200 = default_catalog().get("ml.p6e-gb200.36xlarge")
+    assert node_vcpus(gb200, 1) == node_vcpus(gb200, 2) == 144
+
+
+def test_lws_pods_request_what_a_one_thread_per_core_node_offers(lws):
+    """The GPU group runs with ThreadsPerCore 1: the pods ask for 90 % of half the vCPUs."""
+    for spec in pod_specs(lws).values():
+        (container,) = spec["containers"]
+        assert container["resources"]["requests"]["cpu"] == "86", container["name"]
 
 
 def test_pods_are_restricted_and_keep_only_ipc_lock(lws):
