@@ -45,7 +45,15 @@ from .serving_image import efa_environment
 from .serving_security import API_KEY_FILE, API_KEY_MOUNT, api_key_volume, network_policies
 from .serving_tls import serving_secret_name, tls_flags, tls_mount, tls_volume
 
-__all__ = ["HTTPS_PORT", "TLS_LISTENER_POLICY", "Exposure", "MultiNodeWorkload", "WEIGHTS_MOUNT"]
+__all__ = [
+    "API_SERVICE_SUFFIX",
+    "HTTPS_PORT",
+    "TLS_LISTENER_POLICY",
+    "WEIGHTS_MOUNT",
+    "Exposure",
+    "MultiNodeWorkload",
+    "api_service_name",
+]
 
 #: Where the FSx model store's claim is mounted in every pod.
 WEIGHTS_MOUNT = "/models"
@@ -158,11 +166,32 @@ class Exposure:
         return annotations
 
 
+#: Suffix of the load-balanced Service's name: ``<name>-api``. LeaderWorkerSet creates its
+#: headless Service under the LWS's own name, and only if no Service of that name exists
+#: (kubernetes-sigs/lws ``pkg/utils/controller/controller_utils.go``
+#: ``CreateHeadlessServiceIfNotExists``); the pods' ``LWS_LEADER_ADDRESS``
+#: (``<lws>-<group>.<lws>.<namespace>``) resolves only through that headless Service (pod A
+#: records exist for headless Services only: Kubernetes DNS specification,
+#: https://github.com/kubernetes/dns/blob/master/docs/specification.md). So the API's Service
+#: must not take the LWS's name.
+API_SERVICE_SUFFIX = "-api"
+#: A Service name is an RFC 1035 label of at most 63 characters
+#: (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#rfc-1035-label-names).
+SERVICE_NAME_MAX = 63
+
+
+def api_service_name(name: str) -> str:
+    """The load-balanced Service of the multi-node service ``name``: ``<name>-api``."""
+    return f"{name}{API_SERVICE_SUFFIX}"
+
+
 @dataclass(frozen=True)
 class MultiNodeWorkload:
     """What the multi-node service's objects are rendered from.
 
-    :param name: the LeaderWorkerSet / Service name (the ``app.kubernetes.io/name`` label).
+    :param name: the LeaderWorkerSet name (the ``app.kubernetes.io/name`` label); the
+        load-balanced Service is ``<name>-api`` (``api_service_name``), so LeaderWorkerSet's
+        headless Service keeps ``<name>``.
     :param namespace: where every object lives.
     :param service_account: the pods' service account (its Pod Identity reads the weights).
     :param image: the vLLM image.
@@ -193,6 +222,11 @@ class MultiNodeWorkload:
     @property
     def nodes(self) -> int:
         return self.placement.nodes
+
+    @property
+    def service_name(self) -> str:
+        """The load-balanced Service's name (``<name>-api``)."""
+        return api_service_name(self.name)
 
     def labels(self) -> dict[str, str]:
         return {APP_NAME_LABEL: self.name, PART_OF_LABEL: PART_OF_VALUE}
@@ -333,12 +367,16 @@ class MultiNodeWorkload:
         }
 
     def service_manifest(self) -> dict[str, Any]:
-        """The Service on the leaders, behind the load balancer ``exposure`` describes."""
+        """The Service on the leaders, behind the load balancer ``exposure`` describes.
+
+        Named ``<name>-api`` (``api_service_name``): the LWS's own name is its headless
+        Service's, which the workers find the leader through.
+        """
         return {
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": {
-                "name": self.name,
+                "name": self.service_name,
                 "namespace": self.namespace,
                 "labels": self.labels(),
                 "annotations": self.exposure._render(),

@@ -56,7 +56,9 @@ from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 from .model_store import FsxModelStore
 from .multi_node_manifests import (
+    API_SERVICE_SUFFIX,
     HTTPS_PORT,
+    SERVICE_NAME_MAX,
     TLS_LISTENER_POLICY,
     WEIGHTS_MOUNT,
     Exposure,
@@ -109,7 +111,9 @@ class VllmMultiNodeService(Construct):
     :param startup: ``native`` or ``ray`` (see ``vllm.multinode``). Default: ``native``.
     :param exposure: load balancer settings. Default: internal, TLS passed through to vLLM on 443.
     :param namespace: Default: the model store's namespace, else ``inference``.
-    :param name: the LeaderWorkerSet / Service name. Default: the served model name.
+    :param name: the LeaderWorkerSet name; the load-balanced Service is ``<name>-api``
+        (LeaderWorkerSet's headless Service takes ``<name>``), so at most 59 characters.
+        Default: the served model name.
     :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
     :param quantization: Deprecated: use ``weight_format``.
     :param model_store: Deprecated: use ``weights`` (an ``FsxModelStore``).
@@ -168,11 +172,15 @@ class VllmMultiNodeService(Construct):
             replicas=replicas,
         )
         self.startup = startup
-        self.name = name or kubernetes_name(config.served_model_name or self.spec.name)
+        self.name = name or kubernetes_name(
+            config.served_model_name or self.spec.name,
+            max_length=SERVICE_NAME_MAX - len(API_SERVICE_SUFFIX),
+        )
         self.namespace = namespace or (
             self.model_store.namespace if self.model_store else "inference"
         )
         check_kubernetes_name(problems, "name", self.name)
+        self._check_service_name(problems)
         check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
         self.config, config_valid = self._configure(problems, config)
         if self.stream_from is not None:
@@ -244,7 +252,7 @@ class VllmMultiNodeService(Construct):
         self._outputs()
         #: The leader certificate's names: in-cluster, the load balancer's, ``exposure``'s.
         self.tls_dns_names = [
-            *service_dns_names(self.name, self.namespace),
+            *service_dns_names(self.workload.service_name, self.namespace),
             self.load_balancer_hostname,
             *exposure.tls_dns_names,
         ]
@@ -266,6 +274,12 @@ class VllmMultiNodeService(Construct):
     def stream_from(self) -> ModelData | None:
         """``weights`` when it is an S3 prefix streamed from."""
         return self.weights if isinstance(self.weights, ModelData) else None
+
+    @property
+    def service_name(self) -> str:
+        """The load-balanced Service's name, ``<name>-api`` (the LWS's headless Service is
+        ``<name>``)."""
+        return self.workload.service_name
 
     @property
     def replicas(self) -> int:
@@ -479,6 +493,17 @@ class VllmMultiNodeService(Construct):
             )
             return ""
 
+    def _check_service_name(self, problems: Problems) -> None:
+        """``<name>-api`` must be a Service name too (at most 63 characters)."""
+        limit = SERVICE_NAME_MAX - len(API_SERVICE_SUFFIX)
+        if len(self.name) > limit:
+            problems.add(
+                "name",
+                self.name,
+                f"at most {limit} characters, so that the load balancer's Service "
+                f"'<name>{API_SERVICE_SUFFIX}' is a Service name (at most {SERVICE_NAME_MAX})",
+            )
+
     # -- warnings -------------------------------------------------------------------------
 
     def _warn_about_image(self) -> None:
@@ -596,7 +621,7 @@ class VllmMultiNodeService(Construct):
             "LoadBalancerHostname",
             cluster=self.cluster.eks_cluster,
             object_type="service",
-            object_name=self.name,
+            object_name=self.workload.service_name,
             object_namespace=self.namespace,
             json_path=".status.loadBalancer.ingress[0].hostname",
             timeout=Duration.minutes(10),

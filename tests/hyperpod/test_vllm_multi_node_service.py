@@ -170,14 +170,15 @@ def test_pods_take_whole_nodes_with_efa_shm_weights_and_probes(lws):
     for role in ("leaderTemplate", "workerTemplate"):
         spec = template[role]["spec"]
         (container,) = spec["containers"]
-        # Guaranteed: 192 vCPUs / 2048 GiB less 10% headroom for the node's daemons.
+        # Guaranteed: 96 vCPUs (192 with multithreading, off: ThreadsPerCore 1) / 2048 GiB
+        # less 10% headroom for the node's daemons.
         assert (
             container["resources"]["requests"]
             == container["resources"]["limits"]
             == {
                 "nvidia.com/gpu": "8",
                 "vpc.amazonaws.com/efa": "8",
-                "cpu": "172",
+                "cpu": "86",
                 "memory": "1843Gi",
             }
         )
@@ -217,6 +218,39 @@ def test_internal_load_balancer_by_default(service, reference_templates):
     assert parts[at]["Fn::GetAtt"][0].startswith("HyperPodVpc")
     assert parts[at]["Fn::GetAtt"][1] == "CidrBlock"
     assert parts[at - 1].endswith('"loadBalancerSourceRanges":["')
+
+
+def test_the_load_balancer_s_service_leaves_the_lws_name_to_its_headless_service(
+    lws, service, reference_templates
+):
+    """LWS creates its headless Service ``<lws>`` only when no Service of that name exists
+    (kubernetes-sigs/lws ``CreateHeadlessServiceIfNotExists``); ``LWS_LEADER_ADDRESS``
+    (``<lws>-<group>.<lws>.<namespace>``) resolves only through it."""
+    name = lws["metadata"]["name"]
+    assert service["metadata"]["name"] == f"{name}-api"
+    objects = manifest_objects(reference_templates["ReferenceMoeHyperPod"], "")
+    services = [o["metadata"]["name"] for o in objects if o["kind"] == "Service"]
+    assert name not in services
+    # The load balancer's hostname is read from that Service.
+    resources = reference_templates["ReferenceMoeHyperPod"]["Resources"]
+    (hostname,) = [v for k, v in resources.items() if k.startswith("ServingLoadBalancerHostname")]
+    assert hostname["Properties"]["ObjectName"] == f"{name}-api"
+    assert hostname["Properties"]["ObjectType"] == "service"
+
+
+def test_a_name_too_long_for_the_api_service_is_refused():
+    assert service_problems(name="a" * 60) == [
+        "name: at most 59 characters, so that the load balancer's Service '<name>-api' is a "
+        "Service name (at most 63)"
+    ]
+    stack = new_stack("LongServed")
+    long_name = "m" * 63
+    built = deepseek_service(
+        stack,
+        *small_cluster(stack),
+        config=VllmConfig(model="x", max_model_len=32768, served_model_name=long_name),
+    )
+    assert built.name == "m" * 59 and built.service_name == f"{'m' * 59}-api"
 
 
 def test_base_url_output_and_deploy_order(reference_templates):
