@@ -204,6 +204,9 @@ class MultiNodeWorkload:
         streamed from S3.
     :param exposure: how clients reach the leaders.
     :param vpc_cidr: the cluster VPC's CIDR (default source range, NetworkPolicy).
+    :param load_balancer_subnets: subnet IDs the load balancer is placed in
+        (``service.beta.kubernetes.io/aws-load-balancer-subnets``). Default: none; the AWS Load
+        Balancer Controller discovers the subnets by tag.
     """
 
     name: str
@@ -218,6 +221,7 @@ class MultiNodeWorkload:
     claim_name: str | None
     exposure: Exposure
     vpc_cidr: str
+    load_balancer_subnets: tuple[str, ...] = ()
 
     @property
     def nodes(self) -> int:
@@ -379,7 +383,7 @@ class MultiNodeWorkload:
                 "name": self.service_name,
                 "namespace": self.namespace,
                 "labels": self.labels(),
-                "annotations": self.exposure._render(),
+                "annotations": self._load_balancer_annotations(),
             },
             "spec": {
                 "type": "LoadBalancer",
@@ -395,6 +399,20 @@ class MultiNodeWorkload:
                 ],
             },
         }
+
+    def _load_balancer_annotations(self) -> dict[str, str]:
+        """The exposure's annotations, and the subnets when the service names them.
+
+        ``aws-load-balancer-subnets`` takes subnet IDs or Name tags, comma-separated; the
+        controller then uses exactly those instead of discovering subnets by tag
+        (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#subnets).
+        """
+        annotations = self.exposure._render()
+        if self.load_balancer_subnets:
+            annotations["service.beta.kubernetes.io/aws-load-balancer-subnets"] = ",".join(
+                self.load_balancer_subnets
+            )
+        return annotations
 
     def network_policies(self) -> list[dict[str, Any]]:
         """Group-internal traffic, the API port from the VPC to leaders, no metadata service."""

@@ -211,6 +211,7 @@ class VllmMultiNodeService(Construct):
             claim_name=self.model_store.claim_name if self.model_store else None,
             exposure=exposure,
             vpc_cidr=self.vpc_cidr,
+            load_balancer_subnets=self._load_balancer_subnets(exposure),
         )
         #: The LeaderWorkerSet; rendering it runs the multi-node launcher's own checks.
         self.lws: dict[str, Any] = self._render_lws(problems) if config_valid else {}
@@ -479,6 +480,39 @@ class VllmMultiNodeService(Construct):
         note = speculation_with_pipeline_note(config)
         if note is not None:
             Annotations.of(self).add_warning_v2("cdk-llm-serving:speculationWithPipeline", note)
+
+    def _load_balancer_subnets(self, exposure: Exposure) -> tuple[str, ...]:
+        """The GPU subnets, when the GPU groups sit outside the cluster's private subnets.
+
+        With ``gpu_availability_zone_id`` the leaders run in a subnet of their own, in a zone
+        the private subnets may not cover; an NLB routes only to targets in zones it is
+        enabled in (https://docs.aws.amazon.com/elasticloadbalancing/latest/network/network-load-balancers.html#availability-zones),
+        so the Service names the GPU subnets and the NLB is placed where the leaders are,
+        whatever the subnets' tags say. Only those: the controller refuses two named subnets
+        in one zone ("multiple subnets in same Availability Zone", kubernetes-sigs/
+        aws-load-balancer-controller ``pkg/networking/subnet_resolver.go``
+        ``validateSubnetsAZExclusivity``; ELB CreateLoadBalancer: "You can specify only one
+        subnet per Availability Zone"), and which private subnet shares the GPU subnet's zone
+        is known only at deploy (an AZ ID is mapped to a name per account). The leaders are
+        all in those subnets, so the NLB's zones are theirs; clients anywhere in the VPC
+        reach an internal NLB's addresses. An internet-facing exposure keeps discovery (it
+        needs public subnets; the GPU subnet is private) and warns.
+        """
+        cluster = self.cluster
+        private = {subnet.subnet_id for subnet in cluster.private_subnets}
+        gpu = [subnet.subnet_id for subnet in cluster.gpu_subnets]
+        if not gpu or set(gpu) <= private:
+            return ()
+        if exposure.public:
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:publicLoadBalancerGpuZone",
+                "the GPU groups run in their own subnet (gpu_availability_zone_id): an "
+                "internet-facing load balancer is placed in the public subnets the AWS Load "
+                "Balancer Controller discovers by tag, and routes to the leaders only if one "
+                "of them is in the GPU subnet's zone; make sure a tagged public subnet is there.",
+            )
+            return ()
+        return tuple(gpu)
 
     def _vpc_cidr(self, problems: Problems) -> str:
         """The cluster VPC's CIDR: the API's allowed source inside the cluster, LB default."""

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from aws_cdk.cx_api import SynthesisMessageLevel
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
@@ -15,8 +16,16 @@ from cdk_llm_serving.planning.cold_start import estimate_cold_start
 from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
 from cdk_llm_serving.vllm.multinode import leader_command, worker_command
-from tests.support.builders import new_stack
-from tests.support.hyperpod import deepseek_service, hyperpod_cluster, lws_crd_schema, small_cluster
+from tests.support.builders import new_stack, template_of
+from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from tests.support.hyperpod import (
+    deepseek_service,
+    hyperpod_cluster,
+    instance_groups,
+    lws_crd_schema,
+    model_store,
+    small_cluster,
+)
 from tests.support.kubernetes_schemas import concretize, validate_core
 from tests.support.template_helpers import manifest_objects, resources_of_type
 
@@ -251,6 +260,60 @@ def test_a_name_too_long_for_the_api_service_is_refused():
         config=VllmConfig(model="x", max_model_len=32768, served_model_name=long_name),
     )
     assert built.name == "m" * 59 and built.service_name == f"{'m' * 59}-api"
+
+
+SUBNETS = "service.beta.kubernetes.io/aws-load-balancer-subnets"
+
+
+def _zoned_service(**exposure) -> tuple[dict, dict, list[str]]:
+    """A service on a cluster whose GPU groups sit in their own AZ: (Service, template,
+    warnings)."""
+    stack = new_stack("ZonedLb" + str(len(exposure)))
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", instance_groups=instance_groups(), gpu_availability_zone_id="use1-az4"
+    )
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    deepseek_service(stack, cluster, addons, model_store(stack, cluster), **exposure)
+    template = template_of(stack)
+    (manifest,) = manifest_objects(template, "ServingService")
+    warnings = [
+        str(message.entry.data)
+        for message in stack.node.root.synth().get_stack_by_name(stack.stack_name).messages
+        if message.level == SynthesisMessageLevel.WARNING
+    ]
+    return manifest, template, warnings
+
+
+def test_with_a_gpu_zone_the_load_balancer_is_placed_in_the_gpu_subnet():
+    """An NLB routes only to targets in its zones: the leaders' subnet is named on the Service."""
+    manifest, template, _ = _zoned_service()
+    zoned = [
+        key
+        for key, subnet in resources_of_type(template, "AWS::EC2::Subnet").items()
+        if "AvailabilityZoneId" in subnet["Properties"]
+    ]
+    assert manifest["metadata"]["annotations"][SUBNETS] == "deploy-time-value"  # a subnet ID
+    (resource,) = [
+        v for k, v in template["Resources"].items() if k.startswith("ServingService")
+    ]
+    parts = resource["Properties"]["Manifest"]["Fn::Join"][1]
+    (at,) = [i for i, part in enumerate(parts) if part == {"Ref": zoned[0]}]
+    assert parts[at - 1].endswith(f'"{SUBNETS}":"') and parts[at + 1].startswith('"')
+
+
+def test_without_a_gpu_zone_the_controller_discovers_the_subnets(service):
+    assert SUBNETS not in service["metadata"]["annotations"]
+
+
+def test_a_public_exposure_in_a_gpu_zone_keeps_discovery_and_warns():
+    exposure = Exposure(
+        public=True,
+        certificate_arn="arn:aws:acm:us-east-1:111122223333:certificate/abc",
+        source_ranges=("203.0.113.0/24",),
+    )
+    manifest, _, warnings = _zoned_service(exposure=exposure)
+    assert SUBNETS not in manifest["metadata"]["annotations"]
+    assert any("publicLoadBalancerGpuZone" in w or "internet-facing load balancer" in w for w in warnings)
 
 
 def test_base_url_output_and_deploy_order(reference_templates):
