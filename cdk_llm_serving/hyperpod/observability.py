@@ -141,7 +141,9 @@ class VllmObservability(Construct):
 
     def query_statement(self) -> iam.PolicyStatement:
         """The statement ``grant_query`` grants: ``aps:QueryMetrics`` on this workspace only."""
-        return iam.PolicyStatement(actions=["aps:QueryMetrics"], resources=[self.workspace.attr_arn])
+        return iam.PolicyStatement(
+            actions=["aps:QueryMetrics"], resources=[self.workspace.attr_arn]
+        )
 
     # -- validate ------------------------------------------------------------------------
 

@@ -11,13 +11,13 @@ from aws_cdk.cx_api import SynthesisMessageLevel
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
+from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.multi_node_service import Exposure
 from cdk_llm_serving.planning.cold_start import estimate_cold_start
 from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
 from cdk_llm_serving.vllm.multinode import leader_command, worker_command
 from tests.support.builders import new_stack, template_of
-from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from tests.support.hyperpod import (
     deepseek_service,
     hyperpod_cluster,
@@ -293,9 +293,7 @@ def test_with_a_gpu_zone_the_load_balancer_is_placed_in_the_gpu_subnet():
         if "AvailabilityZoneId" in subnet["Properties"]
     ]
     assert manifest["metadata"]["annotations"][SUBNETS] == "deploy-time-value"  # a subnet ID
-    (resource,) = [
-        v for k, v in template["Resources"].items() if k.startswith("ServingService")
-    ]
+    (resource,) = [v for k, v in template["Resources"].items() if k.startswith("ServingService")]
     parts = resource["Properties"]["Manifest"]["Fn::Join"][1]
     (at,) = [i for i, part in enumerate(parts) if part == {"Ref": zoned[0]}]
     assert parts[at - 1].endswith(f'"{SUBNETS}":"') and parts[at + 1].startswith('"')
@@ -313,7 +311,9 @@ def test_a_public_exposure_in_a_gpu_zone_keeps_discovery_and_warns():
     )
     manifest, _, warnings = _zoned_service(exposure=exposure)
     assert SUBNETS not in manifest["metadata"]["annotations"]
-    assert any("publicLoadBalancerGpuZone" in w or "internet-facing load balancer" in w for w in warnings)
+    assert any(
+        "publicLoadBalancerGpuZone" in w or "internet-facing load balancer" in w for w in warnings
+    )
 
 
 def test_base_url_output_and_deploy_order(reference_templates):
