@@ -16,6 +16,30 @@ changes with any change of the S3 source, and never nests in the path of the ass
 it replaces. CloudFormation creates the replacement before deleting the old one, and "Two
 data repository associations cannot have overlapping file system paths" (FSx API
 reference, ``DataRepositoryAssociation.FileSystemPath``).
+
+**Cold start.** The association imports metadata only (``BatchImportMetaDataOnCreate``: "an
+import data repository task to import metadata",
+https://docs.aws.amazon.com/fsx/latest/APIReference/API_DataRepositoryAssociation.html); a
+file's content is copied from S3 the first time it is read (FSx for Lustre user guide, "Lazy
+load"), so the first
+start of a service reads every weight byte from S3 at the file system's throughput, storage
+(TiB) x throughput per TiB ("File system throughput capacity is equal to Storage capacity
+(TiB) * PerUnitStorageThroughput (MB/s/TiB)", FSx API ``LustreFileSystemConfiguration``;
+PERSISTENT_2: 125, 250, 500 or 1000 MB/s/TiB,
+https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html). Decision: the leader's
+startup probe budgets for that read (``hydration_seconds``, used by
+``VllmMultiNodeService``) rather than a Job pre-loading the files with ``lfs hsm_restore``
+before the LeaderWorkerSet (https://docs.aws.amazon.com/fsx/latest/LustreGuide/preload-file-contents-hsm.html).
+Why: a pre-load Job needs an image carrying the Lustre client's ``lfs`` (none is pinned and
+checked here), and aws-cdk-lib's kubectl handler applies a Job without waiting for it to
+finish, so ordering the LWS after the load would need a poll of its own; the budget is exact
+arithmetic, costs only a later first ``Ready`` (later starts read the SSD), and a probe that
+fires too early would restart the whole group (``RecreateGroupOnPodRestart``) and read again.
+The reference: 1.41 TB of NVFP4 weights, 4800 GiB at 500 MB/s/TiB = 2.34 GB/s, 10.0 minutes
+to read from S3 (1 GB/s per node over 2 nodes: 11.7 minutes, so the per-node figure governs
+there); at 125 MB/s/TiB it would be 40 minutes, which the budget now allows.
+ASSUMED: FSx's "MB" is 10^6 bytes, and the first read proceeds at the baseline throughput
+(burst credits only make it faster).
 """
 
 from __future__ import annotations
@@ -72,6 +96,7 @@ class FsxModelStore(Construct):
         self._validate(storage_capacity_gib, throughput_per_tib, weights_prefix)
         self.namespace, self.claim_name = namespace, claim_name
         self.storage_capacity_gib = storage_capacity_gib
+        self.throughput_per_tib = throughput_per_tib
         self.file_system = self._render_file_system(
             cluster, storage_capacity_gib, throughput_per_tib
         )
@@ -83,6 +108,16 @@ class FsxModelStore(Construct):
         self.manifests = self.kubernetes_objects()
         self.manifest = cluster.eks_cluster.add_manifest("WeightsVolume", *self.manifests)
         self.manifest.node.add_dependency(cluster.fsx_csi_driver)
+
+    @property
+    def throughput_bytes_per_second(self) -> float:
+        """The file system's baseline throughput: storage (TiB) x MB/s per TiB (module doc)."""
+        return self.storage_capacity_gib / 1024 * self.throughput_per_tib * 1e6
+
+    def hydration_seconds(self, weight_bytes: float) -> float:
+        """How long the first read of ``weight_bytes`` from S3 takes at that throughput (every
+        reader of the store shares it)."""
+        return weight_bytes / self.throughput_bytes_per_second
 
     def _validate(
         self, storage_capacity_gib: int, throughput_per_tib: int, weights_prefix: str

@@ -28,6 +28,7 @@ certificate from cert-manager (``serving_tls``): no hop between a client and vLL
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -196,6 +197,9 @@ class VllmMultiNodeService(Construct):
             "fsx_lustre" if self.model_store is not None else "s3_streaming",
             self.nodes,
         )
+        #: The leader's startup-probe budget: the cold start, or the first read of the
+        #: weights from S3 into the FSx store if that takes longer (``model_store``).
+        self.startup_timeout_seconds: int = self._startup_timeout(self.cold_start)
         self.service_account = f"{self.name}-vllm"
         #: The renderers of this service's Kubernetes objects (pure; see ``multi_node_manifests``).
         self.workload = MultiNodeWorkload(
@@ -206,7 +210,7 @@ class VllmMultiNodeService(Construct):
             config=self.config,
             startup=self.startup,
             placement=self.placement,
-            startup_timeout_seconds=self.cold_start.startup_timeout_seconds,
+            startup_timeout_seconds=self.startup_timeout_seconds,
             api_key_class=self._api_key_class if authenticate else None,
             claim_name=self.model_store.claim_name if self.model_store else None,
             exposure=exposure,
@@ -513,6 +517,23 @@ class VllmMultiNodeService(Construct):
             )
             return ()
         return tuple(gpu)
+
+    def _startup_timeout(self, cold_start: ColdStart) -> int:
+        """``cold_start``'s budget, or (first read of every weight byte from S3 at the store's
+        throughput + engine start) x its safety factor, whichever is longer.
+
+        The nodes read their shards at the same time, so the load takes the longer of the
+        per-node read (``cold_start.load_seconds``) and the store's hydration of the whole
+        model (``FsxModelStore.hydration_seconds``: the association imported metadata only).
+        """
+        store = self.model_store
+        if store is None or self.plan is None:
+            return cold_start.startup_timeout_seconds
+        hydration = store.hydration_seconds(self.plan.weight_bytes)
+        first_start = max(cold_start.load_seconds, hydration) + cold_start.engine_start_seconds
+        return max(
+            cold_start.startup_timeout_seconds, math.ceil(first_start * cold_start.safety_factor)
+        )
 
     def _vpc_cidr(self, problems: Problems) -> str:
         """The cluster VPC's CIDR: the API's allowed source inside the cluster, LB default."""

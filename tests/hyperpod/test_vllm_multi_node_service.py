@@ -7,11 +7,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from aws_cdk import aws_s3 as s3
 from aws_cdk.cx_api import SynthesisMessageLevel
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import Exposure
 from cdk_llm_serving.planning.cold_start import estimate_cold_start
 from cdk_llm_serving.planning.sizing import plan
@@ -208,6 +210,46 @@ def test_pods_take_whole_nodes_with_efa_shm_weights_and_probes(lws):
         >= budget
     )
     assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
+
+
+def _startup_budget_seconds(lws: dict) -> int:
+    template = lws["spec"]["leaderWorkerTemplate"]
+    leader = template.get("leaderTemplate") or template["workerTemplate"]  # one node: the leader
+    probe = leader["spec"]["containers"][0]["startupProbe"]
+    return int(probe["failureThreshold"] * probe["periodSeconds"])
+
+
+def test_the_startup_probe_waits_for_the_first_read_from_s3():
+    """The association imports metadata only: the first start reads every weight byte from S3
+    at the file system's throughput (storage TiB x MB/s per TiB), not 1 GB/s per node."""
+    stack = new_stack("Hydration")
+    cluster = hyperpod_cluster(stack, gpu_count=2)
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    store = FsxModelStore(
+        stack,
+        "Store",
+        cluster=cluster,
+        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
+        weights_prefix="models/ds3",
+        storage_capacity_gib=2400,
+        throughput_per_tib=125,
+    )
+    service = deepseek_service(stack, cluster, addons, store)
+    assert service.plan is not None
+    weight_bytes = service.plan.weight_bytes  # DeepSeek-V3 FP8, about 0.7 TB
+    throughput = 2400 / 1024 * 125e6  # 293 MB/s
+    assert store.throughput_bytes_per_second == throughput
+    first_read = weight_bytes / throughput
+    assert first_read > 2000  # over half an hour at 125 MB/s/TiB on 2.4 TiB
+    # The budget: (first read + engine start) x the safety factor.
+    assert _startup_budget_seconds(service.lws) >= 2 * (first_read + 180)
+
+
+def test_the_reference_budget_covers_its_first_read(lws):
+    """1.41 TB on 4800 GiB at 500 MB/s/TiB (2.34 GB/s): 10 min to hydrate, within the budget."""
+    hydration = 1.4075e12 / (4800 / 1024 * 500e6)
+    assert 590 < hydration < 610
+    assert _startup_budget_seconds(lws) >= 2 * (hydration + 180)
 
 
 def test_internal_load_balancer_by_default(service, reference_templates):
