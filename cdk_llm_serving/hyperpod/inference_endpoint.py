@@ -421,10 +421,14 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
 
     def inference_endpoint_config(self) -> dict[str, Any]:
         """The ``InferenceEndpointConfig`` this endpoint applies."""
+        weight_bytes = next(iter(self.type_plans.values())).plan.weight_bytes
         cold_start = estimate_cold_start(
-            next(iter(self.type_plans.values())).plan.weight_bytes,
+            weight_bytes,
             "fsx_lustre" if isinstance(self.weights, FsxModelStore) else "s3_streaming",
         )
+        startup = cold_start.startup_timeout_seconds
+        if isinstance(self.weights, FsxModelStore):  # the first read hydrates from S3
+            startup = self.weights.startup_timeout_seconds(cold_start, weight_bytes)
         spec: dict[str, Any] = {
             "modelName": self.endpoint_name,
             "endpointName": self.endpoint_name,
@@ -441,7 +445,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             "tlsConfig": {
                 "tlsCertificateOutputS3Uri": f"s3://{self.operator.tls_bucket.bucket_name}/{self.name}/"
             },
-            "maxDeployTimeInSeconds": max(3600, int(cold_start.startup_timeout_seconds) * 2),
+            "maxDeployTimeInSeconds": max(3600, int(startup) * 2),
         }
         if self.autoscaling is not None:
             spec["autoScalingSpec"] = self.autoscaling._render(

@@ -45,6 +45,7 @@ ASSUMED: FSx's "MB" is 10^6 bytes, and the first read proceeds at the baseline t
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 from aws_cdk import CfnDeletionPolicy, RemovalPolicy
@@ -55,6 +56,7 @@ from constructs import Construct
 
 from .._cdk.validation import check_kubernetes_name, check_s3_prefix
 from ..errors import Problems, checked_props
+from ..planning.cold_start import ColdStart
 from .interfaces import IHyperPodCluster
 
 #: SSD PERSISTENT_2 capacity: 1200 GiB, 2400 GiB, then increments of 2400 GiB (botocore's
@@ -118,6 +120,20 @@ class FsxModelStore(Construct):
         """How long the first read of ``weight_bytes`` from S3 takes at that throughput (every
         reader of the store shares it)."""
         return weight_bytes / self.throughput_bytes_per_second
+
+    def startup_timeout_seconds(self, cold_start: ColdStart, weight_bytes: float) -> int:
+        """``cold_start``'s budget, or (first read of ``weight_bytes`` from S3 + engine start)
+        x its safety factor, whichever is longer.
+
+        The nodes of a replica read their shards at the same time, so the load takes the
+        longer of the per-node read (``cold_start.load_seconds``) and the store's hydration
+        of the whole model (``hydration_seconds``).
+        """
+        first_load = max(cold_start.load_seconds, self.hydration_seconds(weight_bytes))
+        first_start = first_load + cold_start.engine_start_seconds
+        return max(
+            cold_start.startup_timeout_seconds, math.ceil(first_start * cold_start.safety_factor)
+        )
 
     def _validate(
         self, storage_capacity_gib: int, throughput_per_tib: int, weights_prefix: str

@@ -28,7 +28,6 @@ certificate from cert-manager (``serving_tls``): no hop between a client and vLL
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -519,21 +518,13 @@ class VllmMultiNodeService(Construct):
         return tuple(gpu)
 
     def _startup_timeout(self, cold_start: ColdStart) -> int:
-        """``cold_start``'s budget, or (first read of every weight byte from S3 at the store's
-        throughput + engine start) x its safety factor, whichever is longer.
-
-        The nodes read their shards at the same time, so the load takes the longer of the
-        per-node read (``cold_start.load_seconds``) and the store's hydration of the whole
-        model (``FsxModelStore.hydration_seconds``: the association imported metadata only).
-        """
+        """``cold_start``'s budget; with an FSx store, at least the first read of the weights
+        from S3 (``FsxModelStore.startup_timeout_seconds``: the association imported metadata
+        only)."""
         store = self.model_store
         if store is None or self.plan is None:
             return cold_start.startup_timeout_seconds
-        hydration = store.hydration_seconds(self.plan.weight_bytes)
-        first_start = max(cold_start.load_seconds, hydration) + cold_start.engine_start_seconds
-        return max(
-            cold_start.startup_timeout_seconds, math.ceil(first_start * cold_start.safety_factor)
-        )
+        return store.startup_timeout_seconds(cold_start, self.plan.weight_bytes)
 
     def _vpc_cidr(self, problems: Problems) -> str:
         """The cluster VPC's CIDR: the API's allowed source inside the cluster, LB default."""
