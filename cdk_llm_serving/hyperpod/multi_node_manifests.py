@@ -59,6 +59,8 @@ __all__ = [
 WEIGHTS_MOUNT = "/models"
 _NCCL_ENVIRONMENT = {"NCCL_DEBUG": "WARN"}
 _PROBE_PERIOD_SECONDS = 10
+#: How long a serving pod has to stop (vLLM finishes or aborts its requests).
+TERMINATION_GRACE_SECONDS = 120
 #: The load balancer's listener port: TLS always (vLLM's own, or the NLB's with an ACM
 #: certificate); there is no plain-HTTP listener.
 HTTPS_PORT = 443
@@ -268,7 +270,7 @@ class MultiNodeWorkload:
             "spec": {
                 "serviceAccountName": self.service_account,
                 **pod_security(),
-                "terminationGracePeriodSeconds": 120,
+                "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                 **self._scheduling(),
                 "containers": [container],
                 "volumes": volumes,

@@ -59,6 +59,7 @@ from .multi_node_manifests import (
     API_SERVICE_SUFFIX,
     HTTPS_PORT,
     SERVICE_NAME_MAX,
+    TERMINATION_GRACE_SECONDS,
     TLS_LISTENER_POLICY,
     WEIGHTS_MOUNT,
     Exposure,
@@ -564,14 +565,29 @@ class VllmMultiNodeService(Construct):
             )
 
     def _warn_about_rollout(self) -> None:
-        """A single replica without room to surge stops serving during an update."""
-        if not self.placement.can_surge and self.replicas == 1:
-            Annotations.of(self).add_warning_v2(
-                "cdk-llm-serving:rolloutWithoutSurge",
-                f"GPU group {self.group.name!r} ({self.group.count} nodes) has no room for a second "
-                f"replica of {self.nodes} nodes: an update replaces the only replica, and the "
-                "service does not serve until the new one is ready.",
-            )
+        """A single replica without room to surge stops serving during an update.
+
+        The figure: the old pods' termination grace (``terminationGracePeriodSeconds``, 120 s)
+        plus a replica's start from the weights already on the store or in S3
+        (``cold_start.total_seconds``: load and engine start). The way out: room for one more
+        replica in the group, so LWS surges (``pod_spec.rollout_strategy``).
+        """
+        if self.placement.can_surge or self.replicas != 1:
+            return
+        outage = self.cold_start.total_seconds + TERMINATION_GRACE_SECONDS
+        needed = (self.replicas + 1) * self.nodes
+        Annotations.of(self).add_warning_v2(
+            "cdk-llm-serving:rolloutWithoutSurge",
+            f"GPU group {self.group.name!r} ({self.group.count} nodes) has no room for a second "
+            f"replica of {self.nodes} nodes: every update of the LeaderWorkerSet replaces the "
+            f"only replica, and the service does not serve for about {round(outage / 60)} "
+            f"minutes (old pods' {TERMINATION_GRACE_SECONDS} s grace, then the new replica's "
+            f"start: {round(self.cold_start.total_seconds / 60)} minutes estimated, up to the "
+            f"startup probe's {round(self.startup_timeout_seconds / 60)}). Way out: give the "
+            f"group {needed} nodes (HyperPodInstanceGroup count={needed}); the update then "
+            "starts the new replica before it removes the old one (maxSurge 1). Or acknowledge "
+            "this warning and update in a maintenance window.",
+        )
 
     # -- constructs -----------------------------------------------------------------------
 

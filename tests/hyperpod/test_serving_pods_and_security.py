@@ -176,6 +176,16 @@ def test_rollout_without_room_replaces_one_replica_at_a_time_and_warns(lws, lws_
     assert [w for w in warnings_of(stack) if "rolloutWithoutSurge" in w]
 
 
+def test_the_outage_warning_gives_its_length_and_the_way_out():
+    stack = new_stack("NoSurgeFigures")
+    cluster, addons, store = small_cluster(stack, gpu_count=1)
+    service = deepseek_service(stack, cluster, addons, store)
+    (warning,) = [w for w in warnings_of(stack) if "rolloutWithoutSurge" in w]
+    minutes = round((service.cold_start.total_seconds + 120) / 60)
+    assert f"about {minutes} minutes" in warning
+    assert "count=2" in warning and "maxSurge" in warning
+
+
 # -- API key -----------------------------------------------------------------------------
 
 
