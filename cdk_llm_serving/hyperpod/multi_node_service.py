@@ -579,11 +579,12 @@ class VllmMultiNodeService(Construct):
         Annotations.of(self).add_warning_v2(
             "cdk-llm-serving:rolloutWithoutSurge",
             f"GPU group {self.group.name!r} ({self.group.count} nodes) has no room for a second "
-            f"replica of {self.nodes} nodes: every update of the LeaderWorkerSet replaces the "
+            f"replica of {self.nodes} nodes: every change of the LeaderWorkerSet's pods replaces the "
             f"only replica, and the service does not serve for about {round(outage / 60)} "
             f"minutes (old pods' {TERMINATION_GRACE_SECONDS} s grace, then the new replica's "
             f"start: {round(self.cold_start.total_seconds / 60)} minutes estimated, up to the "
-            f"startup probe's {round(self.startup_timeout_seconds / 60)}). Way out: give the "
+            f"startup probe's {round(self.startup_timeout_seconds / 60)}-minute budget). Way out: "
+            f"give the "
             f"group {needed} nodes (HyperPodInstanceGroup count={needed}); the update then "
             "starts the new replica before it removes the old one (maxSurge 1). Or acknowledge "
             "this warning and update in a maintenance window.",
