@@ -28,10 +28,11 @@ certificate from cert-manager (``serving_tls``): no hop between a client and vLL
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from aws_cdk import Annotations, CfnOutput, Duration, Stack
+import jsii
+from aws_cdk import Annotations, CfnOutput, Duration, IStableAnyProducer, Lazy, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
@@ -77,6 +78,22 @@ from .serving_tls import (
 )
 
 __all__ = ["HTTPS_PORT", "TLS_LISTENER_POLICY", "Exposure", "VllmMultiNodeService"]
+
+
+@jsii.implements(IStableAnyProducer)
+class _Rendered:
+    """A value computed when the template is synthesized (``Lazy.any``)."""
+
+    def __init__(self, render: Callable[[], Any]) -> None:
+        self._render = render
+
+    def produce(self) -> Any:
+        return self._render()
+
+    @classmethod
+    def of(cls, render: Callable[[], Any]) -> Any:
+        return Lazy.any(cls(render))
+
 
 _OWNER = "VllmMultiNodeService"
 #: The default exposure: internal, TLS passed through to vLLM on 443.
@@ -217,6 +234,8 @@ class VllmMultiNodeService(Construct):
             vpc_cidr=self.vpc_cidr,
             load_balancer_subnets=self._load_balancer_subnets(exposure),
         )
+        #: What sets the replica count when not the manifest (``hand_replicas_to``).
+        self.replicas_owner: Construct | None = None
         #: The LeaderWorkerSet; rendering it runs the multi-node launcher's own checks.
         self.lws: dict[str, Any] = self._render_lws(problems) if config_valid else {}
         problems.raise_if_any()
@@ -238,7 +257,10 @@ class VllmMultiNodeService(Construct):
         if self.api_key is not None:
             prerequisites.append(self._api_key_provider(identity[0]))
         self.tls_issuers = self._tls_issuers(prerequisites[0])
-        self.lws_manifest = self._manifest("LeaderWorkerSet", [self.lws])
+        # The spec is read at synth (``_Rendered``), so a later ``hand_replicas_to`` still
+        # shapes it.
+        lws_object = {**self.lws, "spec": _Rendered.of(lambda: self.lws["spec"])}
+        self.lws_manifest = self._manifest("LeaderWorkerSet", [lws_object])
         self.lws_manifest.node.add_dependency(addons.leader_worker_set)
         for prerequisite in prerequisites:
             self.lws_manifest.node.add_dependency(prerequisite)
@@ -331,6 +353,21 @@ class VllmMultiNodeService(Construct):
 
     def labels(self) -> dict[str, str]:
         return self.workload.labels()
+
+    def hand_replicas_to(self, autoscaler: Construct) -> None:
+        """Leave ``spec.replicas`` out of the LeaderWorkerSet: ``autoscaler`` (e.g.
+        ``VllmReplicaAutoscaling``'s KEDA ScaledObject) sets it through the scale subresource.
+
+        A manifest that states ``replicas`` puts it back at every stack update (aws-cdk-lib's
+        kubectl handler applies the whole manifest again), undoing the autoscaler's count.
+        Without it, LWS starts one replica (its default, kubernetes-sigs/lws
+        ``leaderworkerset_types.go``: ``replicas`` defaults to 1) and the autoscaler takes it
+        to its minimum. The first update that drops the field from a deployed LWS resets it
+        to 1 once (client-side apply removes a field the last applied configuration had);
+        the autoscaler then restores its count.
+        """
+        self.lws.get("spec", {}).pop("replicas", None)
+        self.replicas_owner = autoscaler
 
     def pod_template(
         self, role: str, image: str, command: list[str], args: list[str], claim_name: str | None

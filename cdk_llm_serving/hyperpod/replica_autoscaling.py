@@ -76,6 +76,8 @@ class VllmReplicaAutoscaling(Construct):
             waiting_requests_per_replica,
         )
 
+        # KEDA owns the replica count from here: the LWS manifest no longer pins it.
+        service.hand_replicas_to(self)
         keda = service.addons.enable_keda()
         #: KEDA's operator may query the workspace: a customer managed policy of this scaling's
         #: own on the operator's role (one per scaled service), not the role's inline default

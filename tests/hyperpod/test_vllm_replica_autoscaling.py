@@ -56,6 +56,21 @@ def test_gpu_group_holds_the_maximum_and_keda_scales_within_it(scaled_hyperpod):
     assert scaled["TriggerAuthentication"]["spec"] == {"podIdentity": {"provider": "aws"}}
 
 
+def test_keda_owns_the_replica_count_so_an_update_does_not_reset_it(
+    scaled_hyperpod, reference_templates
+):
+    """KEDA's HPA sets ``spec.replicas`` through the scale subresource; a manifest that pins it
+    would put it back at every stack update (the kubectl handler applies the manifest again).
+    Autoscaled: the LeaderWorkerSet leaves ``replicas`` out (LWS defaults it to 1, KEDA's
+    minimum here). Not autoscaled: it states the count."""
+    (scaled,) = manifest_objects(scaled_hyperpod, "ServingLeaderWorkerSet")
+    assert "replicas" not in scaled["spec"]
+    (fixed,) = manifest_objects(
+        reference_templates["ReferenceMoeHyperPod"], "ServingLeaderWorkerSet"
+    )
+    assert fixed["spec"]["replicas"] == 1
+
+
 @pytest.fixture
 def keda_schemas(shared_dir) -> dict[str, dict]:
     """KEDA's CRD schemas, from the chart version assets/hyperpod.json pins."""
@@ -95,10 +110,16 @@ def test_keda_queries_only_its_workspace(scaled_hyperpod):
     ]
     assert association["Properties"]["ServiceAccount"] == "keda-operator"
     role_id = association["Properties"]["RoleArn"]["Fn::GetAtt"][0]
-    (policy,) = [
+    # A managed policy of its own, no inline one (HIPAA.Security IAMNoInlinePolicy).
+    assert not [
         p
         for p in resources_of_type(scaled_hyperpod, "AWS::IAM::Policy").values()
         if {"Ref": role_id} in p["Properties"]["Roles"]
+    ]
+    (policy,) = [
+        p
+        for p in resources_of_type(scaled_hyperpod, "AWS::IAM::ManagedPolicy").values()
+        if {"Ref": role_id} in p["Properties"].get("Roles", [])
     ]
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Action"] == "aps:QueryMetrics" and "Fn::GetAtt" in statement["Resource"]
