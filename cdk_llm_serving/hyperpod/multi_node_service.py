@@ -359,11 +359,14 @@ class VllmMultiNodeService(Construct):
         ``VllmReplicaAutoscaling``'s KEDA ScaledObject) sets it through the scale subresource.
 
         A manifest that states ``replicas`` puts it back at every stack update (aws-cdk-lib's
-        kubectl handler applies the whole manifest again), undoing the autoscaler's count.
-        Without it, LWS starts one replica (its default, kubernetes-sigs/lws
-        ``leaderworkerset_types.go``: ``replicas`` defaults to 1) and the autoscaler takes it
-        to its minimum. The first update that drops the field from a deployed LWS resets it
-        to 1 once (client-side apply removes a field the last applied configuration had);
+        kubectl handler runs ``kubectl apply`` of the whole manifest on Update,
+        ``custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/apply/__init__.py``),
+        undoing the autoscaler's count. Without it, LWS starts one replica (the CRD's
+        ``replicas`` default is 1, kubernetes-sigs/lws
+        ``config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml``) and the
+        autoscaler takes it to its minimum. The first update that drops the field from a
+        deployed LWS resets it to 1 once (client-side apply deletes a field the last applied
+        configuration had: https://kubernetes.io/docs/tasks/manage-kubernetes-objects/declarative-config/#how-apply-calculates-differences-and-merges-changes);
         the autoscaler then restores its count.
         """
         self.lws.get("spec", {}).pop("replicas", None)
