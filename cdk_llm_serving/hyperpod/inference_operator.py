@@ -50,6 +50,10 @@ from .cluster import HyperPodEksCluster
 __all__ = ["HyperPodInferenceOperator", "inference_operator_facts"]
 
 _CHILD_ID = "InferenceOperator"
+#: Id of the managed policy ``enable_cloudwatch_scaling`` creates. Not "CloudWatchScaling",
+#: the inline policy's id before 0.2.0: CloudFormation refuses to change a resource's type
+#: under one logical ID, so the managed policy takes a new one (the inline one is deleted).
+_CLOUDWATCH_SCALING_ID = "CloudWatchScalingPolicy"
 
 
 class HyperPodInferenceOperator(Construct):
@@ -123,12 +127,12 @@ class HyperPodInferenceOperator(Construct):
         ``IAMNoInlinePolicy``: permissions kept in managed policies are reviewed and versioned
         on their own).
         """
-        existing = self.node.try_find_child("CloudWatchScaling")
+        existing = self.node.try_find_child(_CLOUDWATCH_SCALING_ID)
         if isinstance(existing, iam.ManagedPolicy):
             return existing
         policy = iam.ManagedPolicy(
             self,
-            "CloudWatchScaling",
+            _CLOUDWATCH_SCALING_ID,
             description="KEDA operator: reads CloudWatch metrics for the inference endpoints' scaling",
             statements=[
                 iam.PolicyStatement(

@@ -313,7 +313,10 @@ def test_the_operators_old_grant_names_still_work_and_warn():
     operator = HyperPodInferenceOperator.of(HyperPodServingAddons(stack, "Addons", cluster=cluster))
     operator.grant_model_read(ModelData.from_s3_uri(STREAMED))
     operator.grant_cloudwatch_scaling()
-    assert operator.node.try_find_child("CloudWatchScaling") is operator.enable_cloudwatch_scaling()
+    assert (
+        operator.node.try_find_child("CloudWatchScalingPolicy")
+        is operator.enable_cloudwatch_scaling()
+    )
     found = warnings_on(operator)
     assert "cdk-llm-serving:deprecated:HyperPodInferenceOperator.grant_model_read" in found
     assert (
