@@ -94,9 +94,10 @@ def test_two_scaled_services_share_keda_and_the_scraper_role():
         if v["Properties"]["ServiceAccount"] == "keda-operator"
     ]
     role_id = association["Properties"]["RoleArn"]["Fn::GetAtt"][0]
-    (statement,) = policy_statements(template, role_id)  # CDK merges the two grants
-    assert statement["Action"] == "aps:QueryMetrics"
-    assert sorted(r["Fn::GetAtt"][0][: len("ServingAObs")] for r in statement["Resource"]) == [
+    # One managed policy per scaled service on the shared role, each its own workspace.
+    statements = policy_statements(template, role_id)
+    assert [s["Action"] for s in statements] == ["aps:QueryMetrics"] * 2
+    assert sorted(s["Resource"]["Fn::GetAtt"][0][: len("ServingAObs")] for s in statements) == [
         "ServingAObs",
         "ServingBObs",
     ]
