@@ -40,7 +40,6 @@ from tests.support.scheduling import (
     VCPUS,
     Cluster,
     Node,
-    _reserved_millicores,
     workloads,
 )
 from tests.support.scheduling import hyperpod_nodes as _all_threads_nodes
@@ -61,6 +60,14 @@ pytestmark = pytest.mark.skipif(
 _ONE_THREAD_PER_CORE = frozenset({"ml.p6e-gb200.36xlarge"})
 
 
+def _kube_reserved_cpus(vcpus: int) -> float:
+    """EKS AMI's kube-reserved CPU (awslabs/amazon-eks-ami bootstrap.sh
+    ``get_cpu_millicores_to_reserve``): 6 % of the first core, 1 % of the second, 0.5 % of the
+    next two, 0.25 % of the rest; the node model's own rule, for the vCPUs the node offers."""
+    shares = ((0, 1, 0.06), (1, 2, 0.01), (2, 4, 0.005), (4, vcpus, 0.0025))
+    return sum((min(vcpus, end) - start) * share for start, end, share in shares if vcpus > start)
+
+
 def hyperpod_nodes(template: dict, *, health_checking: bool = False) -> list[Node]:
     """The node model, with each node's allocatable CPU from its group's ``ThreadsPerCore``:
     the instance type's vCPUs halved when multithreading is off, minus kube-reserved."""
@@ -75,7 +82,7 @@ def hyperpod_nodes(template: dict, *, health_checking: bool = False) -> list[Nod
         vcpus = VCPUS[node.instance_type][0]
         if threads[node.group] == 1 and node.instance_type not in _ONE_THREAD_PER_CORE:
             vcpus //= 2
-        node.capacity["cpu"] = vcpus - _reserved_millicores(vcpus) / 1000
+        node.capacity["cpu"] = vcpus - _kube_reserved_cpus(vcpus)
     return nodes
 
 
