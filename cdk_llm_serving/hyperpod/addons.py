@@ -41,6 +41,7 @@ from .._cdk.nag import acknowledge_cdk_internals
 from .._cdk.pod_identity import pod_identity_role
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
+from ._eks_addon import eks_addon
 from ._facts import chart_pins, inference_operator_facts
 from .chart_source import HelmChartSource
 from .cluster import HyperPodEksCluster
@@ -208,13 +209,12 @@ class HyperPodServingAddons(Construct):
         schedule on the system group (the GPU groups are tainted).
         """
         if self._cert_manager is None:
-            self._cert_manager = eks.Addon(
+            self._cert_manager = eks_addon(
                 self,
                 "CertManager",
                 cluster=self.cluster.eks_cluster,
                 addon_name="cert-manager",
                 addon_version=inference_operator_facts()["dependencies"]["cert-manager"],
-                preserve_on_delete=False,
             )
             self._cert_manager.node.add_dependency(self.cluster.nodes_ready)
             # The inference operator created it before it was shared: keep that logical id, or

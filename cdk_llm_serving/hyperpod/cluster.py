@@ -46,6 +46,7 @@ from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_one_of
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
+from ._eks_addon import eks_addon
 from ._facts import hyperpod_facts
 from ._input_checks import check_cluster_inputs
 from .availability_zones import az_id_problem
@@ -53,6 +54,7 @@ from .capacity import GpuNodeLedger
 from .constants import (
     FSX_CSI_DRIVER_ADDON,
     GPU_NODE_ROLE,
+    INTERNAL_ELB_SUBNET_TAG,
     POD_IDENTITY_AGENT_ADDON,
     SYSTEM_NODE_ROLE,
 )
@@ -394,6 +396,14 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         aws-cdk-lib's L2 subnets take AZ names only, so this is ``AWS::EC2::Subnet`` with
         ``AvailabilityZoneId`` (set instead of ``AvailabilityZone``: the schema excludes
         one with the other), as AWS's HyperPod reference template does.
+
+        Tagged ``kubernetes.io/role/internal-elb: 1`` like the private subnets (aws-eks-v2
+        tags those): when subnets with the role tag exist, the AWS Load Balancer Controller
+        takes only those as candidates and picks one per Availability Zone (LBC docs, "Subnet
+        auto-discovery", https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/subnet_discovery/).
+        Untagged, the GPU zone may be left out of the internal NLB, and a load balancer
+        routes no traffic to targets in a zone it does not enable (ELB user guide, "Network
+        Load Balancers", Availability Zones).
         """
         cidr, route_table_id = self._gpu_subnet_placement(cidr)
         subnet = ec2.CfnSubnet(
@@ -403,7 +413,10 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             cidr_block=cidr,
             availability_zone_id=az_id,
             map_public_ip_on_launch=False,
-            tags=[CfnTag(key="Name", value=f"{self.node.path}/GpuSubnet")],
+            tags=[
+                CfnTag(key="Name", value=f"{self.node.path}/GpuSubnet"),
+                CfnTag(key=INTERNAL_ELB_SUBNET_TAG, value="1"),
+            ],
         )
         if self._owns_vpc:
             subnet.apply_removal_policy(RemovalPolicy.RETAIN)
@@ -629,13 +642,12 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         return group
 
     def _addon(self, name: str, version: str | None) -> eks.Addon:
-        return eks.Addon(
+        return eks_addon(
             self,
             f"Addon-{name}",
             cluster=self.eks_cluster,
             addon_name=name,
             addon_version=version,
-            preserve_on_delete=False,
             configuration_values=_ADDON_CONFIGURATION.get(name),
         )
 
