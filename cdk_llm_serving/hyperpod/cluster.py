@@ -193,8 +193,15 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     :param gpu_subnet_cidr: the CIDR of that subnet. Default: the first free block, the size
         of the private subnets, in a VPC this construct creates; required with an imported VPC.
     :param nodes_ready_timeout: how long ``nodes_ready`` waits for every group's nodes to be
-        Running before the deployment fails. Default: derived from the groups
-        (``node_readiness.wait_budget``).
+        Running. Default: the slowest group's budget (``node_readiness.wait_budget``): 30
+        minutes for launch, lifecycle script and join, plus 60 for ``InstanceStress`` and 20
+        for ``InstanceConnectivity`` deep health checks where the group runs them, plus a
+        minute per node (e.g. 112 minutes for two p5en nodes with both checks); estimates, as
+        AWS publishes no figures, and long on purpose: a node in ``Failure`` or a failed group
+        fails the wait at once with SageMaker's reason, so the budget only bounds slow
+        provisioning. At the timeout the deployment fails and CloudFormation's rollback
+        deletes a cluster this deployment created (its capacity is released); deploy with
+        ``cdk deploy --no-rollback`` to keep the cluster and its nodes on failure and retry.
     """
 
     #: The EKS cluster, typed as its interface (see ``_render_eks``).

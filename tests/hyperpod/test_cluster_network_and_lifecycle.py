@@ -144,6 +144,26 @@ def test_the_wait_grows_with_the_group_and_can_be_set():
     assert sum(int(s["Properties"]["DeadlineSeconds"]) for s in stages) >= 3 * 3600
 
 
+def test_the_wait_is_the_slowest_groups_and_grows_with_each_check():
+    """Groups provision in parallel: the budget is the slowest group's, each deep health check
+    adds its own time, a group without checks adds nothing."""
+
+    def gpu(checks: tuple[str, ...], count: int = 2) -> HyperPodInstanceGroup:
+        return HyperPodInstanceGroup.gpu("g", "ml.p5en.48xlarge", count, deep_health_checks=checks)
+
+    both = wait_budget([gpu(("InstanceStress", "InstanceConnectivity"))])
+    stress = wait_budget([gpu(("InstanceStress",))])
+    connectivity = wait_budget([gpu(("InstanceConnectivity",))])
+    none = wait_budget([gpu(())])
+    assert none.to_minutes() < connectivity.to_minutes() < stress.to_minutes() < both.to_minutes()
+    assert both.to_minutes() == stress.to_minutes() + connectivity.to_minutes() - none.to_minutes()
+    with_system = wait_budget([HyperPodInstanceGroup.system(), gpu(("InstanceStress",))])
+    assert with_system.to_minutes() == stress.to_minutes()
+    # A large group without checks can be the slowest one.
+    big = wait_budget([gpu(()), HyperPodInstanceGroup.system(count=200)])
+    assert big.to_minutes() > none.to_minutes()
+
+
 def test_a_wait_under_a_minute_is_refused():
     with pytest.raises(ConfigurationError) as caught:
         HyperPodEksCluster(
@@ -224,7 +244,7 @@ def test_everything_applied_in_the_cluster_waits_for_the_nodes(hyperpod_template
     assert len(first) == len(before) >= 3 and first <= _needs(hyperpod_template, cluster_id)
 
 
-def test_the_wait_handler_may_only_list_this_clusters_nodes(hyperpod_template):
+def test_the_wait_handler_may_only_read_this_clusters_status_and_nodes(hyperpod_template):
     cluster_id, _ = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
     roles = [
         key
@@ -234,9 +254,10 @@ def test_the_wait_handler_may_only_list_this_clusters_nodes(hyperpod_template):
     (role_id,) = roles
     statements = policy_statements(hyperpod_template, role_id)
     sagemaker = [s for s in statements if any(a.startswith("sagemaker:") for a in actions_of(s))]
-    assert [actions_of(s) for s in sagemaker] == [["sagemaker:ListClusterNodes"]]
+    reads = ["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"]
+    assert [sorted(actions_of(s)) for s in sagemaker] == [reads]
     assert sagemaker[0]["Resource"] == {"Fn::GetAtt": [cluster_id, "ClusterArn"]}
-    others = {a for s in statements for a in actions_of(s)} - {"sagemaker:ListClusterNodes"}
+    others = {a for s in statements for a in actions_of(s)} - set(reads)
     assert others == {"logs:CreateLogStream", "logs:PutLogEvents"}
 
 
