@@ -528,6 +528,17 @@ def test_serving_waits_for_the_association(hyperpod_template):
 
 
 # -- on_create.sh -------------------------------------------------------------------------------
+#
+# The script runs for real in a sandbox: a fake root (LIFECYCLE_ROOT) and a PATH of real tools
+# plus shims for what only a node has (mountpoint, systemctl) and for sleep (instant, counted).
+
+_AL2023_CONFIG = """version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd"
+
+[grpc]
+address = "/run/containerd/containerd.sock"
+"""
 
 
 def test_on_create_is_valid_bash_and_starts_no_service():
@@ -536,50 +547,125 @@ def test_on_create_is_valid_bash_and_starts_no_service():
     assert not re.search(r"systemctl\s+(start|restart|stop)\b", text)
 
 
-def _fake_node(tmp_path: Path, active: str = "") -> tuple[Path, dict[str, str]]:
-    """A fake root with a mounted /opt/sagemaker and a PATH without rsync."""
+def _fake_node(
+    tmp_path: Path,
+    active: str = "",
+    mounted: tuple[str, ...] = ("/opt/sagemaker",),
+    mounted_after: int = 0,
+    os_version: str = "2023",
+    nvme_devices: bool = False,
+) -> tuple[Path, dict[str, str]]:
+    """A fake root whose ``mounted`` volumes show up after ``mounted_after`` polls, a PATH
+    without rsync, shims that record systemctl calls and sleeps."""
     root = tmp_path / "root"
-    (root / "opt" / "sagemaker").mkdir(parents=True)
+    for path in ("opt/sagemaker", "opt/dlami/nvme"):
+        (root / path).mkdir(parents=True)
     (root / "var" / "lib" / "containerd" / "io.containerd.content.v1").mkdir(parents=True)
     (root / "var" / "lib" / "containerd" / "io.containerd.content.v1" / "blob").write_text("x")
     (root / "var" / "lib" / "kubelet" / "pods").mkdir(parents=True)
+    (root / "etc").mkdir()
+    (root / "etc" / "os-release").write_text(f'NAME="Amazon Linux"\nVERSION_ID="{os_version}"\n')
+    (root / "etc" / "containerd").mkdir()
+    (root / "etc" / "containerd" / "config.toml").write_text(_AL2023_CONFIG)
+    (root / "etc" / "eks" / "containerd").mkdir(parents=True)
+    (root / "etc" / "eks" / "containerd" / "containerd-config.toml").write_text(
+        'version = 2\nroot = "/var/lib/containerd"\n'
+    )
+    if nvme_devices:
+        (root / "dev" / "disk" / "by-id").mkdir(parents=True)
+        (root / "dev" / "disk" / "by-id" / "nvme-Amazon_EC2_NVMe_Instance_Storage_AWS1").touch()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("bash cat cp date df dirname hostname ln mkdir rm tail tee tr ls").split():
+    tools = "awk bash cat cp date df dirname hostname ln mkdir mv rm sync tail tee tr ls"
+    for tool in tools.split():
         found = shutil.which(tool)
         assert found, tool
         os.symlink(found, bin_dir / tool)
-    (bin_dir / "mountpoint").write_text('#!/bin/bash\n[[ "$2" == */opt/sagemaker ]]\n')
-    (bin_dir / "systemctl").write_text(
-        f'#!/bin/bash\n# is-active --quiet <unit>\n[[ " {active} " == *" $3 "* ]]\n'
+    calls = tmp_path / "calls"
+    patterns = " ".join(f'"*{path}"' for path in mounted)
+    (bin_dir / "mountpoint").write_text(
+        "#!/bin/bash\n"
+        f'n=$(cat "{tmp_path}/polls" 2>/dev/null || echo 0); echo $((n + 1)) > "{tmp_path}/polls"\n'
+        f"(( n >= {mounted_after} )) || exit 1\n"
+        f'for p in {patterns}; do [[ "$2" == $p ]] && exit 0; done; exit 1\n'
     )
-    for shim in ("mountpoint", "systemctl"):
+    (bin_dir / "systemctl").write_text(
+        f'#!/bin/bash\necho "systemctl $*" >> "{calls}"\n'
+        f'[[ "$1" != is-active ]] || [[ " {active} " == *" $3 "* ]]\n'
+    )
+    (bin_dir / "sleep").write_text(f'#!/bin/bash\necho "sleep $*" >> "{calls}"\n')
+    for shim in ("mountpoint", "systemctl", "sleep"):
         (bin_dir / shim).chmod(0o755)
     env = {"PATH": str(bin_dir), "LIFECYCLE_ROOT": str(root), "HOME": str(tmp_path)}
     return root, env
 
 
-def _run_on_create(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run_on_create(env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [shutil.which("bash") or "bash", str(ON_CREATE)],
         env=env,
         capture_output=True,
         text=True,
-        check=True,
+        check=check,
     )
 
 
-def test_on_create_moves_storage_without_rsync(tmp_path):
+def _marker(root: Path) -> dict[str, str]:
+    text = (root / "var" / "lib" / "cdk-llm-serving" / "container-storage").read_text()
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    calls = tmp_path / "calls"
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_on_create_sets_containerd_root_in_its_configuration_on_al2023(tmp_path):
     root, env = _fake_node(tmp_path)
     result = _run_on_create(env)
-    for name in ("containerd", "kubelet"):
-        link = root / "var" / "lib" / name
-        assert link.is_symlink() and link.resolve() == (root / "opt" / "sagemaker" / name)
-        assert f"moved {link} -> {root}/opt/sagemaker/{name}" in result.stdout
+    containerd = root / "var" / "lib" / "containerd"
+    assert containerd.is_dir() and not containerd.is_symlink()  # no symlink: the config says
+    config = (root / "opt" / "sagemaker" / "containerd-config.toml").read_text()
+    assert 'root = "/opt/sagemaker/containerd"' in config
+    assert 'root = "/var/lib/containerd"' not in config
+    assert 'address = "/run/containerd/containerd.sock"' in config  # the rest kept
+    drop_in = root / "etc/systemd/system/containerd.service.d/50-cdk-llm-serving-root.conf"
+    lines = drop_in.read_text().splitlines()
+    assert lines == [
+        "[Service]",
+        "ExecStart=",
+        "ExecStart=/usr/bin/containerd --config /opt/sagemaker/containerd-config.toml",
+    ]
+    assert "systemctl daemon-reload" in _calls(tmp_path)
     blob = root / "opt" / "sagemaker" / "containerd" / "io.containerd.content.v1" / "blob"
-    assert blob.read_text() == "x"
+    assert blob.read_text() == "x"  # what containerd held is copied to its new root
+    assert _marker(root) == {
+        "outcome": "ebs",
+        "volume": "/opt/sagemaker",
+        "containerd_root": "/opt/sagemaker/containerd",
+        "kubelet_dir": "/opt/sagemaker/kubelet",
+    }
+    assert "containerd root = /opt/sagemaker/containerd" in result.stdout
+
+
+def test_on_create_sets_the_root_in_the_eks_template_on_al2(tmp_path):
+    root, env = _fake_node(
+        tmp_path, os_version="2", mounted=("/opt/dlami/nvme",), nvme_devices=True
+    )
+    _run_on_create(env)
+    template = (root / "etc/eks/containerd/containerd-config.toml").read_text()
+    assert template.splitlines() == ["version = 2", 'root = "/opt/dlami/nvme/containerd"']
+    assert not (root / "etc/systemd/system/containerd.service.d").exists()
+    assert _marker(root)["outcome"] == "nvme"
+
+
+def test_on_create_moves_the_kubelet_directory_without_rsync(tmp_path):
+    root, env = _fake_node(tmp_path)
+    result = _run_on_create(env)
+    link = root / "var" / "lib" / "kubelet"
+    assert link.is_symlink() and link.resolve() == (root / "opt" / "sagemaker" / "kubelet")
+    assert f"moved {link} -> {root}/opt/sagemaker/kubelet" in result.stdout
     assert (root / "opt" / "sagemaker" / "kubelet" / "pods").is_dir()
-    assert not (root / "opt" / "sagemaker" / "containerd" / "containerd").exists()
 
 
 def test_on_create_links_a_directory_that_does_not_exist_yet(tmp_path):
@@ -592,14 +678,61 @@ def test_on_create_links_a_directory_that_does_not_exist_yet(tmp_path):
     assert f"moved {kubelet}" not in result.stdout
 
 
-def test_on_create_leaves_a_running_services_directory_alone(tmp_path):
-    root, env = _fake_node(tmp_path, active="containerd")
+def test_on_create_leaves_a_running_kubelets_directory_and_says_so(tmp_path):
+    root, env = _fake_node(tmp_path, active="kubelet containerd")
     result = _run_on_create(env)
-    containerd = root / "var" / "lib" / "containerd"
-    assert containerd.is_dir() and not containerd.is_symlink()
-    assert "containerd is running" in result.stdout
-    assert f"moved {containerd}" not in result.stdout
-    assert (root / "var" / "lib" / "kubelet").is_symlink()
+    kubelet = root / "var" / "lib" / "kubelet"
+    assert kubelet.is_dir() and not kubelet.is_symlink()
+    assert "kubelet is running" in result.stdout
+    assert "containerd is running: its new root applies from its next start" in result.stdout
+    assert _marker(root)["kubelet_dir"] == "/var/lib/kubelet"
+
+
+def test_on_create_waits_for_the_volume_to_be_mounted(tmp_path):
+    root, env = _fake_node(tmp_path, mounted_after=3)
+    result = _run_on_create(env)
+    assert result.stdout.count("waiting for /opt/sagemaker to be mounted") == 3
+    assert _calls(tmp_path).count("sleep 5") == 3
+    assert _marker(root)["outcome"] == "ebs"
+
+
+def test_on_create_waits_for_nvme_where_the_instance_has_it(tmp_path):
+    root, env = _fake_node(
+        tmp_path, mounted=("/opt/sagemaker", "/opt/dlami/nvme"), mounted_after=2, nvme_devices=True
+    )
+    result = _run_on_create(env)
+    assert "data volume expected at /opt/dlami/nvme" in result.stdout
+    assert _marker(root)["containerd_root"] == "/opt/dlami/nvme/containerd"
+
+
+def test_on_create_fails_loudly_without_a_data_volume(tmp_path):
+    root, env = _fake_node(tmp_path, mounted=())
+    result = _run_on_create(env, check=False)
+    assert result.returncode == 1
+    sleeps = [call for call in _calls(tmp_path) if call.startswith("sleep")]
+    assert sleeps[:12] == ["sleep 5"] * 12  # 60 s of waiting, as AWS's script waits
+    assert sleeps[12:] == ["sleep 60"]  # then time for the log to be uploaded
+    assert "ERROR: no data volume mounted after 60 s" in result.stdout
+    assert _marker(root)["outcome"] == "failed"
+    assert not (root / "etc/systemd/system/containerd.service.d").exists()
+    assert (root / "var/lib/kubelet").is_dir() and not (root / "var/lib/kubelet").is_symlink()
+
+
+def test_on_create_says_when_nvme_does_not_appear_and_ebs_is_used(tmp_path):
+    root, env = _fake_node(tmp_path, mounted=("/opt/sagemaker",), nvme_devices=True)
+    result = _run_on_create(env)
+    assert "WARNING: /opt/dlami/nvme not mounted after 60 s" in result.stdout
+    assert _marker(root)["outcome"] == "fallback"
+    assert _marker(root)["containerd_root"] == "/opt/sagemaker/containerd"
+
+
+@pytest.mark.parametrize("os_version", ["22.04", ""])
+def test_on_create_fails_on_an_os_whose_containerd_it_cannot_configure(tmp_path, os_version):
+    root, env = _fake_node(tmp_path, os_version=os_version)
+    result = _run_on_create(env, check=False)
+    assert result.returncode == 1
+    assert "cannot set containerd's root" in result.stdout
+    assert _marker(root)["outcome"] == "failed"
 
 
 # -- issue 14: the lifecycle bucket and the add-on pins -------------------------------------------
