@@ -80,6 +80,13 @@ _NODE_NETWORK_ACTIONS = [
     "ec2:ModifyNetworkInterfaceAttribute",
     "ec2:UnassignPrivateIpAddresses",
 ]
+#: Describe actions the VPC CNI needs beyond ``_NODE_NETWORK_ACTIONS`` (AmazonEKS_CNI_Policy's;
+#: they take no resource ARN).
+_VPC_CNI_DESCRIBE_ACTIONS = [
+    "ec2:DescribeInstances",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeTags",
+]
 #: S3 actions that change the lifecycle script (denied to all but its deployment).
 _OBJECT_WRITES = [
     "s3:PutObject",
@@ -742,15 +749,38 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         return role
 
     def _execution_role_statements(self) -> list[iam.PolicyStatement]:
-        """ENIs, image pulls, and read of the lifecycle scripts in this account's bucket.
+        """ENIs, the VPC CNI, image pulls, and read of the lifecycle scripts in this account's
+        bucket.
 
         s3:ListBucket and s3:GetObject on the lifecycle bucket are what HyperPod needs
         (docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html).
+
+        The VPC CNI's ipamd on each node runs with the node's credentials, on HyperPod this
+        execution role (the add-on is installed without a role of its own). Both AWS
+        references give the role the VPC CNI's permissions: the CloudFormation reference
+        attaches ``AmazonEKS_CNI_Policy`` (aws-samples/awsome-distributed-training
+        ``1.architectures/7.sagemaker-hyperpod-eks/cfn-templates/nested-stacks/sagemaker-iam-role-stack.yaml``),
+        the Terraform reference writes its actions out
+        (``terraform-modules/hyperpod-eks-tf/modules/sagemaker_iam_role/main.tf``,
+        ``eks_cni_policy``). We add what ``_NODE_NETWORK_ACTIONS`` lacks of them, as the
+        Terraform reference scopes them: ``ec2:AttachNetworkInterface`` on this account's and
+        Region's instances and network interfaces (its resource types; the IDs exist only at
+        run time), and the Describe actions, which take no resource ARN (Service
+        Authorization Reference, "Actions, resources, and condition keys for Amazon EC2"),
+        on ``*``. No managed policy: the role stays one reviewed document.
         """
         bucket_arn = self.lifecycle_bucket.bucket_arn
         owner = resource_account_condition(Stack.of(self).account)
         return [
             iam.PolicyStatement(actions=_NODE_NETWORK_ACTIONS, resources=["*"]),
+            iam.PolicyStatement(
+                actions=["ec2:AttachNetworkInterface"],
+                resources=[
+                    Stack.of(self).format_arn(service="ec2", resource=kind, resource_name="*")
+                    for kind in ("instance", "network-interface")
+                ],
+            ),
+            iam.PolicyStatement(actions=_VPC_CNI_DESCRIBE_ACTIONS, resources=["*"]),
             iam.PolicyStatement(
                 actions=["ec2:CreateTags"],
                 resources=[
@@ -816,6 +846,14 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                 )
             ],
             "Tags only network interfaces, whose IDs exist only at run time.",
+        )
+        acknowledge_wildcard_resources(
+            policy,
+            [
+                Stack.of(self).format_arn(service="ec2", resource=kind, resource_name="*")
+                for kind in ("instance", "network-interface")
+            ],
+            "The VPC CNI attaches network interfaces to its own node: instance and interface IDs exist only at run time.",
         )
         acknowledge_wildcard_resources(
             policy,

@@ -159,3 +159,54 @@ def test_a_gpu_subnet_in_a_chosen_zone_is_tagged_for_internal_load_balancers(az_
         if "AvailabilityZoneId" not in v["Properties"]
     ]
     assert any(t.get("kubernetes.io/role/internal-elb") == "1" for t in private)
+
+
+# -- 7. the execution role has what the VPC CNI needs on the node -------------------------------
+
+
+def _execution_role_statements(template: dict) -> list[dict]:
+    (policy,) = [
+        p
+        for key, p in resources_of_type(template, "AWS::IAM::ManagedPolicy").items()
+        if "ExecutionRolePolicy" in key
+    ]
+    statements: list[dict] = policy["Properties"]["PolicyDocument"]["Statement"]
+    return statements
+
+
+def _allowed(statements: list[dict], action: str) -> list[dict]:
+    return [
+        s
+        for s in statements
+        if s["Effect"] == "Allow"
+        and action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    ]
+
+
+def test_the_execution_role_has_the_vpc_cni_permissions_of_both_aws_references(hyperpod):
+    """AmazonEKS_CNI_Policy's actions (AWS's CloudFormation reference attaches the policy, its
+    Terraform reference writes them out); the VPC CNI on a HyperPod node runs with the node's
+    role."""
+    statements = _execution_role_statements(hyperpod)
+    cni = [
+        "ec2:AssignPrivateIpAddresses",
+        "ec2:AttachNetworkInterface",
+        "ec2:CreateNetworkInterface",
+        "ec2:DeleteNetworkInterface",
+        "ec2:DescribeInstances",
+        "ec2:DescribeTags",
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:DescribeInstanceTypes",
+        "ec2:DescribeSubnets",
+        "ec2:DetachNetworkInterface",
+        "ec2:ModifyNetworkInterfaceAttribute",
+        "ec2:UnassignPrivateIpAddresses",
+        "ec2:CreateTags",
+    ]
+    missing = [action for action in cni if not _allowed(statements, action)]
+    assert missing == []
+    # Attach takes resource ARNs: only this account's instances and network interfaces.
+    (attach,) = _allowed(statements, "ec2:AttachNetworkInterface")
+    resources = json.dumps(attach["Resource"])
+    assert ":instance/*" in resources and ":network-interface/*" in resources
+    assert attach["Resource"] != "*"
