@@ -269,6 +269,19 @@ class HyperPodServingAddons(Construct):
         problems = Problems(f"HyperPodServingAddons '{self.node.path}'")
         if hyperpod_chart is not None:
             hyperpod_chart.validate(problems, "hyperpod_chart")
+        elif isinstance(self.cluster, HyperPodEksCluster):
+            explicit = [
+                group.name for group in self.cluster.instance_groups if group.deep_health_checks
+            ]
+            if explicit:
+                problems.add(
+                    "hyperpod_chart",
+                    None,
+                    f"instance groups {', '.join(repr(n) for n in explicit)} set deep_health_checks, "
+                    "which run with the HyperPod dependencies chart (without it AWS documents that "
+                    "cluster creation can fail): pass hyperpod_chart=..., or deep_health_checks=() "
+                    "on those groups",
+                )
         pins = chart_pins()
         for name, version in (chart_versions or {}).items():
             if name not in pins:
@@ -292,11 +305,25 @@ class HyperPodServingAddons(Construct):
         self, hyperpod_chart: HelmChartSource | None, values: Mapping[str, Any] | None
     ) -> None:
         """The HyperPod dependencies chart, or (with a warning) the device plugins alone."""
+        if hyperpod_chart is None:
+            unchecked = (
+                self.cluster._without_default_deep_health_checks()
+                if isinstance(self.cluster, HyperPodEksCluster)
+                else []
+            )
+            checks = (
+                f" Without it, deep health checks are off: instance groups "
+                f"{', '.join(repr(n) for n in unchecked)} run none (their default), as AWS "
+                "documents that cluster creation can fail without the chart "
+                "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-install-packages-using-helm-chart.html)."
+                if unchecked
+                else ""
+            )
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:hyperpodChartMissing", _HYPERPOD_CHART_HINT + checks
+            )
         groups = self.cluster.instance_groups
         if hyperpod_chart is None:
-            Annotations.of(self).add_warning_v2(
-                "cdk-llm-serving:hyperpodChartMissing", _HYPERPOD_CHART_HINT
-            )
             self._published_chart(
                 NVIDIA_DEVICE_PLUGIN_CHART,
                 values=nvidia_values(groups),

@@ -23,6 +23,7 @@ which would leave the stack in DELETE_FAILED.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -326,6 +327,34 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     def nodes_ready(self) -> IConstruct:
         """Depend on this to run after every group's nodes are Running (charts, workloads)."""
         return self.node_wait.ready
+
+    def _without_default_deep_health_checks(self) -> list[str]:
+        """Turn off the deep health checks groups run by default (not those given explicitly);
+        the names of the groups changed.
+
+        For ``HyperPodServingAddons`` without the HyperPod dependencies chart: AWS's deep
+        health checks run with that chart's components, and AWS documents that without the
+        chart "the SageMaker HyperPod cluster [may not function] correctly or the creation
+        process [may fail] entirely" ("Installing packages on the Amazon EKS cluster using
+        Helm", https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-install-packages-using-helm-chart.html).
+        The node wait keeps the budget it was given with the checks (longer than needed).
+        """
+        changed = [
+            group.name
+            for group in self.instance_groups
+            if group.deep_health_checks is None and group.effective_health_checks
+        ]
+        if changed:
+            self.instance_groups = tuple(
+                dataclasses.replace(group, deep_health_checks=())
+                if group.name in changed
+                else group
+                for group in self.instance_groups
+            )
+            self.cfn_cluster.instance_groups = [
+                self._instance_group(group) for group in self.instance_groups
+            ]
+        return changed
 
     def order_nodes_after(self, prerequisite: IConstruct) -> None:
         """Create the HyperPod cluster (its nodes) only after ``prerequisite`` exists.

@@ -210,3 +210,70 @@ def test_the_execution_role_has_the_vpc_cni_permissions_of_both_aws_references(h
     resources = json.dumps(attach["Resource"])
     assert ":instance/*" in resources and ":network-interface/*" in resources
     assert attach["Resource"] != "*"
+
+
+# -- 4. without the HyperPod dependencies chart, no deep health checks ---------------------------
+
+
+def _gpu_group(template: dict, name: str = "gpu") -> dict:
+    _, cluster = only_resource(template, "AWS::SageMaker::Cluster")
+    (group,) = [
+        g for g in cluster["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == name
+    ]
+    return group
+
+
+def _addons_stack(
+    groups: list[HyperPodInstanceGroup], chart: bool
+) -> tuple[Stack, HyperPodEksCluster]:
+    from cdk_llm_serving.hyperpod.addons import HelmChartSource, HyperPodServingAddons
+
+    stack = new_stack("Charted" if chart else "Chartless")
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=groups)
+    source = (
+        HelmChartSource.from_repository("oci://example.com/charts/hyperpod-helm-chart", "0.1.0")
+        if chart
+        else None
+    )
+    HyperPodServingAddons(stack, "Addons", cluster=cluster, hyperpod_chart=source)
+    return stack, cluster
+
+
+def test_without_the_chart_gpu_groups_default_to_no_deep_health_checks_and_synth_says_so():
+    from aws_cdk.assertions import Annotations, Match
+
+    stack, cluster = _addons_stack(instance_groups(), chart=False)
+    assert "OnStartDeepHealthChecks" not in _gpu_group(_template(stack))
+    assert cluster.instance_groups[1].effective_health_checks == ()
+    warnings = Annotations.from_stack(stack).find_warning(
+        "*", Match.string_like_regexp("deep health checks are off")
+    )
+    assert warnings and "gpu" in json.dumps(warnings[0].entry.data)
+
+
+def test_with_the_chart_the_default_deep_health_checks_stay():
+    stack, _ = _addons_stack(instance_groups(), chart=True)
+    checks = _gpu_group(_template(stack))["OnStartDeepHealthChecks"]
+    assert checks == ["InstanceStress", "InstanceConnectivity"]
+
+
+def test_explicit_deep_health_checks_without_the_chart_are_refused():
+    from cdk_llm_serving import ConfigurationError
+
+    groups = [
+        HyperPodInstanceGroup.system(),
+        HyperPodInstanceGroup.gpu(
+            "gpu", "ml.p5en.48xlarge", 2, deep_health_checks=("InstanceStress",)
+        ),
+    ]
+    with pytest.raises(ConfigurationError) as caught:
+        _addons_stack(groups, chart=False)
+    (problem,) = caught.value.problems
+    assert problem.property == "hyperpod_chart"
+    assert "'gpu'" in problem.allowed and "deep_health_checks" in problem.allowed
+
+
+def test_the_reference_app_without_a_chart_runs_no_deep_health_checks(hyperpod):
+    _, cluster = only_resource(hyperpod, "AWS::SageMaker::Cluster")
+    for group in cluster["Properties"]["InstanceGroups"]:
+        assert "OnStartDeepHealthChecks" not in group, group["InstanceGroupName"]
