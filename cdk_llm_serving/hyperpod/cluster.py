@@ -41,11 +41,12 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from .._addon_pins import AddonPhase
+from .._cdk.deprecation import deprecation_warning_id
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.role_grants import resource_account_condition
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_one_of
-from ..errors import Problems, checked_props
+from ..errors import DEPRECATED_REMOVED_IN, Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
 from ._eks_addon import eks_addon
 from ._facts import hyperpod_facts
@@ -65,6 +66,8 @@ from .kubernetes_version import KubernetesVersion
 from .node_readiness import HyperPodNodesReady
 
 _LIFECYCLE_PREFIX = "lifecycle"
+#: What an omitted ``kubernetes_version`` means (deprecated; see ``HyperPodEksCluster``).
+_FORMER_DEFAULT_VERSION = KubernetesVersion.V1_33
 #: EC2 actions HyperPod's nodes need for their network interfaces (no resource-level ARN at synth).
 _NODE_NETWORK_ACTIONS = [
     "ec2:AssignPrivateIpAddresses",
@@ -182,10 +185,17 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         system stays in the first). Default: ``True``.
     :param kubernetes_version: a ``KubernetesVersion`` (or its string) HyperPod supports and we
         ship a kubectl layer for (1.33, 1.34, 1.35); it brings its kubectl layer and add-on
-        pins. Default: ``KubernetesVersion.V1_33`` (kept so deployed stacks are not upgraded by a
-        library update; EKS upgrades one minor version at a time). 1.33 is in EKS extended
-        support and 1.34 leaves standard support on 2026-12-02: synth warns
-        (``cdk-llm-serving:kubernetesExtendedSupport``); 1.35 is the recommended setting.
+        pins. Give it: new clusters ``KubernetesVersion.V1_35`` (EKS standard support to
+        2027-03-27). Leaving it out is deprecated and required from 0.3.0, as aws-eks-v2's
+        ``Cluster(version=)`` is: it still means ``KubernetesVersion.V1_33`` in this release,
+        so a stack deployed with that default is never upgraded by a library update (EKS
+        upgrades one minor version at a time and never downgrades), with a synth warning
+        (``cdk-llm-serving:deprecated:HyperPodEksCluster.kubernetes_version``). Not a newer
+        default: 1.33 is billed at extended-support rates ($0.60 instead of $0.10 per
+        cluster-hour, 6x), but moving a deployed cluster by changing a default would be an
+        irreversible upgrade nobody asked for (and 1.33 -> 1.35 fails at deploy). 1.33 is in
+        EKS extended support and 1.34 leaves standard support on 2026-12-02: synth warns
+        (``cdk-llm-serving:kubernetesExtendedSupport``).
     :param admin_role_arns: IAM roles granted cluster-admin through EKS access entries.
     :param endpoint_public: also expose the EKS API endpoint publicly. Default: ``False``.
     :param addon_versions: EKS add-on name -> version. Default: the pins in ``assets/hyperpod.json``
@@ -230,7 +240,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         instance_groups: Sequence[HyperPodInstanceGroup],
         vpc: ec2.IVpc | None = None,
         single_gpu_subnet: bool = True,
-        kubernetes_version: KubernetesVersion | str = KubernetesVersion.V1_33,
+        kubernetes_version: KubernetesVersion | str | None = None,
         admin_role_arns: Sequence[str] = (),
         endpoint_public: bool = False,
         addon_versions: Mapping[str, str | None] | None = None,
@@ -244,8 +254,10 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         check_template_limits(self)
         self.catalog = catalog or default_catalog()
         self._set_instance_groups(instance_groups)
+        if kubernetes_version is None:
+            self._warn_default_version()
         self.kubernetes_version: KubernetesVersion = self._validate(
-            kubernetes_version,
+            kubernetes_version if kubernetes_version is not None else _FORMER_DEFAULT_VERSION,
             admin_role_arns,
             vpc,
             gpu_availability_zone_id,
@@ -400,6 +412,17 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         problems.raise_if_any()
         assert version is not None
         return version
+
+    def _warn_default_version(self) -> None:
+        price = hyperpod_facts()["eks_extended_support_price"]
+        Annotations.of(self).add_warning_v2(
+            deprecation_warning_id("HyperPodEksCluster.kubernetes_version"),
+            "kubernetes_version left out: it means KubernetesVersion.V1_33, so a cluster deployed "
+            "with that default is not upgraded; leaving it out is deprecated and it is required "
+            f"in {DEPRECATED_REMOVED_IN}. Give it: KubernetesVersion.V1_35 for a new cluster (EKS "
+            "standard support); for a cluster deployed with the default, KubernetesVersion.V1_33 "
+            f"(EKS extended support: {price}), then one minor version higher per deploy.",
+        )
 
     def _warn_extended_support(self) -> None:
         message = self.kubernetes_version.extended_support_warning
