@@ -349,7 +349,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         chart "the SageMaker HyperPod cluster [may not function] correctly or the creation
         process [may fail] entirely" ("Installing packages on the Amazon EKS cluster using
         Helm", https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-install-packages-using-helm-chart.html).
-        The node wait keeps the budget it was given with the checks (longer than needed).
+        The node wait's derived budget follows (``HyperPodNodesReady._rebudget``).
         """
         changed = [
             group.name
@@ -366,6 +366,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             self.cfn_cluster.instance_groups = [
                 self._instance_group(group) for group in self.instance_groups
             ]
+            self.node_wait._rebudget(self.instance_groups)
         return changed
 
     def order_nodes_after(self, prerequisite: IConstruct) -> None:

@@ -49,7 +49,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from aws_cdk import CustomResource, Duration, RemovalPolicy
+from aws_cdk import CfnResource, CustomResource, Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
@@ -115,6 +115,7 @@ class HyperPodNodesReady(Construct):
         timeout: Duration | None = None,
     ) -> None:
         super().__init__(scope, id)
+        self._timeout_given = timeout is not None
         self.timeout = timeout or wait_budget(instance_groups)
         if self.timeout.to_seconds() < _QUERY_INTERVAL.to_seconds():
             problems = Problems(f"HyperPodNodesReady '{self.node.path}'")
@@ -146,6 +147,19 @@ class HyperPodNodesReady(Construct):
     @property
     def ready(self) -> CustomResource:
         return self.stages[-1]
+
+    def _rebudget(self, instance_groups: Sequence[HyperPodInstanceGroup]) -> None:
+        """Spread a derived budget for changed groups (deep health checks turned off) over the
+        stages made for the first: their number stays, their deadlines shrink. A ``timeout``
+        that was given stays as given."""
+        if self._timeout_given:
+            return
+        self.timeout = wait_budget(instance_groups)
+        per_stage = math.ceil(self.timeout.to_seconds() / len(self.stages))
+        for stage in self.stages:
+            cfn = stage.node.default_child
+            assert isinstance(cfn, CfnResource)
+            cfn.add_property_override("DeadlineSeconds", str(per_stage))
 
     def _provider(self, cluster_arn: str) -> cr.Provider:
         """The handlers (list this cluster's nodes only) under the provider framework."""
