@@ -304,26 +304,11 @@ class HyperPodServingAddons(Construct):
     def _render_node_charts(
         self, hyperpod_chart: HelmChartSource | None, values: Mapping[str, Any] | None
     ) -> None:
-        """The HyperPod dependencies chart, or (with a warning) the device plugins alone."""
+        """The HyperPod dependencies chart, or (with a warning, and the groups' default deep
+        health checks turned off) the device plugins alone."""
         if hyperpod_chart is None:
-            unchecked = (
-                self.cluster._without_default_deep_health_checks()
-                if isinstance(self.cluster, HyperPodEksCluster)
-                else []
-            )
-            checks = (
-                f" Without it, deep health checks are off: instance groups "
-                f"{', '.join(repr(n) for n in unchecked)} run none (their default), as AWS "
-                "documents that cluster creation can fail without the chart "
-                "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-install-packages-using-helm-chart.html)."
-                if unchecked
-                else ""
-            )
-            Annotations.of(self).add_warning_v2(
-                "cdk-llm-serving:hyperpodChartMissing", _HYPERPOD_CHART_HINT + checks
-            )
-        groups = self.cluster.instance_groups
-        if hyperpod_chart is None:
+            self._warn_chart_missing()
+            groups = self.cluster.instance_groups  # read after: the checks have changed
             self._published_chart(
                 NVIDIA_DEVICE_PLUGIN_CHART,
                 values=nvidia_values(groups),
@@ -336,6 +321,7 @@ class HyperPodServingAddons(Construct):
                     release=EFA_DEVICE_PLUGIN_RELEASE,
                 )
             return
+        groups = self.cluster.instance_groups
         ours = hyperpod_chart_values(groups, self._catalog, Stack.of(self).region)
         chart = self._chart(
             HYPERPOD_DEPENDENCIES_CHART,
@@ -348,6 +334,27 @@ class HyperPodServingAddons(Construct):
         self.charts[HYPERPOD_DEPENDENCIES_CHART] = chart
         if isinstance(self.cluster, HyperPodEksCluster):
             self.cluster.order_nodes_after(chart)
+
+    def _warn_chart_missing(self) -> None:
+        """Warn that the chart is missing; on a cluster built here, turn off the deep health
+        checks its groups run by default and name them (AWS documents that cluster creation
+        can fail without the chart; explicit checks were refused by ``_validate``)."""
+        unchecked = (
+            self.cluster._without_default_deep_health_checks()
+            if isinstance(self.cluster, HyperPodEksCluster)
+            else []
+        )
+        checks = (
+            f" Without it, deep health checks are off: instance groups "
+            f"{', '.join(repr(n) for n in unchecked)} run none (their default), as AWS "
+            "documents that cluster creation can fail without the chart "
+            "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-install-packages-using-helm-chart.html)."
+            if unchecked
+            else ""
+        )
+        Annotations.of(self).add_warning_v2(
+            "cdk-llm-serving:hyperpodChartMissing", _HYPERPOD_CHART_HINT + checks
+        )
 
     @property
     def _catalog(self) -> Catalog:
