@@ -18,8 +18,10 @@
 # * move /var/lib/kubelet to the volume behind a symlink (AWS's script does the same).
 #
 # No silent fallback to the root volume: when no data volume is mounted after the wait, or
-# containerd's configuration cannot be set, the script fails (exit 1), so HyperPod reports the
-# node in Failure with this log (and the node wait fails the deployment with that reason). An
+# containerd's configuration cannot be set (an OS other than Amazon Linux 2 or 2023, the two
+# AWS's script configures), the script fails (exit 1). ASSUMED: HyperPod then reports the node
+# in Failure (ListClusterNodes), which fails the node wait with that status; AWS's script exits
+# 1 the same way after keeping 60 s for its log to be uploaded. An
 # instance with NVMe instance storage whose NVMe volume does not appear uses /opt/sagemaker
 # and says so: a WARNING in the log and `fallback` in the marker file.
 #
