@@ -19,6 +19,7 @@ __all__ = [
     "HyperPodFacts",
     "InferenceOperatorFacts",
     "OperatorAddon",
+    "SecretsStoreAddonConfiguration",
     "every_addon_pin",
     "hyperpod_facts",
     "inference_operator_facts",
@@ -36,6 +37,18 @@ class ChartPin(TypedDict):
     chart: str
     version: str
     namespace: str
+
+
+class SecretsStoreAddonConfiguration(TypedDict):
+    """What the Secrets Store provider add-on's configuration schema accepts (``source`` cites it)."""
+
+    #: Top-level keys (the provider's chart values).
+    keys: list[str]
+    #: Keys under ``secrets-store-csi-driver`` (the driver's chart).
+    driver_keys: list[str]
+    #: The driver chart's default tolerations (the add-on cannot set them).
+    driver_default_tolerations: list[dict[str, str]]
+    source: str
 
 
 class HyperPodFacts(TypedDict):
@@ -60,6 +73,8 @@ class HyperPodFacts(TypedDict):
     #: Chart name -> pin.
     charts: dict[str, ChartPin]
     charts_source: str
+    #: The EKS add-on ``aws-secrets-store-csi-driver-provider``'s configuration keys.
+    secrets_store_addon_configuration: SecretsStoreAddonConfiguration
     #: Botocore shape -> the values CloudFormation's schema allows (narrower than botocore).
     cloudformation_enums: dict[str, list[str]]
     cloudformation_enums_source: str

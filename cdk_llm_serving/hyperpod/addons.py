@@ -41,6 +41,7 @@ from .._cdk.nag import acknowledge_cdk_internals
 from .._cdk.pod_identity import pod_identity_role
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
+from ._eks_addon import eks_addon
 from ._facts import chart_pins, inference_operator_facts
 from .chart_source import HelmChartSource
 from .cluster import HyperPodEksCluster
@@ -208,13 +209,12 @@ class HyperPodServingAddons(Construct):
         schedule on the system group (the GPU groups are tainted).
         """
         if self._cert_manager is None:
-            self._cert_manager = eks.Addon(
+            self._cert_manager = eks_addon(
                 self,
                 "CertManager",
                 cluster=self.cluster.eks_cluster,
                 addon_name="cert-manager",
                 addon_version=inference_operator_facts()["dependencies"]["cert-manager"],
-                preserve_on_delete=False,
             )
             self._cert_manager.node.add_dependency(self.cluster.nodes_ready)
             # The inference operator created it before it was shared: keep that logical id, or
@@ -269,6 +269,19 @@ class HyperPodServingAddons(Construct):
         problems = Problems(f"HyperPodServingAddons '{self.node.path}'")
         if hyperpod_chart is not None:
             hyperpod_chart.validate(problems, "hyperpod_chart")
+        elif isinstance(self.cluster, HyperPodEksCluster):
+            explicit = [
+                group.name for group in self.cluster.instance_groups if group.deep_health_checks
+            ]
+            if explicit:
+                problems.add(
+                    "hyperpod_chart",
+                    None,
+                    f"instance groups {', '.join(repr(n) for n in explicit)} set deep_health_checks, "
+                    "which run with the HyperPod dependencies chart (without it AWS documents that "
+                    "cluster creation can fail): pass hyperpod_chart=..., or deep_health_checks=() "
+                    "on those groups",
+                )
         pins = chart_pins()
         for name, version in (chart_versions or {}).items():
             if name not in pins:
@@ -291,12 +304,11 @@ class HyperPodServingAddons(Construct):
     def _render_node_charts(
         self, hyperpod_chart: HelmChartSource | None, values: Mapping[str, Any] | None
     ) -> None:
-        """The HyperPod dependencies chart, or (with a warning) the device plugins alone."""
-        groups = self.cluster.instance_groups
+        """The HyperPod dependencies chart, or (with a warning, and the groups' default deep
+        health checks turned off) the device plugins alone."""
         if hyperpod_chart is None:
-            Annotations.of(self).add_warning_v2(
-                "cdk-llm-serving:hyperpodChartMissing", _HYPERPOD_CHART_HINT
-            )
+            self._warn_chart_missing()
+            groups = self.cluster.instance_groups  # read after: the checks have changed
             self._published_chart(
                 NVIDIA_DEVICE_PLUGIN_CHART,
                 values=nvidia_values(groups),
@@ -309,6 +321,7 @@ class HyperPodServingAddons(Construct):
                     release=EFA_DEVICE_PLUGIN_RELEASE,
                 )
             return
+        groups = self.cluster.instance_groups
         ours = hyperpod_chart_values(groups, self._catalog, Stack.of(self).region)
         chart = self._chart(
             HYPERPOD_DEPENDENCIES_CHART,
@@ -321,6 +334,27 @@ class HyperPodServingAddons(Construct):
         self.charts[HYPERPOD_DEPENDENCIES_CHART] = chart
         if isinstance(self.cluster, HyperPodEksCluster):
             self.cluster.order_nodes_after(chart)
+
+    def _warn_chart_missing(self) -> None:
+        """Warn that the chart is missing; on a cluster built here, turn off the deep health
+        checks its groups run by default and name them (AWS documents that cluster creation
+        can fail without the chart; explicit checks were refused by ``_validate``)."""
+        unchecked = (
+            self.cluster._without_default_deep_health_checks()
+            if isinstance(self.cluster, HyperPodEksCluster)
+            else []
+        )
+        checks = (
+            f" Without it, deep health checks are off: instance groups "
+            f"{', '.join(repr(n) for n in unchecked)} run none (their default), as AWS "
+            "documents that cluster creation can fail without the chart "
+            "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-install-packages-using-helm-chart.html)."
+            if unchecked
+            else ""
+        )
+        Annotations.of(self).add_warning_v2(
+            "cdk-llm-serving:hyperpodChartMissing", _HYPERPOD_CHART_HINT + checks
+        )
 
     @property
     def _catalog(self) -> Catalog:

@@ -23,6 +23,7 @@ which would leave the stack in DELETE_FAILED.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -40,12 +41,14 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from .._addon_pins import AddonPhase
+from .._cdk.deprecation import deprecation_warning_id
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.role_grants import resource_account_condition
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_one_of
-from ..errors import Problems, checked_props
+from ..errors import DEPRECATED_REMOVED_IN, Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
+from ._eks_addon import eks_addon
 from ._facts import hyperpod_facts
 from ._input_checks import check_cluster_inputs
 from .availability_zones import az_id_problem
@@ -53,6 +56,7 @@ from .capacity import GpuNodeLedger
 from .constants import (
     FSX_CSI_DRIVER_ADDON,
     GPU_NODE_ROLE,
+    INTERNAL_ELB_SUBNET_TAG,
     POD_IDENTITY_AGENT_ADDON,
     SYSTEM_NODE_ROLE,
 )
@@ -62,6 +66,8 @@ from .kubernetes_version import KubernetesVersion
 from .node_readiness import HyperPodNodesReady
 
 _LIFECYCLE_PREFIX = "lifecycle"
+#: What an omitted ``kubernetes_version`` means (deprecated; see ``HyperPodEksCluster``).
+_FORMER_DEFAULT_VERSION = KubernetesVersion.V1_33
 #: EC2 actions HyperPod's nodes need for their network interfaces (no resource-level ARN at synth).
 _NODE_NETWORK_ACTIONS = [
     "ec2:AssignPrivateIpAddresses",
@@ -77,6 +83,13 @@ _NODE_NETWORK_ACTIONS = [
     "ec2:DetachNetworkInterface",
     "ec2:ModifyNetworkInterfaceAttribute",
     "ec2:UnassignPrivateIpAddresses",
+]
+#: Describe actions the VPC CNI needs beyond ``_NODE_NETWORK_ACTIONS`` (AmazonEKS_CNI_Policy's;
+#: they take no resource ARN).
+_VPC_CNI_DESCRIBE_ACTIONS = [
+    "ec2:DescribeInstances",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeTags",
 ]
 #: S3 actions that change the lifecycle script (denied to all but its deployment).
 _OBJECT_WRITES = [
@@ -172,10 +185,17 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         system stays in the first). Default: ``True``.
     :param kubernetes_version: a ``KubernetesVersion`` (or its string) HyperPod supports and we
         ship a kubectl layer for (1.33, 1.34, 1.35); it brings its kubectl layer and add-on
-        pins. Default: ``KubernetesVersion.V1_33`` (kept so deployed stacks are not upgraded by a
-        library update; EKS upgrades one minor version at a time). 1.33 is in EKS extended
-        support and 1.34 leaves standard support on 2026-12-02: synth warns
-        (``cdk-llm-serving:kubernetesExtendedSupport``); 1.35 is the recommended setting.
+        pins. Give it: new clusters ``KubernetesVersion.V1_35`` (EKS standard support to
+        2027-03-27). Leaving it out is deprecated and required from 0.3.0, as aws-eks-v2's
+        ``Cluster(version=)`` is: it still means ``KubernetesVersion.V1_33`` in this release,
+        so a stack deployed with that default is never upgraded by a library update (EKS
+        upgrades one minor version at a time and never downgrades), with a synth warning
+        (``cdk-llm-serving:deprecated:HyperPodEksCluster.kubernetes_version``). Not a newer
+        default: 1.33 is billed at extended-support rates ($0.60 instead of $0.10 per
+        cluster-hour, 6x), but moving a deployed cluster by changing a default would be an
+        irreversible upgrade nobody asked for (and 1.33 -> 1.35 fails at deploy). 1.33 is in
+        EKS extended support and 1.34 leaves standard support on 2026-12-02: synth warns
+        (``cdk-llm-serving:kubernetesExtendedSupport``).
     :param admin_role_arns: IAM roles granted cluster-admin through EKS access entries.
     :param endpoint_public: also expose the EKS API endpoint publicly. Default: ``False``.
     :param addon_versions: EKS add-on name -> version. Default: the pins in ``assets/hyperpod.json``
@@ -191,8 +211,15 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     :param gpu_subnet_cidr: the CIDR of that subnet. Default: the first free block, the size
         of the private subnets, in a VPC this construct creates; required with an imported VPC.
     :param nodes_ready_timeout: how long ``nodes_ready`` waits for every group's nodes to be
-        Running before the deployment fails. Default: derived from the groups
-        (``node_readiness.wait_budget``).
+        Running. Default: the slowest group's budget (``node_readiness.wait_budget``): 30
+        minutes for launch, lifecycle script and join, plus 60 for ``InstanceStress`` and 20
+        for ``InstanceConnectivity`` deep health checks where the group runs them, plus a
+        minute per node (e.g. 112 minutes for two p5en nodes with both checks); estimates, as
+        AWS publishes no figures, and long on purpose: a node in ``Failure`` or a failed group
+        fails the wait at once with SageMaker's reason, so the budget only bounds slow
+        provisioning. At the timeout the deployment fails and CloudFormation's rollback
+        deletes a cluster this deployment created (its capacity is released); deploy with
+        ``cdk deploy --no-rollback`` to keep the cluster and its nodes on failure and retry.
     """
 
     #: The EKS cluster, typed as its interface (see ``_render_eks``).
@@ -213,7 +240,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         instance_groups: Sequence[HyperPodInstanceGroup],
         vpc: ec2.IVpc | None = None,
         single_gpu_subnet: bool = True,
-        kubernetes_version: KubernetesVersion | str = KubernetesVersion.V1_33,
+        kubernetes_version: KubernetesVersion | str | None = None,
         admin_role_arns: Sequence[str] = (),
         endpoint_public: bool = False,
         addon_versions: Mapping[str, str | None] | None = None,
@@ -227,8 +254,10 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         check_template_limits(self)
         self.catalog = catalog or default_catalog()
         self._set_instance_groups(instance_groups)
+        if kubernetes_version is None:
+            self._warn_default_version()
         self.kubernetes_version: KubernetesVersion = self._validate(
-            kubernetes_version,
+            kubernetes_version if kubernetes_version is not None else _FORMER_DEFAULT_VERSION,
             admin_role_arns,
             vpc,
             gpu_availability_zone_id,
@@ -311,6 +340,35 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         """Depend on this to run after every group's nodes are Running (charts, workloads)."""
         return self.node_wait.ready
 
+    def _without_default_deep_health_checks(self) -> list[str]:
+        """Turn off the deep health checks groups run by default (not those given explicitly);
+        the names of the groups changed.
+
+        For ``HyperPodServingAddons`` without the HyperPod dependencies chart: AWS's deep
+        health checks run with that chart's components, and AWS documents that without the
+        chart "the SageMaker HyperPod cluster [may not function] correctly or the creation
+        process [may fail] entirely" ("Installing packages on the Amazon EKS cluster using
+        Helm", https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-install-packages-using-helm-chart.html).
+        The node wait's derived budget follows (``HyperPodNodesReady._rebudget``).
+        """
+        changed = [
+            group.name
+            for group in self.instance_groups
+            if group.deep_health_checks is None and group.effective_health_checks
+        ]
+        if changed:
+            self.instance_groups = tuple(
+                dataclasses.replace(group, deep_health_checks=())
+                if group.name in changed
+                else group
+                for group in self.instance_groups
+            )
+            self.cfn_cluster.instance_groups = [
+                self._instance_group(group) for group in self.instance_groups
+            ]
+            self.node_wait._rebudget(self.instance_groups)
+        return changed
+
     def order_nodes_after(self, prerequisite: IConstruct) -> None:
         """Create the HyperPod cluster (its nodes) only after ``prerequisite`` exists.
 
@@ -356,6 +414,17 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         assert version is not None
         return version
 
+    def _warn_default_version(self) -> None:
+        price = hyperpod_facts()["eks_extended_support_price"]
+        Annotations.of(self).add_warning_v2(
+            deprecation_warning_id("HyperPodEksCluster.kubernetes_version"),
+            "kubernetes_version left out: it means KubernetesVersion.V1_33, so a cluster deployed "
+            "with that default is not upgraded; leaving it out is deprecated and it is required "
+            f"in {DEPRECATED_REMOVED_IN}. Give it: KubernetesVersion.V1_35 for a new cluster (EKS "
+            "standard support); for a cluster deployed with the default, KubernetesVersion.V1_33 "
+            f"(EKS extended support: {price}), then one minor version higher per deploy.",
+        )
+
     def _warn_extended_support(self) -> None:
         message = self.kubernetes_version.extended_support_warning
         if message is not None:
@@ -394,6 +463,14 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         aws-cdk-lib's L2 subnets take AZ names only, so this is ``AWS::EC2::Subnet`` with
         ``AvailabilityZoneId`` (set instead of ``AvailabilityZone``: the schema excludes
         one with the other), as AWS's HyperPod reference template does.
+
+        Tagged ``kubernetes.io/role/internal-elb: 1`` like the private subnets (aws-eks-v2
+        tags those): when subnets with the role tag exist, the AWS Load Balancer Controller
+        takes only those as candidates and picks one per Availability Zone (LBC docs, "Subnet
+        auto-discovery", https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/subnet_discovery/).
+        Untagged, the GPU zone may be left out of the internal NLB, and a load balancer
+        routes no traffic to targets in a zone it does not enable (ELB user guide, "Network
+        Load Balancers", Availability Zones).
         """
         cidr, route_table_id = self._gpu_subnet_placement(cidr)
         subnet = ec2.CfnSubnet(
@@ -403,7 +480,10 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             cidr_block=cidr,
             availability_zone_id=az_id,
             map_public_ip_on_launch=False,
-            tags=[CfnTag(key="Name", value=f"{self.node.path}/GpuSubnet")],
+            tags=[
+                CfnTag(key="Name", value=f"{self.node.path}/GpuSubnet"),
+                CfnTag(key=INTERNAL_ELB_SUBNET_TAG, value="1"),
+            ],
         )
         if self._owns_vpc:
             subnet.apply_removal_policy(RemovalPolicy.RETAIN)
@@ -629,13 +709,12 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         return group
 
     def _addon(self, name: str, version: str | None) -> eks.Addon:
-        return eks.Addon(
+        return eks_addon(
             self,
             f"Addon-{name}",
             cluster=self.eks_cluster,
             addon_name=name,
             addon_version=version,
-            preserve_on_delete=False,
             configuration_values=_ADDON_CONFIGURATION.get(name),
         )
 
@@ -723,15 +802,38 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         return role
 
     def _execution_role_statements(self) -> list[iam.PolicyStatement]:
-        """ENIs, image pulls, and read of the lifecycle scripts in this account's bucket.
+        """ENIs, the VPC CNI, image pulls, and read of the lifecycle scripts in this account's
+        bucket.
 
         s3:ListBucket and s3:GetObject on the lifecycle bucket are what HyperPod needs
         (docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html).
+
+        The VPC CNI's ipamd on each node runs with the node's credentials, on HyperPod this
+        execution role (the add-on is installed without a role of its own). Both AWS
+        references give the role the VPC CNI's permissions: the CloudFormation reference
+        attaches ``AmazonEKS_CNI_Policy`` (aws-samples/awsome-distributed-training
+        ``1.architectures/7.sagemaker-hyperpod-eks/cfn-templates/nested-stacks/sagemaker-iam-role-stack.yaml``),
+        the Terraform reference writes its actions out
+        (``terraform-modules/hyperpod-eks-tf/modules/sagemaker_iam_role/main.tf``,
+        ``eks_cni_policy``). We add what ``_NODE_NETWORK_ACTIONS`` lacks of them, as the
+        Terraform reference scopes them: ``ec2:AttachNetworkInterface`` on this account's and
+        Region's instances and network interfaces (its resource types; the IDs exist only at
+        run time), and the Describe actions, which take no resource ARN (Service
+        Authorization Reference, "Actions, resources, and condition keys for Amazon EC2"),
+        on ``*``. No managed policy: the role stays one reviewed document.
         """
         bucket_arn = self.lifecycle_bucket.bucket_arn
         owner = resource_account_condition(Stack.of(self).account)
         return [
             iam.PolicyStatement(actions=_NODE_NETWORK_ACTIONS, resources=["*"]),
+            iam.PolicyStatement(
+                actions=["ec2:AttachNetworkInterface"],
+                resources=[
+                    Stack.of(self).format_arn(service="ec2", resource=kind, resource_name="*")
+                    for kind in ("instance", "network-interface")
+                ],
+            ),
+            iam.PolicyStatement(actions=_VPC_CNI_DESCRIBE_ACTIONS, resources=["*"]),
             iam.PolicyStatement(
                 actions=["ec2:CreateTags"],
                 resources=[
@@ -797,6 +899,14 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                 )
             ],
             "Tags only network interfaces, whose IDs exist only at run time.",
+        )
+        acknowledge_wildcard_resources(
+            policy,
+            [
+                Stack.of(self).format_arn(service="ec2", resource=kind, resource_name="*")
+                for kind in ("instance", "network-interface")
+            ],
+            "The VPC CNI attaches network interfaces to its own node: instance and interface IDs exist only at run time.",
         )
         acknowledge_wildcard_resources(
             policy,

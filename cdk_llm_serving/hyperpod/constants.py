@@ -182,3 +182,8 @@ POD_IDENTITY_PRINCIPAL: Final = "pods.eks.amazonaws.com"
 def prometheus_pod_label(label: str) -> str:
     """Prometheus' Kubernetes discovery name of a pod label (non-alphanumerics become ``_``)."""
     return "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
+
+
+#: The subnet tag the AWS Load Balancer Controller discovers internal load balancers' subnets
+#: by (value ``1``; https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/subnet_discovery/).
+INTERNAL_ELB_SUBNET_TAG: Final = "kubernetes.io/role/internal-elb"

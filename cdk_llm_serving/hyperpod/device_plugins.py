@@ -50,6 +50,7 @@ __all__ = [
     "gpu_instance_types",
     "hyperpod_chart_values",
     "nvidia_values",
+    "secrets_store_values",
 ]
 
 
@@ -130,6 +131,23 @@ def efa_values(groups: Iterable[HyperPodInstanceGroup], catalog: Catalog) -> dic
         groups,
     )
     return values
+
+
+def secrets_store_values(groups: Iterable[HyperPodInstanceGroup]) -> dict[str, Any]:
+    """Configuration of the EKS add-on ``aws-secrets-store-csi-driver-provider``: the provider
+    DaemonSet tolerates the deep-health-check taint and every taint of the GPU groups, whose
+    serving pods mount the API key through it.
+
+    The provider chart defaults to ``tolerations: []`` (aws/secrets-store-csi-driver-provider-aws
+    charts/secrets-store-csi-driver-provider-aws/values.yaml), so on tainted GPU nodes no
+    provider pod runs and the mount fails with ``error connecting to provider "aws"`` (that
+    repository's issue 267). Only the GPU groups' taints, key and effect (``Exists``), not
+    every taint: the provider stays off nodes no serving pod uses. The CSI driver DaemonSet
+    needs nothing: its chart tolerates every taint by default, and the add-on's schema has
+    no key for its tolerations (``hyperpod.json``, ``secrets_store_addon_configuration``).
+    """
+    gpu_groups = [group for group in groups if group.role == GPU_NODE_ROLE]
+    return {"tolerations": _tolerations([], gpu_groups)}
 
 
 def hyperpod_chart_values(

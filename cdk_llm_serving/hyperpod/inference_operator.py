@@ -43,6 +43,7 @@ from .._cdk.nag import acknowledge, acknowledge_wildcard_resources
 from .._cdk.role_grants import ExecutionRoleGrants
 from ..errors import Problems, checked_props
 from ..model_sources import ModelData
+from ._eks_addon import eks_addon
 from ._facts import inference_operator_facts
 from .addons import HyperPodServingAddons
 from .cluster import HyperPodEksCluster
@@ -353,13 +354,12 @@ class HyperPodInferenceOperator(Construct):
         deps: dict[str, Any] = {}
         # cert-manager: one per cluster, shared with the multi-node service's TLS.
         deps["cert-manager"] = self.addons.enable_cert_manager()
-        deps["metrics-server"] = eks.Addon(
+        deps["metrics-server"] = eks_addon(
             self,
             "Addon-metrics-server",
             cluster=eks_cluster,
             addon_name="metrics-server",
             addon_version=versions["metrics-server"],
-            preserve_on_delete=False,
         )
         s3_csi = "aws-mountpoint-s3-csi-driver"
         deps[s3_csi] = eks.CfnAddon(
@@ -393,14 +393,13 @@ class HyperPodInferenceOperator(Construct):
         }
 
     def _render_addon(self, version: str) -> eks.Addon:
-        addon = eks.Addon(
+        addon = eks_addon(
             self,
             "Addon",
             cluster=self.cluster.eks_cluster,
             addon_name=self.facts["addon"]["name"],
             addon_version=version,
             configuration_values=self._configuration_values(),
-            preserve_on_delete=False,
         )
         # The operator's chart creates cert-manager Issuers and Certificates for its own
         # webhook: it waits for cert-manager's webhook as the service's TLS objects do.

@@ -5,15 +5,31 @@ Under ``NodeProvisioningMode: Continuous`` the ``AWS::SageMaker::Cluster`` resou
 complete before any node exists (see ``assets/node_wait/index.py``); Helm installs with
 ``--wait`` would then time out and roll the stack back.
 
-How long to wait is derived from the groups: a base for launch, lifecycle script and
-kubelet join, time for on-start deep health checks when a group runs them, and a little
-per node of the largest group. AWS publishes no figures for these; the constants below are
-our estimates (override with ``timeout``). A CloudFormation custom resource must answer
-within one hour (``ServiceTimeout``: "an integer from 1 to 3600", CloudFormation user guide,
-``AWS::CloudFormation::CustomResource``),
+How long to wait (``wait_budget``, override with ``HyperPodEksCluster(nodes_ready_timeout=)``)
+is derived per group, and the slowest group sets it, since groups provision in parallel:
+
+* ``_BASE`` for launch, lifecycle script and kubelet join;
+* per on-start deep health check the group runs: ``InstanceStress`` (DCGM diagnostics level 4
+  with its memory tests, plus EFA benchmarks, per AWS's list of HyperPod deep health checks,
+  https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-deep-health-checks.html;
+  NVIDIA gives level 3 "approximately 15 minutes" and level 4 only as "extended, longer-running",
+  https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html)
+  and ``InstanceConnectivity`` (NCCL tests across the group's nodes);
+* ``_PER_NODE`` per node of the group: Continuous provisioning adds nodes as capacity allows.
+
+ASSUMED: AWS publishes no durations for any of these; the figures are our estimates, chosen
+long, because a long budget costs nothing when something fails: the wait fails at once on a
+node in ``Failure``, a ``Failed`` group or cluster, with SageMaker's reason
+(``assets/node_wait/index.py``). The budget only bounds provisioning that is slow but not
+failing (nodes Pending on capacity, checks still running), where giving up means rolling back
+and releasing capacity: what a timeout costs, and how to keep the cluster instead
+(``cdk deploy --no-rollback``), is in the error it raises.
+
+A CloudFormation custom resource must answer within one hour (``ServiceTimeout``: "an
+integer from 1 to 3600", CloudFormation user guide, ``AWS::CloudFormation::CustomResource``),
 so a longer wait is split into chained stages of at most ``_STAGE`` each: every stage but
 the last completes at its deadline, the last fails there, naming each group's
-running/expected count.
+running/expected count and its nodes' statuses.
 
 The provider framework (aws-cdk-lib ``custom-resources/lib/provider-framework``) calls
 ``is_complete`` right after ``on_event`` and then every ``_QUERY_INTERVAL``; it gives up
@@ -33,7 +49,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from aws_cdk import CustomResource, Duration, RemovalPolicy
+from aws_cdk import CfnResource, CustomResource, Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
@@ -46,24 +62,36 @@ from .instance_group import HyperPodInstanceGroup
 
 NODE_WAIT_CODE = Path(__file__).parent / "assets" / "node_wait"
 
-#: Launch, lifecycle script and kubelet join of a node (our estimate).
+#: Launch, lifecycle script and kubelet join of a node (ASSUMED, see the module doc).
 _BASE = Duration.minutes(30)
-#: On-start deep health checks (DCGM diagnostics level 4, EFA and NCCL tests; our estimate).
-_DEEP_HEALTH_CHECKS = Duration.minutes(45)
-#: Per node of the largest group: Continuous provisioning adds nodes as capacity allows.
+#: Each on-start deep health check (ASSUMED): InstanceStress runs DCGM level 4 (longer than
+#: level 3's ~15 minutes) and EFA benchmarks; InstanceConnectivity runs NCCL tests.
+_DEEP_HEALTH_CHECK_TIME: dict[str, Duration] = {
+    "InstanceStress": Duration.minutes(60),
+    "InstanceConnectivity": Duration.minutes(20),
+}
+#: Per node of a group: Continuous provisioning adds nodes as capacity allows (ASSUMED).
 _PER_NODE = Duration.minutes(1)
 #: One stage, within the one-hour custom-resource limit with room for the last poll.
 _STAGE = Duration.minutes(50)
 _QUERY_INTERVAL = Duration.minutes(1)
 
 
-def wait_budget(groups: Sequence[HyperPodInstanceGroup]) -> Duration:
-    """How long to wait for ``groups``' nodes: base, deep health checks, per node."""
-    minutes = _BASE.to_minutes()
-    if any(group.effective_health_checks for group in groups):
-        minutes += _DEEP_HEALTH_CHECKS.to_minutes()
-    minutes += _PER_NODE.to_minutes() * max((group.count for group in groups), default=0)
+def group_budget(group: HyperPodInstanceGroup) -> Duration:
+    """How long ``group``'s nodes may take: base, its deep health checks, per node."""
+    minutes = _BASE.to_minutes() + _PER_NODE.to_minutes() * group.count
+    for check in group.effective_health_checks:
+        minutes += _DEEP_HEALTH_CHECK_TIME.get(check, Duration.minutes(60)).to_minutes()
     return Duration.minutes(minutes)
+
+
+def wait_budget(groups: Sequence[HyperPodInstanceGroup]) -> Duration:
+    """How long to wait for ``groups``' nodes: the slowest group's ``group_budget``
+    (groups provision in parallel). E.g. two p5en nodes with both checks: 30 + 60 + 20 + 2 =
+    112 minutes; without deep health checks: 32."""
+    return Duration.minutes(
+        max((group_budget(group).to_minutes() for group in groups), default=_BASE.to_minutes())
+    )
 
 
 class HyperPodNodesReady(Construct):
@@ -87,6 +115,7 @@ class HyperPodNodesReady(Construct):
         timeout: Duration | None = None,
     ) -> None:
         super().__init__(scope, id)
+        self._timeout_given = timeout is not None
         self.timeout = timeout or wait_budget(instance_groups)
         if self.timeout.to_seconds() < _QUERY_INTERVAL.to_seconds():
             problems = Problems(f"HyperPodNodesReady '{self.node.path}'")
@@ -119,15 +148,31 @@ class HyperPodNodesReady(Construct):
     def ready(self) -> CustomResource:
         return self.stages[-1]
 
+    def _rebudget(self, instance_groups: Sequence[HyperPodInstanceGroup]) -> None:
+        """Spread a derived budget for changed groups (deep health checks turned off) over the
+        stages made for the first: their number stays, their deadlines shrink. A ``timeout``
+        that was given stays as given."""
+        if self._timeout_given:
+            return
+        self.timeout = wait_budget(instance_groups)
+        per_stage = math.ceil(self.timeout.to_seconds() / len(self.stages))
+        for stage in self.stages:
+            cfn = stage.node.default_child
+            assert isinstance(cfn, CfnResource)
+            cfn.add_property_override("DeadlineSeconds", str(per_stage))
+
     def _provider(self, cluster_arn: str) -> cr.Provider:
         """The handlers (list this cluster's nodes only) under the provider framework."""
         role, log_group = role_with_own_logs(
             self,
             role_id="HandlerRole",
             logs_id="Logs",
-            description="Waits for HyperPod nodes: lists the nodes of one cluster",
+            description="Waits for HyperPod nodes: reads one cluster's status and nodes",
             statements=[
-                iam.PolicyStatement(actions=["sagemaker:ListClusterNodes"], resources=[cluster_arn])
+                iam.PolicyStatement(
+                    actions=["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"],
+                    resources=[cluster_arn],
+                )
             ],
             logs_removal=RemovalPolicy.DESTROY,
         )

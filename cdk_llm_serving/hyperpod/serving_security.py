@@ -57,7 +57,9 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from .._cdk.nag import acknowledge
+from ._eks_addon import eks_addon
 from ._facts import addon_versions
+from .device_plugins import secrets_store_values
 from .interfaces import IHyperPodCluster
 
 #: EKS add-on name of the AWS Secrets and Configuration Provider with the CSI driver.
@@ -83,13 +85,13 @@ def secrets_store_addon(scope: Construct, cluster: IHyperPodCluster) -> eks.Addo
     existing = stack.node.try_find_child(addon_id)
     if isinstance(existing, eks.Addon):
         return existing
-    addon = eks.Addon(
+    addon = eks_addon(
         stack,
         addon_id,
         cluster=eks_cluster,
         addon_name=SECRETS_STORE_ADDON,
         addon_version=_pinned_version(cluster, SECRETS_STORE_ADDON),
-        preserve_on_delete=False,
+        configuration_values=secrets_store_values(cluster.instance_groups),
     )
     addon.node.add_dependency(cluster.nodes_ready)
     return addon

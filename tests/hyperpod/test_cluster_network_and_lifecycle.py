@@ -114,11 +114,14 @@ def test_nodes_ready_waits_for_every_group_in_chained_stages(hyperpod_template):
     firsts = [k for k, s in stages.items() if not set(s.get("DependsOn", [])) & set(stages)]
     assert len(firsts) == 1
     total = sum(int(s["Properties"]["DeadlineSeconds"]) for s in stages.values())
+    # Without the HyperPod dependencies chart the reference app runs no deep health checks,
+    # and the derived budget is that of groups without them (issue 26).
     groups_objects = [
         HyperPodInstanceGroup.system(instance_type="ml.m5.4xlarge", count=2),
-        HyperPodInstanceGroup.gpu("gpu-b200", "ml.p6-b200.48xlarge", 2),
+        HyperPodInstanceGroup.gpu("gpu-b200", "ml.p6-b200.48xlarge", 2, deep_health_checks=()),
     ]
-    assert total >= wait_budget(groups_objects).to_seconds()
+    budget = wait_budget(groups_objects).to_seconds()
+    assert budget <= total < budget + len(stages) * 60
     for stage in stages.values():
         assert int(stage["Properties"]["DeadlineSeconds"]) <= 50 * 60
         assert stage["Properties"]["ServiceTimeout"] in ("3600", 3600)
@@ -142,6 +145,26 @@ def test_the_wait_grows_with_the_group_and_can_be_set():
     stages = resources_of_type(_template(stack), "Custom::HyperPodNodesReady").values()
     assert len(stages) == 4  # 180 min in stages of at most 50
     assert sum(int(s["Properties"]["DeadlineSeconds"]) for s in stages) >= 3 * 3600
+
+
+def test_the_wait_is_the_slowest_groups_and_grows_with_each_check():
+    """Groups provision in parallel: the budget is the slowest group's, each deep health check
+    adds its own time, a group without checks adds nothing."""
+
+    def gpu(checks: tuple[str, ...], count: int = 2) -> HyperPodInstanceGroup:
+        return HyperPodInstanceGroup.gpu("g", "ml.p5en.48xlarge", count, deep_health_checks=checks)
+
+    both = wait_budget([gpu(("InstanceStress", "InstanceConnectivity"))])
+    stress = wait_budget([gpu(("InstanceStress",))])
+    connectivity = wait_budget([gpu(("InstanceConnectivity",))])
+    none = wait_budget([gpu(())])
+    assert none.to_minutes() < connectivity.to_minutes() < stress.to_minutes() < both.to_minutes()
+    assert both.to_minutes() == stress.to_minutes() + connectivity.to_minutes() - none.to_minutes()
+    with_system = wait_budget([HyperPodInstanceGroup.system(), gpu(("InstanceStress",))])
+    assert with_system.to_minutes() == stress.to_minutes()
+    # A large group without checks can be the slowest one.
+    big = wait_budget([gpu(()), HyperPodInstanceGroup.system(count=200)])
+    assert big.to_minutes() > none.to_minutes()
 
 
 def test_a_wait_under_a_minute_is_refused():
@@ -224,7 +247,7 @@ def test_everything_applied_in_the_cluster_waits_for_the_nodes(hyperpod_template
     assert len(first) == len(before) >= 3 and first <= _needs(hyperpod_template, cluster_id)
 
 
-def test_the_wait_handler_may_only_list_this_clusters_nodes(hyperpod_template):
+def test_the_wait_handler_may_only_read_this_clusters_status_and_nodes(hyperpod_template):
     cluster_id, _ = only_resource(hyperpod_template, "AWS::SageMaker::Cluster")
     roles = [
         key
@@ -234,9 +257,10 @@ def test_the_wait_handler_may_only_list_this_clusters_nodes(hyperpod_template):
     (role_id,) = roles
     statements = policy_statements(hyperpod_template, role_id)
     sagemaker = [s for s in statements if any(a.startswith("sagemaker:") for a in actions_of(s))]
-    assert [actions_of(s) for s in sagemaker] == [["sagemaker:ListClusterNodes"]]
+    reads = ["sagemaker:DescribeCluster", "sagemaker:ListClusterNodes"]
+    assert [sorted(actions_of(s)) for s in sagemaker] == [reads]
     assert sagemaker[0]["Resource"] == {"Fn::GetAtt": [cluster_id, "ClusterArn"]}
-    others = {a for s in statements for a in actions_of(s)} - {"sagemaker:ListClusterNodes"}
+    others = {a for s in statements for a in actions_of(s)} - set(reads)
     assert others == {"logs:CreateLogStream", "logs:PutLogEvents"}
 
 
@@ -507,6 +531,17 @@ def test_serving_waits_for_the_association(hyperpod_template):
 
 
 # -- on_create.sh -------------------------------------------------------------------------------
+#
+# The script runs for real in a sandbox: a fake root (LIFECYCLE_ROOT) and a PATH of real tools
+# plus shims for what only a node has (mountpoint, systemctl) and for sleep (instant, counted).
+
+_AL2023_CONFIG = """version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd"
+
+[grpc]
+address = "/run/containerd/containerd.sock"
+"""
 
 
 def test_on_create_is_valid_bash_and_starts_no_service():
@@ -515,50 +550,125 @@ def test_on_create_is_valid_bash_and_starts_no_service():
     assert not re.search(r"systemctl\s+(start|restart|stop)\b", text)
 
 
-def _fake_node(tmp_path: Path, active: str = "") -> tuple[Path, dict[str, str]]:
-    """A fake root with a mounted /opt/sagemaker and a PATH without rsync."""
+def _fake_node(
+    tmp_path: Path,
+    active: str = "",
+    mounted: tuple[str, ...] = ("/opt/sagemaker",),
+    mounted_after: int = 0,
+    os_version: str = "2023",
+    nvme_devices: bool = False,
+) -> tuple[Path, dict[str, str]]:
+    """A fake root whose ``mounted`` volumes show up after ``mounted_after`` polls, a PATH
+    without rsync, shims that record systemctl calls and sleeps."""
     root = tmp_path / "root"
-    (root / "opt" / "sagemaker").mkdir(parents=True)
+    for path in ("opt/sagemaker", "opt/dlami/nvme"):
+        (root / path).mkdir(parents=True)
     (root / "var" / "lib" / "containerd" / "io.containerd.content.v1").mkdir(parents=True)
     (root / "var" / "lib" / "containerd" / "io.containerd.content.v1" / "blob").write_text("x")
     (root / "var" / "lib" / "kubelet" / "pods").mkdir(parents=True)
+    (root / "etc").mkdir()
+    (root / "etc" / "os-release").write_text(f'NAME="Amazon Linux"\nVERSION_ID="{os_version}"\n')
+    (root / "etc" / "containerd").mkdir()
+    (root / "etc" / "containerd" / "config.toml").write_text(_AL2023_CONFIG)
+    (root / "etc" / "eks" / "containerd").mkdir(parents=True)
+    (root / "etc" / "eks" / "containerd" / "containerd-config.toml").write_text(
+        'version = 2\nroot = "/var/lib/containerd"\n'
+    )
+    if nvme_devices:
+        (root / "dev" / "disk" / "by-id").mkdir(parents=True)
+        (root / "dev" / "disk" / "by-id" / "nvme-Amazon_EC2_NVMe_Instance_Storage_AWS1").touch()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("bash cat cp date df dirname hostname ln mkdir rm tail tee tr ls").split():
+    tools = "awk bash cat cp date df dirname hostname ln mkdir mv rm sync tail tee tr ls"
+    for tool in tools.split():
         found = shutil.which(tool)
         assert found, tool
         os.symlink(found, bin_dir / tool)
-    (bin_dir / "mountpoint").write_text('#!/bin/bash\n[[ "$2" == */opt/sagemaker ]]\n')
-    (bin_dir / "systemctl").write_text(
-        f'#!/bin/bash\n# is-active --quiet <unit>\n[[ " {active} " == *" $3 "* ]]\n'
+    calls = tmp_path / "calls"
+    patterns = " ".join(f'"*{path}"' for path in mounted)
+    (bin_dir / "mountpoint").write_text(
+        "#!/bin/bash\n"
+        f'n=$(cat "{tmp_path}/polls" 2>/dev/null || echo 0); echo $((n + 1)) > "{tmp_path}/polls"\n'
+        f"(( n >= {mounted_after} )) || exit 1\n"
+        f'for p in {patterns}; do [[ "$2" == $p ]] && exit 0; done; exit 1\n'
     )
-    for shim in ("mountpoint", "systemctl"):
+    (bin_dir / "systemctl").write_text(
+        f'#!/bin/bash\necho "systemctl $*" >> "{calls}"\n'
+        f'[[ "$1" != is-active ]] || [[ " {active} " == *" $3 "* ]]\n'
+    )
+    (bin_dir / "sleep").write_text(f'#!/bin/bash\necho "sleep $*" >> "{calls}"\n')
+    for shim in ("mountpoint", "systemctl", "sleep"):
         (bin_dir / shim).chmod(0o755)
     env = {"PATH": str(bin_dir), "LIFECYCLE_ROOT": str(root), "HOME": str(tmp_path)}
     return root, env
 
 
-def _run_on_create(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run_on_create(env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [shutil.which("bash") or "bash", str(ON_CREATE)],
         env=env,
         capture_output=True,
         text=True,
-        check=True,
+        check=check,
     )
 
 
-def test_on_create_moves_storage_without_rsync(tmp_path):
+def _marker(root: Path) -> dict[str, str]:
+    text = (root / "var" / "lib" / "cdk-llm-serving" / "container-storage").read_text()
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    calls = tmp_path / "calls"
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_on_create_sets_containerd_root_in_its_configuration_on_al2023(tmp_path):
     root, env = _fake_node(tmp_path)
     result = _run_on_create(env)
-    for name in ("containerd", "kubelet"):
-        link = root / "var" / "lib" / name
-        assert link.is_symlink() and link.resolve() == (root / "opt" / "sagemaker" / name)
-        assert f"moved {link} -> {root}/opt/sagemaker/{name}" in result.stdout
+    containerd = root / "var" / "lib" / "containerd"
+    assert containerd.is_dir() and not containerd.is_symlink()  # no symlink: the config says
+    config = (root / "opt" / "sagemaker" / "containerd-config.toml").read_text()
+    assert 'root = "/opt/sagemaker/containerd"' in config
+    assert 'root = "/var/lib/containerd"' not in config
+    assert 'address = "/run/containerd/containerd.sock"' in config  # the rest kept
+    drop_in = root / "etc/systemd/system/containerd.service.d/50-cdk-llm-serving-root.conf"
+    lines = drop_in.read_text().splitlines()
+    assert lines == [
+        "[Service]",
+        "ExecStart=",
+        "ExecStart=/usr/bin/containerd --config /opt/sagemaker/containerd-config.toml",
+    ]
+    assert "systemctl daemon-reload" in _calls(tmp_path)
     blob = root / "opt" / "sagemaker" / "containerd" / "io.containerd.content.v1" / "blob"
-    assert blob.read_text() == "x"
+    assert blob.read_text() == "x"  # what containerd held is copied to its new root
+    assert _marker(root) == {
+        "outcome": "ebs",
+        "volume": "/opt/sagemaker",
+        "containerd_root": "/opt/sagemaker/containerd",
+        "kubelet_dir": "/opt/sagemaker/kubelet",
+    }
+    assert "containerd root = /opt/sagemaker/containerd" in result.stdout
+
+
+def test_on_create_sets_the_root_in_the_eks_template_on_al2(tmp_path):
+    root, env = _fake_node(
+        tmp_path, os_version="2", mounted=("/opt/dlami/nvme",), nvme_devices=True
+    )
+    _run_on_create(env)
+    template = (root / "etc/eks/containerd/containerd-config.toml").read_text()
+    assert template.splitlines() == ["version = 2", 'root = "/opt/dlami/nvme/containerd"']
+    assert not (root / "etc/systemd/system/containerd.service.d").exists()
+    assert _marker(root)["outcome"] == "nvme"
+
+
+def test_on_create_moves_the_kubelet_directory_without_rsync(tmp_path):
+    root, env = _fake_node(tmp_path)
+    result = _run_on_create(env)
+    link = root / "var" / "lib" / "kubelet"
+    assert link.is_symlink() and link.resolve() == (root / "opt" / "sagemaker" / "kubelet")
+    assert f"moved {link} -> {root}/opt/sagemaker/kubelet" in result.stdout
     assert (root / "opt" / "sagemaker" / "kubelet" / "pods").is_dir()
-    assert not (root / "opt" / "sagemaker" / "containerd" / "containerd").exists()
 
 
 def test_on_create_links_a_directory_that_does_not_exist_yet(tmp_path):
@@ -571,14 +681,61 @@ def test_on_create_links_a_directory_that_does_not_exist_yet(tmp_path):
     assert f"moved {kubelet}" not in result.stdout
 
 
-def test_on_create_leaves_a_running_services_directory_alone(tmp_path):
-    root, env = _fake_node(tmp_path, active="containerd")
+def test_on_create_leaves_a_running_kubelets_directory_and_says_so(tmp_path):
+    root, env = _fake_node(tmp_path, active="kubelet containerd")
     result = _run_on_create(env)
-    containerd = root / "var" / "lib" / "containerd"
-    assert containerd.is_dir() and not containerd.is_symlink()
-    assert "containerd is running" in result.stdout
-    assert f"moved {containerd}" not in result.stdout
-    assert (root / "var" / "lib" / "kubelet").is_symlink()
+    kubelet = root / "var" / "lib" / "kubelet"
+    assert kubelet.is_dir() and not kubelet.is_symlink()
+    assert "kubelet is running" in result.stdout
+    assert "containerd is running: its new root applies from its next start" in result.stdout
+    assert _marker(root)["kubelet_dir"] == "/var/lib/kubelet"
+
+
+def test_on_create_waits_for_the_volume_to_be_mounted(tmp_path):
+    root, env = _fake_node(tmp_path, mounted_after=3)
+    result = _run_on_create(env)
+    assert result.stdout.count("waiting for /opt/sagemaker to be mounted") == 3
+    assert _calls(tmp_path).count("sleep 5") == 3
+    assert _marker(root)["outcome"] == "ebs"
+
+
+def test_on_create_waits_for_nvme_where_the_instance_has_it(tmp_path):
+    root, env = _fake_node(
+        tmp_path, mounted=("/opt/sagemaker", "/opt/dlami/nvme"), mounted_after=2, nvme_devices=True
+    )
+    result = _run_on_create(env)
+    assert "data volume expected at /opt/dlami/nvme" in result.stdout
+    assert _marker(root)["containerd_root"] == "/opt/dlami/nvme/containerd"
+
+
+def test_on_create_fails_loudly_without_a_data_volume(tmp_path):
+    root, env = _fake_node(tmp_path, mounted=())
+    result = _run_on_create(env, check=False)
+    assert result.returncode == 1
+    sleeps = [call for call in _calls(tmp_path) if call.startswith("sleep")]
+    assert sleeps[:12] == ["sleep 5"] * 12  # 60 s of waiting, as AWS's script waits
+    assert sleeps[12:] == ["sleep 60"]  # then time for the log to be uploaded
+    assert "ERROR: no data volume mounted after 60 s" in result.stdout
+    assert _marker(root)["outcome"] == "failed"
+    assert not (root / "etc/systemd/system/containerd.service.d").exists()
+    assert (root / "var/lib/kubelet").is_dir() and not (root / "var/lib/kubelet").is_symlink()
+
+
+def test_on_create_says_when_nvme_does_not_appear_and_ebs_is_used(tmp_path):
+    root, env = _fake_node(tmp_path, mounted=("/opt/sagemaker",), nvme_devices=True)
+    result = _run_on_create(env)
+    assert "WARNING: /opt/dlami/nvme not mounted after 60 s" in result.stdout
+    assert _marker(root)["outcome"] == "fallback"
+    assert _marker(root)["containerd_root"] == "/opt/sagemaker/containerd"
+
+
+@pytest.mark.parametrize("os_version", ["22.04", ""])
+def test_on_create_fails_on_an_os_whose_containerd_it_cannot_configure(tmp_path, os_version):
+    root, env = _fake_node(tmp_path, os_version=os_version)
+    result = _run_on_create(env, check=False)
+    assert result.returncode == 1
+    assert "cannot set containerd's root" in result.stdout
+    assert _marker(root)["outcome"] == "failed"
 
 
 # -- issue 14: the lifecycle bucket and the add-on pins -------------------------------------------

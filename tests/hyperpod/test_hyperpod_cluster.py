@@ -40,7 +40,9 @@ def test_gpu_group_is_sized_by_the_planner(hyperpod_template):
     assert expected == 2
     gpu = groups["gpu-b200"]
     assert (gpu["InstanceType"], gpu["InstanceCount"]) == ("ml.p6-b200.48xlarge", 2)
-    assert gpu["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    # The reference app synthesizes without the HyperPod dependencies chart (no chart-dir):
+    # its GPU group then runs no deep health checks (issue 26; HyperPodServingAddons).
+    assert "OnStartDeepHealthChecks" not in gpu
     assert gpu["ThreadsPerCore"] == 1
     assert gpu["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 1000}}]
     assert gpu["KubernetesConfig"]["Taints"] == [

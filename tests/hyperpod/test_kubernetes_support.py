@@ -99,3 +99,32 @@ def test_the_kubectl_layer_matches_the_cluster_version(reference_templates):
         if r["Type"] == "AWS::Lambda::LayerVersion"
     ]
     assert any(d.startswith("/opt/kubectl/kubectl 1.35.") for d in layers), layers
+
+
+# -- issue 26: the default, decided again with extended support's price in mind ------------------
+
+DEFAULT_DEPRECATED = "cdk-llm-serving:deprecated:HyperPodEksCluster.kubernetes_version"
+
+
+def _warnings(version: str | None, warning_id: str) -> list[str]:
+    stack = new_stack(f"Default{(version or 'none').replace('.', '')}")
+    kwargs = {} if version is None else {"kubernetes_version": version}
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(), **kwargs)
+    assert cluster.kubernetes_version == (version or "1.33")  # a deployed default never moves
+    return [
+        str(entry.data)
+        for entry in cluster.node.metadata
+        if entry.type == "aws:cdk:warning" and warning_id in str(entry.data)
+    ]
+
+
+def test_leaving_the_version_out_is_deprecated_and_says_what_each_choice_costs():
+    (message,) = _warnings(None, DEFAULT_DEPRECATED)
+    assert "required in 0.3.0" in message
+    assert "KubernetesVersion.V1_35" in message and "KubernetesVersion.V1_33" in message
+    assert "$0.60 instead of $0.10 per cluster-hour" in message
+
+
+@pytest.mark.parametrize("version", ["1.33", "1.35"])
+def test_an_explicit_version_is_not_the_deprecated_default(version):
+    assert _warnings(version, DEFAULT_DEPRECATED) == []

@@ -13,6 +13,27 @@ ShuttingDown, SystemUpdating, DeepHealthCheckInProgress, NotFound, DetachInProgr
 AttachInProgress). ``InstanceGroupNameContains`` matches substrings, so this handler lists
 every node once and matches group names exactly.
 
+Fails fast, each poll, with the reason SageMaker gives (the error becomes the resource's
+CloudFormation status reason):
+
+* the cluster is ``Failed`` or ``RollingBack`` (``ClusterStatus``; ``DescribeCluster``'s
+  ``FailureMessage``);
+* a group we wait for is ``Failed`` (``InstanceGroupStatus``: InService, Creating, Updating,
+  Failed, Degraded, SystemUpdating, Deleting);
+* a node of such a group is in ``Failure`` (its ``InstanceStatus.Message``: a lifecycle
+  script that exited non-zero, a deep health check that failed). Waiting on would only spend
+  the budget: the node does not become Running by itself, and automatic node recovery that
+  replaces it shows as a new node.
+
+At the deadline of the last stage it fails too, naming each group's running/expected count
+and what its other nodes are doing. The deployment then fails; CloudFormation rolls back and
+so deletes a cluster this deployment created, giving up its capacity, unless the deployment
+runs with rollback disabled (``cdk deploy --no-rollback``, CloudFormation's "Preserve
+successfully provisioned resources": the cluster and its nodes stay, and a retry or the next
+deploy resumes the wait; AWS CloudFormation user guide, "Choose how to handle
+failures when provisioning resources",
+https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/stack-failure-options.html).
+
 Properties (strings, as CloudFormation passes them): ``ClusterName``, ``InstanceGroups``
 (group name -> node count), ``DeadlineSeconds`` (how long this stage waits) and ``Final``
 (``"true"``: fail at the deadline; otherwise complete, and let the next stage wait on).
@@ -27,6 +48,19 @@ from typing import Any
 import boto3
 
 RUNNING = "Running"
+#: The node status that fails the wait at once (``ClusterInstanceStatus``).
+FAILED_NODE = "Failure"
+#: Group statuses that fail the wait at once (``InstanceGroupStatus``).
+FAILED_GROUP = ("Failed",)
+#: Cluster statuses that fail the wait at once (``ClusterStatus``).
+FAILED_CLUSTER = ("Failed", "RollingBack")
+
+_KEEP_CAPACITY = (
+    "The deployment fails and CloudFormation rolls back, deleting a cluster it created with "
+    "this deployment. To keep the cluster and its capacity instead, deploy with rollback "
+    "disabled (cdk deploy --no-rollback) and retry or deploy again to resume the wait; or give "
+    "HyperPodEksCluster a longer nodes_ready_timeout."
+)
 
 
 def running_by_group(summaries: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -46,6 +80,47 @@ def shortfall(expected: Mapping[str, int], running: Mapping[str, int]) -> dict[s
         for name, count in sorted(expected.items())
         if running.get(name, 0) < count
     }
+
+
+def statuses(
+    summaries: Iterable[Mapping[str, Any]], groups: Iterable[str]
+) -> dict[str, dict[str, int]]:
+    """Per group of ``groups``: how many nodes are in each status (for the log and errors)."""
+    wanted = set(groups)
+    found: dict[str, dict[str, int]] = {}
+    for node in summaries:
+        name = node["InstanceGroupName"]
+        if name in wanted:
+            status = node.get("InstanceStatus", {}).get("Status", "unknown")
+            by_status = found.setdefault(name, {})
+            by_status[status] = by_status.get(status, 0) + 1
+    return {name: dict(sorted(found[name].items())) for name in sorted(found)}
+
+
+def failures(
+    cluster: Mapping[str, Any], summaries: Iterable[Mapping[str, Any]], groups: Iterable[str]
+) -> list[str]:
+    """Why the wait cannot succeed: the cluster, a group or a node failed (empty: it may)."""
+    wanted = set(groups)
+    reason = cluster.get("FailureMessage")
+    found: list[str] = []
+    status = cluster.get("ClusterStatus")
+    if status in FAILED_CLUSTER:
+        found.append(f"the cluster is {status}: {reason or 'no failure message'}")
+    for group in cluster.get("InstanceGroups", []):
+        name = group.get("InstanceGroupName")
+        if name in wanted and group.get("Status") in FAILED_GROUP:
+            found.append(
+                f"instance group {name!r} is {group['Status']}: {reason or 'no failure message'}"
+            )
+    for node in summaries:
+        details = node.get("InstanceStatus", {})
+        if node["InstanceGroupName"] in wanted and details.get("Status") == FAILED_NODE:
+            found.append(
+                f"node {node['InstanceId']} of group {node['InstanceGroupName']!r} is "
+                f"{FAILED_NODE}: {details.get('Message') or 'no message'}"
+            )
+    return found
 
 
 def list_nodes(client: Any, cluster_name: str) -> list[dict[str, Any]]:
@@ -76,23 +151,39 @@ def on_event(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
 def is_complete(
     event: Mapping[str, Any], context: Any = None, client: Any = None, now: float | None = None
 ) -> dict[str, Any]:
-    """Complete when every group has its nodes Running; at the deadline, fail if final."""
+    """Complete when every group has its nodes Running; fail on a failure or, if final, at
+    the deadline."""
     if event["RequestType"] == "Delete":
         return {"IsComplete": True}
     props = event["ResourceProperties"]
-    expected = {name: int(count) for name, count in props["InstanceGroups"].items()}
-    nodes = list_nodes(client or _client(), props["ClusterName"])
+    name = props["ClusterName"]
+    expected = {group: int(count) for group, count in props["InstanceGroups"].items()}
+    client = client or _client()
+    cluster = client.describe_cluster(ClusterName=name)
+    failed = (
+        failures(cluster, [], expected) if cluster.get("ClusterStatus") in FAILED_CLUSTER else []
+    )
+    nodes = [] if failed else list_nodes(client, name)
+    failed = failed or failures(cluster, nodes, expected)
+    if failed:
+        raise RuntimeError(
+            f"HyperPod cluster {name}: its nodes will not all be Running: "
+            + "; ".join(failed)
+            + ". "
+            + _KEEP_CAPACITY
+        )
     missing = shortfall(expected, running_by_group(nodes))
     if not missing:
         return {"IsComplete": True, "Data": {"Ready": "true"}}
     started = float(event.get("Data", {}).get("StartedAt", now or time.time()))
     elapsed = (now or time.time()) - started
+    doing = statuses(nodes, missing)
     if elapsed < float(props["DeadlineSeconds"]):
-        print(f"waiting for Running nodes (running/expected): {missing}")
+        print(f"waiting for Running nodes (running/expected): {missing}; nodes by status: {doing}")
         return {"IsComplete": False}
     if str(props.get("Final", "false")).lower() == "true":
         raise RuntimeError(
-            f"HyperPod cluster {props['ClusterName']}: nodes not Running after "
-            f"{int(elapsed)} s (running/expected per group): {missing}"
+            f"HyperPod cluster {name}: nodes not Running after {int(elapsed)} s "
+            f"(running/expected per group): {missing}; nodes by status: {doing}. " + _KEEP_CAPACITY
         )
     return {"IsComplete": True, "Data": {"Ready": "false"}}
