@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -49,6 +49,10 @@ class HyperPodSettings:
     single_node_weights_uri: str = ""
     #: AZ ID of the GPU capacity (e.g. ``usw2-az2``): the GPU subnet and FSx go there.
     gpu_availability_zone_id: str | None = None
+    #: How long the deployment waits for the HyperPod nodes (``HyperPodEksCluster``'s
+    #: ``nodes_ready_timeout``). ``None``: the library's budget from group sizes and deep
+    #: health checks.
+    nodes_ready_minutes: int | None = None
 
 
 class HyperPodReferenceStack(Stack):
@@ -108,6 +112,11 @@ class HyperPodReferenceStack(Stack):
             ],
             admin_role_arns=settings.admin_role_arns,
             gpu_availability_zone_id=settings.gpu_availability_zone_id,
+            nodes_ready_timeout=(
+                Duration.minutes(settings.nodes_ready_minutes)
+                if settings.nodes_ready_minutes is not None
+                else None
+            ),
             # In EKS standard support to 2027-03-27; the default, 1.33, costs extended support.
             kubernetes_version="1.35",
         )

@@ -25,6 +25,7 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:hyperpod:inference-operator": "false",
     "llm-serving:gpt-oss-120b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/gpt-oss-120b/",
     "llm-serving:hyperpod:gpu-az-id": "",
+    "llm-serving:hyperpod:nodes-ready-minutes": "",
 }
 
 
@@ -67,6 +68,18 @@ def _context(app: App, key: str) -> str:
     return str(value) if value not in (None, "") else CONTEXT_DEFAULTS[key]
 
 
+def _minutes(app: App, key: str) -> int | None:
+    """A whole number of minutes from the context, or ``None`` when unset."""
+    text = _context(app, key)
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        problems = Problems("reference app context")
+        problems.add(key, text, "a whole number of minutes, at least 1")
+        problems.raise_if_any()
+    return int(text)
+
+
 def add_reference_stacks(app: App) -> list[Stack]:
     """Add every reference stack to ``app``; needs no AWS account (region only)."""
     _refuse_placeholders(app)
@@ -103,6 +116,7 @@ def add_reference_stacks(app: App) -> list[Stack]:
             == "true",
             single_node_weights_uri=_context(app, "llm-serving:gpt-oss-120b:weights-uri"),
             gpu_availability_zone_id=_context(app, "llm-serving:hyperpod:gpu-az-id") or None,
+            nodes_ready_minutes=_minutes(app, "llm-serving:hyperpod:nodes-ready-minutes"),
         ),
     )
     acknowledge_pool_stack(pool_stack)
