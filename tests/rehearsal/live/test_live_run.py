@@ -1,0 +1,60 @@
+"""The live run on the reference's own pods: real vLLM, a leader and a headless worker in
+network namespaces, requests through the Service (needs root and .venv/vllm: ``-m live``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from rehearsal.live import run_report
+
+from .reference_pods import reference_deployment
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("live")
+
+
+def test_the_reference_pods_serve_after_substitution(workdir: Path) -> None:
+    deployment = reference_deployment(workdir / "reference")
+    started = time.perf_counter()
+    report = run_report(deployment, workdir)
+    print(f"live run: {time.perf_counter() - started:.0f} s, timings {report.timings}")
+    print("\n".join(report.substitutions))
+    assert report.findings == []
+    assert not report.cached
+    flags = {line.split(": ", 1)[1].split(" ")[0] for line in report.substitutions}
+    assert flags == {
+        "--tensor-parallel-size",
+        "--enable-expert-parallel",
+        "--quantization",
+        "--speculative-config",
+        "--max-model-len",
+        "--gpu-memory-utilization",
+    }
+    again = run_report(deployment, workdir)
+    assert again.cached and again.findings == []
+
+
+def test_a_leader_without_a_dns_record_blocks_naming_a_pod(workdir: Path) -> None:
+    deployment = reference_deployment(workdir / "no-record", leader_record=False)
+    findings = run_report(deployment, workdir, ready_budget=300).findings
+    assert findings, "the group served without the leader's DNS record"
+    first = findings[0]
+    assert first.severity == "blocking"
+    assert first.rule in {"live.pod-exited", "live.pod-not-ready"}
+    assert first.resource in {"Pod inference/reference-moe-nvfp4-0", "Pod inference/reference-moe-nvfp4-0-1"}
+    print(first)
+
+
+def test_a_missing_api_key_file_blocks_naming_the_leader(workdir: Path) -> None:
+    deployment = reference_deployment(workdir / "no-key", api_key_file=None)
+    findings = run_report(deployment, workdir, ready_budget=300).findings
+    assert [f.rule for f in findings] == ["live.pod-exited"]
+    assert findings[0].resource == "Pod inference/reference-moe-nvfp4-0"
+    assert "API key file /var/run/secrets/vllm-api-key/api-key is missing or empty" in findings[0].message
