@@ -69,10 +69,8 @@ async def _forward(spec: dict[str, Any]) -> None:
     async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         host, port = next(targets)
         try:
-            upstream_r, upstream_w = await asyncio.wait_for(
-                asyncio.open_connection(host, port), 5
-            )
-        except (OSError, asyncio.TimeoutError):
+            upstream_r, upstream_w = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+        except (TimeoutError, OSError):
             client_w.close()
             return
         await asyncio.gather(_pipe(client_r, upstream_w), _pipe(upstream_r, client_w))
@@ -148,7 +146,9 @@ def client(spec: dict[str, Any]) -> int:
         key = keys[0]
         chat = {"model": model, "temperature": 0, "max_tokens": 64}
         messages = [{"role": "user", "content": spec["prompt"]}]
-        status, body = _request(f"{base}/v1/chat/completions", context, key, {**chat, "messages": messages})
+        status, body = _request(
+            f"{base}/v1/chat/completions", context, key, {**chat, "messages": messages}
+        )
         message = json.loads(body)["choices"][0]["message"] if status == 200 else {}
         _check("chat completion", status == 200 and bool(message), f"HTTP {status} {body[:200]!r}")
         thought = message.get("reasoning") or message.get("reasoning_content")
@@ -157,14 +157,26 @@ def client(spec: dict[str, Any]) -> int:
             bool(thought),
             f"reasoning {thought!r:.80}, content {message.get('content')!r:.40}",
         )
-        _stream(f"{base}/v1/chat/completions", context, key, {**chat, "messages": messages, "stream": True}, model)
+        _stream(
+            f"{base}/v1/chat/completions",
+            context,
+            key,
+            {**chat, "messages": messages, "stream": True},
+            model,
+        )
         tools = {**chat, "messages": [{"role": "user", "content": spec["tool_prompt"]}]}
         tools |= {"tools": [spec["tool"]], "tool_choice": "auto"}
         status, body = _request(f"{base}/v1/chat/completions", context, key, tools)
-        _check("tools with tool_choice auto accepted", status == 200, f"HTTP {status} {body[:200]!r}")
+        _check(
+            "tools with tool_choice auto accepted", status == 200, f"HTTP {status} {body[:200]!r}"
+        )
         for path, method in spec["closed"]:
-            status, _ = _request(f"{base}{path}", context, key, {} if method == "POST" else None, method)
-            _check(f"{method} {path} 404 (closed by the route guard)", status == 404, f"HTTP {status}")
+            status, _ = _request(
+                f"{base}{path}", context, key, {} if method == "POST" else None, method
+            )
+            _check(
+                f"{method} {path} 404 (closed by the route guard)", status == 404, f"HTTP {status}"
+            )
         for path in spec["open"]:
             status, _ = _request(f"{base}{path}", context)
             _check(f"GET {path} 200", status == 200, f"HTTP {status}")
@@ -188,7 +200,11 @@ def _stream(url: str, context: ssl.SSLContext, key: str, body: dict[str, Any], m
     except urllib.error.HTTPError as error:
         _check("streaming chat (SSE, data: [DONE])", False, f"HTTP {error.code}")
         return
-    events = [json.loads(line[5:]) for line in lines if line.startswith("data:") and line != "data: [DONE]"]
+    events = [
+        json.loads(line[5:])
+        for line in lines
+        if line.startswith("data:") and line != "data: [DONE]"
+    ]
     names = {event.get("model") for event in events}
     passed = "text/event-stream" in kind and lines[-1:] == ["data: [DONE]"] and names == {model}
     _check(

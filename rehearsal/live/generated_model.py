@@ -65,7 +65,14 @@ ANSWER_TEXT = "391"
 END = "<|im_end|>"
 SPECIAL = ["<|endoftext|>", "<|im_start|>", END]
 #: Matched by the parsers as single token ids; not special (kept in decoded text).
-MARKUP = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+MARKUP = [
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+]
 
 #: Tools, reasoning and Qwen3's ``enable_thinking`` switch (``false``: an empty think block, the
 #: answer comes as content). Written for this generator.
@@ -203,7 +210,11 @@ def _examples() -> list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None,
     """(messages, tools, answer): the requests smoke sends, and variants."""
     other_tool = json.loads(json.dumps(TOOL))
     other_tool["function"]["description"] = "The weather now in a city"
-    users_with_tools = [TOOL_PROMPT, "Weather in Seattle?", "Is it raining in Seattle? Use the tool."]
+    users_with_tools = [
+        TOOL_PROMPT,
+        "Weather in Seattle?",
+        "Is it raining in Seattle? Use the tool.",
+    ]
     users_plain = [REASONING_PROMPT, "What is 17 * 23?", "Hello, who are you?", "Say something."]
     examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None, str]] = []
     for tools in ([TOOL], [other_tool]):

@@ -51,9 +51,7 @@ LB_IP, CLIENT_IP, NODE_IP = "198.18.0.1", "198.18.0.2", "198.18.0.3"
 #: A pod's PATH after the vLLM virtualenv's bin (ASSUMED: the image's is the Debian default).
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LOG_LINES = 25
-PROBE_SOURCE = (
-    "https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/"
-)
+PROBE_SOURCE = "https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/"
 API_KEY_SOURCE = (
     "https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html (--api-key) ; "
     "cdk_llm_serving/vllm/multinode.py (the keys file the leader builds)"
@@ -92,6 +90,8 @@ class LiveReport:
     key: str
     timings: dict[str, float] = field(default_factory=dict)
     substitutions: tuple[str, ...] = ()
+    #: The checks that passed, by name (``smoke`` last), in the order they ran.
+    passed: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,11 @@ def _pod_env(pod: PodRun, applied: tuple[Applied, ...], venv: Path) -> dict[str,
     return env
 
 
-def _prepare(deployment: LiveDeployment, venv: Path, prefix: str) -> tuple[list[_Prepared], list[Finding]]:
+def prepare(
+    deployment: LiveDeployment, venv: Path, prefix: str
+) -> tuple[list[_Prepared], list[Finding]]:
+    """Each pod's command line and environment as the live run starts it (expanded, then
+    substituted), and a finding for each pod the table refuses."""
     prepared, findings = [], []
     for index, pod in enumerate(deployment.pods):
         container = pod.container
@@ -238,7 +242,9 @@ def _netns_add(name: str, cleanup: _Cleanup) -> None:
     cleanup.add(f"netns {name}", lambda: _sh("ip", "netns", "del", name))
 
 
-def _etc_netns(name: str, hosts: dict[str, str], cleanup: _Cleanup, own: tuple[str, str] | None) -> None:
+def _etc_netns(
+    name: str, hosts: dict[str, str], cleanup: _Cleanup, own: tuple[str, str] | None
+) -> None:
     """/etc/netns/<name>/hosts and resolv.conf, which ``ip netns exec`` bind-mounts over
     /etc/hosts and /etc/resolv.conf (ip-netns(8): "ip netns exec automates handling of this
     configuration, file convention for network namespace unaware applications, by creating a
@@ -264,7 +270,21 @@ def _network(members: dict[str, str], bridge_ns: str, cleanup: _Cleanup) -> None
     _sh("ip", "-n", bridge_ns, "link", "set", "br0", "up")
     for index, (ns, ip) in enumerate(members.items()):
         _netns_add(ns, cleanup)
-        _sh("ip", "-n", bridge_ns, "link", "add", f"v{index}", "type", "veth", "peer", "name", "eth0", "netns", ns)
+        _sh(
+            "ip",
+            "-n",
+            bridge_ns,
+            "link",
+            "add",
+            f"v{index}",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            ns,
+        )
         _sh("ip", "-n", bridge_ns, "link", "set", f"v{index}", "master", "br0", "up")
         _sh("ip", "-n", ns, "link", "set", "lo", "up")
         _sh("ip", "-n", ns, "link", "set", "eth0", "up")
@@ -308,7 +328,13 @@ def _volumes(prepared: _Prepared, model: Path, root: Path) -> list[dict[str, Any
         mounts.append({"kind": "bind", "source": str(source), "target": target, "read_only": True})
     for index, target in enumerate(container.model_mounts):
         source = root / f"model-{index}"
-        named = sorted({arg[len(target) + 1 :] for arg in prepared.argv if arg.startswith(target.rstrip("/") + "/")})
+        named = sorted(
+            {
+                arg[len(target) + 1 :]
+                for arg in prepared.argv
+                if arg.startswith(target.rstrip("/") + "/")
+            }
+        )
         if not named:
             shutil.copytree(model, source)
         for relative in named:
@@ -362,41 +388,60 @@ def run_report(
 ) -> LiveReport:
     """``run``, with whether the cache answered, the timings and the substitutions made."""
     started = time.perf_counter()
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    prepared, refused = prepare(deployment, vllm_venv, "")
+    key = content_key(deployment, prepared)
+    substitutions = tuple(f"{p.pod.name}: {item}" for p in prepared for item in p.applied)
+    if refused:  # the input itself: nothing to run
+        return LiveReport(refused, False, key, {}, substitutions)
+    cache = workdir / "live-cache" / f"{key}.json"
+    if cache.is_file():
+        findings = [Finding(**item) for item in json.loads(cache.read_text())]
+        return LiveReport(
+            findings, True, key, {"total": time.perf_counter() - started}, substitutions
+        )
     python = vllm_venv / "bin" / "python"
     if not python.exists():
         raise LiveUnavailable(f"no vLLM virtualenv at {vllm_venv} (make vllm-venv)")
     if os.geteuid() != 0:
         raise LiveUnavailable("the live run needs root (network and mount namespaces)")
-    workdir = Path(workdir).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    prepared, refused = _prepare(deployment, vllm_venv, "")
-    key = content_key(deployment, prepared)
-    substitutions = tuple(
-        f"{p.pod.name}: {item}" for p in prepared for item in p.applied
-    )
-    cache = workdir / "live-cache" / f"{key}.json"
-    if cache.is_file():
-        findings = [Finding(**item) for item in json.loads(cache.read_text())]
-        return LiveReport(findings, True, key, {"total": time.perf_counter() - started}, substitutions)
-    if refused:
-        return LiveReport(refused, False, key, {}, substitutions)
     prefix = f"rl{key[:6]}-"
     prepared = [
-        _Prepared(p.pod, f"{prefix}p{index}", p.argv, p.env, p.applied) for index, p in enumerate(prepared)
+        _Prepared(p.pod, f"{prefix}p{index}", p.argv, p.env, p.applied)
+        for index, p in enumerate(prepared)
     ]
     timings: dict[str, float] = {}
+    passed: list[str] = []
     # The model is cached by its generator's content, beside the virtualenv it is made with.
     model, seconds = generated_model.ensure_model(vllm_venv / "rehearsal-models", python)
     if seconds is not None:
         timings["model"] = round(seconds, 1)
-    findings = _play(deployment, prepared, model, workdir / "runs" / key[:16], prefix, ready_budget, timings)
+    findings = _play(
+        deployment,
+        prepared,
+        model,
+        workdir / "runs" / key[:16],
+        prefix,
+        ready_budget,
+        timings,
+        passed,
+    )
     timings["total"] = round(time.perf_counter() - started, 1)
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps([asdict(f) for f in findings], indent=1))
+    # ASSUMED: a run that met a finding is cached too (the same input fails the same way).
     (workdir / "runs" / key[:16] / "report.json").write_text(
-        json.dumps({"timings": timings, "substitutions": substitutions, "findings": [asdict(f) for f in findings]}, indent=1)
+        json.dumps(
+            {
+                "timings": timings,
+                "substitutions": substitutions,
+                "findings": [asdict(f) for f in findings],
+            },
+            indent=1,
+        )
     )
-    return LiveReport(findings, False, key, timings, substitutions)
+    return LiveReport(findings, False, key, timings, substitutions, passed)
 
 
 def _play(
@@ -407,6 +452,7 @@ def _play(
     prefix: str,
     ready_budget: float,
     timings: dict[str, float],
+    passed: list[str],
 ) -> list[Finding]:
     if root.exists():
         shutil.rmtree(root)
@@ -429,7 +475,9 @@ def _play(
             _etc_netns(client_ns, {name: LB_IP for name in client_names}, cleanup, None)
             _etc_netns(node_ns, {}, cleanup, None)
             _etc_netns(lb_ns, {}, cleanup, None)
-            targets = [t for p in prepared for t in (*p.pod.container.files, *p.pod.container.model_mounts)]
+            targets = [
+                t for p in prepared for t in (*p.pod.container.files, *p.pod.container.model_mounts)
+            ]
             _mount_points(targets, cleanup)
 
             # The pods, all at once (LWS starts the group's pods together: startupPolicy
@@ -449,10 +497,22 @@ def _play(
                 processes.append(
                     subprocess.Popen(
                         [
-                            "ip", "netns", "exec", p.ns,
-                            "unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child",
-                            "--propagation", "private", "--",
-                            sys.executable, str(HERE / "launch.py"), str(pod_root / "launch.json"),
+                            "ip",
+                            "netns",
+                            "exec",
+                            p.ns,
+                            "unshare",
+                            "--mount",
+                            "--uts",
+                            "--pid",
+                            "--fork",
+                            "--kill-child",
+                            "--propagation",
+                            "private",
+                            "--",
+                            sys.executable,
+                            str(HERE / "launch.py"),
+                            str(pod_root / "launch.json"),
                         ],  # fmt: skip
                         stdout=logs[p.pod.name].open("wb"),
                         stderr=subprocess.STDOUT,
@@ -462,7 +522,9 @@ def _play(
                     )
                 )
             pods = dict(zip([p.pod.name for p in prepared], processes, strict=True))
-            stopped = _wait_ready(deployment, prepared, pods, logs, node_ns, root, ready_budget, processes)
+            stopped = _wait_ready(
+                deployment, prepared, pods, logs, node_ns, root, ready_budget, processes
+            )
             timings["ready"] = round(time.perf_counter() - ready_started, 1)
             if stopped:
                 return stopped
@@ -490,10 +552,20 @@ def _play(
                 ]
             requests_started = time.perf_counter()
             forward_spec = root / "forward.json"
-            forward_spec.write_text(json.dumps({"port": service.port, "target_port": service.target_port, "endpoints": endpoints}))
+            forward_spec.write_text(
+                json.dumps(
+                    {
+                        "port": service.port,
+                        "target_port": service.target_port,
+                        "endpoints": endpoints,
+                    }
+                )
+            )
             forwarder = _agent(lb_ns, "forward", forward_spec, root / "forward.log", processes)
             _await_line(root / "forward.log", "listening", forwarder, 30)
-            findings = _requests(deployment, client_names, client_ns, root, service_resource)
+            findings = _requests(
+                deployment, client_names, client_ns, root, service_resource, passed
+            )
             timings["requests"] = round(time.perf_counter() - requests_started, 1)
             for p in prepared:  # a pod that died while answering
                 if pods[p.pod.name].poll() is not None:
@@ -510,7 +582,9 @@ def _play(
             print("rehearsal.live: cleanup failures: " + "; ".join(failures), file=sys.stderr)
 
 
-def _agent(ns: str, command: str, spec: Path, log: Path, processes: list[subprocess.Popen[Any]]) -> subprocess.Popen[Any]:
+def _agent(
+    ns: str, command: str, spec: Path, log: Path, processes: list[subprocess.Popen[Any]]
+) -> subprocess.Popen[Any]:
     process = subprocess.Popen(
         ["ip", "netns", "exec", ns, sys.executable, str(HERE / "agent.py"), command, str(spec)],
         stdout=log.open("wb"),
@@ -571,7 +645,11 @@ def _wait_ready(
             break
         time.sleep(1)
     ready_lines = _tail(root / "probe.log", 1000)
-    not_ready = [p for p in prepared if p.pod.name in probed and f"ready {probed[p.pod.name]}" not in ready_lines]
+    not_ready = [
+        p
+        for p in prepared
+        if p.pod.name in probed and f"ready {probed[p.pod.name]}" not in ready_lines
+    ]
     return [
         Finding(
             "live.pod-not-ready",
@@ -584,11 +662,23 @@ def _wait_ready(
 
 
 def _requests(
-    deployment: LiveDeployment, names: list[str], client_ns: str, root: Path, resource: str
+    deployment: LiveDeployment,
+    names: list[str],
+    client_ns: str,
+    root: Path,
+    resource: str,
+    passed: list[str],
 ) -> list[Finding]:
     service = deployment.service
     if not names:
-        return [Finding("live.service-no-dns-name", resource, "the certificate names no host a client can resolve", OPENAI_SOURCE)]
+        return [
+            Finding(
+                "live.service-no-dns-name",
+                resource,
+                "the certificate names no host a client can resolve",
+                OPENAI_SOURCE,
+            )
+        ]
     port = "" if service.port == 443 else f":{service.port}"
     # A client in the VPC uses the load balancer's name, the most qualified one the certificate
     # carries (ASSUMED: the longest; every name is checked by the TLS handshakes all the same).
@@ -609,7 +699,16 @@ def _requests(
     spec_path = root / "client.json"
     spec_path.write_text(json.dumps(spec))
     done = subprocess.run(
-        ["ip", "netns", "exec", client_ns, sys.executable, str(HERE / "agent.py"), "client", str(spec_path)],
+        [
+            "ip",
+            "netns",
+            "exec",
+            client_ns,
+            sys.executable,
+            str(HERE / "agent.py"),
+            "client",
+            str(spec_path),
+        ],
         capture_output=True,
         text=True,
         timeout=900,
@@ -618,17 +717,46 @@ def _requests(
     findings = []
     for line in done.stdout.splitlines():
         check = json.loads(line)
-        if not check["passed"]:
-            findings.append(Finding(_rule(check["check"]), resource, f"{check['check']}: {check['detail']}", _source(check["check"])))
+        if check["passed"]:
+            passed.append(check["check"])
+        else:
+            findings.append(
+                Finding(
+                    _rule(check["check"]),
+                    resource,
+                    f"{check['check']}: {check['detail']}",
+                    _source(check["check"]),
+                )
+            )
     if done.returncode != 0:
-        findings.append(Finding("live.client-failed", resource, done.stderr[-2000:], "ASSUMED: the client agent's own failure"))
+        findings.append(
+            Finding(
+                "live.client-failed",
+                resource,
+                done.stderr[-2000:],
+                "ASSUMED: the client agent's own failure",
+            )
+        )
     if findings:
         return findings
     ca = root / "ca.pem"
     ca.write_bytes(service.ca_pem)
     smoke = _smoke_cli()
     done = subprocess.run(
-        ["ip", "netns", "exec", client_ns, smoke, "smoke", "--base-url", f"{base}/v1", "--model", deployment.served_model_name, "--ca-bundle", str(ca)],
+        [
+            "ip",
+            "netns",
+            "exec",
+            client_ns,
+            smoke,
+            "smoke",
+            "--base-url",
+            f"{base}/v1",
+            "--model",
+            deployment.served_model_name,
+            "--ca-bundle",
+            str(ca),
+        ],
         capture_output=True,
         text=True,
         timeout=900,
@@ -644,6 +772,7 @@ def _requests(
                 "cdk_llm_serving/ops/smoke.py",
             )
         ]
+    passed.append("cdk-llm-serving smoke")
     return []
 
 

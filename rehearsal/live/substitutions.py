@@ -206,9 +206,11 @@ def substitute(
             out.append(token)
             index += 1
             continue
+        before: tuple[str, ...]
+        value: str | None
         if rule.takes_value:
             if equals:
-                value: str | None = inline
+                value = inline
                 before = (token,)
                 index += 1
             elif index + 1 < len(argv):

@@ -28,5 +28,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason="live run: " + "; ".join(reasons))
     for item in items:
-        if "live" in item.keywords:
+        if item.get_closest_marker("live") is not None:
             item.add_marker(skip)

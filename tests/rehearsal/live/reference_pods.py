@@ -67,7 +67,18 @@ def certificate(directory: Path, dns_names: list[str]) -> tuple[bytes, bytes, by
         "-days", "2", "-subj", "/CN=vLLM serving CA", "-addext", "basicConstraints=critical,CA:TRUE",
         "-addext", "keyUsage=critical,keyCertSign,cRLSign",
     )  # fmt: skip
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.csr", "-subj", "/CN=vllm")
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "tls.key",
+        "-out",
+        "tls.csr",
+        "-subj",
+        "/CN=vllm",
+    )
     sans = ",".join(f"DNS:{name}" for name in dns_names)
     (directory / "ext.cnf").write_text(
         f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"
@@ -80,7 +91,9 @@ def certificate(directory: Path, dns_names: list[str]) -> tuple[bytes, bytes, by
     return tuple((directory / name).read_bytes() for name in ("ca.crt", "tls.crt", "tls.key"))  # type: ignore[return-value]
 
 
-def _container(spec: dict[str, Any], env: list[tuple[str, str]], files: dict[str, dict[str, bytes]]) -> ContainerRun:
+def _container(
+    spec: dict[str, Any], env: list[tuple[str, str]], files: dict[str, dict[str, bytes]]
+) -> ContainerRun:
     container = spec["containers"][0]
     volumes = {v["name"]: v for v in spec["volumes"]}
     mounts = container.get("volumeMounts", [])
@@ -135,8 +148,14 @@ def reference_deployment(
 
     template_spec = lws["spec"]["leaderWorkerTemplate"]
     leader_spec = template_spec["leaderTemplate"]["spec"]
-    tls_mount = next(m["mountPath"] for m in leader_spec["containers"][0]["volumeMounts"] if m["name"] == "tls")
-    key_mount = next(m["mountPath"] for m in leader_spec["containers"][0]["volumeMounts"] if m["name"] == "api-key")
+    tls_mount = next(
+        m["mountPath"] for m in leader_spec["containers"][0]["volumeMounts"] if m["name"] == "tls"
+    )
+    key_mount = next(
+        m["mountPath"]
+        for m in leader_spec["containers"][0]["volumeMounts"]
+        if m["name"] == "api-key"
+    )
     leader_files: dict[str, dict[str, bytes]] = {
         tls_mount: {"tls.crt": crt, "tls.key": key},
         key_mount: {} if api_key_file is None else {"api-key": api_key_file},

@@ -28,6 +28,27 @@ def test_the_reference_pods_serve_after_substitution(workdir: Path) -> None:
     print("\n".join(report.substitutions))
     assert report.findings == []
     assert not report.cached
+    names = ", ".join(deployment.service.dns_names)
+    assert report.passed == [
+        *(f"tls {name}" for name in names.split(", ")),
+        "no key 401",
+        "wrong key 401",
+        "api key 1 of 2 200 on /v1/models naming reference-moe-nvfp4",
+        "api key 2 of 2 200 on /v1/models naming reference-moe-nvfp4",
+        "chat completion",
+        "reasoning parser on (message carries reasoning)",
+        "streaming chat (SSE, data: [DONE])",
+        "tools with tool_choice auto accepted",
+        "POST /invocations 404 (closed by the route guard)",
+        "POST /pause 404 (closed by the route guard)",
+        "POST /abort_requests 404 (closed by the route guard)",
+        "GET /docs 404 (closed by the route guard)",
+        "GET /openapi.json 404 (closed by the route guard)",
+        "GET /ping 404 (closed by the route guard)",
+        "GET /health 200",
+        "GET /metrics 200",
+        "cdk-llm-serving smoke",
+    ]
     flags = {line.split(": ", 1)[1].split(" ")[0] for line in report.substitutions}
     assert flags == {
         "--tensor-parallel-size",
@@ -48,7 +69,10 @@ def test_a_leader_without_a_dns_record_blocks_naming_a_pod(workdir: Path) -> Non
     first = findings[0]
     assert first.severity == "blocking"
     assert first.rule in {"live.pod-exited", "live.pod-not-ready"}
-    assert first.resource in {"Pod inference/reference-moe-nvfp4-0", "Pod inference/reference-moe-nvfp4-0-1"}
+    assert first.resource in {
+        "Pod inference/reference-moe-nvfp4-0",
+        "Pod inference/reference-moe-nvfp4-0-1",
+    }
     print(first)
 
 
@@ -57,4 +81,7 @@ def test_a_missing_api_key_file_blocks_naming_the_leader(workdir: Path) -> None:
     findings = run_report(deployment, workdir, ready_budget=300).findings
     assert [f.rule for f in findings] == ["live.pod-exited"]
     assert findings[0].resource == "Pod inference/reference-moe-nvfp4-0"
-    assert "API key file /var/run/secrets/vllm-api-key/api-key is missing or empty" in findings[0].message
+    assert (
+        "API key file /var/run/secrets/vllm-api-key/api-key is missing or empty"
+        in findings[0].message
+    )

@@ -42,7 +42,16 @@ def test_the_reference_worker_keeps_everything_a_cpu_runs() -> None:
 
 
 def test_an_unlisted_flag_passes_through_unchanged() -> None:
-    argv = ("vllm", "serve", "/m", "--some-future-flag", "x=1", "--enable-prefix-caching", "--kv-cache-dtype", "fp8")
+    argv = (
+        "vllm",
+        "serve",
+        "/m",
+        "--some-future-flag",
+        "x=1",
+        "--enable-prefix-caching",
+        "--kv-cache-dtype",
+        "fp8",
+    )
     assert substitute(argv) == (argv, ())
 
 
