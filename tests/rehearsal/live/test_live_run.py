@@ -3,6 +3,10 @@ network namespaces, requests through the Service (needs root and .venv/vllm: ``-
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -10,7 +14,7 @@ import pytest
 
 from rehearsal.live import run_report
 
-from .reference_pods import reference_deployment
+from .reference_pods import ROOT, reference_deployment
 
 pytestmark = pytest.mark.live
 
@@ -85,3 +89,53 @@ def test_a_missing_api_key_file_blocks_naming_the_leader(workdir: Path) -> None:
         "API key file /var/run/secrets/vllm-api-key/api-key is missing or empty"
         in findings[0].message
     )
+
+
+def _leftovers(prefix: str, root: Path) -> list[str]:
+    """Namespaces, /etc/netns entries, mount points and processes a run left behind."""
+    found = (
+        [f"netns {n}" for n in os.listdir("/run/netns") if n.startswith(prefix)]
+        if Path("/run/netns").exists()
+        else []
+    )
+    if Path("/etc/netns").exists():
+        found += [f"/etc/netns/{n}" for n in os.listdir("/etc/netns") if n.startswith(prefix)]
+    found += [path for path in ("/models", "/run/secrets") if Path(path).exists()]
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(root) in command:
+            found.append(f"process {proc.name}: {command[:120]}")
+    return found
+
+
+def test_an_interrupted_run_leaves_nothing_behind(workdir: Path) -> None:
+    """SIGINT (Ctrl-C) while the pods start: every process, namespace and mount point goes."""
+    root = workdir / "interrupted"
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from rehearsal.live import run_report\n"
+        "from tests.rehearsal.live.reference_pods import reference_deployment\n"
+        f"d = reference_deployment(Path({str(root)!r}) / 'input')\n"
+        f"print(run_report(d, Path({str(root)!r})).key, flush=True)\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(
+        root.glob("runs/*/reference-moe-nvfp4-0-1/container.log")
+    ):
+        time.sleep(1)
+    time.sleep(15)  # vLLM importing, the leader's script run: mid-start
+    assert process.poll() is None, process.communicate()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert "KeyboardInterrupt" in err
+    assert _leftovers("rl", root) == []
