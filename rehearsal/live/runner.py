@@ -340,7 +340,14 @@ def _volumes(prepared: _Prepared, model: Path, root: Path) -> list[dict[str, Any
         for relative in named:
             shutil.copytree(model, source / relative)
         mounts.append({"kind": "bind", "source": str(source), "target": target, "read_only": True})
-    return sorted(mounts, key=lambda m: m["target"].count("/"))
+    ordered = sorted(mounts, key=lambda m: m["target"].count("/"))
+    # Last (their sources may lie under /tmp): the container's own /tmp and home, so the pods
+    # share nothing through the host's (vLLM keeps IPC sockets and compile caches there).
+    # ASSUMED: the image's /tmp and $HOME belong to the container (its writable layer).
+    for private in ("/tmp", prepared.env.get("HOME", "/root")):
+        if private not in container.files:
+            ordered.append({"kind": "tmpfs", "target": private})
+    return ordered
 
 
 def _tail(log: Path, lines: int = LOG_LINES) -> str:

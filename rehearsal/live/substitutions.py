@@ -88,7 +88,9 @@ TABLE: tuple[Rule, ...] = (
         lambda value: (),
         "NVFP4 (modelopt_fp4) runs on NVIDIA GPU kernels only; the generated test model is an "
         "unquantized checkpoint",
-        "https://docs.vllm.ai/en/latest/features/quantization/supported_hardware.html ; " + _FACTS,
+        "vllm-project/vllm vllm/model_executor/layers/quantization/modelopt.py (0.32: "
+        "ModelOptNvFp4Config, cutlass NVFP4 or FP4 Marlin GEMMs, get_min_capability 75, a CUDA "
+        "compute capability) ; " + _FACTS,
     ),
     Rule(
         "--speculative-config",
@@ -116,8 +118,8 @@ TABLE: tuple[Rule, ...] = (
         lambda value: (),
         "a fraction of GPU memory; the CPU build sizes its KV cache with VLLM_CPU_KVCACHE_SPACE "
         f"(GiB), set to {KV_CACHE_GIB}",
-        "https://docs.vllm.ai/en/latest/getting_started/installation/cpu.html (VLLM_CPU_KVCACHE_SPACE) ; "
-        + _FACTS,
+        "vllm-project/vllm vllm/envs.py (0.32: VLLM_CPU_KVCACHE_SPACE, '(CPU backend only) CPU "
+        "key-value cache space', GiB) ; " + _FACTS,
         env=(("VLLM_CPU_KVCACHE_SPACE", str(KV_CACHE_GIB)),),
     ),
     Rule(
@@ -144,6 +146,12 @@ NOTES: tuple[tuple[str, str, str], ...] = (
         "kept as written; they configure libfabric (EFA) and NCCL, which the CPU build does not "
         "load (its ranks talk over gloo/TCP), so they have no effect",
         _FACTS,
+    ),
+    (
+        "/tmp and $HOME (a tmpfs each, per pod)",
+        "a container's own: the pods share no file through the host's (vLLM's IPC sockets, "
+        "compile caches)",
+        "ASSUMED: the image's /tmp and home are in the container's writable layer",
     ),
     (
         "VLLM_TARGET_DEVICE=cpu (added)",
