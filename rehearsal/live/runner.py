@@ -341,11 +341,13 @@ def _volumes(prepared: _Prepared, model: Path, root: Path) -> list[dict[str, Any
             shutil.copytree(model, source / relative)
         mounts.append({"kind": "bind", "source": str(source), "target": target, "read_only": True})
     ordered = sorted(mounts, key=lambda m: m["target"].count("/"))
-    # Last (their sources may lie under /tmp): the container's own /tmp and home, so the pods
-    # share nothing through the host's (vLLM keeps IPC sockets and compile caches there).
-    # ASSUMED: the image's /tmp and $HOME belong to the container (its writable layer).
-    for private in ("/tmp", prepared.env.get("HOME", "/root")):
-        if private not in container.files:
+    # Last (their sources may lie under /tmp): the container's own /tmp and cache directory, so
+    # the pods share nothing through the host's (vLLM keeps IPC sockets and compile caches
+    # there). Not all of $HOME: the host's interpreters may live there. ASSUMED: the image's
+    # /tmp and ~/.cache belong to the container (its writable layer).
+    cache = f"{prepared.env.get('HOME', '/root').rstrip('/')}/.cache"
+    for private in ("/tmp", cache):
+        if private not in container.files and Path(private).is_dir():
             ordered.append({"kind": "tmpfs", "target": private})
     return ordered
 

@@ -148,10 +148,10 @@ NOTES: tuple[tuple[str, str, str], ...] = (
         _FACTS,
     ),
     (
-        "/tmp and $HOME (a tmpfs each, per pod)",
+        "/tmp and ~/.cache (a tmpfs each, per pod)",
         "a container's own: the pods share no file through the host's (vLLM's IPC sockets, "
         "compile caches)",
-        "ASSUMED: the image's /tmp and home are in the container's writable layer",
+        "ASSUMED: the image's /tmp and ~/.cache are in the container's writable layer",
     ),
     (
         "VLLM_TARGET_DEVICE=cpu (added)",
