@@ -405,11 +405,11 @@ def run_report(
     if refused:  # the input itself: nothing to run
         return LiveReport(refused, False, key, {}, substitutions)
     cache = workdir / "live-cache" / f"{key}.json"
-    if cache.is_file():
-        findings = [Finding(**item) for item in json.loads(cache.read_text())]
-        return LiveReport(
-            findings, True, key, {"total": time.perf_counter() - started}, substitutions
-        )
+    if cache.is_file():  # an earlier run of the same content: its answer, not a second run
+        earlier = json.loads(cache.read_text())
+        findings = [Finding(**item) for item in earlier["findings"]]
+        took = {"total": round(time.perf_counter() - started, 1)}
+        return LiveReport(findings, True, key, took, substitutions, earlier["passed"])
     python = vllm_venv / "bin" / "python"
     if not python.exists():
         raise LiveUnavailable(f"no vLLM virtualenv at {vllm_venv} (make vllm-venv)")
@@ -438,8 +438,10 @@ def run_report(
     )
     timings["total"] = round(time.perf_counter() - started, 1)
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps([asdict(f) for f in findings], indent=1))
     # ASSUMED: a run that met a finding is cached too (the same input fails the same way).
+    cache.write_text(
+        json.dumps({"findings": [asdict(f) for f in findings], "passed": passed}, indent=1)
+    )
     (workdir / "runs" / key[:16] / "report.json").write_text(
         json.dumps(
             {

@@ -63,7 +63,7 @@ def test_the_reference_pods_serve_after_substitution(workdir: Path) -> None:
         "--gpu-memory-utilization",
     }
     again = run_report(deployment, workdir)
-    assert again.cached and again.findings == []
+    assert again.cached and again.findings == [] and again.passed == report.passed
 
 
 def test_a_leader_without_a_dns_record_blocks_naming_a_pod(workdir: Path) -> None:
