@@ -216,7 +216,11 @@ class Resolver:
                 return self.resolve(given)
             stem = name[:24]
             return (stem.lower() if resource.type == "AWS::S3::Bucket" else stem) + "-" + h[:12]
-        if resource.type in ("AWS::SecretsManager::Secret", "AWS::SNS::Topic", "AWS::IAM::ManagedPolicy"):
+        if resource.type in (
+            "AWS::SecretsManager::Secret",
+            "AWS::SNS::Topic",
+            "AWS::IAM::ManagedPolicy",
+        ):
             return self.arn(name)
         return f"{name}-{h[:12]}"
 
@@ -229,7 +233,9 @@ class Resolver:
             "secretsmanager": f"secret:{logical_id}-{_hex(logical_id, 6)}",
             "sns": f"{logical_id}-{_hex(logical_id, 8)}",
             "lambda": f"function:{logical_id}-{_hex(logical_id, 8)}",
-            "eks": f"cluster/{self.ref(logical_id)}" if kind == "cluster" else f"{kind}/{logical_id}",
+            "eks": f"cluster/{self.ref(logical_id)}"
+            if kind == "cluster"
+            else f"{kind}/{logical_id}",
             "sagemaker": f"cluster/{_hex(logical_id, 12)}",
         }.get(service, f"{kind}/{logical_id}-{_hex(logical_id, 8)}")
         return f"arn:aws:{service}:{region}:{ACCOUNT}:{suffix}"
@@ -283,7 +289,7 @@ class Resolver:
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
-            (key, arg), = value.items()
+            ((key, arg),) = value.items()
             if key == "Ref":
                 return self.ref(arg)
             if key == "Fn::GetAtt":

@@ -58,7 +58,9 @@ def instance_groups(cluster_properties: dict[str, Any]) -> list[InstanceGroup]:
                 # instance types that support multithreading. ASSUMED: absent means 2.
                 threads_per_core=int(group.get("ThreadsPerCore", 2)),
                 labels=dict(config.get("Labels") or {}),
-                taints=[{k.lower(): str(v) for k, v in t.items()} for t in config.get("Taints") or []],
+                taints=[
+                    {k.lower(): str(v) for k, v in t.items()} for t in config.get("Taints") or []
+                ],
                 deep_health_checks=tuple(group.get("OnStartDeepHealthChecks") or ()),
                 subnets=tuple(override or default_subnets),
             )
@@ -86,7 +88,9 @@ def allocatable(
     }
 
 
-def nodes(groups: list[InstanceGroup], catalog: Catalog | None = None) -> tuple[list[Node], dict[str, str]]:
+def nodes(
+    groups: list[InstanceGroup], catalog: Catalog | None = None
+) -> tuple[list[Node], dict[str, str]]:
     """One node per instance, as it joins (health-check tainted where deep checks run); and
     each node's subnet."""
     found, subnets = [], {}

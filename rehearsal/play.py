@@ -21,7 +21,19 @@ from typing import Any
 
 from rehearsal import cluster
 from rehearsal.assembly import Assembly, Resolver
-from rehearsal.controllers import CONTROLLERS, addons, certmanager, dns, hyperpod, keda, kubectl, lbc, lws, scheduler
+from rehearsal.controllers import (
+    CONTROLLERS,
+    addons,
+    certmanager,
+    dns,
+    hyperpod,
+    keda,
+    kubectl,
+    lbc,
+    lws,
+    scheduler,
+    volumes,
+)
 from rehearsal.findings import Finding, RehearsalStopped
 from rehearsal.helm import extract_helm, find_chart, helm_template
 from rehearsal.pods import ContainerRun, LiveDeployment, PodRun, ServiceAddress
@@ -125,17 +137,23 @@ class Player:
 
     def _AWS_EKS_Cluster(self, logical_id: str, props: dict[str, Any]) -> None:
         self.world.facts["eks_cluster_name"] = self.world.resolver.ref(logical_id)
-        self.world.facts["bootstraps_self_managed"] = bool(props.get("BootstrapSelfManagedAddons", True))
+        self.world.facts["bootstraps_self_managed"] = bool(
+            props.get("BootstrapSelfManagedAddons", True)
+        )
         self.world.facts["kube_version"] = str(props.get("Version", "1.35"))
 
     def _AWS_SecretsManager_Secret(self, logical_id: str, props: dict[str, Any]) -> None:
-        value = props.get("SecretString") or _generate_secret(logical_id, props.get("GenerateSecretString") or {})
+        value = props.get("SecretString") or _generate_secret(
+            logical_id, props.get("GenerateSecretString") or {}
+        )
         self.world.secret_values[str(self.world.resolver.ref(logical_id))] = value
         if props.get("Name"):
             self.world.secret_values[str(props["Name"])] = value
 
     def _AWS_EKS_PodIdentityAssociation(self, logical_id: str, props: dict[str, Any]) -> None:
-        self.world.facts.setdefault("pod_identity", set()).add((props["Namespace"], props["ServiceAccount"]))
+        self.world.facts.setdefault("pod_identity", set()).add(
+            (props["Namespace"], props["ServiceAccount"])
+        )
 
     def _AWS_EKS_Addon(self, logical_id: str, props: dict[str, Any]) -> None:
         world = self.world
@@ -164,7 +182,9 @@ class Player:
         world.nodes.extend(nodes)
         world.node_subnets.update(subnets)
         world.facts["hyperpod_cluster"] = logical_id
-        world.facts["hyperpod_retained"] = self.assembly.resources[logical_id].deletion_policy == "Retain"
+        world.facts["hyperpod_retained"] = (
+            self.assembly.resources[logical_id].deletion_policy == "Retain"
+        )
         world.reconcile()
 
     def _Custom_HyperPodNodesReady(self, logical_id: str, props: dict[str, Any]) -> None:
@@ -172,7 +192,9 @@ class Player:
         if str(props.get("Final", "true")).lower() == "true":
             for node in self.world.nodes:
                 cluster.health_checks_passed(node)
-            finding = hyperpod.node_wait(self.world, self.node_stages, bool(self.world.facts.get("hyperpod_retained")))
+            finding = hyperpod.node_wait(
+                self.world, self.node_stages, bool(self.world.facts.get("hyperpod_retained"))
+            )
             if finding is not None:
                 self.world.report(finding)
             self.world.reconcile()
@@ -181,7 +203,9 @@ class Player:
         manifest = props["Manifest"]
         objects = json.loads(manifest) if isinstance(manifest, str) else manifest
         overwrite = str(props.get("Overwrite", "false")).lower() == "true"
-        for finding in kubectl.apply(self.world, logical_id, objects, overwrite=overwrite, resource=logical_id):
+        for finding in kubectl.apply(
+            self.world, logical_id, objects, overwrite=overwrite, resource=logical_id
+        ):
             self.world.report(finding)
         self.world.reconcile()
 
@@ -192,12 +216,34 @@ class Player:
         chart_dir = self._chart_dir(logical_id, props)
         values = props.get("Values") or "{}"
         values = json.loads(values) if isinstance(values, str) else values
-        rendered = helm_template(helm_binary(), chart_dir, release, namespace, values, str(world.facts.get("kube_version", "1.35")))
-        if str(props.get("CreateNamespace", "false")).lower() == "true" or props.get("CreateNamespace") is True:
-            world.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, f"helm:{release}")
+        rendered = helm_template(
+            helm_binary(),
+            chart_dir,
+            release,
+            namespace,
+            values,
+            str(world.facts.get("kube_version", "1.35")),
+        )
+        if (
+            str(props.get("CreateNamespace", "false")).lower() == "true"
+            or props.get("CreateNamespace") is True
+        ):
+            world.put(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                f"helm:{release}",
+            )
         elif not kubectl.namespace_exists(world, namespace):
-            world.report(Finding("helm.namespace-missing", logical_id, f"release {release}: namespace {namespace} not found (no CreateNamespace)", HELM_SOURCE))
-        rendered.sort(key=lambda o: o.get("kind") != "CustomResourceDefinition")  # helm installs crds/ first
+            world.report(
+                Finding(
+                    "helm.namespace-missing",
+                    logical_id,
+                    f"release {release}: namespace {namespace} not found (no CreateNamespace)",
+                    HELM_SOURCE,
+                )
+            )
+        rendered.sort(
+            key=lambda o: o.get("kind") != "CustomResourceDefinition"
+        )  # helm installs crds/ first
         owners = []
         for obj in rendered:
             owners.append(world.put(obj, f"helm:{release}", namespace))
@@ -208,8 +254,20 @@ class Player:
                     continue
                 for pod in world.pods_of(owner):
                     if not pod.running:
-                        why = pod.problem or Finding("pod.not-started", f"Pod {pod.key[1]}/{pod.key[2]}", "not started", HELM_SOURCE)
-                        world.report(Finding("helm.wait-timeout", f"{logical_id} (release {release})", f"{owner[0]} {owner[1]}/{owner[2]}: pod {pod.key[2]} never ready: {why.rule}: {why.message}", f"{HELM_SOURCE}; {why.source}"))
+                        why = pod.problem or Finding(
+                            "pod.not-started",
+                            f"Pod {pod.key[1]}/{pod.key[2]}",
+                            "not started",
+                            HELM_SOURCE,
+                        )
+                        world.report(
+                            Finding(
+                                "helm.wait-timeout",
+                                f"{logical_id} (release {release})",
+                                f"{owner[0]} {owner[1]}/{owner[2]}: pod {pod.key[2]} never ready: {why.rule}: {why.message}",
+                                f"{HELM_SOURCE}; {why.source}",
+                            )
+                        )
                         break
 
     def _chart_dir(self, logical_id: str, props: dict[str, Any]) -> Path:
@@ -220,9 +278,17 @@ class Player:
         name = str(props.get("Chart") or props.get("Repository", "")).rpartition("/")[2]
         return find_chart(self.charts_dir, name, str(props.get("Version", "")))
 
-    def _Custom_AWSCDK_EKS_KubernetesObjectValue(self, logical_id: str, props: dict[str, Any]) -> None:
+    def _Custom_AWSCDK_EKS_KubernetesObjectValue(
+        self, logical_id: str, props: dict[str, Any]
+    ) -> None:
         world = self.world
-        kinds = {"deployment": "Deployment", "service": "Service", "secret": "Secret", "pod": "Pod", "configmap": "ConfigMap"}
+        kinds = {
+            "deployment": "Deployment",
+            "service": "Service",
+            "secret": "Secret",
+            "pod": "Pod",
+            "configmap": "ConfigMap",
+        }
         kind = kinds.get(str(props["ObjectType"]).lower(), str(props["ObjectType"]))
         namespace, name = str(props.get("ObjectNamespace", "default")), str(props["ObjectName"])
         obj = world.get(kind, namespace, name)
@@ -231,7 +297,14 @@ class Player:
             obj = {**obj, "status": {"readyReplicas": ready} if ready else {}}
         value = _jsonpath(obj, str(props["JsonPath"])) if obj is not None else None
         if value in (None, ""):
-            world.report(Finding("kubectl.object-value-timeout", logical_id, f"{kind} {namespace}/{name} {props['JsonPath']} never appears: {self._why_missing(kind, namespace, name)}", VALUE_SOURCE))
+            world.report(
+                Finding(
+                    "kubectl.object-value-timeout",
+                    logical_id,
+                    f"{kind} {namespace}/{name} {props['JsonPath']} never appears: {self._why_missing(kind, namespace, name)}",
+                    VALUE_SOURCE,
+                )
+            )
             value = f"{name}-value-never-appeared"
         world.resolver.attributes[(logical_id, "Value")] = value
 
@@ -252,15 +325,22 @@ class Player:
     def serving_checks(self) -> None:
         world = self.world
         world.current = "(after the stack)"
-        for finding in kubectl.declared_twice(world):
-            world.report(finding)
+        for twice in kubectl.declared_twice(world):
+            world.report(twice)
         for key, obj in world.of_kind("LeaderWorkerSet"):
             finding = lws.rollout_outage(obj, key)
             if finding is not None:
                 world.report(finding)
         serving = [p for p in world.pods.values() if p.owner[0] == "LeaderWorkerSet"]
         if not serving and any(True for _ in world.of_kind("LeaderWorkerSet")):
-            world.report(Finding("lws.no-pods", "LeaderWorkerSet", "the LeaderWorkerSet controller does not run: no pod is created", lws.HEADLESS_SOURCE))
+            world.report(
+                Finding(
+                    "lws.no-pods",
+                    "LeaderWorkerSet",
+                    "the LeaderWorkerSet controller does not run: no pod is created",
+                    lws.HEADLESS_SOURCE,
+                )
+            )
         for pod in sorted(serving, key=lambda p: p.key):
             if pod.node is None and pod.problem is not None:
                 world.report(pod.problem)
@@ -269,7 +349,10 @@ class Player:
         for pod in sorted(serving, key=lambda p: p.key):
             if pod.node is not None and not pod.started and pod.problem is not None:
                 world.report(pod.problem)
-                pod.started, pod.problem = True, None  # keep going: as if it mounted
+                files, problem = volumes.mount(
+                    world, pod, strict=False
+                )  # keep going: as if it mounted
+                pod.files, pod.started, pod.problem = files, True, problem
         world.reconcile()
         for key, _ in world.of_kind("LeaderWorkerSet"):
             finding = lws.check_headless(world, key)
@@ -277,21 +360,39 @@ class Player:
                 world.report(finding)
         for pod in sorted(serving, key=lambda p: p.key):
             for container in pod.spec.get("containers") or []:
-                address = next((e.get("value") for e in container.get("env") or [] if e.get("name") == "LWS_LEADER_ADDRESS"), None)
+                address = next(
+                    (
+                        e.get("value")
+                        for e in container.get("env") or []
+                        if e.get("name") == "LWS_LEADER_ADDRESS"
+                    ),
+                    None,
+                )
                 if address and dns.resolve(world, address, pod) is None:
-                    world.report(Finding("dns.leader-address-unresolvable", f"Pod {pod.key[1]}/{pod.key[2]}", f"LWS_LEADER_ADDRESS {address} has no DNS record (NXDOMAIN): vLLM's --data-parallel-address cannot be reached", dns.SOURCE))
+                    world.report(
+                        Finding(
+                            "dns.leader-address-unresolvable",
+                            f"Pod {pod.key[1]}/{pod.key[2]}",
+                            f"LWS_LEADER_ADDRESS {address} has no DNS record (NXDOMAIN): vLLM's --data-parallel-address cannot be reached",
+                            dns.SOURCE,
+                        )
+                    )
                     break
-        for finding in certmanager.not_issued(world):
-            world.report(finding)
+        for unissued in certmanager.not_issued(world):
+            world.report(unissued)
         for key, service in world.of_kind("Service"):
             if lbc.handled(service):
                 selector = (service.get("spec") or {}).get("selector") or {}
-                selected = [p for p in world.pods.values() if p.key[1] == key[1] and dns.selects(selector, p.labels) and p.running]
+                selected = [
+                    p
+                    for p in world.pods.values()
+                    if p.key[1] == key[1] and dns.selects(selector, p.labels) and p.running
+                ]
                 finding = lbc.check(world, key, selected)
                 if finding is not None:
                     world.report(finding)
-        for finding in keda.check(world):
-            world.report(finding)
+        for scaling in keda.check(world):
+            world.report(scaling)
 
 
 # -- the live run's input ------------------------------------------------------------------------
@@ -304,7 +405,12 @@ def _env(container: dict[str, Any], pod: PodState) -> tuple[tuple[str, str], ...
             values.append((entry["name"], str(entry["value"])))
         elif "valueFrom" in entry and "fieldRef" in entry["valueFrom"]:
             field_path = entry["valueFrom"]["fieldRef"]["fieldPath"]
-            known = {"status.podIP": pod.ip, "metadata.name": pod.key[2], "metadata.namespace": pod.key[1], "spec.nodeName": str(pod.node)}
+            known = {
+                "status.podIP": pod.ip,
+                "metadata.name": pod.key[2],
+                "metadata.namespace": pod.key[1],
+                "spec.nodeName": str(pod.node),
+            }
             values.append((entry["name"], known.get(field_path, "")))
     return tuple(values)
 
@@ -339,9 +445,14 @@ def live_deployment(world: World) -> LiveDeployment | None:
                     env=_env(container, pod),
                     files={m["mountPath"]: dict(pod.files.get(m["mountPath"], {})) for m in mounts},
                     model_mounts=tuple(m["mountPath"] for m in mounts if m["name"] in claims),
-                    ports={str(p.get("name", p["containerPort"])): int(p["containerPort"]) for p in container.get("ports") or []},
+                    ports={
+                        str(p.get("name", p["containerPort"])): int(p["containerPort"])
+                        for p in container.get("ports") or []
+                    },
                 ),
-                readiness=(str(probe["path"]), int(probe["port"]), str(probe.get("scheme", "HTTP"))) if probe else None,
+                readiness=(str(probe["path"]), int(probe["port"]), str(probe.get("scheme", "HTTP")))
+                if probe
+                else None,
             )
         )
     table = dns.records(world)
@@ -352,29 +463,46 @@ def live_deployment(world: World) -> LiveDeployment | None:
         names[short + ".svc"] = ip
     service = _service_address(world, serving)
     args = next((r.container.args for r in runs if r.role == "leader"), ())
-    served = args[list(args).index("--served-model-name") + 1] if "--served-model-name" in args else ""
+    served = (
+        args[list(args).index("--served-model-name") + 1] if "--served-model-name" in args else ""
+    )
     keys = tuple(
         line.strip()
         for run in runs if run.role == "leader"
         for files in run.container.files.values() for name, content in files.items() if "api-key" in name
         for line in content.decode().splitlines() if line.strip()
     )  # fmt: skip
-    return LiveDeployment(pods=tuple(runs), dns=names, service=service, api_keys=tuple(dict.fromkeys(keys)), served_model_name=served)
+    return LiveDeployment(
+        pods=tuple(runs),
+        dns=names,
+        service=service,
+        api_keys=tuple(dict.fromkeys(keys)),
+        served_model_name=served,
+    )
 
 
 def _service_address(world: World, serving: list[PodState]) -> ServiceAddress:
     for key, service in world.of_kind("Service"):
         spec = service.get("spec") or {}
-        selected = [p for p in serving if p.key[1] == key[1] and dns.selects(spec.get("selector") or {}, p.labels)]
+        selected = [
+            p
+            for p in serving
+            if p.key[1] == key[1] and dns.selects(spec.get("selector") or {}, p.labels)
+        ]
         if spec.get("type") != "LoadBalancer" or not selected:
             continue
         port = (spec.get("ports") or [{}])[0]
         target = port.get("targetPort", port.get("port"))
         if isinstance(target, str):
-            target = next(int(p["containerPort"]) for c in selected[0].spec["containers"] for p in c.get("ports") or [] if p.get("name") == target)
+            target = next(
+                int(p["containerPort"])
+                for c in selected[0].spec["containers"]
+                for p in c.get("ports") or []
+                if p.get("name") == target
+            )
         annotations = (service.get("metadata") or {}).get("annotations") or {}
         ca, names = b"", ()
-        for (_, namespace, name), certificate in world.of_kind("Certificate"):
+        for (_, namespace, _name), certificate in world.of_kind("Certificate"):
             secret = world.get("Secret", namespace, certificate["spec"]["secretName"])
             if namespace == key[1] and secret is not None and not certificate["spec"].get("isCA"):
                 import base64
@@ -397,7 +525,9 @@ def _service_address(world: World, serving: list[PodState]) -> ServiceAddress:
 # -- entry point -----------------------------------------------------------------------------------
 
 
-def play(assembly: Assembly, *, stop_at_blocking: bool = True, charts_dir: Path = CHARTS_DIR) -> Rehearsal:
+def play(
+    assembly: Assembly, *, stop_at_blocking: bool = True, charts_dir: Path = CHARTS_DIR
+) -> Rehearsal:
     """Play ``assembly``; the findings, the first blocking one, and the live run's input."""
     started = time.monotonic()
     player = Player(assembly, stop_at_blocking=stop_at_blocking, charts_dir=charts_dir)
@@ -407,11 +537,23 @@ def play(assembly: Assembly, *, stop_at_blocking: bool = True, charts_dir: Path 
     except RehearsalStopped as stop:
         stopped = stop.finding
     world = player.world
-    deployment = live_deployment(world) if not any(f.severity == "blocking" for f in world.findings) else None
+    deployment = (
+        live_deployment(world)
+        if not any(f.severity == "blocking" for f in world.findings)
+        else None
+    )
     if not stop_at_blocking and deployment is None:
         deployment = live_deployment(world)
     first = next((f for f in world.findings if f.severity == "blocking"), None)
-    return Rehearsal(assembly, world, list(world.findings), stopped or first, deployment, time.monotonic() - started, player.notes)
+    return Rehearsal(
+        assembly,
+        world,
+        list(world.findings),
+        stopped or first,
+        deployment,
+        time.monotonic() - started,
+        player.notes,
+    )
 
 
 __all__ = ["Rehearsal", "key_of", "play"]

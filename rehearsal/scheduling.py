@@ -163,7 +163,7 @@ def _capacity(instance_type: str, catalog: Catalog) -> dict[str, float]:
 
 
 def hyperpod_nodes(
-    template: dict, catalog: Catalog | None = None, *, health_checking: bool = False
+    template: dict[str, Any], catalog: Catalog | None = None, *, health_checking: bool = False
 ) -> list[Node]:
     """One ``Node`` per instance of every group of the template's HyperPod cluster(s)."""
     catalog = catalog or default_catalog()

@@ -6,11 +6,13 @@ A synth failure is a finding (``synth.failed``): the variant cannot be deployed 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,17 +98,17 @@ def _cdk_env() -> dict[str, str]:
 
 
 def _synth_message(output: str) -> str:
-    """The lines of cdk's output that say why (errors, not its progress lines)."""
+    """cdk's error lines and the construct path under each (not its progress lines)."""
     lines = [line.rstrip() for line in output.splitlines() if line.strip()]
-    wanted = [
-        line
-        for line in lines
-        if any(
-            word in line
-            for word in ("Error", "error", "[Error", "NonCompliant", "HIPAA", "AwsSolutions")
-        )
-    ]
-    return "\n".join((wanted or lines)[-40:])
+    wanted = []
+    for index, line in enumerate(lines):
+        if line.lstrip().startswith(("ERROR", "Error", "[Error", "error")) or "Error:" in line:
+            wanted.append(line.strip())
+            following = lines[index + 1 : index + 3]
+            wanted += [
+                f.strip() for f in following if f.startswith("   ") and "Acknowledge" not in f
+            ]
+    return "\n".join(dict.fromkeys(wanted or lines[-20:]))
 
 
 def synthesize(variant: Variant, outdir: Path, *, root: Path = ROOT) -> Path:
@@ -131,10 +133,22 @@ def synthesize(variant: Variant, outdir: Path, *, root: Path = ROOT) -> Path:
     return outdir
 
 
-def cached_synthesize(variant: Variant, cache: Path, *, root: Path = ROOT) -> Path:
+#: Where ``cached_synthesize`` keeps assemblies unless told (one directory per user).
+DEFAULT_CACHE = Path(tempfile.gettempdir()) / f"cdk-llm-serving-rehearsal-{os.getuid()}"
+
+
+def cached_synthesize(variant: Variant, cache: Path = DEFAULT_CACHE, *, root: Path = ROOT) -> Path:
     """``synthesize`` once per source tree: ``<cache>/<source hash>/<variant>``. A failure is
-    cached too (``synth-failed.txt``), so a session pays each variant's synth once."""
+    cached too (``<variant>.synth-failed.txt``), so a session pays each variant's synth once;
+    a lock per variant keeps two processes (pytest-xdist) from synthesizing it together."""
     base = cache / source_hash(root)
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / f"{variant.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _cached(variant, base, root)
+
+
+def _cached(variant: Variant, base: Path, root: Path) -> Path:
     outdir = base / variant.name
     failed = base / f"{variant.name}.synth-failed.txt"
     if failed.exists():
@@ -149,7 +163,6 @@ def cached_synthesize(variant: Variant, cache: Path, *, root: Path = ROOT) -> Pa
         )
     if (outdir / "manifest.json").exists():
         return outdir
-    base.mkdir(parents=True, exist_ok=True)
     try:
         return synthesize(variant, outdir, root=root)
     except SynthFailed as error:

@@ -37,7 +37,7 @@ import yaml
 
 from rehearsal.controllers.volumes import CSI_DRIVER_ANNOTATION, PROVIDER_ANNOTATION
 from rehearsal.findings import Finding
-from rehearsal.world import Addon, World
+from rehearsal.world import Addon
 
 SELF_MANAGED = ("vpc-cni", "kube-proxy", "coredns")
 CONFLICT_SOURCE = (
@@ -71,14 +71,19 @@ def conflict(addon: Addon, bootstraps_self_managed: bool) -> Finding | None:
         f"{addon.logical_id} (AWS::EKS::Addon {addon.name})",
         f"the cluster bootstraps a self-managed {addon.name} and the add-on is created with "
         f"ResolveConflicts {addon.resolve_conflicts or 'absent (NONE)'}: creation fails on any "
-        "field the self-managed one set differently" + (
-            f" (ConfigurationValues {json.dumps(addon.configuration)})" if addon.configuration else ""
+        "field the self-managed one set differently"
+        + (
+            f" (ConfigurationValues {json.dumps(addon.configuration)})"
+            if addon.configuration
+            else ""
         ),
         CONFLICT_SOURCE,
     )
 
 
-def _daemonset(name: str, namespace: str, tolerations: list[Any], annotations: dict[str, str], cpu: str = "50m") -> dict[str, Any]:
+def _daemonset(
+    name: str, namespace: str, tolerations: list[Any], annotations: dict[str, str], cpu: str = "50m"
+) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -88,14 +93,22 @@ def _daemonset(name: str, namespace: str, tolerations: list[Any], annotations: d
                 "metadata": {"labels": {"app": name}},
                 "spec": {
                     "tolerations": tolerations,
-                    "containers": [{"name": name, "image": name, "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}],
+                    "containers": [
+                        {
+                            "name": name,
+                            "image": name,
+                            "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}},
+                        }
+                    ],
                 },
             }
         },
     }
 
 
-def _deployment(name: str, namespace: str, tolerations: list[Any], replicas: int = 1) -> dict[str, Any]:
+def _deployment(
+    name: str, namespace: str, tolerations: list[Any], replicas: int = 1
+) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -106,7 +119,13 @@ def _deployment(name: str, namespace: str, tolerations: list[Any], replicas: int
                 "metadata": {"labels": {"app": name}},
                 "spec": {
                     "tolerations": tolerations,
-                    "containers": [{"name": name, "image": name, "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}}}],
+                    "containers": [
+                        {
+                            "name": name,
+                            "image": name,
+                            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+                        }
+                    ],
                 },
             },
         },
@@ -143,7 +162,11 @@ def objects(addon: Addon) -> list[dict[str, Any]]:
         ]  # fmt: skip
     if addon.name == "aws-fsx-csi-driver":
         node = config.get("node") or {}
-        tolerations = _TOLERATE_ALL if node.get("tolerateAllTaints", True) else list(node.get("tolerations") or [])
+        tolerations = (
+            _TOLERATE_ALL
+            if node.get("tolerateAllTaints", True)
+            else list(node.get("tolerations") or [])
+        )
         return [
             _daemonset("fsx-csi-node", "kube-system", tolerations, {CSI_DRIVER_ANNOTATION: "fsx.csi.aws.com"}, "10m"),
             _deployment(
@@ -155,7 +178,10 @@ def objects(addon: Addon) -> list[dict[str, Any]]:
         tolerations = list(config.get("tolerations") or [])
         return [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cert-manager"}},
-            *(_crd(k, "cert-manager.io") for k in ("Certificate", "Issuer", "ClusterIssuer", "CertificateRequest")),
+            *(
+                _crd(k, "cert-manager.io")
+                for k in ("Certificate", "Issuer", "ClusterIssuer", "CertificateRequest")
+            ),
             *(_crd(k, "acme.cert-manager.io") for k in ("Order", "Challenge")),
             *(
                 _deployment(n, "cert-manager", tolerations)

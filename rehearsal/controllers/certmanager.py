@@ -43,16 +43,24 @@ def go_duration(text: str) -> datetime.timedelta:
 def _key(private_key: dict[str, Any]) -> Any:
     algorithm = str(private_key.get("algorithm", "RSA")).upper()
     if algorithm == "ECDSA":
-        curve = {256: ec.SECP256R1(), 384: ec.SECP384R1(), 521: ec.SECP521R1()}[int(private_key.get("size", 256))]
+        curve = {256: ec.SECP256R1(), 384: ec.SECP384R1(), 521: ec.SECP521R1()}[
+            int(private_key.get("size", 256))
+        ]
         return ec.generate_private_key(curve)
-    return rsa.generate_private_key(public_exponent=65537, key_size=int(private_key.get("size", 2048)))
+    return rsa.generate_private_key(
+        public_exponent=65537, key_size=int(private_key.get("size", 2048))
+    )
 
 
 def issue(spec: dict[str, Any], signer: tuple[Any, x509.Certificate] | None) -> dict[str, bytes]:
     """The Secret data of a Certificate with ``spec``, signed by ``signer`` (key, cert) or
     self-signed."""
     key = _key(spec.get("privateKey") or {})
-    names = [x509.NameAttribute(NameOID.COMMON_NAME, spec["commonName"])] if spec.get("commonName") else []
+    names = (
+        [x509.NameAttribute(NameOID.COMMON_NAME, spec["commonName"])]
+        if spec.get("commonName")
+        else []
+    )
     for unit in (spec.get("subject") or {}).get("organizationalUnits") or []:
         names.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit))
     subject = x509.Name(names)
@@ -73,7 +81,9 @@ def issue(spec: dict[str, Any], signer: tuple[Any, x509.Certificate] | None) -> 
     if alt:
         builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
     is_ca = bool(spec.get("isCA"))
-    builder = builder.add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True)
+    builder = builder.add_extension(
+        x509.BasicConstraints(ca=is_ca, path_length=None), critical=True
+    )
     usages = set(spec.get("usages") or ["digital signature", "key encipherment"])
     builder = builder.add_extension(
         x509.KeyUsage(
@@ -89,7 +99,14 @@ def issue(spec: dict[str, Any], signer: tuple[Any, x509.Certificate] | None) -> 
         ),
         critical=True,
     )
-    extended = [o for u, o in (("server auth", ExtendedKeyUsageOID.SERVER_AUTH), ("client auth", ExtendedKeyUsageOID.CLIENT_AUTH)) if u in usages]
+    extended = [
+        o
+        for u, o in (
+            ("server auth", ExtendedKeyUsageOID.SERVER_AUTH),
+            ("client auth", ExtendedKeyUsageOID.CLIENT_AUTH),
+        )
+        if u in usages
+    ]
     if extended:
         builder = builder.add_extension(x509.ExtendedKeyUsage(extended), critical=False)
     cert = builder.sign(issuer_key, hashes.SHA256())
@@ -101,7 +118,9 @@ def issue(spec: dict[str, Any], signer: tuple[Any, x509.Certificate] | None) -> 
     return {"tls.crt": pem, "tls.key": key_pem, "ca.crt": ca_pem}
 
 
-def _signer(world: World, namespace: str, issuer_ref: dict[str, Any]) -> tuple[bool, tuple[Any, x509.Certificate] | None]:
+def _signer(
+    world: World, namespace: str, issuer_ref: dict[str, Any]
+) -> tuple[bool, tuple[Any, x509.Certificate] | None]:
     """(ready, signer) of the Certificate's issuer."""
     kind = issuer_ref.get("kind", "Issuer")
     issuer = world.get(kind, "" if kind == "ClusterIssuer" else namespace, issuer_ref["name"])
@@ -122,7 +141,10 @@ def _signer(world: World, namespace: str, issuer_ref: dict[str, Any]) -> tuple[b
 
 def running(world: World) -> bool:
     return any(
-        p.running for k, _ in world.of_kind("Deployment") if k[2] == "cert-manager" for p in world.pods_of(k)
+        p.running
+        for k, _ in world.of_kind("Deployment")
+        if k[2] == "cert-manager"
+        for p in world.pods_of(k)
     )
 
 
@@ -144,7 +166,11 @@ def reconcile(world: World) -> bool:
                 "apiVersion": "v1",
                 "kind": "Secret",
                 "type": "kubernetes.io/tls",
-                "metadata": {"name": secret_name, "namespace": namespace, "annotations": {"cert-manager.io/certificate-name": name}},
+                "metadata": {
+                    "name": secret_name,
+                    "namespace": namespace,
+                    "annotations": {"cert-manager.io/certificate-name": name},
+                },
                 "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
             },
             CONTROLLER,
@@ -162,6 +188,12 @@ def not_issued(world: World) -> list[Finding]:
         spec = certificate.get("spec") or {}
         if world.get("Secret", namespace, spec["secretName"]) is not None:
             continue
-        why = "cert-manager is not running" if not running(world) else f"issuer {spec['issuerRef']['name']} is not ready"
-        found.append(Finding("cert-manager.not-issued", f"Certificate {namespace}/{name}", why, SOURCE))
+        why = (
+            "cert-manager is not running"
+            if not running(world)
+            else f"issuer {spec['issuerRef']['name']} is not ready"
+        )
+        found.append(
+            Finding("cert-manager.not-issued", f"Certificate {namespace}/{name}", why, SOURCE)
+        )
     return found

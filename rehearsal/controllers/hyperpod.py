@@ -40,9 +40,14 @@ WAIT_SOURCE = (
 CHART_NAMES = ("hyperpod-helm-chart", "hyperpod-dependencies")
 
 
-def dependencies_chart(world: World, cluster_id: str, groups: list[Any], charts_before: list[dict[str, Any]]) -> Finding | None:
+def dependencies_chart(
+    world: World, cluster_id: str, groups: list[Any], charts_before: list[dict[str, Any]]
+) -> Finding | None:
     """The HyperPod cluster is created after the dependencies chart, or fails (deep checks)."""
-    if any(c.get("Release") in CHART_NAMES or str(c.get("Chart", "")).endswith(CHART_NAMES) for c in charts_before):
+    if any(
+        c.get("Release") in CHART_NAMES or str(c.get("Chart", "")).endswith(CHART_NAMES)
+        for c in charts_before
+    ):
         return None
     deep = [g.name for g in groups if g.deep_health_checks]
     return Finding(
@@ -60,7 +65,9 @@ def _load_handler(world: World) -> Any | None:
     for candidate in sorted(world.assembly.directory.glob("asset.*/index.py")):
         text = candidate.read_text(errors="replace")
         if "def is_complete" in text and "ListClusterNodes" in text:
-            spec = importlib.util.spec_from_file_location(f"rehearsal_node_wait_{candidate.parent.name[6:14]}", candidate)
+            spec = importlib.util.spec_from_file_location(
+                f"rehearsal_node_wait_{candidate.parent.name[6:14]}", candidate
+            )
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module
@@ -77,7 +84,9 @@ class _Nodes:
         return {"ClusterNodeSummaries": self.summaries}
 
 
-def node_wait(world: World, stages: list[tuple[str, dict[str, Any]]], cluster_retained: bool) -> Finding | None:
+def node_wait(
+    world: World, stages: list[tuple[str, dict[str, Any]]], cluster_retained: bool
+) -> Finding | None:
     """Play the node-wait handler with one node in ``Failure``: does it fail fast?"""
     if not stages:
         return None
@@ -87,11 +96,17 @@ def node_wait(world: World, stages: list[tuple[str, dict[str, Any]]], cluster_re
     budget = sum(float(props.get("DeadlineSeconds", 0)) for _, props in stages)
     logical_id, props = stages[0]
     groups = {name: int(count) for name, count in props["InstanceGroups"].items()}
-    summaries = []
+    summaries: list[dict[str, Any]] = []
     for name, count in groups.items():
         for index in range(count):
             status = "Failure" if not summaries else "Running"
-            summaries.append({"InstanceGroupName": name, "InstanceId": f"i-{index}", "InstanceStatus": {"Status": status, "Message": "rehearsal: instance failed"}})
+            summaries.append(
+                {
+                    "InstanceGroupName": name,
+                    "InstanceId": f"i-{index}",
+                    "InstanceStatus": {"Status": status, "Message": "rehearsal: instance failed"},
+                }
+            )
     event = {"RequestType": "Create", "ResourceProperties": props, "Data": {"StartedAt": "1000"}}
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # its progress line
@@ -105,7 +120,11 @@ def node_wait(world: World, stages: list[tuple[str, dict[str, Any]]], cluster_re
         f"{logical_id} (Custom::HyperPodNodesReady)",
         f"a node in Failure keeps the wait going: up to {budget / 60:.0f} minutes "
         f"({' + '.join(str(int(float(p['DeadlineSeconds']))) for _, p in stages)} s) before it fails"
-        + ("" if cluster_retained else ", then the rollback deletes the HyperPod cluster and gives up its capacity"),
+        + (
+            ""
+            if cluster_retained
+            else ", then the rollback deletes the HyperPod cluster and gives up its capacity"
+        ),
         WAIT_SOURCE,
         "degrades",
     )

@@ -45,13 +45,31 @@ def check(world: World) -> list[Finding]:
         resource = f"ScaledObject {namespace}/{name}"
         target = world.get(kind, namespace, str(ref.get("name")))
         if target is None:
-            found.append(Finding("keda.scale-target-missing", resource, f"no {kind} {namespace}/{ref.get('name')}", SOURCE, "degrades"))
+            found.append(
+                Finding(
+                    "keda.scale-target-missing",
+                    resource,
+                    f"no {kind} {namespace}/{ref.get('name')}",
+                    SOURCE,
+                    "degrades",
+                )
+            )
             continue
         if not _has_scale(world, kind):
-            found.append(Finding("keda.no-scale-subresource", resource, f"{kind} has no /scale subresource", SOURCE, "degrades"))
+            found.append(
+                Finding(
+                    "keda.no-scale-subresource",
+                    resource,
+                    f"{kind} has no /scale subresource",
+                    SOURCE,
+                    "degrades",
+                )
+            )
             continue
         declared = world.declared_by.get((kind, namespace, str(ref.get("name"))), [])
-        manifest_owned = [d for d in declared if not d.startswith(("controller:", "helm:", "addon:"))]
+        manifest_owned = [
+            d for d in declared if not d.startswith(("controller:", "helm:", "addon:"))
+        ]
         if "replicas" in (target.get("spec") or {}) and manifest_owned:
             found.append(
                 Finding(

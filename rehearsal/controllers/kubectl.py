@@ -19,15 +19,23 @@ from typing import Any
 from rehearsal.findings import Finding
 from rehearsal.world import BUILTIN_KINDS, INITIAL_NAMESPACES, World, key_of
 
-HANDLER_SOURCE = "aws-cdk-lib custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/apply/__init__.py"
+HANDLER_SOURCE = (
+    "aws-cdk-lib custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/apply/__init__.py"
+)
 NAMESPACE_SOURCE = "https://kubernetes.io/docs/reference/access-authn-authz/admission-controllers/#namespacelifecycle"
 
 
 def namespace_exists(world: World, namespace: str) -> bool:
-    return not namespace or namespace in INITIAL_NAMESPACES or ("Namespace", "", namespace) in world.objects
+    return (
+        not namespace
+        or namespace in INITIAL_NAMESPACES
+        or ("Namespace", "", namespace) in world.objects
+    )
 
 
-def apply(world: World, declared_by: str, objects: list[dict[str, Any]], *, overwrite: bool, resource: str) -> list[Finding]:
+def apply(
+    world: World, declared_by: str, objects: list[dict[str, Any]], *, overwrite: bool, resource: str
+) -> list[Finding]:
     """Apply (or create) ``objects`` in order; the findings that make the resource fail."""
     found = []
     for obj in objects:
@@ -35,13 +43,34 @@ def apply(world: World, declared_by: str, objects: list[dict[str, Any]], *, over
         kind, namespace, name = key
         label = f"{kind} {namespace + '/' if namespace else ''}{name}"
         if kind not in BUILTIN_KINDS and kind not in world.crd_kinds:
-            found.append(Finding("kubectl.no-such-kind", resource, f"{label}: no matches for kind {kind} ({obj.get('apiVersion')}): its CRD is not installed yet", HANDLER_SOURCE))
+            found.append(
+                Finding(
+                    "kubectl.no-such-kind",
+                    resource,
+                    f"{label}: no matches for kind {kind} ({obj.get('apiVersion')}): its CRD is not installed yet",
+                    HANDLER_SOURCE,
+                )
+            )
             continue
         if not namespace_exists(world, namespace):
-            found.append(Finding("kubectl.namespace-missing", resource, f"{label}: namespace {namespace} not found", NAMESPACE_SOURCE))
+            found.append(
+                Finding(
+                    "kubectl.namespace-missing",
+                    resource,
+                    f"{label}: namespace {namespace} not found",
+                    NAMESPACE_SOURCE,
+                )
+            )
             continue
         if key in world.objects and not overwrite:
-            found.append(Finding("kubectl.already-exists", resource, f"{label} already exists (from {', '.join(world.declared_by.get(key, []))}) and Overwrite is off: kubectl create fails", HANDLER_SOURCE))
+            found.append(
+                Finding(
+                    "kubectl.already-exists",
+                    resource,
+                    f"{label} already exists (from {', '.join(world.declared_by.get(key, []))}) and Overwrite is off: kubectl create fails",
+                    HANDLER_SOURCE,
+                )
+            )
             continue
         if key in world.objects:
             previous = world.objects[key]

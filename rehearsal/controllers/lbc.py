@@ -29,7 +29,9 @@ from rehearsal.findings import Finding
 from rehearsal.world import Key, World
 
 PREFIX = "service.beta.kubernetes.io/aws-load-balancer-"
-DISCOVERY_SOURCE = "https://kubernetes-sigs.github.io/aws-load-balancer-controller/v2.9/deploy/subnet_discovery/"
+DISCOVERY_SOURCE = (
+    "https://kubernetes-sigs.github.io/aws-load-balancer-controller/v2.9/deploy/subnet_discovery/"
+)
 AZ_SOURCE = (
     "https://docs.aws.amazon.com/elasticloadbalancing/latest/network/network-load-balancers.html#availability-zones; "
     "https://docs.aws.amazon.com/ram/latest/userguide/working-with-az-ids.html"
@@ -100,7 +102,9 @@ def choose_subnets(world: World, service: dict[str, Any], cluster_name: str) -> 
     for subnet in every:
         if subnet.tags.get(role) not in ("", "1"):
             continue
-        clusters = [k.rpartition("/")[2] for k in subnet.tags if k.startswith("kubernetes.io/cluster/")]
+        clusters = [
+            k.rpartition("/")[2] for k in subnet.tags if k.startswith("kubernetes.io/cluster/")
+        ]
         if clusters and cluster_name not in clusters:
             continue
         candidates.append(subnet)
@@ -138,7 +142,12 @@ def check(world: World, key: Key, selected_pods: list[Any]) -> Finding | None:
     service = world.objects[key]
     resource = f"Service {key[1]}/{key[2]}"
     if not running(world):
-        return Finding("lbc.not-running", resource, "no AWS Load Balancer Controller pod runs", DISCOVERY_SOURCE)
+        return Finding(
+            "lbc.not-running",
+            resource,
+            "no AWS Load Balancer Controller pod runs",
+            DISCOVERY_SOURCE,
+        )
     chosen = world.facts.get("load_balancer_subnets", {}).get(key)
     if not chosen:
         return Finding(

@@ -34,7 +34,9 @@ NAME = "leaderworkerset.sigs.k8s.io/name"
 GROUP = "leaderworkerset.sigs.k8s.io/group-index"
 WORKER = "leaderworkerset.sigs.k8s.io/worker-index"
 SIZE = "leaderworkerset.sigs.k8s.io/size"
-HEADLESS_SOURCE = "kubernetes-sigs/lws pkg/utils/controller/controller_utils.go CreateHeadlessServiceIfNotExists"
+HEADLESS_SOURCE = (
+    "kubernetes-sigs/lws pkg/utils/controller/controller_utils.go CreateHeadlessServiceIfNotExists"
+)
 ENV_SOURCE = "kubernetes-sigs/lws pkg/utils/pod/pod_utils.go AddLWSVariables"
 ROLLOUT_SOURCE = "kubernetes-sigs/lws site/content/en/docs/concepts/rollout-strategy/_index.md"
 #: Who the rehearsal says created an object the controller made.
@@ -78,7 +80,14 @@ def group_pods(lws: dict[str, Any], namespace: str) -> list[tuple[str, int, int,
     return pods
 
 
-def _pod(lws: dict[str, Any], namespace: str, pod_name: str, group: int, index: int, template: dict[str, Any]) -> dict[str, Any]:
+def _pod(
+    lws: dict[str, Any],
+    namespace: str,
+    pod_name: str,
+    group: int,
+    index: int,
+    template: dict[str, Any],
+) -> dict[str, Any]:
     name = lws["metadata"]["name"]
     size = int(lws["spec"]["leaderWorkerTemplate"].get("size", 1))
     meta = copy.deepcopy(template.get("metadata") or {})
@@ -94,7 +103,12 @@ def _pod(lws: dict[str, Any], namespace: str, pod_name: str, group: int, index: 
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": pod_name, "namespace": namespace, "labels": labels, "annotations": annotations},
+        "metadata": {
+            "name": pod_name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
         "spec": spec,
     }
 
@@ -133,7 +147,11 @@ def rollout_outage(lws: dict[str, Any], key: Key) -> Finding | None:
     rolling = ((spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration")) or {}
     surge = int(str(rolling.get("maxSurge", 0)).rstrip("%") or 0)
     unavailable = rolling.get("maxUnavailable", 1)
-    down = replicas if str(unavailable).endswith("%") and int(str(unavailable)[:-1]) >= 100 else int(str(unavailable).rstrip("%"))
+    down = (
+        replicas
+        if str(unavailable).endswith("%") and int(str(unavailable)[:-1]) >= 100
+        else int(str(unavailable).rstrip("%"))
+    )
     if surge == 0 and down >= replicas:
         return Finding(
             "lws.rollout-outage",
@@ -158,6 +176,8 @@ def reconcile(world: World) -> bool:
         for pod_name, group, index, template in group_pods(lws, namespace):
             pod_key = ("Pod", namespace, pod_name)
             if pod_key not in world.pods:
-                world.pods[pod_key] = PodState(pod_key, _pod(lws, namespace, pod_name, group, index, template), key)
+                world.pods[pod_key] = PodState(
+                    pod_key, _pod(lws, namespace, pod_name, group, index, template), key
+                )
                 changed = True
     return changed

@@ -57,7 +57,11 @@ def explain(spec: Mapping[str, Any], nodes: list[Node]) -> tuple[str, str, Node 
     if not nodes:
         return "scheduler.no-nodes", "the cluster has no nodes", None
     first = nodes[0]
-    return "scheduler.no-matching-node", f"no node matches ({first.name}: {reasons[first.name]})", None
+    return (
+        "scheduler.no-matching-node",
+        f"no node matches ({first.name}: {reasons[first.name]})",
+        None,
+    )
 
 
 def fits(spec: Mapping[str, Any], node: Node) -> bool:
@@ -82,7 +86,10 @@ def _advertise(pod: PodState, node: Node) -> None:
     for plugin in DEVICE_PLUGINS:
         for container in pod.spec.get("containers") or []:
             command = " ".join([*(container.get("command") or []), *(container.get("args") or [])])
-            if plugin.image_part in str(container.get("image")) and plugin.not_command not in command:
+            if (
+                plugin.image_part in str(container.get("image"))
+                and plugin.not_command not in command
+            ):
                 spec = default_catalog().get(node.instance_type)
                 count = spec.gpus if plugin.resource == GPU else (spec.efa_devices or 0)
                 node.capacity[plugin.resource] = float(count)
@@ -95,12 +102,12 @@ def reconcile(world: World) -> bool:
     pending = [p for p in world.pods.values() if p.node is None]
     for pod in sorted(pending, key=lambda p: (not p.daemon, p.key)):
         if pod.daemon:
-            node = world.node(pod.spec["nodeName"])
-            if fits(pod.spec, node):
-                bind(world, pod, node)
+            own = world.node(pod.spec["nodeName"])
+            if fits(pod.spec, own):
+                bind(world, pod, own)
                 changed = True
             else:
-                rule, message, _ = explain(pod.spec, [node])
+                rule, message, _ = explain(pod.spec, [own])
                 pod.problem = Finding(rule, f"Pod {pod.key[1]}/{pod.key[2]}", message, SOURCE)
             continue
         node = next((n for n in world.nodes if fits(pod.spec, n)), None)
@@ -109,15 +116,17 @@ def reconcile(world: World) -> bool:
             changed = True
         else:
             rule, message, _ = explain(pod.spec, world.nodes)
-            pod.problem = Finding(rule, f"Pod {pod.key[1]}/{pod.key[2]}", f"stays Pending: {message}", SOURCE)
+            pod.problem = Finding(
+                rule, f"Pod {pod.key[1]}/{pod.key[2]}", f"stays Pending: {message}", SOURCE
+            )
     return changed
 
 
 def force_bind(world: World, pod: PodState) -> bool:
     """Keep-going mode: bind a pod that failed on resources alone to the closest node, so the
     rules after scheduling (volumes, DNS, load balancer) are still played."""
-    _, _, node = explain(pod.spec, world.nodes)
-    if node is None:
+    candidates = [n for n in world.nodes if why_not(pod.spec, n) is None]
+    if not candidates:
         return False
-    bind(world, pod, node)
+    bind(world, pod, max(candidates, key=lambda n: (n.free("cpu"), -len(n.pods))))
     return True

@@ -62,8 +62,11 @@ def _pod_finding(pod: PodState, rule: str, message: str, source: str) -> Finding
     return Finding(rule, f"Pod {pod.key[1]}/{pod.key[2]}", message, source)
 
 
-def mount(world: World, pod: PodState) -> tuple[dict[str, dict[str, bytes]], Finding | None]:
-    """What each of the pod's volumes holds, or the first that cannot mount."""
+def mount(
+    world: World, pod: PodState, *, strict: bool = True
+) -> tuple[dict[str, dict[str, bytes]], Finding | None]:
+    """What each of the pod's volumes holds, or the first that cannot mount. ``strict=False``
+    (keep-going mode, after the finding is reported) skips the node-plugin checks."""
     namespace, node = pod.key[1], str(pod.node)
     volumes: dict[str, dict[str, bytes]] = {}
     for volume in pod.spec.get("volumes") or []:
@@ -80,7 +83,9 @@ def mount(world: World, pod: PodState) -> tuple[dict[str, dict[str, bytes]], Fin
                 )  # fmt: skip
             data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
             items = volume["secret"].get("items")
-            volumes[name] = {i["path"]: data[i["key"]] for i in items if i["key"] in data} if items else data
+            volumes[name] = (
+                {i["path"]: data[i["key"]] for i in items if i["key"] in data} if items else data
+            )
         elif "configMap" in volume:
             config = world.get("ConfigMap", namespace, volume["configMap"]["name"]) or {}
             volumes[name] = {k: str(v).encode() for k, v in (config.get("data") or {}).items()}
@@ -94,7 +99,7 @@ def mount(world: World, pod: PodState) -> tuple[dict[str, dict[str, bytes]], Fin
                 )  # fmt: skip
             pv = world.get("PersistentVolume", "", str((claim.get("spec") or {}).get("volumeName")))
             driver = ((pv or {}).get("spec") or {}).get("csi", {}).get("driver")
-            if driver and not _daemon_on(world, node, CSI_DRIVER_ANNOTATION, driver):
+            if strict and driver and not _daemon_on(world, node, CSI_DRIVER_ANNOTATION, driver):
                 return volumes, _pod_finding(
                     pod, "csi.driver-not-on-node",
                     f"volume {name}: CSI driver {driver} has no node plugin on {node}"
@@ -104,13 +109,13 @@ def mount(world: World, pod: PodState) -> tuple[dict[str, dict[str, bytes]], Fin
             volumes[name] = {}
         elif "csi" in volume:
             driver = volume["csi"]["driver"]
-            if not _daemon_on(world, node, CSI_DRIVER_ANNOTATION, driver):
+            if strict and not _daemon_on(world, node, CSI_DRIVER_ANNOTATION, driver):
                 return volumes, _pod_finding(
                     pod, "csi.driver-not-on-node",
                     f"volume {name}: CSI driver {driver} has no node plugin on {node}", CSI_SOURCE,
                 )  # fmt: skip
             if driver == SECRETS_STORE_DRIVER:
-                files, problem = _secrets_store(world, pod, name, volume["csi"])
+                files, problem = _secrets_store(world, pod, name, volume["csi"], strict)
                 if problem is not None:
                     return volumes, problem
                 volumes[name] = files
@@ -126,7 +131,7 @@ def mount(world: World, pod: PodState) -> tuple[dict[str, dict[str, bytes]], Fin
 
 
 def _secrets_store(
-    world: World, pod: PodState, name: str, csi: dict[str, Any]
+    world: World, pod: PodState, name: str, csi: dict[str, Any], strict: bool
 ) -> tuple[dict[str, bytes], Finding | None]:
     namespace, node = pod.key[1], str(pod.node)
     class_name = (csi.get("volumeAttributes") or {}).get("secretProviderClass")
@@ -138,7 +143,7 @@ def _secrets_store(
             "https://secrets-store-csi-driver.sigs.k8s.io/getting-started/usage.html",
         )  # fmt: skip
     provider = spc["spec"]["provider"]
-    if not _daemon_on(world, node, PROVIDER_ANNOTATION, provider):
+    if strict and not _daemon_on(world, node, PROVIDER_ANNOTATION, provider):
         return {}, _pod_finding(
             pod, "csi.provider-not-on-node",
             f"volume {name}: no Secrets Store provider {provider!r} pod on {node} (its DaemonSet "
@@ -147,7 +152,7 @@ def _secrets_store(
             PROVIDER_SOURCE,
         )  # fmt: skip
     parameters = spc["spec"].get("parameters") or {}
-    if str(parameters.get("usePodIdentity")).lower() == "true":
+    if strict and str(parameters.get("usePodIdentity")).lower() == "true":
         account = pod.spec.get("serviceAccountName", "default")
         if (namespace, account) not in world.facts.get("pod_identity", set()):
             return {}, _pod_finding(

@@ -28,7 +28,12 @@ REPLICATED = ("Deployment", "ReplicaSet", "StatefulSet")
 def _pod(template: dict[str, Any], namespace: str, name: str) -> dict[str, Any]:
     meta = copy.deepcopy(template.get("metadata") or {})
     meta.update({"name": name, "namespace": namespace})
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template.get("spec") or {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": copy.deepcopy(template.get("spec") or {}),
+    }
 
 
 def _ensure(world: World, owner: Key, name: str, obj: dict[str, Any], daemon: bool = False) -> bool:
