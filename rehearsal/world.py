@@ -7,6 +7,7 @@ Kubernetes controllers are level-triggered: ``World.reconcile`` runs them until 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,6 +126,7 @@ class World:
     # -- objects ---------------------------------------------------------------------------
 
     def put(self, obj: dict[str, Any], declared_by: str, namespace: str = "default") -> Key:
+        obj = copy.deepcopy(obj)  # the world's own copy: controllers write status into it
         key = key_of(obj, namespace)
         obj.setdefault("metadata", {})
         if key[1]:

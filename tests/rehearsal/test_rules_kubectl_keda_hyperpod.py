@@ -1,0 +1,144 @@
+"""The kubectl handler's apply, KEDA's scale target, HyperPod's chart and node wait."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rehearsal import cluster
+from rehearsal.controllers import hyperpod, keda, kubectl
+from tests.rehearsal.builders import lws, lws_controller, namespace, world
+
+SCALED = {
+    "apiVersion": "keda.sh/v1alpha1",
+    "kind": "ScaledObject",
+    "metadata": {"name": "svc", "namespace": "inference"},
+    "spec": {
+        "scaleTargetRef": {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "name": "svc",
+        }
+    },
+}
+
+
+def test_a_custom_resource_before_its_crd_and_an_object_before_its_namespace_are_rejected(tmp_path):
+    w = world(tmp_path)
+    found = kubectl.apply(w, "R", [lws()], overwrite=True, resource="R")
+    assert [f.rule for f in found] == ["kubectl.no-such-kind"]
+    lws_controller(w)
+    found = kubectl.apply(w, "R", [lws()], overwrite=True, resource="R")
+    assert [f.rule for f in found] == ["kubectl.namespace-missing"]
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "inference"}}
+    assert kubectl.apply(w, "R", [ns, lws()], overwrite=True, resource="R") == []
+
+
+def test_create_without_overwrite_fails_on_an_existing_object(tmp_path):
+    w = world(tmp_path)
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "inference"}}
+    assert kubectl.apply(w, "A", [ns], overwrite=False, resource="A") == []
+    assert [f.rule for f in kubectl.apply(w, "B", [ns], overwrite=False, resource="B")] == [
+        "kubectl.already-exists"
+    ]
+    assert kubectl.apply(w, "C", [ns], overwrite=True, resource="C") == []
+    (twice,) = kubectl.declared_twice(w)
+    assert (
+        twice.rule == "kubectl.declared-twice"
+        and twice.severity == "degrades"
+        and "every object in it" in twice.message
+    )
+
+
+def test_keda_needs_a_scalable_target_and_a_manifest_that_does_not_pin_replicas(tmp_path):
+    w = world(tmp_path)
+    namespace(w, "inference")
+    w.put(SCALED, "Scaling")
+    assert [f.rule for f in keda.check(w)] == ["keda.scale-target-missing"]
+    lws_controller(w)
+    w.put(lws(), "ServingLeaderWorkerSet")
+    assert [f.rule for f in keda.check(w)] == ["keda.replicas-pinned"]
+    unpinned = lws()
+    del unpinned["spec"]["replicas"]
+    w.put(unpinned, "ServingLeaderWorkerSet")
+    assert keda.check(w) == []
+
+
+GROUPS = cluster.instance_groups(
+    {
+        "InstanceGroups": [
+            {
+                "InstanceGroupName": "gpu",
+                "InstanceType": "ml.p5en.48xlarge",
+                "InstanceCount": 1,
+                "OnStartDeepHealthChecks": ["InstanceStress"],
+            }
+        ]
+    }
+)
+
+
+def test_the_dependencies_chart_must_come_before_a_cluster_with_deep_health_checks(tmp_path):
+    w = world(tmp_path)
+    finding = hyperpod.dependencies_chart(
+        w, "Cluster", GROUPS, [{"Release": "nvidia-device-plugin"}]
+    )
+    assert (
+        finding is not None
+        and finding.rule == "hyperpod.dependencies-chart-missing"
+        and finding.severity == "blocking"
+    )
+    assert (
+        hyperpod.dependencies_chart(w, "Cluster", GROUPS, [{"Release": "hyperpod-dependencies"}])
+        is None
+    )
+    no_checks = cluster.instance_groups(
+        {
+            "InstanceGroups": [
+                {"InstanceGroupName": "gpu", "InstanceType": "ml.p5en.48xlarge", "InstanceCount": 1}
+            ]
+        }
+    )
+    assert hyperpod.dependencies_chart(w, "Cluster", no_checks, []).severity == "degrades"
+
+
+STAGE = {
+    "ClusterName": "c",
+    "InstanceGroups": {"gpu": "2"},
+    "DeadlineSeconds": "2310",
+    "Final": "true",
+}
+WAITS = '''
+def is_complete(event, context=None, client=None, now=None):
+    """ListClusterNodes: keeps waiting whatever the nodes say."""
+    return {"IsComplete": False}
+'''
+FAILS_FAST = '''
+def is_complete(event, context=None, client=None, now=None):
+    """ListClusterNodes: fails on a node in Failure."""
+    nodes = client.list_cluster_nodes()["ClusterNodeSummaries"]
+    if any(n["InstanceStatus"]["Status"] == "Failure" for n in nodes):
+        raise RuntimeError("a node failed")
+    return {"IsComplete": False}
+'''
+
+
+def _with_handler(tmp_path: Path, code: str):
+    w = world(tmp_path)
+    (tmp_path / "asset.0123456789abcdef").mkdir()
+    (tmp_path / "asset.0123456789abcdef" / "index.py").write_text(code)
+    return w
+
+
+def test_a_node_wait_that_does_not_fail_fast_on_a_failed_node_degrades(tmp_path):
+    w = _with_handler(tmp_path, WAITS)
+    finding = hyperpod.node_wait(w, [("Wait", STAGE)], cluster_retained=False)
+    assert (
+        finding is not None
+        and finding.rule == "node-wait.no-fail-fast"
+        and "rollback" in finding.message
+    )
+
+
+def test_a_node_wait_that_fails_fast_passes(tmp_path):
+    w = _with_handler(tmp_path, FAILS_FAST)
+    assert hyperpod.node_wait(w, [("Wait", STAGE)], cluster_retained=False) is None
