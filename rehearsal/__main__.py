@@ -25,6 +25,7 @@ from rehearsal.variants import (
     SynthFailed,
     Variant,
     cached_synthesize,
+    reference_weight_bytes,
 )
 
 
@@ -116,7 +117,12 @@ def run_variant(
         raise SetupError(
             f"{assembly_dir} is not a cloud assembly with stack {STACK}: {error}"
         ) from error
-    result = play(assembly, stop_at_blocking=not args.keep_going, charts_dir=args.charts)
+    result = play(
+        assembly,
+        stop_at_blocking=not args.keep_going,
+        charts_dir=args.charts,
+        weight_bytes=reference_weight_bytes(),
+    )
     findings = list(result.findings)
     note = ""
     if result.deployment is not None and not result.blocking:

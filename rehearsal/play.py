@@ -26,6 +26,7 @@ from rehearsal.controllers import (
     addons,
     certmanager,
     dns,
+    fsx,
     hyperpod,
     keda,
     kubectl,
@@ -111,8 +112,16 @@ def _jsonpath(obj: dict[str, Any], path: str) -> Any:
 
 
 class Player:
-    def __init__(self, assembly: Assembly, *, stop_at_blocking: bool, charts_dir: Path) -> None:
+    def __init__(
+        self,
+        assembly: Assembly,
+        *,
+        stop_at_blocking: bool,
+        charts_dir: Path,
+        weight_bytes: float | None = None,
+    ) -> None:
         self.assembly = assembly
+        self.weight_bytes = weight_bytes
         self.world = World(assembly, Resolver(assembly), stop_at_blocking=stop_at_blocking)
         self.world.controllers = list(CONTROLLERS)
         self.charts_dir = charts_dir
@@ -393,6 +402,8 @@ class Player:
                     world.report(finding)
         for scaling in keda.check(world):
             world.report(scaling)
+        for slow in fsx.check(world, self.weight_bytes):
+            world.report(slow)
 
 
 # -- the live run's input ------------------------------------------------------------------------
@@ -526,11 +537,24 @@ def _service_address(world: World, serving: list[PodState]) -> ServiceAddress:
 
 
 def play(
-    assembly: Assembly, *, stop_at_blocking: bool = True, charts_dir: Path = CHARTS_DIR
+    assembly: Assembly,
+    *,
+    stop_at_blocking: bool = True,
+    charts_dir: Path = CHARTS_DIR,
+    weight_bytes: float | None = None,
 ) -> Rehearsal:
-    """Play ``assembly``; the findings, the first blocking one, and the live run's input."""
+    """Play ``assembly``; the findings, the first blocking one, and the live run's input.
+
+    ``weight_bytes``: the served model's weights (the cold-start rule needs them; ``None``
+    skips it; ``rehearsal.variants.reference_weight_bytes`` for the reference app).
+    """
     started = time.monotonic()
-    player = Player(assembly, stop_at_blocking=stop_at_blocking, charts_dir=charts_dir)
+    player = Player(
+        assembly,
+        stop_at_blocking=stop_at_blocking,
+        charts_dir=charts_dir,
+        weight_bytes=weight_bytes,
+    )
     stopped = None
     try:
         player.play()

@@ -65,6 +65,18 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
+def reference_weight_bytes() -> float:
+    """The weights' size of the model the reference HyperPod stack serves (the planner's)."""
+    from cdk_llm_serving.planning.sizing import plan
+    from stacks.hyperpod_reference_stack import REFERENCE_CONTEXT, REFERENCE_FORMAT, REFERENCE_MODEL
+
+    return float(
+        plan(
+            REFERENCE_MODEL, REFERENCE_FORMAT, "ml.p6-b200.48xlarge", max_context=REFERENCE_CONTEXT
+        ).weight_bytes
+    )
+
+
 class SynthFailed(Exception):
     """``cdk synth`` failed: the finding carries its message."""
 

@@ -12,6 +12,7 @@ import pytest
 from rehearsal.assembly import Assembly
 from rehearsal.findings import Finding
 from rehearsal.play import play
+from rehearsal.variants import reference_weight_bytes
 from tests.rehearsal.conftest import synthesized
 
 SERVING = {
@@ -40,13 +41,15 @@ FIRST = {
     "gpu-az": "eks-addon.conflicts-unresolved",
 }
 
+WEIGHTS = reference_weight_bytes()
+
 
 def _rules(name: str) -> tuple[set[str], str]:
     built = synthesized(name)
     if isinstance(built, Finding):
         return {built.rule}, built.rule
-    every = play(built, stop_at_blocking=False)
-    stopped = play(built)
+    every = play(built, stop_at_blocking=False, weight_bytes=WEIGHTS)
+    stopped = play(built, weight_bytes=WEIGHTS)
     assert stopped.stopped is not None
     return set(every.rules), stopped.stopped.rule
 
@@ -60,12 +63,16 @@ def test_the_rehearsal_finds_issue_26s_findings(name):
 
 def test_the_keda_and_operator_variants_fail_the_apps_hipaa_pack():
     keda, operator = synthesized("keda"), synthesized("inference-operator")
-    assert isinstance(keda, Finding) and "KedaQueryRole" in keda.message and "IAMNoInlinePolicy" not in keda.message
+    assert (
+        isinstance(keda, Finding)
+        and "KedaQueryRole" in keda.message
+        and "IAMNoInlinePolicy" not in keda.message
+    )
     assert "inline policy" in keda.message
     assert isinstance(operator, Finding) and "server access logs" in operator.message
 
 
 def test_the_cpu_finding_names_the_figures(reference_variant: Assembly):
-    result = play(reference_variant, stop_at_blocking=False)
+    result = play(reference_variant, stop_at_blocking=False, weight_bytes=WEIGHTS)
     (cpu, *_) = [f for f in result.findings if f.rule == "scheduler.insufficient-cpu"]
     assert "requests cpu 172" in cpu.message and "offers 95.69" in cpu.message

@@ -142,3 +142,66 @@ def test_a_node_wait_that_does_not_fail_fast_on_a_failed_node_degrades(tmp_path)
 def test_a_node_wait_that_fails_fast_passes(tmp_path):
     w = _with_handler(tmp_path, FAILS_FAST)
     assert hyperpod.node_wait(w, [("Wait", STAGE)], cluster_retained=False) is None
+
+
+def _fsx_world(tmp_path, per_tib: int, capacity: int, failure_threshold: int):
+    from rehearsal.controllers import fsx
+
+    resources = {
+        "Fs": {
+            "Type": "AWS::FSx::FileSystem",
+            "Properties": {
+                "StorageCapacity": capacity,
+                "LustreConfiguration": {"PerUnitStorageThroughput": per_tib},
+            },
+        },
+        "Dra": {
+            "Type": "AWS::FSx::DataRepositoryAssociation",
+            "Properties": {"FileSystemId": {"Ref": "Fs"}, "BatchImportMetaDataOnCreate": True},
+        },
+    }
+    w = world(tmp_path, resources)
+    namespace(w, "inference")
+    handle = str(w.resolver.ref("Fs"))
+    w.put(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pv"},
+            "spec": {"csi": {"driver": "fsx.csi.aws.com", "volumeHandle": handle}},
+        },
+        "Volume",
+    )
+    w.put(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "weights", "namespace": "inference"},
+            "spec": {"volumeName": "pv"},
+        },
+        "Volume",
+    )
+    lws_controller(w)
+    serving = lws()
+    spec = serving["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    spec["volumes"] = [{"name": "w", "persistentVolumeClaim": {"claimName": "weights"}}]
+    spec["containers"][0]["startupProbe"] = {
+        "periodSeconds": 10,
+        "failureThreshold": failure_threshold,
+    }
+    w.put(serving, "Serving")
+    return fsx, w
+
+
+def test_a_probe_shorter_than_the_lazy_hydration_from_s3_degrades(tmp_path):
+    fsx, w = _fsx_world(tmp_path, per_tib=125, capacity=1200, failure_threshold=90)
+    (finding,) = fsx.check(w, 1.4e12)
+    # 1.4 TB at 125 MB/s/TiB x 1.17 TiB = 146 MB/s: 9557 s + 180 s engine start > 900 s.
+    assert finding.rule == "startup.cold-start-exceeds-probe" and "900 s" in finding.message
+
+
+def test_a_probe_that_covers_the_hydration_at_the_baseline_passes(tmp_path):
+    fsx, w = _fsx_world(tmp_path, per_tib=500, capacity=4800, failure_threshold=177)
+    assert fsx.check(w, 1.4075e12) == []
+    ((needed, budget),) = w.facts["cold_start"].values()
+    assert round(needed) == 781 and budget == 1770

@@ -11,15 +11,18 @@ import pytest
 
 from rehearsal.assembly import Assembly
 from rehearsal.play import play
+from rehearsal.variants import reference_weight_bytes
 from tests.rehearsal.conftest import synthesized
 
 FIXED = pytest.mark.xfail(strict=True, reason="fixed on branch fix-serving/fix-cluster")
+
+WEIGHTS = reference_weight_bytes()
 
 
 def _serves(name: str) -> None:
     built = synthesized(name)
     assert isinstance(built, Assembly), f"does not synthesize: {built}"
-    result = play(built)
+    result = play(built, weight_bytes=WEIGHTS)
     assert result.blocking == [], "\n".join(map(str, result.findings))
     assert result.deployment is not None and result.deployment.pods
 
