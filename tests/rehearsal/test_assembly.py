@@ -68,3 +68,29 @@ def test_a_cycle_is_refused(tmp_path):
 
 def test_zone_names_and_ids_map_both_ways():
     assert az_id("us-west-2c") == "usw2-az3" and az_name("usw2-az3", "us-west-2") == "us-west-2c"
+
+
+def test_variants_pass_their_context_and_allow_the_placeholders():
+    from rehearsal.variants import VARIANTS
+
+    assert VARIANTS["gpu-az"].cdk_args() == [
+        "-c", "llm-serving:allow-placeholders=true", "-c", "llm-serving:hyperpod:gpu-az-id=usw2-az2",
+    ]  # fmt: skip
+    assert sorted(VARIANTS) == ["gpu-az", "inference-operator", "keda", "p5en", "reference"]
+
+
+def test_a_synth_failure_keeps_cdks_error_lines_and_their_construct_paths():
+    from rehearsal.variants import _synth_message
+
+    output = """npm warn Unknown user config
+ERROR The IAM Group, User, or Role contains an inline policy - (HIPAA.Security)
+   ReferenceMoeHyperPod/ServingAddons/KedaQueryRole/DefaultPolicy/Resource aws-cdk-lib.aws_iam.CfnPolicy
+   Acknowledge with 'HIPAA.Security::HIPAA.Security-IAMNoInlinePolicy'
+
+WARNING image is pinned by tag only (Annotation)
+   GptOss20bPoolEndpoint/Serving constructs.Construct
+Synthesis finished with errors"""
+    assert _synth_message(output).splitlines() == [
+        "ERROR The IAM Group, User, or Role contains an inline policy - (HIPAA.Security)",
+        "ReferenceMoeHyperPod/ServingAddons/KedaQueryRole/DefaultPolicy/Resource aws-cdk-lib.aws_iam.CfnPolicy",
+    ]
