@@ -31,6 +31,7 @@ from rehearsal.controllers import (
     keda,
     kubectl,
     lbc,
+    lifecycle,
     lws,
     scheduler,
     volumes,
@@ -187,6 +188,9 @@ class Player:
         finding = hyperpod.dependencies_chart(world, logical_id, groups, self.charts_played)
         if finding is not None:
             world.report(finding)
+        for script in self._lifecycle_scripts(props):
+            for finding in lifecycle.check(script, f"{logical_id} (LifeCycleConfig {script.name})"):
+                world.report(finding)
         nodes, subnets = cluster.nodes(groups)
         world.nodes.extend(nodes)
         world.node_subnets.update(subnets)
@@ -195,6 +199,17 @@ class Player:
             self.assembly.resources[logical_id].deletion_policy == "Retain"
         )
         world.reconcile()
+
+    def _lifecycle_scripts(self, props: dict[str, Any]) -> list[Path]:
+        """Each distinct OnCreate script of the groups, from the assembly's staged assets."""
+        names = {
+            str((g.get("LifeCycleConfig") or {}).get("OnCreate", ""))
+            for g in props["InstanceGroups"]
+        }
+        scripts = []
+        for name in sorted(n for n in names if n):
+            scripts += sorted(self.assembly.directory.glob(f"asset.*/{name}"))[:1]
+        return scripts
 
     def _Custom_HyperPodNodesReady(self, logical_id: str, props: dict[str, Any]) -> None:
         self.node_stages.append((logical_id, props))

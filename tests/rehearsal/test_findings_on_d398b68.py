@@ -24,6 +24,9 @@ SERVING = {
     "csi.provider-not-on-node",  # the AWS provider's tolerations: [] on the GPU taint
     "lws.headless-service-shadowed",  # the LoadBalancer Service has the LWS's name
     "dns.leader-address-unresolvable",  # so LWS_LEADER_ADDRESS has no record
+    "lifecycle.no-mount-wait",  # on_create.sh checks the volumes once
+    "lifecycle.silent-fallback",  # and exits 0 on the root volume
+    "lifecycle.containerd-root-not-set",  # a symlink, not containerd's root
 }
 TODAY = {
     "reference": SERVING,
