@@ -28,6 +28,7 @@ from rehearsal.controllers import (
     dns,
     fsx,
     hyperpod,
+    iam,
     keda,
     kubectl,
     lbc,
@@ -175,6 +176,8 @@ class Player:
             props.get("ResolveConflicts"),
         )
         world.addons[addon.name] = addon
+        if props.get("ServiceAccountRoleArn"):
+            world.facts.setdefault("vpc_cni_role", {})[logical_id] = props["ServiceAccountRoleArn"]
         finding = addons.conflict(addon, bool(world.facts.get("bootstraps_self_managed", True)))
         if finding is not None:
             world.report(finding)
@@ -188,6 +191,9 @@ class Player:
         finding = hyperpod.dependencies_chart(world, logical_id, groups, self.charts_played)
         if finding is not None:
             world.report(finding)
+        cni = iam.check(world, logical_id, props["InstanceGroups"])
+        if cni is not None:
+            world.report(cni)
         for script in self._lifecycle_scripts(props):
             for finding in lifecycle.check(script, f"{logical_id} (LifeCycleConfig {script.name})"):
                 world.report(finding)

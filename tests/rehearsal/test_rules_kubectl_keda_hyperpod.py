@@ -205,3 +205,51 @@ def test_a_probe_that_covers_the_hydration_at_the_baseline_passes(tmp_path):
     assert fsx.check(w, 1.4075e12) == []
     ((needed, budget),) = w.facts["cold_start"].values()
     assert round(needed) == 781 and budget == 1770
+
+
+def _role_world(tmp_path, actions):
+    from rehearsal.controllers import iam
+
+    resources = {
+        "Role": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "ManagedPolicyArns": [
+                    "arn:aws:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"
+                ]
+            },
+        },
+        "Policy": {
+            "Type": "AWS::IAM::Policy",
+            "Properties": {
+                "Roles": [{"Ref": "Role"}],
+                "PolicyDocument": {
+                    "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]
+                },
+            },
+        },
+    }
+    w = world(tmp_path, resources)
+    group = {"InstanceGroupName": "gpu", "ExecutionRole": w.resolver.get_att("Role", "Arn")}
+    return iam, w, group
+
+
+def test_a_node_role_without_the_vpc_cni_actions_leaves_pods_without_addresses(tmp_path):
+    iam, w, group = _role_world(tmp_path, ["ecr:GetAuthorizationToken"])
+    finding = iam.check(w, "Cluster", [group])
+    assert (
+        finding is not None
+        and finding.rule == "iam.node-role-lacks-vpc-cni"
+        and "ec2:AssignPrivateIpAddresses" in finding.message
+    )
+
+
+def test_the_actions_or_a_cni_role_of_its_own_satisfy_it(tmp_path):
+    iam, w, group = _role_world(tmp_path, ["ec2:*"])
+    assert iam.check(w, "Cluster", [group]) is None
+    iam, w, group = _role_world(tmp_path / "own", ["s3:GetObject"])
+    w.facts["pod_identity"] = {("kube-system", "aws-node")}
+    from rehearsal.world import Addon
+
+    w.addons["vpc-cni"] = Addon("Cni", "vpc-cni", "v1", {}, "OVERWRITE")
+    assert iam.check(w, "Cluster", [group]) is None
