@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rehearsal.assembly import Assembly
+from rehearsal.assumptions import assumptions
 from rehearsal.findings import Finding
 from rehearsal.play import CHARTS_DIR, Rehearsal, play
 from rehearsal.variants import (
@@ -58,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--keep-going", action="store_true", help="play past blocking findings and list them all"
+    )
+    parser.add_argument(
+        "--assumptions", action="store_true", help="list the rules' ASSUMED: lines and exit"
     )
     parser.add_argument(
         "--charts",
@@ -143,6 +147,10 @@ def run_variant(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.assumptions:
+        for module, text in assumptions():
+            print(f"- {module}: {text}")
+        return 0
     if not args.charts.is_dir():
         print(f"error: no published charts at {args.charts} (pass --charts DIR)", file=sys.stderr)
         return 2

@@ -11,9 +11,9 @@ Stand-ins: ``Ref`` and ``Fn::GetAtt`` resolve to values shaped as AWS returns th
 ids, ARNs) derived from the logical id, so two runs agree. The attributes of resources the
 rehearsal plays (``Custom::AWSCDK-EKS-KubernetesObjectValue``'s ``Value``) are set as it plays
 them. Availability zones: ``Fn::GetAZs`` answers ``<region>a`` .. ``<region>d`` and zone
-``<region>{a,b,c,d}`` has ID ``<short>-az{1,2,3,4}``. ASSUMED: the name-to-ID mapping differs per
-account (https://docs.aws.amazon.com/ram/latest/userguide/working-with-az-ids.html); the
-rehearsal fixes one.
+``<region>{a,b,c,d}`` has ID ``<short>-az{1,2,3,4}``. ASSUMED: one fixed name-to-ID mapping (it
+differs per account, https://docs.aws.amazon.com/ram/latest/userguide/working-with-az-ids.html;
+the load balancer rule compares zones only where every account agrees).
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@
 * allocatable CPU: the vCPUs the kubelet sees, half the instance type's with ``ThreadsPerCore: 1``
   ("ThreadsPerCore: 1 disables multithreading", CloudFormation ``AWS::SageMaker::Cluster``
   ClusterInstanceGroup; ../shared/FACTS.md "Deploy-time rules"), minus kube-reserved as the EKS
-  AMI computes it from that count (awslabs/amazon-eks-ami ``get_cpu_millicores_to_reserve``);
-  memory from the catalog minus the kubelet's reservation and eviction threshold;
+  AMI computes it from that count (awslabs/amazon-eks-ami ``get_cpu_millicores_to_reserve``),
+  memory from the catalog minus the kubelet's reservation and eviction threshold.
+  ASSUMED: HyperPod's AMI reserves as the EKS AMI does (AWS publishes no figure of its own).
 * ``nvidia.com/gpu`` / ``vpc.amazonaws.com/efa``: allocatable only once the device plugin's
   DaemonSet pod runs on the node (``rehearsal.controllers.workloads``).
 
@@ -55,7 +56,7 @@ def instance_groups(cluster_properties: dict[str, Any]) -> list[InstanceGroup]:
                 instance_type=group["InstanceType"],
                 count=int(group["InstanceCount"]),
                 # CloudFormation: "ThreadsPerCore ... 1 to disable, 2 to enable"; absent = 2 on
-                # instance types that support multithreading. ASSUMED: absent means 2.
+                # instance types that support multithreading. ASSUMED: absent means 2 (the schema states no default).
                 threads_per_core=int(group.get("ThreadsPerCore", 2)),
                 labels=dict(config.get("Labels") or {}),
                 taints=[

@@ -10,8 +10,9 @@ AWS's reference HyperPod template sets ``ResolveConflicts: OVERWRITE`` on every 
 aws-samples/awsome-distributed-training ``1.architectures/7.sagemaker-hyperpod-eks/cfn-templates/nested-stacks/eks-cluster-stack.yaml``;
 aws/aws-network-policy-agent issue 200 shows the failure).
 
-Installed objects (only those the serving path needs; the rest, like the VPC CNI and
-kube-proxy, tolerate every taint and are not modelled, as in ``rehearsal.scheduling``):
+Installed objects, only those the serving path needs. ASSUMED: the rest (the VPC CNI,
+kube-proxy, CoreDNS, the Pod Identity agent) run wherever the serving path needs them, so they
+are not modelled (as in ``rehearsal.scheduling``).
 
 * ``aws-secrets-store-csi-driver-provider``: the driver DaemonSet (subchart
   ``secrets-store-csi-driver``, ``linux.tolerations: [{operator: Exists}]``, every taint:

@@ -9,7 +9,8 @@
   the cluster is created). CloudFormation creates the ``AWS::SageMaker::Cluster`` through that
   API. The chart's health-monitoring agent is what deep health checks report through; with
   on-start deep health checks and no chart the rehearsal counts creation as failing (blocking),
-  without them as degraded.
+  without them as degraded. ASSUMED: blocking with deep health checks, degraded without (AWS
+says creation "might" fail, not when).
 * The node wait (``Custom::HyperPodNodesReady``): its handler, the asset in the assembly, is
   played with a SageMaker stub: one node ``Failure`` (botocore's ``ClusterInstanceStatus``), the
   others ``Running``. A handler that keeps waiting spends the whole budget (the stages'

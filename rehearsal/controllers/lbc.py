@@ -109,7 +109,8 @@ def choose_subnets(world: World, service: dict[str, Any], cluster_name: str) -> 
             continue
         candidates.append(subnet)
     by_zone: dict[str, Subnet] = {}
-    for subnet in sorted(candidates, key=lambda s: s.id):  # ASSUMED: ties by subnet ID
+    # ASSUMED: the lower subnet ID wins a zone (the controller's own tie-break is not documented).
+    for subnet in sorted(candidates, key=lambda s: s.id):
         by_zone.setdefault(subnet.zone_id, subnet)
     return list(by_zone.values())
 

@@ -5,8 +5,8 @@ AWS's reference script (aws-samples/awsome-distributed-training
 waits up to 60 s for its data volume to be mounted ("Wait for disk to be mounted (max 60s)",
 12 checks 5 s apart), then sets containerd's ``root`` in the containerd configuration (a
 systemd override on AL2023, ``root =`` in ``containerd-config.toml`` on AL2), and says so
-when the volume is missing. ASSUMED from that wait: HyperPod may mount the volumes
-(``/opt/dlami/nvme``, ``/opt/sagemaker``) after the script starts.
+when the volume is missing. ASSUMED: HyperPod may mount the volumes (``/opt/dlami/nvme``,
+``/opt/sagemaker``) after the script starts (why AWS's script waits).
 
 The script is run as it is with ``LIFECYCLE_ROOT`` pointing at a fake root (the script's own
 test hook) and a PATH whose ``mountpoint`` / ``mount`` answer "not mounted" at the first check

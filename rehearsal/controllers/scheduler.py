@@ -11,6 +11,8 @@ that passes no node stays ``Pending`` with the reason of the nodes that came clo
 Device plugins (https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/):
 a node advertises ``nvidia.com/gpu`` / ``vpc.amazonaws.com/efa`` only once the plugin's pod
 runs there (``rehearsal.scheduling.DEVICE_PLUGINS``), as many as the catalog lists.
+ASSUMED: no scoring: a pod goes to the first node that passes the filters (kube-scheduler's
+scoring plugins would spread pods; the serving pods' placement does not depend on it here).
 """
 
 from __future__ import annotations

@@ -94,3 +94,19 @@ Synthesis finished with errors"""
         "ERROR The IAM Group, User, or Role contains an inline policy - (HIPAA.Security)",
         "ReferenceMoeHyperPod/ServingAddons/KedaQueryRole/DefaultPolicy/Resource aws-cdk-lib.aws_iam.CfnPolicy",
     ]
+
+
+def test_every_assumed_rule_is_listed_for_the_readme(capsys):
+    from rehearsal.__main__ import main
+    from rehearsal.assumptions import PACKAGE, assumptions
+
+    listed = assumptions()
+    marks = sum(
+        p.read_text().count("ASSUMED: ")
+        for p in PACKAGE.rglob("*.py")
+        if p.name != "assumptions.py" and "live" not in p.relative_to(PACKAGE).parts
+    )
+    assert len(listed) == marks - 1  # less the convention's own description (controllers/__init__)
+    assert all(text.endswith(".") and len(text) > 20 for _, text in listed)
+    assert main(["--assumptions"]) == 0
+    assert capsys.readouterr().out.count("\n- ") + 1 == len(listed)
