@@ -24,6 +24,10 @@ are not modelled (as in ``rehearsal.scheduling``).
 * ``aws-fsx-csi-driver``: the node DaemonSet ``fsx-csi-node`` with ``tolerateAllTaints: true``
   (kubernetes-sigs/aws-fsx-csi-driver ``charts/aws-fsx-csi-driver/values.yaml``) and the
   controller Deployment (tolerations ``CriticalAddonsOnly``, ``NoExecute``).
+* ``amazon-sagemaker-hyperpod-inference``: the inference operator's custom resources
+  ``InferenceEndpointConfig`` and ``JumpStartModel`` (group ``inference.sagemaker.aws.amazon.com``,
+  https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-setup.html);
+  the operator's own pods and the endpoints it creates are not modelled.
 * ``cert-manager``: Deployments ``cert-manager``, ``cert-manager-webhook``,
   ``cert-manager-cainjector`` in ``cert-manager`` (chart default tolerations ``[]``:
   cert-manager/cert-manager ``deploy/charts/cert-manager/values.yaml``) and its CRDs.
@@ -175,6 +179,9 @@ def objects(addon: Addon) -> list[dict[str, Any]]:
                 [{"key": "CriticalAddonsOnly", "operator": "Exists"}, {"effect": "NoExecute", "operator": "Exists"}], 2,
             ),
         ]  # fmt: skip
+    if addon.name == "amazon-sagemaker-hyperpod-inference":
+        group = "inference.sagemaker.aws.amazon.com"
+        return [_crd("InferenceEndpointConfig", group), _crd("JumpStartModel", group)]
     if addon.name == "cert-manager":
         tolerations = list(config.get("tolerations") or [])
         return [

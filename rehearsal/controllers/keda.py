@@ -11,12 +11,18 @@
   key" (https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#migrating-deployments-and-statefulsets-to-horizontal-autoscaling);
   the kubectl handler re-applies the manifest on every stack update (aws-cdk-lib
   kubectl-handler ``apply/__init__.py``: Update runs ``kubectl apply``).
+* Certificates: "The KEDA operator is responsible for generating certificates for all the
+  services" with ``--enable-cert-rotation=true``, into the Secret ``--cert-secret-name``
+  (``kedaorg-certs``) that the metrics server and webhooks mount
+  (https://keda.sh/docs/2.17/operate/security/#use-your-own-tls-certificates).
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
+from rehearsal.controllers import certmanager
 from rehearsal.findings import Finding
 from rehearsal.world import World
 
@@ -86,5 +92,29 @@ def check(world: World) -> list[Finding]:
 
 
 def reconcile(world: World) -> bool:
-    """KEDA acts through the HPA it creates; the rehearsal only checks the target (``check``)."""
-    return False
+    """The operator's certificate Secret; scaling itself goes through the HPA KEDA creates, which
+    the rehearsal does not play (it checks the target: ``check``)."""
+    changed = False
+    for key, _ in world.of_kind("Deployment"):
+        for pod in world.pods_of(key):
+            if not pod.running:
+                continue
+            for container in pod.spec.get("containers") or []:
+                args = [str(a) for a in container.get("args") or []]
+                if "--enable-cert-rotation=true" not in args:
+                    continue
+                name = next(
+                    (a.split("=", 1)[1] for a in args if a.startswith("--cert-secret-name=")),
+                    "kedaorg-certs",
+                )
+                if world.get("Secret", key[1], name) is None:
+                    data = certmanager.issue({"commonName": "KEDA", "isCA": True}, None)
+                    secret = {
+                        "apiVersion": "v1",
+                        "kind": "Secret",
+                        "metadata": {"name": name, "namespace": key[1]},
+                        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+                    }
+                    world.put(secret, "controller:keda", key[1])
+                    changed = True
+    return changed

@@ -15,8 +15,8 @@ cannot mount keeps the pod in ``ContainerCreating``.
   (https://docs.aws.amazon.com/secretsmanager/latest/userguide/ascp-pod-identity-integration.html);
   each object lands as a file named by its ``objectAlias``, else its ``objectName``
   (aws/secrets-store-csi-driver-provider-aws README, "objectAlias").
-* Secret volumes: the Secret must exist; ``items`` pick keys and name the files
-  (https://kubernetes.io/docs/concepts/storage/volumes/#secret).
+* Secret volumes: the Secret must exist unless the volume is ``optional``; ``items`` pick keys
+  and name the files (https://kubernetes.io/docs/concepts/storage/volumes/#secret).
 * PersistentVolumeClaims: the claim must exist and be bound to its ``volumeName``.
 """
 
@@ -75,6 +75,9 @@ def mount(
             volumes[name] = {}
         elif "secret" in volume:
             secret = world.get("Secret", namespace, volume["secret"]["secretName"])
+            if secret is None and volume["secret"].get("optional"):
+                volumes[name] = {}  # "optional": the volume mounts empty
+                continue
             if secret is None:
                 return volumes, _pod_finding(
                     pod, "volume.secret-missing",

@@ -79,3 +79,26 @@ def test_the_cpu_finding_names_the_figures(reference_variant: Assembly):
     result = play(reference_variant, stop_at_blocking=False, weight_bytes=WEIGHTS)
     (cpu, *_) = [f for f in result.findings if f.rule == "scheduler.insufficient-cpu"]
     assert "requests cpu 172" in cpu.message and "offers 95.69" in cpu.message
+
+
+def _past_the_packs(tmp_path_factory: pytest.TempPathFactory, context: dict[str, str]) -> set[str]:
+    """The variant synthesized without the app's packs (as ``cdk synth`` would once they pass)."""
+    from stacks import add_reference_stacks
+    from tests.support.app import new_app
+
+    outdir = tmp_path_factory.mktemp("past-the-packs")
+    app = new_app(outdir=str(outdir), **context)
+    add_reference_stacks(app)
+    app.synth()
+    return set(play(Assembly(outdir), stop_at_blocking=False, weight_bytes=WEIGHTS).rules)
+
+
+def test_past_its_packs_the_keda_variant_also_pins_the_replicas_keda_scales(tmp_path_factory):
+    rules = _past_the_packs(tmp_path_factory, {"llm-serving:reference-moe:max-replicas": "2"})
+    # Room for a second replica: the rollout surges instead of going down.
+    assert rules == (SERVING - {"lws.rollout-outage"}) | {"keda.replicas-pinned"}
+
+
+def test_past_its_packs_the_operator_variant_also_declares_the_namespace_twice(tmp_path_factory):
+    rules = _past_the_packs(tmp_path_factory, {"llm-serving:hyperpod:inference-operator": "true"})
+    assert rules == SERVING | {"kubectl.declared-twice"}

@@ -253,3 +253,44 @@ def test_the_actions_or_a_cni_role_of_its_own_satisfy_it(tmp_path):
 
     w.addons["vpc-cni"] = Addon("Cni", "vpc-cni", "v1", {}, "OVERWRITE")
     assert iam.check(w, "Cluster", [group]) is None
+
+
+def test_the_keda_operator_writes_the_certificate_secret_its_other_components_mount(tmp_path):
+    from tests.rehearsal.builders import deployment, node
+
+    w = world(tmp_path)
+    w.nodes = [node("system-0", cpu=64)]
+    namespace(w, "keda")
+    operator = deployment("keda-operator", "keda")
+    operator["spec"]["template"]["spec"]["containers"][0]["args"] = [
+        "--enable-cert-rotation=true",
+        "--cert-secret-name=kedaorg-certs",
+    ]
+    w.put(operator, "helm:keda")
+    w.reconcile()
+    assert set(w.get("Secret", "keda", "kedaorg-certs")["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+    manual = deployment("keda-operator", "other")
+    manual["spec"]["template"]["spec"]["containers"][0]["args"] = ["--enable-cert-rotation=false"]
+    namespace(w, "other")
+    w.put(manual, "helm:keda")
+    w.reconcile()
+    assert w.get("Secret", "other", "kedaorg-certs") is None
+
+
+def test_the_inference_operator_addon_serves_its_custom_resources(tmp_path):
+    from rehearsal.controllers import addons
+    from rehearsal.world import Addon
+
+    w = world(tmp_path)
+    namespace(w, "inference")
+    config = {
+        "apiVersion": "inference.sagemaker.aws.amazon.com/v1",
+        "kind": "InferenceEndpointConfig",
+        "metadata": {"name": "m", "namespace": "inference"},
+    }
+    assert [f.rule for f in kubectl.apply(w, "R", [config], overwrite=True, resource="R")] == [
+        "kubectl.no-such-kind"
+    ]
+    for obj in addons.objects(Addon("Op", "amazon-sagemaker-hyperpod-inference", "v1", {}, None)):
+        w.put(obj, "addon:inference")
+    assert kubectl.apply(w, "R", [config], overwrite=True, resource="R") == []

@@ -106,6 +106,21 @@ def test_a_secret_volume_needs_its_secret_and_items_name_the_files(tmp_path):
     assert web.running and web.files["/tls"] == {"cert.pem": b"CERT"}
 
 
+def test_an_optional_secret_volume_mounts_empty_without_its_secret(tmp_path):
+    w = world(tmp_path)
+    w.nodes = [node("system-0")]
+    pod = deployment(
+        "web", volumes=[{"name": "certs", "secret": {"secretName": "later", "optional": True}}]
+    )
+    pod["spec"]["template"]["spec"]["containers"] = [
+        container(volumeMounts=[{"name": "certs", "mountPath": "/certs"}])
+    ]
+    w.put(pod, "Web")
+    w.reconcile()
+    web = w.pods[("Pod", "default", "web-0")]
+    assert web.running and web.files["/certs"] == {}
+
+
 def _addon(name, resolve=None, config=None):
     return Addon("Addon", name, "v1", config or {}, resolve)
 
