@@ -18,7 +18,7 @@ from pathlib import Path
 from rehearsal.assembly import Assembly
 from rehearsal.assumptions import assumptions
 from rehearsal.findings import Finding
-from rehearsal.play import CHARTS_DIR, Rehearsal, play
+from rehearsal.play import CHARTS_DIR, Rehearsal, SetupError, play
 from rehearsal.variants import (
     DEFAULT_CACHE,
     STACK,
@@ -28,10 +28,6 @@ from rehearsal.variants import (
     cached_synthesize,
     reference_weight_bytes,
 )
-
-
-class SetupError(Exception):
-    """Something the rehearsal needs is missing (one ``error:`` line, exit 2)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -174,6 +170,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n".join(out), flush=True)
     except SetupError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 (one line, no traceback: the exit-code contract)
+        print(
+            f"error: the rehearsal failed: {type(error).__name__}: {error}".splitlines()[0],
+            file=sys.stderr,
+        )
         return 2
     finally:
         if args.keep is None:

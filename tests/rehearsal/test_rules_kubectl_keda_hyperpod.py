@@ -294,3 +294,35 @@ def test_the_inference_operator_addon_serves_its_custom_resources(tmp_path):
     for obj in addons.objects(Addon("Op", "amazon-sagemaker-hyperpod-inference", "v1", {}, None)):
         w.put(obj, "addon:inference")
     assert kubectl.apply(w, "R", [config], overwrite=True, resource="R") == []
+
+
+def _chart_resource(**props):
+    return {
+        "Chart": {
+            "Type": "Custom::AWSCDK-EKS-HelmChart",
+            "Properties": {"Release": "r", "Namespace": "default", **props},
+        }
+    }
+
+
+def test_a_chart_that_does_not_render_fails_its_install(tmp_path):
+    from rehearsal.play import play
+    from tests.rehearsal.builders import assembly
+
+    chart = tmp_path / "assembly" / ("asset." + "a" * 64)
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: broken\nversion: 0.1.0\n")
+    (chart / "templates" / "x.yaml").write_text("{{ .Values.missing.field }}\n")
+    built = assembly(tmp_path / "assembly", _chart_resource(ChartAssetURL=f"s3://b/{'a' * 64}.zip"))
+    result = play(built, stop_at_blocking=False)
+    assert [f.rule for f in result.findings] == ["helm.render-failed"]
+
+
+def test_a_chart_missing_from_the_published_charts_is_a_setup_error(tmp_path, capsys):
+    from rehearsal.__main__ import main
+    from tests.rehearsal.builders import assembly
+
+    built = assembly(tmp_path / "assembly", _chart_resource(Chart="lws", Version="9.9.9"))
+    assert main(["--assembly", str(built.directory), "--no-live"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Chart: no published chart lws 9.9.9") and err.count("\n") == 1
