@@ -108,10 +108,14 @@ def choose_subnets(world: World, service: dict[str, Any], cluster_name: str) -> 
         if clusters and cluster_name not in clusters:
             continue
         candidates.append(subnet)
-    by_zone: dict[str, Subnet] = {}
+    # One per zone; zones named by ID and by name are kept apart (they are the same zone only in
+    # some accounts, and then either subnet serves the zone).
+    by_zone: dict[tuple[str, str], Subnet] = {}
     # ASSUMED: the lower subnet ID wins a zone (the controller's own tie-break is not documented).
     for subnet in sorted(candidates, key=lambda s: s.id):
-        by_zone.setdefault(subnet.zone_id, subnet)
+        by_zone.setdefault(
+            (subnet.named_by, subnet.zone_id if subnet.named_by == "id" else subnet.zone), subnet
+        )
     return list(by_zone.values())
 
 

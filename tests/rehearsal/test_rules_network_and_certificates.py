@@ -85,6 +85,18 @@ def test_a_target_in_a_subnet_of_a_load_balancer_zone_is_covered(tmp_path):
     assert lbc.check(w, ("Service", "default", "api"), [target]) is None
 
 
+def test_a_target_subnet_tagged_for_internal_load_balancers_is_one_of_them(tmp_path):
+    w, target = _world(
+        tmp_path, _subnet({"AvailabilityZoneId": "usw2-az2"}, {"Name": "gpu", **INTERNAL})
+    )
+    assert {s.logical_id for s in lbc.choose_subnets(w, SERVICE, "cluster")} == {
+        "Private1",
+        "Private2",
+        "Gpu",
+    }
+    assert lbc.check(w, ("Service", "default", "api"), [target]) is None
+
+
 def test_the_subnets_annotation_replaces_discovery(tmp_path):
     annotated = {
         **SERVICE,
