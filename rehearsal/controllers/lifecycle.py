@@ -9,8 +9,9 @@ when the volume is missing. ASSUMED: HyperPod may mount the volumes (``/opt/dlam
 ``/opt/sagemaker``) after the script starts (why AWS's script waits).
 
 The script is run as it is with ``LIFECYCLE_ROOT`` pointing at a fake root (the script's own
-test hook) and a PATH whose ``mountpoint`` / ``mount`` answer "not mounted" at the first check
-of each volume and "mounted" from the second, ``sleep`` returning at once, ``systemctl`` saying
+test hook) and a PATH whose ``mountpoint`` / ``findmnt`` / ``mount`` answer "not mounted" at
+the first check of each volume and "mounted" from the second (a script that reads
+``/proc/mounts`` itself is not fooled: it sees the rehearsal machine's mounts), ``sleep`` returning at once, ``systemctl`` saying
 no service runs. Rules:
 
 * ``lifecycle.no-mount-wait``: container storage did not end up on the volume although it was
@@ -77,6 +78,7 @@ def _node(work: Path, from_check: int) -> tuple[Path, dict[str, str]]:
             os.symlink(found, bin_dir / tool)
     stubs = {
         "mountpoint": _MOUNTPOINT,
+        "findmnt": _MOUNTPOINT,
         "mount": _MOUNT,
         "sleep": "#!/bin/bash\nexit 0\n",
         "systemctl": '#!/bin/bash\n[[ "$1" == is-active ]] && exit 3\nexit 0\n',
@@ -112,8 +114,13 @@ def _containerd_on(root: Path) -> str:
 
 
 def _root_set(root: Path) -> bool:
+    """containerd's ``root`` set: in a configuration file, or ``--root`` on its command line
+    (a systemd drop-in)."""
     configs = [*root.rglob("config.toml"), *root.rglob("containerd-config.toml")]
-    return any("root =" in c.read_text(errors="replace") for c in configs)
+    if any("root =" in c.read_text(errors="replace") for c in configs):
+        return True
+    drop_ins = root.glob("etc/systemd/system/containerd.service.d/*.conf")
+    return any("--root" in d.read_text(errors="replace") for d in drop_ins)
 
 
 def _run(script: Path, from_check: int) -> tuple[int, str, Path, tempfile.TemporaryDirectory[str]]:
