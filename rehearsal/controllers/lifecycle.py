@@ -19,10 +19,16 @@ no service runs. Rules:
 * ``lifecycle.silent-fallback``: the script exits 0 with container storage on the root volume;
 * ``lifecycle.containerd-root-not-set``: with the volumes mounted from the start, the script
   links ``/var/lib/containerd`` rather than setting containerd's ``root`` as AWS's does.
+
+The script runs in a private mount namespace (``unshare --mount``) whose root file system is
+remounted read-only but for the fake node, so a script that writes outside ``LIFECYCLE_ROOT``
+fails there instead of changing the rehearsal machine; where no such namespace can be made,
+the script is not played.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -123,23 +129,52 @@ def _root_set(root: Path) -> bool:
     return any("--root" in d.read_text(errors="replace") for d in drop_ins)
 
 
+@functools.cache
+def sandbox() -> tuple[str, str] | None:
+    """``unshare`` and ``mount`` when this machine lets the rehearsal run a script in a mount
+    namespace whose file system is read-only but for the fake node (so a script that writes
+    outside ``LIFECYCLE_ROOT`` cannot touch the rehearsal machine); else ``None``."""
+    unshare, mount = shutil.which("unshare"), shutil.which("mount")
+    if not unshare or not mount:
+        return None
+    probe = subprocess.run(
+        [unshare, "--mount", "--propagation", "private", mount, "-o", "remount,bind,ro", "/"],
+        capture_output=True,
+        check=False,
+    )
+    return (unshare, mount) if probe.returncode == 0 else None
+
+
 def _run(script: Path, from_check: int) -> tuple[int, str, Path, tempfile.TemporaryDirectory[str]]:
     holder = tempfile.TemporaryDirectory(prefix="rehearsal-lifecycle-")
     root, env = _node(Path(holder.name), from_check)
+    tools = sandbox()
+    assert tools is not None, "check sandbox() first"
+    unshare, mount = tools
+    bash = shutil.which("bash") or "/bin/bash"
+    inner = f'{mount} --bind "$0" "$0" && {mount} -o remount,bind,ro / && exec {bash} "$1"'
+    command = [
+        unshare,
+        "--mount",
+        "--propagation",
+        "private",
+        bash,
+        "-c",
+        inner,
+        holder.name,
+        str(script),
+    ]
     result = subprocess.run(
-        [shutil.which("bash") or "bash", str(script)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
+        command, env=env, capture_output=True, text=True, check=False, timeout=120
     )
     return result.returncode, result.stdout + result.stderr, root, holder
 
 
 def check(script: Path, resource: str) -> list[Finding]:
-    """Play ``script`` late-mounted and mounted; the findings."""
-    found = []
+    """Play ``script`` late-mounted and mounted; the findings (none, unplayed, without a sandbox)."""
+    found: list[Finding] = []
+    if sandbox() is None:
+        return found
     code, output, root, holder = _run(script, from_check=2)
     with holder:
         where = _containerd_on(root)

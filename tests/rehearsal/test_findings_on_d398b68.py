@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from rehearsal.assembly import Assembly
+from rehearsal.controllers import lifecycle
 from rehearsal.findings import Finding
 from rehearsal.play import play
 from rehearsal.variants import reference_weight_bytes
@@ -24,10 +25,15 @@ SERVING = {
     "csi.provider-not-on-node",  # the AWS provider's tolerations: [] on the GPU taint
     "lws.headless-service-shadowed",  # the LoadBalancer Service has the LWS's name
     "dns.leader-address-unresolvable",  # so LWS_LEADER_ADDRESS has no record
-    "lifecycle.no-mount-wait",  # on_create.sh checks the volumes once
-    "lifecycle.silent-fallback",  # and exits 0 on the root volume
-    "lifecycle.containerd-root-not-set",  # a symlink, not containerd's root
-}
+} | (
+    {
+        "lifecycle.no-mount-wait",  # on_create.sh checks the volumes once
+        "lifecycle.silent-fallback",  # and exits 0 on the root volume
+        "lifecycle.containerd-root-not-set",  # a symlink, not containerd's root
+    }
+    if lifecycle.sandbox() is not None  # played only in a mount namespace
+    else set()
+)
 TODAY = {
     "reference": SERVING,
     # The gpu-instance-type key is not read yet: p5en synthesizes as the reference.

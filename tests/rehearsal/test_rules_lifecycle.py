@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
+import pytest
+
 from rehearsal.controllers import lifecycle
+
+pytestmark = pytest.mark.skipif(
+    lifecycle.sandbox() is None,
+    reason="no mount namespace here: the rehearsal does not play lifecycle scripts",
+)
 
 CHECKS_ONCE = r"""#!/bin/bash
 set -euo pipefail
@@ -42,3 +50,9 @@ def test_a_script_that_checks_once_stays_on_the_root_volume_silently_and_links_c
 
 def test_a_script_that_waits_and_sets_containerds_root_passes(tmp_path):
     assert lifecycle.check(_script(tmp_path, WAITS_AND_SETS_ROOT), "Cluster") == []
+
+
+def test_a_script_that_writes_outside_its_fake_root_cannot_touch_this_machine(tmp_path):
+    escape = Path("/tmp") / f"rehearsal-escape-{uuid.uuid4().hex}"
+    lifecycle.check(_script(tmp_path, f"#!/bin/bash\necho escaped > {escape}\n"), "Cluster")
+    assert not escape.exists()
