@@ -1,0 +1,120 @@
+"""KEDA's ScaledObject and its scale target.
+
+* ``spec.scaleTargetRef`` names ``apiVersion`` (default ``apps/v1``), ``kind`` (default
+  ``Deployment``) and ``name`` of an object in the ScaledObject's namespace; for a custom
+  resource KEDA scales through its ``/scale`` subresource, which the CRD must declare
+  (https://keda.sh/docs/2.17/reference/scaledobject-spec/#scaletargetref, "the target resource
+  must ... have a /scale subresource"). KEDA drives an HPA on that target.
+* A manifest that sets ``spec.replicas`` on an autoscaled target resets the count to it on every
+  apply: "any time a change to that object is applied, for example via kubectl apply -f ..., this
+  will instruct Kubernetes to scale the current number of Pods to the value of the spec.replicas
+  key" (https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#migrating-deployments-and-statefulsets-to-horizontal-autoscaling);
+  the kubectl handler re-applies the manifest on every stack update (aws-cdk-lib
+  kubectl-handler ``apply/__init__.py``: Update runs ``kubectl apply``).
+* Certificates: "The KEDA operator is responsible for generating certificates for all the
+  services" with ``--enable-cert-rotation=true``, into the Secret ``--cert-secret-name``
+  (``kedaorg-certs``) that the metrics server and webhooks mount
+  (https://keda.sh/docs/2.17/operate/security/#use-your-own-tls-certificates).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from rehearsal.controllers import certmanager
+from rehearsal.findings import Finding
+from rehearsal.world import World
+
+SOURCE = "https://keda.sh/docs/2.17/reference/scaledobject-spec/#scaletargetref"
+PINNED_SOURCE = "https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#migrating-deployments-and-statefulsets-to-horizontal-autoscaling"
+_SCALABLE_BUILTINS = ("Deployment", "StatefulSet", "ReplicaSet")
+
+
+def _has_scale(world: World, kind: str) -> bool:
+    if kind in _SCALABLE_BUILTINS:
+        return True
+    for _, crd in world.of_kind("CustomResourceDefinition"):
+        spec = crd.get("spec") or {}
+        if (spec.get("names") or {}).get("kind") != kind:
+            continue
+        return any(((v.get("subresources") or {}).get("scale")) for v in spec.get("versions") or [])
+    return False
+
+
+def check(world: World) -> list[Finding]:
+    """Each ScaledObject: a target that exists and scales; not pinned by its own manifest."""
+    found = []
+    for (_, namespace, name), scaled in world.of_kind("ScaledObject"):
+        ref: dict[str, Any] = (scaled.get("spec") or {}).get("scaleTargetRef") or {}
+        kind = ref.get("kind", "Deployment")
+        resource = f"ScaledObject {namespace}/{name}"
+        target = world.get(kind, namespace, str(ref.get("name")))
+        if target is None:
+            found.append(
+                Finding(
+                    "keda.scale-target-missing",
+                    resource,
+                    f"no {kind} {namespace}/{ref.get('name')}",
+                    SOURCE,
+                    "degrades",
+                )
+            )
+            continue
+        if not _has_scale(world, kind):
+            found.append(
+                Finding(
+                    "keda.no-scale-subresource",
+                    resource,
+                    f"{kind} has no /scale subresource",
+                    SOURCE,
+                    "degrades",
+                )
+            )
+            continue
+        declared = world.declared_by.get((kind, namespace, str(ref.get("name"))), [])
+        manifest_owned = [
+            d for d in declared if not d.startswith(("controller:", "helm:", "addon:"))
+        ]
+        if "replicas" in (target.get("spec") or {}) and manifest_owned:
+            found.append(
+                Finding(
+                    "keda.replicas-pinned",
+                    resource,
+                    f"{kind} {namespace}/{ref.get('name')} sets spec.replicas "
+                    f"{target['spec']['replicas']} in {manifest_owned[0]}: every stack update "
+                    "re-applies it and undoes KEDA's scaling",
+                    PINNED_SOURCE,
+                    "degrades",
+                )
+            )
+    return found
+
+
+def reconcile(world: World) -> bool:
+    """The operator's certificate Secret; scaling itself goes through the HPA KEDA creates, which
+    the rehearsal does not play (it checks the target: ``check``)."""
+    changed = False
+    for key, _ in world.of_kind("Deployment"):
+        for pod in world.pods_of(key):
+            if not pod.running:
+                continue
+            for container in pod.spec.get("containers") or []:
+                args = [str(a) for a in container.get("args") or []]
+                if "--enable-cert-rotation=true" not in args:
+                    continue
+                name = next(
+                    (a.split("=", 1)[1] for a in args if a.startswith("--cert-secret-name=")),
+                    "kedaorg-certs",
+                )
+                if world.get("Secret", key[1], name) is None:
+                    data = certmanager.issue({"commonName": "KEDA", "isCA": True}, None)
+                    secret = {
+                        "apiVersion": "v1",
+                        "kind": "Secret",
+                        "metadata": {"name": name, "namespace": key[1]},
+                        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+                    }
+                    world.put(secret, "controller:keda", key[1])
+                    changed = True
+    return changed
