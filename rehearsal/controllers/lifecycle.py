@@ -39,7 +39,7 @@ from rehearsal.findings import Finding
 
 SOURCE = "aws-samples/awsome-distributed-training 1.architectures/7.sagemaker-hyperpod-eks/LifecycleScripts/base-config/on_create_main.sh"
 VOLUMES = ("/opt/dlami/nvme", "/opt/sagemaker")
-_TOOLS = "bash cat cp date df dirname hostname ln mkdir rm tail tee tr ls grep sed mv rmdir touch seq awk".split()
+_TOOLS = "bash cat cp date df dirname hostname ln mkdir rm tail tee tr ls grep sed mv rmdir touch seq awk sync".split()
 
 _MOUNTPOINT = """#!/bin/bash
 # mountpoint -q PATH: a volume counts as mounted from its second check on
@@ -97,25 +97,41 @@ def _node(work: Path, from_check: int) -> tuple[Path, dict[str, str]]:
     return root, {"PATH": str(bin_dir), "LIFECYCLE_ROOT": str(root), "HOME": str(work)}
 
 
+def _containerd_configs(root: Path) -> list[Path]:
+    """The configuration files containerd may start with on the fake node: a systemd drop-in's
+    ``--config`` (Amazon Linux 2023), the EKS bootstrap's template (Amazon Linux 2:
+    awslabs/amazon-eks-ami ``templates/al2/runtime/containerd-config.toml``, installed as
+    ``/etc/eks/containerd/containerd-config.toml``), containerd's default
+    ``/etc/containerd/config.toml`` (containerd docs/man/containerd-config.toml.5.md), and a
+    copy on a volume."""
+    configs: list[Path] = []
+    for drop_in in sorted(root.glob("etc/systemd/system/containerd.service.d/*.conf")):
+        words = drop_in.read_text(errors="replace").split()
+        configs += [
+            root / words[i + 1].lstrip("/") for i, w in enumerate(words[:-1]) if w == "--config"
+        ]
+    configs += [
+        root / "etc/eks/containerd/containerd-config.toml",
+        root / "etc/containerd/config.toml",
+        *sorted(root.glob("opt/*/containerd/config.toml")),
+        *sorted(root.glob("opt/dlami/nvme/containerd/config.toml")),
+    ]
+    return [config for config in configs if config.is_file()]
+
+
 def _containerd_on(root: Path) -> str:
-    """Which volume containerd's storage ended on (``/`` for the root volume)."""
+    """Which volume containerd's storage ended on (``/`` for the root volume): where
+    ``/var/lib/containerd`` leads, else the first configuration that sets ``root``."""
     link = root / "var/lib/containerd"
     target = str(link.resolve()) if link.exists() else str(link)
     for volume in VOLUMES:
         if target.startswith(str(root) + volume):
             return volume
-    for config in [
-        *root.glob("opt/*/containerd/config.toml"),
-        *root.glob("opt/dlami/nvme/containerd/config.toml"),
-        root / "etc/containerd/config.toml",
-    ]:
-        if config.exists():
-            for volume in VOLUMES:
-                if (
-                    f'root = "{volume}' in config.read_text()
-                    or f'root = "{root}{volume}' in config.read_text()
-                ):
-                    return volume
+    for config in _containerd_configs(root):
+        text = config.read_text(errors="replace")
+        for volume in VOLUMES:
+            if f'root = "{volume}' in text or f'root = "{root}{volume}' in text:
+                return volume
     return "/"
 
 

@@ -651,6 +651,21 @@ def test_on_create_sets_containerd_root_in_its_configuration_on_al2023(tmp_path)
     assert "containerd root = /opt/sagemaker/containerd" in result.stdout
 
 
+def test_on_create_writes_a_whole_configuration_before_nodeadm_wrote_one(tmp_path):
+    """AWS's script always writes containerd's whole configuration on Amazon Linux 2023; ours
+    derives from /etc/containerd/config.toml and, where the node has none yet, writes one
+    (the node must not fail for a file nodeadm writes later)."""
+    root, env = _fake_node(tmp_path)
+    (root / "etc" / "containerd" / "config.toml").unlink()
+    result = _run_on_create(env)
+    config = (root / "opt" / "sagemaker" / "containerd-config.toml").read_text()
+    assert 'root = "/opt/sagemaker/containerd"' in config
+    assert 'default_runtime_name = "nvidia"' in config
+    assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in config
+    assert _marker(root)["containerd_root"] == "/opt/sagemaker/containerd"
+    assert "a whole configuration" in result.stdout
+
+
 def test_on_create_sets_the_root_in_the_eks_template_on_al2(tmp_path):
     root, env = _fake_node(
         tmp_path, os_version="2", mounted=("/opt/dlami/nvme",), nvme_devices=True

@@ -145,9 +145,41 @@ case "$OS_VERSION" in
     ;;
   2023)
     SOURCE="$ROOT/etc/containerd/config.toml"
-    [[ -f "$SOURCE" ]] || fail "Amazon Linux 2023 without /etc/containerd/config.toml: cannot set containerd's root"
     CONFIG="$VOLUME/containerd-config.toml"
-    with_root "$SOURCE" "$CONTAINERD_ROOT" > "$ROOT$CONFIG"
+    if [[ -f "$SOURCE" ]]; then
+      with_root "$SOURCE" "$CONTAINERD_ROOT" > "$ROOT$CONFIG"
+    else
+      # Before nodeadm has written /etc/containerd/config.toml, a whole configuration: the
+      # settings AWS's HyperPod EKS lifecycle script gives containerd on Amazon Linux 2023
+      # (aws-samples/awsome-distributed-training 1.architectures/7.sagemaker-hyperpod-eks/
+      # LifecycleScripts/base-config/on_create_main.sh: CRI with CDI, the NVIDIA runtime as the
+      # default, the node's pause image, registry hosts and CNI directories), with our root.
+      {
+        echo 'version = 2'
+        echo "root = \"$CONTAINERD_ROOT\""
+        echo 'state = "/run/containerd"'
+        echo '[grpc]'
+        echo 'address = "/run/containerd/containerd.sock"'
+        echo '[plugins."io.containerd.grpc.v1.cri"]'
+        echo 'sandbox_image = "localhost/kubernetes/pause"'
+        echo 'enable_cdi = true'
+        echo '[plugins."io.containerd.grpc.v1.cri".containerd]'
+        echo 'default_runtime_name = "nvidia"'
+        echo 'discard_unpacked_layers = true'
+        echo '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]'
+        echo 'runtime_type = "io.containerd.runc.v2"'
+        echo 'base_runtime_spec = "/etc/containerd/base-runtime-spec.json"'
+        echo '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]'
+        echo 'BinaryName = "/usr/bin/nvidia-container-runtime"'
+        echo 'SystemdCgroup = true'
+        echo '[plugins."io.containerd.grpc.v1.cri".registry]'
+        echo 'config_path = "/etc/containerd/certs.d:/etc/docker/certs.d"'
+        echo '[plugins."io.containerd.grpc.v1.cri".cni]'
+        echo 'bin_dir = "/opt/cni/bin"'
+        echo 'conf_dir = "/etc/cni/net.d"'
+      } > "$ROOT$CONFIG"
+      log "  /etc/containerd/config.toml not written yet: a whole configuration at $CONFIG"
+    fi
     DROP_IN="$ROOT/etc/systemd/system/containerd.service.d"
     mkdir -p "$DROP_IN"
     CONTAINERD_BIN="$(command -v containerd || echo /usr/bin/containerd)"
