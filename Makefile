@@ -19,7 +19,7 @@ pip_install = $(VENV)/bin/uv pip install --quiet --python $(1) $(2) || { \
 	$(VENV)/bin/python -m pip --python $(1) install --quiet --disable-pip-version-check $(2); }
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install synth test typecheck check-wheel bench clean vllm-venv rehearse-live
+.PHONY: install synth test typecheck check-wheel bench clean vllm-venv rehearse rehearse-live rehearse-before-fixes
 
 install: $(STAMP)
 
@@ -86,5 +86,30 @@ $(VLLM_STAMP): requirements-vllm.txt rehearsal/live/vllm_dist_info.py
 rehearse-live: $(STAMP) $(VLLM_STAMP)
 	python -m pytest -q -p no:randomly -m live tests/rehearsal/live
 
+# The deploy rehearsal (rehearsal/README.md): the reference app's five HyperPod variants
+# synthesized under the app's packs and played, then their serving pods run as real vLLM
+# (needs root: network and mount namespaces). Then the live run's own tests, and the findings of
+# issue 26 on the commit before their fixes.
+rehearse: $(STAMP) $(VLLM_STAMP)
+	python -m rehearsal
+	$(MAKE) --no-print-directory rehearse-live rehearse-before-fixes
+
+# The rehearsal of today, on d398b68 (before issue 26's fixes): it must find each finding there.
+# A worktree of that commit beside the published charts (../shared, linked) with today's
+# rehearsal and this file copied in; the libraries are .venv's (the old commit's app imports its
+# own cdk_llm_serving: the app's directory comes first on sys.path).
+BEFORE_FIXES := d398b68
+BEFORE_DIR := build/before-fixes
+rehearse-before-fixes: $(STAMP)
+	rm -rf $(BEFORE_DIR) && git worktree prune && mkdir -p $(BEFORE_DIR)
+	git worktree add --quiet --detach $(BEFORE_DIR)/tree $(BEFORE_FIXES)
+	$(if $(wildcard ../shared),ln -s $(abspath ../shared) $(BEFORE_DIR)/shared)
+	ln -s $(CURDIR)/node_modules $(BEFORE_DIR)/tree/node_modules
+	cp -r rehearsal $(BEFORE_DIR)/tree/
+	mkdir -p $(BEFORE_DIR)/tree/tests/rehearsal
+	cp tests/rehearsal/__init__.py tests/rehearsal/conftest.py tests/rehearsal/before_fixes/findings_on_d398b68.py $(BEFORE_DIR)/tree/tests/rehearsal/
+	cd $(BEFORE_DIR)/tree && python -m pytest -q -p no:randomly -p no:cacheprovider tests/rehearsal/findings_on_d398b68.py; \
+	  status=$$?; cd $(CURDIR) && git worktree remove --force $(BEFORE_DIR)/tree; exit $$status
+
 clean:
-	rm -rf $(VENV) node_modules cdk.out
+	rm -rf $(VENV) node_modules cdk.out build

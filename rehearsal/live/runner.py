@@ -151,9 +151,40 @@ def prepare(
     return prepared, findings
 
 
+def _digest(data: bytes) -> str:
+    """A file's content for the cache key. Certificates and private keys count by what they
+    say (subject, issuer, names, CA or not; a key's type and size), not by their bytes: the
+    rehearsal's cert-manager issues fresh keys, serials and validity each run, and those do
+    not change how the pods serve; anything else counts byte for byte."""
+    if b"-----BEGIN" not in data:
+        return hashlib.sha256(data).hexdigest()
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    described: list[str] = []
+    try:
+        for cert in x509.load_pem_x509_certificates(data):
+            try:
+                names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+                alt = sorted(str(n.value) for n in names.value)
+            except x509.ExtensionNotFound:
+                alt = []
+            ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+            described.append(
+                f"cert {cert.subject.rfc4514_string()} by {cert.issuer.rfc4514_string()} {alt} ca={ca}"
+            )
+    except ValueError:
+        try:
+            key = load_pem_private_key(data, password=None)
+            described.append(f"key {type(key).__name__} {getattr(key, 'key_size', '')}")
+        except (ValueError, TypeError):
+            return hashlib.sha256(data).hexdigest()
+    return hashlib.sha256("\n".join(described).encode()).hexdigest()
+
+
 def _digest_files(files: dict[str, dict[str, bytes]]) -> dict[str, dict[str, str]]:
     return {
-        path: {name: hashlib.sha256(data).hexdigest() for name, data in sorted(content.items())}
+        path: {name: _digest(data) for name, data in sorted(content.items())}
         for path, content in sorted(files.items())
     }
 
@@ -179,7 +210,7 @@ def content_key(deployment: LiveDeployment, prepared: list[_Prepared]) -> str:
         for p in prepared
     ]
     service = asdict(deployment.service)
-    service["ca_pem"] = hashlib.sha256(deployment.service.ca_pem).hexdigest()
+    service["ca_pem"] = _digest(deployment.service.ca_pem)
     content = {
         "pods": pods,
         "dns": sorted(deployment.dns.items()),

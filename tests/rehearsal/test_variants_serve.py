@@ -1,8 +1,8 @@
 """Each documented variant of the reference HyperPod stack serves, by the rehearsal (no live run).
 
-On today's code none does: each test is an expected failure, strict, so it turns into an
-error the moment a variant serves (fixed on branches fix-serving / fix-cluster): then drop the
-mark. ``test_findings_on_d398b68.py`` pins what the rehearsal finds today.
+On d398b68 (before issue 26's fixes) none did: ``test_findings_on_d398b68.py``, run against
+that commit by ``make rehearse-before-fixes``, pins what the rehearsal found there, finding by
+finding.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from rehearsal.assembly import Assembly
 from rehearsal.play import play
 from rehearsal.variants import reference_weight_bytes
 from tests.rehearsal.conftest import synthesized
-
-FIXED = pytest.mark.xfail(strict=True, reason="fixed on branch fix-serving/fix-cluster")
 
 WEIGHTS = reference_weight_bytes()
 
@@ -27,26 +25,21 @@ def _serves(name: str) -> None:
     assert result.deployment is not None and result.deployment.pods
 
 
-@FIXED
 def test_reference_serves():
     _serves("reference")
 
 
-@FIXED
 def test_p5en_serves():
     _serves("p5en")
 
 
-@FIXED
 def test_keda_serves():
     _serves("keda")
 
 
-@FIXED
 def test_inference_operator_serves():
     _serves("inference-operator")
 
 
-@FIXED
 def test_gpu_az_serves():
     _serves("gpu-az")

@@ -17,7 +17,7 @@ import pytest
 COSTLIEST_FIRST = (
     # 60-90 s with a cold cache: synthesizes the five variants (rehearsal.variants caches them
     # by source hash, so the other rehearsal files then read them)
-    "tests/rehearsal/test_findings_on_d398b68.py",
+    "tests/rehearsal/test_variants_serve.py",
     "tests/test_documentation.py",  # 29 s: every README block in a process of its own
     "tests/integ/test_integ_snapshots.py",  # 19 s: both integration apps, integ-runner
     "tests/reference/test_builtin_validation.py",  # 10 s: the reference app, validation on

@@ -1,8 +1,10 @@
 """What the rehearsal finds on the code of d398b68 (issue 26's findings), variant by variant.
 
-Run against that commit (``git worktree add /tmp/old d398b68`` and this file) these pass; once
-the fixes land they fail, finding by finding, which is the point: each finding has a test that
-fails before its fix (``test_variants_serve.py``) and this one, that fails after.
+``make rehearse-before-fixes`` runs this file against that commit (a worktree of d398b68 with
+today's rehearsal copied in; ``.ci/run`` runs it): each finding of the issue is found there, so
+``test_variants_serve.py``, which asserts that every variant serves, fails on the commit before
+the fixes, finding by finding. Not collected by ``make test`` (its name does not start with
+``test_``): on today's code these findings are fixed.
 """
 
 from __future__ import annotations
