@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
         "--keep-going", action="store_true", help="play past blocking findings and list them all"
     )
     parser.add_argument(
-        "--assumptions", action="store_true", help="list the rules' ASSUMED: lines and exit"
+        "--assumptions", action="store_true", help="list the rules no source settles, and exit"
     )
     parser.add_argument(
         "--charts",

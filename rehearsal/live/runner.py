@@ -48,7 +48,7 @@ DEFAULT_VENV = ROOT / ".venv" / "vllm"
 #: The addresses of the rehearsal's own hosts beside the pods: RFC 2544's benchmarking range,
 #: reachable only inside the namespaces the run makes.
 LB_IP, CLIENT_IP, NODE_IP = "198.18.0.1", "198.18.0.2", "198.18.0.3"
-#: A pod's PATH after the vLLM virtualenv's bin (ASSUMED: the image's is the Debian default).
+#: A pod's PATH after the vLLM virtualenv's bin (ASSUMED: the image's PATH is the Debian default).
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LOG_LINES = 25
 PROBE_SOURCE = "https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/"
@@ -113,7 +113,7 @@ def _code_key() -> str:
 def _pod_env(pod: PodRun, applied: tuple[Applied, ...], venv: Path) -> dict[str, str]:
     env = expand_env(pod.container.env)
     defaults = {
-        "HOSTNAME": pod.hostname,  # the container runtime sets it (ASSUMED: as Docker/containerd do)
+        "HOSTNAME": pod.hostname,  # ASSUMED: the container runtime sets HOSTNAME to the pod's hostname, as Docker/containerd do
         "HOME": "/root",  # ASSUMED: the image runs as root with root's home
         "VLLM_TARGET_DEVICE": "cpu",
         "HF_HUB_OFFLINE": "1",
@@ -723,7 +723,7 @@ def _requests(
         ]
     port = "" if service.port == 443 else f":{service.port}"
     # A client in the VPC uses the load balancer's name, the most qualified one the certificate
-    # carries (ASSUMED: the longest; every name is checked by the TLS handshakes all the same).
+    # carries (ASSUMED: clients use the longest name; every name is checked by the TLS handshakes all the same).
     base = f"https://{max(names, key=len)}{port}"
     spec = {
         "base_url": base,
