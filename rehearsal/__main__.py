@@ -7,7 +7,6 @@ setup error (one ``error:`` line).
 from __future__ import annotations
 
 import argparse
-import importlib
 import shutil
 import sys
 import tempfile
@@ -15,6 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rehearsal import live
 from rehearsal.assembly import Assembly
 from rehearsal.assumptions import assumptions
 from rehearsal.findings import Finding
@@ -68,17 +68,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _live_run() -> object | None:
-    """``rehearsal.live.run``, or ``None`` when that package is not there."""
-    try:
-        module = importlib.import_module("rehearsal.live")
-    except ModuleNotFoundError as error:
-        if error.name and error.name.startswith("rehearsal.live"):
-            return None
-        raise
-    return getattr(module, "run", None)
-
-
 def _report(
     name: str, result: Rehearsal | None, findings: list[Finding], seconds: float, out: list[str]
 ) -> None:
@@ -126,15 +115,21 @@ def run_variant(
     findings = list(result.findings)
     note = ""
     if result.deployment is not None and not result.blocking:
-        live = None if args.no_live else _live_run()
         if args.no_live:
             note = "   live run: skipped (--no-live)"
-        elif live is None:
-            note = "   live run: skipped (rehearsal.live is not there yet)"
         else:
-            live_dir = workdir / f"live-{name}"
-            live_dir.mkdir(parents=True, exist_ok=True)
-            findings += list(live(result.deployment, live_dir))  # type: ignore[operator]
+            # One directory for every variant: a variant whose pods, DNS and Service come out
+            # the same after substitution takes an earlier variant's answer (``rehearsal.live``).
+            try:
+                report = live.run_report(result.deployment, workdir / "live")
+            except live.LiveUnavailable as error:
+                raise SetupError(str(error)) from error
+            findings += report.findings
+            if report.cached:
+                note = "   live run: the same pods, DNS and Service as an earlier run: its answer"
+            else:
+                timings = ", ".join(f"{k} {v:.0f} s" for k, v in report.timings.items())
+                note = f"   live run: {len(report.passed)} checks passed ({timings})"
     _report(name, result, findings, time.monotonic() - started, out)
     if note:
         out.append(note)
