@@ -30,6 +30,7 @@ installation after, however many ``HyperPodInferenceEndpoint`` s use it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aws_cdk import Annotations, Aws, CfnJson, Names, RemovalPolicy
@@ -55,6 +56,18 @@ _CHILD_ID = "InferenceOperator"
 #: the inline policy's id before 0.2.0: CloudFormation refuses to change a resource's type
 #: under one logical ID, so the managed policy takes a new one (the inline one is deleted).
 _CLOUDWATCH_SCALING_ID = "CloudWatchScalingPolicy"
+
+
+#: The Mountpoint for S3 CSI driver's node DaemonSet tolerates every taint: the operator's worker
+#: pods mount their S3 weights on GPU nodes tainted ``nvidia.com/gpu:NoSchedule`` (and, during
+#: deep health checks, ``sagemaker.amazonaws.com/node-health-status``). Before driver v2 its chart
+#: defaults to ``node.tolerateAllTaints: false`` and tolerates only ``CriticalAddonsOnly`` and
+#: ``NoExecute`` taints (awslabs/mountpoint-s3-csi-driver ``charts/aws-mountpoint-s3-csi-driver/
+#: values.yaml`` and ``templates/node.yaml``), so the mount fails ("driver name s3.csi.aws.com
+#: not found in the list of registered CSI drivers", its issue 107). The add-on takes the key in
+#: its configuration from v1.8.0 (awsdocs/amazon-eks-user-guide PR 789; EKS user guide
+#: "Mountpoint for Amazon S3 CSI Driver" add-on page).
+S3_CSI_CONFIGURATION: dict[str, Any] = {"node": {"tolerateAllTaints": True}}
 
 
 class HyperPodInferenceOperator(Construct):
@@ -370,6 +383,7 @@ class HyperPodInferenceOperator(Construct):
             addon_version=versions[s3_csi],
             service_account_role_arn=self.s3_csi_role.role_arn,
             resolve_conflicts="OVERWRITE",
+            configuration_values=json.dumps(S3_CSI_CONFIGURATION, separators=(",", ":")),
         )
         for dependency in deps.values():
             dependency.node.add_dependency(self.cluster.nodes_ready)

@@ -538,6 +538,7 @@ def test_serving_waits_for_the_association(hyperpod_template):
 _AL2023_CONFIG = """version = 2
 root = "/var/lib/containerd"
 state = "/run/containerd"
+# from-nodeadm
 
 [grpc]
 address = "/run/containerd/containerd.sock"
@@ -631,7 +632,10 @@ def test_on_create_sets_containerd_root_in_its_configuration_on_al2023(tmp_path)
     config = (root / "opt" / "sagemaker" / "containerd-config.toml").read_text()
     assert 'root = "/opt/sagemaker/containerd"' in config
     assert 'root = "/var/lib/containerd"' not in config
-    assert 'address = "/run/containerd/containerd.sock"' in config  # the rest kept
+    assert 'address = "/run/containerd/containerd.sock"' in config
+    # Written whole with AWS's settings (the NVIDIA runtime the GPU pods need), not a copy.
+    assert 'default_runtime_name = "nvidia"' in config
+    assert "from-nodeadm" not in config
     drop_in = root / "etc/systemd/system/containerd.service.d/50-cdk-llm-serving-root.conf"
     lines = drop_in.read_text().splitlines()
     assert lines == [
@@ -652,9 +656,8 @@ def test_on_create_sets_containerd_root_in_its_configuration_on_al2023(tmp_path)
 
 
 def test_on_create_writes_a_whole_configuration_before_nodeadm_wrote_one(tmp_path):
-    """AWS's script always writes containerd's whole configuration on Amazon Linux 2023; ours
-    derives from /etc/containerd/config.toml and, where the node has none yet, writes one
-    (the node must not fail for a file nodeadm writes later)."""
+    """AWS's script always writes containerd's whole configuration on Amazon Linux 2023, and so
+    does ours: the node does not fail for a file nodeadm writes later."""
     root, env = _fake_node(tmp_path)
     (root / "etc" / "containerd" / "config.toml").unlink()
     result = _run_on_create(env)
@@ -663,7 +666,7 @@ def test_on_create_writes_a_whole_configuration_before_nodeadm_wrote_one(tmp_pat
     assert 'default_runtime_name = "nvidia"' in config
     assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in config
     assert _marker(root)["containerd_root"] == "/opt/sagemaker/containerd"
-    assert "a whole configuration" in result.stdout
+    assert "containerd root = /opt/sagemaker/containerd" in result.stdout
 
 
 def test_on_create_sets_the_root_in_the_eks_template_on_al2(tmp_path):

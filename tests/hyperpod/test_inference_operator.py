@@ -154,6 +154,25 @@ def test_s3_csi_role_reads_only_the_endpoints_weights(inference_operator_templat
     assert s3_csi["Properties"]["ServiceAccountRoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
 
 
+def test_the_s3_csi_driver_runs_on_the_tainted_gpu_nodes_the_workers_mount_on(
+    inference_operator_template,
+):
+    """The operator's workers mount their S3 weights on GPU nodes tainted nvidia.com/gpu; the
+    driver's node DaemonSet must run there (its chart tolerates no such taint by default)."""
+    template = inference_operator_template
+    s3_csi = _addons(template)["aws-mountpoint-s3-csi-driver"]
+    configuration = json.loads(s3_csi["Properties"]["ConfigurationValues"])
+    assert configuration == {"node": {"tolerateAllTaints": True}}
+    taints = {
+        taint["Key"]
+        for group in resources_of_type(template, "AWS::SageMaker::Cluster").popitem()[1][
+            "Properties"
+        ]["InstanceGroups"]
+        for taint in (group.get("KubernetesConfig") or {}).get("Taints", [])
+    }
+    assert "nvidia.com/gpu" in taints  # what the driver must tolerate
+
+
 def test_keda_operator_may_read_cloudwatch_for_the_endpoints_trigger(inference_operator_template):
     template = inference_operator_template
     (keda_role,) = [

@@ -7,8 +7,6 @@ finding.
 
 from __future__ import annotations
 
-import pytest
-
 from rehearsal.assembly import Assembly
 from rehearsal.play import play
 from rehearsal.variants import reference_weight_bytes

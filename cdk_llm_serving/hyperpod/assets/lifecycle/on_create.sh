@@ -29,9 +29,8 @@
 # (key=value lines: outcome, volume, containerd_root, kubelet_dir).
 #
 # It neither stops nor starts containerd or kubelet: HyperPod brings them up after the
-# lifecycle scripts, as AWS's own script assumes (it only reports their status). ASSUMED
-# (AWS's script assumes it too): on Amazon Linux 2023, /etc/containerd/config.toml at this
-# point is the configuration containerd runs with; ours is that file with root changed.
+# lifecycle scripts, as AWS's own script assumes (it only reports their status). On Amazon
+# Linux 2023 the configuration is written whole, with AWS's settings (see step 2), not copied.
 #
 # LIFECYCLE_ROOT prefixes every file path (empty on a node; the tests point it at a fake root);
 # paths written into configuration files are the node's, without it.
@@ -144,42 +143,38 @@ case "$OS_VERSION" in
     log "  containerd root = $CONTAINERD_ROOT in /etc/eks/containerd/containerd-config.toml"
     ;;
   2023)
-    SOURCE="$ROOT/etc/containerd/config.toml"
+    # A whole configuration, as AWS's HyperPod EKS lifecycle script writes on Amazon Linux 2023
+    # (aws-samples/awsome-distributed-training 1.architectures/7.sagemaker-hyperpod-eks/
+    # LifecycleScripts/base-config/on_create_main.sh), not a copy of /etc/containerd/config.toml:
+    # at this point that file may not be the one containerd serves GPU pods with (awslabs/
+    # awsome-distributed-ai PR 825, "Pods were not running on AL23 ami"). The settings are the
+    # ones AWS's script gives: CRI with CDI, the NVIDIA runtime as the default, the node's pause
+    # image, registry hosts and CNI directories; the root is ours.
     CONFIG="$VOLUME/containerd-config.toml"
-    if [[ -f "$SOURCE" ]]; then
-      with_root "$SOURCE" "$CONTAINERD_ROOT" > "$ROOT$CONFIG"
-    else
-      # Before nodeadm has written /etc/containerd/config.toml, a whole configuration: the
-      # settings AWS's HyperPod EKS lifecycle script gives containerd on Amazon Linux 2023
-      # (aws-samples/awsome-distributed-training 1.architectures/7.sagemaker-hyperpod-eks/
-      # LifecycleScripts/base-config/on_create_main.sh: CRI with CDI, the NVIDIA runtime as the
-      # default, the node's pause image, registry hosts and CNI directories), with our root.
-      {
-        echo 'version = 2'
-        echo "root = \"$CONTAINERD_ROOT\""
-        echo 'state = "/run/containerd"'
-        echo '[grpc]'
-        echo 'address = "/run/containerd/containerd.sock"'
-        echo '[plugins."io.containerd.grpc.v1.cri"]'
-        echo 'sandbox_image = "localhost/kubernetes/pause"'
-        echo 'enable_cdi = true'
-        echo '[plugins."io.containerd.grpc.v1.cri".containerd]'
-        echo 'default_runtime_name = "nvidia"'
-        echo 'discard_unpacked_layers = true'
-        echo '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]'
-        echo 'runtime_type = "io.containerd.runc.v2"'
-        echo 'base_runtime_spec = "/etc/containerd/base-runtime-spec.json"'
-        echo '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]'
-        echo 'BinaryName = "/usr/bin/nvidia-container-runtime"'
-        echo 'SystemdCgroup = true'
-        echo '[plugins."io.containerd.grpc.v1.cri".registry]'
-        echo 'config_path = "/etc/containerd/certs.d:/etc/docker/certs.d"'
-        echo '[plugins."io.containerd.grpc.v1.cri".cni]'
-        echo 'bin_dir = "/opt/cni/bin"'
-        echo 'conf_dir = "/etc/cni/net.d"'
-      } > "$ROOT$CONFIG"
-      log "  /etc/containerd/config.toml not written yet: a whole configuration at $CONFIG"
-    fi
+    {
+      echo 'version = 2'
+      echo "root = \"$CONTAINERD_ROOT\""
+      echo 'state = "/run/containerd"'
+      echo '[grpc]'
+      echo 'address = "/run/containerd/containerd.sock"'
+      echo '[plugins."io.containerd.grpc.v1.cri"]'
+      echo 'sandbox_image = "localhost/kubernetes/pause"'
+      echo 'enable_cdi = true'
+      echo '[plugins."io.containerd.grpc.v1.cri".containerd]'
+      echo 'default_runtime_name = "nvidia"'
+      echo 'discard_unpacked_layers = true'
+      echo '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]'
+      echo 'runtime_type = "io.containerd.runc.v2"'
+      echo 'base_runtime_spec = "/etc/containerd/base-runtime-spec.json"'
+      echo '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]'
+      echo 'BinaryName = "/usr/bin/nvidia-container-runtime"'
+      echo 'SystemdCgroup = true'
+      echo '[plugins."io.containerd.grpc.v1.cri".registry]'
+      echo 'config_path = "/etc/containerd/certs.d:/etc/docker/certs.d"'
+      echo '[plugins."io.containerd.grpc.v1.cri".cni]'
+      echo 'bin_dir = "/opt/cni/bin"'
+      echo 'conf_dir = "/etc/cni/net.d"'
+    } > "$ROOT$CONFIG"
     DROP_IN="$ROOT/etc/systemd/system/containerd.service.d"
     mkdir -p "$DROP_IN"
     CONTAINERD_BIN="$(command -v containerd || echo /usr/bin/containerd)"
