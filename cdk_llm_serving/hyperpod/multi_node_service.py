@@ -372,6 +372,26 @@ class VllmMultiNodeService(Construct):
         self.lws.get("spec", {}).pop("replicas", None)
         self.replicas_owner = autoscaler
 
+    def warn_rollout_at(self, max_replicas: int) -> None:
+        """Warn when a rollout at ``max_replicas`` cannot proceed: with ``maxSurge: 1`` and
+        ``maxUnavailable: 0`` LWS adds the surge replica before it removes an old one
+        (kubernetes-sigs/lws ``pkg/controllers/leaderworkerset_controller.go``, the rolling
+        update's replicas + maxSurge), and a group without its nodes leaves it Pending, so the
+        update waits until the autoscaler scales below ``max_replicas``."""
+        if not self.placement.can_surge:
+            return  # one replica at a time (maxUnavailable 1): never waits for nodes
+        needed = (max_replicas + 1) * self.placement.nodes
+        if self.group.count >= needed:
+            return
+        Annotations.of(self).add_warning_v2(
+            "cdk-llm-serving:rolloutStallsAtMaxReplicas",
+            f"at {max_replicas} replicas the GPU group {self.group.name!r} ({self.group.count} "
+            f"nodes) has no room for the surge replica of {self.placement.nodes} nodes: a change "
+            "of the pods waits (the old replicas keep serving, the new one stays Pending) until "
+            f"the autoscaler scales below {max_replicas}. Way out: give the group {needed} nodes, "
+            "or acknowledge this warning and update outside peak load.",
+        )
+
     def pod_template(
         self, role: str, image: str, command: list[str], args: list[str], claim_name: str | None
     ) -> dict[str, Any]:

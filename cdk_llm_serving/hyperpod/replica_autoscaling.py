@@ -78,6 +78,7 @@ class VllmReplicaAutoscaling(Construct):
 
         # KEDA owns the replica count from here: the LWS manifest no longer pins it.
         service.hand_replicas_to(self)
+        service.warn_rollout_at(max_replicas)
         keda = service.addons.enable_keda()
         #: KEDA's operator may query the workspace: a customer managed policy of this scaling's
         #: own on the operator's role (one per scaled service), not the role's inline default

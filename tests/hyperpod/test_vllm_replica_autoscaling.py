@@ -175,3 +175,33 @@ def test_observability_of_another_service_is_refused():
     with pytest.raises(ConfigurationError) as caught:
         VllmReplicaAutoscaling(stack, "Scale", service=first, observability=watching_second)
     assert [p.property for p in caught.value.problems] == ["observability"]
+
+
+def _warning_ids(stack) -> list[str]:
+    from aws_cdk.assertions import Annotations as AssertAnnotations
+    from aws_cdk.assertions import Match
+
+    found = AssertAnnotations.from_stack(stack).find_warning("*", Match.any_value())
+    return [str(entry.entry.data) for entry in found]
+
+
+@pytest.mark.parametrize(("gpu_count", "warned"), [(2, True), (3, False)])
+def test_a_rollout_at_the_maximum_that_has_no_room_to_surge_is_warned(gpu_count, warned):
+    """One node per replica, max 2: the group needs 3 nodes for a rollout at 2 replicas to
+    surge; with fewer, LWS's surge replica stays Pending until KEDA scales below the maximum."""
+    from cdk_llm_serving.hyperpod.observability import VllmObservability
+    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+    from tests.support.builders import new_stack
+    from tests.support.hyperpod import deepseek_service, small_cluster
+
+    stack = new_stack("KedaRollout")
+    cluster, addons, store = small_cluster(stack, gpu_count=gpu_count)
+    service = deepseek_service(stack, cluster, addons, store)
+    observability = VllmObservability(stack, "Obs", service=service)
+    VllmReplicaAutoscaling(
+        stack, "Scale", service=service, observability=observability, min_replicas=1, max_replicas=2
+    )
+    stalls = [w for w in _warning_ids(stack) if "has no room for the surge replica" in w]
+    assert bool(stalls) is warned
+    if warned:
+        assert "give the group 3 nodes" in stalls[0]
