@@ -1,6 +1,6 @@
-"""The reference stack with issue 26's findings patched out of its template serves by the
-rehearsal: no rule fires on a deployment that is right, and the live run gets what the kubelet
-would give the pods (the LWS environment, the API key file, the TLS files, DNS, the Service)."""
+"""The reference stack (issue 26's findings fixed) serves by the rehearsal: no blocking rule
+fires on it, and the live run gets what the kubelet would give the pods (the LWS environment, the
+API key file, the TLS files, DNS, the Service); one finding put back in its template is found."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from rehearsal.play import Rehearsal, play
 from rehearsal.variants import reference_weight_bytes
 
 LWS = "reference-moe-nvfp4"
-TOLERATE_ALL = json.dumps({"tolerations": [{"operator": "Exists"}]})
-
 WEIGHTS = reference_weight_bytes()
 
 
@@ -33,48 +31,27 @@ def _replace(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def fixed_copy(source: Assembly, destination: Path) -> Path:
-    """``source`` with each of today's blocking findings fixed in its template."""
+def shadowing_copy(source: Assembly, destination: Path) -> Path:
+    """``source`` with the load-balanced Service named after the LeaderWorkerSet again (the
+    finding of d398b68: LWS then creates no headless Service)."""
     destination.mkdir()
     for entry in source.directory.iterdir():
         if entry.name.startswith("asset."):
             (destination / entry.name).symlink_to(entry)
     (destination / "manifest.json").write_text((source.directory / "manifest.json").read_text())
     template = json.loads(json.dumps(source.template))
-    resources = template["Resources"]
-    for resource in resources.values():
-        if resource["Type"] == "AWS::EKS::Addon":
-            resource["Properties"]["ResolveConflicts"] = "OVERWRITE"
-            if resource["Properties"]["AddonName"] == "aws-secrets-store-csi-driver-provider":
-                resource["Properties"]["ConfigurationValues"] = TOLERATE_ALL
+    for resource in template["Resources"].values():
         if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource":
-            resource["Properties"] = _replace(resource["Properties"], '"cpu":"172"', '"cpu":"90"')
             resource["Properties"] = _replace(
                 resource["Properties"],
-                f'"kind":"Service","metadata":{{"name":"{LWS}"',
                 f'"kind":"Service","metadata":{{"name":"{LWS}-api"',
+                f'"kind":"Service","metadata":{{"name":"{LWS}"',
             )
         if (
             resource["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"
             and resource["Properties"]["ObjectType"] == "service"
         ):
-            resource["Properties"]["ObjectName"] = f"{LWS}-api"
-        if resource["Type"] == "AWS::SageMaker::Cluster":
-            resource["DependsOn"] = [*resource.get("DependsOn", []), "HyperPodDependencies"]
-    chart = next(r for r in resources.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart")
-    resources["HyperPodDependencies"] = {
-        "Type": "Custom::AWSCDK-EKS-HelmChart",
-        "Properties": {
-            **chart["Properties"],
-            "Release": "hyperpod-dependencies",
-            "Chart": "hyperpod-helm-chart",
-            "Version": "0.1.0",
-            "Namespace": "kube-system",
-            "Wait": False,
-            "Values": "{}",
-        },
-        "DependsOn": ["HyperPodEksKubectlReadyBarrierD1E9731A"],
-    }
+            resource["Properties"]["ObjectName"] = LWS
     stack_file = json.loads((source.directory / "manifest.json").read_text())["artifacts"][
         source.stack
     ]["properties"]["templateFile"]
@@ -83,19 +60,14 @@ def fixed_copy(source: Assembly, destination: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fixed(reference_variant: Assembly, tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
-    directory = fixed_copy(reference_variant, tmp_path_factory.mktemp("fixed") / "assembly")
-    return play(Assembly(directory, reference_variant.stack), weight_bytes=WEIGHTS)
+def fixed(reference_variant: Assembly) -> Rehearsal:
+    return play(reference_variant, weight_bytes=WEIGHTS)
 
 
 def test_the_fixed_reference_serves_with_only_degrades_left(fixed: Rehearsal):
     assert fixed.stopped is None, fixed.stopped
-    # The degrades the patch leaves (the lifecycle script and node wait are assets, not template).
-    assert set(fixed.rules) - {
-        "lifecycle.no-mount-wait",
-        "lifecycle.silent-fallback",
-        "lifecycle.containerd-root-not-set",
-    } == {"node-wait.no-fail-fast", "lws.rollout-outage"}
+    # Without the HyperPod chart (the app's default), one replica on a two-node group.
+    assert set(fixed.rules) == {"hyperpod.dependencies-chart-missing", "lws.rollout-outage"}
     assert {f.severity for f in fixed.findings} == {"degrades"}
     assert fixed.deployment is not None
 
@@ -145,18 +117,15 @@ def test_the_leader_mounts_the_api_key_and_a_certificate_clients_can_verify(fixe
     assert deployment.served_model_name == LWS and leader.readiness == ("/health", 8000, "HTTPS")
 
 
-def test_the_cli_exits_0_on_the_fixed_and_1_on_todays_assembly(
+def test_the_cli_exits_0_on_the_reference_and_1_when_a_service_shadows_the_lws(
     reference_variant: Assembly, tmp_path, capsys
 ):
-    directory = fixed_copy(reference_variant, tmp_path / "assembly")
-    assert main(["--assembly", str(directory), "--no-live"]) == 0
+    assert main(["--assembly", str(reference_variant.directory), "--no-live"]) == 0
     assert "serves" in capsys.readouterr().out
-    assert main(["--assembly", str(reference_variant.directory), "--no-live"]) == 1
+    directory = shadowing_copy(reference_variant, tmp_path / "assembly")
+    assert main(["--assembly", str(directory), "--no-live"]) == 1
     out = capsys.readouterr().out
-    assert (
-        "DOES NOT SERVE: stopped at HyperPodAddonkubeproxyCC545E76" in out
-        and "eks-addon.conflicts-unresolved" in out
-    )
+    assert "DOES NOT SERVE" in out and "lws.headless-service-shadowed" in out
 
 
 def test_the_cli_names_a_setup_error_in_one_line(tmp_path, capsys):
