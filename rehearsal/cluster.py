@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cdk_llm_serving.planning.catalog import Catalog, default_catalog
-from rehearsal.scheduling import HEALTH, INSTANCE_TYPE, MAX_PODS, VCPUS, Node, _reserved_millicores
+from cdk_llm_serving.planning.catalog import Catalog
+from rehearsal.scheduling import HEALTH, INSTANCE_TYPE, Node, allocatable
 
 HEALTH_TAINT = {"key": HEALTH, "value": "Unschedulable", "effect": "NoSchedule"}
 
@@ -67,26 +67,6 @@ def instance_groups(cluster_properties: dict[str, Any]) -> list[InstanceGroup]:
             )
         )
     return groups
-
-
-def allocatable(
-    instance_type: str, threads_per_core: int, catalog: Catalog | None = None
-) -> dict[str, float]:
-    """CPU (cores), memory (bytes) and pods a node of this type offers to pods."""
-    catalog = catalog or default_catalog()
-    if instance_type not in VCPUS:
-        raise KeyError(f"add {instance_type}'s vCPUs (and memory) to rehearsal.scheduling.VCPUS")
-    vcpus, memory_gib = VCPUS[instance_type]
-    online = vcpus // 2 if threads_per_core == 1 else vcpus
-    if memory_gib is None:
-        memory_gib = catalog.get(instance_type).host_memory_gib
-    # amazon-eks-ami get_memory_mebibytes_to_reserve: 11 MiB x max pods + 255 MiB; eviction 100 MiB.
-    reserved_memory = (11 * MAX_PODS + 255 + 100) * 2**20
-    return {
-        "cpu": online - _reserved_millicores(online) / 1000,
-        "memory": memory_gib * 2**30 - reserved_memory,
-        "pods": float(MAX_PODS),
-    }
 
 
 def nodes(

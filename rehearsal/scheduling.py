@@ -149,14 +149,25 @@ def _reserved_millicores(vcpus: int) -> float:
     )
 
 
-def _capacity(instance_type: str, catalog: Catalog) -> dict[str, float]:
-    assert instance_type in VCPUS, f"add {instance_type}'s vCPUs (and memory) to VCPUS"
+def allocatable(
+    instance_type: str, threads_per_core: int, catalog: Catalog | None = None
+) -> dict[str, float]:
+    """CPU (cores), memory (bytes) and pods a node of this type offers to pods.
+
+    ``ThreadsPerCore: 1`` turns SMT off: the node has half the type's vCPUs (the CloudFormation
+    schema of ``AWS::SageMaker::Cluster`` ``ThreadsPerCore``; EC2 "CPU options": 2 threads per
+    core on these types). Then kube-reserved as amazon-eks-ami reserves it."""
+    catalog = catalog or default_catalog()
+    if instance_type not in VCPUS:
+        raise KeyError(f"add {instance_type}'s vCPUs (and memory) to rehearsal.scheduling.VCPUS")
     vcpus, memory_gib = VCPUS[instance_type]
+    online = vcpus // 2 if threads_per_core == 1 else vcpus
     if memory_gib is None:
         memory_gib = catalog.get(instance_type).host_memory_gib
+    # amazon-eks-ami get_memory_mebibytes_to_reserve: 11 MiB x max pods + 255 MiB; eviction 100 MiB.
     reserved_memory = (11 * MAX_PODS + 255 + 100) * 2**20
     return {
-        "cpu": vcpus - _reserved_millicores(vcpus) / 1000,
+        "cpu": online - _reserved_millicores(online) / 1000,
         "memory": memory_gib * 2**30 - reserved_memory,
         "pods": float(MAX_PODS),
     }
@@ -195,7 +206,10 @@ def hyperpod_nodes(
                         instance_type=group["InstanceType"],
                         labels=labels,
                         taints=taints,
-                        capacity=_capacity(group["InstanceType"], catalog),
+                        # ASSUMED: a group without ThreadsPerCore runs 2 threads per core.
+                        capacity=allocatable(
+                            group["InstanceType"], int(group.get("ThreadsPerCore", 2)), catalog
+                        ),
                     )
                 )
     return nodes
