@@ -82,8 +82,9 @@ $(VLLM_STAMP): requirements-vllm.txt rehearsal/live/vllm_dist_info.py
 	$(VLLM_VENV)/bin/python rehearsal/live/vllm_dist_info.py
 	touch $(VLLM_STAMP)
 
-# The live run alone (real vLLM pods in network namespaces; needs root): tests/rehearsal/live.
-rehearse-live: $(STAMP) $(VLLM_STAMP)
+# The live run alone (real vLLM pods in network namespaces; needs root): tests/rehearsal/live,
+# on the reference pods of cdk.out (make synth).
+rehearse-live: $(STAMP) $(VLLM_STAMP) synth
 	python -m pytest -q -p no:randomly -m live tests/rehearsal/live
 
 # The deploy rehearsal (rehearsal/README.md): the reference app's five HyperPod variants

@@ -1,6 +1,7 @@
 """The live tests (marker ``live``) run real vLLM: only when selected (``-m live``, as
 ``make rehearse-live`` does), as root, with the vLLM virtualenv built (``make vllm-venv``);
-otherwise each is skipped, saying which of these is missing."""
+when not selected, each is skipped, saying which of these is missing; selected with one missing,
+the run stops with that as its error (``make rehearse-live`` must not pass on skips)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reasons.append(f"no {TEMPLATE.relative_to(TEMPLATE.parents[1])} (make synth)")
     if not reasons:
         return
+    if selected:
+        raise pytest.UsageError("the live tests cannot run: " + "; ".join(reasons))
     skip = pytest.mark.skip(reason="live run: " + "; ".join(reasons))
     for item in items:
         if item.get_closest_marker("live") is not None:
