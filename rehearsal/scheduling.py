@@ -149,6 +149,12 @@ def _reserved_millicores(vcpus: int) -> float:
     )
 
 
+#: Types whose listed vCPUs are one per core already, so ThreadsPerCore 1 halves nothing.
+#: ASSUMED: Arm (NVIDIA Grace) hosts run one thread per core, as the EC2 CPU-options table lists
+#: for Arm types (cpu-options-supported-instances-values.html); HyperPod gives no CPU figures.
+ONE_THREAD_PER_CORE = frozenset({"ml.p6e-gb200.36xlarge"})
+
+
 def allocatable(
     instance_type: str, threads_per_core: int, catalog: Catalog | None = None
 ) -> dict[str, float]:
@@ -161,7 +167,8 @@ def allocatable(
     if instance_type not in VCPUS:
         raise KeyError(f"add {instance_type}'s vCPUs (and memory) to rehearsal.scheduling.VCPUS")
     vcpus, memory_gib = VCPUS[instance_type]
-    online = vcpus // 2 if threads_per_core == 1 else vcpus
+    halved = threads_per_core == 1 and instance_type not in ONE_THREAD_PER_CORE
+    online = vcpus // 2 if halved else vcpus
     if memory_gib is None:
         memory_gib = catalog.get(instance_type).host_memory_gib
     # amazon-eks-ami get_memory_mebibytes_to_reserve: 11 MiB x max pods + 255 MiB; eviction 100 MiB.

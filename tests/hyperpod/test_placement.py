@@ -7,8 +7,8 @@ Kubernetes' scheduling rules on a model of the HyperPod nodes (``tests/support/s
 Variants: the reference stack (p6-b200), a p5en reference stack that scales with KEDA, and the
 reference stack given AWS's HyperPod dependencies chart through the README's context key.
 
-The nodes' CPUs follow each group's ``ThreadsPerCore`` (``_nodes``): with 1, multithreading is
-off and the kubelet sees half the catalog's vCPUs (CloudFormation/botocore ``ThreadsPerCore``:
+The nodes' CPUs follow each group's ``ThreadsPerCore`` (the node model's ``allocatable``): with
+1, multithreading is off and the kubelet sees half the catalog's vCPUs (CloudFormation/botocore ``ThreadsPerCore``:
 "specify 1 for disabling multithreading"; EC2 CPU options: vCPUs = cores x threads per core).
 """
 
@@ -34,15 +34,7 @@ from tests.support.helm import (
     render_template_charts,
 )
 from tests.support.kubernetes_schemas import validate_core
-from tests.support.scheduling import (
-    EFA,
-    GPU,
-    VCPUS,
-    Cluster,
-    Node,
-    workloads,
-)
-from tests.support.scheduling import hyperpod_nodes as _all_threads_nodes
+from tests.support.scheduling import EFA, GPU, Cluster, hyperpod_nodes, workloads
 from tests.support.template_helpers import manifest_objects
 
 CHARTS = SHARED / "charts"
@@ -54,36 +46,6 @@ pytestmark = pytest.mark.skipif(
     not CHARTS.is_dir(),
     reason=f"{CHARTS} (unpacked upstream Helm charts) sits beside the checkout only in CI and dev sessions",
 )
-
-
-#: Instance types whose catalog vCPUs are one per core already (Arm hosts: no multithreading).
-_ONE_THREAD_PER_CORE = frozenset({"ml.p6e-gb200.36xlarge"})
-
-
-def _kube_reserved_cpus(vcpus: int) -> float:
-    """EKS AMI's kube-reserved CPU (awslabs/amazon-eks-ami bootstrap.sh
-    ``get_cpu_millicores_to_reserve``): 6 % of the first core, 1 % of the second, 0.5 % of the
-    next two, 0.25 % of the rest; the node model's own rule, for the vCPUs the node offers."""
-    shares = ((0, 1, 0.06), (1, 2, 0.01), (2, 4, 0.005), (4, vcpus, 0.0025))
-    return sum((min(vcpus, end) - start) * share for start, end, share in shares if vcpus > start)
-
-
-def hyperpod_nodes(template: dict, *, health_checking: bool = False) -> list[Node]:
-    """The node model, with each node's allocatable CPU from its group's ``ThreadsPerCore``:
-    the instance type's vCPUs halved when multithreading is off, minus kube-reserved."""
-    nodes = _all_threads_nodes(template, health_checking=health_checking)
-    threads = {
-        group["InstanceGroupName"]: int(group.get("ThreadsPerCore", 2))
-        for resource in template["Resources"].values()
-        if resource["Type"] == "AWS::SageMaker::Cluster"
-        for group in resource["Properties"]["InstanceGroups"]
-    }
-    for node in nodes:
-        vcpus = VCPUS[node.instance_type][0]
-        if threads[node.group] == 1 and node.instance_type not in _ONE_THREAD_PER_CORE:
-            vcpus //= 2
-        node.capacity["cpu"] = vcpus - _kube_reserved_cpus(vcpus)
-    return nodes
 
 
 def test_the_node_model_halves_the_cpus_without_multithreading(rendered):
