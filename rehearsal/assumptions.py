@@ -24,7 +24,7 @@ def _sentence(text: str, start: int, end: int) -> str:
         for line in lines[1:]:
             if not line.strip().startswith("#"):
                 break
-            parts.append(line.strip().lstrip("#"))
+            parts.append(line.strip().lstrip("#:").strip())
         sentence = " ".join(parts)
     elif before.count('"') % 2 == 1:
         sentence = tail.split('"', 1)[0]

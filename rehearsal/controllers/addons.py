@@ -86,55 +86,46 @@ def conflict(addon: Addon, bootstraps_self_managed: bool) -> Finding | None:
     )
 
 
+def _workload(
+    kind: str,
+    name: str,
+    namespace: str,
+    tolerations: list[Any],
+    requests: dict[str, str],
+    annotations: dict[str, str] | None = None,
+    replicas: int | None = None,
+) -> dict[str, Any]:
+    """A stand-in for a workload an add-on installs: its tolerations and requests are what the
+    scheduler model reads."""
+    spec: dict[str, Any] = {
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {
+                "tolerations": tolerations,
+                "containers": [{"name": name, "image": name, "resources": {"requests": requests}}],
+            },
+        }
+    }
+    if replicas is not None:
+        spec["replicas"] = replicas
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": metadata, "spec": spec}
+
+
 def _daemonset(
     name: str, namespace: str, tolerations: list[Any], annotations: dict[str, str], cpu: str = "50m"
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-        "spec": {
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "tolerations": tolerations,
-                    "containers": [
-                        {
-                            "name": name,
-                            "image": name,
-                            "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}},
-                        }
-                    ],
-                },
-            }
-        },
-    }
+    requests = {"cpu": cpu, "memory": "100Mi"}
+    return _workload("DaemonSet", name, namespace, tolerations, requests, annotations)
 
 
 def _deployment(
     name: str, namespace: str, tolerations: list[Any], replicas: int = 1
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "tolerations": tolerations,
-                    "containers": [
-                        {
-                            "name": name,
-                            "image": name,
-                            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
+    requests = {"cpu": "10m", "memory": "64Mi"}
+    return _workload("Deployment", name, namespace, tolerations, requests, replicas=replicas)
 
 
 def _crd(kind: str, group: str, scale: bool = False) -> dict[str, Any]:
