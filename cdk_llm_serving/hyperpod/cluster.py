@@ -143,10 +143,48 @@ class _HyperPodClusterBase(Construct):
     instance_groups: tuple[HyperPodInstanceGroup, ...]
     #: The GPU nodes each consumer of this app reserved, per group.
     gpu_node_ledger: GpuNodeLedger
+    #: The EKS cluster the namespaces are declared on.
+    eks_cluster: eks.ICluster
 
     def _set_instance_groups(self, instance_groups: Sequence[HyperPodInstanceGroup]) -> None:
         self.instance_groups = tuple(instance_groups)
         self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
+        self._namespaces: dict[str, eks.KubernetesManifest] = {}
+
+    @property
+    def nodes_ready(self) -> IConstruct:
+        """Depend on this to run after the HyperPod nodes exist (each kind says how)."""
+        raise NotImplementedError
+
+    def kubernetes_namespace(self, name: str) -> IConstruct:
+        """The one manifest that declares Kubernetes namespace ``name`` on this cluster.
+
+        Every construct that puts objects into a namespace depends on this manifest instead of
+        declaring the namespace itself: aws-cdk-lib's kubectl handler deletes every object of a
+        manifest when its resource is deleted (``kubectl delete -f``, custom-resource-handlers
+        ``aws-eks-v2/kubectl-handler/apply/__init__.py``), and deleting a Namespace deletes
+        everything in it (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/),
+        so a namespace two constructs declared went with whichever was removed first. Created on
+        first use, under this cluster, with ``overwrite`` (a namespace that exists is adopted).
+
+        Moving an existing stack's namespace here keeps it: the new manifest is created before
+        the manifests that used to declare it are updated (they depend on it), and its
+        ``kubectl apply`` replaces the object's last-applied configuration, dropping the old
+        manifest's prune label (client-side apply's three-way merge,
+        https://kubernetes.io/docs/tasks/manage-kubernetes-objects/declarative-config/#how-apply-calculates-differences-and-merges-changes),
+        so the old manifest's ``--prune -l`` no longer selects it.
+        """
+        if name not in self._namespaces:
+            self._namespaces[name] = eks.KubernetesManifest(
+                self,
+                f"Namespace-{name}",
+                cluster=self.eks_cluster,
+                overwrite=True,
+                manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}],
+            )
+            # Like everything applied in the cluster, after the nodes (``nodes_ready``).
+            self._namespaces[name].node.add_dependency(self.nodes_ready)
+        return self._namespaces[name]
 
     @property
     def gpu_groups(self) -> list[HyperPodInstanceGroup]:

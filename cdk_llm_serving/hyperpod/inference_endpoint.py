@@ -28,7 +28,7 @@ from typing import Any
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_eks_v2 as eks
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from ..errors import ConfigurationError, Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
@@ -342,7 +342,10 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
 
     def _render(self) -> None:
         """Grants, then the resource after the operator and the weights."""
-        prerequisites: list[Construct] = [self.operator.addon]
+        prerequisites: list[IConstruct] = [
+            self.operator.addon,
+            self.cluster.kubernetes_namespace(self.namespace),
+        ]
         if isinstance(self.weights, FsxModelStore):
             # The files must be linked before the operator mounts the file system.
             prerequisites += [self.weights.manifest, self.weights.association]
@@ -459,16 +462,9 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         }
 
     def manifests(self) -> list[Mapping[str, Any]]:
-        """The objects applied: the namespace (unless the model store owns it) and the config."""
-        objects: list[Mapping[str, Any]] = []
-        store_namespace = (
-            self.weights.namespace if isinstance(self.weights, FsxModelStore) else None
-        )
-        if self.namespace != store_namespace:
-            objects.append(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
-            )
-        return [*objects, self.manifest]
+        """The objects applied: the config (its namespace is the cluster's,
+        ``IHyperPodCluster.kubernetes_namespace``)."""
+        return [self.manifest]
 
     # -- placement -----------------------------------------------------------------------
 

@@ -70,6 +70,10 @@ class IHyperPodCluster(Protocol):
         """Depend on this before creating FSx PersistentVolumes."""
         ...
 
+    def kubernetes_namespace(self, name: str) -> IConstruct:
+        """The one manifest declaring namespace ``name``; objects in it depend on this."""
+        ...
+
     def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
         """Reserve ``nodes`` of group ``group_name`` for ``consumer`` (at its maximum
         replicas); refused with one ``ConfigurationError`` listing every consumer's share

@@ -110,6 +110,7 @@ class FsxModelStore(Construct):
         self.manifests = self.kubernetes_objects()
         self.manifest = cluster.eks_cluster.add_manifest("WeightsVolume", *self.manifests)
         self.manifest.node.add_dependency(cluster.fsx_csi_driver)
+        self.manifest.node.add_dependency(cluster.kubernetes_namespace(namespace))
 
     @property
     def throughput_bytes_per_second(self) -> float:
@@ -225,10 +226,10 @@ class FsxModelStore(Construct):
         return association
 
     def kubernetes_objects(self) -> list[dict[str, Any]]:
-        """Namespace, static PersistentVolume and its claim (read-only for serving)."""
+        """Static PersistentVolume and its claim (read-only for serving); the namespace is the
+        cluster's (``IHyperPodCluster.kubernetes_namespace``)."""
         volume_name = f"{self.claim_name}-fsx"
         return [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}},
             {
                 "apiVersion": "v1",
                 "kind": "PersistentVolume",

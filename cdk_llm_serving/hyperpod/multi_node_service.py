@@ -249,7 +249,7 @@ class VllmMultiNodeService(Construct):
         self.network_policies: list[dict[str, Any]] = self.workload.network_policies()
 
         # Identity and key first, then the isolated workload, its Service and base URL.
-        identity = self._pod_identity(with_namespace=self.model_store is None)
+        identity = self._pod_identity()
         prerequisites: list[Construct] = [*identity]
         if self.model_store is not None:
             identity[0].node.add_dependency(self.model_store.manifest)
@@ -652,10 +652,10 @@ class VllmMultiNodeService(Construct):
 
     # -- constructs -----------------------------------------------------------------------
 
-    def _pod_identity(self, with_namespace: bool) -> list[Construct]:
+    def _pod_identity(self) -> list[Construct]:
         """Service account of the pods and its Pod Identity role: reads the S3 prefix when
-        streaming, the API key's secret when authenticating. The namespace comes with it when
-        no model store creates it."""
+        streaming, the API key's secret when authenticating. In the cluster's namespace
+        (``IHyperPodCluster.kubernetes_namespace``)."""
         cluster = self.cluster
         role = pod_identity_role(
             self,
@@ -671,16 +671,12 @@ class VllmMultiNodeService(Construct):
         grants.acknowledge()
         if self.api_key is not None:
             self.api_key.grant_read(role)
-        namespace = [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
-        ]
         manifest = eks.KubernetesManifest(
             self,
             "WeightsIdentity",
             cluster=cluster.eks_cluster,
             overwrite=True,
             manifest=[
-                *(namespace if with_namespace else []),
                 {
                     "apiVersion": "v1",
                     "kind": "ServiceAccount",
@@ -690,6 +686,7 @@ class VllmMultiNodeService(Construct):
             ],
         )
         manifest.node.add_dependency(cluster.nodes_ready)
+        manifest.node.add_dependency(cluster.kubernetes_namespace(self.namespace))
         association = eks.CfnPodIdentityAssociation(
             self,
             "WeightsAssociation",

@@ -229,7 +229,7 @@ def test_missing_hyperpod_chart_is_a_synth_warning(reference_assembly):
 
 def test_weights_volume_manifests_match_kubernetes_schemas(hyperpod_template):
     parsed = manifest_objects(hyperpod_template, "WeightsVolume")
-    assert [o["kind"] for o in parsed] == ["Namespace", "PersistentVolume", "PersistentVolumeClaim"]
+    assert [o["kind"] for o in parsed] == ["PersistentVolume", "PersistentVolumeClaim"]
     for obj in parsed:
         validate_core(obj, "1.35")  # the reference cluster's version
 

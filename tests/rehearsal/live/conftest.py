@@ -14,8 +14,12 @@ from rehearsal.live.runner import DEFAULT_VENV
 from .reference_pods import TEMPLATE
 
 
+@pytest.hookimpl(trylast=True)  # after ``-m`` has deselected what it does not select
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    selected = "live" in (config.getoption("markexpr") or "")
+    live = [item for item in items if item.get_closest_marker("live") is not None]
+    if not live:
+        return  # ``-m "not live"``, or no live test collected
+    selected = bool(config.getoption("markexpr"))
     reasons = []
     if not selected:
         reasons.append("not selected: run with `-m live` (make rehearse-live)")
