@@ -41,7 +41,6 @@ import math
 from dataclasses import dataclass
 
 from ..errors import Problems
-
 from .catalog import Catalog, InstanceSpec
 from .models import ModelSpec, WeightFormat
 from .moe import dense_weight_bytes, expert_weight_bytes
@@ -97,7 +96,9 @@ class Workload:
         ):
             problems.add("request_rate", self.request_rate, "a positive number, or None")
         if self.concurrency is not None and self.request_rate is not None:
-            problems.add("request_rate", self.request_rate, "give concurrency or request_rate, not both")
+            problems.add(
+                "request_rate", self.request_rate, "give concurrency or request_rate, not both"
+            )
         problems.raise_if_any()
 
     @property

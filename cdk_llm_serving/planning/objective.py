@@ -25,7 +25,10 @@ Latency of one engine at batch ``B`` (``decode.py`` for the step, ``prefill.py``
 The throughput of an engine is ``B·O / cycle``; of the plan, that times its engines. Latency
 only rises with the batch and throughput with it too, so the chosen batch is the largest that
 meets every target (found by bisection). Layouts are ranked by tokens per dollar (all on one
-instance type: tokens/s per node); ties go to fewer nodes, then the BF16 KV cache.
+instance type: tokens/s per node); ties go to fewer nodes, then the BF16 KV cache, and a layout
+of fewer nodes within ``NODE_TOLERANCE`` of the best wins. Without a workload (``plan()``'s
+default ``Workload()`` is then used to rank), the search keeps the fewest nodes that fit and
+the KV dtype given: more nodes or a lower-precision KV cache need a workload to justify them.
 
 When no layout meets the targets, the plan is still returned (the layout closest to them,
 ``Performance.meets_targets`` false) with ``Plan.unmet`` saying what would meet them: an FP8
@@ -56,6 +59,10 @@ if TYPE_CHECKING:
 
 #: Candidates kept besides the chosen layout.
 CANDIDATES_SHOWN = 4
+#: A layout of fewer nodes within this share of the best tokens per dollar is chosen instead
+#: (a few per cent of modelled throughput does not justify buying nodes; ASSUMED margin, about
+#: the decode model's resolution between neighbouring layouts).
+NODE_TOLERANCE = 0.03
 #: GPU compute capability from which the planner offers an FP8 KV cache: FP8 tensor cores
 #: (Ada 8.9, Hopper 9.0, Blackwell 10.x). vLLM's FP8 KV cache: docs/features/quantization/
 #: quantized_kvcache.md (https://github.com/vllm-project/vllm). ASSUMED: vLLM also stores FP8
@@ -278,7 +285,9 @@ def _point(plan: Plan, batch: int, workload: Workload, catalog: Catalog | None) 
     step = decode_step(plan, batch, workload.mean_context, catalog=catalog)
     prefill = prefill_seconds(plan, workload.input_tokens, catalog)
     cycle = workload.output_tokens * step.step_s + batch * prefill
-    budget = max_num_batched_tokens(plan.instance_spec if catalog is None else catalog.get(plan.instance_type))
+    budget = max_num_batched_tokens(
+        plan.instance_spec if catalog is None else catalog.get(plan.instance_type)
+    )
     ttft = time_to_first_token(prefill, step.step_s, batch, cycle, workload.input_tokens, budget)
     tpot = (cycle - ttft) / max(1, workload.output_tokens - 1)
     return _Point(
@@ -329,7 +338,11 @@ def evaluate(
                 else:
                     lo = mid
             best = _point(plan, lo, workload, catalog)
-            limited_by = "targets (" + "; ".join(misses(_point(plan, hi, workload, catalog))) + f" at batch {hi})"
+            limited_by = (
+                "targets ("
+                + "; ".join(misses(_point(plan, hi, workload, catalog)))
+                + f" at batch {hi})"
+            )
     missed = misses(best)
     price = instance.price_per_hour * plan.nodes if instance.price_per_hour > 0 else None
     replicas = None
@@ -410,19 +423,34 @@ def choose(
     targets: LatencyTargets,
     objective: Objective,
     kv_open: bool,
+    workload_given: bool = True,
     catalog: Catalog,
 ) -> Plan:
     """The plan the objective picks, with its performance, candidates and disaggregation."""
     spec, fmt, instance = smallest.model_spec, smallest.format_spec, smallest.instance_spec
     kv_dtypes = kv_dtypes_for(instance) if kv_open else (request.kv_dtype,)
     fitted = fitted_layouts(spec, fmt, instance, request, kv_dtypes) or [smallest]
+    if not workload_given:  # no workload to justify more nodes: the fewest that fit
+        fitted = [plan for plan in fitted if plan.nodes == smallest.nodes] or [smallest]
     scored = [(plan, evaluate(plan, workload, targets, catalog)) for plan in fitted]
     ranked = sorted(scored, key=lambda item: _score(*item), reverse=True)
     if not ranked[0][1].meets_targets:  # nothing meets: the closest first
         ranked.sort(key=lambda item: (_closeness(targets, item[1]), -_value(item[1])))
+    else:  # fewer nodes within NODE_TOLERANCE of the best tokens per dollar win
+        top = _value(ranked[0][1]) * (1 - NODE_TOLERANCE)
+        near = [item for item in ranked if item[1].meets_targets and _value(item[1]) >= top]
+        fewest = min(item[0].nodes for item in near)
+        first = next(item for item in near if item[0].nodes == fewest)
+        ranked.remove(first)
+        ranked.insert(0, first)
     if objective is Objective.MIN_GPUS:
         chosen = next(
-            (item for item in scored if item[0].layout == smallest.layout and item[0].kv_cache_dtype == smallest.kv_cache_dtype),
+            (
+                item
+                for item in scored
+                if item[0].layout == smallest.layout
+                and item[0].kv_cache_dtype == smallest.kv_cache_dtype
+            ),
             (smallest, evaluate(smallest, workload, targets, catalog)),
         )
     else:
@@ -476,7 +504,18 @@ def _loses_because(
     mine, theirs = _value(perf), _value(best)
     unit = "tokens per dollar" if best.usd_per_hour is not None else "tokens/s per node"
     if theirs <= 0 or mine >= theirs * 0.995:
-        reason = "ties on " + unit + "; " + ("more nodes" if plan.nodes > best_plan.nodes else "FP8 KV cache (lower precision)" if plan.kv_cache_dtype == "fp8" else "ranked after")
+        reason = (
+            "ties on "
+            + unit
+            + "; "
+            + (
+                "more nodes"
+                if plan.nodes > best_plan.nodes
+                else "FP8 KV cache (lower precision)"
+                if plan.kv_cache_dtype == "fp8"
+                else "ranked after"
+            )
+        )
         return reason
     share = (1 - mine / theirs) * 100
     return (
@@ -510,10 +549,24 @@ def _what_would_meet(
         for fitted in fitted_layouts(spec, fmt, other, request, kv_dtypes_for(other)):
             other_perf = evaluate(fitted, workload, targets, catalog)
             if other_perf.meets_targets and other_perf.usd_per_million_output_tokens is not None:
-                others.append((other_perf.usd_per_million_output_tokens, other.instance_type, fitted, other_perf))
+                others.append(
+                    (
+                        other_perf.usd_per_million_output_tokens,
+                        other.instance_type,
+                        fitted,
+                        other_perf,
+                    )
+                )
     if others:
         usd, name, fitted, other_perf = min(others, key=lambda item: item[0])
-        text = layout_text(fitted.nodes, fitted.tensor_parallel, fitted.pipeline_parallel, fitted.data_parallel, fitted.expert_parallel, fitted.kv_cache_dtype)
+        text = layout_text(
+            fitted.nodes,
+            fitted.tensor_parallel,
+            fitted.pipeline_parallel,
+            fitted.data_parallel,
+            fitted.expert_parallel,
+            fitted.kv_cache_dtype,
+        )
         would.append(f"{name} ({text}, ${usd:,.2f} per million output tokens)")
     relaxed = []
     if targets.ttft_s is not None and perf.ttft_s > targets.ttft_s:

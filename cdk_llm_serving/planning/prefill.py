@@ -115,7 +115,9 @@ def disaggregation_for(
     if workload.output_tokens < DISAGGREGATION_MIN_OUTPUT_TOKENS:
         failing.append(f"{workload.output_tokens} output tokens < 256")
     if failing:
-        return Disaggregation(False, "colocated is simpler and performs well: " + "; ".join(failing))
+        return Disaggregation(
+            False, "colocated is simpler and performs well: " + "; ".join(failing)
+        )
     return Disaggregation(
         True,
         f"dense {spec.total_params_b:g}B model, {workload.input_tokens} input and "

@@ -483,7 +483,10 @@ def plan(
         workload=workload or Workload(),
         targets=targets or LatencyTargets(),
         objective=chosen_objective,
-        kv_open=kv_cache_dtype is None and chosen_objective is Objective.TOKENS_PER_DOLLAR,
+        kv_open=kv_cache_dtype is None
+        and workload is not None
+        and chosen_objective is Objective.TOKENS_PER_DOLLAR,
+        workload_given=workload is not None,
         catalog=catalog,
     )
 
