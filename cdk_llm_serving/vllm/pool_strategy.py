@@ -145,29 +145,26 @@ def derive_pool_config(
     errors: list[str] = []
     widest = tensor_parallel_options(spec, catalog.get(instance_type).gpus)[-1]
     pinned = base.tensor_parallel_size
+    kv_dtype = "fp8" if (base.kv_cache_dtype or "auto").startswith("fp8") else "auto"
     for fmt in _in_goal_order(allowed, goal, catalog, str(instance_type)):
-        options = {
-            "max_context": base.max_model_len,
-            "gpu_memory_utilization": base.gpu_memory_utilization or 0.9,
-            "kv_cache_dtype": "fp8"
-            if (base.kv_cache_dtype or "auto").startswith("fp8")
-            else "auto",
-            "max_nodes": 1,
-            "catalog": catalog,
-        }
-        try:
-            best = plan_layout(spec, fmt, instance_type, **options)
-            if pinned is None and goal == "latency":
-                pinned_or_default: int | None = widest
-            else:
-                pinned_or_default = pinned
-            fitted = (
-                best
-                if pinned_or_default is None
-                else plan_layout(
-                    spec, fmt, instance_type, tensor_parallel=pinned_or_default, **options
-                )
+
+        def fit(tensor_parallel: int | None, fmt: WeightFormat = fmt) -> Plan:
+            return plan_layout(
+                spec,
+                fmt,
+                instance_type,
+                max_context=base.max_model_len,
+                gpu_memory_utilization=base.gpu_memory_utilization or 0.9,
+                kv_cache_dtype=kv_dtype,
+                max_nodes=1,
+                catalog=catalog,
+                tensor_parallel=tensor_parallel,
             )
+
+        try:
+            best = fit(None)
+            chosen_tp = widest if pinned is None and goal == "latency" else pinned
+            fitted = best if chosen_tp is None else fit(chosen_tp)
         except PlanningError as error:
             errors.append(str(error).split("\n")[0])
             continue
