@@ -280,7 +280,11 @@ class ModelSizing:
         single_instance: bool | None = None,
     ) -> Plan:
         """Plan on ``instance_type``; ``single_instance`` defaults to ``max_nodes == 1`` (an
-        endpoint instance hosts a whole copy, so no multi-node alternative is suggested)."""
+        endpoint instance hosts a whole copy, so no multi-node alternative is suggested).
+
+        Objective ``MIN_GPUS``: a sizing is a promise that the model fits, and its users
+        (inference components' accelerator counts, pool capacities) need the fewest GPUs that
+        hold it; the layout a server runs comes from ``vllm.pool_strategy`` or ``plan()``."""
         return plan(
             self.model,
             self.weight_format,
@@ -293,6 +297,7 @@ class ModelSizing:
             catalog=catalog,
             tensor_parallel=self.tensor_parallel_size,
             single_instance=max_nodes == 1 if single_instance is None else single_instance,
+            objective="min-gpus",
         )
 
 

@@ -155,3 +155,14 @@ def test_bad_workload_targets_and_objective_are_configuration_errors():
         LatencyTargets(tpot_ms=-1)
     with pytest.raises(ConfigurationError, match="tokens-per-dollar"):
         plan("llama-3.3-70b", "fp8", "ml.p5en.48xlarge", objective="fastest")
+
+
+def test_a_model_sizing_still_promises_the_fewest_gpus():
+    """Inference components compare ``gpus_per_replica`` with their accelerators: the sizing
+    keeps the smallest layout (objective min-gpus), not the tokens-per-dollar one."""
+    from cdk_llm_serving.planning import ModelSizing
+
+    sized = ModelSizing("llama-3.3-70b", "fp8", max_context=8192).plan_on(
+        "ml.p5en.48xlarge", max_nodes=1
+    )
+    assert sized.tensor_parallel == 1 and sized.performance is None
