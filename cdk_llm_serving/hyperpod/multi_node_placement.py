@@ -16,6 +16,7 @@ from ..errors import ConfigurationError, Problems
 from ..planning.catalog import Catalog, InstanceSpec
 from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import Layout, Plan, layout_across_nodes, plan, tensor_parallel_options
+from ..vllm.pool_strategy import tensor_parallel_cost_warning
 from .constants import EFA_RESOURCE, GPU_RESOURCE
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
@@ -138,8 +139,6 @@ def _tensor_parallel_warning(
     planned: Plan,
 ) -> str | None:
     """The warning when the user's size costs more than 2x in tokens per dollar vs the default."""
-    from ..vllm.pool_strategy import tensor_parallel_cost_warning
-
     try:
         default = plan(
             spec,

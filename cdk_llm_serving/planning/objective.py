@@ -37,12 +37,12 @@ KV cache, another instance type of the catalog, or the relaxed target.
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigurationError, Problem, Problems
+from ..errors import Problems
+from . import sizing
 from .catalog import GIB, Catalog, InstanceSpec
 from .decode import MAX_BATCH, Workload, decode_step
 from .prefill import (
@@ -51,11 +51,14 @@ from .prefill import (
     prefill_seconds,
     time_to_first_token,
 )
+from .sizing import Objective, Plan, _candidate_layouts, _fit_layout, objective_of
 
 if TYPE_CHECKING:
     from .models import ModelSpec, WeightFormat
     from .prefill import Disaggregation
-    from .sizing import Layout, Plan, _Request
+    from .sizing import Layout, _Request
+
+__all__ = ["Candidate", "LatencyTargets", "Objective", "Performance", "choose", "objective_of"]
 
 #: Candidates kept besides the chosen layout.
 CANDIDATES_SHOWN = 4
@@ -69,18 +72,6 @@ NODE_TOLERANCE = 0.03
 #: KV on Ampere, but without FP8 tensor cores attention dequantizes it; the planner does not
 #: offer it there.
 FP8_KV_MIN_CAPABILITY = (8, 9)
-
-
-class Objective(enum.Enum):
-    """What ``plan()`` optimises among the layouts that fit."""
-
-    #: The most output tokens per dollar meeting the latency targets (default).
-    TOKENS_PER_DOLLAR = "tokens-per-dollar"
-    #: The smallest layout that fits (the planner's answer before issue 28).
-    MIN_GPUS = "min-gpus"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -242,19 +233,6 @@ def layout_text(nodes: int, tp: int, pp: int, dp: int, ep: bool, kv: str) -> str
     return text + (" fp8-KV" if kv == "fp8" else "")
 
 
-def objective_of(value: Objective | str) -> Objective:
-    """An ``Objective`` from itself or its value (``"min-gpus"``); else a ConfigurationError."""
-    if isinstance(value, Objective):
-        return value
-    for objective in Objective:
-        if value == objective.value:
-            return objective
-    raise ConfigurationError(
-        "plan",
-        [Problem("objective", value, f"one of {', '.join(o.value for o in Objective)}")],
-    )
-
-
 def default_max_num_seqs(instance: InstanceSpec) -> int:
     """vLLM's default ``--max-num-seqs`` for the OpenAI server: 1024 on GPUs of at least 70 GiB
     other than A100, else 256 (``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py,
@@ -402,8 +380,6 @@ def fitted_layouts(
     kv_dtypes: tuple[str, ...],
 ) -> list[Plan]:
     """Every layout (and KV dtype) of ``sizing._candidate_layouts`` that fits the request."""
-    from .sizing import _candidate_layouts, _fit_layout
-
     fitted = []
     for kv in kv_dtypes:
         kv_request = replace(request, kv_dtype=kv)
@@ -419,14 +395,16 @@ def choose(
     smallest: Plan,
     request: _Request,
     *,
-    workload: Workload,
-    targets: LatencyTargets,
+    workload: Workload | None,
+    targets: LatencyTargets | None,
     objective: Objective,
     kv_open: bool,
     workload_given: bool = True,
     catalog: Catalog,
 ) -> Plan:
     """The plan the objective picks, with its performance, candidates and disaggregation."""
+    workload = workload or Workload()
+    targets = targets or LatencyTargets()
     spec, fmt, instance = smallest.model_spec, smallest.format_spec, smallest.instance_spec
     kv_dtypes = kv_dtypes_for(instance) if kv_open else (request.kv_dtype,)
     fitted = fitted_layouts(spec, fmt, instance, request, kv_dtypes) or [smallest]
@@ -581,3 +559,6 @@ def _what_would_meet(
         f"no layout of {spec.name} in {fmt.name} on {instance.instance_type} meets the targets "
         f"({'; '.join(perf.misses)} at best); would meet them: " + "; ".join(would)
     )
+
+
+sizing._CHOOSE = choose  # plan() searches through this (sizing cannot import this module)

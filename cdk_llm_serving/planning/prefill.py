@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .decode import COMPUTE_EFFICIENCY, Workload, compute_precision
 
 if TYPE_CHECKING:
     from .catalog import Catalog, InstanceSpec
     from .models import ModelSpec
-    from .objective import Performance
     from .sizing import Plan
 
 #: AWS's page on HyperPod Disaggregated Prefill and Decode, "When DPD helps".
@@ -94,9 +93,7 @@ class Disaggregation:
         return {"pays": self.pays, "reason": self.reason, "source": self.source}
 
 
-def disaggregation_for(
-    spec: ModelSpec, workload: Workload, performance: Performance | None
-) -> Disaggregation:
+def disaggregation_for(spec: ModelSpec, workload: Workload, performance: Any) -> Disaggregation:
     """AWS's rule (module docstring). The request rate is the workload's, or, without one, what
     the plan serves at its chosen batch (a steadily loaded deployment)."""
     rate = workload.request_rate

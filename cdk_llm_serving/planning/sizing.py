@@ -30,9 +30,11 @@ text) so tools can act on them.
 
 from __future__ import annotations
 
+import enum
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import (
     DEPRECATED_REMOVED_IN,
@@ -45,10 +47,36 @@ from .instance_types import InstanceType
 from .models import ModelSpec, WeightFormat, preset, presets, weight_format, weight_formats
 from .moe import routed_expert_bytes
 
-if TYPE_CHECKING:
-    from .decode import Workload
-    from .objective import Candidate, LatencyTargets, Objective, Performance
-    from .prefill import Disaggregation
+
+class Objective(enum.Enum):
+    """What ``plan()`` optimises among the layouts that fit (``objective.py`` searches)."""
+
+    #: The most output tokens per dollar meeting the latency targets (default).
+    TOKENS_PER_DOLLAR = "tokens-per-dollar"
+    #: The smallest layout that fits (the planner's answer before issue 28).
+    MIN_GPUS = "min-gpus"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def objective_of(value: Objective | str) -> Objective:
+    """An ``Objective`` from itself or its value (``"min-gpus"``); else a ConfigurationError."""
+    if isinstance(value, Objective):
+        return value
+    for objective in Objective:
+        if value == objective.value:
+            return objective
+    raise ConfigurationError(
+        "plan",
+        [Problem("objective", value, f"one of {', '.join(o.value for o in Objective)}")],
+    )
+
+
+#: The objective search (``objective.choose``), registered by ``objective.py`` when the
+#: ``planning`` package loads (``planning/__init__`` imports it): sizing stays below the
+#: decode model in the import graph.
+_CHOOSE: Callable[..., Plan] | None = None
 
 #: GiB per GPU kept out of the KV cache for the CUDA context, activations and CUDA graphs.
 RUNTIME_RESERVE_GIB = 2.0
@@ -146,13 +174,13 @@ class Plan:
     instance: InstanceSpec | None = field(default=None, repr=False, compare=False)
     #: What the layout serves for ``workload`` at its chosen batch (``objective.Performance``);
     #: ``None`` for objective ``MIN_GPUS`` without a workload.
-    performance: Performance | None = field(default=None, compare=False)
+    performance: Any = field(default=None, compare=False)
     #: The next best layouts, each with its performance and why it loses.
-    candidates: tuple[Candidate, ...] = field(default=(), repr=False, compare=False)
+    candidates: tuple[Any, ...] = field(default=(), repr=False, compare=False)
     #: Whether prefill/decode disaggregation would pay (``prefill.Disaggregation``).
-    disaggregation: Disaggregation | None = field(default=None, repr=False, compare=False)
-    workload: Workload | None = field(default=None, repr=False, compare=False)
-    targets: LatencyTargets | None = field(default=None, repr=False, compare=False)
+    disaggregation: Any = field(default=None, repr=False, compare=False)
+    workload: Any = field(default=None, repr=False, compare=False)
+    targets: Any = field(default=None, repr=False, compare=False)
     objective: Objective | None = field(default=None, repr=False, compare=False)
     #: When no layout meets the targets: which were missed and what would meet them.
     unmet: str | None = field(default=None, repr=False, compare=False)
@@ -411,8 +439,8 @@ def plan(
     tensor_parallel: int | None = None,
     single_instance: bool = False,
     require_efa: bool = True,
-    workload: Workload | None = None,
-    targets: LatencyTargets | None = None,
+    workload: Any = None,
+    targets: Any = None,
     objective: Objective | str | None = None,
 ) -> Plan:
     """The layout of ``model`` in ``weight_format`` on ``instance_type`` the objective picks.
@@ -441,8 +469,6 @@ def plan(
     :param instance_type: an ``InstanceType`` or its name, looked up in ``catalog``.
     ``quantization=`` is the deprecated name of ``weight_format`` (until 0.3.0; warns).
     """
-    from .objective import LatencyTargets, Objective, choose, objective_of
-
     chosen_objective = Objective.TOKENS_PER_DOLLAR if objective is None else objective_of(objective)
     spec = ModelSpec.of(model)
     fmt = WeightFormat.of(weight_format)
@@ -480,13 +506,12 @@ def plan(
         raise _no_fit_error(spec, fmt, instance, request, catalog)
     if chosen_objective is Objective.MIN_GPUS and workload is None and targets is None:
         return found
-    from .decode import Workload
-
-    return choose(
+    assert _CHOOSE is not None, "planning.objective registers the search on import"
+    return _CHOOSE(
         found,
         request,
-        workload=workload or Workload(),
-        targets=targets or LatencyTargets(),
+        workload=workload,
+        targets=targets,
         objective=chosen_objective,
         kv_open=kv_cache_dtype is None
         and workload is not None

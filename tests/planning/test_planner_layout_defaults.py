@@ -58,3 +58,28 @@ def test_the_pool_endpoint_adds_the_warning():
         "*", Match.string_like_regexp(f".*tensor_parallel_size=2.*{TENSOR_PARALLEL_WARNING_ID}.*")
     )
     assert found, "no tensorParallelCostsThroughput warning"
+
+
+def test_the_multi_node_service_keeps_an_explicit_tensor_parallel_size():
+    """It was replaced by the node-wide size; now the user's wins (no warning within 2x)."""
+    from tests.support.hyperpod import deepseek_service, small_cluster
+
+    stack = new_stack("SvcPinned")
+    service = deepseek_service(
+        stack,
+        *small_cluster(stack),
+        model="llama-3.3-70b",
+        weight_format="bf16",
+        config=VllmConfig(model="x", max_model_len=8192, tensor_parallel_size=4),
+    )
+    assert service.config.tensor_parallel_size == 4 and service.layout.tensor_parallel == 4
+    assert service.placement.tensor_parallel_warning is None
+    other = new_stack("SvcDefault")
+    default = deepseek_service(
+        other,
+        *small_cluster(other),
+        model="llama-3.3-70b",
+        weight_format="bf16",
+        config=VllmConfig(model="x", max_model_len=8192),
+    )
+    assert default.config.tensor_parallel_size == 8
