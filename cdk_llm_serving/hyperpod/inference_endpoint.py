@@ -8,8 +8,10 @@ aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/charts/inference-opera
   be one of the cluster's GPU groups and hold the model on one node (the planner decides).
 * ``worker``: AWS's SageMaker vLLM container fed ``SM_VLLM_*`` variables from ``VllmConfig``
   (the same mapping ``VllmPoolEndpoint`` uses), the configuration each type gets derived as
-  for a SageMaker pool (``vllm.pool_strategy.derive_pool_config``: tensor parallelism over
-  the type's GPUs, a served name that says which copy it is). The operator renders ONE worker
+  for a SageMaker pool (``vllm.pool_strategy.derive_pool_config``: the configuration's
+  tensor-parallel size if it sets one, warned as ``cdk-llm-serving:tensorParallelCostsThroughput``
+  when it serves fewer than half the planner's tokens per dollar, else tensor parallelism over
+  the type's GPUs (the pool default goal ``latency``), a served name that says which copy it is). The operator renders ONE worker
   for every listed type, so the types must derive the same configuration (same GPU count,
   tensor parallel size and served name); otherwise synth names the types that differ.
 * ``endpointName``: the operator registers a SageMaker endpoint of that name, so
@@ -39,7 +41,7 @@ from ..planning.models import ModelSpec, WeightFormat
 from ..sagemaker.endpoint_api import EndpointApi
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
-from ..vllm.pool_strategy import PoolVllmPlan, derive_pool_config
+from ..vllm.pool_strategy import PoolVllmPlan, derive_pool_config, warn_tensor_parallel_cost
 from .addons import HyperPodServingAddons
 from .constants import (
     APP_NAME_LABEL,
@@ -285,6 +287,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 catalog=self.catalog,
             )
             problems.extend(check.problems, f"{prop}.config")
+            warn_tensor_parallel_cost(self, planned)
             plans[group.instance_type] = planned
         return plans
 

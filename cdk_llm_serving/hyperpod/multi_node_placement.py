@@ -16,6 +16,7 @@ from ..errors import ConfigurationError, Problems
 from ..planning.catalog import Catalog, InstanceSpec
 from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import Layout, Plan, layout_across_nodes, plan, tensor_parallel_options
+from ..vllm.pool_strategy import tensor_parallel_cost_warning
 from .constants import EFA_RESOURCE, GPU_RESOURCE
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
@@ -47,6 +48,9 @@ class MultiNodePlacement:
     replicas: int
     layout: Layout
     resources: Mapping[str, str]
+    #: Set when the user's tensor-parallel size serves fewer than half the tokens per dollar of
+    #: the planner's layout (``vllm.pool_strategy.tensor_parallel_cost_warning``).
+    tensor_parallel_warning: str | None = None
 
     @property
     def rollout_strategy(self) -> dict[str, Any]:
@@ -104,8 +108,13 @@ def _plan(
     instance: InstanceSpec,
     max_context: int | None,
     catalog: Catalog,
+    tensor_parallel: int | None = None,
 ) -> Plan | None:
-    """The planner's sizing for the type, each node's GPUs one tensor-parallel group."""
+    """The planner's sizing for the type: each node's GPUs one tensor-parallel group (the
+    launcher runs one rank per node), or the user's tensor-parallel size, which wins. The
+    planner's objective (tokens per dollar at its default workload, ``planning.objective``)
+    picks the layout among those; without a workload it keeps the fewest nodes that fit and
+    the BF16 KV cache, so a model's node count is the one the memory needs."""
     try:
         return plan(
             spec,
@@ -113,11 +122,38 @@ def _plan(
             instance.instance_type,
             max_context=max_context,
             catalog=catalog,
-            tensor_parallel=_node_tensor_parallel(spec, instance),
+            kv_cache_dtype="auto",
+            tensor_parallel=tensor_parallel or _node_tensor_parallel(spec, instance),
         )
     except ConfigurationError as error:  # PlanningError: no layout fits
         problems.add("model", spec.name, str(error))
         return None
+
+
+def _tensor_parallel_warning(
+    spec: ModelSpec,
+    fmt: WeightFormat,
+    instance: InstanceSpec,
+    max_context: int | None,
+    catalog: Catalog,
+    planned: Plan,
+) -> str | None:
+    """The warning when the user's size costs more than 2x in tokens per dollar vs the default."""
+    try:
+        default = plan(
+            spec,
+            fmt.name,
+            instance.instance_type,
+            max_context=max_context,
+            catalog=catalog,
+            kv_cache_dtype="auto",
+            tensor_parallel=_node_tensor_parallel(spec, instance),
+        )
+    except ConfigurationError:
+        return None
+    if default.nodes != planned.nodes:
+        return None
+    return tensor_parallel_cost_warning(planned, default)
 
 
 def _resources(
@@ -147,6 +183,7 @@ def place_replicas(
     gpu_group: str | None,
     nodes_per_replica: int | None,
     replicas: int,
+    tensor_parallel: int | None = None,
 ) -> MultiNodePlacement:
     """The group, plan, nodes per replica and resources of a multi-node service.
 
@@ -155,12 +192,18 @@ def place_replicas(
     """
     group = _gpu_group(problems, cluster, gpu_group)
     instance = _catalogued(problems, catalog, group)
-    planned = _plan(problems, spec, weight_format, instance, max_context, catalog)
+    planned = _plan(problems, spec, weight_format, instance, max_context, catalog, tensor_parallel)
+    warning = None
+    if planned is not None and tensor_parallel is not None:
+        warning = _tensor_parallel_warning(
+            spec, weight_format, instance, max_context, catalog, planned
+        )
     nodes = nodes_per_replica or (planned.nodes if planned else 1)
     if planned is not None and planned.nodes == nodes:
         layout = planned.layout
     else:  # nodes_per_replica above the plan's: the planner's layout rule for that many
-        layout = layout_across_nodes(spec, _node_tensor_parallel(spec, instance), nodes)
+        width = tensor_parallel or _node_tensor_parallel(spec, instance)
+        layout = layout_across_nodes(spec, width, nodes)
     if planned is not None and nodes < planned.nodes:
         problems.add(
             "nodes_per_replica",
@@ -188,4 +231,5 @@ def place_replicas(
         replicas=replicas,
         layout=layout,
         resources=_resources(problems, group, instance),
+        tensor_parallel_warning=warning,
     )

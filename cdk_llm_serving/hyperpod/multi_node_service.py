@@ -51,6 +51,7 @@ from ..planning.sizing import Layout, Plan
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware, speculation_with_pipeline_note
 from ..vllm.multinode import MULTINODE_FLAGS, Startup
+from ..vllm.pool_strategy import TENSOR_PARALLEL_WARNING_ID
 from ._input_checks import check_service_options
 from .addons import HyperPodServingAddons
 from .instance_group import HyperPodInstanceGroup
@@ -188,6 +189,7 @@ class VllmMultiNodeService(Construct):
             gpu_group=gpu_group,
             nodes_per_replica=nodes_per_replica,
             replicas=replicas,
+            tensor_parallel=config.tensor_parallel_size,
         )
         self.startup = startup
         self.name = name or kubernetes_name(
@@ -242,6 +244,7 @@ class VllmMultiNodeService(Construct):
 
         cluster.reserve_gpu_nodes(self, self.group.name, self.placement.gpu_nodes)
         self._warn_about_image()
+        self._warn_about_tensor_parallel()
         warn_if_tag_only(self, "image", self.image)
         self._warn_about_rollout()
         self.api_key = (api_key or generated_api_key(self, self.name)) if authenticate else None
@@ -612,6 +615,13 @@ class VllmMultiNodeService(Construct):
             )
 
     # -- warnings -------------------------------------------------------------------------
+
+    def _warn_about_tensor_parallel(self) -> None:
+        """The user's tensor-parallel size costs more than 2x in tokens per dollar (issue 28)."""
+        if self.placement.tensor_parallel_warning is not None:
+            Annotations.of(self).add_warning_v2(
+                TENSOR_PARALLEL_WARNING_ID, self.placement.tensor_parallel_warning
+            )
 
     def _warn_about_image(self) -> None:
         """An image without EFA support turns cross-node NCCL into TCP on EFA instances."""

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
@@ -33,11 +34,18 @@ Clients = Mapping[str, Any]
 
 
 def _plan_command(args: argparse.Namespace) -> int:
-    from ..planning.cli_support import error_as_dict, error_text, plan_catalog, plan_model
+    from ..planning.cli_support import (
+        error_as_dict,
+        error_text,
+        objective_inputs,
+        plan_catalog,
+        plan_model,
+    )
     from ..planning.cold_start import estimate_cold_start
     from ..planning.cost import estimate_cost
-    from ..planning.decode import Workload
-    from ..planning.report import plan_as_dict, plan_as_table
+    from ..planning.models import ModelSpec
+    from ..planning.objective import Objective
+    from ..planning.report import objective_cost, plan_as_dict, plan_as_table
     from ..planning.sizing import plan
     from ..planning.throughput import plan_for_throughput
 
@@ -48,30 +56,52 @@ def _plan_command(args: argparse.Namespace) -> int:
             f"warning: --quantization is deprecated; use --weight-format (removed in {DEPRECATED_REMOVED_IN})",
             file=sys.stderr,
         )
+    if args.layout is not None:  # the old flag, for one release
+        print(
+            "warning: --layout is deprecated; use --objective min-gpus (smallest) or "
+            f"tokens-per-dollar with --itl (throughput) (removed in {DEPRECATED_REMOVED_IN})",
+            file=sys.stderr,
+        )
     try:
+        workload, targets, objective = objective_inputs(args)
+        if args.layout == "smallest":
+            objective = Objective.MIN_GPUS
         catalog = plan_catalog(args.region, args.prices)
         model = plan_model(args.model, args.model_config, args.model_index)
+        max_context = args.max_context
+        if max_context is None and objective is Objective.MIN_GPUS:
+            max_context = ModelSpec.of(model).max_context  # the smallest layout, as before
         options = {
-            "max_context": args.max_context,
-            "concurrency": args.concurrency,
+            "max_context": max_context,
+            "concurrency": workload.concurrency or 1,
             "gpu_memory_utilization": args.gpu_memory_utilization,
             "kv_cache_dtype": args.kv_cache_dtype,
             "max_nodes": args.max_nodes,
             "require_efa": not args.allow_without_efa,
         }
-        workload = Workload(args.input_tokens, args.output_tokens)
         if args.layout == "throughput":
-            result, _ = plan_for_throughput(
+            with warnings.catch_warnings():  # the flag's own warning is printed above
+                warnings.simplefilter("ignore", DeprecationWarning)
+                result, _ = plan_for_throughput(
+                    model,
+                    weight_format,
+                    args.instance_type,
+                    workload=workload,
+                    itl_target_ms=args.itl_target_ms,
+                    catalog=catalog,
+                    **{**options, "kv_cache_dtype": args.kv_cache_dtype or "auto"},
+                )
+        else:
+            result = plan(
                 model,
                 weight_format,
                 args.instance_type,
-                workload=workload,
-                itl_target_ms=args.itl_target_ms,
                 catalog=catalog,
+                workload=workload,
+                targets=targets,
+                objective=objective,
                 **options,
             )
-        else:
-            result = plan(model, weight_format, args.instance_type, catalog=catalog, **options)
     except (ConfigurationError, OSError) as error:  # PlanningError is a ConfigurationError
         if args.json:
             print(json.dumps(error_as_dict(error), indent=2, default=str))
@@ -86,6 +116,8 @@ def _plan_command(args: argparse.Namespace) -> int:
         itl_target_ms=args.itl_target_ms,
         catalog=catalog,
     )
+    if args.tokens_per_second is None:
+        cost = objective_cost(result, cost)
     if args.json:
         print(json.dumps(plan_as_dict(result, cold_start, cost), indent=2))
     else:
@@ -355,9 +387,12 @@ def _add_plan(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     planner.add_argument(
         "--concurrency",
-        type=int,
-        default=1,
-        help="sequences of --max-context that must fit at once (default 1)",
+        help="requests in flight across the deployment: that many sequences of --max-context "
+        "must fit, and the batch per engine is at most their share (default: one must fit, no cap)",
+    )
+    planner.add_argument(
+        "--request-rate",
+        help="requests per second (instead of --concurrency): how many copies of the plan serve it",
     )
     planner.add_argument(
         "--gpu-memory-utilization",
@@ -367,9 +402,9 @@ def _add_plan(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     planner.add_argument(
         "--kv-cache-dtype",
-        default="auto",
         choices=["auto", "bf16", "fp8"],
-        help="KV-cache precision (default auto = BF16)",
+        help="KV-cache precision (default: tokens-per-dollar tries auto = BF16 and, on GPUs "
+        "with FP8 tensor cores, fp8; min-gpus uses auto)",
     )
     planner.add_argument(
         "--max-nodes",
@@ -378,10 +413,21 @@ def _add_plan(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="most nodes one replica may span (default 16; 1 for a SageMaker endpoint)",
     )
     planner.add_argument(
+        "--objective",
+        metavar="{tokens-per-dollar,min-gpus}",
+        help="tokens-per-dollar (default): the layout with the most output tokens per dollar "
+        "meeting --ttft/--itl/--tpot at the workload; min-gpus: the smallest layout that fits",
+    )
+    planner.add_argument("--ttft", help="time-to-first-token target, seconds")
+    planner.add_argument("--itl", help="inter-token latency target (the decode step), milliseconds")
+    planner.add_argument(
+        "--tpot",
+        help="time-per-output-token target, (end-to-end - TTFT) / (output - 1), milliseconds",
+    )
+    planner.add_argument(
         "--layout",
         choices=["smallest", "throughput"],
-        default="smallest",
-        help="smallest tensor-parallel size that fits (default), or the one with the most tokens/s per node at the ITL target",
+        help="deprecated (removed in 0.3.0): use --objective",
     )
     planner.add_argument(
         "--allow-without-efa",
@@ -420,7 +466,7 @@ def _add_plan_output_options(planner: argparse.ArgumentParser) -> None:
         "--itl-target-ms",
         type=positive_float,
         default=50.0,
-        help="inter-token latency the batch must meet (default 50)",
+        help="inter-token latency of the decode curve and speculative estimates shown (default 50)",
     )
     planner.add_argument(
         "--region",

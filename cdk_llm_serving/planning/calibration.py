@@ -5,6 +5,10 @@ KV-cache dtype, concurrency (or ``None`` for a maximum-load run), input/output t
 measured output tokens/s of one replica, with its source URL and date. ``predict`` plans the
 same layout and evaluates the decode model (``decode.py``) at that batch; the ratio
 prediction / measurement must stay within the data file's ``factor`` either way.
+
+``predict_own_layout`` lets the planner choose the layout (``plan(..., workload=)``, objective
+tokens per dollar on one node) at the measured workload; ``own_layout_ratios`` compares per GPU
+(the planner's layout may differ from the measured one).
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from .catalog import Catalog, load_data
+from .catalog import Catalog, default_catalog, load_data
 from .decode import Workload
-from .sizing import plan
+from .sizing import Plan, plan
 from .throughput import saturated_tokens_per_second
 
 
@@ -77,3 +81,38 @@ def predict(measurement: Measurement, catalog: Catalog | None = None) -> float:
 def ratios(catalog: Catalog | None = None) -> dict[str, float]:
     """Prediction / measurement for every recorded measurement, by id."""
     return {m.id: predict(m, catalog) / m.tokens_per_second for m in measurements()}
+
+
+def node_workload(measurement: Measurement, catalog: Catalog | None = None) -> Workload:
+    """The measured workload for a whole node: a measured concurrency per replica scaled to
+    the node's GPUs (``None`` = a maximum-load run, no concurrency cap)."""
+    concurrency = None
+    if measurement.concurrency is not None:
+        gpus = (catalog or default_catalog()).get(measurement.instance_type).gpus
+        concurrency = measurement.concurrency * gpus // measurement.tensor_parallel
+    return Workload(measurement.input_tokens, measurement.output_tokens, concurrency=concurrency)
+
+
+def predict_own_layout(measurement: Measurement, catalog: Catalog | None = None) -> Plan:
+    """The planner choosing its own layout (objective tokens per dollar, one node, no latency
+    target: the measurements are maximum-throughput runs) at the measured workload and KV dtype."""
+    return plan(
+        measurement.model,
+        measurement.weight_format,
+        measurement.instance_type,
+        kv_cache_dtype=measurement.kv_cache_dtype,
+        workload=node_workload(measurement, catalog),
+        max_nodes=1,
+        catalog=catalog,
+    )
+
+
+def own_layout_ratios(catalog: Catalog | None = None) -> dict[str, float]:
+    """Per GPU: the planner's tokens/s with its own layout / the measured tokens/s, by id."""
+    found = {}
+    for m in measurements():
+        chosen = predict_own_layout(m, catalog)
+        assert chosen.performance is not None
+        measured_per_gpu = m.tokens_per_second / m.tensor_parallel
+        found[m.id] = chosen.performance.output_tokens_per_second_per_gpu / measured_per_gpu
+    return found

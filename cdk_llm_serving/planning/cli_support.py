@@ -7,9 +7,11 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, Problems
 from .catalog import GIB, Catalog, default_catalog
+from .decode import Workload
 from .models import ModelSpec
+from .objective import LatencyTargets, Objective, objective_of
 from .sizing import PlanningError
 
 
@@ -84,3 +86,47 @@ def error_text(error: Exception) -> str:
 
 def _gib(value: float | None) -> float | None:
     return None if value is None else round(value / GIB, 1)
+
+
+def _number(problems: Problems, flag: str, text: str | None, kind: type) -> Any:
+    """``text`` as a positive ``kind`` (int or float), or a problem naming ``flag``."""
+    if text is None:
+        return None
+    try:
+        value = kind(text)
+    except ValueError:
+        problems.add(flag, text, f"{'an integer' if kind is int else 'a number'} above 0")
+        return None
+    if not math.isfinite(value) or value <= 0:
+        problems.add(flag, text, f"{'an integer' if kind is int else 'a number'} above 0")
+        return None
+    return value
+
+
+def objective_inputs(args: argparse.Namespace) -> tuple[Workload, LatencyTargets, Objective]:
+    """The workload, latency targets and objective of ``plan``'s flags; every bad value is one
+    ``ConfigurationError`` (the command prints it as one ``error:`` line, exit status 2)."""
+    problems = Problems("plan")
+    concurrency = _number(problems, "--concurrency", args.concurrency, int)
+    rate = _number(problems, "--request-rate", args.request_rate, float)
+    ttft = _number(problems, "--ttft", args.ttft, float)
+    itl = _number(problems, "--itl", args.itl, float)
+    tpot = _number(problems, "--tpot", args.tpot, float)
+    if concurrency is not None and rate is not None:
+        problems.add(
+            "--request-rate", args.request_rate, "give --concurrency or --request-rate, not both"
+        )
+    if itl is not None and tpot is not None:
+        problems.add("--tpot", args.tpot, "give --itl or --tpot, not both")
+    objective = None
+    if args.objective is not None:
+        try:
+            objective = objective_of(args.objective)
+        except ConfigurationError:
+            problems.add("--objective", args.objective, "one of tokens-per-dollar, min-gpus")
+    problems.raise_if_any()
+    workload = Workload(
+        args.input_tokens, args.output_tokens, concurrency=concurrency, request_rate=rate
+    )
+    chosen = objective or Objective.TOKENS_PER_DOLLAR
+    return workload, LatencyTargets(ttft_s=ttft, itl_ms=itl, tpot_ms=tpot), chosen

@@ -37,8 +37,10 @@ efficiencies are calibrated against published measurements (``calibration.py``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from ..errors import Problems
 from .catalog import Catalog, InstanceSpec
 from .models import ModelSpec, WeightFormat
 from .moe import dense_weight_bytes, expert_weight_bytes
@@ -63,10 +65,41 @@ DEFAULT_ITL_TARGET_MS = 50.0
 
 @dataclass(frozen=True)
 class Workload:
-    """Tokens per request: ``input_tokens`` of prompt, ``output_tokens`` generated."""
+    """Tokens per request: ``input_tokens`` of prompt, ``output_tokens`` generated; and the
+    load, at most one of ``concurrency`` (requests in flight across the deployment: caps the
+    batch per engine at ``ceil(concurrency / engines)``) and ``request_rate`` (requests per
+    second: sets how many copies of the plan serve it). Neither: a steadily full deployment.
+    """
 
     input_tokens: int = 2048
     output_tokens: int = 512
+    concurrency: int | None = None
+    request_rate: float | None = None
+
+    def __post_init__(self) -> None:
+        problems = Problems("Workload")
+        for name in ("input_tokens", "output_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                problems.add(name, value, "an integer of at least 1")
+        if self.concurrency is not None and (
+            isinstance(self.concurrency, bool)
+            or not isinstance(self.concurrency, int)
+            or self.concurrency < 1
+        ):
+            problems.add("concurrency", self.concurrency, "an integer of at least 1, or None")
+        if self.request_rate is not None and (
+            isinstance(self.request_rate, bool)
+            or not isinstance(self.request_rate, int | float)
+            or not math.isfinite(self.request_rate)
+            or self.request_rate <= 0
+        ):
+            problems.add("request_rate", self.request_rate, "a positive number, or None")
+        if self.concurrency is not None and self.request_rate is not None:
+            problems.add(
+                "request_rate", self.request_rate, "give concurrency or request_rate, not both"
+            )
+        problems.raise_if_any()
 
     @property
     def mean_context(self) -> int:

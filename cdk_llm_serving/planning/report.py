@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .catalog import GIB, Catalog
@@ -14,7 +15,100 @@ from .decode_report import (
     speculation_text,
     step_arithmetic,
 )
+from .objective import Performance, layout_text
 from .sizing import Plan
+
+
+def objective_cost(plan: Plan, cost: CostEstimate) -> CostEstimate:
+    """The cost at the objective's batch (``plan.performance``) instead of the ITL curve's."""
+    perf = plan.performance
+    if perf is None or perf.usd_per_million_output_tokens is None:
+        return cost
+    return replace(
+        cost,
+        output_tokens_per_second=perf.output_tokens_per_second,
+        price_per_million_output_tokens=perf.usd_per_million_output_tokens,
+        throughput_source=(
+            f"objective {plan.objective}: batch {perf.max_num_seqs} per engine x {perf.engines} "
+            f"engine(s), {perf.bound}-bound, TTFT {perf.ttft_s:.2f} s, ITL {perf.itl_ms:.1f} ms, "
+            f"TPOT {perf.tpot_ms:.1f} ms (batch limited by {perf.batch_limited_by}), prefill included"
+        ),
+    )
+
+
+def objective_as_dict(plan: Plan) -> dict[str, Any] | None:
+    """The objective's choice, its rivals and the disaggregation advice, for ``--json``."""
+    if plan.performance is None:
+        return None
+    workload = plan.workload
+    return {
+        "objective": str(plan.objective),
+        "workload": None
+        if workload is None
+        else {
+            "input_tokens": workload.input_tokens,
+            "output_tokens": workload.output_tokens,
+            "concurrency": workload.concurrency,
+            "request_rate": workload.request_rate,
+        },
+        "targets": plan.targets.as_dict() if plan.targets else None,
+        "performance": plan.performance.as_dict(),
+        "candidates": [candidate.as_dict() for candidate in plan.candidates],
+        "unmet": plan.unmet,
+        "disaggregation": plan.disaggregation.as_dict() if plan.disaggregation else None,
+    }
+
+
+LAYOUT_HEADER = (
+    "layout",
+    "batch",
+    "tokens/s",
+    "per GPU",
+    "TTFT s",
+    "ITL ms",
+    "TPOT ms",
+    "$/M tok",
+    "why it loses",
+)
+
+
+def _layout_row(text: str, perf: Performance, why: str) -> tuple[str, ...]:
+    usd = perf.usd_per_million_output_tokens
+    return (
+        text,
+        str(perf.max_num_seqs),
+        f"{perf.output_tokens_per_second:,.0f}",
+        f"{perf.output_tokens_per_second_per_gpu:,.0f}",
+        f"{perf.ttft_s:.2f}",
+        f"{perf.itl_ms:.1f}",
+        f"{perf.tpot_ms:.1f}",
+        "-" if usd is None else f"{usd:,.3f}",
+        why,
+    )
+
+
+def layouts_table(plan: Plan) -> str:
+    """The chosen layout and the next best side by side (``plan`` prints it under the plan)."""
+    perf = plan.performance
+    if perf is None:
+        return ""
+    chosen = layout_text(
+        plan.nodes,
+        plan.tensor_parallel,
+        plan.pipeline_parallel,
+        plan.data_parallel,
+        plan.expert_parallel,
+        plan.kv_cache_dtype,
+    )
+    rows = [LAYOUT_HEADER, _layout_row(chosen + " *", perf, "chosen")]
+    rows += [_layout_row(c.layout_text, c.performance, c.loses_because) for c in plan.candidates]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(LAYOUT_HEADER) - 1)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True))
+        + "  "
+        + row[-1]
+        for row in rows
+    )
 
 
 def plan_as_dict(plan: Plan, cold_start: ColdStart, cost: CostEstimate) -> dict[str, Any]:
@@ -55,6 +149,7 @@ def plan_as_dict(plan: Plan, cold_start: ColdStart, cost: CostEstimate) -> dict[
             "price_source": cost.price_source,
         },
         "decode": decode_as_dict(plan, cost.estimate) if cost.estimate is not None else None,
+        "layout_choice": objective_as_dict(plan),
         "warnings": list(plan.warnings),
     }
 
@@ -103,9 +198,24 @@ def plan_as_table(
         *_decode_rows(plan, cost),
         ("prices", cost.price_source),
     ]
+    if plan.targets is not None and plan.targets.any:
+        shown = [f"{k} {v:g}" for k, v in plan.targets.as_dict().items() if v is not None]
+        rows.append(("targets", ", ".join(shown)))
+    if plan.disaggregation is not None:
+        verdict = "pays" if plan.disaggregation.pays else "does not pay"
+        rows.append(
+            (
+                "disaggregate",
+                f"{verdict}: {plan.disaggregation.reason} ({plan.disaggregation.source})",
+            )
+        )
     rows += [("warning", warning) for warning in plan.warnings]
     width = max(len(label) for label, _ in rows)
-    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+    text = "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+    layouts = layouts_table(plan)
+    if layouts:
+        text += f"\n\nlayouts ({plan.objective}; * = chosen)\n{layouts}"
+    return text
 
 
 def _replicas_text(plan: Plan) -> str:

@@ -30,7 +30,9 @@ text) so tools can act on them.
 
 from __future__ import annotations
 
+import enum
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,6 +46,37 @@ from .catalog import GIB, Catalog, InstanceSpec, default_catalog
 from .instance_types import InstanceType
 from .models import ModelSpec, WeightFormat, preset, presets, weight_format, weight_formats
 from .moe import routed_expert_bytes
+
+
+class Objective(enum.Enum):
+    """What ``plan()`` optimises among the layouts that fit (``objective.py`` searches)."""
+
+    #: The most output tokens per dollar meeting the latency targets (default).
+    TOKENS_PER_DOLLAR = "tokens-per-dollar"
+    #: The smallest layout that fits (the planner's answer before issue 28).
+    MIN_GPUS = "min-gpus"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def objective_of(value: Objective | str) -> Objective:
+    """An ``Objective`` from itself or its value (``"min-gpus"``); else a ConfigurationError."""
+    if isinstance(value, Objective):
+        return value
+    for objective in Objective:
+        if value == objective.value:
+            return objective
+    raise ConfigurationError(
+        "plan",
+        [Problem("objective", value, f"one of {', '.join(o.value for o in Objective)}")],
+    )
+
+
+#: The objective search (``objective.choose``), registered by ``objective.py`` when the
+#: ``planning`` package loads (``planning/__init__`` imports it): sizing stays below the
+#: decode model in the import graph.
+_CHOOSE: Callable[..., Plan] | None = None
 
 #: GiB per GPU kept out of the KV cache for the CUDA context, activations and CUDA graphs.
 RUNTIME_RESERVE_GIB = 2.0
@@ -139,6 +172,18 @@ class Plan:
     spec: ModelSpec | None = field(default=None, repr=False, compare=False)
     fmt: WeightFormat | None = field(default=None, repr=False, compare=False)
     instance: InstanceSpec | None = field(default=None, repr=False, compare=False)
+    #: What the layout serves for ``workload`` at its chosen batch (``objective.Performance``);
+    #: ``None`` for objective ``MIN_GPUS`` without a workload.
+    performance: Any = field(default=None, compare=False)
+    #: The next best layouts, each with its performance and why it loses.
+    candidates: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+    #: Whether prefill/decode disaggregation would pay (``prefill.Disaggregation``).
+    disaggregation: Any = field(default=None, repr=False, compare=False)
+    workload: Any = field(default=None, repr=False, compare=False)
+    targets: Any = field(default=None, repr=False, compare=False)
+    objective: Objective | None = field(default=None, repr=False, compare=False)
+    #: When no layout meets the targets: which were missed and what would meet them.
+    unmet: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def model_spec(self) -> ModelSpec:
@@ -263,7 +308,11 @@ class ModelSizing:
         single_instance: bool | None = None,
     ) -> Plan:
         """Plan on ``instance_type``; ``single_instance`` defaults to ``max_nodes == 1`` (an
-        endpoint instance hosts a whole copy, so no multi-node alternative is suggested)."""
+        endpoint instance hosts a whole copy, so no multi-node alternative is suggested).
+
+        Objective ``MIN_GPUS``: a sizing is a promise that the model fits, and its users
+        (inference components' accelerator counts, pool capacities) need the fewest GPUs that
+        hold it; the layout a server runs comes from ``vllm.pool_strategy`` or ``plan()``."""
         return plan(
             self.model,
             self.weight_format,
@@ -276,6 +325,7 @@ class ModelSizing:
             catalog=catalog,
             tensor_parallel=self.tensor_parallel_size,
             single_instance=max_nodes == 1 if single_instance is None else single_instance,
+            objective="min-gpus",
         )
 
 
@@ -383,14 +433,27 @@ def plan(
     max_context: int | None = None,
     concurrency: int = 1,
     gpu_memory_utilization: float = 0.9,
-    kv_cache_dtype: str = "auto",
+    kv_cache_dtype: str | None = None,
     max_nodes: int = MAX_NODES,
     catalog: Catalog | None = None,
     tensor_parallel: int | None = None,
     single_instance: bool = False,
     require_efa: bool = True,
+    workload: Any = None,
+    targets: Any = None,
+    objective: Objective | str | None = None,
 ) -> Plan:
-    """The smallest layout of ``model`` in ``weight_format`` on ``instance_type`` that fits.
+    """The layout of ``model`` in ``weight_format`` on ``instance_type`` the objective picks.
+
+    ``objective`` (``objective.Objective``, default ``TOKENS_PER_DOLLAR``): among every layout
+    that fits, the one with the most output tokens per dollar for ``workload`` (default
+    ``Workload()``: 2,048 in / 512 out) meeting ``targets`` (``LatencyTargets``: TTFT, ITL,
+    TPOT; default none), with ``Plan.performance``, ``Plan.candidates`` (the next best and why
+    each loses) and ``Plan.disaggregation``; ``MIN_GPUS``: the smallest layout that fits (the
+    planner's answer before issue 28; ``performance`` is ``None`` unless a workload is given).
+    ``kv_cache_dtype`` left ``None`` lets the search try an FP8 KV cache where the GPU has FP8
+    tensor cores (``MIN_GPUS``: ``auto``). ``max_context`` defaults to the workload's input +
+    output tokens when a workload is given, else the model's maximum. See ``objective.py``.
 
     Raises ``PlanningError`` with what is needed, what is there, and what would fit
     (more nodes, another instance type, a smaller format) when nothing does; an unknown model,
@@ -406,12 +469,20 @@ def plan(
     :param instance_type: an ``InstanceType`` or its name, looked up in ``catalog``.
     ``quantization=`` is the deprecated name of ``weight_format`` (until 0.3.0; warns).
     """
+    chosen_objective = Objective.TOKENS_PER_DOLLAR if objective is None else objective_of(objective)
     spec = ModelSpec.of(model)
     fmt = WeightFormat.of(weight_format)
     catalog = catalog or default_catalog()
     instance = catalog.get(str(instance_type))
-    context = spec.max_context if max_context is None else max_context
-    _check_inputs(spec, context, concurrency, gpu_memory_utilization, kv_cache_dtype, max_nodes)
+    context = max_context
+    if context is None:
+        context = (
+            spec.max_context
+            if workload is None
+            else min(spec.max_context, workload.input_tokens + workload.output_tokens)
+        )
+    kv_dtype = "auto" if kv_cache_dtype is None else kv_cache_dtype
+    _check_inputs(spec, context, concurrency, gpu_memory_utilization, kv_dtype, max_nodes)
     if tensor_parallel is not None and tensor_parallel not in tensor_parallel_options(
         spec, instance.gpus
     ):
@@ -424,7 +495,7 @@ def plan(
         context,
         concurrency,
         gpu_memory_utilization,
-        kv_cache_dtype,
+        kv_dtype,
         max_nodes,
         tensor_parallel,
         single_instance,
@@ -433,7 +504,21 @@ def plan(
     found = _fit(spec, fmt, instance, request)
     if found is None:
         raise _no_fit_error(spec, fmt, instance, request, catalog)
-    return found
+    if chosen_objective is Objective.MIN_GPUS and workload is None and targets is None:
+        return found
+    assert _CHOOSE is not None, "planning.objective registers the search on import"
+    return _CHOOSE(
+        found,
+        request,
+        workload=workload,
+        targets=targets,
+        objective=chosen_objective,
+        kv_open=kv_cache_dtype is None
+        and workload is not None
+        and chosen_objective is Objective.TOKENS_PER_DOLLAR,
+        workload_given=workload is not None,
+        catalog=catalog,
+    )
 
 
 def _check_inputs(
@@ -479,47 +564,56 @@ def _usable_bytes(instance: InstanceSpec, utilization: float) -> float:
 def _fit(
     spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request
 ) -> Plan | None:
+    for layout in _candidate_layouts(spec, instance, request):
+        found = _fit_layout(spec, fmt, instance, request, layout)
+        if found is not None:
+            return found
+    return None
+
+
+def _fit_layout(
+    spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request, layout: Layout
+) -> Plan | None:
+    """``layout`` as a plan when it fits the request, else ``None``."""
     total_weights = weight_bytes(spec, fmt)
     kv_per_token = spec.kv_values_per_token() * KV_CACHE_DTYPE_BYTES[request.kv_dtype]
     usable = _usable_bytes(instance, request.utilization)
-    for layout in _candidate_layouts(spec, instance, request):
-        per_gpu = weight_bytes_per_gpu(spec, fmt, layout)
-        kv_space = usable - per_gpu
-        if kv_space <= 0:
-            continue
-        tokens = int(
-            kv_space
-            * layout.gpus_per_replica
-            // (kv_per_token * spec.kv_replication(layout.tensor_parallel))
-        )
-        sequences = tokens // request.context * layout.data_parallel
-        if tokens < request.context or sequences < request.concurrency:
-            continue
-        note = fmt.fallback_note(instance.gpu)
-        return Plan(
-            model=spec.name,
-            weight_format=fmt.name,
-            instance_type=instance.instance_type,
-            max_context=request.context,
-            concurrency=request.concurrency,
-            gpu_memory_utilization=request.utilization,
-            kv_cache_dtype=request.kv_dtype,
-            weight_bytes=total_weights,
-            kv_bytes_per_token=kv_per_token,
-            nodes=layout.nodes,
-            tensor_parallel=layout.tensor_parallel,
-            pipeline_parallel=layout.pipeline_parallel,
-            data_parallel=layout.data_parallel,
-            expert_parallel=layout.expert_parallel,
-            weight_bytes_per_gpu=per_gpu,
-            kv_cache_bytes_per_gpu=kv_space,
-            kv_tokens_per_replica=tokens,
-            warnings=(note,) if note else (),
-            spec=spec,
-            fmt=fmt,
-            instance=instance,
-        )
-    return None
+    per_gpu = weight_bytes_per_gpu(spec, fmt, layout)
+    kv_space = usable - per_gpu
+    if kv_space <= 0:
+        return None
+    tokens = int(
+        kv_space
+        * layout.gpus_per_replica
+        // (kv_per_token * spec.kv_replication(layout.tensor_parallel))
+    )
+    sequences = tokens // request.context * layout.data_parallel
+    if tokens < request.context or sequences < request.concurrency:
+        return None
+    note = fmt.fallback_note(instance.gpu)
+    return Plan(
+        model=spec.name,
+        weight_format=fmt.name,
+        instance_type=instance.instance_type,
+        max_context=request.context,
+        concurrency=request.concurrency,
+        gpu_memory_utilization=request.utilization,
+        kv_cache_dtype=request.kv_dtype,
+        weight_bytes=total_weights,
+        kv_bytes_per_token=kv_per_token,
+        nodes=layout.nodes,
+        tensor_parallel=layout.tensor_parallel,
+        pipeline_parallel=layout.pipeline_parallel,
+        data_parallel=layout.data_parallel,
+        expert_parallel=layout.expert_parallel,
+        weight_bytes_per_gpu=per_gpu,
+        kv_cache_bytes_per_gpu=kv_space,
+        kv_tokens_per_replica=tokens,
+        warnings=(note,) if note else (),
+        spec=spec,
+        fmt=fmt,
+        instance=instance,
+    )
 
 
 def _alternatives(

@@ -11,10 +11,11 @@ is false.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import renamed_arguments
+from ..errors import DEPRECATED_REMOVED_IN, renamed_arguments
 from .catalog import Catalog, default_catalog
 from .decode import (
     DEFAULT_ITL_TARGET_MS,
@@ -139,8 +140,18 @@ def plan_for_throughput(
     :param weight_format: a ``WeightFormat`` or its name, as for ``plan()``.
     :param instance_type: an ``InstanceType`` or its name, as for ``plan()``.
     ``quantization=`` is the deprecated name of ``weight_format`` (until 0.3.0; warns).
+
+    Deprecated (removed in 0.3.0): ``plan(..., workload=, targets=LatencyTargets(itl_ms=))``
+    searches every layout, batch and KV dtype for the most tokens per dollar.
     """
+    warnings.warn(
+        "plan_for_throughput is deprecated; use plan(..., workload=, targets=LatencyTargets(itl_ms=...)) "
+        f"(removed in {DEPRECATED_REMOVED_IN})",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     fmt = weight_format
+    objective = plan_options.pop("objective", "min-gpus")
     spec = ModelSpec.of(model)
     gpus = (catalog or default_catalog()).get(str(instance_type)).gpus
     best: tuple[tuple[bool, float], Plan, ThroughputEstimate] | None = None
@@ -152,6 +163,7 @@ def plan_for_throughput(
                 instance_type,
                 catalog=catalog,
                 tensor_parallel=tp,
+                objective=objective,
                 **plan_options,
             )
         except PlanningError:
@@ -163,7 +175,9 @@ def plan_for_throughput(
         if best is None or score > best[0]:
             best = (score, laid_out, estimate)
     if best is None:
-        laid_out = plan(spec, fmt, instance_type, catalog=catalog, **plan_options)  # raises
+        laid_out = plan(
+            spec, fmt, instance_type, catalog=catalog, objective=objective, **plan_options
+        )  # raises
         return laid_out, estimate_throughput(
             laid_out, workload, itl_target_ms=itl_target_ms, catalog=catalog
         )

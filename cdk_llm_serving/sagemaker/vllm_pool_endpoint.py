@@ -34,7 +34,7 @@ from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import ModelSizing
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
-from ..vllm.pool_strategy import Goal, PoolVllmPlan, derive_pool_config
+from ..vllm.pool_strategy import Goal, PoolVllmPlan, derive_pool_config, warn_tensor_parallel_cost
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import PoolEndpointKeywords, PoolEndpointOptions
@@ -256,6 +256,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         except ConfigurationError as error:  # the planner's refusal (a PlanningError)
             problems.add(prop, str(instance_type), str(error))
         if planned is not None:
+            warn_tensor_parallel_cost(self, planned)  # issue 28: a costly explicit TP size
             check = check_on_hardware(
                 planned.config,
                 instance_type,

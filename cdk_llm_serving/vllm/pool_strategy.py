@@ -2,12 +2,21 @@
 
 For each pool, in order: the first allowed weight format that the planner says fits
 one instance (full weights first, then the quantized copies the user supplied; for the
-``cost`` goal, the most compact copy first);
-tensor parallelism over all the type's GPUs (the largest size that divides the
-attention heads; leftover GPUs become data-parallel engines); expert parallelism for
-MoE models on several GPUs; speculative decoding where the pool asks for throughput
-(MTP when the model has MTP layers, else the base config's method, else n-gram).
-Every copy's served name says what it is: ``<base>-<format>-tp<N>[-<speculation>]``.
+``cost`` goal, the most compact copy first); the tensor-parallel size: the one the base
+configuration sets (the user's wins), else for the ``cost`` and ``throughput`` goals the
+planner's choice (``plan(objective=TOKENS_PER_DOLLAR)``: the most output tokens per dollar at
+the planner's default workload on one instance, ``planning.objective``), and for ``latency``
+tensor parallelism over all the type's GPUs (the largest size that divides the attention
+heads: each step over the most GPUs, the lowest inter-token latency); leftover GPUs become
+data-parallel engines; expert parallelism for MoE models on several GPUs; speculative
+decoding where the pool asks for throughput (MTP when the model has MTP layers, else the base
+config's method, else n-gram). Every copy's served name says what it is:
+``<base>-<format>-tp<N>[-<speculation>]``.
+
+A user's tensor-parallel size that serves fewer than half the tokens per dollar of the
+planner's choice is kept, with ``PoolVllmPlan.tensor_parallel_warning`` saying so; constructs
+add it as the ``cdk-llm-serving:tensorParallelCostsThroughput`` warning
+(``warn_tensor_parallel_cost``).
 
 ``Goal`` is the library's one goal type (``planning.goals``, which says what each goal means
 here and in the recommendation pool file).
@@ -17,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import Problems, check_choice, check_literal, renamed_arguments
 from ..planning.catalog import Catalog, default_catalog
@@ -27,7 +37,14 @@ from ..planning.sizing import Plan, PlanningError, tensor_parallel_options
 from ..planning.sizing import plan as plan_layout
 from .config import MtpSpeculation, NgramSpeculation, Speculation, VllmConfig
 
-__all__ = ["Goal", "PoolVllmPlan", "derive_pool_config", "speculation_for"]
+__all__ = [
+    "Goal",
+    "PoolVllmPlan",
+    "derive_pool_config",
+    "speculation_for",
+    "tensor_parallel_cost_warning",
+    "warn_tensor_parallel_cost",
+]
 
 
 @dataclass(frozen=True)
@@ -39,6 +56,44 @@ class PoolVllmPlan:
     weight_format: str
     config: VllmConfig
     plan: Plan
+    #: Set when the base configuration's tensor-parallel size serves fewer than
+    #: ``1 / TENSOR_PARALLEL_COST_FACTOR`` of the tokens per dollar of the planner's choice.
+    tensor_parallel_warning: str | None = None
+
+
+#: A user's tensor-parallel size costing more than this factor in tokens per dollar warns.
+TENSOR_PARALLEL_COST_FACTOR = 2.0
+TENSOR_PARALLEL_WARNING_ID = "cdk-llm-serving:tensorParallelCostsThroughput"
+
+
+def warn_tensor_parallel_cost(scope: Any, planned: PoolVllmPlan) -> None:
+    """Add ``planned``'s tensor-parallel warning to ``scope`` (a construct), if it has one."""
+    if planned.tensor_parallel_warning is None:
+        return
+    from aws_cdk import Annotations
+
+    Annotations.of(scope).add_warning_v2(
+        TENSOR_PARALLEL_WARNING_ID, planned.tensor_parallel_warning
+    )
+
+
+def tensor_parallel_cost_warning(pinned: Plan, best: Plan) -> str | None:
+    """The warning text when ``pinned`` (the user's size) serves fewer than half the tokens
+    per dollar of ``best`` (the planner's choice) at the planner's default workload."""
+    if pinned.performance is None or best.performance is None:
+        return None
+    mine = pinned.performance.output_tokens_per_second_per_node
+    theirs = best.performance.output_tokens_per_second_per_node
+    if mine * TENSOR_PARALLEL_COST_FACTOR >= theirs:
+        return None
+    return (
+        f"tensor_parallel_size={pinned.tensor_parallel} on {pinned.instance_type} serves "
+        f"~{mine:,.0f} output tokens/s per instance, {theirs / mine:.1f}x fewer tokens per dollar "
+        f"than the planner's tensor {best.tensor_parallel} x data {best.data_parallel} "
+        f"(~{theirs:,.0f}/s at batch {best.performance.max_num_seqs} per engine, "
+        f"{best.workload.input_tokens if best.workload else '?'} in / "
+        f"{best.workload.output_tokens if best.workload else '?'} out); kept because it was set"
+    )
 
 
 def speculation_for(model: ModelSpec, base: VllmConfig) -> Speculation:
@@ -88,24 +143,32 @@ def derive_pool_config(
             value=str(instance_type),
         )
     errors: list[str] = []
+    widest = tensor_parallel_options(spec, catalog.get(instance_type).gpus)[-1]
+    pinned = base.tensor_parallel_size
+    kv_dtype = "fp8" if (base.kv_cache_dtype or "auto").startswith("fp8") else "auto"
     for fmt in _in_goal_order(allowed, goal, catalog, str(instance_type)):
-        try:
-            fitted = plan_layout(
+
+        def fit(tensor_parallel: int | None, fmt: WeightFormat = fmt) -> Plan:
+            return plan_layout(
                 spec,
                 fmt,
                 instance_type,
                 max_context=base.max_model_len,
                 gpu_memory_utilization=base.gpu_memory_utilization or 0.9,
-                kv_cache_dtype="fp8"
-                if (base.kv_cache_dtype or "auto").startswith("fp8")
-                else "auto",
+                kv_cache_dtype=kv_dtype,
                 max_nodes=1,
                 catalog=catalog,
-                tensor_parallel=tensor_parallel_options(spec, catalog.get(instance_type).gpus)[-1],
+                tensor_parallel=tensor_parallel,
             )
+
+        try:
+            best = fit(None)
+            chosen_tp = widest if pinned is None and goal == "latency" else pinned
+            fitted = best if chosen_tp is None else fit(chosen_tp)
         except PlanningError as error:
             errors.append(str(error).split("\n")[0])
             continue
+        warning = tensor_parallel_cost_warning(fitted, best) if pinned is not None else None
         tp, dp, name = fitted.tensor_parallel, fitted.data_parallel, fmt.name
         speculative = speculation_for(spec, base) if goal == "throughput" else None
         base_name = base.served_model_name or spec.name
@@ -119,7 +182,7 @@ def derive_pool_config(
             quantization=fmt.vllm_quantization,
             speculative=speculative,
         ).validate()
-        return PoolVllmPlan(instance_type, name, derived, fitted)
+        return PoolVllmPlan(instance_type, name, derived, fitted, warning)
     raise PlanningError(
         f"no allowed weight format of {spec.name} fits one {instance_type}: " + "; ".join(errors),
     )

@@ -21,6 +21,8 @@ KIMI_ON_ONE_NODE = [
     "ml.p5en.48xlarge",
     "--max-nodes",
     "1",
+    "--objective",
+    "min-gpus",
 ]
 #: gpt-oss-20b in MXFP4 on one L4; add --max-context.
 GPT_OSS_20B_ON_L4 = [
@@ -47,6 +49,8 @@ def test_plan_prints_a_table_for_the_reference_model(instance_type, capsys):
             instance_type,
             "--max-context",
             "131072",
+            "--objective",
+            "min-gpus",
         ]
     )
     out = capsys.readouterr().out
@@ -70,6 +74,8 @@ def test_plan_json(capsys):
                 "ml.p5en.48xlarge",
                 "--max-context",
                 "65536",
+                "--objective",
+                "min-gpus",
                 "--json",
             ]
         )
@@ -142,6 +148,8 @@ def test_plan_a_model_from_a_published_config_json(capsys):
             "ml.p5en.48xlarge",
             "--max-context",
             "65536",
+            "--objective",
+            "min-gpus",
             "--json",
         ]
     )
@@ -215,7 +223,7 @@ def test_throughput_layout_trades_tensor_parallel_size_for_batch(capsys):
         "20",
         "--json",
     ]
-    assert main(args) == 0
+    assert main([*args, "--objective", "min-gpus"]) == 0
     smallest = json.loads(capsys.readouterr().out)
     assert main([*args, "--layout", "throughput"]) == 0
     best = json.loads(capsys.readouterr().out)

@@ -79,18 +79,21 @@ def test_batch_is_chosen_by_itl_target_and_kv_capacity():
 def test_smallest_layout_leaves_little_batch_so_a_throughput_layout_is_offered():
     """Issue 16: 405B NVFP4 on p6-b200 at 2k context: the smallest fit (TP2) holds 4 sequences per
     replica and misses a 20 ms ITL; trying every tensor-parallel size finds a layout that meets it."""
-    smallest = plan("llama-3.1-405b", "nvfp4", "ml.p6-b200.48xlarge", max_context=2048)
+    smallest = plan(
+        "llama-3.1-405b", "nvfp4", "ml.p6-b200.48xlarge", max_context=2048, objective="min-gpus"
+    )
     assert smallest.tensor_parallel == 2 and smallest.kv_tokens_per_replica // 2048 == 4
     workload = Workload(1024, 1024)
     assert not estimate_throughput(smallest, workload, itl_target_ms=20).meets_target
-    best, estimate = plan_for_throughput(
-        "llama-3.1-405b",
-        "nvfp4",
-        "ml.p6-b200.48xlarge",
-        workload=workload,
-        itl_target_ms=20,
-        max_context=2048,
-    )
+    with pytest.warns(DeprecationWarning, match="plan_for_throughput is deprecated"):
+        best, estimate = plan_for_throughput(
+            "llama-3.1-405b",
+            "nvfp4",
+            "ml.p6-b200.48xlarge",
+            workload=workload,
+            itl_target_ms=20,
+            max_context=2048,
+        )
     assert best.tensor_parallel == 8 and estimate.meets_target and estimate.chosen.itl_ms <= 20
 
 

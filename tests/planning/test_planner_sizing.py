@@ -132,8 +132,9 @@ def test_small_models_leave_gpus_for_data_parallel_replicas():
 
 
 def test_concurrency_can_demand_more_memory():
-    one = plan("gpt-oss-120b", "mxfp4", "ml.p5.48xlarge", max_context=131072)
-    many = plan("gpt-oss-120b", "mxfp4", "ml.p5.48xlarge", max_context=131072, concurrency=40)
+    smallest = {"objective": "min-gpus", "max_context": 131072}
+    one = plan("gpt-oss-120b", "mxfp4", "ml.p5.48xlarge", **smallest)
+    many = plan("gpt-oss-120b", "mxfp4", "ml.p5.48xlarge", concurrency=40, **smallest)
     assert many.tensor_parallel > one.tensor_parallel
 
 

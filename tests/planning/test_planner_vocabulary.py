@@ -63,7 +63,9 @@ def test_plan_refuses_both_names_and_a_missing_format_as_configuration_errors():
 
 
 def test_plan_for_throughput_says_weight_format_too():
-    new = _quietly(lambda: plan_for_throughput("gpt-oss-20b", "mxfp4", "ml.g6e.12xlarge"))
+    """plan_for_throughput itself is deprecated (issue 28: plan() searches every layout)."""
+    with pytest.warns(DeprecationWarning, match="plan_for_throughput is deprecated"):
+        new = plan_for_throughput("gpt-oss-20b", "mxfp4", "ml.g6e.12xlarge")
     with pytest.warns(DeprecationWarning, match=f"plan_for_throughput: {DEPRECATED}"):
         old = plan_for_throughput(
             "gpt-oss-20b", quantization="mxfp4", instance_type="ml.g6e.12xlarge"

@@ -1,0 +1,564 @@
+"""The planner's objective: among every layout that fits, the one with the most output tokens
+per dollar that meets the latency targets (``plan(..., workload=, targets=, objective=)``).
+
+Searched, per instance type: every tensor-parallel size vLLM accepts on a node (the node's
+other GPUs data-parallel engines), the layouts across nodes (``sizing.layout_across_nodes``:
+pipeline stages for a dense model, data-parallel ranks with experts over all GPUs for a MoE),
+expert parallelism as ``sizing`` applies it, the KV-cache dtype (``auto`` and, when the
+caller did not fix it and the GPU has FP8 tensor cores, ``fp8``), and the batch per engine
+(vLLM's ``--max-num-seqs``), from 1 to the smallest of: what the KV cache holds at the
+workload's input + output tokens, vLLM's default ``max_num_seqs`` (``default_max_num_seqs``),
+and the workload's concurrency spread over the engines.
+
+Latency of one engine at batch ``B`` (``decode.py`` for the step, ``prefill.py`` for prefill):
+
+- **ITL** (inter-token latency): the gap between two consecutive output tokens of a request,
+  the decode step of the batch (what vLLM's ``vllm:inter_token_latency_seconds`` records).
+- **TPOT** (time per output token): ``(end-to-end - TTFT) / (output tokens - 1)``, the mean
+  over a request's life, which also pays for the other requests' prefills interleaved with
+  its decode (the definition of vLLM's ``benchmarks/serve`` and of AIConfigurator). With
+  continuous batching at a full batch, a request lives one cycle ``O·step + B·prefill``
+  (Little's law: ``B`` requests in flight, ``B`` finishing per cycle), so
+  ``TPOT = (cycle - TTFT) / (O - 1)``.
+- **TTFT**: ``prefill.time_to_first_token``.
+
+The throughput of an engine is ``B·O / cycle``; of the plan, that times its engines. Latency
+only rises with the batch and throughput with it too, so the chosen batch is the largest that
+meets every target (found by bisection). Layouts are ranked by tokens per dollar (all on one
+instance type: tokens/s per node); ties go to fewer nodes, then the BF16 KV cache, and a layout
+of fewer nodes within ``NODE_TOLERANCE`` of the best wins. Without a workload (``plan()``'s
+default ``Workload()`` is then used to rank), the search keeps the fewest nodes that fit and
+the KV dtype given: more nodes or a lower-precision KV cache need a workload to justify them.
+
+When no layout meets the targets, the plan is still returned (the layout closest to them,
+``Performance.meets_targets`` false) with ``Plan.unmet`` saying what would meet them: an FP8
+KV cache, another instance type of the catalog, or the relaxed target.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from ..errors import Problems
+from . import sizing
+from .catalog import GIB, Catalog, InstanceSpec
+from .decode import MAX_BATCH, Workload, decode_step
+from .prefill import (
+    disaggregation_for,
+    max_num_batched_tokens,
+    prefill_seconds,
+    time_to_first_token,
+)
+from .sizing import Objective, Plan, _candidate_layouts, _fit_layout, objective_of
+
+if TYPE_CHECKING:
+    from .models import ModelSpec, WeightFormat
+    from .prefill import Disaggregation
+    from .sizing import Layout, _Request
+
+__all__ = ["Candidate", "LatencyTargets", "Objective", "Performance", "choose", "objective_of"]
+
+#: Candidates kept besides the chosen layout.
+CANDIDATES_SHOWN = 4
+#: A layout of fewer nodes within this share of the best tokens per dollar is chosen instead
+#: (a few per cent of modelled throughput does not justify buying nodes; ASSUMED margin, about
+#: the decode model's resolution between neighbouring layouts).
+NODE_TOLERANCE = 0.03
+#: GPU compute capability from which the planner offers an FP8 KV cache: FP8 tensor cores
+#: (Ada 8.9, Hopper 9.0, Blackwell 10.x). vLLM's FP8 KV cache: docs/features/quantization/
+#: quantized_kvcache.md (https://github.com/vllm-project/vllm). ASSUMED: vLLM also stores FP8
+#: KV on Ampere, but without FP8 tensor cores attention dequantizes it; the planner does not
+#: offer it there.
+FP8_KV_MIN_CAPABILITY = (8, 9)
+
+
+@dataclass(frozen=True)
+class LatencyTargets:
+    """Latency a layout must meet; ``None`` = no target.
+
+    :param ttft_s: time to first token, seconds.
+    :param itl_ms: inter-token latency (the decode step), milliseconds.
+    :param tpot_ms: time per output token, ``(e2e - TTFT) / (output - 1)``, milliseconds.
+    """
+
+    ttft_s: float | None = None
+    itl_ms: float | None = None
+    tpot_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        problems = Problems("LatencyTargets")
+        for name in ("ttft_s", "itl_ms", "tpot_ms"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                problems.add(name, value, "a positive number, or None for no target")
+        problems.raise_if_any()
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.ttft_s, self.itl_ms, self.tpot_ms))
+
+    def misses(self, ttft_s: float, itl_ms: float, tpot_ms: float) -> tuple[str, ...]:
+        """The targets missed, as text (``TPOT 140 ms > 100 ms``)."""
+        missed = []
+        if self.ttft_s is not None and ttft_s > self.ttft_s:
+            missed.append(f"TTFT {ttft_s:.2f} s > {self.ttft_s:g} s")
+        if self.itl_ms is not None and itl_ms > self.itl_ms:
+            missed.append(f"ITL {itl_ms:.1f} ms > {self.itl_ms:g} ms")
+        if self.tpot_ms is not None and tpot_ms > self.tpot_ms:
+            missed.append(f"TPOT {tpot_ms:.1f} ms > {self.tpot_ms:g} ms")
+        return tuple(missed)
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {"ttft_s": self.ttft_s, "itl_ms": self.itl_ms, "tpot_ms": self.tpot_ms}
+
+
+@dataclass(frozen=True)
+class Performance:
+    """What a layout serves at its chosen batch (``max_num_seqs``) for a workload."""
+
+    #: Sequences per engine (vLLM ``--max-num-seqs``).
+    max_num_seqs: int
+    #: Engines (data-parallel ranks) of the plan.
+    engines: int
+    gpus: int
+    nodes: int
+    #: Output tokens/s of all the plan's GPUs together.
+    output_tokens_per_second: float
+    ttft_s: float
+    itl_ms: float
+    tpot_ms: float
+    #: What bounds the decode step: ``memory``, ``compute`` or ``all-to-all``.
+    bound: str
+    #: What stopped the batch growing: ``KV cache``, ``max_num_seqs``, ``concurrency`` or a target.
+    batch_limited_by: str
+    meets_targets: bool
+    misses: tuple[str, ...]
+    usd_per_hour: float | None
+    #: Copies of the plan a ``request_rate`` workload needs; ``None`` without a rate.
+    replicas_for_request_rate: int | None = None
+
+    @property
+    def output_tokens_per_second_per_gpu(self) -> float:
+        return self.output_tokens_per_second / self.gpus
+
+    @property
+    def output_tokens_per_second_per_node(self) -> float:
+        return self.output_tokens_per_second / self.nodes
+
+    @property
+    def usd_per_million_output_tokens(self) -> float | None:
+        if self.usd_per_hour is None:
+            return None
+        return self.usd_per_hour / (self.output_tokens_per_second * 3600) * 1e6
+
+    def as_dict(self) -> dict[str, object]:
+        usd = self.usd_per_million_output_tokens
+        return {
+            "max_num_seqs": self.max_num_seqs,
+            "engines": self.engines,
+            "gpus": self.gpus,
+            "output_tokens_per_second": round(self.output_tokens_per_second, 1),
+            "output_tokens_per_second_per_gpu": round(self.output_tokens_per_second_per_gpu, 1),
+            "ttft_s": round(self.ttft_s, 3),
+            "itl_ms": round(self.itl_ms, 2),
+            "tpot_ms": round(self.tpot_ms, 2),
+            "bound": self.bound,
+            "batch_limited_by": self.batch_limited_by,
+            "meets_targets": self.meets_targets,
+            "misses": list(self.misses),
+            "usd_per_hour": None if self.usd_per_hour is None else round(self.usd_per_hour, 2),
+            "usd_per_million_output_tokens": None if usd is None else round(usd, 4),
+            "replicas_for_request_rate": self.replicas_for_request_rate,
+        }
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A layout that fits but is not the chosen one, with its performance and why it loses."""
+
+    nodes: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    data_parallel: int
+    expert_parallel: bool
+    kv_cache_dtype: str
+    performance: Performance
+    loses_because: str
+    plan: Plan | None = None
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel
+
+    @property
+    def layout_text(self) -> str:
+        return layout_text(
+            self.nodes,
+            self.tensor_parallel,
+            self.pipeline_parallel,
+            self.data_parallel,
+            self.expert_parallel,
+            self.kv_cache_dtype,
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "nodes": self.nodes,
+            "tensor_parallel_size": self.tensor_parallel,
+            "pipeline_parallel_size": self.pipeline_parallel,
+            "data_parallel_size": self.data_parallel,
+            "enable_expert_parallel": self.expert_parallel,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "performance": self.performance.as_dict(),
+            "loses_because": self.loses_because,
+        }
+
+
+def layout_text(nodes: int, tp: int, pp: int, dp: int, ep: bool, kv: str) -> str:
+    parts = [f"TP{tp}"]
+    if pp > 1:
+        parts.append(f"PP{pp}")
+    if dp > 1:
+        parts.append(f"DP{dp}")
+    text = "x".join(parts) + (" EP" if ep else "")
+    if nodes > 1:
+        text += f" on {nodes} nodes"
+    return text + (" fp8-KV" if kv == "fp8" else "")
+
+
+def default_max_num_seqs(instance: InstanceSpec) -> int:
+    """vLLM's default ``--max-num-seqs`` for the OpenAI server: 1024 on GPUs of at least 70 GiB
+    other than A100, else 256 (``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py,
+    https://github.com/vllm-project/vllm)."""
+    if instance.gpu.memory_gib >= 70 and "a100" not in instance.gpu.name.lower():
+        return MAX_BATCH
+    return 256
+
+
+def kv_dtypes_for(instance: InstanceSpec) -> tuple[str, ...]:
+    """KV-cache dtypes the search tries when the caller left it open."""
+    major, _, minor = instance.gpu.compute_capability.partition(".")
+    capability = (int(major), int(minor or 0))
+    return ("auto", "fp8") if capability >= FP8_KV_MIN_CAPABILITY else ("auto",)
+
+
+@dataclass(frozen=True)
+class _Point:
+    batch: int
+    tokens_per_second: float
+    ttft_s: float
+    itl_ms: float
+    tpot_ms: float
+    bound: str
+
+
+def _point(plan: Plan, batch: int, workload: Workload, catalog: Catalog | None) -> _Point:
+    step = decode_step(plan, batch, workload.mean_context, catalog=catalog)
+    prefill = prefill_seconds(plan, workload.input_tokens, catalog)
+    cycle = workload.output_tokens * step.step_s + batch * prefill
+    budget = max_num_batched_tokens(
+        plan.instance_spec if catalog is None else catalog.get(plan.instance_type)
+    )
+    ttft = time_to_first_token(prefill, step.step_s, batch, cycle, workload.input_tokens, budget)
+    tpot = (cycle - ttft) / max(1, workload.output_tokens - 1)
+    return _Point(
+        batch=batch,
+        tokens_per_second=batch * workload.output_tokens / cycle * plan.data_parallel,
+        ttft_s=ttft,
+        itl_ms=step.step_s * 1e3,
+        tpot_ms=max(tpot, step.step_s) * 1e3,
+        bound=step.bound,
+    )
+
+
+def batch_limit(plan: Plan, workload: Workload, instance: InstanceSpec) -> tuple[int, str]:
+    """Most sequences one engine may run, and what sets that limit."""
+    limits = [
+        (max(1, plan.kv_tokens_per_replica // workload.peak_context), "KV cache"),
+        (default_max_num_seqs(instance), "max_num_seqs"),
+    ]
+    if workload.concurrency is not None:
+        limits.append((max(1, math.ceil(workload.concurrency / plan.data_parallel)), "concurrency"))
+    return min(limits, key=lambda item: item[0])
+
+
+def evaluate(
+    plan: Plan,
+    workload: Workload,
+    targets: LatencyTargets,
+    catalog: Catalog | None = None,
+) -> Performance:
+    """The largest batch meeting ``targets`` (bisection) and what the plan serves at it."""
+    instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
+    limit, limited_by = batch_limit(plan, workload, instance)
+
+    def misses(point: _Point) -> tuple[str, ...]:
+        return targets.misses(point.ttft_s, point.itl_ms, point.tpot_ms)
+
+    best = _point(plan, limit, workload, catalog)
+    if misses(best):
+        low = _point(plan, 1, workload, catalog)
+        if misses(low):
+            best, limited_by = low, "targets (missed even at batch 1)"
+        else:
+            lo, hi = 1, limit  # lo meets, hi misses
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if misses(_point(plan, mid, workload, catalog)):
+                    hi = mid
+                else:
+                    lo = mid
+            best = _point(plan, lo, workload, catalog)
+            limited_by = (
+                "targets ("
+                + "; ".join(misses(_point(plan, hi, workload, catalog)))
+                + f" at batch {hi})"
+            )
+    missed = misses(best)
+    price = instance.price_per_hour * plan.nodes if instance.price_per_hour > 0 else None
+    replicas = None
+    if workload.request_rate is not None:
+        needed = workload.request_rate * workload.output_tokens
+        replicas = max(1, math.ceil(needed / best.tokens_per_second))
+    return Performance(
+        max_num_seqs=best.batch,
+        engines=plan.data_parallel,
+        gpus=plan.gpus_per_replica * plan.data_parallel,
+        nodes=plan.nodes,
+        output_tokens_per_second=best.tokens_per_second,
+        ttft_s=best.ttft_s,
+        itl_ms=best.itl_ms,
+        tpot_ms=best.tpot_ms,
+        bound=best.bound,
+        batch_limited_by=limited_by,
+        meets_targets=not missed,
+        misses=missed,
+        usd_per_hour=price,
+        replicas_for_request_rate=replicas,
+    )
+
+
+def _value(perf: Performance) -> float:
+    """Tokens per dollar-hour, or tokens/s per node when no price is known."""
+    if perf.usd_per_hour is not None:
+        return perf.output_tokens_per_second / perf.usd_per_hour
+    return perf.output_tokens_per_second_per_node
+
+
+def _score(plan: Plan, perf: Performance) -> tuple[bool, float, int, bool, float]:
+    """Higher is better: meets the targets, tokens per dollar (to 3 significant digits: a
+    compute-bound decode gives several layouts the same figure), fewer nodes, the BF16 KV
+    cache, then the lower TPOT."""
+    value = float(f"{_value(perf):.3g}")
+    return (perf.meets_targets, value, -plan.nodes, plan.kv_cache_dtype != "fp8", -perf.tpot_ms)
+
+
+def _closeness(targets: LatencyTargets, perf: Performance) -> float:
+    """How far a missing layout is from its targets (worst ratio; lower is closer)."""
+    ratios = [1.0]
+    if targets.ttft_s is not None:
+        ratios.append(perf.ttft_s / targets.ttft_s)
+    if targets.itl_ms is not None:
+        ratios.append(perf.itl_ms / targets.itl_ms)
+    if targets.tpot_ms is not None:
+        ratios.append(perf.tpot_ms / targets.tpot_ms)
+    return max(ratios)
+
+
+def fitted_layouts(
+    spec: ModelSpec,
+    fmt: WeightFormat,
+    instance: InstanceSpec,
+    request: _Request,
+    kv_dtypes: tuple[str, ...],
+) -> list[Plan]:
+    """Every layout (and KV dtype) of ``sizing._candidate_layouts`` that fits the request."""
+    fitted = []
+    for kv in kv_dtypes:
+        kv_request = replace(request, kv_dtype=kv)
+        layouts: list[Layout] = _candidate_layouts(spec, instance, kv_request)
+        for layout in layouts:
+            found = _fit_layout(spec, fmt, instance, kv_request, layout)
+            if found is not None:
+                fitted.append(found)
+    return fitted
+
+
+def choose(
+    smallest: Plan,
+    request: _Request,
+    *,
+    workload: Workload | None,
+    targets: LatencyTargets | None,
+    objective: Objective,
+    kv_open: bool,
+    workload_given: bool = True,
+    catalog: Catalog,
+) -> Plan:
+    """The plan the objective picks, with its performance, candidates and disaggregation."""
+    workload = workload or Workload()
+    targets = targets or LatencyTargets()
+    spec, fmt, instance = smallest.model_spec, smallest.format_spec, smallest.instance_spec
+    kv_dtypes = kv_dtypes_for(instance) if kv_open else (request.kv_dtype,)
+    fitted = fitted_layouts(spec, fmt, instance, request, kv_dtypes) or [smallest]
+    if not workload_given:  # no workload to justify more nodes: the fewest that fit
+        fitted = [plan for plan in fitted if plan.nodes == smallest.nodes] or [smallest]
+    scored = [(plan, evaluate(plan, workload, targets, catalog)) for plan in fitted]
+    ranked = sorted(scored, key=lambda item: _score(*item), reverse=True)
+    if not ranked[0][1].meets_targets:  # nothing meets: the closest first
+        ranked.sort(key=lambda item: (_closeness(targets, item[1]), -_value(item[1])))
+    else:  # fewer nodes within NODE_TOLERANCE of the best tokens per dollar win
+        top = _value(ranked[0][1]) * (1 - NODE_TOLERANCE)
+        near = [item for item in ranked if item[1].meets_targets and _value(item[1]) >= top]
+        fewest = min(item[0].nodes for item in near)
+        first = next(item for item in near if item[0].nodes == fewest)
+        ranked.remove(first)
+        ranked.insert(0, first)
+    if objective is Objective.MIN_GPUS:
+        chosen = next(
+            (
+                item
+                for item in scored
+                if item[0].layout == smallest.layout
+                and item[0].kv_cache_dtype == smallest.kv_cache_dtype
+            ),
+            (smallest, evaluate(smallest, workload, targets, catalog)),
+        )
+    else:
+        chosen = ranked[0]
+    others = [item for item in ranked if item[0] is not chosen[0]][:CANDIDATES_SHOWN]
+    candidates = tuple(
+        Candidate(
+            nodes=plan.nodes,
+            tensor_parallel=plan.tensor_parallel,
+            pipeline_parallel=plan.pipeline_parallel,
+            data_parallel=plan.data_parallel,
+            expert_parallel=plan.expert_parallel,
+            kv_cache_dtype=plan.kv_cache_dtype,
+            performance=perf,
+            loses_because=_loses_because(plan, perf, chosen, objective),
+            plan=plan,
+        )
+        for plan, perf in others
+    )
+    plan, perf = chosen
+    unmet = None
+    warnings = list(plan.warnings)
+    if targets.any and not perf.meets_targets:
+        unmet = _what_would_meet(plan, perf, request, workload, targets, kv_open, catalog)
+        warnings.append(unmet)
+    disaggregation: Disaggregation = disaggregation_for(spec, workload, perf)
+    return replace(
+        plan,
+        performance=perf,
+        candidates=candidates,
+        disaggregation=disaggregation,
+        workload=workload,
+        targets=targets,
+        objective=objective,
+        unmet=unmet,
+        warnings=tuple(warnings),
+    )
+
+
+def _loses_because(
+    plan: Plan,
+    perf: Performance,
+    chosen: tuple[Plan, Performance],
+    objective: Objective,
+) -> str:
+    best_plan, best = chosen
+    if not perf.meets_targets and best.meets_targets:
+        return "misses " + "; ".join(perf.misses) + f" even at batch {perf.max_num_seqs}"
+    if objective is Objective.MIN_GPUS:
+        return f"objective min-gpus keeps the smallest layout that fits ({layout_text(best_plan.nodes, best_plan.tensor_parallel, best_plan.pipeline_parallel, best_plan.data_parallel, best_plan.expert_parallel, best_plan.kv_cache_dtype)})"
+    mine, theirs = _value(perf), _value(best)
+    unit = "tokens per dollar" if best.usd_per_hour is not None else "tokens/s per node"
+    if theirs <= 0 or mine >= theirs * 0.995:
+        reason = (
+            "ties on "
+            + unit
+            + "; "
+            + (
+                "more nodes"
+                if plan.nodes > best_plan.nodes
+                else "FP8 KV cache (lower precision)"
+                if plan.kv_cache_dtype == "fp8"
+                else "ranked after"
+            )
+        )
+        return reason
+    share = (1 - mine / theirs) * 100
+    return (
+        f"{share:.0f} % fewer {unit}: batch {perf.max_num_seqs} per engine (limited by "
+        f"{perf.batch_limited_by}; KV cache {plan.kv_cache_bytes_per_gpu / GIB:,.1f} GiB per GPU), "
+        f"{perf.bound}-bound step {perf.itl_ms:.1f} ms"
+    )
+
+
+def _what_would_meet(
+    plan: Plan,
+    perf: Performance,
+    request: _Request,
+    workload: Workload,
+    targets: LatencyTargets,
+    kv_open: bool,
+    catalog: Catalog,
+) -> str:
+    """Nothing meets the targets: what would (FP8 KV, another type, the relaxed targets)."""
+    spec, fmt, instance = plan.model_spec, plan.format_spec, plan.instance_spec
+    would: list[str] = []
+    if not kv_open and request.kv_dtype != "fp8" and "fp8" in kv_dtypes_for(instance):
+        for fitted in fitted_layouts(spec, fmt, instance, request, ("fp8",)):
+            if evaluate(fitted, workload, targets, catalog).meets_targets:
+                would.append("an FP8 KV cache (kv_cache_dtype='fp8')")
+                break
+    others = []
+    for other in catalog:
+        if other.instance_type == instance.instance_type:
+            continue
+        for fitted in fitted_layouts(spec, fmt, other, request, kv_dtypes_for(other)):
+            other_perf = evaluate(fitted, workload, targets, catalog)
+            if other_perf.meets_targets and other_perf.usd_per_million_output_tokens is not None:
+                others.append(
+                    (
+                        other_perf.usd_per_million_output_tokens,
+                        other.instance_type,
+                        fitted,
+                        other_perf,
+                    )
+                )
+    if others:
+        usd, name, fitted, other_perf = min(others, key=lambda item: item[0])
+        text = layout_text(
+            fitted.nodes,
+            fitted.tensor_parallel,
+            fitted.pipeline_parallel,
+            fitted.data_parallel,
+            fitted.expert_parallel,
+            fitted.kv_cache_dtype,
+        )
+        would.append(f"{name} ({text}, ${usd:,.2f} per million output tokens)")
+    relaxed = []
+    if targets.ttft_s is not None and perf.ttft_s > targets.ttft_s:
+        relaxed.append(f"TTFT {math.ceil(perf.ttft_s * 10) / 10:g} s")
+    if targets.itl_ms is not None and perf.itl_ms > targets.itl_ms:
+        relaxed.append(f"ITL {math.ceil(perf.itl_ms):g} ms")
+    if targets.tpot_ms is not None and perf.tpot_ms > targets.tpot_ms:
+        relaxed.append(f"TPOT {math.ceil(perf.tpot_ms):g} ms")
+    if relaxed:
+        would.append("relaxed targets of " + ", ".join(relaxed) + " (this layout at batch 1)")
+    return (
+        f"no layout of {spec.name} in {fmt.name} on {instance.instance_type} meets the targets "
+        f"({'; '.join(perf.misses)} at best); would meet them: " + "; ".join(would)
+    )
+
+
+sizing._CHOOSE = choose  # plan() searches through this (sizing cannot import this module)

@@ -1,0 +1,123 @@
+"""Prefill: its compute-bound time, the time to first token at a batch, and whether
+disaggregating prefill from decode would pay for a workload.
+
+**Prefill** of one request of ``I`` input tokens is compute-bound:
+``2 · active params · I`` FLOPs at the weight format's dense tensor-core peak times
+``decode.COMPUTE_EFFICIENCY``, over one pipeline stage's ``tensor_parallel`` GPUs at a time.
+Peaks are the GPUs' dense (not sparse) figures in ``data/gpus.json`` (NVIDIA's H100/H200
+and B200 datasheets, https://www.nvidia.com/en-us/data-center/h100/ and
+https://www.nvidia.com/en-us/data-center/dgx-b200/). Attention FLOPs (``∝ I²``) are not
+counted: below ~8k tokens they are a few per cent of the GEMMs for the models here.
+
+**TTFT** at a batch of ``B`` per engine, the rule (``time_to_first_token``): vLLM's scheduler
+runs chunked prefill (on by default in the V1 engine), each step carrying the running
+sequences' decode tokens and up to ``max_num_batched_tokens`` in all
+(``EngineArgs.get_batch_defaults``: 8192 on GPUs of at least 70 GiB other than A100, else
+2048; vllm/engine/arg_utils.py, https://github.com/vllm-project/vllm). A request's prefill
+therefore takes ``ceil(I / (budget - B))`` steps of the batch, and it queues behind the other
+requests' prefills: in steady state the engine spends ``ρ = B · prefill / cycle`` of its time
+prefilling (``cycle = O · step + B · prefill``), and a new request waits as in an M/D/1 queue
+(Pollaczek–Khinchine: ``ρ · prefill / (2 · (1 - ρ))``)::
+
+    TTFT = prefill + ρ · prefill / (2 · (1 - ρ)) + chunks · step
+
+ASSUMED: arrivals are random (Poisson); a burst of simultaneous requests (a benchmark's
+start) queues longer, ``B · prefill`` for the last of a full batch.
+
+**Disaggregation** (``disaggregation_for``): AWS's rule for HyperPod's Disaggregated Prefill
+and Decode (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html,
+"When DPD helps"): most benefit when *all* hold: a large dense model (70B+ parameters),
+4,000+ input tokens, sustained concurrency of 2+ requests per second, and 256+ output tokens;
+with short inputs, low concurrency or small models colocated serving "is simpler and performs
+well". A MoE model is outside that guidance: ``pays`` is false and the reason says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .decode import COMPUTE_EFFICIENCY, Workload, compute_precision
+
+if TYPE_CHECKING:
+    from .catalog import Catalog, InstanceSpec
+    from .models import ModelSpec
+    from .sizing import Plan
+
+#: AWS's page on HyperPod Disaggregated Prefill and Decode, "When DPD helps".
+DISAGGREGATION_SOURCE = (
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html"
+)
+DISAGGREGATION_MIN_PARAMS_B = 70.0
+DISAGGREGATION_MIN_INPUT_TOKENS = 4000
+DISAGGREGATION_MIN_REQUESTS_PER_SECOND = 2.0
+DISAGGREGATION_MIN_OUTPUT_TOKENS = 256
+
+
+def prefill_seconds(plan: Plan, input_tokens: int, catalog: Catalog | None = None) -> float:
+    """Compute-bound prefill of one request on one engine (pipeline stages one after another)."""
+    instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
+    spec, fmt = plan.model_spec, plan.format_spec
+    flops = instance.gpu.peak_flops(compute_precision(fmt, instance)) * COMPUTE_EFFICIENCY
+    return 2 * spec.active_params_b * 1e9 * input_tokens / (plan.tensor_parallel * flops)
+
+
+def max_num_batched_tokens(instance: InstanceSpec) -> int:
+    """vLLM's default token budget per step for the OpenAI server (see the module docstring)."""
+    if instance.gpu.memory_gib >= 70 and "a100" not in instance.gpu.name.lower():
+        return 8192
+    return 2048
+
+
+def time_to_first_token(
+    prefill_s: float, step_s: float, batch: int, cycle_s: float, input_tokens: int, budget: int
+) -> float:
+    """TTFT at ``batch`` sequences per engine: own prefill, M/D/1 queueing behind the others'
+    prefills, and the decode steps its prefill chunks share (the module docstring's rule)."""
+    rho = min(0.99, batch * prefill_s / cycle_s) if cycle_s > 0 else 0.0
+    wait = rho * prefill_s / (2 * (1 - rho))
+    chunks = math.ceil(input_tokens / max(1, budget - batch))
+    return prefill_s + wait + chunks * step_s
+
+
+@dataclass(frozen=True)
+class Disaggregation:
+    """Whether prefill/decode disaggregation would pay for the workload, why, and the source."""
+
+    pays: bool
+    reason: str
+    source: str = DISAGGREGATION_SOURCE
+
+    def as_dict(self) -> dict[str, object]:
+        return {"pays": self.pays, "reason": self.reason, "source": self.source}
+
+
+def disaggregation_for(spec: ModelSpec, workload: Workload, performance: Any) -> Disaggregation:
+    """AWS's rule (module docstring). The request rate is the workload's, or, without one, what
+    the plan serves at its chosen batch (a steadily loaded deployment)."""
+    rate = workload.request_rate
+    if rate is None and performance is not None:
+        rate = performance.output_tokens_per_second / workload.output_tokens
+    failing = []
+    if spec.is_moe:
+        failing.append(f"{spec.name} is a MoE model; AWS's guidance is for large dense models")
+    elif spec.total_params_b < DISAGGREGATION_MIN_PARAMS_B:
+        failing.append(f"{spec.total_params_b:g}B parameters < 70B")
+    if workload.input_tokens < DISAGGREGATION_MIN_INPUT_TOKENS:
+        failing.append(f"{workload.input_tokens} input tokens < 4,000")
+    if rate is None or rate < DISAGGREGATION_MIN_REQUESTS_PER_SECOND:
+        shown = "unknown" if rate is None else f"{rate:.2f}"
+        failing.append(f"request rate {shown}/s < 2/s")
+    if workload.output_tokens < DISAGGREGATION_MIN_OUTPUT_TOKENS:
+        failing.append(f"{workload.output_tokens} output tokens < 256")
+    if failing:
+        return Disaggregation(
+            False, "colocated is simpler and performs well: " + "; ".join(failing)
+        )
+    return Disaggregation(
+        True,
+        f"dense {spec.total_params_b:g}B model, {workload.input_tokens} input and "
+        f"{workload.output_tokens} output tokens at {rate:.1f} requests/s: AWS's conditions "
+        "for disaggregated prefill and decode all hold",
+    )

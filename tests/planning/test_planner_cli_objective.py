@@ -1,0 +1,78 @@
+"""Issue 28: ``cdk-llm-serving plan`` with a workload, latency targets and an objective."""
+
+from __future__ import annotations
+
+import json
+
+from cdk_llm_serving.ops.cli import main
+from cdk_llm_serving.ops.exit_codes import EXIT_USAGE
+
+ISSUE_CASE = [
+    "plan",
+    "--model",
+    "llama-3.1-405b",
+    "--weight-format",
+    "fp8",
+    "--instance-type",
+    "ml.p5en.48xlarge",
+    "--input-tokens",
+    "1024",
+    "--output-tokens",
+    "1024",
+    "--ttft",
+    "10",
+    "--tpot",
+    "100",
+]
+
+
+def test_table_shows_the_best_layouts_side_by_side(capsys):
+    assert main(ISSUE_CASE) == 0
+    out = capsys.readouterr().out
+    assert "tensor 8, pipeline 1, data 1" in out
+    header = next(line for line in out.splitlines() if line.startswith("layout "))
+    for column in ("tokens/s", "per GPU", "TTFT s", "ITL ms", "TPOT ms", "$/M tok", "why it loses"):
+        assert column in header
+    assert "TP8 *" in out and "fewer tokens per dollar" in out
+    assert "does not pay: colocated" in out
+
+
+def test_json_carries_the_choice_candidates_and_disaggregation(capsys):
+    assert main([*ISSUE_CASE, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    choice = data["layout_choice"]
+    assert data["tensor_parallel_size"] == 8 and choice["objective"] == "tokens-per-dollar"
+    assert choice["performance"]["meets_targets"] and choice["performance"]["max_num_seqs"] >= 128
+    assert choice["targets"] == {"ttft_s": 10.0, "itl_ms": None, "tpot_ms": 100.0}
+    assert choice["candidates"] and all(c["loses_because"] for c in choice["candidates"])
+    assert choice["disaggregation"]["source"].startswith("https://docs.aws.amazon.com/")
+    assert data["cost"]["output_tokens_per_second"] == round(
+        choice["performance"]["output_tokens_per_second"]
+    )
+
+
+def test_min_gpus_keeps_the_smallest_layout(capsys):
+    assert main([*ISSUE_CASE, "--objective", "min-gpus", "--max-context", "2048", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["tensor_parallel_size"], data["data_parallel_size"]) == (4, 2)
+
+
+def test_bad_arguments_are_one_error_line_with_exit_status_2(capsys):
+    code = main(
+        [
+            *ISSUE_CASE,
+            "--itl",
+            "20",
+            "--concurrency",
+            "0",
+            "--request-rate",
+            "3",
+            "--objective",
+            "fast",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE
+    assert err.count("\n") == 1 and err.startswith("error: plan: 3 problems")
+    for text in ("--concurrency = '0'", "--itl or --tpot", "--objective = 'fast'"):
+        assert text in err
