@@ -50,7 +50,7 @@ def _plan_command(args: argparse.Namespace) -> int:
         )
     try:
         catalog = plan_catalog(args.region, args.prices)
-        model = plan_model(args.model, args.model_config, args.model_index)
+        model = plan_model(args.model, args.model_config, args.model_index, weight_format)
         options = {
             "max_context": args.max_context,
             "concurrency": args.concurrency,

@@ -327,3 +327,13 @@ def test_a_weight_format_other_than_the_quantized_checkpoints_is_an_error(tmp_pa
     assert (
         ModelSpec.from_hf_config(bf16, weight_format=WeightFormat.FP8).checkpoint_format == "bf16"
     )
+
+
+def test_plan_command_refuses_a_weight_format_the_quantized_config_contradicts(capsys):
+    from cdk_llm_serving.ops.cli import main
+
+    args = ["plan", "--model-config", str(DEEPSEEK), "--instance-type", "ml.p6-b200.48xlarge"]
+    code = main([*args, "--weight-format", "nvfp4", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 2 and "weight_format" in {p["property"] for p in data["problems"]}
+    assert main([*args, "--weight-format", "fp8", "--json"]) == 0
