@@ -229,12 +229,13 @@ def planner_side(case: Case) -> dict[str, Any]:
 
 
 def _layout(entry: dict[str, Any]) -> str:
-    """``TP4 x2`` (two replicas of tensor 4), ``TP1.DP4.EP4 x2`` (attention data-parallel 4,
-    experts over 4 GPUs, two replicas)."""
+    """``TP4 x2`` (two replicas of tensor 4), ``TP1.DP4.ETP4 x2`` (attention data-parallel 4,
+    experts tensor-parallel over the same 4 GPUs, two replicas)."""
     parts = [f"TP{entry['tensor_parallel']}"]
     for key, label in (
         ("pipeline_parallel", "PP"),
         ("data_parallel", "DP"),
+        ("moe_tensor_parallel", "ETP"),  # AIConfigurator splits experts tensor-parallel
         ("expert_parallel", "EP"),
     ):
         if entry.get(key, 1) > 1:
@@ -249,7 +250,7 @@ def report(data: dict[str, Any]) -> list[dict[str, Any]]:
     print(
         f"AIConfigurator {data['aiconfigurator_version']} (vLLM backend, aggregated) vs the planner"
     )
-    print(f"{'case':26} {'AIC layout':14} {'bs':>5} {'tok/s/GPU':>10} | "
+    print(f"{'case':26} {'AIC layout':16} {'bs':>5} {'tok/s/GPU':>10} | "
           f"{'planner layout':16} {'bs':>5} {'tok/s/GPU':>10} | ratio")  # fmt: skip
     for entry in data["cases"]:
         aic = entry["aiconfigurator"]
@@ -261,7 +262,7 @@ def report(data: dict[str, Any]) -> list[dict[str, Any]]:
             ours, why = None, f"planner API not on this branch ({error})"
         except Exception as error:  # a refused plan is a result too
             ours, why = None, f"planner refused: {str(error).splitlines()[0]}"
-        left = f"{aic['id']:26} {_layout(aic):14} {aic['batch']:>5} {aic['tokens_per_second_per_gpu']:>10.1f} | "
+        left = f"{aic['id']:26} {_layout(aic):16} {aic['batch']:>5} {aic['tokens_per_second_per_gpu']:>10.1f} | "
         if ours is None:
             print(left + why)
             rows.append({"id": aic["id"], "aic": aic, "planner": None, "ratio": None, "why": why})

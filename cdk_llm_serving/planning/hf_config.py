@@ -486,7 +486,8 @@ def _mlp_figures(r: _Reader, hidden: int, layers: int) -> dict[str, int]:
         return {"mlp": mlp, "moe_layers": moe_layers, "experts": experts, "top_k": top_k,
                 "expert": 3 * hidden * inter, "shared": 3 * hidden * inter}  # fmt: skip
     # deepseek: layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0
-    # (DeepSeek-V2/V3 modeling; transformers deepseek_v2/modeling_deepseek_v2.py).
+    # (DeepSeek's reference modeling, as vllm-project/vllm vllm/model_executor/models/
+    # deepseek_v2.py DeepseekV2DecoderLayer applies it).
     experts = r.count("n_routed_experts")
     top_k = r.count("num_experts_per_tok")
     inter = r.count("moe_intermediate_size")
