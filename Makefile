@@ -19,7 +19,7 @@ pip_install = $(VENV)/bin/uv pip install --quiet --python $(1) $(2) || { \
 	$(VENV)/bin/python -m pip --python $(1) install --quiet --disable-pip-version-check $(2); }
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install synth test typecheck check-wheel bench clean vllm-venv rehearse rehearse-live rehearse-before-fixes
+.PHONY: install synth test typecheck check-wheel bench clean vllm-venv rehearse rehearse-live rehearse-before-fixes compare-aiconfigurator
 
 install: $(STAMP)
 
@@ -111,6 +111,23 @@ rehearse-before-fixes: $(STAMP)
 	cp tests/rehearsal/__init__.py tests/rehearsal/conftest.py tests/rehearsal/before_fixes/findings_on_d398b68.py $(BEFORE_DIR)/tree/tests/rehearsal/
 	cd $(BEFORE_DIR)/tree && python -m pytest -q -p no:randomly -p no:cacheprovider tests/rehearsal/findings_on_d398b68.py; \
 	  status=$$?; cd $(CURDIR) && git worktree remove --force $(BEFORE_DIR)/tree; exit $$status
+
+# The planner beside NVIDIA's AIConfigurator (issue 28; bench/aiconfigurator_side_by_side.py):
+# AIConfigurator in a virtualenv of its own (.venv/aiconfigurator, an optional dev dependency,
+# like .venv/checkov), run offline on the recorded cases, then the side-by-side table and the
+# tests that compare both and regenerate bench/aiconfigurator_cases.json. Not part of .ci/run.
+AIC_VENV := $(VENV)/aiconfigurator
+AIC_STAMP := $(AIC_VENV)/.installed
+
+$(AIC_STAMP): requirements-aiconfigurator.txt
+	@command -v $(PYTHON) >/dev/null || { echo "needs $(PYTHON) (set PYTHON=...)"; exit 1; }
+	test -x $(AIC_VENV)/bin/python || $(PYTHON) -m venv --without-pip $(AIC_VENV)
+	$(call pip_install,$(AIC_VENV)/bin/python,-r requirements-aiconfigurator.txt)
+	touch $(AIC_STAMP)
+
+compare-aiconfigurator: $(STAMP) $(AIC_STAMP)
+	python bench/aiconfigurator_side_by_side.py --run
+	AIC_ALL=1 python -m pytest -q -p no:randomly tests/planning/test_aiconfigurator_side_by_side.py
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out build

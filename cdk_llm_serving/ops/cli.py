@@ -67,7 +67,7 @@ def _plan_command(args: argparse.Namespace) -> int:
         if args.layout == "smallest":
             objective = Objective.MIN_GPUS
         catalog = plan_catalog(args.region, args.prices)
-        model = plan_model(args.model, args.model_config, args.model_index)
+        model = plan_model(args.model, args.model_config, args.model_index, weight_format)
         max_context = args.max_context
         if max_context is None and objective is Objective.MIN_GPUS:
             max_context = ModelSpec.of(model).max_context  # the smallest layout, as before

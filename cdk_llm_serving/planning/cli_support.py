@@ -46,11 +46,15 @@ def plan_catalog(region: str | None, prices_path: str | None) -> Catalog:
 
 
 def plan_model(
-    model: str | None, config_path: str | None, index_path: str | None
+    model: str | None,
+    config_path: str | None,
+    index_path: str | None,
+    weight_format: str | None = None,
 ) -> ModelSpec | str:
-    """A preset name, or a spec read from a local ``config.json`` (no network)."""
+    """A preset name, or a spec read from a local ``config.json`` (no network); a
+    ``weight_format`` its ``quantization_config`` contradicts is refused."""
     if config_path:
-        return ModelSpec.from_hf_config(config_path, index_path)
+        return ModelSpec.from_hf_config(config_path, index_path, weight_format)
     assert model is not None  # argparse requires one of --model / --model-config
     return model
 

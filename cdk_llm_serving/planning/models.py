@@ -69,14 +69,22 @@ class ModelSpec:
         return value if isinstance(value, ModelSpec) else preset(value, prop)
 
     @classmethod
-    def from_hf_config(cls, path: str | Path, index_path: str | Path | None = None) -> ModelSpec:
+    def from_hf_config(
+        cls,
+        path: str | Path,
+        index_path: str | Path | None = None,
+        weight_format: WeightFormat | str | None = None,
+    ) -> ModelSpec:
         """A spec from a local Hugging Face ``config.json`` (+ optional safetensors index).
 
-        See ``hf_config.spec_fields``; raises ``ModelConfigError`` on a config it
-        cannot use. Reads local files only.
+        See ``hf_config.spec_fields``: every field the sizing needs present, the checkpoint's
+        format from its ``quantization_config``; raises ``ModelConfigError`` naming every
+        problem of a config it cannot use, or a ``weight_format`` (default: none given, the
+        checkpoint's own) other than the quantized checkpoint's. Reads local files only.
         """
         costs = {name: fmt.bytes_per_param for name, fmt in weight_formats().items()}
-        return cls(**spec_fields(path, index_path, costs))
+        fmt = None if weight_format is None else str(WeightFormat.of(weight_format))
+        return cls(**spec_fields(path, index_path, costs, fmt))
 
     def kv_values_per_token(self) -> int:
         """Cached values per token over all layers (multiply by the KV dtype's bytes)."""
