@@ -192,7 +192,10 @@ def test_token_charts_query_cloudwatch_promql_with_read_only_metrics_access(pool
     assert flatten(env["PROMETHEUS_ENDPOINT"], "<token>") == "https://monitoring.us-west-2.<token>"
     role_id = chart["Properties"]["Role"]["Fn::GetAtt"][0]
     actions = {a for s in policy_statements(pool_template, role_id) for a in actions_of(s)}
+    # AWS's PromQL endpoint: "Required permissions | cloudwatch:QueryMetrics,
+    # cloudwatch:GetMetricData, cloudwatch:ListMetrics" (monitoring-detailed-observability-promql).
     assert actions == {
+        "cloudwatch:QueryMetrics",
         "cloudwatch:GetMetricData",
         "cloudwatch:ListMetrics",
         "logs:CreateLogStream",
