@@ -102,13 +102,26 @@ def test_token_latency_alarms_are_promql_per_pool(pool_template):
     ]
     assert len(alarms) == 2
     queries = sorted(a["EvaluationCriteria"]["PromQLCriteria"]["Query"] for a in alarms)
-    assert queries[0].startswith('histogram_quantile(0.99, sum by (le, "@resource.host.type")')
-    assert (
-        '{"vllm:inter_token_latency_seconds_bucket", "aws.sagemaker.endpoint.name"=' in queries[0]
-    )
+    # The names AWS stores (token_metrics.STORED_NAMES): vLLM's histograms whole, as native
+    # histograms (AWS's example: histogram_quantile(0.99, rate(vllm:time_to_first_token_seconds
+    # {...}[5m]))), so no "_bucket" and no "le".
+    assert queries[0].startswith('histogram_quantile(0.99, sum by ("@resource.host.type")')
+    assert '{"vllm:inter_token_latency_seconds", "aws.sagemaker.endpoint.name"=' in queries[0]
     assert queries[0].endswith(") > 0.2") and queries[1].endswith(") > 2")
-    assert "vllm:time_to_first_token_seconds_bucket" in queries[1]
+    assert '{"vllm:time_to_first_token_seconds", ' in queries[1]
+    assert not any("_bucket" in q or "le," in q for q in queries)
     assert all(a["EvaluationCriteria"]["PromQLCriteria"]["PendingPeriod"] == 300 for a in alarms)
+
+
+def test_alarms_and_charts_query_the_one_table_of_stored_names(pool_template):
+    from cdk_llm_serving.sagemaker.token_metrics import STORED_NAMES
+
+    body = json.dumps(pool_template)
+    for metric in STORED_NAMES.values():
+        assert metric.stored in body
+        for exposed in metric.exposed:
+            if exposed != metric.stored:
+                assert exposed not in body, f"{exposed}: vLLM's exposition name, not AWS's"
 
 
 def test_dashboard_shows_pools_side_by_side_token_latency_and_the_alarms(pool_template):
