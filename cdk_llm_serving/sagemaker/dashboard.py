@@ -192,11 +192,11 @@ def pools_row(
         ]
         return GraphWidget(title=title, region=region, lines=lines, stat=stat, width=width)
 
-    # Ids need only be unique within the widget: s1, s2... by priority.
+    # Ids need only be unique within the widget: s1, s2... by priority. The sample interval
+    # is the endpoint's (``EndpointMetrics.concurrency_sample_seconds``).
+    interval = getattr(endpoint, "concurrency_sample_seconds", CONCURRENCY_SAMPLE_SECONDS)
     counts = [
-        expression_line(
-            instance_count_expression(f"s{p}", CONCURRENCY_SAMPLE_SECONDS, 60), label=label
-        )
+        expression_line(instance_count_expression(f"s{p}", interval, 60), label=label)
         for p, (label, _) in enumerate(pools, start=1)
     ]
     samples = [

@@ -40,7 +40,12 @@ from .endpoint_options import (
     PoolEndpointKeywords,
     PoolEndpointOptions,
 )
-from .fleet_utilization import MetricQuery, PoolCapacity, fleet_utilization_queries
+from .fleet_utilization import (
+    MetricQuery,
+    PoolCapacity,
+    concurrency_sample_seconds,
+    fleet_utilization_queries,
+)
 from .instance_pool import InstancePool, parse_instance_types
 from .pool_sizing import PoolFit, check_pools_fit
 from .recommended_pools import pools_from_recommendation
@@ -160,6 +165,12 @@ class _PoolHost(Construct, EndpointApi):
             self.deployment = BlueGreenDeployment()
         self.auto_scaling = None
         self.catalog = options.catalog or default_catalog()
+        self.concurrency_sample_seconds = concurrency_sample_seconds(
+            options.enhanced_metrics, options.metric_publish_frequency
+        )
+        # On a reservation the variant names its one InstanceType and no pools (see
+        # ``_render_variant``): its series carry no InstanceType dimension.
+        self.per_pool_dimension = options.capacity_reservation_arn is None
 
     def _validate(self, options: PoolEndpointOptions) -> _Timeouts:
         """Every problem at once; the start-up timeouts sized from the planner."""
@@ -251,11 +262,24 @@ class _PoolHost(Construct, EndpointApi):
         hosts_model = self.model is not None
         managed = options.managed_instance_count
         reservation = options.capacity_reservation_arn
+        model = self.model
+        # On a reservation (one pool, ``check_reservation``): the variant's InstanceType, no
+        # InstancePools. AWS: "The InstanceType field set in the ProductionVariants must match
+        # the InstanceType of your training plan"
+        # (https://docs.aws.amazon.com/sagemaker/latest/dg/use-training-plan-for-inference-endpoints-using-api-cli-sdk.html),
+        # and pools replace the variant's InstanceType ("replace the InstanceType parameter in
+        # the production variant with an InstancePools list", realtime-endpoints-heterogeneous
+        # .html). Whether InstancePools and CapacityReservationConfig combine: UNCONFIRMED, so
+        # the documented single-type form is written; the pool's own model is the variant's.
+        on_reservation = reservation is not None and len(self.pools) == 1
+        if on_reservation and self.pools[0].model is not None:
+            model = self.pools[0].model
         return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=self.variant_name,
-            model_name=self.model.model_name if self.model is not None else None,
+            model_name=model.model_name if model is not None else None,
             initial_instance_count=options.initial_instance_count,
-            instance_pools=self._render_pools(),
+            instance_type=self.pools[0].instance_type if on_reservation else None,
+            instance_pools=None if on_reservation else self._render_pools(),
             variant_instance_provision_timeout_in_seconds=seconds_of(
                 options.provision_timeout, PROVISION_TIMEOUT_DEFAULT
             ),
@@ -380,10 +404,12 @@ class _PoolHost(Construct, EndpointApi):
         self, error_threshold: int, latency_threshold: Duration
     ) -> list[cloudwatch.IAlarm]:
         latency_span = ROLLBACK_LATENCY_THRESHOLD_DEFAULT.given(latency_threshold)
+        # Over the pools' series, which certainly exist (``EndpointMetrics.metric_variant_total``).
+        types = self.instance_types
         errors = cloudwatch.Alarm(
             self,
             "RollbackOnErrors",
-            metric=self.metric_invocation_5xx_errors(),
+            metric=self.metric_variant_total("Invocation5XXErrors", types, label="5xx errors"),
             threshold=error_threshold,
             evaluation_periods=2,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -393,7 +419,9 @@ class _PoolHost(Construct, EndpointApi):
         latency = cloudwatch.Alarm(
             self,
             "RollbackOnLatency",
-            metric=self.metric_model_latency(),
+            metric=self.metric_variant_worst(
+                "ModelLatency", types, statistic="p99", label="ModelLatency p99"
+            ),
             threshold=latency_span.seconds * 1_000_000,
             evaluation_periods=3,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -594,7 +622,12 @@ class InstancePoolEndpoint(_PoolHost):
             self._refuse(
                 "pools.max_concurrency", missing, "fleet utilization needs every pool's capacity"
             )
-        return fleet_utilization_queries(self.endpoint_name, self.variant_name, pools)
+        return fleet_utilization_queries(
+            self.endpoint_name,
+            self.variant_name,
+            pools,
+            per_pool_dimension=self.per_pool_dimension,
+        )
 
 
 class InferenceComponentEndpoint(_PoolHost):
