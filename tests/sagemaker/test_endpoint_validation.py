@@ -294,3 +294,38 @@ def test_metric_publish_frequencies_are_cloudformations():
     schema = resource_schema("AWS::SageMaker::EndpointConfig")
     field = schema["definitions"]["MetricsConfig"]["properties"]["MetricPublishFrequencyInSeconds"]
     assert tuple(field["enum"]) == METRIC_PUBLISH_FREQUENCIES
+
+
+def test_a_reserved_variant_names_the_reservations_instance_type_not_pools():
+    """AWS: "The InstanceType field set in the ProductionVariants must match the InstanceType
+    of your training plan" (use-training-plan-for-inference-endpoints-using-api-cli-sdk); pools
+    replace InstanceType (realtime-endpoints-heterogeneous), so the reserved variant has none."""
+    from cdk_llm_serving.sagemaker.fleet_utilization import MetricQuery
+    from tests.support.builders import new_stack, template_of
+    from tests.support.linting import lint_template
+    from tests.support.template_helpers import only_resource
+
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/reserved-p5"
+    stack = new_stack()
+    endpoint = pool_endpoint(
+        stack,
+        pools=[InstancePool("ml.p5.48xlarge", max_concurrency=20)],
+        capacity_reservation_arn=arn,
+    )
+    endpoint.auto_scale(max_capacity=2)
+    template = template_of(stack)
+    (variant,) = only_resource(template, "AWS::SageMaker::EndpointConfig")[1]["Properties"][
+        "ProductionVariants"
+    ]
+    assert variant["InstanceType"] == "ml.p5.48xlarge"
+    assert "InstancePools" not in variant
+    assert variant["CapacityReservationConfig"] == {
+        "CapacityReservationPreference": "capacity-reservations-only",
+        "MlReservationArn": arn,
+    }
+    # Without pools the series carry no InstanceType: scaling reads the variant's own.
+    queries: list[MetricQuery] = endpoint.auto_scaling.fleet_queries or []
+    assert queries and all(
+        "InstanceType" not in dict(q.dimensions) for q in queries if q.metric_name
+    )
+    assert not lint_template(template)
