@@ -31,7 +31,12 @@ from ._pool_checks import (
     check_storage,
 )
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
-from .deployment import BlueGreenDeployment, EndpointDeployment
+from .deployment import (
+    BlueGreenDeployment,
+    EndpointDeployment,
+    batch_outside_fleet_share,
+    rolling_for_scarce_gpus,
+)
 from .endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import (
     PROVISION_TIMEOUT_DEFAULT,
@@ -160,17 +165,49 @@ class _PoolHost(Construct, EndpointApi):
         )
         self.hosts_inference_components = model is None
         self.detailed_observability = options.detailed_observability
-        self.deployment: EndpointDeployment | None = options.deployment
-        if self.deployment is None and not self.hosts_inference_components:
-            self.deployment = BlueGreenDeployment()
         self.auto_scaling = None
         self.catalog = options.catalog or default_catalog()
+        self.deployment: EndpointDeployment | None = options.deployment
+        if self.deployment is None and not self.hosts_inference_components:
+            self.deployment = self._default_deployment(options)
+        elif self.deployment is not None and batch_outside_fleet_share(
+            self.deployment, options.initial_instance_count
+        ):
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:rollingBatchOutsideFleetShare",
+                f"a rolling batch of {self.deployment.maximum_batch_size.value} instance(s) is "  # type: ignore[union-attr]
+                f"outside AWS's 5-50% of the variant's {options.initial_instance_count} "
+                "instance(s) at creation; SageMaker checks it against the count at update time",
+            )
         self.concurrency_sample_seconds = concurrency_sample_seconds(
             options.enhanced_metrics, options.metric_publish_frequency
         )
         # On a reservation the variant names its one InstanceType and no pools (see
         # ``_render_variant``): its series carry no InstanceType dimension.
         self.per_pool_dimension = options.capacity_reservation_arn is None
+
+    def _default_deployment(self, options: PoolEndpointOptions) -> EndpointDeployment:
+        """Rolling on GPU types (``deployment.rolling_for_scarce_gpus``), else blue/green.
+
+        A single-instance GPU endpoint stays blue/green (no rolling batch is within AWS's
+        5-50 %) and is warned: its updates need a second instance of a scarce type.
+        """
+        on_gpus = any(
+            pool.instance_type in self.catalog and self.catalog.get(pool.instance_type).gpus > 0
+            for pool in self.pools
+        )
+        if not on_gpus:
+            return BlueGreenDeployment()
+        rolling = rolling_for_scarce_gpus(options.initial_instance_count)
+        if rolling is not None:
+            return rolling
+        Annotations.of(self).add_warning_v2(
+            "cdk-llm-serving:blueGreenOnOneGpuInstance",
+            "one instance: updates are blue/green and provision a second GPU instance (and fall "
+            "back down the pools when the primary type has none); with 2+ instances the default "
+            "is a rolling update, which needs one batch of spare capacity",
+        )
+        return BlueGreenDeployment()
 
     def _validate(self, options: PoolEndpointOptions) -> _Timeouts:
         """Every problem at once; the start-up timeouts sized from the planner."""

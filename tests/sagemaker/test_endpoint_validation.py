@@ -329,3 +329,48 @@ def test_a_reserved_variant_names_the_reservations_instance_type_not_pools():
         "InstanceType" not in dict(q.dimensions) for q in queries if q.metric_name
     )
     assert not lint_template(template)
+
+
+def test_gpu_pool_endpoints_update_rolling_by_default():
+    """AWS: rolling updates need fewer extra instances, "useful especially for accelerated
+    instances that are in high demand" (deployment-guardrails-rolling)."""
+    from tests.support.builders import new_stack, template_of
+    from tests.support.template_helpers import only_resource
+
+    stack = new_stack()
+    pool_endpoint(stack, initial_instance_count=4)
+    config = only_resource(template_of(stack), "AWS::SageMaker::Endpoint")[1]["Properties"][
+        "DeploymentConfig"
+    ]
+    assert "BlueGreenUpdatePolicy" not in config
+    rolling = config["RollingUpdatePolicy"]
+    one = {"Type": "INSTANCE_COUNT", "Value": 1}
+    assert rolling["MaximumBatchSize"] == one and rolling["RollbackMaximumBatchSize"] == one
+    assert config["AutoRollbackConfiguration"]["Alarms"]
+
+
+def test_a_single_gpu_instance_stays_blue_green_and_says_why():
+    from aws_cdk.assertions import Annotations, Match
+
+    from tests.support.builders import new_stack, template_of
+    from tests.support.template_helpers import only_resource
+
+    stack = new_stack()
+    pool_endpoint(stack)
+    config = only_resource(template_of(stack), "AWS::SageMaker::Endpoint")[1]["Properties"][
+        "DeploymentConfig"
+    ]
+    assert "BlueGreenUpdatePolicy" in config
+    Annotations.from_stack(stack).has_warning(
+        "*", Match.string_like_regexp("blueGreenOnOneGpuInstance")
+    )
+
+
+def test_a_rolling_batch_is_five_to_fifty_percent_of_the_fleet():
+    from cdk_llm_serving import RollingDeployment
+    from cdk_llm_serving.sagemaker.deployment import CapacitySize
+
+    message = only_problem(
+        deployment=RollingDeployment(maximum_batch_size=CapacitySize.percent(60))
+    )
+    assert "a rolling batch must be 5-50% of the variant's instances" in message
