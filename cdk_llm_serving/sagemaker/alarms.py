@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
 from aws_cdk import Duration
@@ -104,6 +105,7 @@ class PoolEndpointAlarms(Construct):
         for alarm in self.alarms:
             for action in actions:
                 alarm.add_alarm_action(action)
+        _register(endpoint, self)
 
     def _validate(
         self,
@@ -260,6 +262,26 @@ class PoolEndpointAlarms(Construct):
                     f"{_price_note(instance_type, primary, self.endpoint.catalog)}"
                 ),
             )
+
+
+#: The ``PoolEndpointAlarms`` made for each endpoint object, in order (``alarms_made_for``).
+_MADE: weakref.WeakKeyDictionary[object, list[PoolEndpointAlarms]] = weakref.WeakKeyDictionary()
+
+
+def _register(endpoint: object, alarms: PoolEndpointAlarms) -> None:
+    try:
+        _MADE.setdefault(endpoint, []).append(alarms)
+    except TypeError:  # an endpoint object that cannot be weakly referenced: not remembered
+        pass
+
+
+def alarms_made_for(endpoint: object) -> list[PoolEndpointAlarms]:
+    """Every ``PoolEndpointAlarms`` made so far for ``endpoint`` (``PoolEndpointDashboard``
+    shows them without being passed them)."""
+    try:
+        return list(_MADE.get(endpoint, ()))
+    except TypeError:
+        return []
 
 
 def variant_total(endpoint: IPoolEndpoint, metric_name: str, what: str) -> cloudwatch.IMetric:

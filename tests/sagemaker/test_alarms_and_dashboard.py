@@ -418,3 +418,28 @@ def test_a_vllm_pool_endpoint_is_watched_directly_as_its_endpoint_would_be():
     assert direct == watched(False)
     fallback = alarm(direct, "AlarmsRunningOnFallback2")
     assert "serving gpt-oss-20b-int4-tp1" in fallback["AlarmDescription"]
+
+
+def test_the_dashboard_shows_the_alarms_made_for_its_endpoint_without_being_passed():
+    stack = new_stack()
+    endpoint = pool_endpoint(
+        stack,
+        pools=[
+            InstancePool("ml.p5.48xlarge", max_concurrency=20),
+            InstancePool("ml.g6e.12xlarge", max_concurrency=8),
+        ],
+    )
+    endpoint.auto_scale(max_capacity=4)
+    alarms = PoolEndpointAlarms(stack, "Alarms", endpoint=endpoint)
+    PoolEndpointDashboard(stack, "Dashboard", endpoint=endpoint)
+    template = template_of(stack)
+    (_, dashboard) = only_resource(template, "AWS::CloudWatch::Dashboard")
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    shown = {
+        logical_id
+        for logical_id in resources_of_type(template, "AWS::CloudWatch::Alarm")
+        if logical_id in body
+    }
+    made = {k for k in resources_of_type(template, "AWS::CloudWatch::Alarm") if "Alarms" in k}
+    assert made and made <= shown, f"missing on the dashboard: {sorted(made - shown)}"
+    assert len(alarms.alarms) >= len(made)
