@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aws_cdk import Annotations, Stack, Token
 from aws_cdk import aws_ecr as ecr
@@ -64,6 +64,16 @@ class ContainerImage:
     repository_arn: str | None = None
     #: For ``from_dlc``: the DLC repository and tag, resolved per stack by ``bind``.
     dlc: tuple[str, str] | None = None
+    #: Whether the image's entrypoint turns a JSON array in an ``SM_VLLM_*`` value into one
+    #: argument per element (AWS's ``sagemaker_args.py`` since aws/deep-learning-containers
+    #: dceae13, 2026-08-19), so two served names need no config file
+    #: (``sagemaker.served_names``). Default: ``False`` (UNCONFIRMED which published tags
+    #: carry it; ``with_json_array_arguments`` declares it).
+    json_array_arguments: bool = False
+
+    def with_json_array_arguments(self, enabled: bool = True) -> ContainerImage:
+        """This image, declared to split JSON arrays in ``SM_VLLM_*`` values (see above)."""
+        return replace(self, json_array_arguments=enabled)
 
     @classmethod
     def from_ecr_uri(cls, image_uri: str) -> ContainerImage:
@@ -116,6 +126,7 @@ class ContainerImage:
         return ContainerImage(
             image_uri=f"{account}.dkr.ecr.{region}.{stack.url_suffix}/{repository}:{tag}",
             repository_arn=f"arn:{stack.partition}:ecr:{region}:{account}:repository/{repository}",
+            json_array_arguments=self.json_array_arguments,
         )
 
     def validate(self, problems: Problems, prop: str, *, region: str | None = None) -> None:

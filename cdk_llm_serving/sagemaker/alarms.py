@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
 from aws_cdk import Duration
@@ -15,6 +16,7 @@ from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
 from .endpoint_api import IPoolEndpoint
 from .endpoint_metrics import FIVE_MINUTES
+from .fleet_utilization import NAMESPACE
 from .token_metrics import TokenMetricNames, TokenQueries
 
 #: The defaults, in plain seconds (``Span.of_seconds``: their answers need no kernel call).
@@ -103,6 +105,7 @@ class PoolEndpointAlarms(Construct):
         for alarm in self.alarms:
             for action in actions:
                 alarm.add_alarm_action(action)
+        _register(endpoint, self)
 
     def _validate(
         self,
@@ -133,8 +136,8 @@ class PoolEndpointAlarms(Construct):
             metric=cloudwatch.MathExpression(
                 expression="IF(FILL(invocations, 0) > 0, FILL(errors, 0) / invocations, 0)",
                 using_metrics={
-                    "invocations": endpoint.metric_invocations(),
-                    "errors": endpoint.metric_invocation_5xx_errors(),
+                    "invocations": variant_total(endpoint, "Invocations", "invocations"),
+                    "errors": variant_total(endpoint, "Invocation5XXErrors", "5xx errors"),
                 },
                 label="5xx error rate",
                 period=_ONE_MINUTE,
@@ -153,7 +156,7 @@ class PoolEndpointAlarms(Construct):
         return cloudwatch.Alarm(
             self,
             "LatencyP99",
-            metric=self.endpoint.metric_model_latency(statistic="p99"),
+            metric=variant_worst_p99(self.endpoint, "ModelLatency"),
             threshold=whole * 1_000_000,
             evaluation_periods=5,
             datapoints_to_alarm=3,
@@ -165,22 +168,41 @@ class PoolEndpointAlarms(Construct):
     def _scaling_metric_missing(self) -> cloudwatch.Alarm | None:
         """Only for endpoints that scale on the weighted utilization.
 
-        Watches one raw metric: the variant's ``ConcurrentRequestsPerModel``, the series every
-        term of the scaling expression is built from (``fleet_utilization``); while it has
-        no data the policy reads nothing.
+        Watches the series the policy reads: its own ``SampleCount`` queries (taken from
+        ``EndpointAutoScaling.fleet_queries``, the same metric, dimensions and statistic), the
+        denominator of the utilization. The policy's utilization has no data exactly when
+        their filled sum is 0 or absent (``fleet_utilization``): then target tracking has
+        "insufficient data" and holds the instance count, and this alarms.
         """
         scaling = self.endpoint.auto_scaling
-        if scaling is None or not scaling.tracks_fleet_utilization:
+        queries = scaling.fleet_queries if scaling is not None else None
+        if not queries:
             return None
+        samples = {
+            query.id: cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name=query.metric_name or "",
+                dimensions_map=dict(query.dimensions),
+                statistic=query.statistic,
+                period=_ONE_MINUTE,
+            )
+            for query in queries
+            if query.statistic == "SampleCount"
+        }
         return cloudwatch.Alarm(
             self,
             "ScalingMetricMissing",
-            metric=self.endpoint.metric_concurrent_requests(statistic="SampleCount"),
+            metric=cloudwatch.MathExpression(
+                expression="+".join(f"FILL({id},0)" for id in samples),
+                using_metrics=samples,
+                label="concurrency samples the scaling policy reads",
+                period=_ONE_MINUTE,
+            ),
             threshold=0,
             evaluation_periods=5,
             comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
-            alarm_description=f"{self.endpoint.endpoint_name}: no concurrency samples for 5 minutes: the scaling policy is blind",
+            alarm_description=f"{self.endpoint.endpoint_name}: none of the concurrency samples the scaling policy reads for 5 minutes: the policy is blind and holds the instance count",
         )
 
     def _token_alarms(
@@ -240,6 +262,38 @@ class PoolEndpointAlarms(Construct):
                     f"{_price_note(instance_type, primary, self.endpoint.catalog)}"
                 ),
             )
+
+
+#: The ``PoolEndpointAlarms`` made for each endpoint object, in order (``alarms_made_for``).
+_MADE: weakref.WeakKeyDictionary[object, list[PoolEndpointAlarms]] = weakref.WeakKeyDictionary()
+
+
+def _register(endpoint: object, alarms: PoolEndpointAlarms) -> None:
+    try:
+        _MADE.setdefault(endpoint, []).append(alarms)
+    except TypeError:  # an endpoint object that cannot be weakly referenced: not remembered
+        pass
+
+
+def alarms_made_for(endpoint: object) -> list[PoolEndpointAlarms]:
+    """Every ``PoolEndpointAlarms`` made so far for ``endpoint`` (``PoolEndpointDashboard``
+    shows them without being passed them)."""
+    try:
+        return list(_MADE.get(endpoint, ()))
+    except TypeError:
+        return []
+
+
+def variant_total(endpoint: IPoolEndpoint, metric_name: str, what: str) -> cloudwatch.IMetric:
+    """The variant's Sum of ``metric_name`` over its pools' series (``EndpointMetrics``)."""
+    return endpoint.metric_variant_total(metric_name, endpoint.instance_types, label=what)
+
+
+def variant_worst_p99(endpoint: IPoolEndpoint, metric_name: str) -> cloudwatch.IMetric:
+    """The worst pool's p99 of ``metric_name`` (``EndpointMetrics.metric_variant_worst``)."""
+    return endpoint.metric_variant_worst(
+        metric_name, endpoint.instance_types, statistic="p99", label=f"{metric_name} p99"
+    )
 
 
 def _read(value: Duration | None, default: Span, *, integral: bool) -> Span | None:

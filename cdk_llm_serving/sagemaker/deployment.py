@@ -161,6 +161,18 @@ class RollingDeployment:
 
     def validate(self, problems: Problems, prop: str) -> None:
         self.maximum_batch_size.validate(problems, f"{prop}.maximum_batch_size")
+        batch = self.maximum_batch_size
+        # "Value must be between 5% to 50% of the variant's total instance count" (botocore
+        # ``sagemaker`` ``RollingUpdatePolicy.MaximumBatchSize``); a count is checked against
+        # the fleet by the endpoint (``batch_outside_fleet_share``), autoscaling may move it.
+        if batch.type == "CAPACITY_PERCENT" and not (
+            ROLLING_BATCH_PERCENT[0] <= batch.value <= ROLLING_BATCH_PERCENT[1]
+        ):
+            problems.add(
+                f"{prop}.maximum_batch_size",
+                batch.value,
+                f"a rolling batch must be {ROLLING_BATCH_PERCENT[0]}-{ROLLING_BATCH_PERCENT[1]}% of the variant's instances",
+            )
         if self.rollback_maximum_batch_size is not None:
             self.rollback_maximum_batch_size.validate(
                 problems, f"{prop}.rollback_maximum_batch_size"
@@ -197,6 +209,37 @@ class RollingDeployment:
 
 
 EndpointDeployment = BlueGreenDeployment | RollingDeployment
+
+#: A rolling batch's share of the variant's instances, in percent (botocore, above).
+ROLLING_BATCH_PERCENT = (5, 50)
+
+
+def batch_outside_fleet_share(deployment: EndpointDeployment, instances: int) -> bool:
+    """Whether a rolling batch of a count of instances is outside 5-50 % of ``instances``."""
+    if not isinstance(deployment, RollingDeployment):
+        return False
+    batch = deployment.maximum_batch_size
+    if batch.type != "INSTANCE_COUNT":
+        return False
+    low, high = ROLLING_BATCH_PERCENT
+    return not (low * instances <= 100 * batch.value <= high * instances)
+
+
+def rolling_for_scarce_gpus(instances: int) -> RollingDeployment | None:
+    """The default update of a GPU pool endpoint: rolling, one small batch at a time.
+
+    AWS: rolling deployments clean up old instances after each shift, "reducing the amount of
+    additional instances needed to update your endpoint. This is useful especially for
+    accelerated instances that are in high demand"; blue/green provisions a whole second
+    fleet (https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-rolling.html).
+    The batch is the fewest instances within AWS's 5-50 % of the fleet, and a rollback moves
+    as few (not the whole old fleet at once, which needs the capacity blue/green needs).
+    ``None`` for a single instance: no batch is within 5-50 % of one, so it stays blue/green.
+    """
+    if instances < 2:
+        return None
+    batch = CapacitySize.instances(max(1, -(-instances * ROLLING_BATCH_PERCENT[0] // 100)))
+    return RollingDeployment(maximum_batch_size=batch, rollback_maximum_batch_size=batch)
 
 
 def _rollback(alarm_names: list[str]) -> sagemaker.CfnEndpoint.AutoRollbackConfigProperty | None:

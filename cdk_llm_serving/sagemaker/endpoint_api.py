@@ -119,6 +119,19 @@ class IPoolEndpoint(Protocol):
         self, *, instance_type: InstanceType | str, period: Duration = ...
     ) -> cloudwatch.MathExpression: ...
 
+    def metric_variant_total(
+        self, metric_name: str, instance_types: Sequence[InstanceType | str], *, label: str
+    ) -> cloudwatch.IMetric: ...
+
+    def metric_variant_worst(
+        self,
+        metric_name: str,
+        instance_types: Sequence[InstanceType | str],
+        *,
+        statistic: str,
+        label: str,
+    ) -> cloudwatch.IMetric: ...
+
 
 class EndpointApi(EndpointMetrics):
     """Invoke permissions, the OpenAI-compatible URL and the metrics of one endpoint."""

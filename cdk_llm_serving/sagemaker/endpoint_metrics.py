@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, TypedDict, Unpack
+from collections.abc import Sequence
+from typing import Any, TypedDict, Unpack, cast
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -71,9 +72,17 @@ class EndpointMetrics:
 
     endpoint_name: str
     variant_name: str
+    #: Seconds between two ``ConcurrentRequestsPerModel`` samples of one instance
+    #: (``fleet_utilization.concurrency_sample_seconds``; an endpoint made here sets it from its
+    #: metrics options). Default: 10, AWS's high-resolution interval without enhanced metrics.
+    concurrency_sample_seconds: int = CONCURRENCY_SAMPLE_SECONDS
+    #: Whether the variant's series carry ``InstanceType`` (it runs on instance pools). A
+    #: variant on one instance type without pools (a capacity reservation) publishes the
+    #: variant's series only, and ``instance_type=`` then reads those.
+    per_pool_dimension: bool = True
 
     @functools.cached_property
-    def _metric_memo(self) -> dict[tuple[Any, ...], cloudwatch.Metric]:
+    def _metric_memo(self) -> dict[tuple[Any, ...], Any]:
         """The metrics made so far, by their arguments (made on first use)."""
         return {}
 
@@ -91,6 +100,8 @@ class EndpointMetrics:
         new one), and the rollback alarms and ``PoolEndpointAlarms`` ask for the same metrics.
         """
         namespace = namespace or namespace_of(metric_name)
+        if not self.per_pool_dimension:
+            instance_type = None
         dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
         key = (namespace, metric_name, instance_type, *sorted(options.items()))
         try:
@@ -100,7 +111,7 @@ class EndpointMetrics:
         made = self._metric_memo
         if key not in made:
             made[key] = build_metric(namespace, metric_name, dimensions, instance_type, options)
-        return made[key]
+        return cast(cloudwatch.Metric, made[key])
 
     def metric_line(
         self, metric_name: str, *, instance_type: InstanceType | str | None = None, **options: Any
@@ -108,7 +119,7 @@ class EndpointMetrics:
         """The same metric as a dashboard ``metrics`` line (``graph_widget``): period and
         statistic come from the widget unless ``options`` say otherwise."""
         dimensions = [("EndpointName", self.endpoint_name), ("VariantName", self.variant_name)]
-        if instance_type is not None:
+        if instance_type is not None and self.per_pool_dimension:
             dimensions.append(("InstanceType", instance_type))
         return metric_line(namespace_of(metric_name), metric_name, dimensions, **options)
 
@@ -160,12 +171,12 @@ class EndpointMetrics:
         self, *, instance_type: InstanceType | str, period: Duration = ONE_MINUTE.duration
     ) -> cloudwatch.MathExpression:
         """Instances of one pool, idle ones included: each reports its concurrency every
-        ``CONCURRENCY_SAMPLE_SECONDS``, so samples x interval / period (see ``fleet_utilization``)."""
+        ``concurrency_sample_seconds``, so samples x interval / period (see ``fleet_utilization``)."""
         samples = pool_samples_id(instance_type)
         return cloudwatch.MathExpression(
             expression=instance_count_expression(
                 samples,
-                CONCURRENCY_SAMPLE_SECONDS,
+                self.concurrency_sample_seconds,
                 whole_seconds(period, ONE_MINUTE, FIVE_MINUTES),
             ),
             using_metrics={
@@ -179,6 +190,74 @@ class EndpointMetrics:
             label=f"{instance_type} instances",
             period=period,
         )
+
+    def metric_variant_total(
+        self, metric_name: str, instance_types: Sequence[InstanceType | str], *, label: str
+    ) -> cloudwatch.IMetric:
+        """The variant's Sum of ``metric_name`` from the series that certainly exist.
+
+        With pools, AWS documents the per-``InstanceType`` series
+        (realtime-endpoints-heterogeneous.html, "Monitor instance pools"); whether the
+        two-dimension {EndpointName, VariantName} series is still published beside them it
+        does not say (UNCONFIRMED). So the total is metric math over the pools' series,
+        ``FILL(…, 0)`` on each (an empty pool publishes nothing); the alarms on it breach on
+        high values only, so a filled 0 in an outage reads as "no errors", as missing data
+        (``NOT_BREACHING``) would. Without pools (or pools not known: an import) the
+        variant's own series.
+        """
+        if not instance_types or not self.per_pool_dimension:
+            return self.metric(metric_name, statistic="Sum")
+        key = ("total", metric_name, tuple(instance_types), label)
+        if key in self._metric_memo:  # the rollback alarm and PoolEndpointAlarms share it
+            return cast(cloudwatch.IMetric, self._metric_memo[key])
+        ids = _pool_ids(metric_name, instance_types)
+        self._metric_memo[key] = total = cloudwatch.MathExpression(
+            expression="+".join(f"FILL({i},0)" for i in ids),
+            using_metrics={
+                i: self.metric(metric_name, instance_type=t, statistic="Sum")
+                for i, t in ids.items()
+            },
+            label=label,
+            period=_ONE_MINUTE,
+        )
+        return total
+
+    def metric_variant_worst(
+        self,
+        metric_name: str,
+        instance_types: Sequence[InstanceType | str],
+        *,
+        statistic: str,
+        label: str,
+    ) -> cloudwatch.IMetric:
+        """The worst pool's ``statistic`` (e.g. p99) of ``metric_name``: ``MAX`` over the pools'
+        series (an upper bound of the fleet's percentile; percentiles do not add). Without
+        pools, the variant's own series (see ``metric_variant_total``)."""
+        if not instance_types or not self.per_pool_dimension:
+            return self.metric(metric_name, statistic=statistic)
+        key = ("worst", metric_name, tuple(instance_types), statistic, label)
+        if key in self._metric_memo:
+            return cast(cloudwatch.IMetric, self._metric_memo[key])
+        ids = _pool_ids(metric_name, instance_types)
+        self._metric_memo[key] = worst = cloudwatch.MathExpression(
+            expression=f"MAX([{','.join(ids)}])",
+            using_metrics={
+                i: self.metric(metric_name, instance_type=t, statistic=statistic)
+                for i, t in ids.items()
+            },
+            label=label,
+            period=_ONE_MINUTE,
+        )
+        return worst
+
+
+def _pool_ids(
+    metric_name: str, instance_types: Sequence[InstanceType | str]
+) -> dict[str, InstanceType | str]:
+    """Metric-math ids of one metric's per-pool series, unique within any nesting
+    (``invocations1``, ``invocation5xxerrors1``...): nested expressions share one id space."""
+    stem = re.sub(r"[^a-z0-9]", "", metric_name.lower())
+    return {f"{stem}{index}": t for index, t in enumerate(instance_types, start=1)}
 
 
 def namespace_of(metric_name: str) -> str:

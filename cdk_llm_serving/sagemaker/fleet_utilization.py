@@ -15,21 +15,39 @@ interval, the same for every pool) and their Sum is k * n_i * c_i. Hence
 in which k cancels: instance counts without any traffic dependence, two metrics per pool,
 and five pools (the API's maximum) within CloudWatch's 10 metrics per alarm (and per
 target-tracking customized metric). Sources: ``InstanceType`` on the pool's invocation
-metrics (realtime-endpoints-heterogeneous.html; FACTS: ConcurrentRequestsPerModel among them);
-interval: ``ConcurrentRequestsPerModel`` is a high-resolution metric that "emit[s] data every
-10 seconds" while standard metrics publish once a minute
-(https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-add-code-define.html,
-"Specify a high-resolution predefined metric"), whatever ``MetricsConfig``'s
-``MetricPublishFrequencyInSeconds`` says for utilization metrics: ``CONCURRENCY_SAMPLE_SECONDS``.
-The scaling expression does not depend on it (k cancels); only the displayed pool counts do
-(``EndpointMetrics.metric_pool_instances``). UNCONFIRMED by AWS text: that an idle instance still reports 0 (the
-gauge's nature) and that the per-type series keeps every instance's sample (not an
-agent-side average). If an idle instance reported nothing, its pool would count 0
-instances: utilization would read high and scaling would err toward more capacity, as the
-earlier ``Invocations / InvocationsPerInstance`` derivation always did for idle pools.
+metrics (realtime-endpoints-heterogeneous.html; FACTS: ConcurrentRequestsPerModel among them).
 
-A pool with no instances publishes nothing; every series is wrapped in ``FILL(…, 0)`` and
-``IF(capacity > 0, …, 0)`` makes an empty fleet read 0 (scale in) rather than 0/0.
+Interval (only the displayed pool counts depend on it: ``EndpointMetrics.metric_pool_instances``;
+the scaling expression does not, k cancels): ``ConcurrentRequestsPerModel`` is a
+high-resolution metric that "emit[s] data every 10 seconds"
+(https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-add-code-define.html,
+"Specify a high-resolution predefined metric"), but with enhanced metrics
+``MetricPublishFrequencyInSeconds`` "applies to both utilization and invocation metrics"
+(botocore ``sagemaker`` ``MetricsConfig`` documentation; default 60):
+``concurrency_sample_seconds``. AWS publishes no per-instance-type instance count in
+``AWS/SageMaker`` (detailed observability's ``InstanceCountPerEndpoint`` is an OTel aggregate
+per endpoint, https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/SageMaker-AI-Insights-Metrics.html),
+so the count stays derived from samples. UNCONFIRMED by AWS text: that an idle instance still
+reports 0 (the gauge's nature) and that the per-type series keeps every instance's sample (not
+an agent-side average). If an idle instance reported nothing, its pool would count 0
+instances: utilization would read high and scaling would err toward more capacity.
+
+Missing data reads as missing. Target tracking does not scale on a metric without data:
+"If the specified metric has insufficient data, the target tracking scaling policy doesn't
+scale ... It doesn't interpret insufficient data as low utilization" (Application Auto
+Scaling, "How target tracking scaling works",
+https://docs.aws.amazon.com/autoscaling/application/userguide/target-tracking-scaling-policy-overview.html;
+the same words in the ECS guide, service-autoscaling-targettracking.html). So the expression
+must have no data point when nothing was published: the final ``IF(capacity>0, load/capacity)``
+has no false branch, and CloudWatch drops the point where the condition is false ("is dropped
+... if metric3 is omitted from the expression",
+https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/using-metric-math.html, IF).
+``FILL(…, 0)`` stays on each pool's terms only: a pool without instances publishes nothing and
+must read 0 while the others publish. Whether FILL makes a point where no series has any (a
+full outage) the metric-math page does not say; either way the result is then missing (capacity
+0 or no timestamp at all), which ``tests/sagemaker/test_scaling_outage.py`` checks on the
+synthesized expression. An idle fleet still publishes its zeros: capacity > 0, utilization 0,
+and the policy scales in, as it should.
 """
 
 from __future__ import annotations
@@ -41,14 +59,24 @@ from dataclasses import dataclass
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
+from ..errors import ConfigurationError, Problem
+
 NAMESPACE = "AWS/SageMaker"
 #: The per-instance gauge whose samples count instances and whose sum is the pool's load.
 CONCURRENCY_METRIC = "ConcurrentRequestsPerModel"
-#: Seconds between two ``ConcurrentRequestsPerModel`` samples of one instance (see above).
+#: Seconds between two ``ConcurrentRequestsPerModel`` samples of one instance without enhanced
+#: metrics (the high-resolution metric, see above); ``concurrency_sample_seconds`` picks.
 CONCURRENCY_SAMPLE_SECONDS = 10
 #: CloudWatch's hard limit of metrics in one metric-math alarm ("Alarms based on metric math
 #: expressions can reference a maximum of 10 metrics. This is a hard limit":
-#: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html).
+#: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html), which
+#: binds a target-tracking customized metric too: Application Auto Scaling "creates and
+#: manages the CloudWatch alarms that trigger the scaling policy" (target-tracking-scaling-
+#: policy-overview.html) and PutMetricAlarm takes "as many as 10 ... MetricStat" queries
+#: (botocore ``cloudwatch`` ``PutMetricAlarm`` ``Metrics``). The Application Auto Scaling
+#: metric-math page (application-auto-scaling-target-tracking-metric-math.html) states no
+#: number of its own: UNCONFIRMED that it accepts exactly as many; check with
+#: ``aws application-autoscaling put-scaling-policy`` on a test endpoint.
 MAX_ALARM_METRICS = 10
 METRICS_PER_POOL = 2
 MAX_WEIGHTED_POOLS = MAX_ALARM_METRICS // METRICS_PER_POOL
@@ -83,18 +111,44 @@ def instance_count_expression(samples_id: str, publish_seconds: int, period_seco
     return f"FILL({samples_id},0)*{_number(publish_seconds / period_seconds)}"
 
 
+def concurrency_sample_seconds(enhanced_metrics: bool, publish_frequency: int) -> int:
+    """Seconds between two concurrency samples of one instance (see the module docstring)."""
+    return publish_frequency if enhanced_metrics else CONCURRENCY_SAMPLE_SECONDS
+
+
 def fleet_utilization_queries(
-    endpoint_name: str, variant_name: str, pools: Sequence[PoolCapacity]
+    endpoint_name: str,
+    variant_name: str,
+    pools: Sequence[PoolCapacity],
+    *,
+    per_pool_dimension: bool = True,
 ) -> list[MetricQuery]:
-    """The query list: per pool the concurrency's Sum and SampleCount, then the utilization."""
+    """The query list: per pool the concurrency's Sum and SampleCount, then the utilization.
+
+    ``per_pool_dimension``: the variant runs on instance pools, whose series carry
+    ``InstanceType``; a variant without pools (one instance type, e.g. on a capacity
+    reservation) publishes the variant's series only (one pool then).
+    """
     queries: list[MetricQuery] = []
     load_terms, capacity_terms = [], []
+    if len(pools) * METRICS_PER_POOL > MAX_ALARM_METRICS:
+        raise ConfigurationError(
+            "fleet utilization",
+            [
+                Problem(
+                    "pools",
+                    [str(pool.instance_type) for pool in pools],
+                    f"{METRICS_PER_POOL} metrics per pool and at most {MAX_ALARM_METRICS} in a target-tracking metric: at most {MAX_WEIGHTED_POOLS} pools",
+                )
+            ],
+        )
     for index, pool in enumerate(pools, start=1):
-        dims = (
+        dims: tuple[tuple[str, str], ...] = (
             ("EndpointName", endpoint_name),
             ("VariantName", variant_name),
-            ("InstanceType", pool.instance_type),
         )
+        if per_pool_dimension:
+            dims += (("InstanceType", pool.instance_type),)
         queries += [
             MetricQuery(f"load{index}", CONCURRENCY_METRIC, "Sum", dims),
             MetricQuery(f"samples{index}", CONCURRENCY_METRIC, "SampleCount", dims),
@@ -106,7 +160,8 @@ def fleet_utilization_queries(
     queries.append(
         MetricQuery(
             "utilization",
-            expression=f"IF(({capacity})>0,({load})/({capacity}),0)",
+            # No false branch: no data point where nothing was published (see above).
+            expression=f"IF(({capacity})>0,({load})/({capacity}))",
             label="Fleet utilization (concurrent requests / capacity)",
             return_data=True,
         )

@@ -31,7 +31,12 @@ from ._pool_checks import (
     check_storage,
 )
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
-from .deployment import BlueGreenDeployment, EndpointDeployment
+from .deployment import (
+    BlueGreenDeployment,
+    EndpointDeployment,
+    batch_outside_fleet_share,
+    rolling_for_scarce_gpus,
+)
 from .endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import (
     PROVISION_TIMEOUT_DEFAULT,
@@ -40,7 +45,12 @@ from .endpoint_options import (
     PoolEndpointKeywords,
     PoolEndpointOptions,
 )
-from .fleet_utilization import MetricQuery, PoolCapacity, fleet_utilization_queries
+from .fleet_utilization import (
+    MetricQuery,
+    PoolCapacity,
+    concurrency_sample_seconds,
+    fleet_utilization_queries,
+)
 from .instance_pool import InstancePool, parse_instance_types
 from .pool_sizing import PoolFit, check_pools_fit
 from .recommended_pools import pools_from_recommendation
@@ -155,11 +165,49 @@ class _PoolHost(Construct, EndpointApi):
         )
         self.hosts_inference_components = model is None
         self.detailed_observability = options.detailed_observability
-        self.deployment: EndpointDeployment | None = options.deployment
-        if self.deployment is None and not self.hosts_inference_components:
-            self.deployment = BlueGreenDeployment()
         self.auto_scaling = None
         self.catalog = options.catalog or default_catalog()
+        self.deployment: EndpointDeployment | None = options.deployment
+        if self.deployment is None and not self.hosts_inference_components:
+            self.deployment = self._default_deployment(options)
+        elif self.deployment is not None and batch_outside_fleet_share(
+            self.deployment, options.initial_instance_count
+        ):
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:rollingBatchOutsideFleetShare",
+                f"a rolling batch of {self.deployment.maximum_batch_size.value} instance(s) is "  # type: ignore[union-attr]
+                f"outside AWS's 5-50% of the variant's {options.initial_instance_count} "
+                "instance(s) at creation; SageMaker checks it against the count at update time",
+            )
+        self.concurrency_sample_seconds = concurrency_sample_seconds(
+            options.enhanced_metrics, options.metric_publish_frequency
+        )
+        # On a reservation the variant names its one InstanceType and no pools (see
+        # ``_render_variant``): its series carry no InstanceType dimension.
+        self.per_pool_dimension = options.capacity_reservation_arn is None
+
+    def _default_deployment(self, options: PoolEndpointOptions) -> EndpointDeployment:
+        """Rolling on GPU types (``deployment.rolling_for_scarce_gpus``), else blue/green.
+
+        A single-instance GPU endpoint stays blue/green (no rolling batch is within AWS's
+        5-50 %) and is warned: its updates need a second instance of a scarce type.
+        """
+        on_gpus = any(
+            pool.instance_type in self.catalog and self.catalog.get(pool.instance_type).gpus > 0
+            for pool in self.pools
+        )
+        if not on_gpus:
+            return BlueGreenDeployment()
+        rolling = rolling_for_scarce_gpus(options.initial_instance_count)
+        if rolling is not None:
+            return rolling
+        Annotations.of(self).add_warning_v2(
+            "cdk-llm-serving:blueGreenOnOneGpuInstance",
+            "one instance: updates are blue/green and provision a second GPU instance (and fall "
+            "back down the pools when the primary type has none); with 2+ instances the default "
+            "is a rolling update, which needs one batch of spare capacity",
+        )
+        return BlueGreenDeployment()
 
     def _validate(self, options: PoolEndpointOptions) -> _Timeouts:
         """Every problem at once; the start-up timeouts sized from the planner."""
@@ -251,11 +299,24 @@ class _PoolHost(Construct, EndpointApi):
         hosts_model = self.model is not None
         managed = options.managed_instance_count
         reservation = options.capacity_reservation_arn
+        model = self.model
+        # On a reservation (one pool, ``check_reservation``): the variant's InstanceType, no
+        # InstancePools. AWS: "The InstanceType field set in the ProductionVariants must match
+        # the InstanceType of your training plan"
+        # (https://docs.aws.amazon.com/sagemaker/latest/dg/use-training-plan-for-inference-endpoints-using-api-cli-sdk.html),
+        # and pools replace the variant's InstanceType ("replace the InstanceType parameter in
+        # the production variant with an InstancePools list", realtime-endpoints-heterogeneous
+        # .html). Whether InstancePools and CapacityReservationConfig combine: UNCONFIRMED, so
+        # the documented single-type form is written; the pool's own model is the variant's.
+        on_reservation = reservation is not None and len(self.pools) == 1
+        if on_reservation and self.pools[0].model is not None:
+            model = self.pools[0].model
         return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=self.variant_name,
-            model_name=self.model.model_name if self.model is not None else None,
+            model_name=model.model_name if model is not None else None,
             initial_instance_count=options.initial_instance_count,
-            instance_pools=self._render_pools(),
+            instance_type=self.pools[0].instance_type if on_reservation else None,
+            instance_pools=None if on_reservation else self._render_pools(),
             variant_instance_provision_timeout_in_seconds=seconds_of(
                 options.provision_timeout, PROVISION_TIMEOUT_DEFAULT
             ),
@@ -380,10 +441,12 @@ class _PoolHost(Construct, EndpointApi):
         self, error_threshold: int, latency_threshold: Duration
     ) -> list[cloudwatch.IAlarm]:
         latency_span = ROLLBACK_LATENCY_THRESHOLD_DEFAULT.given(latency_threshold)
+        # Over the pools' series, which certainly exist (``EndpointMetrics.metric_variant_total``).
+        types = self.instance_types
         errors = cloudwatch.Alarm(
             self,
             "RollbackOnErrors",
-            metric=self.metric_invocation_5xx_errors(),
+            metric=self.metric_variant_total("Invocation5XXErrors", types, label="5xx errors"),
             threshold=error_threshold,
             evaluation_periods=2,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -393,7 +456,9 @@ class _PoolHost(Construct, EndpointApi):
         latency = cloudwatch.Alarm(
             self,
             "RollbackOnLatency",
-            metric=self.metric_model_latency(),
+            metric=self.metric_variant_worst(
+                "ModelLatency", types, statistic="p99", label="ModelLatency p99"
+            ),
             threshold=latency_span.seconds * 1_000_000,
             evaluation_periods=3,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -594,7 +659,12 @@ class InstancePoolEndpoint(_PoolHost):
             self._refuse(
                 "pools.max_concurrency", missing, "fleet utilization needs every pool's capacity"
             )
-        return fleet_utilization_queries(self.endpoint_name, self.variant_name, pools)
+        return fleet_utilization_queries(
+            self.endpoint_name,
+            self.variant_name,
+            pools,
+            per_pool_dimension=self.per_pool_dimension,
+        )
 
 
 class InferenceComponentEndpoint(_PoolHost):

@@ -1,4 +1,4 @@
-"""One name for clients, one per copy in responses: a vLLM config file beside the weights.
+"""One name for clients, one per copy in responses: a JSON array, or a vLLM config file.
 
 vLLM serves every name given to ``--served-model-name`` and reports the FIRST in each
 response's ``model`` field: vLLM 0.33.0 (and 0.20.0)
@@ -9,10 +9,21 @@ model name in the model field of a response will be the first name in this list.
 copy serves ``[<copy name>, <client name>]``: clients send the shared name to any pool, and
 each response says which copy answered.
 
-AWS's SageMaker vLLM container cannot pass two names through ``SM_VLLM_SERVED_MODEL_NAME``:
-its entrypoint (aws/deep-learning-containers ``scripts/docker/vllm/sagemaker_entrypoint.sh``
-in every released ``server-sagemaker-cuda-v1``/``v2.x`` tag) turns each ``SM_VLLM_*``
-variable into one flag with exactly one argument. It does pass ``SM_VLLM_CONFIG=<file>`` as
+Images whose entrypoint splits JSON arrays (``ContainerImage.json_array_arguments``): AWS's
+current ``sagemaker_args.py`` (aws/deep-learning-containers ``scripts/docker/vllm/``, since
+dceae13 of 2026-08-19; an unmodified copy in ``../shared/aws-dlc-vllm``) turns a JSON array in
+any ``SM_VLLM_*`` value into the flag plus one token per element (``tokens_for``;
+``--served-model-name`` is not among its ``SINGLE_TOKEN_FLAGS``), so
+``SM_VLLM_SERVED_MODEL_NAME='["<copy>","<client>"]'`` serves both and nothing is written to
+the weights bucket (``served_names_environment``; a test runs that script on the synthesized
+environment). Which published image tags carry that script is not recorded (UNCONFIRMED;
+check an image with ``docker run --rm --entrypoint grep <image> -c "JSON array"
+/usr/local/bin/sagemaker_args.py``: 0 or an error means the old entrypoint), so it is
+declared per image, off by default.
+
+Older images cannot pass two names through ``SM_VLLM_SERVED_MODEL_NAME``: their entrypoint
+(``sagemaker_entrypoint.sh`` before that change) turns each ``SM_VLLM_*`` variable into one
+flag with exactly one argument. It does pass ``SM_VLLM_CONFIG=<file>`` as
 ``--config <file>``, and vLLM reads list values from a YAML config file
 (``vllm/utils/argparse_utils.py`` ``FlexibleArgumentParser.load_config_file``: a list
 becomes the flag followed by one token per item; command-line flags override the file, so
@@ -57,6 +68,8 @@ from ..model_sources import ModelData
 MODEL_DIR = "/opt/ml/model"
 #: The SageMaker vLLM container variable that becomes ``--config``.
 VLLM_CONFIG_VARIABLE = "SM_VLLM_CONFIG"
+#: The SageMaker vLLM container variable that becomes ``--served-model-name``.
+VLLM_SERVED_MODEL_NAME_VARIABLE = "SM_VLLM_SERVED_MODEL_NAME"
 #: Carries the served names (JSON list, copy first) for operators: ``fleet`` reads it back.
 #: Neither the container's entrypoint (``SM_VLLM_*`` only) nor vLLM (``VLLM_*``) reads it.
 SERVED_NAMES_VARIABLE = "CDK_LLM_SERVING_SERVED_NAMES"
@@ -85,6 +98,13 @@ def owner_tag(scope: Construct) -> str:
 def served_names(copy_name: str, client_name: str) -> list[str]:
     """The copy's name first (responses carry it), then the shared name."""
     return [copy_name] if copy_name == client_name else [copy_name, client_name]
+
+
+def served_names_environment(copy_name: str, client_name: str) -> dict[str, str]:
+    """Both names in ``SM_VLLM_SERVED_MODEL_NAME`` as a JSON array (copy first), for images
+    whose entrypoint splits it; ``SERVED_NAMES_VARIABLE`` as with the file."""
+    names = json.dumps(served_names(copy_name, client_name))
+    return {VLLM_SERVED_MODEL_NAME_VARIABLE: names, SERVED_NAMES_VARIABLE: names}
 
 
 def served_names_yaml(copy_name: str, client_name: str) -> str:

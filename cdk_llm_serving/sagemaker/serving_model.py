@@ -26,10 +26,14 @@ from ..errors import Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.sizing import ModelSizing
 from ._container_checks import check_container_environment
-from .served_names import VLLM_CONFIG_VARIABLE, ServedNamesFile
-
-#: Environment variable through which AWS's SageMaker vLLM container sets ``--served-model-name``.
-VLLM_SERVED_MODEL_NAME_VARIABLE = "SM_VLLM_SERVED_MODEL_NAME"
+from .served_names import (
+    VLLM_CONFIG_VARIABLE,
+    ServedNamesFile,
+    served_names_environment,
+)
+from .served_names import (
+    VLLM_SERVED_MODEL_NAME_VARIABLE as VLLM_SERVED_MODEL_NAME_VARIABLE,
+)
 
 
 @jsii.implements(iam.IGrantable)
@@ -136,8 +140,13 @@ class ServingModel(Construct):
     def _served_names(
         self, env: dict[str, str], copy_name: str | None, client_name: str | None
     ) -> ServedNamesFile | None:
-        """Both names through a vLLM config file (the variable carries one name only)."""
+        """Both names: a JSON array in ``SM_VLLM_SERVED_MODEL_NAME`` where the image's
+        entrypoint splits it (``ContainerImage.json_array_arguments``; nothing written), else
+        a vLLM config file under the weights (``served_names``)."""
         if client_name is None or copy_name is None or client_name == copy_name:
+            return None
+        if self.image.json_array_arguments:
+            env.update(served_names_environment(copy_name, client_name))
             return None
         assert self.model_data is not None  # checked by _validate
         env.pop(VLLM_SERVED_MODEL_NAME_VARIABLE, None)
@@ -289,6 +298,8 @@ def _check_client_name(
         return
     if any(ch.isspace() for ch in client) or not client:
         problems.add("client_model_name", client, "must be a non-empty name without whitespace")
+    if model.image.json_array_arguments:
+        return  # both names in SM_VLLM_SERVED_MODEL_NAME: no file, no weights prefix needed
     if model.model_data is None:
         problems.add(
             "client_model_name",

@@ -4,25 +4,39 @@ Route chosen: SageMaker's detailed observability (``MetricsConfig.EnableDetailed
 on by default here) scrapes the vLLM container's Prometheus endpoint and publishes "native
 vLLM ... metrics — including tokens per second, time to first token (TTFT), inter-token
 latency" to CloudWatch as OpenTelemetry metrics, queryable with PromQL only ("These are not
-Prometheus metrics ... queryable using PromQL syntax"):
+Prometheus metrics ... natively stored in CloudWatch as OTel metric data and are queryable
+using PromQL syntax"):
 https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch-detailed-observability.html,
 https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/SageMaker-AI-Insights-Metrics.html.
 Every data point carries ``aws.sagemaker.endpoint.name``, ``aws.sagemaker.variant.name`` and
 ``@resource.host.type`` (the instance type, i.e. the pool):
-https://docs.aws.amazon.com/sagemaker/latest/dg/inference-monitoring.html. So there is no classic
-namespace/dimension metric to put in a ``cloudwatch.Metric``; alarms are PromQL alarms
-(aws-cdk-lib 2.275 ``cloudwatch.PromQLAlarm``, ``AWS::CloudWatch::Alarm`` ``EvaluationCriteria
-.PromQLCriteria``) and charts query CloudWatch's Prometheus-compatible API
-(``https://monitoring.<region>.amazonaws.com/api/v1/query_range``, SigV4 service
-``monitoring``, ``cloudwatch:GetMetricData`` + ``cloudwatch:ListMetrics``:
-https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch-PromQL-API-QueryMetrics.html).
-CloudWatch's PromQL follows Prometheus 3.0, so dotted label names are quoted.
+https://docs.aws.amazon.com/sagemaker/latest/dg/inference-monitoring.html ("OpenTelemetry
+metric labels"). So there is no classic namespace/dimension metric to put in a
+``cloudwatch.Metric``; alarms are PromQL alarms (aws-cdk-lib ``cloudwatch.PromQLAlarm``,
+``AWS::CloudWatch::Alarm`` ``EvaluationCriteria.PromQLCriteria``) and charts query CloudWatch's
+Prometheus-compatible API (``https://monitoring.<region>.amazonaws.com/api/v1/query_range``,
+SigV4 service ``monitoring``; permissions in ``promql_charts``). CloudWatch's PromQL follows
+Prometheus 3.0, so dotted label names are quoted.
 
-UNCONFIRMED: the exact names under which the vLLM histograms land. AWS's table names only
-derived aggregates (``OutputTokensPerSecond``, ...); the scraped names are assumed to be
-vLLM's own (``vllm/v1/metrics/loggers.py`` in vLLM 0.20.0, the pinned container's, and 0.33.0:
-``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds`` histograms,
-``vllm:generation_tokens`` counter, exposed as ``..._total``), with classic ``_bucket`` series. ``TokenMetricNames`` holds them in one place to change.
+The names, in ``STORED_NAMES`` (the one table): AWS's OpenTelemetry metrics reference names
+only derived aggregates for the framework layer (``OutputTokensPerSecond``, TTFT, ...), not the
+series it stores. AWS's own PromQL example for a vLLM endpoint settles the histograms: "# TTFT
+P99 ``histogram_quantile(0.99, rate(vllm:time_to_first_token_seconds{"aws.sagemaker.endpoint
+.name"=...}[5m]))``" (AWS Machine Learning Blog, "Monitor and debug generative AI inference with
+SageMaker detailed metrics and Insights dashboard on CloudWatch", 2026-06, "Step 4: Query
+metrics with PromQL"), i.e. vLLM's histogram under its base name, without ``_bucket``, as a
+native histogram (an OTel histogram kept whole) queried without ``le``. The same post queries
+the gauges under vLLM's names (``vllm:kv_cache_usage_perc``, ``vllm:num_requests_running``).
+UNCONFIRMED: the counter's name. Nothing of AWS's shows one; ``vllm:generation_tokens_total``
+(vLLM's exposition name, suffix kept) is chosen, as a public script that reads detailed
+observability's PromQL endpoint does. Check what an endpoint stores with (``pip install
+awscurl``; AWS's blog uses it for this endpoint)::
+
+    awscurl --service monitoring --region REGION \\
+      "https://monitoring.REGION.amazonaws.com/api/v1/label/__name__/values" | tr ',' '\\n' | grep vllm:
+
+and, if the names differ, pass ``TokenMetricNames(...)`` to ``PoolEndpointAlarms`` and
+``PoolEndpointDashboard`` (``native_histograms=False`` queries ``<name>_bucket`` by ``le``).
 """
 
 from __future__ import annotations
@@ -35,12 +49,68 @@ POOL_LABEL = "@resource.host.type"
 
 
 @dataclass(frozen=True)
-class TokenMetricNames:
-    """The PromQL names of vLLM's token metrics as detailed observability stores them."""
+class StoredMetric:
+    """How one vLLM metric lands in CloudWatch's OTel store (see the module docstring)."""
 
-    ttft_bucket: str = "vllm:time_to_first_token_seconds_bucket"
-    inter_token_bucket: str = "vllm:inter_token_latency_seconds_bucket"
-    generation_tokens: str = "vllm:generation_tokens_total"
+    #: What vLLM's ``/metrics`` exposes (the Prometheus exposition names).
+    exposed: tuple[str, ...]
+    #: The PromQL name detailed observability stores it under.
+    stored: str
+    #: ``native histogram``, ``counter`` or ``gauge``, as stored.
+    kind: str
+    #: Where the stored name comes from; ``UNCONFIRMED`` where no AWS text shows it.
+    source: str
+
+
+_BLOG = "AWS ML Blog, SageMaker detailed metrics and Insights dashboard, Step 4 (PromQL)"
+
+#: vLLM name -> stored name: the ONE table alarms, charts and the container rehearsal use.
+STORED_NAMES: dict[str, StoredMetric] = {
+    "vllm:time_to_first_token_seconds": StoredMetric(
+        exposed=(
+            "vllm:time_to_first_token_seconds_bucket",
+            "vllm:time_to_first_token_seconds_sum",
+            "vllm:time_to_first_token_seconds_count",
+        ),
+        stored="vllm:time_to_first_token_seconds",
+        kind="native histogram",
+        source=_BLOG,
+    ),
+    "vllm:inter_token_latency_seconds": StoredMetric(
+        exposed=(
+            "vllm:inter_token_latency_seconds_bucket",
+            "vllm:inter_token_latency_seconds_sum",
+            "vllm:inter_token_latency_seconds_count",
+        ),
+        stored="vllm:inter_token_latency_seconds",
+        kind="native histogram",
+        source=f"{_BLOG} (by analogy with TTFT: the same vLLM histogram type)",
+    ),
+    "vllm:generation_tokens": StoredMetric(
+        exposed=("vllm:generation_tokens_total",),
+        stored="vllm:generation_tokens_total",
+        kind="counter",
+        source="UNCONFIRMED (no AWS example of a counter); check with the awscurl command above",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class TokenMetricNames:
+    """The PromQL names of vLLM's token metrics as detailed observability stores them.
+
+    :param ttft: the time-to-first-token histogram. Default: ``STORED_NAMES``'.
+    :param inter_token: the inter-token latency histogram. Default: ``STORED_NAMES``'.
+    :param generation_tokens: the generated-tokens counter. Default: ``STORED_NAMES``'.
+    :param native_histograms: the histograms are stored whole (native histograms, queried
+        without ``le``); ``False`` queries classic ``<name>_bucket`` series by ``le``.
+        Default: ``True``.
+    """
+
+    ttft: str = STORED_NAMES["vllm:time_to_first_token_seconds"].stored
+    inter_token: str = STORED_NAMES["vllm:inter_token_latency_seconds"].stored
+    generation_tokens: str = STORED_NAMES["vllm:generation_tokens"].stored
+    native_histograms: bool = True
 
 
 @dataclass(frozen=True)
@@ -57,19 +127,23 @@ class TokenQueries:
             f'"aws.sagemaker.variant.name"="{self.variant_name}"}}'
         )
 
-    def _quantile(self, bucket: str, quantile: float) -> str:
+    def _quantile(self, histogram: str, quantile: float) -> str:
+        if self.names.native_histograms:
+            series, by = histogram, f'"{POOL_LABEL}"'
+        else:
+            series, by = f"{histogram}_bucket", f'le, "{POOL_LABEL}"'
         return (
-            f'histogram_quantile({quantile:g}, sum by (le, "{POOL_LABEL}") '
-            f"(rate({self._selector(bucket)}[{RATE_WINDOW}])))"
+            f"histogram_quantile({quantile:g}, sum by ({by}) "
+            f"(rate({self._selector(series)}[{RATE_WINDOW}])))"
         )
 
     def ttft(self, quantile: float) -> str:
         """Time to first token (seconds) at ``quantile`` per pool."""
-        return self._quantile(self.names.ttft_bucket, quantile)
+        return self._quantile(self.names.ttft, quantile)
 
     def inter_token(self, quantile: float) -> str:
         """Inter-token latency (seconds) at ``quantile`` per pool."""
-        return self._quantile(self.names.inter_token_bucket, quantile)
+        return self._quantile(self.names.inter_token, quantile)
 
     def tokens_per_second(self) -> str:
         """Generated tokens per second per pool."""

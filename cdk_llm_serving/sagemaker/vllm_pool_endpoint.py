@@ -160,6 +160,9 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         )
         self.endpoint_name = self.endpoint.endpoint_name
         self.variant_name = self.endpoint.variant_name
+        # The metrics read as the endpoint's own (sample interval, pool dimension).
+        self.concurrency_sample_seconds = self.endpoint.concurrency_sample_seconds
+        self.per_pool_dimension = self.endpoint.per_pool_dimension
         self.endpoint_arn = self.endpoint.endpoint_arn
         self.async_inference = self.endpoint.async_inference
 

@@ -45,15 +45,65 @@ def alarm(template: dict, prefix: str) -> dict:
     return found
 
 
-def test_error_rate_and_latency_alarms(pool_template):
+def pool_types(template: dict) -> list[str]:
+    config = only_resource(template, "AWS::SageMaker::EndpointConfig")[1]["Properties"]
+    (variant,) = config["ProductionVariants"]
+    return [pool["InstanceType"] for pool in variant["InstancePools"]]
+
+
+def per_pool_stats(metrics: list[dict], metric_name: str) -> dict[str, dict]:
+    """InstanceType -> MetricStat of ``metric_name`` among an alarm's queries."""
+    found = {}
+    for query in metrics:
+        stat = query.get("MetricStat")
+        if stat and stat["Metric"]["MetricName"] == metric_name:
+            dims = {d["Name"]: d["Value"] for d in stat["Metric"]["Dimensions"]}
+            found[dims.get("InstanceType")] = stat
+    return found
+
+
+def test_error_rate_and_latency_alarms_read_the_pools_series(pool_template):
+    """With pools AWS documents the per-InstanceType series; the two-dimension one is
+    UNCONFIRMED, so the variant's totals are metric math over the pools'."""
+    types = pool_types(pool_template)
     error_rate = alarm(pool_template, "AlarmsErrorRate")
     assert error_rate["Threshold"] == 0.05 and error_rate["DatapointsToAlarm"] == 3
-    (expression,) = [m for m in error_rate["Metrics"] if "Expression" in m]
-    assert (
-        expression["Expression"] == "IF(FILL(invocations, 0) > 0, FILL(errors, 0) / invocations, 0)"
+    final = [m for m in error_rate["Metrics"] if m.get("ReturnData", True) and "Expression" in m]
+    assert final[0]["Expression"] == (
+        "IF(FILL(invocations, 0) > 0, FILL(errors, 0) / invocations, 0)"
     )
+    for metric_name in ("Invocations", "Invocation5XXErrors"):
+        stats = per_pool_stats(error_rate["Metrics"], metric_name)
+        assert set(stats) == set(types) and {s["Stat"] for s in stats.values()} == {"Sum"}
+    # 3 of 40 requests failed on the primary, 1 of 10 on a fallback; a third pool is empty.
+    values = {}
+    for query in error_rate["Metrics"]:
+        stat = query.get("MetricStat")
+        if stat:
+            dims = {d["Name"]: d["Value"] for d in stat["Metric"]["Dimensions"]}
+            per_type = {
+                "Invocations": {types[0]: 40.0, types[1]: 10.0},
+                "Invocation5XXErrors": {types[0]: 3.0, types[1]: 1.0},
+            }[stat["Metric"]["MetricName"]]
+            values[query["Id"]] = per_type.get(dims["InstanceType"])
+    assert evaluate_queries(error_rate["Metrics"], values) == pytest.approx(4 / 50)
     latency = alarm(pool_template, "AlarmsLatencyP99")
-    assert latency["ExtendedStatistic"] == "p99" and latency["Threshold"] == 60_000_000
+    assert latency["Threshold"] == 60_000_000
+    (worst,) = [m for m in latency["Metrics"] if "Expression" in m]
+    assert worst["Expression"].startswith("MAX([")
+    stats = per_pool_stats(latency["Metrics"], "ModelLatency")
+    assert set(stats) == set(types) and {s["Stat"] for s in stats.values()} == {"p99"}
+
+
+def test_rollback_alarms_read_the_pools_series(pool_template):
+    types = pool_types(pool_template)
+    alarms = resources_of_type(pool_template, "AWS::CloudWatch::Alarm")
+    for prefix, metric_name in (
+        ("RollbackOnErrors", "Invocation5XXErrors"),
+        ("RollbackOnLatency", "ModelLatency"),
+    ):
+        (found,) = [a["Properties"] for k, a in alarms.items() if prefix in k]
+        assert set(per_pool_stats(found["Metrics"], metric_name)) == set(types)
 
 
 def test_fallback_alarms_watch_each_non_primary_pool_for_an_hour(pool_template):
@@ -69,15 +119,34 @@ def test_fallback_alarms_watch_each_non_primary_pool_for_an_hour(pool_template):
         assert instance_type in fallback["AlarmDescription"] and "$" in fallback["AlarmDescription"]
 
 
-def test_scaling_metric_missing_alarm_reads_one_raw_metric(pool_template):
+def test_scaling_metric_missing_alarm_reads_the_series_the_policy_reads(pool_template):
     missing = alarm(pool_template, "AlarmsScalingMetricMissing")
     assert missing["TreatMissingData"] == "breaching"
-    assert "Metrics" not in missing  # no copy of the scaling expression
-    assert (missing["MetricName"], missing["Statistic"]) == (
-        "ConcurrentRequestsPerModel",
-        "SampleCount",
-    )
-    assert {d["Name"] for d in missing["Dimensions"]} == {"EndpointName", "VariantName"}
+    (policy,) = [
+        p["Properties"]
+        for p in resources_of_type(
+            pool_template, "AWS::ApplicationAutoScaling::ScalingPolicy"
+        ).values()
+        if p["Properties"]["PolicyType"] == "TargetTrackingScaling"
+    ]
+    policy_metrics = policy["TargetTrackingScalingPolicyConfiguration"][
+        "CustomizedMetricSpecification"
+    ]["Metrics"]
+
+    def series(stat: dict) -> tuple:
+        metric = stat["Metric"]
+        dims = tuple(sorted((d["Name"], d["Value"]) for d in metric["Dimensions"]))
+        return (metric["Namespace"], metric["MetricName"], dims, stat["Stat"])
+
+    read = {series(m["MetricStat"]) for m in policy_metrics if "MetricStat" in m}
+    watched = {series(m["MetricStat"]) for m in missing["Metrics"] if "MetricStat" in m}
+    assert watched and watched <= read
+    assert all(stat == "SampleCount" and ("InstanceType" in dict(d)) for *_, d, stat in watched)
+    # An outage (no samples) breaches; one idle instance does not.
+    ids = [m["Id"] for m in missing["Metrics"] if "MetricStat" in m]
+    assert evaluate_queries(missing["Metrics"], dict.fromkeys(ids)) in (None, 0)
+    one = {ids[0]: 6.0} | dict.fromkeys(ids[1:])
+    assert evaluate_queries(missing["Metrics"], one) == pytest.approx(6.0)
 
 
 def test_fallback_alarms_count_idle_instances(pool_template):
@@ -87,11 +156,36 @@ def test_fallback_alarms_count_idle_instances(pool_template):
         "ConcurrentRequestsPerModel",
         "SampleCount",
     )
-    # Three instances, idle or not, each sampled every 10 s (AWS: high-resolution metric)
-    # over the alarm's 300 s period: the expression reads 3.
+    # Three instances, idle or not, each sampled once per publication: with enhanced metrics
+    # (the default) at MetricPublishFrequencyInSeconds (60 s), over the alarm's 300 s period.
     (sample_id,) = [m["Id"] for m in fallback["Metrics"] if "MetricStat" in m]
-    assert evaluate_queries(fallback["Metrics"], {sample_id: 3 * 300 / 10}) == pytest.approx(3)
+    assert evaluate_queries(fallback["Metrics"], {sample_id: 3 * 300 / 60}) == pytest.approx(3)
     assert evaluate_queries(fallback["Metrics"], {sample_id: None}) == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "interval"),
+    [
+        ({"enhanced_metrics": True, "metric_publish_frequency": 10}, 10),
+        ({"enhanced_metrics": False}, 10),  # AWS's 10-second high-resolution metric
+        ({"enhanced_metrics": True, "metric_publish_frequency": 120}, 120),
+    ],
+)
+def test_pool_counts_follow_the_configured_publication_interval(options, interval):
+    stack = new_stack()
+    endpoint = pool_endpoint(
+        stack,
+        pools=[
+            InstancePool("ml.p5.48xlarge", max_concurrency=20),
+            InstancePool("ml.g6e.12xlarge", max_concurrency=8),
+        ],
+        **options,
+    )
+    PoolEndpointAlarms(stack, "Alarms", endpoint=endpoint)
+    fallback = alarm(template_of(stack), "AlarmsRunningOnFallback2")
+    (sample_id,) = [m["Id"] for m in fallback["Metrics"] if "MetricStat" in m]
+    observed = {sample_id: 2 * 300 / interval}
+    assert evaluate_queries(fallback["Metrics"], observed) == pytest.approx(2)
 
 
 def test_token_latency_alarms_are_promql_per_pool(pool_template):
@@ -102,13 +196,26 @@ def test_token_latency_alarms_are_promql_per_pool(pool_template):
     ]
     assert len(alarms) == 2
     queries = sorted(a["EvaluationCriteria"]["PromQLCriteria"]["Query"] for a in alarms)
-    assert queries[0].startswith('histogram_quantile(0.99, sum by (le, "@resource.host.type")')
-    assert (
-        '{"vllm:inter_token_latency_seconds_bucket", "aws.sagemaker.endpoint.name"=' in queries[0]
-    )
+    # The names AWS stores (token_metrics.STORED_NAMES): vLLM's histograms whole, as native
+    # histograms (AWS's example: histogram_quantile(0.99, rate(vllm:time_to_first_token_seconds
+    # {...}[5m]))), so no "_bucket" and no "le".
+    assert queries[0].startswith('histogram_quantile(0.99, sum by ("@resource.host.type")')
+    assert '{"vllm:inter_token_latency_seconds", "aws.sagemaker.endpoint.name"=' in queries[0]
     assert queries[0].endswith(") > 0.2") and queries[1].endswith(") > 2")
-    assert "vllm:time_to_first_token_seconds_bucket" in queries[1]
+    assert '{"vllm:time_to_first_token_seconds", ' in queries[1]
+    assert not any("_bucket" in q or "le," in q for q in queries)
     assert all(a["EvaluationCriteria"]["PromQLCriteria"]["PendingPeriod"] == 300 for a in alarms)
+
+
+def test_alarms_and_charts_query_the_one_table_of_stored_names(pool_template):
+    from cdk_llm_serving.sagemaker.token_metrics import STORED_NAMES
+
+    body = json.dumps(pool_template)
+    for metric in STORED_NAMES.values():
+        assert metric.stored in body
+        for exposed in metric.exposed:
+            if exposed != metric.stored:
+                assert exposed not in body, f"{exposed}: vLLM's exposition name, not AWS's"
 
 
 def test_dashboard_shows_pools_side_by_side_token_latency_and_the_alarms(pool_template):
@@ -192,7 +299,10 @@ def test_token_charts_query_cloudwatch_promql_with_read_only_metrics_access(pool
     assert flatten(env["PROMETHEUS_ENDPOINT"], "<token>") == "https://monitoring.us-west-2.<token>"
     role_id = chart["Properties"]["Role"]["Fn::GetAtt"][0]
     actions = {a for s in policy_statements(pool_template, role_id) for a in actions_of(s)}
+    # AWS's PromQL endpoint: "Required permissions | cloudwatch:QueryMetrics,
+    # cloudwatch:GetMetricData, cloudwatch:ListMetrics" (monitoring-detailed-observability-promql).
     assert actions == {
+        "cloudwatch:QueryMetrics",
         "cloudwatch:GetMetricData",
         "cloudwatch:ListMetrics",
         "logs:CreateLogStream",
@@ -308,3 +418,28 @@ def test_a_vllm_pool_endpoint_is_watched_directly_as_its_endpoint_would_be():
     assert direct == watched(False)
     fallback = alarm(direct, "AlarmsRunningOnFallback2")
     assert "serving gpt-oss-20b-int4-tp1" in fallback["AlarmDescription"]
+
+
+def test_the_dashboard_shows_the_alarms_made_for_its_endpoint_without_being_passed():
+    stack = new_stack()
+    endpoint = pool_endpoint(
+        stack,
+        pools=[
+            InstancePool("ml.p5.48xlarge", max_concurrency=20),
+            InstancePool("ml.g6e.12xlarge", max_concurrency=8),
+        ],
+    )
+    endpoint.auto_scale(max_capacity=4)
+    alarms = PoolEndpointAlarms(stack, "Alarms", endpoint=endpoint)
+    PoolEndpointDashboard(stack, "Dashboard", endpoint=endpoint)
+    template = template_of(stack)
+    (_, dashboard) = only_resource(template, "AWS::CloudWatch::Dashboard")
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    shown = {
+        logical_id
+        for logical_id in resources_of_type(template, "AWS::CloudWatch::Alarm")
+        if logical_id in body
+    }
+    made = {k for k in resources_of_type(template, "AWS::CloudWatch::Alarm") if "Alarms" in k}
+    assert made and made <= shown, f"missing on the dashboard: {sorted(made - shown)}"
+    assert len(alarms.alarms) >= len(made)

@@ -294,3 +294,83 @@ def test_metric_publish_frequencies_are_cloudformations():
     schema = resource_schema("AWS::SageMaker::EndpointConfig")
     field = schema["definitions"]["MetricsConfig"]["properties"]["MetricPublishFrequencyInSeconds"]
     assert tuple(field["enum"]) == METRIC_PUBLISH_FREQUENCIES
+
+
+def test_a_reserved_variant_names_the_reservations_instance_type_not_pools():
+    """AWS: "The InstanceType field set in the ProductionVariants must match the InstanceType
+    of your training plan" (use-training-plan-for-inference-endpoints-using-api-cli-sdk); pools
+    replace InstanceType (realtime-endpoints-heterogeneous), so the reserved variant has none."""
+    from cdk_llm_serving.sagemaker.fleet_utilization import MetricQuery
+    from tests.support.builders import new_stack, template_of
+    from tests.support.linting import lint_template
+    from tests.support.template_helpers import only_resource
+
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/reserved-p5"
+    stack = new_stack()
+    endpoint = pool_endpoint(
+        stack,
+        pools=[InstancePool("ml.p5.48xlarge", max_concurrency=20)],
+        capacity_reservation_arn=arn,
+    )
+    endpoint.auto_scale(max_capacity=2)
+    template = template_of(stack)
+    (variant,) = only_resource(template, "AWS::SageMaker::EndpointConfig")[1]["Properties"][
+        "ProductionVariants"
+    ]
+    assert variant["InstanceType"] == "ml.p5.48xlarge"
+    assert "InstancePools" not in variant
+    assert variant["CapacityReservationConfig"] == {
+        "CapacityReservationPreference": "capacity-reservations-only",
+        "MlReservationArn": arn,
+    }
+    # Without pools the series carry no InstanceType: scaling reads the variant's own.
+    queries: list[MetricQuery] = endpoint.auto_scaling.fleet_queries or []
+    assert queries and all(
+        "InstanceType" not in dict(q.dimensions) for q in queries if q.metric_name
+    )
+    assert not lint_template(template)
+
+
+def test_gpu_pool_endpoints_update_rolling_by_default():
+    """AWS: rolling updates need fewer extra instances, "useful especially for accelerated
+    instances that are in high demand" (deployment-guardrails-rolling)."""
+    from tests.support.builders import new_stack, template_of
+    from tests.support.template_helpers import only_resource
+
+    stack = new_stack()
+    pool_endpoint(stack, initial_instance_count=4)
+    config = only_resource(template_of(stack), "AWS::SageMaker::Endpoint")[1]["Properties"][
+        "DeploymentConfig"
+    ]
+    assert "BlueGreenUpdatePolicy" not in config
+    rolling = config["RollingUpdatePolicy"]
+    one = {"Type": "INSTANCE_COUNT", "Value": 1}
+    assert rolling["MaximumBatchSize"] == one and rolling["RollbackMaximumBatchSize"] == one
+    assert config["AutoRollbackConfiguration"]["Alarms"]
+
+
+def test_a_single_gpu_instance_stays_blue_green_and_says_why():
+    from aws_cdk.assertions import Annotations, Match
+
+    from tests.support.builders import new_stack, template_of
+    from tests.support.template_helpers import only_resource
+
+    stack = new_stack()
+    pool_endpoint(stack)
+    config = only_resource(template_of(stack), "AWS::SageMaker::Endpoint")[1]["Properties"][
+        "DeploymentConfig"
+    ]
+    assert "BlueGreenUpdatePolicy" in config
+    Annotations.from_stack(stack).has_warning(
+        "*", Match.string_like_regexp("blueGreenOnOneGpuInstance")
+    )
+
+
+def test_a_rolling_batch_is_five_to_fifty_percent_of_the_fleet():
+    from cdk_llm_serving import RollingDeployment
+    from cdk_llm_serving.sagemaker.deployment import CapacitySize
+
+    message = only_problem(
+        deployment=RollingDeployment(maximum_batch_size=CapacitySize.percent(60))
+    )
+    assert "a rolling batch must be 5-50% of the variant's instances" in message

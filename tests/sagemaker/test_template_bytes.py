@@ -19,8 +19,9 @@ from cdk_llm_serving.sagemaker.promql_charts import PromQLCharts
 from tests.support.builders import new_stack, pool_endpoint, template_of
 from tests.support.template_helpers import flatten, only_resource, resources_of_type
 
-#: Bytes one endpoint may add to a template, as written (issue #19).
-ENDPOINT_BYTES_LIMIT = 25_000
+#: Bytes one endpoint may add to a template, as written (issue #19: 25 KB; issue #27: 30 KB,
+#: the variant alarms read each pool's series instead of the variant's UNCONFIRMED one).
+ENDPOINT_BYTES_LIMIT = 30_000
 
 
 def written_bytes(template: dict) -> int:
@@ -44,7 +45,7 @@ def bench_template() -> dict:
     return template_of(stack)
 
 
-def test_one_endpoint_writes_at_most_25_kb(bench_template):
+def test_one_endpoint_writes_at_most_30_kb(bench_template):
     resources = bench_template["Resources"]
     # What a second endpoint would share: the stack's one PromQL chart function.
     shared = {k for k in resources if k.startswith(PromQLCharts.SINGLETON_ID)}

@@ -91,9 +91,9 @@ def test_the_published_unweighted_average_is_wrong_for_real_mixes():
     fleet = {1: (1, 10.0), 3: (5, 6.0)}
     naive = evaluate("(a / 20 + b / 8) / 2", {"a": 10.0, "b": 6.0})
     assert naive != pytest.approx(true_utilization(fleet))
-    assert (
-        evaluate("(a / 20 + b / 8) / 2", {"a": 10.0, "b": None}) is None
-    )  # blind while a pool is empty
+    # While a pool is empty CloudWatch treats its missing values as 0 (using-metric-math.html,
+    # arithmetic): the average halves the busy pool's utilization.
+    assert evaluate("(a / 20 + b / 8) / 2", {"a": 10.0, "b": None}) == pytest.approx(0.25)
 
 
 def test_policy_shape(scaled_template):
