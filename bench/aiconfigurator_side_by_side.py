@@ -194,6 +194,14 @@ def record() -> dict[str, Any]:
             {"case": asdict(case), "aiconfigurator": run_aiconfigurator(case)} for case in CASES
         ],
     }
+    notes = {  # an explained gap stays with its case (the test holds it as a strict xfail)
+        entry["aiconfigurator"]["id"]: entry["note"]
+        for entry in recorded().get("cases", [])
+        if entry.get("note")
+    }
+    for entry in data["cases"]:
+        if entry["aiconfigurator"]["id"] in notes:
+            entry["note"] = notes[entry["aiconfigurator"]["id"]]
     RECORDED.write_text(json.dumps(data, indent=1) + "\n")
     return data
 
@@ -212,6 +220,7 @@ def planner_side(case: Case) -> dict[str, Any]:
         case.instance_type,
         workload=Workload(input_tokens=case.input_tokens, output_tokens=case.output_tokens),
         targets=LatencyTargets(ttft_s=case.ttft_s, tpot_ms=case.tpot_ms),
+        max_nodes=1,  # AIConfigurator's --total-gpus 8: one node's GPUs
     )
     perf = p.performance
     return {

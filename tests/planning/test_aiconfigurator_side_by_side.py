@@ -74,14 +74,16 @@ def _planner_api() -> None:
 def test_the_planner_lands_within_1_5x_of_aiconfigurator(case_id):
     _planner_api()
     entry = next(e for e in RECORDED["cases"] if e["aiconfigurator"]["id"] == case_id)
-    if entry.get("note"):
-        pytest.skip(f"outside the target by design: {entry['note']}")
     ours = bench.planner_side(CASES[case_id])
     theirs = entry["aiconfigurator"]["tokens_per_second_per_gpu"]
     ratio = ours["tokens_per_second_per_gpu"] / theirs
-    assert 1 / bench.TARGET_RATIO <= ratio <= bench.TARGET_RATIO, (
-        f"{case_id}: planner {ours} vs AIConfigurator {entry['aiconfigurator']}"
-    )
+    within = 1 / bench.TARGET_RATIO <= ratio <= bench.TARGET_RATIO
+    if entry.get("note"):  # a recorded, explained gap: must still be outside (a strict xfail)
+        assert not within, (
+            f"{case_id} is within {bench.TARGET_RATIO}x now ({ratio:.2f}): drop its note"
+        )
+        pytest.xfail(f"ratio {ratio:.2f}: {entry['note']}")
+    assert within, f"{case_id}: planner {ours} vs AIConfigurator {entry['aiconfigurator']}"
 
 
 @pytest.mark.skipif(
