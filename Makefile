@@ -19,7 +19,7 @@ pip_install = $(VENV)/bin/uv pip install --quiet --python $(1) $(2) || { \
 	$(VENV)/bin/python -m pip --python $(1) install --quiet --disable-pip-version-check $(2); }
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install synth test typecheck check-wheel bench clean vllm-venv rehearse rehearse-live rehearse-before-fixes
+.PHONY: install synth test typecheck check-wheel bench clean vllm-venv rehearse rehearse-live rehearse-before-fixes rehearse-sagemaker promtool
 
 install: $(STAMP)
 
@@ -93,7 +93,7 @@ rehearse-live: $(STAMP) $(VLLM_STAMP) synth
 # issue 26 on the commit before their fixes.
 rehearse: $(STAMP) $(VLLM_STAMP)
 	python -m rehearsal
-	$(MAKE) --no-print-directory rehearse-live rehearse-before-fixes
+	$(MAKE) --no-print-directory rehearse-live rehearse-before-fixes rehearse-sagemaker
 
 # The rehearsal of today, on d398b68 (before issue 26's fixes): it must find each finding there.
 # A worktree of that commit beside the published charts (../shared, linked) with today's
@@ -111,6 +111,17 @@ rehearse-before-fixes: $(STAMP)
 	cp tests/rehearsal/__init__.py tests/rehearsal/conftest.py tests/rehearsal/before_fixes/findings_on_d398b68.py $(BEFORE_DIR)/tree/tests/rehearsal/
 	cd $(BEFORE_DIR)/tree && python -m pytest -q -p no:randomly -p no:cacheprovider tests/rehearsal/findings_on_d398b68.py; \
 	  status=$$?; cd $(CURDIR) && git worktree remove --force $(BEFORE_DIR)/tree; exit $$status
+
+# The SageMaker container rehearsal (rehearsal/README.md, "The SageMaker container rehearsal"):
+# each pool copy of the reference pool endpoint started through AWS's own entrypoint scripts
+# (../shared/aws-dlc-vllm) into real vLLM, asked what clients ask, and the construct's PromQL run
+# by promtool on its metrics as detailed observability stores them. Needs root and ../shared.
+rehearse-sagemaker: $(STAMP) $(VLLM_STAMP) promtool
+	python -m rehearsal.sagemaker
+
+# promtool from Debian's prometheus package (apt-get, as root), unless it is on PATH already.
+promtool:
+	@sh rehearsal/sagemaker/install_promtool.sh
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out build
