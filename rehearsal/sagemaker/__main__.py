@@ -52,7 +52,9 @@ def format_report(report: Report) -> list[str]:
         if entry.passed:
             lines.append(f"   passed: {', '.join(entry.passed)}")
     for result in report.queries:
-        lines.append(f"   promql {result.outcome.upper():<11} {result.label}: {result.detail[:300]}")
+        lines.append(
+            f"   promql {result.outcome.upper():<11} {result.label}: {result.detail[:300]}"
+        )
     lines.append("   laid out instead of the image: " + "; ".join(f"{a}: {b}" for a, b in LAYOUT))
     model = f"{report.model_seconds:.0f} s" if report.model_seconds is not None else "cached"
     lines.append(f"== total {report.seconds:.0f} s (test model: {model})")

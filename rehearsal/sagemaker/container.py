@@ -48,6 +48,8 @@ class Running:
     process: subprocess.Popen[bytes]
     directory: Path
     log: Path
+    #: ``time.monotonic()`` at the start.
+    started: float = 0.0
 
     @property
     def netns(self) -> str:
@@ -93,7 +95,10 @@ def lay_out(
         source = scripts / name
         target = bin_dir / name
         target.write_bytes(source.read_bytes())
-        if hashlib.sha256(target.read_bytes()).digest() != hashlib.sha256(source.read_bytes()).digest():
+        if (
+            hashlib.sha256(target.read_bytes()).digest()
+            != hashlib.sha256(source.read_bytes()).digest()
+        ):
             raise RuntimeError(f"{name} changed on copy")
         target.chmod(0o755)
     model_dir = directory / "opt" / "ml" / "model"
@@ -129,7 +134,16 @@ def start(
     )
     env = dict(environment)
     env["PATH"] = os.pathsep.join(
-        [str(shims), str(vllm_venv / "bin"), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        [
+            str(shims),
+            str(vllm_venv / "bin"),
+            "/usr/local/sbin",
+            "/usr/local/bin",
+            "/usr/sbin",
+            "/usr/bin",
+            "/sbin",
+            "/bin",
+        ]
     )
     spec = {
         "overlays": [[str(bin_dir), "/usr/local/bin"], [str(opt_dir), "/opt"]],
@@ -163,13 +177,13 @@ def start(
         start_new_session=True,
     )
     handle.close()
-    return Running(process, directory, log)
+    return Running(process, directory, log, time.monotonic())
 
 
 def wait_ready(running: Running, budget: float = 600.0) -> float | None:
-    """Seconds until ``GET /ping`` answered 200 inside the copy's namespace (``None``: the
-    process exited or the budget ran out)."""
-    started = time.monotonic()
+    """Seconds from the copy's start until ``GET /ping`` answered 200 inside its namespace
+    (``None``: the process exited or the budget ran out)."""
+    started = running.started
     probe = [
         sys.executable,
         "-c",
@@ -187,4 +201,3 @@ def wait_ready(running: Running, budget: float = 600.0) -> float | None:
             return time.monotonic() - started
         time.sleep(2)
     return None
-

@@ -122,8 +122,7 @@ def copies_of(template: Mapping[str, Any]) -> list[Copy]:
                         endpoint_name=endpoint_name,
                         variant_name=str(variant.get("VariantName", "AllTraffic")),
                         environment={
-                            str(k): str(v)
-                            for k, v in (container.get("Environment") or {}).items()
+                            str(k): str(v) for k, v in (container.get("Environment") or {}).items()
                         },
                         s3_uri=s3_uri,
                         deploy_files=_deploy_files(s3_uri, puts) if s3_uri else {},

@@ -222,7 +222,9 @@ def escape_query(query: str) -> str:
             continue
         if char == "(":
             before = "".join(out).rstrip()
-            grouping = bool(re.search(r"\b(by|without|on|ignoring|group_left|group_right)$", before))
+            grouping = bool(
+                re.search(r"\b(by|without|on|ignoring|group_left|group_right)$", before)
+            )
         elif char == ")":
             grouping = False
         if char == '"':

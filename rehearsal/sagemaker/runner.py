@@ -167,7 +167,14 @@ def _smoke(running: container.Running, shared: str) -> subprocess.CompletedProce
     env = {k: v for k, v in os.environ.items() if k != "LLM_SERVING_API_KEY"}
     return subprocess.run(
         running.in_netns(
-            [smoke, "smoke", "--base-url", f"http://127.0.0.1:{container.PORT}/v1", "--model", shared]
+            [
+                smoke,
+                "smoke",
+                "--base-url",
+                f"http://127.0.0.1:{container.PORT}/v1",
+                "--model",
+                shared,
+            ]
         ),
         capture_output=True,
         text=True,
@@ -199,7 +206,9 @@ def run(
     started = time.monotonic()
     scripts = check_setup(vllm_venv)
     python = vllm_venv / "bin" / "python"
-    model, report_model_seconds = generated_model.ensure_model(vllm_venv / "rehearsal-models", python)
+    model, report_model_seconds = generated_model.ensure_model(
+        vllm_venv / "rehearsal-models", python
+    )
     report = Report(model_seconds=report_model_seconds)
     findings: list[Finding] = []
     shared_by_variant = shared_names(copies)
@@ -277,7 +286,9 @@ def run(
             if result.outcome in ("empty", "error"):
                 findings.append(
                     Finding(
-                        "sagemaker.promql-no-data" if result.outcome == "empty" else "sagemaker.promql-refused",
+                        "sagemaker.promql-no-data"
+                        if result.outcome == "empty"
+                        else "sagemaker.promql-refused",
                         result.label,
                         f"{result.detail}; query: {result.query}",
                         "the storage rule in rehearsal/sagemaker/observability.py "
@@ -312,7 +323,14 @@ def _exercise(entry: CopyReport, running: container.Running, budget: float) -> l
     entry.scrapes.append(str(before.get("metrics", "")))
     status, data, stderr = _client(running, {"shared": entry.shared, "own": entry.own})
     if status != 0 or "checks" not in data:
-        return [Finding("sagemaker.client-failed", resource, stderr[-1500:], "ASSUMED: the client's own failure")]
+        return [
+            Finding(
+                "sagemaker.client-failed",
+                resource,
+                stderr[-1500:],
+                "ASSUMED: the client's own failure",
+            )
+        ]
     for check in data["checks"]:
         if check["passed"]:
             entry.passed.append(check["check"])
@@ -330,7 +348,11 @@ def _exercise(entry: CopyReport, running: container.Running, budget: float) -> l
                 "sagemaker.smoke-failed",
                 resource,
                 f"cdk-llm-serving smoke exited {done.returncode}: "
-                + " | ".join(line for line in done.stdout.splitlines() if line.startswith("FAIL"))[:800],
+                + " | ".join(
+                    line
+                    for line in (done.stdout + done.stderr).splitlines()
+                    if line.startswith(("FAIL", "Error", "error"))
+                )[:800],
                 "cdk_llm_serving/ops/smoke.py",
             )
         )

@@ -91,6 +91,38 @@ def _speculative(value: str) -> tuple[str | None, str]:
     return value, "kept: prompt-lookup speculation needs no draft weights"
 
 
+#: Parser names vLLM 0.32 registers (``--tool-call-parser``, ``--reasoning-parser``) that a
+#: reference model may ask for; the test model speaks one of each (generated_model.py).
+TOOL_PARSERS = frozenset(
+    {
+        "openai",
+        "hermes",
+        "qwen3_coder",
+        "qwen3_xml",
+        "kimi_k2",
+        "llama3_json",
+        "mistral",
+        "pythonic",
+    }
+)
+REASONING_PARSERS = frozenset({"openai_gptoss", "qwen3", "deepseek_r1", "deepseek_v3", "glm45"})
+
+
+def _tool_parser(value: str) -> tuple[str | None, str]:
+    if value not in TOOL_PARSERS:
+        raise SubstitutionError(f"unknown tool-call parser {value!r}")
+    return "qwen3_coder", (
+        "the test model is fitted to answer in the qwen3_coder tool format "
+        "(rehearsal/live/generated_model.py); the flag itself stays"
+    )
+
+
+def _reasoning_parser(value: str) -> tuple[str | None, str]:
+    if value not in REASONING_PARSERS:
+        raise SubstitutionError(f"unknown reasoning parser {value!r}")
+    return "qwen3", "the test model reasons in <think> blocks (rehearsal/live/generated_model.py)"
+
+
 #: variable -> rule(value) -> (new value or None to remove, reason)
 RULES: Mapping[str, Callable[[str], tuple[str | None, str]]] = {
     "SM_VLLM_TENSOR_PARALLEL_SIZE": _tensor_parallel,
@@ -99,6 +131,8 @@ RULES: Mapping[str, Callable[[str], tuple[str | None, str]]] = {
     "SM_VLLM_GPU_MEMORY_UTILIZATION": _gpu_memory,
     "SM_VLLM_QUANTIZATION": _quantization,
     "SM_VLLM_SPECULATIVE_CONFIG": _speculative,
+    "SM_VLLM_TOOL_CALL_PARSER": _tool_parser,
+    "SM_VLLM_REASONING_PARSER": _reasoning_parser,
 }
 
 #: Added to every copy's environment: (variable, value, reason).

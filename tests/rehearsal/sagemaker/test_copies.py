@@ -18,7 +18,10 @@ def _template(env_b: dict[str, str]) -> dict[str, Any]:
                 "PrimaryContainer": {
                     "Environment": env,
                     "ModelDataSource": {
-                        "S3DataSource": {"S3Uri": f"s3://bucket/{prefix}/", "S3DataType": "S3Prefix"}
+                        "S3DataSource": {
+                            "S3Uri": f"s3://bucket/{prefix}/",
+                            "S3DataType": "S3Prefix",
+                        }
                     },
                 }
             },
@@ -73,7 +76,9 @@ def test_one_copy_per_pool_in_priority_order_with_the_pools_model():
     assert [(c.instance_type, c.model_id) for c in copies] == [("ml.big", "A"), ("ml.small", "B")]
     assert copies[0].name == "ep/AllTraffic/ml.big"
     # The putObject under A's prefix is a file in A's /opt/ml/model; B's prefix has none.
-    assert copies[0].deploy_files == {"cdk-llm-serving/names.yaml": 'served-model-name:\n  - "m-a"\n  - "m"\n'}
+    assert copies[0].deploy_files == {
+        "cdk-llm-serving/names.yaml": 'served-model-name:\n  - "m-a"\n  - "m"\n'
+    }
     assert copies[1].deploy_files == {}
 
 

@@ -27,7 +27,9 @@ vllm:generation_tokens_total{engine="0",model_name="m-a"} 0.0
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m-a"} 0.0
 """
-SCRAPE_1 = SCRAPE_0.replace("} 0.0", "} 12.0").replace('le="0.5",model_name="m-a"} 12.0', 'le="0.5",model_name="m-a"} 10.0')
+SCRAPE_1 = SCRAPE_0.replace("} 0.0", "} 12.0").replace(
+    'le="0.5",model_name="m-a"} 12.0', 'le="0.5",model_name="m-a"} 10.0'
+)
 INSTANCE = Instance("ep", "AllTraffic", "ml.g6e.2xlarge")
 needs_promtool = pytest.mark.skipif(
     promtool_path() is None, reason="no promtool on PATH (make promtool: Debian's prometheus)"
@@ -55,7 +57,9 @@ def test_utf8_names_escape_as_prometheus_3_escapes_them_for_legacy_consumers():
         "U__aws_2e_sagemaker_2e_endpoint_2e_name"
     )
     assert escape_name("@resource.host.type", metric=False) == "U___40_resource_2e_host_2e_type"
-    assert escape_name("vllm:generation_tokens_total", metric=True) == "vllm:generation_tokens_total"
+    assert (
+        escape_name("vllm:generation_tokens_total", metric=True) == "vllm:generation_tokens_total"
+    )
     assert escape_name("le", metric=False) == "le"
 
 
@@ -90,7 +94,10 @@ def test_promtool_finds_data_where_the_stored_name_is_queried_and_none_for_bucke
                 'histogram_quantile(0.99, sum by ("@resource.host.type") (rate('
                 '{"vllm:time_to_first_token_seconds", "aws.sagemaker.endpoint.name"="ep"}[5m])))',
             ),
-            ("wrong endpoint", 'rate({"vllm:generation_tokens_total", "aws.sagemaker.endpoint.name"="other"}[5m])'),
+            (
+                "wrong endpoint",
+                'rate({"vllm:generation_tokens_total", "aws.sagemaker.endpoint.name"="other"}[5m])',
+            ),
         ],
         series,
     )

@@ -46,3 +46,14 @@ def test_gpu_only_settings_are_replaced_and_the_rest_passes_unchanged():
 def test_a_listed_variable_with_an_unknown_value_is_refused_not_guessed(variable, value):
     with pytest.raises(SubstitutionError):
         substitute({variable: value})
+
+
+def test_parsers_become_the_test_models_own_and_an_absent_parser_stays_absent():
+    env, _ = substitute(
+        {"SM_VLLM_TOOL_CALL_PARSER": "openai", "SM_VLLM_REASONING_PARSER": "openai_gptoss"}
+    )
+    assert env["SM_VLLM_TOOL_CALL_PARSER"] == "qwen3_coder"
+    assert env["SM_VLLM_REASONING_PARSER"] == "qwen3"
+    env, _ = substitute({"SM_VLLM_MODEL": "/opt/ml/model"})
+    assert "SM_VLLM_TOOL_CALL_PARSER" not in env
+    assert "SM_VLLM_ENABLE_AUTO_TOOL_CHOICE" not in env
