@@ -24,6 +24,7 @@ from rehearsal.sagemaker.copies import MODEL_DIR, Copy
 from rehearsal.sagemaker.observability import (
     Instance,
     QueryResult,
+    StorageRule,
     StoredSeries,
     evaluate,
     promtool_path,
@@ -270,6 +271,7 @@ def run(
             for _, proc in running:
                 proc.stop()
     series: list[StoredSeries] = []
+    classic: list[StoredSeries] = []
     for index, entry in enumerate(report.copies):
         if not entry.scrapes:
             continue
@@ -280,17 +282,28 @@ def run(
             host_id=f"i-0rehearsal{index:08d}",
         )
         series += stored_series(entry.scrapes, instance)
+        classic += stored_series(entry.scrapes, instance, StorageRule(histogram_as_native=False))
     if series:
-        report.queries = evaluate(promql_queries(template), series)
+        queries = promql_queries(template)
+        report.queries = evaluate(queries, series)
+        # The same queries on the scraped names as Prometheus keeps them (classic _bucket
+        # series): tells a wrong name from a query that could never return data.
+        as_scraped = {r.label: r.outcome for r in evaluate(queries, classic)}
         for result in report.queries:
             if result.outcome in ("empty", "error"):
+                note = (
+                    " (it would return data on the series as vLLM exposes them: the names "
+                    "differ, the query itself works)"
+                    if as_scraped.get(result.label) == "data"
+                    else ""
+                )
                 findings.append(
                     Finding(
                         "sagemaker.promql-no-data"
                         if result.outcome == "empty"
                         else "sagemaker.promql-refused",
                         result.label,
-                        f"{result.detail}; query: {result.query}",
+                        f"{result.detail}{note}; query: {result.query}",
                         "the storage rule in rehearsal/sagemaker/observability.py "
                         "(sagemaker/latest/dg/inference-monitoring.html, "
                         "AmazonCloudWatch/latest/monitoring/metrics-otel-histograms.html), "

@@ -144,9 +144,7 @@ ADDED: tuple[tuple[str, str, str], ...] = (
     (
         "PYTHONPATH",
         "/usr/local/bin",
-        "ASSUMED: the image makes /usr/local/bin/sagemaker_serve.py importable for "
-        "--middleware sagemaker_serve.SageMakerRouteMiddleware (the route-header check proves "
-        "the middleware loaded)",
+        "ASSUMED: the image can import /usr/local/bin/sagemaker_serve.py (the route check shows it)",
     ),
 )
 
