@@ -133,3 +133,24 @@ def _endpoint_name(template):
         for r in template["Resources"].values()
         if r["Type"] == "AWS::SageMaker::Endpoint"
     )
+
+
+@needs_promtool
+def test_on_the_names_as_vllm_exposes_them_the_bucket_query_has_data():
+    from rehearsal.sagemaker.observability import StorageRule
+
+    series = stored_series(
+        [SCRAPE_0, SCRAPE_1, SCRAPE_1], INSTANCE, StorageRule(histogram_as_native=False)
+    )
+    assert any(s.name == "vllm:time_to_first_token_seconds_bucket" for s in series)
+    (result,) = evaluate(
+        [
+            (
+                "ttft",
+                'histogram_quantile(0.99, sum by (le, "@resource.host.type") (rate('
+                '{"vllm:time_to_first_token_seconds_bucket", "aws.sagemaker.endpoint.name"="ep"}[5m])))',
+            )
+        ],
+        series,
+    )
+    assert result.outcome == "data", result
