@@ -119,7 +119,7 @@ rehearse-before-fixes: $(STAMP)
 rehearse-sagemaker: $(STAMP) $(VLLM_STAMP) promtool
 	python -m rehearsal.sagemaker
 
-# promtool from Debian's prometheus package (apt-get, as root), unless it is on PATH already.
+# promtool and the prometheus server from Debian's prometheus package (apt-get, as root), unless on PATH.
 promtool:
 	@sh rehearsal/sagemaker/install_promtool.sh
 

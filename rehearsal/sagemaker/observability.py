@@ -26,10 +26,12 @@ The storage rule, encoded here from AWS's pages (not from the construct):
 The engine: Debian 12's promtool is Prometheus 2.42, which reads neither UTF-8 names (quoted
 ``{"a.b"}``, Prometheus 3.0, which CloudWatch's PromQL follows) nor native histograms in its
 test input. So names are escaped the way Prometheus 3 escapes UTF-8 names for legacy consumers
-(``U__`` + ``_<hex>_`` per invalid character: prometheus/common ``model/metric.go``
-``EscapeName``, ``ValueEncodingEscaping``), the same in series and queries (a bijection: the
-query means the same); a query over a stored native histogram is reported as not evaluable by
-this engine (``UNEVALUABLE``), never as passing.
+(``U__`` + ``_<hex>_`` per invalid character, ``__`` per ``_``: prometheus/common
+``model/metric.go`` ``EscapeName``, ``ValueEncodingEscaping``), the same in series and queries
+(a bijection: the query means the same). Queries over classic series run in
+``promtool test rules``; a query over a stored native histogram runs on the same package's
+Prometheus server (``rehearsal.sagemaker.native``), asked with ``promtool query instant``;
+without that server it is reported ``unevaluable``, never as passing.
 """
 
 from __future__ import annotations
@@ -39,11 +41,20 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from rehearsal.sagemaker.native import (
+    NativeHistogram,
+    from_classic,
+    prometheus_path,
+    server,
+    write_request,
+)
 
 LEGACY_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 LEGACY_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -153,6 +164,8 @@ class StoredSeries:
     labels: dict[str, str]
     kind: str  # "counter" | "gauge" | "histogram"
     values: list[float | None] = field(default_factory=list)
+    #: A native histogram's value at each scrape (``kind == "histogram"``).
+    histograms: list[NativeHistogram | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -171,33 +184,48 @@ def stored_series(
     """The series detailed observability would store for ``scrapes`` (one text per scrape)."""
     table: dict[tuple[str, tuple[tuple[str, str], ...]], StoredSeries] = {}
     resource = instance.labels()
+
+    def put(name: str, labels: dict[str, str], kind: str, index: int) -> StoredSeries:
+        labels = {**labels, **resource}
+        key = (name, tuple(sorted(labels.items())))
+        series = table.setdefault(key, StoredSeries(name, labels, kind))
+        while len(series.values) < index:
+            series.values.append(None)
+            series.histograms.append(None)
+        return series
+
     for index, text in enumerate(scrapes):
         types, samples = parse_exposition(text)
+        parts: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, object]] = {}
         for sample in samples:
             family, kind = _family(sample.name, types)
             if sample.name.endswith("_created"):
                 continue
             if kind == "histogram" and rule.histogram_as_native:
-                labels = {k: v for k, v in sample.labels if k != "le"}
-                name, stored_kind = family, "histogram"
-                if not sample.name.endswith("_count"):
-                    # The native histogram is one series; its count stands for it here.
-                    continue
-            else:
-                labels = dict(sample.labels)
-                name = sample.name
-                if kind == "counter" and not rule.keep_counter_suffix:
-                    name = name.removesuffix("_total")
-                stored_kind = "counter" if kind in ("counter", "histogram") else "gauge"
-            labels.update(resource)
-            key = (name, tuple(sorted(labels.items())))
-            series = table.setdefault(key, StoredSeries(name, labels, stored_kind))
-            while len(series.values) < index:
-                series.values.append(None)
+                labels = tuple((k, v) for k, v in sample.labels if k != "le")
+                part = parts.setdefault((family, labels), {"buckets": {}, "sum": 0.0})
+                if sample.name.endswith("_bucket"):
+                    le = dict(sample.labels).get("le", "+Inf")
+                    part["buckets"][float(le)] = sample.value  # type: ignore[index]
+                elif sample.name.endswith("_sum"):
+                    part["sum"] = sample.value
+                continue
+            name = sample.name
+            if kind == "counter" and not rule.keep_counter_suffix:
+                name = name.removesuffix("_total")
+            stored_kind = "counter" if kind in ("counter", "histogram") else "gauge"
+            series = put(name, dict(sample.labels), stored_kind, index)
             series.values.append(sample.value)
+            series.histograms.append(None)
+        for (family, labels), part in parts.items():
+            native = from_classic(part["buckets"], float(part["sum"]))  # type: ignore[arg-type]
+            series = put(family, dict(labels), "histogram", index)
+            series.values.append(float(native.count))
+            series.histograms.append(native)
     for series in table.values():
         while len(series.values) < len(scrapes):
             series.values.append(None)
+            series.histograms.append(None)
     return sorted(table.values(), key=lambda s: (s.name, sorted(s.labels.items())))
 
 
@@ -340,9 +368,14 @@ def evaluate(
     ]
     steps = max((len(s.values) for s in series), default=1) - 1
     results: list[QueryResult] = []
+    deferred: list[tuple[str, str, str]] = []
     for label, query in queries:
         measured = without_threshold(query)
         native = [n for n in selected_names(measured) if n in natives]
+        if native and prometheus_path() is not None:
+            deferred.append((label, query, measured))
+            results.append(QueryResult(label, query, "pending", ""))
+            continue
         if native:
             results.append(
                 QueryResult(
@@ -350,7 +383,7 @@ def evaluate(
                     query,
                     "unevaluable",
                     f"selects {', '.join(native)}, a native (exponential) histogram: promtool "
-                    "2.42 reads no native histograms in its test input; needs Prometheus >= 2.44",
+                    "2.42 reads none in test input and no prometheus server is installed",
                 )
             )
             continue
@@ -360,7 +393,56 @@ def evaluate(
             results.append(QueryResult(label, query, "error", str(error)))
             continue
         results.append(_run_one(tool, label, query, expr, input_series, steps, interval_seconds))
+    if deferred:
+        by_label = _on_server(tool, deferred, series, interval_seconds)
+        results = [by_label.get(r.label, r) if r.outcome == "pending" else r for r in results]
     return results
+
+
+def _on_server(
+    tool: str,
+    deferred: Sequence[tuple[str, str, str]],
+    series: Sequence[StoredSeries],
+    interval: int,
+) -> dict[str, QueryResult]:
+    """Queries over native histograms: every series remote-written to a throw-away Prometheus
+    (native histograms on), each query run by ``promtool query instant`` at the last scrape."""
+    steps = max((len(s.values) for s in series), default=1) - 1
+    last = float(int(time.time()))
+    start_ms = int((last - steps * interval) * 1000)
+    payload = []
+    for s in series:
+        labels = {escape_name(k, metric=False): v for k, v in s.labels.items()}
+        labels["__name__"] = escape_name(s.name, metric=True)
+        points: list[tuple[int, NativeHistogram | float]] = []
+        for index, value in enumerate(s.values):
+            at = start_ms + index * interval * 1000
+            if s.kind == "histogram":
+                histogram = s.histograms[index]
+                if histogram is not None:
+                    points.append((at, histogram))
+            elif value is not None and not math.isnan(value):
+                points.append((at, value))
+        payload.append((labels, points))
+    out: dict[str, QueryResult] = {}
+    with server() as prometheus:
+        prometheus.write(write_request(payload))
+        for label, query, measured in deferred:
+            try:
+                expr = escape_query(measured)
+            except (ValueError, AssertionError) as error:
+                out[label] = QueryResult(label, query, "error", str(error))
+                continue
+            status, output = prometheus.query(expr, last, tool)
+            if status != 0:
+                out[label] = QueryResult(label, query, "error", output[-600:])
+            elif "=>" in output:
+                out[label] = QueryResult(label, query, "data", " ".join(output.split())[:400])
+            else:
+                out[label] = QueryResult(
+                    label, query, "empty", f"no samples at the last scrape ({expr})"
+                )
+    return out
 
 
 def _label_value(value: str) -> str:

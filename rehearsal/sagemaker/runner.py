@@ -21,6 +21,7 @@ from rehearsal.findings import Finding
 from rehearsal.live import generated_model
 from rehearsal.sagemaker import container
 from rehearsal.sagemaker.copies import MODEL_DIR, Copy
+from rehearsal.sagemaker.native import prometheus_path
 from rehearsal.sagemaker.observability import (
     Instance,
     QueryResult,
@@ -134,8 +135,8 @@ def check_setup(vllm_venv: Path) -> Path:
     absent = [n for n in container.SCRIPTS if not (scripts / n).is_file()]
     if absent:
         missing.append(f"AWS's container scripts {', '.join(absent)} in {scripts}")
-    if promtool_path() is None:
-        missing.append("promtool (make promtool: Debian's prometheus package)")
+    if promtool_path() is None or prometheus_path() is None:
+        missing.append("promtool and prometheus (make promtool: Debian's prometheus package)")
     for tool in ("unshare", "nsenter", "ip", "mount"):
         if shutil.which(tool) is None:
             missing.append(tool)

@@ -13,6 +13,7 @@ from rehearsal.sagemaker.observability import (
     stored_series,
     without_threshold,
 )
+from rehearsal.sagemaker.native import bucket_index, from_classic, prometheus_path
 from rehearsal.sagemaker.queries import promql_queries
 
 SCRAPE_0 = """# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
@@ -32,7 +33,8 @@ SCRAPE_1 = SCRAPE_0.replace("} 0.0", "} 12.0").replace(
 )
 INSTANCE = Instance("ep", "AllTraffic", "ml.g6e.2xlarge")
 needs_promtool = pytest.mark.skipif(
-    promtool_path() is None, reason="no promtool on PATH (make promtool: Debian's prometheus)"
+    promtool_path() is None or prometheus_path() is None,
+    reason="no promtool/prometheus on PATH (make promtool: Debian's prometheus package)",
 )
 
 
@@ -76,6 +78,8 @@ def test_a_query_escapes_names_but_not_values_or_string_arguments():
 
 @needs_promtool
 def test_promtool_finds_data_where_the_stored_name_is_queried_and_none_for_bucket_series():
+    """Classic series through ``promtool test rules``, the native histogram through a real
+    Prometheus server fed by remote write and ``promtool query instant``."""
     series = stored_series([SCRAPE_0, SCRAPE_1, SCRAPE_1], INSTANCE)
     results = evaluate(
         [
@@ -105,10 +109,14 @@ def test_promtool_finds_data_where_the_stored_name_is_queried_and_none_for_bucke
     assert outcomes == {
         "tokens": "data",
         "ttft from classic buckets": "empty",
-        "ttft native": "unevaluable",
+        "ttft native": "data",
         "wrong endpoint": "empty",
     }, results
     assert "ml.g6e.2xlarge" in results[0].detail
+    # 12 observations: 10 at or below 0.5 s, 2 above: p99 of the native histogram lies above
+    # 0.5 s, within the bucket holding the +Inf observations (schema 3: up to 1.0 s).
+    p99 = float(results[2].detail.split("=>")[1].split("@")[0])
+    assert 0.5 < p99 <= 1.0, results[2]
 
 
 @needs_promtool
@@ -154,3 +162,10 @@ def test_on_the_names_as_vllm_exposes_them_the_bucket_query_has_data():
         series,
     )
     assert result.outcome == "data", result
+
+
+def test_classic_buckets_become_exponential_ones_keeping_count_and_sum():
+    assert (bucket_index(1.0), bucket_index(2.0), bucket_index(0.5)) == (0, 8, -8)
+    native = from_classic({0.5: 10.0, 1.0: 10.0, float("inf"): 12.0}, total_sum=7.5)
+    assert native.count == 12 and native.sum == 7.5
+    assert native.buckets == {bucket_index(0.5): 10, bucket_index(1.0): 2}
