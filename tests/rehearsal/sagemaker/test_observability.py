@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rehearsal.sagemaker.native import bucket_index, from_classic, prometheus_path
 from rehearsal.sagemaker.observability import (
     Instance,
     escape_name,
@@ -13,7 +14,6 @@ from rehearsal.sagemaker.observability import (
     stored_series,
     without_threshold,
 )
-from rehearsal.sagemaker.native import bucket_index, from_classic, prometheus_path
 from rehearsal.sagemaker.queries import promql_queries
 
 SCRAPE_0 = """# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
