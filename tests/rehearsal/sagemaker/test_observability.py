@@ -168,4 +168,5 @@ def test_classic_buckets_become_exponential_ones_keeping_count_and_sum():
     assert (bucket_index(1.0), bucket_index(2.0), bucket_index(0.5)) == (0, 8, -8)
     native = from_classic({0.5: 10.0, 1.0: 10.0, float("inf"): 12.0}, total_sum=7.5)
     assert native.count == 12 and native.sum == 7.5
-    assert native.buckets == {bucket_index(0.5): 10, bucket_index(1.0): 2}
+    # Above the last finite bound (1.0 s), the +Inf observations go to the bucket of 2.0 s.
+    assert native.buckets == {bucket_index(0.5): 10, bucket_index(2.0): 2}
