@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{len(findings)} findings on {len(report.copies)} copies of {args.stack}"
         if findings
-        else f"every copy of {args.stack} answered; every PromQL query returned data or is listed UNEVALUABLE"
+        else f"every copy of {args.stack} answered; every PromQL query returned data"
     )
     return 1 if findings else 0
 

@@ -291,7 +291,7 @@ def run(
         # series): tells a wrong name from a query that could never return data.
         as_scraped = {r.label: r.outcome for r in evaluate(queries, classic)}
         for result in report.queries:
-            if result.outcome in ("empty", "error"):
+            if result.outcome in ("empty", "error", "unevaluable"):
                 note = (
                     " (it would return data on the series as vLLM exposes them: the names "
                     "differ, the query itself works)"
@@ -300,9 +300,10 @@ def run(
                 )
                 findings.append(
                     Finding(
-                        "sagemaker.promql-no-data"
-                        if result.outcome == "empty"
-                        else "sagemaker.promql-refused",
+                        {
+                            "empty": "sagemaker.promql-no-data",
+                            "error": "sagemaker.promql-refused",
+                        }.get(result.outcome, "sagemaker.promql-unevaluable"),
                         result.label,
                         f"{result.detail}{note}; query: {result.query}",
                         "the storage rule in rehearsal/sagemaker/observability.py "
