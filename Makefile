@@ -19,7 +19,7 @@ pip_install = $(VENV)/bin/uv pip install --quiet --python $(1) $(2) || { \
 	$(VENV)/bin/python -m pip --python $(1) install --quiet --disable-pip-version-check $(2); }
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install synth test typecheck check-wheel bench clean vllm-venv rehearse rehearse-live rehearse-before-fixes compare-aiconfigurator
+.PHONY: install synth test typecheck check-wheel bench clean vllm-venv rehearse rehearse-live rehearse-before-fixes rehearse-sagemaker promtool compare-aiconfigurator
 
 install: $(STAMP)
 
@@ -93,7 +93,7 @@ rehearse-live: $(STAMP) $(VLLM_STAMP) synth
 # issue 26 on the commit before their fixes.
 rehearse: $(STAMP) $(VLLM_STAMP)
 	python -m rehearsal
-	$(MAKE) --no-print-directory rehearse-live rehearse-before-fixes
+	$(MAKE) --no-print-directory rehearse-live rehearse-before-fixes rehearse-sagemaker
 
 # The rehearsal of today, on d398b68 (before issue 26's fixes): it must find each finding there.
 # A worktree of that commit beside the published charts (../shared, linked) with today's
@@ -128,6 +128,17 @@ $(AIC_STAMP): requirements-aiconfigurator.txt
 compare-aiconfigurator: $(STAMP) $(AIC_STAMP)
 	python bench/aiconfigurator_side_by_side.py --run
 	AIC_ALL=1 python -m pytest -q -p no:randomly tests/planning/test_aiconfigurator_side_by_side.py
+
+# The SageMaker container rehearsal (rehearsal/README.md, "The SageMaker container rehearsal"):
+# each pool copy of the reference pool endpoint started through AWS's own entrypoint scripts
+# (../shared/aws-dlc-vllm) into real vLLM, asked what clients ask, and the construct's PromQL run
+# by promtool on its metrics as detailed observability stores them. Needs root and ../shared.
+rehearse-sagemaker: $(STAMP) $(VLLM_STAMP) promtool
+	python -m rehearsal.sagemaker
+
+# promtool and the prometheus server from Debian's prometheus package (apt-get, as root), unless on PATH.
+promtool:
+	@sh rehearsal/sagemaker/install_promtool.sh
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out build
