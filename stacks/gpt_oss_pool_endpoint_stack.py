@@ -70,6 +70,14 @@ class GptOssPoolEndpointStack(Stack):
                 served_model_name="gpt-oss-20b",
                 max_model_len=settings.max_model_len,
                 gpu_memory_utilization=0.9,
+                # gpt-oss's parsers (vllm-project/vllm: vllm/reasoning/gptoss_reasoning_parser.py
+                # registers "openai_gptoss", vllm/tool_parsers/openai_tool_parser.py "openai";
+                # vllm-project/recipes OpenAI/GPT-OSS.md serves tool calls with them): without a
+                # tool parser vLLM refuses a request with tools ("auto" tool choice requires
+                # --enable-auto-tool-choice and --tool-call-parser), as the container rehearsal
+                # found with `smoke`.
+                reasoning_parser="openai_gptoss",
+                tool_call_parser="openai",
             ),
             weights={
                 WeightFormat.BF16: ModelData.from_s3_uri(settings.weights_uri),

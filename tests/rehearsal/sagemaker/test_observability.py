@@ -22,6 +22,12 @@ vllm:time_to_first_token_seconds_bucket{engine="0",le="0.5",model_name="m-a"} 0.
 vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m-a"} 0.0
 vllm:time_to_first_token_seconds_count{engine="0",model_name="m-a"} 0.0
 vllm:time_to_first_token_seconds_sum{engine="0",model_name="m-a"} 0.0
+# HELP vllm:inter_token_latency_seconds Histogram of inter-token latency in seconds.
+# TYPE vllm:inter_token_latency_seconds histogram
+vllm:inter_token_latency_seconds_bucket{engine="0",le="0.5",model_name="m-a"} 0.0
+vllm:inter_token_latency_seconds_bucket{engine="0",le="+Inf",model_name="m-a"} 0.0
+vllm:inter_token_latency_seconds_count{engine="0",model_name="m-a"} 0.0
+vllm:inter_token_latency_seconds_sum{engine="0",model_name="m-a"} 0.0
 # HELP vllm:generation_tokens_total Number of generation tokens processed.
 # TYPE vllm:generation_tokens_total counter
 vllm:generation_tokens_total{engine="0",model_name="m-a"} 0.0
@@ -120,11 +126,6 @@ def test_promtool_finds_data_where_the_stored_name_is_queried_and_none_for_bucke
 
 
 @needs_promtool
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 27: the token alarms and charts query vllm:*_bucket series, which detailed "
-    "observability does not store (helper pool's metric-name fix turns this into a pass)",
-)
 def test_every_promql_query_of_the_reference_pool_endpoint_finds_its_series(pool_template):
     queries = promql_queries(pool_template)
     assert len(queries) >= 5
