@@ -108,18 +108,7 @@ class GptOssPoolEndpointStack(Stack):
                 )
             )
         CfnOutput(self, "AlertsTopicArn", value=self.alerts_topic.topic_arn)
-        CfnOutput(
-            self,
-            "EndpointName",
-            value=self.serving.endpoint_name,
-            description="SageMaker endpoint name",
-        )
-        CfnOutput(
-            self,
-            "OpenAIBaseUrl",
-            value=self.serving.openai_base_url,
-            description="OpenAI-compatible base URL (bearer token: SigV4-presigned CallWithBearerToken)",
-        )
+        # The endpoint's name and /openai/v1 base URL are VllmPoolEndpoint's own outputs.
 
     def _alarms_to_topic(self) -> PoolEndpointAlarms:
         """The operator alarms and the rollback alarms, all notifying ``alerts_topic``."""

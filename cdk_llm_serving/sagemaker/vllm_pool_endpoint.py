@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Unpack
 
+from aws_cdk import CfnOutput
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
@@ -165,6 +166,19 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         self.per_pool_dimension = self.endpoint.per_pool_dimension
         self.endpoint_arn = self.endpoint.endpoint_arn
         self.async_inference = self.endpoint.async_inference
+        # What `cdk-llm-serving smoke` needs, as the HyperPod path emits it (its OpenAiBaseUrl).
+        CfnOutput(
+            self,
+            "EndpointName",
+            value=self.endpoint_name,
+            description="the SageMaker endpoint (InvokeEndpoint, CloudWatch dimensions)",
+        )
+        CfnOutput(
+            self,
+            "OpenAiBaseUrl",
+            value=self.openai_base_url,
+            description=f"smoke --base-url (--model {self.client_model_name} --sagemaker-region <region>)",
+        )
 
     @property
     def base(self) -> VllmConfig:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
@@ -215,11 +216,14 @@ def test_model_roles_read_only_their_own_weights_prefix(pool_template):
 
 def test_outputs_name_the_endpoint_and_its_openai_base_url(pool_template):
     _, endpoint = only_resource(pool_template, "AWS::SageMaker::Endpoint")
-    outputs = pool_template["Outputs"]
-    assert outputs["EndpointName"]["Value"] == endpoint["Properties"]["EndpointName"]
+    # VllmPoolEndpoint's own outputs (issue 27: smoke needed a hand-written CfnOutput).
+    outputs = {re.sub(r"[0-9A-F]{8}$", "", key): o for key, o in pool_template["Outputs"].items()}
+    assert outputs["ServingEndpointName"]["Value"] == endpoint["Properties"]["EndpointName"]
+    url = outputs["ServingOpenAiBaseUrl"]
+    assert url["Description"].startswith("smoke --base-url (--model gpt-oss-20b ")
     joined = "".join(
         part if isinstance(part, str) else f"<{part['Ref']}>"
-        for part in outputs["OpenAIBaseUrl"]["Value"]["Fn::Join"][1]
+        for part in url["Value"]["Fn::Join"][1]
     )
     assert (
         joined
