@@ -468,6 +468,15 @@ class VllmMultiNodeService(Construct):
         assert isinstance(source, FsxModelStore | ModelData)
         return source
 
+    def _max_num_seqs(self, base: VllmConfig) -> int | None:
+        """The configured ``max_num_seqs``, else the planner's chosen batch per engine when the
+        replica runs the plan's layout (its latency figures hold at that batch; vLLM's own
+        default, 1024 on GPUs of 70 GiB or more, would batch past them), else vLLM's default."""
+        planned = self.plan
+        if base.max_num_seqs is not None or planned is None or planned.performance is None:
+            return base.max_num_seqs
+        return planned.performance.max_num_seqs if planned.nodes == self.nodes else None
+
     def _configure(self, problems: Problems, base: VllmConfig) -> tuple[VllmConfig, bool]:
         """The vLLM configuration this placement needs, checked against the hardware, and
         whether vLLM's own checks passed (the launcher's run when the workload renders)."""
@@ -495,6 +504,9 @@ class VllmMultiNodeService(Construct):
             else base.data_parallel_size,
             enable_expert_parallel=self.spec.is_moe,
             quantization=self.weight_format.vllm_quantization,
+            # The planner's chosen batch per engine (its latency figures hold at it; vLLM's own
+            # default, 1024 on these GPUs, would batch past them); a configured value wins.
+            max_num_seqs=self._max_num_seqs(base),
         )
         for flag in config.extra_flags:
             if flag in MULTINODE_FLAGS:

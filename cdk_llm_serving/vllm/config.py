@@ -40,6 +40,7 @@ TYPED_FLAGS = (
     "enable-auto-tool-choice",
     "tool-call-parser",
     "max-model-len",
+    "max-num-seqs",
     "gpu-memory-utilization",
     "kv-cache-dtype",
     "load-format",
@@ -171,6 +172,9 @@ class VllmConfig:
     :param enable_auto_tool_choice: let the model decide to call tools. Default: on when a
         ``tool_call_parser`` is set (it needs one).
     :param max_model_len: longest context.
+    :param max_num_seqs: most sequences one engine batches (vLLM's ``--max-num-seqs``; its
+        default depends on the GPU: ``EngineArgs`` batch defaults in vllm/engine/arg_utils.py).
+        ``VllmMultiNodeService`` sets the planner's chosen batch when this is ``None``.
     :param gpu_memory_utilization: vLLM's share of GPU memory, in (0, 1].
     :param kv_cache_dtype: ``auto`` or an FP8 type.
     :param load_format: e.g. ``runai_streamer`` to stream weights from S3.
@@ -189,6 +193,7 @@ class VllmConfig:
     tool_call_parser: str | None = None
     enable_auto_tool_choice: bool | None = None
     max_model_len: int | None = None
+    max_num_seqs: int | None = None
     gpu_memory_utilization: float | None = None
     kv_cache_dtype: str | None = None
     load_format: str | None = None
@@ -220,6 +225,7 @@ class VllmConfig:
                 ("enable-auto-tool-choice", auto_tool_choice),
                 ("tool-call-parser", self.tool_call_parser),
                 ("max-model-len", self.max_model_len),
+                ("max-num-seqs", self.max_num_seqs),
                 ("gpu-memory-utilization", self.gpu_memory_utilization),
                 ("kv-cache-dtype", self.kv_cache_dtype),
                 ("load-format", self.load_format),
@@ -273,6 +279,8 @@ class VllmConfig:
             )
         if self.max_model_len is not None and self.max_model_len < 1:
             found.append(Problem("max_model_len", self.max_model_len, "must be at least 1"))
+        if self.max_num_seqs is not None and self.max_num_seqs < 1:
+            found.append(Problem("max_num_seqs", self.max_num_seqs, "must be at least 1"))
         if self.kv_cache_dtype is not None and self.kv_cache_dtype not in KV_CACHE_DTYPES:
             found.append(
                 Problem(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -532,3 +533,17 @@ def test_weights_are_required():
     cluster, addons, _ = small_cluster(stack)
     with pytest.raises(ConfigurationError, match="weights = None: required"):
         deepseek_service(stack, cluster, addons, config=VllmConfig(model="x"))
+
+
+def test_the_planners_batch_reaches_vllm_as_max_num_seqs(lws):
+    """The planner's latency figures hold at its chosen batch per engine; without the flag vLLM
+    batches up to its own default (1024 on B200), past them (review of issue 28). Leader and
+    workers run the same engine settings."""
+    templates = lws["spec"]["leaderWorkerTemplate"]
+    found = set()
+    for role in ("leaderTemplate", "workerTemplate"):
+        (container,) = [c for c in templates[role]["spec"]["containers"] if c["name"] == "vllm"]
+        text = " ".join(container.get("command", []) + container.get("args", []))
+        found.update(re.findall(r"--max-num-seqs[ =](\d+)", text))
+    (value,) = found
+    assert 1 <= int(value) < 1024
