@@ -34,6 +34,7 @@ from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .deployment import (
     BlueGreenDeployment,
     EndpointDeployment,
+    RollingDeployment,
     batch_outside_fleet_share,
     rolling_for_scarce_gpus,
 )
@@ -640,11 +641,32 @@ class InstancePoolEndpoint(_PoolHost):
             AutoScalingOptions,
         )
         self.auto_scaling = EndpointAutoScaling(self, "AutoScaling", endpoint=self, **options)
+        self._warn_rolling_batch_over_scaling_range(
+            options.get("min_capacity", 1), options["max_capacity"]
+        )
         # Autoscaling owns the instance count: updates keep it (and the weight) instead of
         # resetting it to InitialInstanceCount; pools, models and settings still come from the
         # new config, and no property type is excluded (see ``update_rules``).
         self.cfn_endpoint.retain_all_variant_properties = True
         return self.auto_scaling
+
+    def _warn_rolling_batch_over_scaling_range(self, low: int, high: int) -> None:
+        """SageMaker checks a rolling batch of a count of instances against the variant's count
+        at update time (5-50 %, botocore ``RollingUpdatePolicy.MaximumBatchSize``); with
+        autoscaling that count is anywhere from ``low`` to ``high``."""
+        if not isinstance(self.deployment, RollingDeployment):
+            return
+        outside = [n for n in (max(low, 1), high) if batch_outside_fleet_share(self.deployment, n)]
+        if outside:
+            batch = self.deployment.maximum_batch_size
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:rollingBatchOutsideScalingRange",
+                f"the rolling batch of {batch.value} instance(s) is outside AWS's 5-50% of the "
+                f"variant at {' and '.join(map(str, outside))} instance(s), within autoscaling's "
+                f"{low}-{high}: an update started at such a count is refused. Give a "
+                "RollingDeployment whose batch fits the whole range, or keep the fleet's "
+                "minimum where the batch fits.",
+            )
 
     def fleet_utilization_queries(self) -> list[MetricQuery]:
         """The metric-math queries of the weighted utilization (see ``fleet_utilization``)."""

@@ -374,3 +374,36 @@ def test_a_rolling_batch_is_five_to_fifty_percent_of_the_fleet():
         deployment=RollingDeployment(maximum_batch_size=CapacitySize.percent(60))
     )
     assert "a rolling batch must be 5-50% of the variant's instances" in message
+
+
+def test_a_rolling_batch_is_checked_against_the_autoscaling_range():
+    """SageMaker checks the batch against the variant's count at update time: with autoscaling
+    from 1 to 4 a batch of one instance is 100 % at the minimum (review of issue 27)."""
+    from aws_cdk.assertions import Annotations, Match
+
+    from tests.support.builders import new_stack, template_of
+
+    stack = new_stack()
+    endpoint = pool_endpoint(stack, pools=_sized_pools(), initial_instance_count=2)
+    endpoint.auto_scale(min_capacity=1, max_capacity=4)
+    template_of(stack)
+    Annotations.from_stack(stack).has_warning(
+        "*", Match.string_like_regexp("at 1 instance.*rollingBatchOutsideScalingRange")
+    )
+    quiet = new_stack()
+    pool_endpoint(quiet, pools=_sized_pools(), initial_instance_count=2).auto_scale(
+        min_capacity=2, max_capacity=4
+    )
+    template_of(quiet)
+    Annotations.from_stack(quiet).has_no_warning(
+        "*", Match.string_like_regexp("rollingBatchOutsideScalingRange")
+    )
+
+
+def _sized_pools():
+    from cdk_llm_serving import InstancePool
+
+    return [
+        InstancePool("ml.p5.48xlarge", max_concurrency=64),
+        InstancePool("ml.g6e.12xlarge", max_concurrency=16),
+    ]
