@@ -234,7 +234,7 @@ def test_vllm_pool_endpoint_builds_or_refuses_with_configuration_error():
             kv_cache_dtype=prop("kv_cache_dtype", st.sampled_from([None, "fp8"]), st.just("fp16")),
             extra_flags=prop(
                 "extra_flags",
-                st.sampled_from([{}, {"enforce-eager": True}, {"max-num-seqs": 64}]),
+                st.sampled_from([{}, {"enforce-eager": True}, {"max-num-batched-tokens": 8192}]),
                 st.dictionaries(
                     st.sampled_from(["enable-reasoning", "port", "--x", "max-num-seq"]),
                     st.one_of(st.booleans(), st.integers(1, 64)),

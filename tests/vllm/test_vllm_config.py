@@ -146,7 +146,8 @@ def test_args_and_environment_describe_the_same_server():
         max_model_len=131072,
         gpu_memory_utilization=0.9,
         kv_cache_dtype="fp8",
-        extra_flags={"max-num-seqs": 64, "enforce-eager": True},
+        max_num_seqs=64,
+        extra_flags={"max-num-batched-tokens": 8192, "enforce-eager": True},
     )
     assert _parse_args(config.to_args()) == _parse_environment(config.to_sagemaker_environment())
 
