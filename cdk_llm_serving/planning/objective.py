@@ -181,17 +181,37 @@ class Performance:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A layout that fits but is not the chosen one, with its performance and why it loses."""
+    """A layout that fits but is not the chosen one, with its performance and why it loses.
 
-    nodes: int
-    tensor_parallel: int
-    pipeline_parallel: int
-    data_parallel: int
-    expert_parallel: bool
-    kv_cache_dtype: str
+    Its layout is its plan's (``nodes``, ``tensor_parallel``, ... read from ``plan``)."""
+
+    plan: Plan
     performance: Performance
     loses_because: str
-    plan: Plan | None = None
+
+    @property
+    def nodes(self) -> int:
+        return self.plan.nodes
+
+    @property
+    def tensor_parallel(self) -> int:
+        return self.plan.tensor_parallel
+
+    @property
+    def pipeline_parallel(self) -> int:
+        return self.plan.pipeline_parallel
+
+    @property
+    def data_parallel(self) -> int:
+        return self.plan.data_parallel
+
+    @property
+    def expert_parallel(self) -> bool:
+        return self.plan.expert_parallel
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        return self.plan.kv_cache_dtype
 
     @property
     def gpus_per_replica(self) -> int:
@@ -436,15 +456,9 @@ def choose(
     others = [item for item in ranked if item[0] is not chosen[0]][:CANDIDATES_SHOWN]
     candidates = tuple(
         Candidate(
-            nodes=plan.nodes,
-            tensor_parallel=plan.tensor_parallel,
-            pipeline_parallel=plan.pipeline_parallel,
-            data_parallel=plan.data_parallel,
-            expert_parallel=plan.expert_parallel,
-            kv_cache_dtype=plan.kv_cache_dtype,
+            plan=plan,
             performance=perf,
             loses_because=_loses_because(plan, perf, chosen, objective),
-            plan=plan,
         )
         for plan, perf in others
     )
