@@ -116,18 +116,38 @@ def _plan(
     picks the layout among those; without a workload it keeps the fewest nodes that fit and
     the BF16 KV cache, so a model's node count is the one the memory needs."""
     try:
-        return plan(
+        return _plan_at(
             spec,
-            fmt.name,
-            instance.instance_type,
-            max_context=max_context,
-            catalog=catalog,
-            kv_cache_dtype="auto",
-            tensor_parallel=tensor_parallel or _node_tensor_parallel(spec, instance),
+            fmt,
+            instance,
+            max_context,
+            catalog,
+            tensor_parallel or _node_tensor_parallel(spec, instance),
         )
     except ConfigurationError as error:  # PlanningError: no layout fits
         problems.add("model", spec.name, str(error))
         return None
+
+
+def _plan_at(
+    spec: ModelSpec,
+    fmt: WeightFormat,
+    instance: InstanceSpec,
+    max_context: int | None,
+    catalog: Catalog,
+    tensor_parallel: int,
+) -> Plan:
+    """The planner's plan of the type at ``tensor_parallel`` with the BF16 KV cache (the
+    service's layout rule); raises ``PlanningError`` when nothing fits."""
+    return plan(
+        spec,
+        fmt.name,
+        instance.instance_type,
+        max_context=max_context,
+        catalog=catalog,
+        kv_cache_dtype="auto",
+        tensor_parallel=tensor_parallel,
+    )
 
 
 def _tensor_parallel_warning(
@@ -140,14 +160,8 @@ def _tensor_parallel_warning(
 ) -> str | None:
     """The warning when the user's size costs more than 2x in tokens per dollar vs the default."""
     try:
-        default = plan(
-            spec,
-            fmt.name,
-            instance.instance_type,
-            max_context=max_context,
-            catalog=catalog,
-            kv_cache_dtype="auto",
-            tensor_parallel=_node_tensor_parallel(spec, instance),
+        default = _plan_at(
+            spec, fmt, instance, max_context, catalog, _node_tensor_parallel(spec, instance)
         )
     except ConfigurationError:
         return None
