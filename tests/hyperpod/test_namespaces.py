@@ -20,26 +20,12 @@ KUBECTL = "Custom::AWSCDK-EKS-KubernetesResource"
 
 
 def _objects(resource: dict) -> list[dict]:
+    """The manifest's objects; a token (``Ref``, ``Fn::GetAtt``) inside one of its strings reads
+    as ``TOKEN``."""
     manifest = resource["Properties"]["Manifest"]
-    if not isinstance(manifest, str):  # Fn::Join of tokens: only the literal parts carry kinds
-        manifest = "".join(p for p in manifest["Fn::Join"][1] if isinstance(p, str))
-        return [json.loads(m) for m in []] if "Namespace" not in manifest else _scan(manifest)
+    if not isinstance(manifest, str):
+        manifest = "".join(p if isinstance(p, str) else "TOKEN" for p in manifest["Fn::Join"][1])
     return json.loads(manifest)
-
-
-def _scan(text: str) -> list[dict]:
-    """Namespace objects and namespaces named in a manifest whose text holds tokens."""
-    found: list[dict] = []
-    decoder = json.JSONDecoder()
-    index = text.find('{"apiVersion"')
-    while index >= 0:
-        try:
-            obj, _ = decoder.raw_decode(text, index)
-            found.append(obj)
-        except json.JSONDecodeError:
-            pass
-        index = text.find('{"apiVersion"', index + 1)
-    return found
 
 
 def _depends_on(template: dict, logical_id: str) -> set[str]:
