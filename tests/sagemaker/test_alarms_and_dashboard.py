@@ -24,7 +24,7 @@ from cdk_llm_serving import (
     VllmPoolEndpoint,
 )
 from cdk_llm_serving.sagemaker.promql_charts import CHART_CODE
-from tests.support.builders import IMAGE, new_stack, pool_endpoint, template_of
+from tests.support.builders import IMAGE, new_stack, pool_endpoint, sized_pools, template_of
 from tests.support.linting import lint_template
 from tests.support.metric_math import evaluate_queries
 from tests.support.template_helpers import (
@@ -175,10 +175,7 @@ def test_pool_counts_follow_the_configured_publication_interval(options, interva
     stack = new_stack()
     endpoint = pool_endpoint(
         stack,
-        pools=[
-            InstancePool("ml.p5.48xlarge", max_concurrency=20),
-            InstancePool("ml.g6e.12xlarge", max_concurrency=8),
-        ],
+        pools=sized_pools(),
         **options,
     )
     PoolEndpointAlarms(stack, "Alarms", endpoint=endpoint)
@@ -424,10 +421,7 @@ def test_the_dashboard_shows_the_alarms_made_for_its_endpoint_without_being_pass
     stack = new_stack()
     endpoint = pool_endpoint(
         stack,
-        pools=[
-            InstancePool("ml.p5.48xlarge", max_concurrency=20),
-            InstancePool("ml.g6e.12xlarge", max_concurrency=8),
-        ],
+        pools=sized_pools(),
     )
     endpoint.auto_scale(max_capacity=4)
     alarms = PoolEndpointAlarms(stack, "Alarms", endpoint=endpoint)

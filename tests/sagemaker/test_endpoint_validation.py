@@ -20,7 +20,7 @@ from cdk_llm_serving import (
 from cdk_llm_serving._cdk.service_limits import production_variant_instance_types
 from cdk_llm_serving.planning.sizing import ModelSizing
 from cdk_llm_serving.sagemaker.endpoint_options import METRIC_PUBLISH_FREQUENCIES
-from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
+from tests.support.builders import new_stack, pool_endpoint, serving_model, sized_pools, template_of
 from tests.support.cfn_schemas import resource_schema
 from tests.support.template_helpers import actions_of, only_resource, policy_statements
 
@@ -384,26 +384,17 @@ def test_a_rolling_batch_is_checked_against_the_autoscaling_range():
     from tests.support.builders import new_stack, template_of
 
     stack = new_stack()
-    endpoint = pool_endpoint(stack, pools=_sized_pools(), initial_instance_count=2)
+    endpoint = pool_endpoint(stack, pools=sized_pools(), initial_instance_count=2)
     endpoint.auto_scale(min_capacity=1, max_capacity=4)
     template_of(stack)
     Annotations.from_stack(stack).has_warning(
         "*", Match.string_like_regexp("at 1 instance.*rollingBatchOutsideScalingRange")
     )
     quiet = new_stack()
-    pool_endpoint(quiet, pools=_sized_pools(), initial_instance_count=2).auto_scale(
+    pool_endpoint(quiet, pools=sized_pools(), initial_instance_count=2).auto_scale(
         min_capacity=2, max_capacity=4
     )
     template_of(quiet)
     Annotations.from_stack(quiet).has_no_warning(
         "*", Match.string_like_regexp("rollingBatchOutsideScalingRange")
     )
-
-
-def _sized_pools():
-    from cdk_llm_serving import InstancePool
-
-    return [
-        InstancePool("ml.p5.48xlarge", max_concurrency=64),
-        InstancePool("ml.g6e.12xlarge", max_concurrency=16),
-    ]

@@ -42,6 +42,14 @@ def pool_endpoint(
     return InstancePoolEndpoint(stack, "Endpoint", model=model, pools=pools, **overrides)
 
 
+def sized_pools() -> list[InstancePool]:
+    """Two pools with what one instance of each sustains (autoscaling and alarms need it)."""
+    return [
+        InstancePool("ml.p5.48xlarge", max_concurrency=20),
+        InstancePool("ml.g6e.12xlarge", max_concurrency=8),
+    ]
+
+
 def template_of(stack: Stack) -> dict:
     assembly = stack.node.root.synth()  # type: ignore[attr-defined]
     return assembly.get_stack_by_name(stack.stack_name).template
