@@ -60,9 +60,20 @@ class ConfigurationError(ValueError):
     def __init__(self, subject: str, problems: list[Problem]) -> None:
         self.subject = subject
         self.problems = tuple(problems)
+        _RECENT.append(self)
         lines = "\n".join(f"  - {problem}" for problem in self.problems)
         noun = "problem" if len(self.problems) == 1 else "problems"
         super().__init__(f"{subject}: {len(self.problems)} {noun}\n{lines}")
+
+
+#: The last errors made, so one that reached JavaScript (raised in a jsii callback while the
+#: CDK resolves a token) and came back as text can be shown whole (``error_display``).
+_RECENT: collections.deque[ConfigurationError] = collections.deque(maxlen=32)
+
+
+def recently_raised() -> tuple[ConfigurationError, ...]:
+    """The last ``ConfigurationError`` objects made, oldest first (at most 32)."""
+    return tuple(_RECENT)
 
 
 class Problems:
