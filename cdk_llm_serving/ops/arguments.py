@@ -21,16 +21,14 @@ from __future__ import annotations
 import argparse
 import difflib
 import functools
-import json
 import os
 import re
-from pathlib import Path
 from typing import Any
 
-import botocore
 from botocore.loaders import Loader
 from botocore.model import ServiceModel
 
+from .._partitions import known_regions, partition_of_region
 from ..errors import Problems
 
 __all__ = [
@@ -48,27 +46,11 @@ _REGION_ARGUMENTS = {"region": "--region", "sagemaker_region": "--sagemaker-regi
 _OUTPUT_ARGUMENTS = {"output": "--output", "save_prices": "--save-prices"}
 
 
-@functools.cache
-def _partitions() -> tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...]:
-    """(partition id, region regex, known regions) from botocore's ``partitions.json``."""
-    path = Path(botocore.__file__).parent / "data" / "partitions.json"
-    data = json.loads(path.read_text())
-    return tuple(
-        (
-            partition["id"],
-            re.compile(partition["regionRegex"]),
-            tuple(name for name in partition.get("regions", {}) if not name.endswith("-global")),
-        )
-        for partition in data["partitions"]
-    )
-
-
 def region_problem(region: str) -> str | None:
     """Why ``region`` is not an AWS region name (``None`` when it is one)."""
-    partitions = _partitions()
-    if any(regex.fullmatch(region) for _, regex, _ in partitions):
+    if partition_of_region(region) is not None:
         return None
-    known = sorted({name for _, _, names in partitions for name in names})
+    known = known_regions()
     close = difflib.get_close_matches(region.lower(), known, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return (
