@@ -50,7 +50,7 @@ from ..errors import DEPRECATED_REMOVED_IN, Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
 from ._eks_addon import eks_addon
 from ._facts import hyperpod_facts
-from ._input_checks import check_cluster_inputs
+from ._input_checks import check_addon_versions, check_cluster_inputs
 from .availability_zones import az_id_problem
 from .capacity import GpuNodeLedger
 from .constants import (
@@ -436,6 +436,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         )
         for name in addons or {}:
             check_one_of(problems, "addon_versions", name, known, "EKS add-ons")
+        check_addon_versions(problems, addons, str(kubernetes_version))
         _validate_gpu_zone(problems, Stack.of(self).region, vpc is None, az_id, subnet_cidr)
         _validate_instance_groups(
             problems, self.instance_groups, need_system=True, catalog=self.catalog
