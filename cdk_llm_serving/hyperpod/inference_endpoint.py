@@ -412,30 +412,24 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     def _resolve_prefill_decode(
         self, given: InferencePrefillDecode | Literal[False] | None
     ) -> InferencePrefillDecode | None:
-        """The P/D asked for; by default, the planner's verdict for ``workload`` on the first
-        type (one pod per role), if its group has the two nodes and EFA."""
+        """The P/D asked for (warned when the planner says it does not pay for ``workload``);
+        by default, the planner's verdict for ``workload`` on the first type (one pod per role),
+        if its group has the two nodes and EFA."""
+        #: The planner's verdict on prefill/decode disaggregation for ``workload`` (``None``
+        #: without a workload).
+        self.disaggregation = self._disaggregation_verdict()
+        verdict = self.disaggregation
         if given is not None:
+            if given and verdict is not None and not verdict.pays:
+                Annotations.of(self).add_warning_v2(
+                    "cdk-llm-serving:prefillDecodeDoesNotPay",
+                    f"prefill_decode is set, but for the declared workload {verdict.reason} "
+                    f"({verdict.source}): the roles take two nodes where one serves.",
+                )
             return given or None
-        if self.workload is None or not self.groups:
-            return None
-        first = self.groups[0]
-        planned = self.type_plans.get(first.instance_type)
-        try:
-            verdict = plan_layout(
-                self.spec,
-                self.weight_format,
-                first.instance_type,
-                workload=self.workload,
-                single_instance=True,
-                tensor_parallel=planned.config.tensor_parallel_size if planned else None,
-                catalog=self.catalog,
-            ).disaggregation
-        except PlanningError:
-            return None
-        #: The planner's verdict on prefill/decode disaggregation for ``workload``.
-        self.disaggregation = verdict
         if verdict is None or not verdict.pays:
             return None
+        first = self.groups[0]
         efa = self.catalog.get(first.instance_type).efa_devices
         if first.count < 2 or not efa:
             Annotations.of(self).add_warning_v2(
@@ -449,6 +443,26 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         return InferencePrefillDecode(
             prefill_instance_type=first.instance_type, decode_instance_type=first.instance_type
         )
+
+    def _disaggregation_verdict(self) -> Any:
+        """``plan(...).disaggregation`` for ``workload`` on the first listed type, at the
+        tensor-parallel size the worker runs; ``None`` without a workload or a plan."""
+        if self.workload is None or not self.groups:
+            return None
+        first = self.groups[0]
+        planned = self.type_plans.get(first.instance_type)
+        try:
+            return plan_layout(
+                self.spec,
+                self.weight_format,
+                first.instance_type,
+                workload=self.workload,
+                single_instance=True,
+                tensor_parallel=planned.config.tensor_parallel_size if planned else None,
+                catalog=self.catalog,
+            ).disaggregation
+        except PlanningError:
+            return None
 
     # -- validate ------------------------------------------------------------------------
 

@@ -417,3 +417,18 @@ def test_where_it_pays_but_one_node_is_all_there_is_a_warning_says_so():
     )
     assert "pdSpec" not in endpoint.manifest["spec"]
     assert _warned(stack, "cdk-llm-serving:prefillDecodeNotPlaced")
+
+
+def test_an_explicit_prefill_decode_the_planner_says_does_not_pay_is_warned():
+    stack = new_stack()
+    _, addons = _addons(stack)
+    endpoint = gpt_oss_120b_endpoint(
+        stack,
+        addons,
+        workload=Workload(input_tokens=8000, output_tokens=512, request_rate=4),
+        prefill_decode=InferencePrefillDecode(
+            prefill_instance_type="ml.p5en.48xlarge", decode_instance_type="ml.p5.48xlarge"
+        ),
+    )
+    assert "pdSpec" in endpoint.manifest["spec"]
+    assert _warned(stack, "cdk-llm-serving:prefillDecodeDoesNotPay")
