@@ -432,3 +432,25 @@ def test_an_explicit_prefill_decode_the_planner_says_does_not_pay_is_warned():
     )
     assert "pdSpec" in endpoint.manifest["spec"]
     assert _warned(stack, "cdk-llm-serving:prefillDecodeDoesNotPay")
+
+
+# -- the reference app --------------------------------------------------------------------
+
+
+def test_the_reference_operator_variant_caches_routes_and_turns_the_tier_on(
+    inference_operator_template, crd_schema
+):
+    from tests.support.template_helpers import manifest_objects
+
+    objects = manifest_objects(inference_operator_template, "GptOss120b")
+    (config,) = [o for o in objects if o["kind"] == "InferenceEndpointConfig"]
+    spec = config["spec"]
+    assert spec["kvCacheSpec"]["l2CacheSpec"]["l2CacheBackend"] == "tieredstorage"
+    assert spec["intelligentRoutingSpec"] == {"enabled": True, "routingStrategy": "prefixaware"}
+    jsonschema.validate(concretize(config), crd_schema)
+    (cluster,) = [
+        r
+        for r in inference_operator_template["Resources"].values()
+        if r["Type"] == "AWS::SageMaker::Cluster"
+    ]
+    _validate_against_cloudformation(cluster["Properties"]["TieredStorageConfig"])
