@@ -29,6 +29,7 @@ from rehearsal.controllers import (
     fsx,
     hyperpod,
     iam,
+    inference_operator,
     keda,
     kubectl,
     lbc,
@@ -204,6 +205,7 @@ class Player:
         nodes, subnets = cluster.nodes(groups)
         world.nodes.extend(nodes)
         world.node_subnets.update(subnets)
+        inference_operator.reserve_tiered_storage(world, logical_id, props)
         world.facts["hyperpod_cluster"] = logical_id
         world.facts["hyperpod_retained"] = (
             self.assembly.resources[logical_id].deletion_policy == "Retain"

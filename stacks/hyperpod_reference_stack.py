@@ -200,7 +200,7 @@ class HyperPodReferenceStack(Stack):
             instance_types=SINGLE_NODE_TYPES,
             autoscaling=InferenceAutoScaling(min_replicas=1, max_replicas=2),
             # The operator's tiered KV cache (L1 CPU offload, L2 on the cluster's managed
-            # tiered storage, which this turns on: 20 % of each node's memory) and its
+            # tiered storage, which this turns on: 5 % of each node's memory) and its
             # prefix-aware router (#29). No pdSpec: gpt-oss-120b is a MoE model, outside AWS's
             # guidance for disaggregated prefill/decode (dense 70B+), and each type has one node.
             kv_cache=InferenceKvCache(),

@@ -259,7 +259,8 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         of the private subnets, in a VPC this construct creates; required with an imported VPC.
     :param tiered_storage: managed tiered storage (``TieredStorageConfig``) on every node, taking
         ``memory_percentage`` of each instance's memory (see ``tiered_storage``). Default: off,
-        turned on (``TieredStorage()``, 20 %) when an endpoint's KV cache uses it as L2.
+        turned on (``TieredStorage()``, 5 %: within the 10 % the library's node-sized pods
+        leave free) when an endpoint's KV cache uses it as L2.
     :param nodes_ready_timeout: how long ``nodes_ready`` waits for every group's nodes to be
         Running. Default: the slowest group's budget (``node_readiness.wait_budget``): 30
         minutes for launch, lifecycle script and join, plus 60 for ``InstanceStress`` and 20
@@ -669,6 +670,13 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         without it stay as they were)."""
         if self.tiered_storage is None:
             return None
+        if self.tiered_storage.exceeds_headroom:
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:tieredStorageExceedsHeadroom",
+                f"Tiered storage takes {self.tiered_storage.memory_percentage} % of every node's "
+                "memory; pods sized to a node (the multi-node service's Guaranteed pods) leave "
+                "only 10 % of it free, so they stay Pending. Keep memory_percentage below 10.",
+            )
         config = self.tiered_storage.to_cloudformation()
         return sagemaker.CfnCluster.TieredStorageConfigProperty(
             mode=config["Mode"],

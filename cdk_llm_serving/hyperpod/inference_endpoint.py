@@ -188,8 +188,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
     :param kv_cache: ``InferenceKvCache`` (``kvCacheSpec``), or ``False`` for none. Default:
         with ``CACHE_AND_ROUTING_CONTEXT`` true, ``InferenceKvCache()`` (L1 CPU offload, L2 on
-        the cluster's managed tiered storage, which this turns on: 20 % of every node's memory,
-        409.6 GiB of a p5en.48xlarge), L1 only with a warning
+        the cluster's managed tiered storage, which this turns on: 5 % of every node's memory,
+        102.4 GiB of a p5en.48xlarge), L1 only with a warning
         (``cdk-llm-serving:kvCacheTieredStorageUnavailable``) on an imported cluster that did not
         declare tiered storage; without the flag, none.
     :param routing: ``InferenceRouting`` (``intelligentRoutingSpec``), or ``False`` for none;

@@ -98,7 +98,7 @@ class InferenceKvCache:
 
     Cost in host memory: L1 is CPU memory on the worker's node, sized by the operator (AWS
     publishes no figure); L2 ``TIERED_STORAGE`` takes the cluster's
-    ``TieredStorage.memory_percentage`` of every node's memory (default 20 %: 409.6 GiB of a
+    ``TieredStorage.memory_percentage`` of every node's memory (default 5 %: 102.4 GiB of a
     p5en.48xlarge's 2,048 GiB), shared by the cluster's nodes; L2 ``REDIS`` lives in your Redis.
 
     :param l1_cpu_offload: ``enableL1Cache``: offload KV blocks to the node's CPU memory.

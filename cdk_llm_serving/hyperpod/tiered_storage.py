@@ -22,13 +22,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Problems
+from .pod_spec import HEADROOM_SHARE
 
-__all__ = ["DEFAULT_TIERED_STORAGE_PERCENTAGE", "TieredStorage"]
+__all__ = ["DEFAULT_TIERED_STORAGE_PERCENTAGE", "HEADROOM_PERCENT", "TieredStorage"]
 
 #: Our default share of each instance's memory. AWS documents no default (the property is
-#: optional and its service-side default is unpublished), so we state one: a fifth of the host
-#: memory, e.g. 409.6 GiB of a p5en.48xlarge's 2,048 GiB, 12.8 GiB of an m5.4xlarge's 64 GiB.
-DEFAULT_TIERED_STORAGE_PERCENTAGE = 20
+#: optional and its service-side default is unpublished), so we state one: 5 %, e.g. 102.4 GiB of
+#: a p5en.48xlarge's 2,048 GiB, 3.2 GiB of an m5.4xlarge's 64 GiB. Why so little: the tier is
+#: taken from EVERY node of the cluster, and the serving pods this library sizes to a node keep
+#: only ``pod_spec.HEADROOM_SHARE`` (10 %) of its memory for the kubelet, system daemons and
+#: DaemonSets (the multi-node service's Guaranteed pods request the rest); the deploy rehearsal
+#: found the reference multi-node service Pending with a 20 % tier. A share above
+#: ``HEADROOM_PERCENT`` is warned (``cdk-llm-serving:tieredStorageExceedsHeadroom``).
+DEFAULT_TIERED_STORAGE_PERCENTAGE = 5
+#: The node-memory headroom the library's node-sized pods leave, in per cent.
+HEADROOM_PERCENT = round(HEADROOM_SHARE * 100)
 
 
 @dataclass(frozen=True)
@@ -37,7 +45,7 @@ class TieredStorage:
 
     :param memory_percentage: the share of each instance's memory the daemon takes
         (``InstanceMemoryAllocationPercentage``), 1-100: 0 is accepted by the API but leaves the
-        tier without memory. Default: ``DEFAULT_TIERED_STORAGE_PERCENTAGE`` (20).
+        tier without memory. Default: ``DEFAULT_TIERED_STORAGE_PERCENTAGE`` (5).
     """
 
     memory_percentage: int = DEFAULT_TIERED_STORAGE_PERCENTAGE
@@ -51,6 +59,11 @@ class TieredStorage:
                 "an integer from 1 to 100 (InstanceMemoryAllocationPercentage is 0-100; 0 leaves "
                 "the tier no memory)",
             )
+
+    @property
+    def exceeds_headroom(self) -> bool:
+        """More than the node headroom the library's node-sized pods leave (they would not fit)."""
+        return self.memory_percentage > HEADROOM_PERCENT - 1
 
     def memory_gib(self, host_memory_gib: float) -> float:
         """What the tier takes of an instance with ``host_memory_gib`` of memory."""

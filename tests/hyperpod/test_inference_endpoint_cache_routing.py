@@ -177,10 +177,10 @@ def test_with_the_flag_cache_and_routing_are_on_and_the_cluster_tier_matches():
     assert spec["intelligentRoutingSpec"] == {"enabled": True, "routingStrategy": "prefixaware"}
     assert "pdSpec" not in spec
     config = _tiered_storage_config(stack)
-    assert config == {"Mode": "Enable", "InstanceMemoryAllocationPercentage": 20}
+    assert config == {"Mode": "Enable", "InstanceMemoryAllocationPercentage": 5}
     _validate_against_cloudformation(config)
     assert endpoint.tiered_storage is cluster.tiered_storage
-    assert cluster.tiered_storage.memory_gib(2048) == pytest.approx(409.6)
+    assert cluster.tiered_storage.memory_gib(2048) == pytest.approx(102.4)
 
 
 def test_false_turns_each_default_off():
@@ -197,13 +197,25 @@ def test_the_clusters_own_tiered_storage_is_kept():
         stack,
         "HyperPod",
         instance_groups=single_node_groups(),
-        tiered_storage=TieredStorage(memory_percentage=35),
+        tiered_storage=TieredStorage(memory_percentage=8),
     )
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     gpt_oss_120b_endpoint(stack, addons, kv_cache=InferenceKvCache())
     config = _tiered_storage_config(stack)
-    assert config == {"Mode": "Enable", "InstanceMemoryAllocationPercentage": 35}
+    assert config == {"Mode": "Enable", "InstanceMemoryAllocationPercentage": 8}
+    assert not _warned(stack, "cdk-llm-serving:tieredStorageExceedsHeadroom")
     _validate_against_cloudformation(config)
+
+
+def test_a_tier_beyond_the_pods_headroom_is_warned():
+    stack = new_stack()
+    HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        instance_groups=single_node_groups(),
+        tiered_storage=TieredStorage(memory_percentage=20),
+    )
+    assert _warned(stack, "cdk-llm-serving:tieredStorageExceedsHeadroom")
 
 
 def test_cloudformation_refuses_what_tiered_storage_refuses():
