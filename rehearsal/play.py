@@ -393,6 +393,8 @@ class Player:
                     lws.HEADLESS_SOURCE,
                 )
             )
+        # The inference operator's pods serve too (rehearsal.controllers.inference_operator).
+        serving += [p for p in world.pods.values() if p.owner[0] == inference_operator.KIND]
         for pod in sorted(serving, key=lambda p: p.key):
             if pod.node is None and pod.problem is not None:
                 world.report(pod.problem)
