@@ -11,13 +11,13 @@ Our model of the operator's documented behaviour (its code is not public):
   ``decodingSpec.replicas`` decode pods, each with its role's ``nodeSelector`` and
   ``resources``. Every pod gets a toleration per extended resource it requests, as EKS's
   ``ExtendedResourceToleration`` admission plugin adds (enabled on every EKS platform version,
-  https://docs.aws.amazon.com/eks/latest/userguide/platform-versions.html). Pod names
-  ``<name>-<i>``, ``<name>-prefill-<i>``, ``<name>-decode-<i>``: ASSUMED (names change nothing
+  https://docs.aws.amazon.com/eks/latest/userguide/platform-versions.html). ASSUMED: the pods
+  are named ``<name>-<i>``, ``<name>-prefill-<i>``, ``<name>-decode-<i>`` (names change nothing
   the rehearsal checks).
 * ``intelligentRoutingSpec.enabled``: the operator provisions the router (AWS's DPD page: "the
   inference operator handles the orchestration, which includes provisioning the router"); its
-  pod's resources and placement are not published: ASSUMED one pod requesting nothing, on any
-  node without a taint it does not tolerate.
+  pod's resources and placement are not published. ASSUMED: the router is one pod requesting
+  nothing, on any node without a taint it does not tolerate.
 * ``kvCacheSpec`` with L2 ``tieredstorage`` needs the cluster's managed tiered storage
   (``TieredStorageConfig`` ``Mode: Enable``): HyperPod's Ray KV-cache page requires it "set up ...
   before you turn on the cluster-wide cache"
