@@ -757,11 +757,43 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             },
         }
 
+    def role_pod_templates(self) -> dict[str, dict[str, Any]]:
+        """Under ``prefill_decode``, each role's pod as the operator schedules it (our model:
+        the role's ``nodeSelector`` and ``resources``, and the toleration
+        ``ExtendedResourceToleration`` adds per extended resource requested); else none."""
+        if self.prefill_decode is None:
+            return {}
+        pd_spec = self.manifest["spec"]["pdSpec"]
+        templates = {}
+        for role, key in (("prefill", "prefillSpec"), ("decode", "decodingSpec")):
+            resources = pd_spec[key]["resources"]
+            templates[role] = {
+                "metadata": {"labels": self.labels()},
+                "spec": {
+                    "nodeSelector": dict(pd_spec[key]["nodeSelector"]),
+                    "tolerations": [
+                        {"key": name, "operator": "Exists", "effect": "NoSchedule"}
+                        for name in sorted(resources["requests"])
+                    ],
+                    "containers": [
+                        {
+                            "name": role,
+                            "image": self.image,
+                            "resources": resources,
+                            "ports": [{"name": "http", "containerPort": SERVING_PORT}],
+                        }
+                    ],
+                },
+            }
+        return templates
+
     def pod_templates(self) -> dict[str, dict[str, Any]]:
-        """Every pod this endpoint brings: the operator's controller and the worker."""
+        """Every pod this endpoint brings: the operator's controller and the worker (under
+        ``prefill_decode``, the prefill and decode pods instead)."""
+        roles = self.role_pod_templates()
         return {
             "inference-operator": self.operator.controller_pod_template(),
-            "worker": self.worker_pod_template(),
+            **(roles or {"worker": self.worker_pod_template()}),
         }
 
 

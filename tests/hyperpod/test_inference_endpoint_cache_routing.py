@@ -466,3 +466,42 @@ def test_the_reference_operator_variant_caches_routes_and_turns_the_tier_on(
         if r["Type"] == "AWS::SageMaker::Cluster"
     ]
     _validate_against_cloudformation(cluster["Properties"]["TieredStorageConfig"])
+
+
+def test_the_roles_pods_land_on_their_groups_and_match_kubernetes_schemas():
+    from tests.hyperpod.test_inference_endpoint import _landing_groups
+    from tests.support.kubernetes_schemas import validate_core
+
+    stack = new_stack()
+    _, addons = _addons(stack)
+    endpoint = gpt_oss_120b_endpoint(
+        stack,
+        addons,
+        prefill_decode=InferencePrefillDecode(
+            prefill_instance_type="ml.p5.48xlarge", decode_instance_type="ml.p5en.48xlarge"
+        ),
+    )
+    pods = endpoint.pod_templates()
+    assert set(pods) == {"inference-operator", "prefill", "decode"}
+    groups = single_node_groups()
+
+    def landing(pod: dict) -> list[str]:  # _landing_groups reads affinity; add nodeSelector
+        selector = pod["spec"]["nodeSelector"]
+        return [
+            name
+            for name in _landing_groups(pod, groups)
+            for group in groups
+            if group.name == name
+            and all(
+                {"node.kubernetes.io/instance-type": group.instance_type}.get(k) == v
+                for k, v in selector.items()
+            )
+        ]
+
+    assert landing(pods["prefill"]) == ["h100"]
+    assert landing(pods["decode"]) == ["h200"]
+    no_toleration = copy.deepcopy(pods["decode"])
+    no_toleration["spec"]["tolerations"] = []
+    assert landing(no_toleration) == []  # the check can fail: GPU groups are tainted
+    for template in pods.values():
+        validate_core({"apiVersion": "v1", "kind": "Pod", **template})
