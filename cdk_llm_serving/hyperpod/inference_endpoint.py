@@ -254,7 +254,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             (InferenceRouting() if by_default else None) if routing is None else routing or None
         )
         self.prefill_decode: InferencePrefillDecode | None = self._resolve_prefill_decode(
-            prefill_decode
+            problems, prefill_decode
         )
         self._validate(problems)
         problems.raise_if_any()
@@ -410,14 +410,14 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         return cache
 
     def _resolve_prefill_decode(
-        self, given: InferencePrefillDecode | Literal[False] | None
+        self, problems: Problems, given: InferencePrefillDecode | Literal[False] | None
     ) -> InferencePrefillDecode | None:
         """The P/D asked for (warned when the planner says it does not pay for ``workload``);
         by default, the planner's verdict for ``workload`` on the first type (one pod per role),
         if its group has the two nodes and EFA."""
         #: The planner's verdict on prefill/decode disaggregation for ``workload`` (``None``
         #: without a workload).
-        self.disaggregation = self._disaggregation_verdict()
+        self.disaggregation = self._disaggregation_verdict(problems)
         verdict = self.disaggregation
         if given is not None:
             if given and verdict is not None and not verdict.pays:
@@ -444,9 +444,10 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             prefill_instance_type=first.instance_type, decode_instance_type=first.instance_type
         )
 
-    def _disaggregation_verdict(self) -> Any:
+    def _disaggregation_verdict(self, problems: Problems) -> Any:
         """``plan(...).disaggregation`` for ``workload`` on the first listed type, at the
-        tensor-parallel size the worker runs; ``None`` without a workload or a plan."""
+        tensor-parallel size the worker runs; ``None`` without a workload or a plan (a workload
+        the planner refuses is a problem of ``workload``)."""
         if self.workload is None or not self.groups:
             return None
         first = self.groups[0]
@@ -461,7 +462,13 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 tensor_parallel=planned.config.tensor_parallel_size if planned else None,
                 catalog=self.catalog,
             ).disaggregation
-        except PlanningError:
+        except PlanningError as error:
+            problems.add(
+                "workload", self.workload, f"a workload {first.instance_type} can plan: {error}"
+            )
+            return None
+        except ConfigurationError as error:
+            problems.absorb(error, "workload")
             return None
 
     # -- validate ------------------------------------------------------------------------
