@@ -27,7 +27,7 @@ high-resolution metric that "emit[s] data every 10 seconds"
 ``concurrency_sample_seconds``. AWS publishes no per-instance-type instance count in
 ``AWS/SageMaker`` (detailed observability's ``InstanceCountPerEndpoint`` is an OTel aggregate
 per endpoint, https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/SageMaker-AI-Insights-Metrics.html),
-so the count stays derived from samples. UNCONFIRMED by AWS text: that an idle instance still
+so the count stays derived from samples. UNCONFIRMED[idle-instance-samples] by AWS text: that an idle instance still
 reports 0 (the gauge's nature) and that the per-type series keeps every instance's sample (not
 an agent-side average). If an idle instance reported nothing, its pool would count 0
 instances: utilization would read high and scaling would err toward more capacity.
@@ -75,7 +75,7 @@ CONCURRENCY_SAMPLE_SECONDS = 10
 #: policy-overview.html) and PutMetricAlarm takes "as many as 10 ... MetricStat" queries
 #: (botocore ``cloudwatch`` ``PutMetricAlarm`` ``Metrics``). The Application Auto Scaling
 #: metric-math page (application-auto-scaling-target-tracking-metric-math.html) states no
-#: number of its own: UNCONFIRMED that it accepts exactly as many; check with
+#: number of its own: UNCONFIRMED[ten-metrics-per-policy] that it accepts exactly as many; check with
 #: ``aws application-autoscaling put-scaling-policy`` on a test endpoint.
 MAX_ALARM_METRICS = 10
 METRICS_PER_POOL = 2
@@ -218,7 +218,7 @@ def weighted_backlog_queries(
     publishes nothing). At zero instances the expression has no point: the step policy on
     ``HasBacklogWithoutCapacity`` brings the first instance (``EndpointAutoScaling``).
 
-    UNCONFIRMED: that ``CPUUtilization`` in ``/aws/sagemaker/Endpoints`` carries the
+    UNCONFIRMED[host-metric-instance-type]: that ``CPUUtilization`` in ``/aws/sagemaker/Endpoints`` carries the
     ``InstanceType`` dimension on an endpoint with instance pools (AWS documents the dimension
     on the pools' invocation metrics, realtime-endpoints-heterogeneous.html, not on host
     metrics). Check with ``HOST_INSTANCE_TYPE_CHECK``: the listing must show

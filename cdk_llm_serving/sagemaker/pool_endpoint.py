@@ -331,8 +331,11 @@ class _PoolHost(Construct, EndpointApi):
         # (https://docs.aws.amazon.com/sagemaker/latest/dg/use-training-plan-for-inference-endpoints-using-api-cli-sdk.html),
         # and pools replace the variant's InstanceType ("replace the InstanceType parameter in
         # the production variant with an InstancePools list", realtime-endpoints-heterogeneous
-        # .html). Whether InstancePools and CapacityReservationConfig combine: UNCONFIRMED, so
+        # .html). Whether InstancePools and CapacityReservationConfig combine: UNCONFIRMED[reservation-with-pools], so
         # the documented single-type form is written; the pool's own model is the variant's.
+        # Updates launch their new instances in the reservation too (blue/green: a second
+        # fleet; rolling: one batch), so it needs that headroom, without an account
+        # UNCONFIRMED[reservation-update-headroom] (README, "What is not confirmed").
         on_reservation = reservation is not None and len(self.pools) == 1
         if on_reservation and self.pools[0].model is not None:
             model = self.pools[0].model
@@ -789,7 +792,7 @@ class _ImportedPoolEndpoint(Resource, EndpointApi):
 def _endpoint_arn(scope: Construct, endpoint_name: str) -> str:
     """The endpoint's ARN, its name lower-cased as in the ARNs SageMaker returns.
 
-    UNCONFIRMED in AWS's docs (kept from the first version; ``DescribeEndpoint`` answers
+    UNCONFIRMED[endpoint-arn-case] in AWS's docs (kept from the first version; ``DescribeEndpoint`` answers
     with lower-case ARNs); a token name is left as it is.
     """
     name = endpoint_name.lower()
