@@ -18,6 +18,7 @@ from .deployment import (
 )
 from .endpoint_api import IPoolEndpoint
 from .endpoint_metrics import MetricOptions
+from .engine_batch import EngineBatch
 from .endpoint_options import (
     InferenceComponentEndpointKeywords,
     PoolEndpointKeywords,
@@ -40,6 +41,7 @@ __all__ = [
     "ComponentSpecification",
     "EndpointAutoScaling",
     "EndpointDeployment",
+    "EngineBatch",
     "InferenceComponentEndpoint",
     "InferenceComponentEndpointKeywords",
     "InferenceComponentOnPools",
