@@ -211,19 +211,23 @@ def weighted_backlog_queries(
     AWS's metric. A target of 5 keeps meaning "5 queued requests per instance of the first pool".
 
     Missing data reads as missing (the real-time expression's reasoning, module docstring):
-    the condition ``(capacity>0)*(BACKLOG>=0)`` is false where the backlog has no point (a
-    comparison with a scalar has no point there, and a product of series reads a missing
-    operand as 0) or no instance reports, and ``IF`` without a false branch drops the point;
-    target tracking then holds. ``FILL(…, 0)`` stays on each pool's count only (an empty pool
-    publishes nothing). At zero instances the expression has no point: the step policy on
-    ``HasBacklogWithoutCapacity`` brings the first instance (``EndpointAutoScaling``).
+    ``IF((capacity>0)*(backlog>=0), weighted, backlog)``. Where the backlog has no point the
+    condition is false (a comparison with a scalar has no point there, and a product of series
+    reads a missing operand as 0) and the false branch, the backlog itself, has none either: the
+    point is dropped ("if metric3 ... does not exist"), so target tracking holds. Where the
+    backlog is there but no pool's count is (the host series missing), the false branch is AWS's
+    own unweighted backlog per instance: the policy keeps scaling, as before the weighting,
+    rather than going blind. ``FILL(…, 0)`` stays on each pool's count only (an empty pool
+    publishes nothing). At zero instances AWS's per-instance backlog has no instance to divide
+    by: the step policy on ``HasBacklogWithoutCapacity`` brings the first instance
+    (``EndpointAutoScaling``).
 
     UNCONFIRMED[host-metric-instance-type]: that ``CPUUtilization`` in ``/aws/sagemaker/Endpoints`` carries the
     ``InstanceType`` dimension on an endpoint with instance pools (AWS documents the dimension
     on the pools' invocation metrics, realtime-endpoints-heterogeneous.html, not on host
     metrics). Check with ``HOST_INSTANCE_TYPE_CHECK``: the listing must show
     ``{EndpointName, VariantName, InstanceType}`` series. Were it absent, every count would be
-    missing and the policy would hold (never scale in on it), scale-from-zero still working.
+    missing and the policy would track AWS's unweighted backlog per instance (the false branch).
     """
     if len(pools) + 1 > MAX_ALARM_METRICS:
         raise ConfigurationError(
@@ -260,8 +264,8 @@ def weighted_backlog_queries(
     queries.append(
         MetricQuery(
             "weightedbacklog",
-            # No false branch: no data point where the backlog or every count is missing.
-            expression=f"IF((({capacity})>0)*(backlog>=0),backlog*({count})/({capacity}))",
+            # False branch: AWS's own value where no count is there; none without a backlog.
+            expression=f"IF((({capacity})>0)*(backlog>=0),backlog*({count})/({capacity}),backlog)",
             label="Backlog per instance of the first pool's size",
             return_data=True,
         )

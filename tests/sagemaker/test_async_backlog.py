@@ -116,17 +116,24 @@ def test_small_instances_count_for_less_than_aws_metric_says(weighted):
 
 
 @FILL_MODES
-@pytest.mark.parametrize(
-    "missing",
-    ["everything", "backlog", "hosts"],
-)
-def test_missing_data_reads_missing_not_zero(weighted, fill_without_data, missing):
+@pytest.mark.parametrize("missing", ["everything", "backlog"])
+def test_missing_backlog_reads_missing_not_zero(weighted, fill_without_data, missing):
     values = observed(30.0, {1: 2, 2: 1}, 1)
     for key in values:
         if missing == "everything" or key.startswith(missing):
             values[key] = None
     value = evaluate_queries(weighted, values, fill_without_data=fill_without_data)
     assert value is None, "without data the policy must hold, not read 0 and scale in"
+
+
+@FILL_MODES
+def test_without_the_pool_counts_the_policy_tracks_aws_own_backlog(weighted, fill_without_data):
+    """The per-type host series UNCONFIRMED[host-metric-instance-type]: were it not published,
+    the policy keeps scaling on AWS's unweighted value instead of going blind."""
+    values = observed(30.0, {1: 2, 2: 1}, 1)
+    values.update({key: None for key in values if key.startswith("hosts")})
+    value = evaluate_queries(weighted, values, fill_without_data=fill_without_data)
+    assert value == pytest.approx(10.0)  # 30 queued over 3 instances, each counted as one
 
 
 @FILL_MODES
