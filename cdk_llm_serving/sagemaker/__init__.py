@@ -18,12 +18,12 @@ from .deployment import (
 )
 from .endpoint_api import IPoolEndpoint
 from .endpoint_metrics import MetricOptions
-from .engine_batch import EngineBatch
 from .endpoint_options import (
     InferenceComponentEndpointKeywords,
     PoolEndpointKeywords,
     PoolEndpointOptions,
 )
+from .engine_batch import EngineBatch
 from .inference_components import ComponentSpecification, InferenceComponentOnPools
 from .instance_pool import InstancePool
 from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
