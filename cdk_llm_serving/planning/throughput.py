@@ -23,8 +23,8 @@ from .decode import (
     DecodeStep,
     Workload,
     decode_step,
-    prefill_seconds,
 )
+from .prefill import prefill_seconds
 from .instance_types import InstanceType
 from .models import ModelSpec, WeightFormat
 from .sizing import Plan, PlanningError, plan, tensor_parallel_options

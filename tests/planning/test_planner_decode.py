@@ -6,7 +6,12 @@ import pytest
 
 from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.planning.cost import estimate_cost
-from cdk_llm_serving.planning.decode import BANDWIDTH_EFFICIENCY, Workload, decode_step
+from cdk_llm_serving.planning.decode import (
+    BANDWIDTH_EFFICIENCY,
+    COLLECTIVE_LATENCY_S,
+    Workload,
+    decode_step,
+)
 from cdk_llm_serving.planning.models import preset
 from cdk_llm_serving.planning.moe import expected_distinct_experts
 from cdk_llm_serving.planning.sizing import plan
@@ -121,4 +126,5 @@ def test_all_to_all_across_nodes_spans_every_rank_over_efa():
     step = decode_step(result, 32, 4096)
     per_token = 2 * 8 * 7168 * 2 * 96  # dispatch + combine, k=8, hidden 7168, BF16, 96 layers
     off_gpu = 32 * 2 * per_token * 15 / 16
-    assert step.all_to_all_s == pytest.approx(off_gpu / (16 * 3200e9 / 8 / 8))
+    latency = 2 * 96 * COLLECTIVE_LATENCY_S  # one dispatch and one combine per MoE layer
+    assert step.all_to_all_s == pytest.approx(off_gpu / (16 * 3200e9 / 8 / 8) + latency)
