@@ -33,7 +33,7 @@ def test_table_shows_the_best_layouts_side_by_side(capsys):
     header = next(line for line in out.splitlines() if line.startswith("layout "))
     for column in ("tokens/s", "per GPU", "TTFT s", "ITL ms", "TPOT ms", "$/M tok", "why it loses"):
         assert column in header
-    assert "TP8 *" in out and "fewer tokens per dollar" in out
+    assert "TP8 fp8-KV *" in out and "fewer tokens per dollar" in out
     assert "does not pay: colocated" in out
 
 
