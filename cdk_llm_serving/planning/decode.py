@@ -235,9 +235,7 @@ def all_to_all_seconds(plan: Plan, spec: ModelSpec, instance: InstanceSpec, toke
     return off_gpu / (ep * _link_bytes_per_s(instance, ep)) + 2 * moe_layers * COLLECTIVE_LATENCY_S
 
 
-def all_reduce_seconds(
-    plan: Plan, spec: ModelSpec, instance: InstanceSpec, tokens: int
-) -> float:
+def all_reduce_seconds(plan: Plan, spec: ModelSpec, instance: InstanceSpec, tokens: int) -> float:
     """The tensor-parallel all-reduces of ``tokens`` tokens through every layer (module docstring)."""
     tp = plan.tensor_parallel
     if tp <= 1:

@@ -23,9 +23,9 @@ from .decode import (
     DecodeStep,
     Workload,
 )
-from .objective import OperatingPoint, operating_point
 from .instance_types import InstanceType
 from .models import ModelSpec, WeightFormat
+from .objective import OperatingPoint, operating_point
 from .sizing import Plan, PlanningError, plan, tensor_parallel_options
 
 

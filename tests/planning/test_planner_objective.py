@@ -177,3 +177,24 @@ def test_a_model_sizing_still_promises_the_fewest_gpus():
         "ml.p5en.48xlarge", max_nodes=1
     )
     assert sized.tensor_parallel == 1 and sized.performance is None
+
+
+def test_dense_70b_no_longer_leans_to_tensor_8_for_free():
+    """Issue 28: with the all-reduce paid per layer, Llama-3.3-70B FP8 on 8 x H200 at 1k/1k runs
+    eight TP1 engines, as AIConfigurator 0.12 picks (bench/aiconfigurator_cases.json,
+    llama-3.3-70b-fp8-h200: TP1 x8); TP8 was chosen when its collectives were free."""
+    chosen = plan(
+        "llama-3.3-70b", "fp8", "ml.p5en.48xlarge", workload=ISSUE_WORKLOAD, targets=ISSUE_TARGETS
+    )
+    assert (chosen.tensor_parallel, chosen.data_parallel) == (1, 8)
+    assert chosen.performance is not None and chosen.performance.meets_targets
+    tp8 = plan(
+        "llama-3.3-70b",
+        "fp8",
+        "ml.p5en.48xlarge",
+        tensor_parallel=8,
+        kv_cache_dtype=chosen.kv_cache_dtype,
+        max_context=2048,
+    )
+    rival = evaluate(tp8, ISSUE_WORKLOAD, ISSUE_TARGETS)
+    assert rival.output_tokens_per_second < 0.8 * chosen.performance.output_tokens_per_second
