@@ -15,6 +15,7 @@ from cdk_llm_serving.planning.decode import (
 )
 from cdk_llm_serving.planning.models import preset
 from cdk_llm_serving.planning.moe import expected_distinct_experts
+from cdk_llm_serving.planning.prefill import prefill_seconds
 from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.planning.speculative import (
     accepted_tokens_per_step,
@@ -180,8 +181,6 @@ def test_tensor_parallel_all_reduce_grows_with_the_tensor_parallel_size():
 
 
 def test_prefill_pays_its_all_reduces():
-    from cdk_llm_serving.planning.prefill import prefill_seconds
-
     tp8 = plan("llama-3.3-70b", "fp8", "ml.p5en.48xlarge", tensor_parallel=8, max_context=2048)
     compute_only = 2 * preset("llama-3.3-70b").active_params_b * 1e9 * 1024 / (8 * 1979e12 * 0.4)
     message = 1024 * 8192 * 2
