@@ -55,8 +55,13 @@ plus its all-reduces. With continuous batching a replica holding ``B`` requests 
 input and ``O`` output tokens emits ``B·O`` tokens in ``O·step + B·prefill``.
 
 Not modelled: attention FLOPs over long contexts, sliding-window layers (KV read counted in
-full), CUDA-graph/launch overheads, routing skew, overlap of pipeline micro-batches. The two
-efficiencies are calibrated against published measurements (``calibration.py``).
+full), kernel-launch and element-wise overheads, routing skew, overlap of pipeline
+micro-batches, and one engine release's kernel for one format on one GPU running far below
+the others (AIConfigurator measures vLLM 0.24's block-scaled FP8 projections on B200 at
+2.5 % of speed-of-light; ``bench/aiconfigurator_cases.json``'s Qwen3-235B B200 note). The
+two efficiencies are calibrated against published measurements (``calibration.py``); the
+grouped-GEMM shares and the collective latency are measured figures (``data/gpus.json``,
+``COLLECTIVE_LATENCY_S``).
 """
 
 from __future__ import annotations
@@ -80,9 +85,11 @@ COMPUTE_EFFICIENCY = 0.4
 #: Bytes per activation value sent in the all-to-all and the all-reduce (BF16).
 ACTIVATION_BYTES = 2
 #: Share of the per-direction NVLink (or PCIe) bandwidth a ring all-reduce's bus bandwidth
-#: reaches on large messages. ASSUMED: nccl-tests report bus bandwidths of 70-85 % of the
-#: link's on 8-GPU NVLink nodes (github.com/NVIDIA/nccl-tests doc/PERFORMANCE.md explains
-#: the measure); 0.8 taken.
+#: (github.com/NVIDIA/nccl-tests doc/PERFORMANCE.md defines the measure) reaches on large
+#: messages, and the all-to-all within a node. ASSUMED 0.8: AIConfigurator's measured vLLM
+#: all-reduce of its largest message on 8 H200s (custom_allreduce_perf.parquet, below) gives
+#: a bus bandwidth of 0.81 of 450 GB/s if its ``message_size`` counts BF16 values
+#: (UNCONFIRMED: the table does not name its unit).
 LINK_EFFICIENCY = 0.8
 #: Fixed cost of one tensor-parallel all-reduce: vLLM's custom all-reduce under CUDA graphs
 #: takes 4.4-4.7 us for messages up to 2 KiB on 2-8 H200s in AIConfigurator's measured table
@@ -164,15 +171,15 @@ class DecodeStep:
     compute_s: float
     all_to_all_s: float
     #: KV-cache read of the attention kernels.
-    attention_s: float = 0.0
+    attention_s: float
     #: The dense GEMMs: ``max(dense weights read, their FLOPs)``.
-    dense_s: float = 0.0
+    dense_s: float
     #: The routed experts: ``max(touched experts read, grouped-GEMM FLOPs)``.
-    experts_s: float = 0.0
+    experts_s: float
     #: The tensor-parallel all-reduces of all layers.
-    all_reduce_s: float = 0.0
+    all_reduce_s: float
     #: Of ``dense_s + experts_s``, the part bound by FLOPs rather than weight reads.
-    compute_bound_s: float = 0.0
+    compute_bound_s: float
 
     @property
     def bytes_read(self) -> float:
