@@ -9,12 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rehearsal.controllers import certmanager, keda, lbc, lws, scheduler, volumes, workloads
+from rehearsal.controllers import (
+    certmanager,
+    inference_operator,
+    keda,
+    lbc,
+    lws,
+    scheduler,
+    volumes,
+    workloads,
+)
 from rehearsal.world import World
 
 CONTROLLERS: list[Callable[[World], bool]] = [
     workloads.reconcile,
     lws.reconcile,
+    inference_operator.reconcile,
     scheduler.reconcile,
     volumes.reconcile,
     certmanager.reconcile,
