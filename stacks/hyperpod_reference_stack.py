@@ -154,6 +154,9 @@ class HyperPodReferenceStack(Stack):
             weight_format=REFERENCE_FORMAT,
             image=settings.vllm_image,
             replicas=settings.replicas,
+            # Prefix-cache blocks evicted from GPU memory kept in the pods' host memory (the
+            # default only under KV_OFFLOAD_CONTEXT, for stacks made before it).
+            kv_offload=True,
             config=VllmConfig(
                 model="set-by-the-service",
                 served_model_name="reference-moe-nvfp4",

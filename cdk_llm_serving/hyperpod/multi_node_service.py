@@ -79,7 +79,13 @@ from .serving_tls import (
     serving_secret_name,
 )
 
-__all__ = ["HTTPS_PORT", "TLS_LISTENER_POLICY", "Exposure", "VllmMultiNodeService"]
+__all__ = [
+    "HTTPS_PORT",
+    "KV_OFFLOAD_CONTEXT",
+    "TLS_LISTENER_POLICY",
+    "Exposure",
+    "VllmMultiNodeService",
+]
 
 
 @jsii.implements(IStableAnyProducer)
@@ -98,6 +104,8 @@ class _Rendered:
 
 
 _OWNER = "VllmMultiNodeService"
+#: Turns KV offload to host memory on by default (``kv_offload``); new apps set it in cdk.json.
+KV_OFFLOAD_CONTEXT = "@cdk-llm-serving/hyperpod:multiNodeKvOffload"
 #: The default exposure: internal, TLS passed through to vLLM on 443.
 _INTERNAL = Exposure()
 
@@ -140,7 +148,11 @@ class VllmMultiNodeService(Construct):
         pod's own needs (``pod_spec.kv_offload_budget_gib``; ``config.kv_offloading_size``
         sets it by hand and must fit). It costs no instance (the Guaranteed pod already holds
         that memory) but start-up time: every worker maps and pins the buffer.
-        Default: on when a node has at least ``MIN_KV_OFFLOAD_GIB`` (64 GiB) to spare, or when
+        Default: with the context flag ``KV_OFFLOAD_CONTEXT``
+        (``"@cdk-llm-serving/hyperpod:multiNodeKvOffload": true`` in ``cdk.json``, as
+        aws-cdk-lib's feature flags do), on when a node has at least ``MIN_KV_OFFLOAD_GIB``
+        (64 GiB) to spare; without it off, so a stack made before keeps its pods (a new flag
+        rolls every pod of the LeaderWorkerSet, an outage at one replica). On whenever
         ``config.kv_offloading_size`` is set; ``False`` turns it off.
     :param quantization: Deprecated: use ``weight_format``.
     :param model_store: Deprecated: use ``weights`` (an ``FsxModelStore``).
@@ -537,6 +549,8 @@ class VllmMultiNodeService(Construct):
                     f"{engines} engine(s) on each node (pod_spec.kv_offload_budget_gib)",
                 )
             return given
+        if wanted is None and not self.node.try_get_context(KV_OFFLOAD_CONTEXT):
+            return None  # the default for stacks made before the flag: as they were
         if budget is None or budget < MIN_KV_OFFLOAD_GIB * engines:
             if wanted:
                 problems.add(

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod.multi_node_service import KV_OFFLOAD_CONTEXT
 from cdk_llm_serving.hyperpod.pod_spec import (
     MIN_KV_OFFLOAD_GIB,
     PROCESS_BASE_GIB,
@@ -33,11 +34,24 @@ def _vllm_args(lws: dict) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def services():
-    stack = new_stack("KvOffload")
+    """The default under ``KV_OFFLOAD_CONTEXT`` (what a new app's cdk.json sets), and off."""
+    stack = new_stack("KvOffload", **{KV_OFFLOAD_CONTEXT: True})
     cluster, addons, store = small_cluster(stack, gpu_count=2)
     default = deepseek_service(stack, cluster, addons, store)
     off = deepseek_service(stack, cluster, addons, store, id="Off", name="off", kv_offload=False)
     return default, off
+
+
+def test_without_the_flag_a_stack_keeps_its_pods():
+    """A stack made before the flag: offload stays off unless asked for (a new vLLM flag rolls
+    every pod of the LeaderWorkerSet), and ``kv_offload=True`` turns it on either way."""
+    stack = new_stack("KvOffloadUnflagged")
+    cluster, addons, store = small_cluster(stack, gpu_count=2)
+    before = deepseek_service(stack, cluster, addons, store)
+    asked = deepseek_service(stack, cluster, addons, store, id="On", name="on", kv_offload=True)
+    assert before.config.kv_offloading_size is None
+    assert all("--kv-offloading-size" not in text for text in _vllm_args(before.lws).values())
+    assert asked.config.kv_offloading_size == asked.kv_offload_budget_gib
 
 
 def test_the_budget_is_the_pods_memory_less_the_processes_and_the_weights():
