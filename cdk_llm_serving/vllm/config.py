@@ -253,7 +253,9 @@ class VllmConfig:
                 ("load-format", self.load_format),
             ]
         )
-        ordered = [(name, values[name]) for name in TYPED_FLAGS] + sorted(self.extra_flags.items())
+        ordered = [(name, values[name]) for name in TYPED_FLAGS] + sorted(
+            _negated(name, value) for name, value in self.extra_flags.items()
+        )
         return [
             (name, value) for name, value in ordered if value is not None and value is not False
         ]
@@ -398,6 +400,16 @@ class VllmConfig:
 
     def with_changes(self, **changes: object) -> VllmConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _negated(name: str, value: FlagValue) -> tuple[str, FlagValue]:
+    """An extra flag set to ``False``: ``--no-<flag>`` where vLLM has that form (a boolean
+    option, ``argparse.BooleanOptionalAction``; its default may be on, or vLLM's choice, as
+    prefix caching is), so the ``False`` reaches vLLM instead of disappearing. Any other
+    ``False`` flag is a bare ``store_true`` flag, off unless given: it is left out."""
+    if value is False and name in registry().negatable_flags:
+        return f"no-{name}", True
+    return name, value
 
 
 def sagemaker_variable(flag: str) -> str:

@@ -30,6 +30,8 @@ Found = list[Problem]
 class VllmRegistry:
     vllm_version: str
     flags: frozenset[str]
+    #: Boolean flags with a ``--no-<flag>`` form (``argparse.BooleanOptionalAction``).
+    negatable_flags: frozenset[str]
     removed_flags: Mapping[str, str]
     container_flags: Mapping[str, str]
     tool_call_parsers: tuple[str, ...]
@@ -43,6 +45,7 @@ def registry() -> VllmRegistry:
     return VllmRegistry(
         vllm_version=data["vllm_version"],
         flags=frozenset(data["flags"]),
+        negatable_flags=frozenset(data["negatable_flags"]),
         removed_flags=data["removed_flags"],
         container_flags=data["container_flags"],
         tool_call_parsers=tuple(data["tool_call_parsers"]),
@@ -106,9 +109,24 @@ def sagemaker_environment_problems(environment: Mapping[str, str]) -> Found:
     """
     flags = sagemaker_flags(environment)
     found: Found = []
+    negatable = registry().negatable_flags
     for flag, (key, value) in flags.items():
         prop = f"environment[{key!r}]"
-        if flag in registry().container_flags:
+        if flag.startswith("no-") and flag[3:] in negatable:
+            if value.strip().lower() != "true":
+                found.append(Problem(prop, value, f"--{flag} is a bare flag: set it to true"))
+        elif value.strip().lower() == "false" and flag in negatable:
+            # AWS's sagemaker_args.py omits a "false" flag, so vLLM's default would stay.
+            found.append(
+                Problem(
+                    prop,
+                    value,
+                    f"AWS's container drops a false flag (sagemaker_args.py), leaving vLLM's "
+                    f"default; turn it off with {SAGEMAKER_PREFIX}NO_"
+                    f"{key[len(SAGEMAKER_PREFIX) :]}=true (--no-{flag})",
+                )
+            )
+        elif flag in registry().container_flags:
             found.append(
                 Problem(
                     prop,
