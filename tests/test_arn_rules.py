@@ -148,3 +148,87 @@ def test_an_environment_agnostic_stack_checks_service_and_type_only():
 )
 def test_partition_of_region(region, partition):
     assert partition_of_region(region) == partition
+
+
+# -- where the constructs use them -----------------------------------------------------------
+
+OTHER_REGION_PLAN = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:training-plan/p5"
+
+
+def _problems(build) -> dict[str, str]:
+    from cdk_llm_serving import ConfigurationError
+
+    try:
+        build()
+    except ConfigurationError as error:
+        return {p.property: p.allowed for p in error.problems}
+    return {}
+
+
+def test_pool_endpoint_refuses_a_reservation_alarm_and_topic_of_another_region():
+    from aws_cdk import aws_cloudwatch as cloudwatch
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_s3 as s3
+    from aws_cdk import aws_sns as sns
+
+    from cdk_llm_serving import AsyncInference, InstancePool
+    from tests.support.builders import new_stack, pool_endpoint
+
+    stack = new_stack("Arns")  # us-east-1
+    alarm = cloudwatch.Alarm.from_alarm_arn(
+        stack, "A", f"arn:aws:cloudwatch:eu-west-1:{ACCOUNT}:alarm:errors"
+    )
+    topic = sns.Topic.from_topic_arn(stack, "T", f"arn:aws:sns:eu-west-1:{ACCOUNT}:done")
+    found = _problems(
+        lambda: pool_endpoint(
+            stack,
+            pools=[InstancePool("ml.p5.48xlarge")],
+            capacity_reservation_arn=OTHER_REGION_PLAN,
+            rollback_alarms=[alarm],
+            async_inference=AsyncInference(
+                output_bucket=s3.Bucket.from_bucket_name(stack, "B", "out"),
+                success_topic=topic,
+                encryption_key=kms.Key.from_key_arn(
+                    stack, "K", f"arn:aws-cn:kms:cn-north-1:{ACCOUNT}:key/1"
+                ),
+            ),
+        )
+    )
+    for prop in ("capacity_reservation_arn", "rollback_alarms[0]", "async_inference.success_topic"):
+        assert found[prop].startswith("is in eu-west-1, but the stack deploys to us-east-1"), found
+    assert found["async_inference.encryption_key"].startswith("is in partition aws-cn")
+
+
+def test_a_model_key_of_another_region_is_refused():
+    from aws_cdk import aws_kms as kms
+
+    from cdk_llm_serving import ModelData
+    from tests.support.builders import new_stack, serving_model
+
+    stack = new_stack("KeyArn")
+    key = kms.Key.from_key_arn(stack, "K", f"arn:aws:kms:us-west-2:{ACCOUNT}:key/1234")
+    data = ModelData.from_s3_uri("s3://weights/m/", encryption_key=key)
+    found = _problems(lambda: serving_model(stack, model_data=data))
+    assert found["model_data.encryption_key"].startswith("is in us-west-2"), found
+
+
+def test_the_operator_refuses_an_arn_that_is_no_hyperpod_cluster():
+    from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
+    from cdk_llm_serving.hyperpod.inference_operator import HyperPodInferenceOperator
+    from tests.support.builders import new_stack
+    from tests.support.hyperpod import imported_cluster
+
+    oidc = f"arn:aws:iam::{ACCOUNT}:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE"
+    stack = new_stack("OperatorArn")
+    addons = HyperPodServingAddons(
+        stack,
+        "Addons",
+        cluster=imported_cluster(stack, oidc_provider_arn=oidc),
+        load_balancer_controller=False,
+    )
+    found = _problems(
+        lambda: HyperPodInferenceOperator.of(
+            addons, hyperpod_cluster_arn=f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/abc"
+        )
+    )
+    assert found["hyperpod_cluster_arn"].startswith("is an ARN of eks, not of sagemaker"), found

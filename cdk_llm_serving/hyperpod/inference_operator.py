@@ -39,6 +39,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from .._cdk.arns import HYPERPOD_CLUSTER, check_arn
 from .._cdk.deprecation import warn_deprecated
 from .._cdk.nag import acknowledge, acknowledge_wildcard_resources
 from .._cdk.role_grants import ExecutionRoleGrants
@@ -246,6 +247,7 @@ class HyperPodInferenceOperator(Construct):
                 given,
                 "required for an imported cluster: the ARN of the HyperPod cluster (hyperpodClusterArn)",
             )
+        check_arn(problems, "hyperpod_cluster_arn", given, HYPERPOD_CLUSTER, self)
         problems.raise_if_any()
         assert arn is not None
         return arn

@@ -14,6 +14,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from .._cdk.arns import CLOUDWATCH_ALARM, KMS_KEY, ML_RESERVATION, SNS_TOPIC, check_arn
 from .._cdk.deprecation import warn_deprecated
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
@@ -226,9 +227,35 @@ class _PoolHost(Construct, EndpointApi):
         options.validate(problems)
         check_storage(problems, self.pools, options)
         check_reservation(problems, self.pools, options)
+        self._check_arns(problems, options)
         self._check_capacity_within_batch(problems)
         problems.raise_if_any()
         return timeouts
+
+    def _check_arns(self, problems: Problems, options: PoolEndpointOptions) -> None:
+        """Resources given by ARN fit where they are used: service, type, the stack's partition
+        and region (``_cdk.arns``; a rollback alarm is looked up by name in the endpoint's region,
+        an async notification topic and a reservation belong to its region too)."""
+        check_arn(
+            problems,
+            "capacity_reservation_arn",
+            options.capacity_reservation_arn,
+            ML_RESERVATION,
+            self,
+        )
+        for index, alarm in enumerate(options.rollback_alarms or ()):
+            check_arn(
+                problems, f"rollback_alarms[{index}]", alarm.alarm_arn, CLOUDWATCH_ALARM, self
+            )
+        async_inference = options.async_inference
+        if async_inference is not None:
+            for name in ("success_topic", "error_topic"):
+                topic = getattr(async_inference, name)
+                if topic is not None:
+                    check_arn(problems, f"async_inference.{name}", topic.topic_arn, SNS_TOPIC, self)
+            key = async_inference.encryption_key
+            if key is not None:
+                check_arn(problems, "async_inference.encryption_key", key.key_arn, KMS_KEY, self)
 
     def _check_capacity_within_batch(self, problems: Problems) -> None:
         """A pool's ``max_concurrency`` (what autoscaling counts one instance for) above what

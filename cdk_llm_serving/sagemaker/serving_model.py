@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from .._cdk.arns import KMS_KEY, check_arn
 from .._cdk.deprecation import warn_deprecated
 from .._cdk.role_grants import (
     ExecutionRoleGrants,
@@ -268,6 +269,9 @@ class ServingModel(Construct):
         self.image.validate(problems, "image", region=self._region)
         if self.model_data is not None:
             self.model_data.validate(problems, "model_data")
+            key = self.model_data.encryption_key
+            if key is not None:
+                check_arn(problems, "model_data.encryption_key", key.key_arn, KMS_KEY, self)
         check_name(
             problems,
             "model_name",

@@ -259,6 +259,8 @@ def test_controller_pod_is_the_charts(operator_chart):
         cluster=imported_cluster(stack, oidc_provider_arn=OIDC),
         load_balancer_controller=False,
     )
-    pod = HyperPodInferenceOperator.of(addons, hyperpod_cluster_arn="arn").controller_pod_template()
+    pod = HyperPodInferenceOperator.of(
+        addons, hyperpod_cluster_arn="arn:aws:sagemaker:us-east-1:111122223333:cluster/abc123"
+    ).controller_pod_template()
     assert pod["spec"]["affinity"] == values["affinity"]
     assert pod["spec"]["tolerations"] == values["tolerations"]
