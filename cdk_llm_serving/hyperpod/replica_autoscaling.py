@@ -56,7 +56,7 @@ class VllmReplicaAutoscaling(Construct):
         max_replicas: int | None = None,
     ) -> None:
         super().__init__(scope, id)
-        ceiling = service.group.count // service.nodes
+        ceiling = service.group.capacity // service.nodes
         if max_replicas is None:
             free = service.cluster.free_gpu_nodes(service.group.name, service)
             max_replicas = max(min_replicas, free // service.nodes)
