@@ -443,8 +443,8 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     ) -> KubernetesVersion:
         """Every input's problems at once; the Kubernetes version, typed."""
         problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
-        validate_autoscaled_groups(problems, self.instance_groups, node_autoscaling)
         check_cluster_inputs(problems, self.instance_groups, admin_role_arns, vpc, cluster_name)
+        validate_autoscaled_groups(problems, self.instance_groups, node_autoscaling)
         known = sorted(
             {name for pins in hyperpod_facts()["addon_versions"].values() for name in pins}
         )
