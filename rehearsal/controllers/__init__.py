@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rehearsal.controllers import certmanager, keda, lbc, lws, scheduler, volumes, workloads
+from rehearsal.controllers import (
+    certmanager,
+    karpenter,
+    keda,
+    lbc,
+    lws,
+    scheduler,
+    volumes,
+    workloads,
+)
 from rehearsal.world import World
 
 CONTROLLERS: list[Callable[[World], bool]] = [
     workloads.reconcile,
     lws.reconcile,
     scheduler.reconcile,
+    karpenter.reconcile,
     volumes.reconcile,
     certmanager.reconcile,
     lbc.reconcile,
