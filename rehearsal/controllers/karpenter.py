@@ -33,7 +33,14 @@ from rehearsal.cluster import InstanceGroup
 from rehearsal.controllers import scheduler
 from rehearsal.controllers.lws import GROUP, WORKER
 from rehearsal.findings import Finding
-from rehearsal.scheduling import DEVICE_PLUGINS, HEALTH, INSTANCE_TYPE, Node, allocatable
+from rehearsal.scheduling import (
+    DEVICE_PLUGINS,
+    HEALTH,
+    INSTANCE_TYPE,
+    Node,
+    allocatable,
+    pod_requests,
+)
 from rehearsal.world import Key, World
 
 SOURCE = "https://karpenter.sh/docs/concepts/nodepools/"
@@ -226,7 +233,7 @@ def scale_in(world: World, lws_key: Key, replicas: int, service_key: Key) -> lis
             if pod.node is not None:
                 node = world.node(pod.node)
                 node.pods = [n for n in node.pods if n != pod.key[2]]
-                for resource, value in scheduler.pod_requests(pod.spec).items():
+                for resource, value in pod_requests(pod.spec).items():
                     node.used[resource] = node.used.get(resource, 0.0) - value
             del world.pods[pod.key]
         events.append(f"group {group}: pods gone")
