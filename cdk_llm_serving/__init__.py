@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 # ``X as X``: explicit re-exports, so type checkers in strict mode see them too.
 from ._extras import MissingExtraError
+from .error_display import install as _install_error_display
 from .errors import ConfigurationError as ConfigurationError
 from .errors import Problem as Problem
 from .planning import InstanceType as InstanceType
@@ -32,6 +33,9 @@ from .vllm import MtpSpeculation as MtpSpeculation
 from .vllm import NgramSpeculation as NgramSpeculation
 from .vllm import VllmConfig as VllmConfig
 from .vllm import VllmConfigError as VllmConfigError
+
+# An uncaught ConfigurationError reads as one clear message under `cdk synth` (error_display).
+_install_error_display()
 
 if TYPE_CHECKING:
     from .hyperpod import *  # noqa: F403

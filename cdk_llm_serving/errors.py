@@ -60,9 +60,20 @@ class ConfigurationError(ValueError):
     def __init__(self, subject: str, problems: list[Problem]) -> None:
         self.subject = subject
         self.problems = tuple(problems)
+        _RECENT.append(self)
         lines = "\n".join(f"  - {problem}" for problem in self.problems)
         noun = "problem" if len(self.problems) == 1 else "problems"
         super().__init__(f"{subject}: {len(self.problems)} {noun}\n{lines}")
+
+
+#: The last errors made, so one that reached JavaScript (raised in a jsii callback while the
+#: CDK resolves a token) and came back as text can be shown whole (``error_display``).
+_RECENT: collections.deque[ConfigurationError] = collections.deque(maxlen=32)
+
+
+def recently_raised() -> tuple[ConfigurationError, ...]:
+    """The last ``ConfigurationError`` objects made, oldest first (at most 32)."""
+    return tuple(_RECENT)
 
 
 class Problems:
@@ -465,7 +476,11 @@ def checked_props(init: F) -> F:
                 resolved.append(get_type_hints(init))
             except (NameError, TypeError):  # an annotation that cannot be resolved here
                 pass
-        bound = signature.bind(self, *args, **kwargs)
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError:  # a missing, unknown or extra argument: named, with what is allowed
+            _binding_problems(type(self).__name__, signature, args, kwargs).raise_if_any()
+            raise
         values = {
             name: value
             for name, value in bound.arguments.items()
@@ -482,6 +497,38 @@ def checked_props(init: F) -> F:
         init(self, *args, **kwargs)
 
     return cast(F, wrapper)
+
+
+def _binding_problems(
+    owner: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Problems:
+    """Why ``owner(*args, **kwargs)`` does not bind: each required prop not given, each unknown
+    one (with the closest names) and extra positional arguments, instead of Python's
+    ``TypeError`` (which names only the first)."""
+    parameters = [p for name, p in signature.parameters.items() if name != "self"]
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    keywords = {p.name for p in parameters if p.kind is not p.POSITIONAL_ONLY}
+    given = {p.name for p in positional[: len(args)]} | set(kwargs)
+    scope = args[0] if args else kwargs.get("scope")
+    id = args[1] if len(args) > 1 else kwargs.get("id")
+    path = getattr(getattr(scope, "node", None), "path", "")
+    problems = Problems(f"{owner} '{path + '/' if path else ''}{id}'")
+    if len(args) > len(positional):
+        problems.add(
+            "(positional)",
+            list(args[len(positional) :]),
+            f"{owner} takes {len(positional)} positional arguments "
+            f"({', '.join(p.name for p in positional)}); give the rest by name",
+        )
+    for name in sorted(set(kwargs) - keywords):
+        close = difflib.get_close_matches(name, sorted(keywords), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        problems.add(name, kwargs[name], f"not a prop of {owner}{hint}")
+    for parameter in parameters:
+        if parameter.default is parameter.empty and parameter.name not in given:
+            if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                problems.add(parameter.name, None, "required")
+    return problems
 
 
 def check_fields(problems: Problems, prop: str, value: Any, literals: bool = True) -> None:

@@ -29,6 +29,7 @@ from rehearsal.controllers import (
     fsx,
     hyperpod,
     iam,
+    inference_operator,
     karpenter,
     keda,
     kubectl,
@@ -210,6 +211,7 @@ class Player:
             world.crd_kinds.update(karpenter.KINDS)
         world.nodes.extend(nodes)
         world.node_subnets.update(subnets)
+        inference_operator.reserve_tiered_storage(world, logical_id, props)
         world.facts["hyperpod_cluster"] = logical_id
         world.facts["hyperpod_retained"] = (
             self.assembly.resources[logical_id].deletion_policy == "Retain"
@@ -397,6 +399,8 @@ class Player:
                     lws.HEADLESS_SOURCE,
                 )
             )
+        # The inference operator's pods serve too (rehearsal.controllers.inference_operator).
+        serving += [p for p in world.pods.values() if p.owner[0] == inference_operator.KIND]
         for pod in sorted(serving, key=lambda p: p.key):
             if pod.node is None and pod.problem is not None:
                 world.report(pod.problem)

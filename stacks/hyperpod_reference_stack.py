@@ -16,6 +16,11 @@ from cdk_llm_serving.hyperpod.inference_endpoint import (
     HyperPodInferenceEndpoint,
     InferenceAutoScaling,
 )
+from cdk_llm_serving.hyperpod.inference_features import (
+    InferenceKvCache,
+    InferenceRouting,
+    RoutingStrategy,
+)
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
@@ -205,5 +210,11 @@ class HyperPodReferenceStack(Stack):
             ),
             instance_types=SINGLE_NODE_TYPES,
             autoscaling=InferenceAutoScaling(min_replicas=1, max_replicas=2),
+            # The operator's tiered KV cache (L1 CPU offload, L2 on the cluster's managed
+            # tiered storage, which this turns on: 5 % of each node's memory) and its
+            # prefix-aware router (#29). No pdSpec: gpt-oss-120b is a MoE model, outside AWS's
+            # guidance for disaggregated prefill/decode (dense 70B+), and each type has one node.
+            kv_cache=InferenceKvCache(),
+            routing=InferenceRouting(RoutingStrategy.PREFIX_AWARE),
         )
         CfnOutput(self, "GptOss120bEndpointName", value=self.single_node.endpoint_name)

@@ -22,6 +22,13 @@ from .cluster import HyperPodEksCluster
 from .dashboard import VllmDashboard
 from .inference_dashboard import InferenceEndpointDashboard
 from .inference_endpoint import HyperPodInferenceEndpoint, InferenceAutoScaling
+from .inference_features import (
+    InferenceKvCache,
+    InferencePrefillDecode,
+    InferenceRouting,
+    KvCacheL2Backend,
+    RoutingStrategy,
+)
 from .inference_operator import HyperPodInferenceOperator
 from .instance_group import HyperPodInstanceGroup, KubernetesTaint
 from .interfaces import IHyperPodCluster
@@ -34,6 +41,7 @@ from .node_autoscaling import NodeAutoscaling
 from .node_readiness import HyperPodNodesReady
 from .observability import VllmObservability
 from .replica_autoscaling import VllmReplicaAutoscaling
+from .tiered_storage import TieredStorage
 
 __all__ = [
     "Exposure",
@@ -49,12 +57,18 @@ __all__ = [
     "IHyperPodCluster",
     "InferenceAutoScaling",
     "InferenceEndpointDashboard",
+    "InferenceKvCache",
+    "InferencePrefillDecode",
+    "InferenceRouting",
     "KedaInstallation",
     "KubernetesTaint",
     "KubernetesVersion",
+    "KvCacheL2Backend",
     "MultiNodePlacement",
     "MultiNodeWorkload",
     "NodeAutoscaling",
+    "RoutingStrategy",
+    "TieredStorage",
     "VllmDashboard",
     "VllmMultiNodeService",
     "VllmObservability",

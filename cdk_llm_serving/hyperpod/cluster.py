@@ -50,7 +50,7 @@ from ..errors import DEPRECATED_REMOVED_IN, Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
 from ._eks_addon import eks_addon
 from ._facts import hyperpod_facts
-from ._input_checks import check_cluster_inputs
+from ._input_checks import check_addon_versions, check_cluster_inputs
 from .availability_zones import az_id_problem
 from .capacity import GpuNodeLedger
 from .constants import (
@@ -65,6 +65,7 @@ from .interfaces import IHyperPodCluster
 from .kubernetes_version import KubernetesVersion
 from .node_autoscaling import NodeAutoscaling, validate_autoscaled_groups
 from .node_readiness import HyperPodNodesReady
+from .tiered_storage import TieredStorage
 
 _LIFECYCLE_PREFIX = "lifecycle"
 #: What an omitted ``kubernetes_version`` means (deprecated; see ``HyperPodEksCluster``).
@@ -146,6 +147,8 @@ class _HyperPodClusterBase(Construct):
     gpu_node_ledger: GpuNodeLedger
     #: The EKS cluster the namespaces are declared on.
     eks_cluster: eks.ICluster
+    #: The cluster's managed tiered storage (``TieredStorageConfig``), or ``None`` when off.
+    tiered_storage: TieredStorage | None = None
 
     def _set_instance_groups(self, instance_groups: Sequence[HyperPodInstanceGroup]) -> None:
         self.instance_groups = tuple(instance_groups)
@@ -206,6 +209,12 @@ class _HyperPodClusterBase(Construct):
         """Nodes of ``group_name`` no consumer but ``consumer`` has reserved so far."""
         return self.gpu_node_ledger.free(group_name, consumer)
 
+    def enable_tiered_storage(self) -> TieredStorage | None:
+        """Managed tiered storage on this cluster, for a consumer that needs it (the inference
+        operator's KV cache L2 ``tieredstorage``): the cluster's ``TieredStorage``, or ``None``
+        when this cluster cannot turn it on (an imported cluster that did not declare it)."""
+        return self.tiered_storage
+
 
 class HyperPodEksCluster(_HyperPodClusterBase):
     """EKS plus HyperPod, ready for multi-node GPU serving.
@@ -249,6 +258,10 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         exists at deploy. Default: none (GPU groups follow ``single_gpu_subnet``).
     :param gpu_subnet_cidr: the CIDR of that subnet. Default: the first free block, the size
         of the private subnets, in a VPC this construct creates; required with an imported VPC.
+    :param tiered_storage: managed tiered storage (``TieredStorageConfig``) on every node, taking
+        ``memory_percentage`` of each instance's memory (see ``tiered_storage``). Default: off,
+        turned on (``TieredStorage()``, 5 %: within the 10 % the library's node-sized pods
+        leave free) when an endpoint's KV cache uses it as L2.
     :param nodes_ready_timeout: how long ``nodes_ready`` waits for every group's nodes to be
         Running. Default: the slowest group's budget (``node_readiness.wait_budget``): 30
         minutes for launch, lifecycle script and join, plus 60 for ``InstanceStress`` and 20
@@ -294,10 +307,12 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         nodes_ready_timeout: Duration | None = None,
         gpu_availability_zone_id: str | None = None,
         gpu_subnet_cidr: str | None = None,
+        tiered_storage: TieredStorage | None = None,
         node_autoscaling: NodeAutoscaling | None = None,
     ) -> None:
         super().__init__(scope, id)
         check_template_limits(self)
+        self.tiered_storage = tiered_storage
         #: Cluster node autoscaling, or ``None`` (see ``node_autoscaling``).
         self.node_autoscaling = node_autoscaling
         self.catalog = catalog or default_catalog()
@@ -359,6 +374,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         instance_groups: Sequence[HyperPodInstanceGroup],
         private_subnets: Sequence[ec2.ISubnet] | None = None,
         gpu_subnets: Sequence[ec2.ISubnet] | None = None,
+        tiered_storage: TieredStorage | None = None,
     ) -> IHyperPodCluster:
         """A HyperPod cluster created elsewhere, for the serving constructs.
 
@@ -369,6 +385,9 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         :param instance_groups: its instance groups as they are (names, types, counts).
         :param private_subnets: the nodes' subnets. Default: the VPC's private subnets.
         :param gpu_subnets: the GPU groups' subnets. Default: the first of ``private_subnets``.
+        :param tiered_storage: the cluster's ``TieredStorageConfig`` if it has managed tiered
+            storage on (``DescribeCluster`` ``TieredStorageConfig``). Default: none (an
+            endpoint's KV cache cannot use it as L2).
 
         Its nodes and EKS add-ons (Pod Identity agent, FSx CSI driver) are taken to exist.
         """
@@ -381,6 +400,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             instance_groups=instance_groups,
             private_subnets=private_subnets,
             gpu_subnets=gpu_subnets,
+            tiered_storage=tiered_storage,
         )
 
     # -- what dependents need ----------------------------------------------------------
@@ -450,11 +470,14 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         )
         for name in addons or {}:
             check_one_of(problems, "addon_versions", name, known, "EKS add-ons")
+        check_addon_versions(problems, addons, str(kubernetes_version))
         _validate_gpu_zone(problems, Stack.of(self).region, vpc is None, az_id, subnet_cidr)
         _validate_instance_groups(
             problems, self.instance_groups, need_system=True, catalog=self.catalog
         )
         version = KubernetesVersion.parse(problems, "kubernetes_version", kubernetes_version)
+        if self.tiered_storage is not None:
+            self.tiered_storage.validate(problems, "tiered_storage")
         for index, arn in enumerate(admin_role_arns):
             if not arn.startswith("arn:") or ":iam::" not in arn or ":role/" not in arn:
                 problems.add(
@@ -681,6 +704,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             node_recovery="Automatic",
             node_provisioning_mode="Continuous",
             instance_groups=[self._instance_group(group) for group in self.instance_groups],
+            tiered_storage_config=self._tiered_storage_config(),
             **autoscaling,
         )
 
@@ -699,6 +723,32 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         )
         self.karpenter_manifest.node.add_dependency(self.nodes_ready)
         self.cfn_cluster.node.add_dependency(self.autoscaler_policy)
+
+    def _tiered_storage_config(self) -> sagemaker.CfnCluster.TieredStorageConfigProperty | None:
+        """``TieredStorageConfig`` of ``tiered_storage`` (absent when off: templates of clusters
+        without it stay as they were)."""
+        if self.tiered_storage is None:
+            return None
+        if self.tiered_storage.exceeds_headroom:
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:tieredStorageExceedsHeadroom",
+                f"Tiered storage takes {self.tiered_storage.memory_percentage} % of every node's "
+                "memory; pods sized to a node (the multi-node service's Guaranteed pods) leave "
+                "only 10 % of it free, so they stay Pending. Keep memory_percentage below 10.",
+            )
+        config = self.tiered_storage.to_cloudformation()
+        return sagemaker.CfnCluster.TieredStorageConfigProperty(
+            mode=config["Mode"],
+            instance_memory_allocation_percentage=config["InstanceMemoryAllocationPercentage"],
+        )
+
+    def enable_tiered_storage(self) -> TieredStorage:
+        """Turn managed tiered storage on (``TieredStorage()`` unless the cluster was given one);
+        a later call returns the same configuration."""
+        if self.tiered_storage is None:
+            self.tiered_storage = TieredStorage()
+            self.cfn_cluster.tiered_storage_config = self._tiered_storage_config()
+        return self.tiered_storage
 
     def _order_hyperpod_after(self, dependencies: Sequence[IConstruct]) -> None:
         """Nodes join only once the script is uploaded, the node add-ons and role policy exist.
@@ -1096,10 +1146,14 @@ class _ImportedHyperPodCluster(_HyperPodClusterBase):
         instance_groups: Sequence[HyperPodInstanceGroup],
         private_subnets: Sequence[ec2.ISubnet] | None,
         gpu_subnets: Sequence[ec2.ISubnet] | None,
+        tiered_storage: TieredStorage | None = None,
     ) -> None:
         super().__init__(scope, id)
         problems = Problems(f"HyperPodEksCluster.from_cluster_attributes '{self.node.path}'")
         _validate_instance_groups(problems, instance_groups, need_system=False)
+        if tiered_storage is not None:
+            tiered_storage.validate(problems, "tiered_storage")
+        self.tiered_storage = tiered_storage
         problems.raise_if_any()
         self._set_instance_groups(instance_groups)
         self.eks_cluster = eks_cluster

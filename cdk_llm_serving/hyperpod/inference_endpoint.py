@@ -19,6 +19,16 @@ aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/charts/inference-opera
 * ``tlsConfig.tlsCertificateOutputS3Uri`` in the installation's certificate bucket,
   ``metrics.enabled`` with vLLM's ``/metrics`` on the serving port, ``autoScalingSpec``
   bounded by the listed GPU groups' nodes.
+* ``kvCacheSpec``, ``intelligentRoutingSpec`` and ``pdSpec`` (``inference_features``): the
+  operator's tiered KV cache, its cache-aware router and disaggregated prefill/decode.
+
+Why the KV cache and routing are on by default only under a context flag: the operator rejects
+``intelligentRoutingSpec`` added to an existing deployment (CRD description), so a default
+that turned it on would fail every deployed endpoint's next update. New apps set
+``CACHE_AND_ROUTING_CONTEXT`` (``"@cdk-llm-serving/hyperpod:inferenceEndpointCacheAndRouting":
+true`` in ``cdk.json``, as aws-cdk-lib's feature flags do); without it, ``kv_cache`` and
+``routing`` left out stay off and the templates stay as they were. Given explicitly, they
+apply either way.
 """
 
 from __future__ import annotations
@@ -26,9 +36,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Annotations, CfnOutput, Stack
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
@@ -36,19 +46,29 @@ from ..errors import ConfigurationError, Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
 from ..planning.cold_start import estimate_cold_start
+from ..planning.decode import Workload
 from ..planning.instance_types import InstanceType
 from ..planning.models import ModelSpec, WeightFormat
+from ..planning.sizing import PlanningError
+from ..planning.sizing import plan as plan_layout
 from ..sagemaker.endpoint_api import EndpointApi
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import PoolVllmPlan, derive_pool_config, warn_tensor_parallel_cost
 from .addons import HyperPodServingAddons
+from .cluster import HyperPodEksCluster
 from .constants import (
     APP_NAME_LABEL,
+    EFA_RESOURCE,
     GPU_RESOURCE,
     INSTANCE_TYPE_LABEL,
     PART_OF_LABEL,
     PART_OF_VALUE,
+)
+from .inference_features import (
+    InferenceKvCache,
+    InferencePrefillDecode,
+    InferenceRouting,
 )
 from .inference_operator import HyperPodInferenceOperator
 from .instance_group import HyperPodInstanceGroup
@@ -72,6 +92,9 @@ _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: Kubernetes object names: RFC 1123 DNS labels (kubernetes.io/docs/concepts/overview/
 #: working-with-objects/names/).
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: Context flag: ``True`` turns the KV cache (L1 + tiered-storage L2) and prefix-aware routing on
+#: for endpoints that leave ``kv_cache`` / ``routing`` out (see the module doc for why a flag).
+CACHE_AND_ROUTING_CONTEXT = "@cdk-llm-serving/hyperpod:inferenceEndpointCacheAndRouting"
 
 
 @dataclass(frozen=True)
@@ -163,6 +186,22 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     :param variant_name: the registered endpoint's variant (metrics, autoscaling). Default:
         ``AllTraffic`` (UNCONFIRMED, see ``assets/inference_operator.json``).
     :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
+    :param kv_cache: ``InferenceKvCache`` (``kvCacheSpec``), or ``False`` for none. Default:
+        with ``CACHE_AND_ROUTING_CONTEXT`` true, ``InferenceKvCache()`` (L1 CPU offload, L2 on
+        the cluster's managed tiered storage, which this turns on: 5 % of every node's memory,
+        102.4 GiB of a p5en.48xlarge), L1 only with a warning
+        (``cdk-llm-serving:kvCacheTieredStorageUnavailable``) on an imported cluster that did not
+        declare tiered storage; without the flag, none.
+    :param routing: ``InferenceRouting`` (``intelligentRoutingSpec``), or ``False`` for none;
+        only at creation (the operator rejects it on an existing deployment). Default: with
+        ``CACHE_AND_ROUTING_CONTEXT`` true, ``InferenceRouting()`` (prefix-aware); else none.
+    :param workload: the ``Workload`` the endpoint serves (tokens in and out, request rate), for
+        the planner's decision whether prefill/decode disaggregation pays. Default: none.
+    :param prefill_decode: ``InferencePrefillDecode`` (``pdSpec``), or ``False`` for none.
+        Default: when ``workload`` is given and ``plan(...).disaggregation.pays`` for it, one
+        prefill and one decode pod on the first listed type (a warning,
+        ``cdk-llm-serving:prefillDecodeNotPlaced``, when its group lacks the two nodes or EFA);
+        else none.
     """
 
     @checked_props
@@ -185,6 +224,10 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         namespace: str | None = None,
         variant_name: str | None = None,
         catalog: Catalog | None = None,
+        kv_cache: InferenceKvCache | Literal[False] | None = None,
+        routing: InferenceRouting | Literal[False] | None = None,
+        workload: Workload | None = None,
+        prefill_decode: InferencePrefillDecode | Literal[False] | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.addons, self.cluster = addons, addons.cluster
@@ -202,8 +245,31 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         self.config = self._common_config(problems)
         self.name = name or (self.config.served_model_name or self.spec.name).lower()
         self.endpoint_name = endpoint_name or self.name
+        self.workload = workload
+        by_default = bool(self.node.try_get_context(CACHE_AND_ROUTING_CONTEXT))
+        self.kv_cache: InferenceKvCache | None = self._resolve_kv_cache(
+            problems, kv_cache, by_default
+        )
+        self.routing: InferenceRouting | None = (
+            (InferenceRouting() if by_default else None) if routing is None else routing or None
+        )
+        self.prefill_decode: InferencePrefillDecode | None = self._resolve_prefill_decode(
+            problems, prefill_decode
+        )
         self._validate(problems)
         problems.raise_if_any()
+        if self.kv_cache is not None and self.kv_cache.uses_tiered_storage:
+            #: The cluster's managed tiered storage this endpoint's L2 uses.
+            self.tiered_storage = self.cluster.enable_tiered_storage()
+        if self.prefill_decode is not None and SAGEMAKER_VLLM_DLC[1] in self.image:
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:prefillDecodeImage",
+                "Disaggregated prefill and decode needs a worker image with vLLM, LMCache, NIXL "
+                "and the EFA libfabric provider; AWS lists public.ecr.aws/deep-learning-containers/"
+                "vllm:server-hyperpod-cuda-v1.1 and LMCache's image "
+                "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html), "
+                f"not {SAGEMAKER_VLLM_DLC[0]}:{SAGEMAKER_VLLM_DLC[1]}: give image= one of them.",
+            )
         self._reserve_nodes()
 
         self.operator = HyperPodInferenceOperator.of(addons)
@@ -311,6 +377,100 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 )
         return first
 
+    def _resolve_kv_cache(
+        self,
+        problems: Problems,
+        given: InferenceKvCache | Literal[False] | None,
+        by_default: bool,
+    ) -> InferenceKvCache | None:
+        """The KV cache asked for, or the default; tiered storage the cluster cannot turn on is
+        refused when asked for and dropped (L1 only, warned) when it was the default."""
+        if given is False or (given is None and not by_default):
+            return None
+        cache = given or InferenceKvCache()
+        if cache.uses_tiered_storage and self.cluster.tiered_storage is None:
+            if not isinstance(self.cluster, HyperPodEksCluster):  # imported, not declared
+                if given is not None:
+                    problems.add(
+                        "kv_cache.l2_backend",
+                        str(cache.l2_backend),
+                        "managed tiered storage on the cluster (TieredStorageConfig Mode "
+                        "Enable): declare it with HyperPodEksCluster.from_cluster_attributes("
+                        "tiered_storage=TieredStorage(...)), or use KvCacheL2Backend.REDIS or "
+                        "InferenceKvCache.l1_only()",
+                    )
+                    return cache
+                Annotations.of(self).add_warning_v2(
+                    "cdk-llm-serving:kvCacheTieredStorageUnavailable",
+                    "The KV cache's L2 tier needs the cluster's managed tiered storage, which "
+                    "this imported cluster does not declare (from_cluster_attributes("
+                    "tiered_storage=...)): the endpoint offloads to CPU memory only (L1).",
+                )
+                return InferenceKvCache.l1_only()
+        return cache
+
+    def _resolve_prefill_decode(
+        self, problems: Problems, given: InferencePrefillDecode | Literal[False] | None
+    ) -> InferencePrefillDecode | None:
+        """The P/D asked for (warned when the planner says it does not pay for ``workload``);
+        by default, the planner's verdict for ``workload`` on the first type (one pod per role),
+        if its group has the two nodes and EFA."""
+        #: The planner's verdict on prefill/decode disaggregation for ``workload`` (``None``
+        #: without a workload).
+        self.disaggregation = self._disaggregation_verdict(problems)
+        verdict = self.disaggregation
+        if given is not None:
+            if given and verdict is not None and not verdict.pays:
+                Annotations.of(self).add_warning_v2(
+                    "cdk-llm-serving:prefillDecodeDoesNotPay",
+                    f"prefill_decode is set, but for the declared workload {verdict.reason} "
+                    f"({verdict.source}): the roles take two nodes where one serves.",
+                )
+            return given or None
+        if verdict is None or not verdict.pays:
+            return None
+        first = self.groups[0]
+        efa = self.catalog.get(first.instance_type).efa_devices
+        if first.count < 2 or not efa:
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:prefillDecodeNotPlaced",
+                f"Disaggregated prefill and decode would pay for the workload ({verdict.reason}; "
+                f"{verdict.source}), but group {first.name} has {first.count} node(s) "
+                f"{'with' if efa else 'without'} EFA: it needs two (one prefill, one decode) "
+                "and EFA for the KV transfer. Serving colocated; give prefill_decode= to choose.",
+            )
+            return None
+        return InferencePrefillDecode(
+            prefill_instance_type=first.instance_type, decode_instance_type=first.instance_type
+        )
+
+    def _disaggregation_verdict(self, problems: Problems) -> Any:
+        """``plan(...).disaggregation`` for ``workload`` on the first listed type, at the
+        tensor-parallel size the worker runs; ``None`` without a workload or a plan (a workload
+        the planner refuses is a problem of ``workload``)."""
+        if self.workload is None or not self.groups:
+            return None
+        first = self.groups[0]
+        planned = self.type_plans.get(first.instance_type)
+        try:
+            return plan_layout(
+                self.spec,
+                self.weight_format,
+                first.instance_type,
+                workload=self.workload,
+                single_instance=True,
+                tensor_parallel=planned.config.tensor_parallel_size if planned else None,
+                catalog=self.catalog,
+            ).disaggregation
+        except PlanningError as error:
+            problems.add(
+                "workload", self.workload, f"a workload {first.instance_type} can plan: {error}"
+            )
+            return None
+        except ConfigurationError as error:
+            problems.absorb(error, "workload")
+            return None
+
     # -- validate ------------------------------------------------------------------------
 
     def capacity(self) -> int:
@@ -332,6 +492,12 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 self.replicas,
                 f"1 to {capacity} (one pod per node of the GPU groups {', '.join(g.name for g in self.groups)})",
             )
+        if self.kv_cache is not None:
+            self.kv_cache.validate(problems, "kv_cache")
+        if self.routing is not None:
+            self.routing.validate(problems, "routing")
+        if self.prefill_decode is not None:
+            self._validate_prefill_decode(problems, self.prefill_decode)
         if self.autoscaling is not None:
             self.autoscaling.validate(problems, "autoscaling")
             if self.autoscaling.max_replicas > capacity:
@@ -339,6 +505,53 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                     "autoscaling.max_replicas",
                     self.autoscaling.max_replicas,
                     f"at most {capacity}: the nodes of the listed GPU groups",
+                )
+
+    def _role_groups(self) -> dict[str, HyperPodInstanceGroup]:
+        """The GPU group of each P/D role's instance type (roles on unknown types left out)."""
+        if self.prefill_decode is None:
+            return {}
+        by_type = {group.instance_type: group for group in self.groups}
+        return {
+            role: by_type[instance_type]
+            for role, (instance_type, _, _) in self.prefill_decode.roles().items()
+            if instance_type in by_type
+        }
+
+    def _validate_prefill_decode(self, problems: Problems, pd: InferencePrefillDecode) -> None:
+        """Each role on a listed type with EFA; the roles' pods fit their groups' nodes."""
+        pd.validate(problems, "prefill_decode")
+        if self.autoscaling is not None:
+            problems.add(
+                "autoscaling",
+                "InferenceAutoScaling(...)",
+                "none with prefill_decode: the operator scales the roles on their own "
+                "(prefill_decode.prefill_autoscaling / decode_autoscaling)",
+            )
+        listed = [str(t) for t in self.instance_types]
+        groups = self._role_groups()
+        for role, (instance_type, _, _) in pd.roles().items():
+            prop = f"prefill_decode.{role}_instance_type"
+            if str(instance_type) not in listed:
+                problems.add(
+                    prop, str(instance_type), f"one of instance_types: {', '.join(listed)}"
+                )
+            elif role in groups and not self.catalog.get(groups[role].instance_type).efa_devices:
+                problems.add(
+                    prop,
+                    str(instance_type),
+                    "an instance type with EFA: the operator moves the KV cache between prefill "
+                    "and decode over EFA (GPU-Direct RDMA)",
+                )
+        need: dict[str, int] = {}
+        for role, group in groups.items():
+            need[group.name] = need.get(group.name, 0) + pd.ceiling(role)
+        for group in {g.name: g for g in groups.values()}.values():
+            if need[group.name] > group.count:
+                problems.add(
+                    "prefill_decode",
+                    {role: pd.ceiling(role) for role, g in groups.items() if g is group},
+                    f"at most {group.count} pod(s) on group {group.name}: one pod per node",
                 )
 
     # -- render --------------------------------------------------------------------------
@@ -372,6 +585,13 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     def _reserve_nodes(self) -> None:
         """Each listed group may host up to the ceiling of pods (which one serves is decided at
         run time, by capacity), so each reserves that many of its nodes in the cluster's ledger."""
+        if self.prefill_decode is not None:
+            need: dict[str, int] = {}
+            for role, group in self._role_groups().items():
+                need[group.name] = need.get(group.name, 0) + self.prefill_decode.ceiling(role)
+            for name, nodes in need.items():
+                self.cluster.reserve_gpu_nodes(self, name, nodes)
+            return
         for group in self.groups:
             self.cluster.reserve_gpu_nodes(
                 self, group.name, min(self.replicas_ceiling(), group.count)
@@ -457,12 +677,52 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             spec["autoScalingSpec"] = self.autoscaling._render(
                 self.endpoint_name, self.variant_name
             )
+        if self.kv_cache is not None:
+            spec["kvCacheSpec"] = self.kv_cache.render()
+        if self.routing is not None:
+            spec["intelligentRoutingSpec"] = self.routing.render()
+        if self.prefill_decode is not None:
+            spec["pdSpec"] = self._pd_spec(self.prefill_decode)
         return {
             "apiVersion": self.operator.facts["api_version"],
             "kind": "InferenceEndpointConfig",
             "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels()},
             "spec": spec,
         }
+
+    def _role_resources(self, instance_type: InstanceType | str) -> dict[str, Any]:
+        """A P/D role's pods: the node's GPUs ("must include GPU resource requests for DPD to
+        function", CRD) and its EFA devices (the KV transfer runs over EFA)."""
+        instance = self.catalog.get(instance_type)
+        amounts = {GPU_RESOURCE: str(instance.gpus)}
+        if instance.efa_devices:
+            amounts[EFA_RESOURCE] = str(instance.efa_devices)
+        return {"requests": dict(amounts), "limits": dict(amounts)}
+
+    def _pd_spec(self, pd: InferencePrefillDecode) -> dict[str, Any]:
+        """``pdSpec``: both roles (CRD: ``prefillSpec`` and ``decodingSpec`` required)."""
+        keys = {"prefill": "prefillSpec", "decode": "decodingSpec"}
+        scaling = {"prefill": "prefillAutoScaling", "decode": "decodingAutoScaling"}
+        spec: dict[str, Any] = {
+            "routingThreshold": pd.routing_threshold,
+            "topologySpec": {"sameAZ": pd.same_availability_zone},
+        }
+        autoscaling: dict[str, Any] = {}
+        for role, (instance_type, replicas, role_scaling) in pd.roles().items():
+            spec[keys[role]] = {
+                "replicas": replicas,
+                "nodeSelector": {INSTANCE_TYPE_LABEL: str(instance_type)},
+                "resources": self._role_resources(instance_type),
+            }
+            if role_scaling is not None:
+                rendered = role_scaling._render(self.endpoint_name, self.variant_name)
+                rendered["cloudWatchTrigger"]["name"] = (
+                    f"{self.endpoint_name}-{role}-{role_scaling.metric_name}".lower()[:63]
+                )
+                autoscaling[scaling[role]] = rendered
+        if autoscaling:
+            spec["autoScalingSpec"] = autoscaling
+        return spec
 
     def manifests(self) -> list[Mapping[str, Any]]:
         """The objects applied: the config (its namespace is the cluster's,
@@ -504,11 +764,43 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             },
         }
 
+    def role_pod_templates(self) -> dict[str, dict[str, Any]]:
+        """Under ``prefill_decode``, each role's pod as the operator schedules it (our model:
+        the role's ``nodeSelector`` and ``resources``, and the toleration
+        ``ExtendedResourceToleration`` adds per extended resource requested); else none."""
+        if self.prefill_decode is None:
+            return {}
+        pd_spec = self.manifest["spec"]["pdSpec"]
+        templates = {}
+        for role, key in (("prefill", "prefillSpec"), ("decode", "decodingSpec")):
+            resources = pd_spec[key]["resources"]
+            templates[role] = {
+                "metadata": {"labels": self.labels()},
+                "spec": {
+                    "nodeSelector": dict(pd_spec[key]["nodeSelector"]),
+                    "tolerations": [
+                        {"key": name, "operator": "Exists", "effect": "NoSchedule"}
+                        for name in sorted(resources["requests"])
+                    ],
+                    "containers": [
+                        {
+                            "name": role,
+                            "image": self.image,
+                            "resources": resources,
+                            "ports": [{"name": "http", "containerPort": SERVING_PORT}],
+                        }
+                    ],
+                },
+            }
+        return templates
+
     def pod_templates(self) -> dict[str, dict[str, Any]]:
-        """Every pod this endpoint brings: the operator's controller and the worker."""
+        """Every pod this endpoint brings: the operator's controller and the worker (under
+        ``prefill_decode``, the prefill and decode pods instead)."""
+        roles = self.role_pod_templates()
         return {
             "inference-operator": self.operator.controller_pod_template(),
-            "worker": self.worker_pod_template(),
+            **(roles or {"worker": self.worker_pod_template()}),
         }
 
 

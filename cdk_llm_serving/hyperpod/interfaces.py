@@ -16,6 +16,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import IConstruct
 
 from .instance_group import HyperPodInstanceGroup
+from .tiered_storage import TieredStorage
 
 
 class IHyperPodCluster(Protocol):
@@ -83,4 +84,14 @@ class IHyperPodCluster(Protocol):
     def free_gpu_nodes(self, group_name: str, consumer: IConstruct | None = None) -> int:
         """Nodes of ``group_name`` no other consumer has reserved so far (``consumer``'s own
         share counts as free)."""
+        ...
+
+    @property
+    def tiered_storage(self) -> TieredStorage | None:
+        """The cluster's managed tiered storage (``TieredStorageConfig``), ``None`` when off."""
+        ...
+
+    def enable_tiered_storage(self) -> TieredStorage | None:
+        """Turn managed tiered storage on where this app owns the cluster; ``None`` when it
+        cannot (an imported cluster that did not declare it)."""
         ...

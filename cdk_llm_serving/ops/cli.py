@@ -25,7 +25,13 @@ from ..errors import DEPRECATED_REMOVED_IN, ConfigurationError
 from ..planning.cli_support import positive_float, positive_int
 from ..planning.cold_start import loading_paths
 from ..planning.models import presets, weight_formats
-from .exit_codes import EXIT_ADDON_NOT_OFFERED, EXIT_NO_CREDENTIALS, EXIT_USAGE, epilog
+from .exit_codes import (
+    EXIT_ADDON_NOT_OFFERED,
+    EXIT_NO_CREDENTIALS,
+    EXIT_OUTPUT_CLOSED,
+    EXIT_USAGE,
+    epilog,
+)
 
 T = TypeVar("T")
 
@@ -601,9 +607,28 @@ def _add_addons(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def main(argv: Sequence[str] | None = None, *, clients: Clients | None = None) -> int:
-    """``clients`` lets tests hand in (stubbed) boto3 clients; by default boto3 makes them."""
+    """``clients`` lets tests hand in (stubbed) boto3 clients; by default boto3 makes them.
+
+    Output piped into a reader that stops early (``| head``) ends the command quietly with
+    ``EXIT_OUTPUT_CLOSED`` instead of a ``BrokenPipeError`` traceback: standard output is
+    pointed at ``/dev/null`` so the interpreter's last flush cannot raise again, as Python's
+    documentation advises (https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    try:
+        code = _main(argv, clients)
+        sys.stdout.flush()  # a block-buffered pipe fails here, not at the print
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OUTPUT_CLOSED
+
+
+def _main(argv: Sequence[str] | None, clients: Clients | None) -> int:
+    from .arguments import check_arguments
+
     args = build_parser().parse_args(argv)
     try:
+        check_arguments(args)  # names, regions and paths, before any AWS call
         if getattr(args, "aws", False):
             return int(args.handler(args, clients))
         return int(args.handler(args))

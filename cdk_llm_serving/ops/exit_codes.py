@@ -27,6 +27,8 @@ EXIT_UNREACHABLE: Final = 11
 EXIT_HTTP_ERROR: Final = 12
 #: ``addons check``: EKS does not offer a pinned add-on version for that Kubernetes version.
 EXIT_ADDON_NOT_OFFERED: Final = 13
+#: The reader of standard output closed it before the command had written everything (``| head``).
+EXIT_OUTPUT_CLOSED: Final = 14
 
 #: For ``--help``: status -> meaning.
 MEANINGS: Final = {
@@ -44,6 +46,7 @@ MEANINGS: Final = {
     EXIT_UNREACHABLE: "the endpoint or AWS cannot be reached",
     EXIT_HTTP_ERROR: "the endpoint answered with an HTTP error",
     EXIT_ADDON_NOT_OFFERED: "a pinned EKS add-on version is not offered (addons check)",
+    EXIT_OUTPUT_CLOSED: "the output was closed before it was all written (e.g. piped to head)",
 }
 
 

@@ -27,8 +27,11 @@ from ..errors import (
 from ..planning.goals import GOALS, Goal
 from ..planning.instance_types import InstanceType
 from ..planning.pool_file import ExpectedPerformance, PoolFile, RecommendedPool
+from .arguments import check_sagemaker_name
 
 #: The API's performance-target metric for each goal.
+#: The workload configuration a job creates is named after the job, with this suffix.
+WORKLOAD_SUFFIX = "-workload"
 GOAL_METRICS: dict[Goal, str] = {"cost": "cost", "latency": "ttft-ms", "throughput": "throughput"}
 TERMINAL = {"Completed", "Failed", "Stopped"}
 
@@ -93,7 +96,33 @@ class RecommendationSpec:
         ):
             if not str(getattr(self, prop)).startswith("s3://"):
                 found.add(prop, getattr(self, prop), "must be an s3:// URI")
+        self._check_names(found)
         return list(found.problems())
+
+    def _check_names(self, found: Problems) -> None:
+        """The job name, the workload configuration named after it and the role ARN against
+        the shapes of botocore's sagemaker model (issue 31: before, AWS refused them after the
+        credential lookup, in words that do not name the key)."""
+        job, workload = "CreateAIRecommendationJob", "CreateAIWorkloadConfig"
+        if check_sagemaker_name(
+            found, "name", self.name, job, "AIRecommendationJobName", "a job name"
+        ):
+            check_sagemaker_name(
+                found,
+                "name",
+                f"{self.name}{WORKLOAD_SUFFIX}",
+                workload,
+                "AIWorkloadConfigName",
+                f"the job name plus {WORKLOAD_SUFFIX!r} (the workload configuration's name)",
+            )
+        check_sagemaker_name(
+            found,
+            "role_arn",
+            self.role_arn,
+            job,
+            "RoleArn",
+            "a role ARN (arn:aws:iam::<account>:role/<name>, not a role name)",
+        )
 
     def validate(self) -> RecommendationSpec:
         """This spec, or a ``ConfigurationError`` listing every one of its ``problems()``."""
@@ -130,7 +159,7 @@ def load_spec(path: str) -> dict[str, Any]:
 def start_recommendation(client: Any, spec: RecommendationSpec) -> str:
     """Create the workload configuration and the recommendation job; returns the job ARN."""
     spec.validate()
-    workload_name = f"{spec.name}-workload"
+    workload_name = f"{spec.name}{WORKLOAD_SUFFIX}"
     workload: dict[str, Any] = {"AIWorkloadConfigName": workload_name}
     if spec.workload:
         workload["AIWorkloadConfigs"] = {"WorkloadSpec": {"Inline": spec.workload}}

@@ -23,6 +23,7 @@ from .endpoint_options import (
     PoolEndpointKeywords,
     PoolEndpointOptions,
 )
+from .engine_batch import EngineBatch
 from .inference_components import ComponentSpecification, InferenceComponentOnPools
 from .instance_pool import InstancePool
 from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
@@ -40,6 +41,7 @@ __all__ = [
     "ComponentSpecification",
     "EndpointAutoScaling",
     "EndpointDeployment",
+    "EngineBatch",
     "InferenceComponentEndpoint",
     "InferenceComponentEndpointKeywords",
     "InferenceComponentOnPools",

@@ -6,7 +6,10 @@ scale-in slow by default: SageMaker removes fallback instances first when it sca
 in, so slow scale-in is what walks the fleet back to the preferred hardware.
 
 Asynchronous endpoints track the request backlog per instance instead, and may scale
-to zero: a step policy on ``HasBacklogWithoutCapacity`` brings the first instance back.
+to zero: a step policy on ``HasBacklogWithoutCapacity`` brings the first instance back. On
+several instance pools the backlog is weighed by each pool's capacity
+(``fleet_utilization.weighted_backlog_queries``): an instance of a smaller fallback type
+counts as the share of a first-pool instance it sustains.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from .fleet_utilization import (
     METRICS_PER_POOL,
     NAMESPACE,
     MetricQuery,
+    PoolCapacity,
     as_math_expression,
+    weighted_backlog_queries,
 )
 from .instance_pool import InstancePool
 
@@ -52,6 +57,9 @@ class ScalableEndpoint(Protocol):
 
     @property
     def cfn_endpoint(self) -> CfnResource: ...
+
+    @property
+    def per_pool_dimension(self) -> bool: ...
 
     def pool_capacities(self) -> list[float | None]: ...
 
@@ -139,11 +147,13 @@ class EndpointAutoScaling(Construct):
         self.scalable_target.add_resource_dependency(endpoint.cfn_endpoint)
         self._fleet_queries: list[MetricQuery] | None = None
         self._fleet_metric: cloudwatch.IMetric | None = None
+        #: The weighted backlog's queries (asynchronous endpoints on several pools), else None.
+        self.backlog_queries: list[MetricQuery] | None = None
         self.target_utilization = target_utilization
 
         if is_async:
             self.cfn_policy = self._backlog_policy(
-                target_backlog_per_instance, out_cooldown, in_cooldown
+                target_backlog_per_instance, out_cooldown, in_cooldown, capacities
             )
             if min_capacity == 0:
                 self._scale_out_from_zero()
@@ -225,6 +235,16 @@ class EndpointAutoScaling(Construct):
         ):
             if (cooldown or 0) < 0:
                 problems.add(prop, cooldown, "must not be negative")
+        if is_async and self._weighs_backlog():
+            for index, (pool, capacity) in enumerate(
+                zip(self.endpoint.pools, capacities, strict=True)
+            ):
+                if capacity is None:
+                    problems.add(
+                        f"pools[{index}].max_concurrency",
+                        None,
+                        f"{pool.instance_type}: the backlog of several pools is weighed by what one instance of each sustains; set max_concurrency or give the pool's model a sizing",
+                    )
         if not is_async:
             if len(self.endpoint.pools) > MAX_WEIGHTED_POOLS:
                 problems.add(
@@ -266,9 +286,39 @@ class EndpointAutoScaling(Construct):
             ),
         )
 
+    def _weighs_backlog(self) -> bool:
+        """Several pools whose series carry ``InstanceType``: the backlog is weighed."""
+        return self.endpoint.per_pool_dimension and len(self.endpoint.pools) > 1
+
     def _backlog_policy(
-        self, backlog: float, out_cooldown: int | None, in_cooldown: int | None
+        self,
+        backlog: float,
+        out_cooldown: int | None,
+        in_cooldown: int | None,
+        capacities: list[float | None],
     ) -> appscaling.CfnScalingPolicy:
+        """Target tracking on the backlog per instance; on several pools, per instance of the
+        first pool's size (``weighted_backlog_queries``); on one, AWS's metric as it is."""
+        if self._weighs_backlog():
+            queries = weighted_backlog_queries(
+                self.endpoint.endpoint_name,
+                self.endpoint.variant_name,
+                [
+                    PoolCapacity(pool.instance_type, float(capacity or 0))
+                    for pool, capacity in zip(self.endpoint.pools, capacities, strict=True)
+                ],
+            )
+            self.backlog_queries = queries
+            return self._target_tracking(
+                "BacklogPerInstance",
+                "backlog-per-instance",
+                backlog,
+                out_cooldown,
+                in_cooldown,
+                appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+                    metrics=[_to_cfn(query) for query in queries]
+                ),
+            )
         return self._target_tracking(
             "BacklogPerInstance",
             "backlog-per-instance",
@@ -278,7 +328,7 @@ class EndpointAutoScaling(Construct):
             appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
                 metric_name="ApproximateBacklogSizePerInstance",
                 namespace=NAMESPACE,
-                statistic="Average",
+                statistic="Average",  # one pool: AWS's metric (``_weighs_backlog``)
                 dimensions=[
                     appscaling.CfnScalingPolicy.MetricDimensionProperty(
                         name="EndpointName", value=self.endpoint.endpoint_name
@@ -343,7 +393,7 @@ def _to_cfn(
             stat=query.statistic,
             metric=appscaling.CfnScalingPolicy.TargetTrackingMetricProperty(
                 metric_name=query.metric_name,
-                namespace=NAMESPACE,
+                namespace=query.namespace,
                 dimensions=[
                     appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(
                         name=n, value=v

@@ -199,7 +199,7 @@ class EndpointMetrics:
         With pools, AWS documents the per-``InstanceType`` series
         (realtime-endpoints-heterogeneous.html, "Monitor instance pools"); whether the
         two-dimension {EndpointName, VariantName} series is still published beside them it
-        does not say (UNCONFIRMED). So the total is metric math over the pools' series,
+        does not say (UNCONFIRMED[variant-series-with-pools]). So the total is metric math over the pools' series,
         ``FILL(…, 0)`` on each (an empty pool publishes nothing); the alarms on it breach on
         high values only, so a filled 0 in an outage reads as "no errors", as missing data
         (``NOT_BREACHING``) would. Without pools (or pools not known: an import) the

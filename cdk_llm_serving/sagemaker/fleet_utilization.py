@@ -27,7 +27,7 @@ high-resolution metric that "emit[s] data every 10 seconds"
 ``concurrency_sample_seconds``. AWS publishes no per-instance-type instance count in
 ``AWS/SageMaker`` (detailed observability's ``InstanceCountPerEndpoint`` is an OTel aggregate
 per endpoint, https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/SageMaker-AI-Insights-Metrics.html),
-so the count stays derived from samples. UNCONFIRMED by AWS text: that an idle instance still
+so the count stays derived from samples. UNCONFIRMED[idle-instance-samples] by AWS text: that an idle instance still
 reports 0 (the gauge's nature) and that the per-type series keeps every instance's sample (not
 an agent-side average). If an idle instance reported nothing, its pool would count 0
 instances: utilization would read high and scaling would err toward more capacity.
@@ -75,7 +75,7 @@ CONCURRENCY_SAMPLE_SECONDS = 10
 #: policy-overview.html) and PutMetricAlarm takes "as many as 10 ... MetricStat" queries
 #: (botocore ``cloudwatch`` ``PutMetricAlarm`` ``Metrics``). The Application Auto Scaling
 #: metric-math page (application-auto-scaling-target-tracking-metric-math.html) states no
-#: number of its own: UNCONFIRMED that it accepts exactly as many; check with
+#: number of its own: UNCONFIRMED[ten-metrics-per-policy] that it accepts exactly as many; check with
 #: ``aws application-autoscaling put-scaling-policy`` on a test endpoint.
 MAX_ALARM_METRICS = 10
 METRICS_PER_POOL = 2
@@ -93,6 +93,9 @@ class MetricQuery:
     expression: str | None = None
     label: str | None = None
     return_data: bool = False
+    #: The metric's namespace (metrics only): ``AWS/SageMaker``, or ``/aws/sagemaker/Endpoints``
+    #: for the host metrics the asynchronous backlog counts instances with.
+    namespace: str = NAMESPACE
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,107 @@ def fleet_utilization_queries(
     return queries
 
 
+#: The asynchronous endpoint's backlog per instance: "Number of items in the queue divided by
+#: the number of instances behind an endpoint ... primarily used for setting up application
+#: autoscaling", published with the ``EndpointName`` dimension (async-inference-monitor.html,
+#: "Asynchronous Inference Endpoint Metrics").
+BACKLOG_PER_INSTANCE_METRIC = "ApproximateBacklogSizePerInstance"
+#: The host metric whose SampleCount counts an asynchronous pool's instances: asynchronous
+#: endpoints publish no ``ConcurrentRequestsPerModel`` (the async metric list is "exhaustive";
+#: "Any metric not listed below is not published", async-inference-monitor.html), but they do
+#: publish host-level metrics, and AWS's own way to read the instance count is "CPUUtilization
+#: ... check the sample count statistic for a 1 minute period. The count should be equal to the
+#: number of active instances" (async-inference-troubleshooting.html).
+HOST_COUNT_METRIC = "CPUUtilization"
+HOST_NAMESPACE = "/aws/sagemaker/Endpoints"
+#: ``aws cloudwatch list-metrics`` showing whether the host metric carries ``InstanceType`` on a
+#: pooled endpoint (``<endpoint>`` replaced by the endpoint's name).
+HOST_INSTANCE_TYPE_CHECK = (
+    "aws cloudwatch list-metrics --namespace /aws/sagemaker/Endpoints "
+    "--metric-name CPUUtilization --dimensions Name=EndpointName,Value=<endpoint>"
+)
+
+
+def weighted_backlog_queries(
+    endpoint_name: str, variant_name: str, pools: Sequence[PoolCapacity]
+) -> list[MetricQuery]:
+    """An asynchronous fleet's backlog per instance of its first (preferred) pool's size.
+
+        backlog = ApproximateBacklogSizePerInstance * sum_i(S_i) / sum_i(S_i * w_i)
+
+    AWS's ``ApproximateBacklogSizePerInstance`` is the queue over the instance count, every
+    instance counted as one: a g6e.2xlarge like a g6e.12xlarge. With S_i the SampleCount of
+    ``CPUUtilization`` of pool i over the period (k samples per instance, k = period / publish
+    interval, the same for every pool) and w_i = cap_i / cap_1 (what one instance of pool i
+    sustains relative to one of the first pool), ``sum(S_i) / sum(S_i * w_i)`` is
+    ``sum(n_i) / sum(n_i * w_i)`` (k cancels: no assumption about the publish interval or the
+    policy's period), so the result is ``ApproximateBacklogSize / sum(n_i * w_i)``: the queue
+    over the fleet's capacity in first-pool instances. One pool, or equal capacities: exactly
+    AWS's metric. A target of 5 keeps meaning "5 queued requests per instance of the first pool".
+
+    Missing data reads as missing (the real-time expression's reasoning, module docstring):
+    ``IF((capacity>0)*(backlog>=0), weighted, backlog)``. Where the backlog has no point the
+    condition is false (a comparison with a scalar has no point there, and a product of series
+    reads a missing operand as 0) and the false branch, the backlog itself, has none either: the
+    point is dropped ("if metric3 ... does not exist"), so target tracking holds. Where the
+    backlog is there but no pool's count is (the host series missing), the false branch is AWS's
+    own unweighted backlog per instance: the policy keeps scaling, as before the weighting,
+    rather than going blind. ``FILL(…, 0)`` stays on each pool's count only (an empty pool
+    publishes nothing). At zero instances AWS's per-instance backlog has no instance to divide
+    by: the step policy on ``HasBacklogWithoutCapacity`` brings the first instance
+    (``EndpointAutoScaling``).
+
+    UNCONFIRMED[host-metric-instance-type]: that ``CPUUtilization`` in ``/aws/sagemaker/Endpoints`` carries the
+    ``InstanceType`` dimension on an endpoint with instance pools (AWS documents the dimension
+    on the pools' invocation metrics, realtime-endpoints-heterogeneous.html, not on host
+    metrics). Check with ``HOST_INSTANCE_TYPE_CHECK``: the listing must show
+    ``{EndpointName, VariantName, InstanceType}`` series. Were it absent, every count would be
+    missing and the policy would track AWS's unweighted backlog per instance (the false branch).
+    """
+    if len(pools) + 1 > MAX_ALARM_METRICS:
+        raise ConfigurationError(
+            "weighted backlog",
+            [
+                Problem(
+                    "pools",
+                    [str(pool.instance_type) for pool in pools],
+                    f"one metric per pool plus the backlog, at most {MAX_ALARM_METRICS}",
+                )
+            ],
+        )
+    first = pools[0].max_concurrency
+    queries = [
+        MetricQuery(
+            "backlog", BACKLOG_PER_INSTANCE_METRIC, "Average", (("EndpointName", endpoint_name),)
+        )
+    ]
+    counts, weighted = [], []
+    for index, pool in enumerate(pools, start=1):
+        dims = (
+            ("EndpointName", endpoint_name),
+            ("VariantName", variant_name),
+            ("InstanceType", str(pool.instance_type)),
+        )
+        queries.append(
+            MetricQuery(
+                f"hosts{index}", HOST_COUNT_METRIC, "SampleCount", dims, namespace=HOST_NAMESPACE
+            )
+        )
+        counts.append(f"FILL(hosts{index},0)")
+        weighted.append(f"FILL(hosts{index},0)*{_number(pool.max_concurrency / first)}")
+    count, capacity = "+".join(counts), "+".join(weighted)
+    queries.append(
+        MetricQuery(
+            "weightedbacklog",
+            # False branch: AWS's own value where no count is there; none without a backlog.
+            expression=f"IF((({capacity})>0)*(backlog>=0),backlog*({count})/({capacity}),backlog)",
+            label="Backlog per instance of the first pool's size",
+            return_data=True,
+        )
+    )
+    return queries
+
+
 def as_math_expression(
     queries: Sequence[MetricQuery],
     final_id: str = "utilization",
@@ -184,7 +288,7 @@ def as_math_expression(
     def build(query: MetricQuery) -> cloudwatch.IMetric:
         if query.expression is None:
             return cloudwatch.Metric(
-                namespace=NAMESPACE,
+                namespace=query.namespace,
                 metric_name=query.metric_name or "",
                 dimensions_map=dict(query.dimensions),
                 statistic=query.statistic,

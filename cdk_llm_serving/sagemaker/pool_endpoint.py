@@ -46,6 +46,7 @@ from .endpoint_options import (
     PoolEndpointKeywords,
     PoolEndpointOptions,
 )
+from .engine_batch import EngineBatch, batch_of_environment, vllm_default_max_num_seqs
 from .fleet_utilization import (
     MetricQuery,
     PoolCapacity,
@@ -57,9 +58,6 @@ from .pool_sizing import PoolFit, check_pools_fit
 from .recommended_pools import pools_from_recommendation
 from .serving_model import ServingModel
 from .update_rules import DEPLOYED_TEMPLATE_CONTEXT, deployed_variant_problems
-
-#: vLLM's default --max-num-seqs: the most sequences one engine batches.
-VLLM_DEFAULT_MAX_NUM_SEQS = 256
 
 #: Timeout used when no pool's model declares its sizing, in seconds.
 _FALLBACK_TIMEOUT_SECONDS = 1800
@@ -145,6 +143,12 @@ class _PoolHost(Construct, EndpointApi):
                 return served.served_model_name if served is not None else None
         return None
 
+    def pool_batch(self, index: int) -> EngineBatch | None:
+        """The batch the copy on ``pools[index]`` is configured with (its ``SM_VLLM_MAX_NUM_SEQS``
+        and ``SM_VLLM_DATA_PARALLEL_SIZE``), ``None`` when its model sets no ``max_num_seqs``."""
+        model = self.pools[index].model or self.model
+        return batch_of_environment(model.environment) if model is not None else None
+
     # -- resolve -> validate -> render ----------------------------------------------------
 
     def _resolve(
@@ -222,8 +226,28 @@ class _PoolHost(Construct, EndpointApi):
         options.validate(problems)
         check_storage(problems, self.pools, options)
         check_reservation(problems, self.pools, options)
+        self._check_capacity_within_batch(problems)
         problems.raise_if_any()
         return timeouts
+
+    def _check_capacity_within_batch(self, problems: Problems) -> None:
+        """A pool's ``max_concurrency`` (what autoscaling counts one instance for) above what
+        its copy batches (``max_num_seqs`` x engines) is refused: vLLM would queue the
+        difference while the weighted utilization reads it as served (issue #31, "sizes that
+        cannot hold what they are asked to")."""
+        for index, pool in enumerate(self.pools):
+            batch = self.pool_batch(index)
+            if pool.max_concurrency is None or batch is None:
+                continue
+            if pool.max_concurrency > batch.concurrency:
+                problems.add(
+                    f"pools[{index}].max_concurrency",
+                    pool.max_concurrency,
+                    f"{pool.instance_type}: at most {batch.concurrency}, what its copy batches "
+                    f"(max_num_seqs {batch.max_num_seqs} x {batch.engines} engine(s)); "
+                    "autoscaling would count queued requests as served: lower max_concurrency "
+                    "or raise VllmConfig.max_num_seqs",
+                )
 
     def _render(self, options: PoolEndpointOptions, timeouts: _Timeouts) -> None:
         self._render_execution_role()
@@ -307,8 +331,11 @@ class _PoolHost(Construct, EndpointApi):
         # (https://docs.aws.amazon.com/sagemaker/latest/dg/use-training-plan-for-inference-endpoints-using-api-cli-sdk.html),
         # and pools replace the variant's InstanceType ("replace the InstanceType parameter in
         # the production variant with an InstancePools list", realtime-endpoints-heterogeneous
-        # .html). Whether InstancePools and CapacityReservationConfig combine: UNCONFIRMED, so
+        # .html). Whether InstancePools and CapacityReservationConfig combine: UNCONFIRMED[reservation-with-pools], so
         # the documented single-type form is written; the pool's own model is the variant's.
+        # Updates launch their new instances in the reservation too (blue/green: a second
+        # fleet; rolling: one batch), so it needs that headroom, without an account
+        # UNCONFIRMED[reservation-update-headroom] (README, "What is not confirmed").
         on_reservation = reservation is not None and len(self.pools) == 1
         if on_reservation and self.pools[0].model is not None:
             model = self.pools[0].model
@@ -595,19 +622,26 @@ class InstancePoolEndpoint(_PoolHost):
     def pool_capacities(self) -> list[float | None]:
         """Concurrent requests one instance of each pool sustains, in pool order.
 
-        ``InstancePool.max_concurrency`` when given. Otherwise, for a pool whose model
-        declares ``sizing``, the planner's figure: the full-length sequences that pool's
-        KV cache holds at once (``Plan.sequences_at_max_context``), capped at 256 per
-        data-parallel engine (vLLM's default ``max_num_seqs``). ``None`` when neither is known.
+        ``InstancePool.max_concurrency`` when given. Otherwise, when the pool's model sets
+        ``SM_VLLM_MAX_NUM_SEQS`` (every ``VllmPoolEndpoint`` copy does), what that flag lets
+        the instance run: ``max_num_seqs`` x its data-parallel engines (``engine_batch``: the
+        weight and the flag are one value). Otherwise, for a pool whose model declares
+        ``sizing``, the planner's figure: the full-length sequences that pool's KV cache holds
+        at once (``Plan.sequences_at_max_context``), capped at vLLM's default ``max_num_seqs``
+        for the pool's GPU per data-parallel engine (``vllm_default_max_num_seqs``: 1024 on
+        H100/H200/B200-class GPUs, 256 on others). ``None`` when none is known.
         """
         planned = {fit.pool_index: fit.plan for fit in self.pool_plans}
         capacities: list[float | None] = []
         for index, pool in enumerate(self.pools):
+            batch = self.pool_batch(index)
             if pool.max_concurrency is not None:
                 capacities.append(float(pool.max_concurrency))
+            elif batch is not None:
+                capacities.append(float(batch.concurrency))
             elif index in planned:
                 plan = planned[index]
-                engines = VLLM_DEFAULT_MAX_NUM_SEQS * plan.data_parallel
+                engines = vllm_default_max_num_seqs(plan.instance_spec) * plan.data_parallel
                 capacities.append(float(min(plan.sequences_at_max_context, engines)))
             else:
                 capacities.append(None)
@@ -758,7 +792,7 @@ class _ImportedPoolEndpoint(Resource, EndpointApi):
 def _endpoint_arn(scope: Construct, endpoint_name: str) -> str:
     """The endpoint's ARN, its name lower-cased as in the ARNs SageMaker returns.
 
-    UNCONFIRMED in AWS's docs (kept from the first version; ``DescribeEndpoint`` answers
+    UNCONFIRMED[endpoint-arn-case] in AWS's docs (kept from the first version; ``DescribeEndpoint`` answers
     with lower-case ARNs); a token name is left as it is.
     """
     name = endpoint_name.lower()

@@ -16,7 +16,7 @@ any ``SM_VLLM_*`` value into the flag plus one token per element (``tokens_for``
 ``--served-model-name`` is not among its ``SINGLE_TOKEN_FLAGS``), so
 ``SM_VLLM_SERVED_MODEL_NAME='["<copy>","<client>"]'`` serves both and nothing is written to
 the weights bucket (``served_names_environment``; a test runs that script on the synthesized
-environment). Which published image tags carry that script is not recorded (UNCONFIRMED;
+environment). Which published image tags carry that script is not recorded (UNCONFIRMED[json-array-entrypoint];
 check an image with ``docker run --rm --entrypoint grep <image> -c "JSON array"
 /usr/local/bin/sagemaker_args.py``: 0 or an error means the old entrypoint), so it is
 declared per image, off by default.

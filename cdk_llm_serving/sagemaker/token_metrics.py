@@ -27,7 +27,7 @@ SageMaker detailed metrics and Insights dashboard on CloudWatch", 2026-06, "Step
 metrics with PromQL"), i.e. vLLM's histogram under its base name, without ``_bucket``, as a
 native histogram (an OTel histogram kept whole) queried without ``le``. The same post queries
 the gauges under vLLM's names (``vllm:kv_cache_usage_perc``, ``vllm:num_requests_running``).
-UNCONFIRMED: the counter's name. Nothing of AWS's shows one; ``vllm:generation_tokens_total``
+UNCONFIRMED[token-counter-name]: the counter's name. Nothing of AWS's shows one; ``vllm:generation_tokens_total``
 (vLLM's exposition name, suffix kept) is chosen, as a public script that reads detailed
 observability's PromQL endpoint does. Check what an endpoint stores with (``pip install
 awscurl``; AWS's blog uses it for this endpoint)::
@@ -58,7 +58,7 @@ class StoredMetric:
     stored: str
     #: ``native histogram``, ``counter`` or ``gauge``, as stored.
     kind: str
-    #: Where the stored name comes from; ``UNCONFIRMED`` where no AWS text shows it.
+    #: Where the stored name comes from; marked unconfirmed (with its README id) where no AWS text shows it.
     source: str
 
 
@@ -90,7 +90,7 @@ STORED_NAMES: dict[str, StoredMetric] = {
         exposed=("vllm:generation_tokens_total",),
         stored="vllm:generation_tokens_total",
         kind="counter",
-        source="UNCONFIRMED (no AWS example of a counter); check with the awscurl command above",
+        source="UNCONFIRMED[token-counter-name] (no AWS example of a counter); check with the awscurl command above",
     ),
 }
 

@@ -18,7 +18,7 @@ https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html):
   (``RetainDeploymentConfig`` stays false).
 
 Instance pools: AWS does not say whether changing a variant's pool list counts as changing
-its instance type (UNCONFIRMED). Decided conservatively here: a change of the *set* of pool
+its instance type (UNCONFIRMED[pool-change-is-type-change]). Decided conservatively here: a change of the *set* of pool
 instance types is an instance-type change; a new order (priorities) or other models on the
 same types (``ModelNameOverride``) is a model change and allowed.
 

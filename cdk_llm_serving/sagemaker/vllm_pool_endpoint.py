@@ -4,7 +4,10 @@ Each pool's configuration comes from ``vllm.pool_strategy`` (or the pool's own
 ``VllmConfig``), is checked against its hardware, and becomes a ``ServingModel`` fed
 through the SageMaker vLLM container's ``SM_VLLM_*`` variables. Identical
 configurations share one model; the first pool's model is the variant's, the others
-become ``ModelNameOverride``s.
+become ``ModelNameOverride``s. Every copy sets ``max_num_seqs`` (``engine_batch.choose_batch``:
+the user's, else the planner's batch for that copy and instance type, else vLLM's default for
+the device), the same figure its pool's autoscaling weight is made of; pools that would share a
+copy but for their batch share it at the smallest of their batches.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Unpack
 
-from aws_cdk import CfnOutput
+from aws_cdk import Annotations, CfnOutput
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
@@ -33,12 +36,14 @@ from ..planning.catalog import Catalog, default_catalog
 from ..planning.instance_types import InstanceType
 from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import ModelSizing
+from ..planning.sizing import plan as plan_layout
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import Goal, PoolVllmPlan, derive_pool_config, warn_tensor_parallel_cost
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import PoolEndpointKeywords, PoolEndpointOptions
+from .engine_batch import EngineBatch, choose_batch
 from .instance_pool import InstancePool, hosting_instance_type
 from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
@@ -137,7 +142,10 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         #: The name clients send; every copy serves it after its own name.
         self.client_model_name: str = chosen.served_model_name or self.spec.name
         vllm_pools = [p if isinstance(p, VllmPool) else VllmPool(p) for p in pools]
-        self.pool_plans: list[PoolVllmPlan | None] = self._derive(vllm_pools, named_weights)
+        derived = self._derive(vllm_pools, named_weights)
+        #: Each pool's batch (``max_num_seqs`` per engine, engines, where it came from).
+        self.pool_batches: list[EngineBatch] = []
+        self.pool_plans: list[PoolVllmPlan | None] = self._with_batches(derived)
 
         self.models: dict[str, ServingModel] = {}
         pool_models: list[ServingModel] = []
@@ -212,6 +220,40 @@ class VllmPoolEndpoint(Construct, EndpointApi):
     def auto_scale(self, **options: Unpack[AutoScalingOptions]) -> EndpointAutoScaling:
         """``InstancePoolEndpoint.auto_scale`` of the endpoint."""
         return self.endpoint.auto_scale(**options)
+
+    def _with_batches(self, plans: Sequence[PoolVllmPlan | None]) -> list[PoolVllmPlan | None]:
+        """Each pool's configuration with its ``max_num_seqs`` set (``choose_batch``). Pools
+        whose configurations are otherwise identical keep sharing one copy, at the smallest
+        of their batches: the flag a copy runs with is the one its pools are weighed by."""
+        shared: dict[str, int] = {}
+        chosen: list[EngineBatch] = []
+        for planned in plans:
+            assert planned is not None
+            batch = choose_batch(
+                planned.config.max_num_seqs,
+                planned.plan,
+                self.catalog.get(str(planned.instance_type)),
+            )
+            chosen.append(batch)
+            key = self._key(planned)
+            shared[key] = min(shared.get(key, batch.max_num_seqs), batch.max_num_seqs)
+        result: list[PoolVllmPlan | None] = []
+        for planned, batch in zip(plans, chosen, strict=True):
+            assert planned is not None
+            seqs = shared[self._key(planned)]
+            if seqs < batch.max_num_seqs:
+                Annotations.of(self).add_warning_v2(
+                    "cdk-llm-serving:sharedCopyBatch",
+                    f"{planned.instance_type} shares the copy {self._served_name(planned)} with a "
+                    f"pool whose batch is smaller: it runs max_num_seqs {seqs}, not "
+                    f"{batch.max_num_seqs} ({batch.source}); give this pool its own "
+                    "VllmPool(config=...) to run its own batch",
+                )
+            engines = planned.config.data_parallel_size or 1  # what the copy's flags run
+            self.pool_batches.append(dataclasses.replace(batch, max_num_seqs=seqs, engines=engines))
+            config = planned.config.with_changes(max_num_seqs=seqs)
+            result.append(dataclasses.replace(planned, config=config))
+        return result
 
     def _derive(
         self, pools: Sequence[VllmPool], weights: Mapping[str, ModelData]
@@ -314,11 +356,27 @@ class VllmPoolEndpoint(Construct, EndpointApi):
     ) -> PoolVllmPlan:
         assert pool.config is not None
         config = pool.config.with_changes(model=SAGEMAKER_MODEL_DIR).validate()
+        # The layout the config pins, planned with the planner's objective so that its batch
+        # (``Plan.performance.max_num_seqs``) is known for ``choose_batch``.
+        sizing = self._sizing(fmt, config)
         return PoolVllmPlan(
             instance_type,
             fmt,
             config,
-            self._sizing(fmt, config).plan_on(instance_type, max_nodes=1, catalog=self.catalog),
+            plan_layout(
+                self.spec,
+                fmt,
+                instance_type,
+                max_context=sizing.max_context,
+                gpu_memory_utilization=sizing.gpu_memory_utilization,
+                kv_cache_dtype="fp8"
+                if (config.kv_cache_dtype or "auto").startswith("fp8")
+                else "auto",
+                max_nodes=1,
+                catalog=self.catalog,
+                tensor_parallel=config.tensor_parallel_size,
+                single_instance=True,
+            ),
         )
 
     def _sizing(self, weight_format: str, config: VllmConfig) -> ModelSizing:

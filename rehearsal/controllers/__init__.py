@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from rehearsal.controllers import (
     certmanager,
+    inference_operator,
     karpenter,
     keda,
     lbc,
@@ -24,6 +25,7 @@ from rehearsal.world import World
 CONTROLLERS: list[Callable[[World], bool]] = [
     workloads.reconcile,
     lws.reconcile,
+    inference_operator.reconcile,
     scheduler.reconcile,
     karpenter.reconcile,
     volumes.reconcile,

@@ -246,7 +246,9 @@ def test_async_endpoint_scales_on_backlog_and_from_zero():
 
     stack = new_stack()
     endpoint = pool_endpoint(
-        stack, async_inference=AsyncInference(output_bucket=s3.Bucket(stack, "Out"))
+        stack,
+        pools=[InstancePool("ml.p5.48xlarge")],
+        async_inference=AsyncInference(output_bucket=s3.Bucket(stack, "Out")),
     )
     endpoint.auto_scale(min_capacity=0, max_capacity=4)
     template = template_of(stack)

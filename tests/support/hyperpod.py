@@ -79,7 +79,11 @@ def deepseek_service(
 
 
 def imported_cluster(
-    stack: Stack, gpu_count: int = 2, *, oidc_provider_arn: str | None = None
+    stack: Stack,
+    gpu_count: int = 2,
+    *,
+    oidc_provider_arn: str | None = None,
+    tiered_storage: Any = None,
 ) -> IHyperPodCluster:
     """An existing HyperPod cluster (VPC, node security group, EKS with a kubectl provider)."""
     oidc = (
@@ -121,6 +125,7 @@ def imported_cluster(
             stack, "ExistingNodes", "sg-0123456789abcdef0"
         ),
         instance_groups=instance_groups(gpu_count),
+        tiered_storage=tiered_storage,
     )
 
 

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from cdk_llm_serving.vllm.multinode import (
     with_api_key_file,
     with_route_guard,
 )
-from cdk_llm_serving.vllm.route_guard import RouteGuard
+from cdk_llm_serving.vllm.route_guard import RouteGuard, is_served, route_path
 from tests.support.start_script import run_loading_middleware
 
 #: Every path vLLM 0.33.0 documents as answering without the API key: vllm-project/vllm v0.33.0
@@ -227,3 +228,43 @@ def test_keys_and_guard_compose_and_every_dollar_is_escaped(tmp_path):
         tmp_path,
     )
     assert out.startswith(f"rc=0\nmiddleware={ROUTE_GUARD_MIDDLEWARE} ") and "k1" not in out
+
+
+#: Boundaries of the root path (issue 31): a root that is a prefix of ``/v1`` (``/v``), the
+#: root ``/v1`` itself, a root with a trailing slash. (root_path, path, the route path)
+ROOT_PATH_BOUNDARIES = [
+    ("/v", "/v1/models", "/v1/models"),  # "/v" is not a path segment of "/v1"
+    ("/v", "/v/v1/models", "/v1/models"),
+    ("/v1", "/v1/models", "/models"),  # vLLM under --root-path /v1: its routes are /v1/v1/...
+    ("/v1", "/v1", ""),
+    ("/api/", "/api/v1/models", "/api/v1/models"),  # "/api/" then "v1": no "/" after the root
+    ("/api", "/api", ""),
+]
+
+
+@pytest.mark.parametrize(("root", "path", "expected"), ROOT_PATH_BOUNDARIES)
+def test_root_path_boundaries(root, path, expected):
+    assert route_path(http(path, root_path=root)) == expected
+    inner, sent = call(http(path, root_path=root))
+    assert bool(inner.scopes) == is_served(expected), (root, path)
+
+
+def test_root_path_boundaries_match_starlettes_router():
+    """The same table through Starlette's own ``get_route_path`` (what vLLM's router matches),
+    in the deploy rehearsal's vLLM virtualenv (``make vllm-venv``)."""
+    python = Path(__file__).resolve().parents[2] / ".venv" / "vllm" / "bin" / "python"
+    if not python.exists():
+        pytest.skip("needs .venv/vllm (make vllm-venv) for Starlette's router")
+    program = (
+        "import json, sys; from starlette._utils import get_route_path as g; "
+        "print(json.dumps([g({'path': p, 'root_path': r}) for r, p, _ in json.load(sys.stdin)]))"
+    )
+    result = subprocess.run(
+        [str(python), "-c", program],
+        input=json.dumps(ROOT_PATH_BOUNDARIES),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert json.loads(result.stdout) == [expected for _, _, expected in ROOT_PATH_BOUNDARIES]

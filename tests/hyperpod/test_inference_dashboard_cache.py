@@ -1,0 +1,94 @@
+"""InferenceEndpointDashboard's KV-cache, routing and P/D row (#29): its series are the ones the
+pinned vLLM registers (read from the real package in ``.venv/vllm``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from aws_cdk import aws_aps as aps
+from aws_cdk.assertions import Template
+
+from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
+from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.inference_dashboard import (
+    InferenceEndpointDashboard,
+    cache_panels,
+)
+from cdk_llm_serving.hyperpod.inference_features import InferencePrefillDecode
+from tests.support.builders import new_stack
+from tests.support.hyperpod import gpt_oss_120b_endpoint, single_node_groups
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _vllm_source() -> str:
+    packages = sorted((ROOT / ".venv" / "vllm" / "lib").glob("python3*/site-packages/vllm"))
+    if not packages:
+        pytest.skip("the vLLM virtualenv (.venv/vllm) is not installed")
+    return "\n".join(
+        path.read_text(errors="replace")
+        for path in (
+            packages[0] / "v1" / "metrics" / "loggers.py",
+            packages[0] / "distributed/kv_transfer/kv_connector/v1/nixl/stats.py",
+        )
+    )
+
+
+def _endpoint(stack, **props):
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    return gpt_oss_120b_endpoint(stack, addons, **props)
+
+
+def _pd() -> InferencePrefillDecode:
+    return InferencePrefillDecode(
+        prefill_instance_type="ml.p5en.48xlarge", decode_instance_type="ml.p5.48xlarge"
+    )
+
+
+def test_every_series_is_one_the_pinned_vllm_registers():
+    stack = new_stack()
+    panels = cache_panels(_endpoint(stack, prefill_decode=_pd()))
+    source = _vllm_source()
+    names = {
+        re.sub(r"_(total|sum|count|bucket)$", "", name)
+        for panel in panels
+        for name in re.findall(r"vllm:[a-z_]+", panel.query)
+    }
+    assert names == {
+        "vllm:prefix_cache_hits",
+        "vllm:prefix_cache_queries",
+        "vllm:external_prefix_cache_hits",
+        "vllm:external_prefix_cache_queries",
+        "vllm:num_requests_waiting",
+        "vllm:nixl_bytes_transferred",
+    }
+    for name in names:
+        assert f'name="{name}"' in source, name
+    assert 'name="vllm:no_such_series"' not in source  # the check can fail
+
+
+def test_the_row_draws_from_the_workspace_only_when_given():
+    stack = new_stack()
+    endpoint = _endpoint(stack)
+    InferenceEndpointDashboard(stack, "Plain", endpoint=endpoint)
+    workspace = aps.CfnWorkspace(stack, "Workspace")
+    InferenceEndpointDashboard(
+        stack, "WithCache", endpoint=endpoint, prometheus_workspace=workspace
+    )
+    template = Template.from_stack(stack)
+    bodies = {
+        logical: json.dumps(stack.resolve(resource["Properties"]["DashboardBody"]))
+        for logical, resource in template.find_resources("AWS::CloudWatch::Dashboard").items()
+    }
+    (plain,) = [b for k, b in bodies.items() if k.startswith("Plain")]
+    (cached,) = [b for k, b in bodies.items() if k.startswith("WithCache")]
+    assert "prefix_cache_hits" not in plain
+    assert "Tiered KV-cache hit rate" in cached and "external_prefix_cache_hits" in cached
+    assert "nixl" not in cached  # no P/D, no transfer chart
+    functions = template.find_resources("AWS::Lambda::Function")
+    assert sum("WithCache" in logical for logical in functions) == 1
+    assert not any(logical.startswith("Plain") for logical in functions)
