@@ -21,9 +21,10 @@ so each autoscaled GPU group (``HyperPodInstanceGroup(max_count=...)``) gets:
   tolerations (Karpenter docs, "NodePools",
   https://karpenter.sh/docs/concepts/nodepools/), and our serving pods select
   ``cdk-llm-serving/group`` and require HyperPod's node-health label ``Schedulable``
-  (UNCONFIRMED whether HyperPod's provider declares that label itself: it is a requirement of
-  the pool so that Karpenter's simulation admits the pods; HyperPod's health agent owns the
-  label on the node afterwards). The pool's ``limits`` cap it at the group's ``max_count``
+  (UNCONFIRMED whether HyperPod's provider declares that label itself: it is a template label
+  of the pool so that Karpenter's simulation admits the pods, not a requirement, as HyperPod's
+  provider supports "a limited set of well-known Kubernetes and Karpenter requirements";
+  HyperPod's health agent owns the label on the node afterwards). The pool's ``limits`` cap it at the group's ``max_count``
   whole nodes' GPUs (``nvidia.com/gpu``; Karpenter stops launching once a pool's nodes
   reach its limits, same page). Each pod of a replica requests all of a node's GPUs and EFA
   devices, so a LeaderWorkerSet replica of N pods that KEDA adds pends as N pods, and
@@ -130,7 +131,9 @@ class NodeAutoscaling:
             "metadata": {"name": group.name},
             "spec": {
                 "template": {
-                    "metadata": {"labels": group.effective_labels},
+                    "metadata": {
+                        "labels": {**group.effective_labels, NODE_HEALTH_LABEL: NODE_HEALTHY}
+                    },
                     "spec": {
                         "nodeClassRef": {
                             "group": HYPERPOD_NODE_CLASS_GROUP,
@@ -143,7 +146,6 @@ class NodeAutoscaling:
                                 "operator": "In",
                                 "values": [str(group.instance_type)],
                             },
-                            {"key": NODE_HEALTH_LABEL, "operator": "In", "values": [NODE_HEALTHY]},
                         ],
                         **({"taints": taints} if taints else {}),
                         "expireAfter": "Never",
