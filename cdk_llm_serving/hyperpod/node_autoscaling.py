@@ -49,6 +49,7 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from .._cdk.durations import Span
 from ..errors import Problems
 from .constants import GPU_RESOURCE, INSTANCE_TYPE_LABEL, NODE_HEALTH_LABEL, NODE_HEALTHY
 from .instance_group import HyperPodInstanceGroup
@@ -76,6 +77,10 @@ AUTOSCALER_PRINCIPAL = "hyperpod.sagemaker.amazonaws.com"
 AUTOSCALER_ACTIONS = ("sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes")
 
 
+#: ``consolidate_after``'s default: 10 minutes.
+_CONSOLIDATE_AFTER = Span.of_seconds(600)
+
+
 @dataclass(frozen=True)
 class NodeAutoscaling:
     """Cluster node autoscaling with HyperPod's managed Karpenter (see the module doc).
@@ -86,16 +91,14 @@ class NodeAutoscaling:
         weights, engine) on the next scale-out. Default: 10 minutes.
     """
 
-    consolidate_after: Duration = Duration.minutes(10)
+    consolidate_after: Duration = _CONSOLIDATE_AFTER.duration
 
     def validate(self, problems: Problems, prop: str) -> None:
         """``consolidate_after`` in whole seconds, at least 0 (Karpenter's duration pattern)."""
-        seconds = self.consolidate_after.to_seconds()
-        if seconds < 0 or seconds != int(seconds):
+        span = _CONSOLIDATE_AFTER.given(self.consolidate_after, integral=False)
+        if span.seconds < 0 or span.seconds != int(span.seconds):
             problems.add(
-                f"{prop}.consolidate_after",
-                self.consolidate_after.to_human_string(),
-                "must be whole seconds, 0 or more",
+                f"{prop}.consolidate_after", span.human(), "must be whole seconds, 0 or more"
             )
 
     def karpenter_objects(self, groups: Sequence[HyperPodInstanceGroup]) -> list[dict[str, Any]]:
@@ -153,7 +156,7 @@ class NodeAutoscaling:
                 },
                 "disruption": {
                     "consolidationPolicy": "WhenEmpty",
-                    "consolidateAfter": f"{int(self.consolidate_after.to_seconds())}s",
+                    "consolidateAfter": f"{int(_CONSOLIDATE_AFTER.given(self.consolidate_after).seconds)}s",
                 },
                 "limits": {GPU_RESOURCE: str(gpus)},
             },

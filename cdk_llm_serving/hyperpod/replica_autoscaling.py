@@ -31,7 +31,8 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from .._cdk.validation import check_at_least
+from .._cdk.durations import Span
+from .._cdk.validation import check_at_least, whole_seconds
 from ..errors import Problems, checked_props
 from .constants import KEDA_API_VERSION, LWS_API_VERSION, QUEUE_DEPTH_RULE
 from .multi_node_manifests import NLB_DEREGISTRATION_DELAY_SECONDS, drain_before_stop
@@ -39,6 +40,9 @@ from .multi_node_service import VllmMultiNodeService
 from .observability import VllmObservability
 
 __all__ = ["VllmReplicaAutoscaling"]
+
+#: ``longest_request``'s default: 5 minutes.
+_LONGEST_REQUEST = Span.of_seconds(300)
 
 
 class VllmReplicaAutoscaling(Construct):
@@ -69,7 +73,7 @@ class VllmReplicaAutoscaling(Construct):
         waiting_requests_per_replica: int = 8,
         min_replicas: int = 1,
         max_replicas: int | None = None,
-        longest_request: Duration = Duration.minutes(5),
+        longest_request: Duration = _LONGEST_REQUEST.duration,
     ) -> None:
         super().__init__(scope, id)
         ceiling = service.group.capacity // service.nodes
@@ -160,10 +164,14 @@ class VllmReplicaAutoscaling(Construct):
                 + (" at its max_count" if service.group.autoscaled else "")
                 + f", {service.nodes} per replica",
             )
-        if not 0 < longest_request.to_seconds() <= NLB_DEREGISTRATION_DELAY_SECONDS:
+        if (
+            not 0
+            < whole_seconds(longest_request, _LONGEST_REQUEST)
+            <= NLB_DEREGISTRATION_DELAY_SECONDS
+        ):
             problems.add(
                 "longest_request",
-                longest_request.to_human_string(),
+                _LONGEST_REQUEST.given(longest_request).human(),
                 f"must be more than 0 and at most the NLB's deregistration delay "
                 f"({NLB_DEREGISTRATION_DELAY_SECONDS} s): a scaled-in replica serves its "
                 "in-flight requests only that long",
