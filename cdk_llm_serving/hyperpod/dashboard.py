@@ -30,7 +30,13 @@ from .constants import (
     SPEC_ACCEPTANCE_RULE,
     TTFT_P99_RULE,
 )
-from .observability import VllmObservability
+from .observability import (
+    OFFLOAD_HIT_RATE_RULE,
+    OFFLOAD_LOAD_RATE_RULE,
+    OFFLOAD_STORE_RATE_RULE,
+    PREFIX_CACHE_HIT_RATE_RULE,
+    VllmObservability,
+)
 
 WIDGET_CODE = Path(__file__).parents[1] / "_cdk" / "assets" / "amp_widget"
 
@@ -68,11 +74,16 @@ PANELS: tuple[_Panel, ...] = (
     ),
     _Panel("Generated tokens per second", GENERATION_TOKENS_RATE_RULE, "", None),
     _Panel("Speculative-decoding acceptance rate", SPEC_ACCEPTANCE_RULE, "", None),
+    _Panel("Prefix-cache hit rate (GPU)", PREFIX_CACHE_HIT_RATE_RULE, "", None),
+    _Panel("KV offload hit rate (host memory)", OFFLOAD_HIT_RATE_RULE, "", None),
+    _Panel("KV offload loads (host to GPU)", OFFLOAD_LOAD_RATE_RULE, " B/s", None),
+    _Panel("KV offload stores (GPU to host)", OFFLOAD_STORE_RATE_RULE, " B/s", None),
 )
 
 
 class VllmDashboard(Construct):
-    """TTFT, inter-token and end-to-end p99, queue, KV cache, throughput, MTP acceptance."""
+    """TTFT, inter-token and end-to-end p99, queue, KV cache, throughput, MTP acceptance,
+    prefix-cache hit rate and the host-memory KV offload's hit rate and traffic."""
 
     @checked_props
     def __init__(

@@ -68,6 +68,7 @@ from .multi_node_manifests import (
     MultiNodeWorkload,
 )
 from .multi_node_placement import MultiNodePlacement, place_replicas
+from .pod_spec import MIN_KV_OFFLOAD_GIB, kv_offload_budget_gib, memory_gib
 from .serving_image import IMAGE_WITHOUT_EFA_WARNING, default_vllm_image
 from .serving_security import generated_api_key, secret_provider_class, secrets_store_addon
 from .serving_tls import (
@@ -134,6 +135,13 @@ class VllmMultiNodeService(Construct):
         (LeaderWorkerSet's headless Service takes ``<name>``), so at most 59 characters.
         Default: the served model name.
     :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
+    :param kv_offload: keep prefix-cache blocks evicted from GPU memory in host memory (vLLM's
+        native offloading, ``--kv-offloading-size``), sized from the node's memory after the
+        pod's own needs (``pod_spec.kv_offload_budget_gib``; ``config.kv_offloading_size``
+        sets it by hand and must fit). It costs no instance (the Guaranteed pod already holds
+        that memory) but start-up time: every worker maps and pins the buffer.
+        Default: on when a node has at least ``MIN_KV_OFFLOAD_GIB`` (64 GiB) to spare, or when
+        ``config.kv_offloading_size`` is set; ``False`` turns it off.
     :param quantization: Deprecated: use ``weight_format``.
     :param model_store: Deprecated: use ``weights`` (an ``FsxModelStore``).
     :param stream_from: Deprecated: use ``weights`` (a ``ModelData``).
@@ -163,6 +171,7 @@ class VllmMultiNodeService(Construct):
         namespace: str | None = None,
         name: str | None = None,
         catalog: Catalog | None = None,
+        kv_offload: bool | None = None,
         quantization: WeightFormat | str | None = None,
         model_store: FsxModelStore | None = None,
         stream_from: ModelData | None = None,
@@ -202,6 +211,7 @@ class VllmMultiNodeService(Construct):
         check_kubernetes_name(problems, "name", self.name)
         self._check_service_name(problems)
         check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
+        self.kv_offload_requested = kv_offload
         self.config, config_valid = self._configure(problems, config)
         if self.stream_from is not None:
             self.stream_from.validate(problems, "weights")
@@ -477,6 +487,67 @@ class VllmMultiNodeService(Construct):
             return base.max_num_seqs
         return planned.performance.max_num_seqs if planned.nodes == self.nodes else None
 
+    @property
+    def kv_offload_budget_gib(self) -> int | None:
+        """GiB of a node's pod memory free for KV offload buffers (``pod_spec``), ``None``
+        when the catalog does not give the pod's memory."""
+        memory = memory_gib(self.resources)
+        if memory is None:
+            return None
+        weights = self.plan.weight_bytes / self.nodes / 2**30 if self.plan else 0.0
+        return kv_offload_budget_gib(memory, self.instance.gpus, weights)
+
+    @property
+    def engines_per_node(self) -> int:
+        """vLLM engines with a rank on each node: each pins its own whole offload buffer there
+        (``pod_spec``), so a node holds ``engines_per_node`` buffers."""
+        layout = self.layout
+        ranks = layout.tensor_parallel * max(layout.pipeline_parallel, 1)
+        return max(1, self.instance.gpus // ranks)
+
+    def _kv_offloading_size(self, problems: Problems, base: VllmConfig) -> float | None:
+        """``--kv-offloading-size`` (one engine's GiB): the configured size if it fits the
+        node's budget, else the budget shared by the node's engines (``kv_offload``)."""
+        given, wanted = base.kv_offloading_size, self.kv_offload_requested
+        if base.kv_offloading_backend == "lmcache":
+            problems.add(
+                "config.kv_offloading_backend",
+                "lmcache",
+                "native only: the lmcache backend needs a separately run LMCache server "
+                "(vllm/config/vllm.py _post_init_kv_transfer_config), which the service does not run",
+            )
+        if wanted is False:
+            if given is not None:
+                problems.add(
+                    "kv_offload",
+                    False,
+                    f"config.kv_offloading_size={given:g} turns offloading on; drop one of them",
+                )
+            return None
+        budget = self.kv_offload_budget_gib
+        engines = self.engines_per_node
+        if given is not None:
+            if budget is not None and given * engines > budget:
+                problems.add(
+                    "config.kv_offloading_size",
+                    given,
+                    f"at most {budget // engines} GiB per engine: a {self.instance.instance_type} "
+                    f"pod's memory ({self.resources.get('memory')}) less the vLLM processes' own "
+                    f"and the node's share of the weights leaves {budget} GiB for the "
+                    f"{engines} engine(s) on each node (pod_spec.kv_offload_budget_gib)",
+                )
+            return given
+        if budget is None or budget < MIN_KV_OFFLOAD_GIB * engines:
+            if wanted:
+                problems.add(
+                    "kv_offload",
+                    True,
+                    f"a {self.instance.instance_type} node has {budget or 0} GiB of pod memory to "
+                    f"spare for KV offload; at least {MIN_KV_OFFLOAD_GIB} GiB per engine needed",
+                )
+            return None
+        return float(budget // engines)
+
     def _configure(self, problems: Problems, base: VllmConfig) -> tuple[VllmConfig, bool]:
         """The vLLM configuration this placement needs, checked against the hardware, and
         whether vLLM's own checks passed (the launcher's run when the workload renders)."""
@@ -508,6 +579,7 @@ class VllmMultiNodeService(Construct):
             # default, 1024 on these GPUs, would batch past them); a configured value wins.
             max_num_seqs=self._max_num_seqs(base),
         )
+        config = config.with_changes(kv_offloading_size=self._kv_offloading_size(problems, base))
         for flag in config.extra_flags:
             if flag in MULTINODE_FLAGS:
                 problems.add(

@@ -7,7 +7,8 @@ percentiles are exact PromQL ``histogram_quantile`` results, where agents that t
 Prometheus histograms into CloudWatch metrics keep only sums and counts.
 
 Recording rules publish p99 TTFT, inter-token and end-to-end latency, queue depth,
-KV-cache usage, token throughput and the speculative-decoding acceptance rate; alerting
+KV-cache usage, token throughput, the speculative-decoding acceptance rate, the prefix-cache
+hit rate and the host-memory KV offload's hit rate and traffic; alerting
 rules fire on TTFT p99, queue depth and KV-cache saturation, routed by the workspace's
 alert manager to an encrypted SNS topic.
 
@@ -63,6 +64,29 @@ from .interfaces import IHyperPodCluster
 from .multi_node_service import VllmMultiNodeService
 
 _YAML_OPTIONS: dict[str, Any] = {"sort_keys": False, "width": 1_000_000}
+
+# -- prefix cache and KV offload (issue 29) ---------------------------------------------------
+# vLLM 0.32.0's counters (prometheus_client adds ``_total`` to a Counter's name):
+# ``vllm:prefix_cache_queries`` / ``_hits`` count prompt tokens looked up in / found in the GPU
+# prefix cache, ``vllm:external_prefix_cache_queries`` / ``_hits`` those the KV connector (the
+# host-memory offload) was asked for / supplied (vllm/v1/metrics/loggers.py,
+# ``PrometheusStatLogger``); ``vllm:kv_offload_load_bytes`` / ``_store_bytes`` the bytes copied
+# host->GPU / GPU->host by the offloading connector
+# (vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py).
+VLLM_PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
+VLLM_PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+VLLM_EXTERNAL_PREFIX_CACHE_QUERIES = "vllm:external_prefix_cache_queries_total"
+VLLM_EXTERNAL_PREFIX_CACHE_HITS = "vllm:external_prefix_cache_hits_total"
+VLLM_KV_OFFLOAD_LOAD_BYTES = "vllm:kv_offload_load_bytes_total"
+VLLM_KV_OFFLOAD_STORE_BYTES = "vllm:kv_offload_store_bytes_total"
+#: Share of prompt tokens served from the GPU prefix cache (0-1), over all leaders.
+PREFIX_CACHE_HIT_RATE_RULE = "vllm:prefix_cache_hit_rate"
+#: Share of the tokens asked of the host-memory offload that it supplied (0-1).
+OFFLOAD_HIT_RATE_RULE = "vllm:kv_offload_hit_rate"
+#: Bytes per second loaded from host memory into GPU memory (offload hits).
+OFFLOAD_LOAD_RATE_RULE = "vllm:kv_offload_load_bytes_per_second"
+#: Bytes per second stored from GPU memory into host memory.
+OFFLOAD_STORE_RATE_RULE = "vllm:kv_offload_store_bytes_per_second"
 
 
 class VllmObservability(Construct):
@@ -369,5 +393,18 @@ def _recording_rules() -> list[dict[str, str]]:
         {
             "record": SPEC_ACCEPTANCE_RULE,
             "expr": f"{rate.format(metric=VLLM_SPEC_ACCEPTED_TOKENS)} / {rate.format(metric=VLLM_SPEC_DRAFT_TOKENS)}",
+        },
+        {
+            "record": PREFIX_CACHE_HIT_RATE_RULE,
+            "expr": f"{rate.format(metric=VLLM_PREFIX_CACHE_HITS)} / {rate.format(metric=VLLM_PREFIX_CACHE_QUERIES)}",
+        },
+        {
+            "record": OFFLOAD_HIT_RATE_RULE,
+            "expr": f"{rate.format(metric=VLLM_EXTERNAL_PREFIX_CACHE_HITS)} / {rate.format(metric=VLLM_EXTERNAL_PREFIX_CACHE_QUERIES)}",
+        },
+        {"record": OFFLOAD_LOAD_RATE_RULE, "expr": rate.format(metric=VLLM_KV_OFFLOAD_LOAD_BYTES)},
+        {
+            "record": OFFLOAD_STORE_RATE_RULE,
+            "expr": rate.format(metric=VLLM_KV_OFFLOAD_STORE_BYTES),
         },
     ]

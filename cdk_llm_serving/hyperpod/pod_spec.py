@@ -19,6 +19,22 @@
   512 Mi (aws/sagemaker-hyperpod-cli
   ``helm_chart/HyperPodHelmChart/charts/health-monitoring-agent``), so 10% leaves room for
   the device plugins, CNI, Pod Identity agent, FSx CSI node and page cache pressure.
+* KV-cache offload to host memory (``kv_offload_budget_gib``): what is left of the pod's
+  memory once the vLLM processes have theirs. vLLM's native offloading keeps the blocks in
+  one ``/dev/shm`` file per engine and node, which every worker maps and pins whole
+  (``SharedOffloadRegion``, vllm/v1/kv_offload/cpu/shared_offload_region.py;
+  ``pin_mmap_region`` registers ``total_size_bytes``, vllm/v1/kv_offload/cpu/gpu_worker.py;
+  vLLM 0.32.0), so a node holds the whole ``--kv-offloading-size`` of each engine with a
+  rank on it. The pod's ``/dev/shm`` is a memory-backed emptyDir: its usage counts against
+  the pod's memory limit and is capped by it ("the minimum value between the SizeLimit ...
+  and the sum of memory limits of all containers in a pod", ``EmptyDirVolumeSource.sizeLimit``
+  in the Kubernetes API, https://kubernetes.io/docs/reference/kubernetes-api/config-and-storage-resources/volume/),
+  so the buffer must fit inside the Guaranteed request. Decision (no published figure for
+  vLLM's own host memory per GPU): keep ``PROCESS_BASE_GIB`` for the API server and engine
+  core, ``PROCESS_GIB_PER_GPU`` per GPU worker (CUDA context, NCCL, pinned staging buffers)
+  and the node's share of the weights (page cache of safetensors reads from FSx, or the Run:ai
+  streamer's host buffers), and offload the rest; below ``MIN_KV_OFFLOAD_GIB`` it is not
+  worth the start-up time of pinning it.
 * A restricted container: no privilege escalation, every capability dropped except
   ``IPC_LOCK`` (EFA/libfabric registers - pins - memory for RDMA:
   https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html asks for ``IPC_LOCK`` on
@@ -42,6 +58,11 @@ from ..planning.catalog import InstanceSpec
 HEADROOM_SHARE = 0.10
 MIN_HEADROOM_VCPUS = 2
 MIN_HEADROOM_GIB = 4
+#: Host memory the vLLM processes of a node keep beside the KV offload buffer (module doc).
+PROCESS_BASE_GIB = 16
+PROCESS_GIB_PER_GPU = 16
+#: The smallest per-node offload buffer the multi-node service turns on by default.
+MIN_KV_OFFLOAD_GIB = 64
 #: The one capability the vLLM container keeps (EFA memory registration).
 CAPABILITIES_KEPT = ("IPC_LOCK",)
 
@@ -78,6 +99,20 @@ def guaranteed_cpu_memory(instance: InstanceSpec, threads_per_core: int) -> dict
     cpu = vcpus - cpu_headroom
     memory = math.floor(instance.host_memory_gib) - memory_headroom
     return {"cpu": str(cpu), "memory": f"{memory}Gi"}
+
+
+def memory_gib(resources: dict[str, str] | Any) -> int | None:
+    """The ``memory`` request in whole GiB (``"1843Gi"`` -> 1843), ``None`` when not set."""
+    memory = resources.get("memory")
+    if memory is None or not str(memory).endswith("Gi"):
+        return None
+    return int(str(memory)[: -len("Gi")])
+
+
+def kv_offload_budget_gib(pod_memory_gib: int, gpus: int, weights_gib_per_node: float) -> int:
+    """GiB of the pod's memory left for KV offload buffers on one node (module doc), >= 0."""
+    reserve = PROCESS_BASE_GIB + PROCESS_GIB_PER_GPU * gpus + math.ceil(weights_gib_per_node)
+    return max(0, pod_memory_gib - reserve)
 
 
 def container_security_context() -> dict[str, Any]:

@@ -4,7 +4,7 @@ from .catalog import Catalog, UnknownInstanceTypeError, default_catalog
 from .decode import Workload
 from .instance_types import InstanceType
 from .models import ModelSpec, WeightFormat
-from .objective import Candidate, LatencyTargets, Objective, Performance
+from .objective import Candidate, LatencyTargets, Objective, OperatingPoint, Performance
 from .prefill import Disaggregation
 from .sizing import ModelSizing, Plan, PlanningError, plan
 
@@ -17,6 +17,7 @@ __all__ = [
     "ModelSizing",
     "ModelSpec",
     "Objective",
+    "OperatingPoint",
     "Performance",
     "Plan",
     "PlanningError",

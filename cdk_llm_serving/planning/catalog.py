@@ -41,6 +41,14 @@ class Gpu:
     native_formats: tuple[str, ...]
     dense_tflops: tuple[tuple[str, float], ...] = ()
     link_gb_per_s: float = 0.0
+    #: Share of ``dense_tflops`` the routed experts' grouped GEMM reaches, by precision
+    #: (``data/gpus.json``, ``grouped_gemm_source``); ``None`` = not measured.
+    grouped_gemm_efficiency: tuple[tuple[str, float], ...] = ()
+
+    def grouped_gemm_share(self, precision: str) -> float | None:
+        """Measured share of dense peak for MoE expert GEMMs at ``precision``; ``None`` if absent."""
+        table = dict(self.grouped_gemm_efficiency)
+        return table.get(precision)
 
     @property
     def memory_bytes(self) -> float:
@@ -188,6 +196,7 @@ def gpus() -> dict[str, Gpu]:
             native_formats=tuple(g["native_formats"]),
             dense_tflops=tuple(sorted(g.get("dense_tflops", {}).items())),
             link_gb_per_s=float(g.get("link_gb_per_s", 0.0)),
+            grouped_gemm_efficiency=tuple(sorted(g.get("grouped_gemm_efficiency", {}).items())),
         )
         for name, g in load_data("gpus.json")["gpus"].items()
     }

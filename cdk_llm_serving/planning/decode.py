@@ -12,8 +12,21 @@ Per decode step of a batch of ``B`` sequences, each with ``C`` tokens of context
       memory_s = (dense + touched experts + B·C·kv_bytes·kv_replication)
                  / (tensor_parallel · GPU bandwidth · BANDWIDTH_EFFICIENCY)
 
-- **compute**: ``2 · active params · B`` FLOPs at the weight format's tensor-core peak (FP4 /
-  FP8 when native, else BF16) times ``COMPUTE_EFFICIENCY``, again one stage at a time.
+- **compute**: ``2 · params · tokens`` FLOPs at the weight format's tensor-core peak (FP4 /
+  FP8 when native, else BF16), one stage at a time. The dense GEMMs (attention projections,
+  shared experts, head) reach ``COMPUTE_EFFICIENCY`` of peak; the routed experts' grouped
+  GEMM reaches less: its many small per-expert GEMMs run at the GPU's measured
+  ``Gpu.grouped_gemm_efficiency`` (``data/gpus.json``, read from AIConfigurator's
+  silicon-measured vLLM fused-MoE table; ``COMPUTE_EFFICIENCY`` where not measured). At
+  large batch, as the tokens per expert grow, the experts turn from weight-read bound to
+  compute bound (AIConfigurator's table shows the switch near 1-2k tokens per step).
+- **all-reduce** (tensor parallelism): vLLM's row-parallel layers sum their partial outputs
+  over the tensor-parallel group after attention and after the MLP (``RowParallelLinear``
+  with ``reduce_results``, vllm/model_executor/layers/linear.py), two all-reduces per layer
+  (one in a MoE layer with expert parallelism, whose experts use the all-to-all below) of
+  ``tokens · hidden · 2 bytes``. A ring all-reduce moves ``2 (tp-1)/tp`` of the message per
+  GPU (NCCL's bus bandwidth, github.com/NVIDIA/nccl-tests doc/PERFORMANCE.md) over NVLink at
+  ``LINK_EFFICIENCY``, plus ``COLLECTIVE_LATENCY_S`` per call.
 - **all-to-all** (expert parallelism): each token's hidden state goes to its ``k`` experts
   and back (``2 · k · hidden · 2 bytes`` per MoE layer), ``(ep-1)/ep`` of it off the GPU, over
   NVLink (``Gpu.link_gb_per_s``) within a node or EFA (the instance's network bandwidth)
@@ -25,14 +38,30 @@ layers: the experts touched are those of all ``data_parallel x B`` tokens, shard
 ``ep`` GPUs, so a rank's GPUs read ``1/data_parallel`` of them (``DecodeStep.expert_bytes``
 is that share), and the all-to-all carries every rank's tokens.
 
-``step = max(memory, compute, all-to-all)``; inter-token latency (ITL) is the step.
-Prefill is a compute bound: ``2 · active params · input tokens`` per request. With
-continuous batching a replica holding ``B`` requests of ``I`` input and ``O`` output tokens
-emits ``B·O`` tokens in ``O·step + B·prefill``.
+**The step is the sum of its parts**, each part its own roofline::
+
+    step = KV read (attention)
+         + max(dense weights read, dense GEMM FLOPs)
+         + max(touched experts read, expert grouped-GEMM FLOPs)
+         + all-reduce + all-to-all
+
+A layer's kernels run one after another (attention, then the GEMMs, then the collective), so
+their times add; overlapping them needs micro-batching the engine does not do by default.
+AIConfigurator models a step the same way, as the sum of its operations' latencies
+(``generation_ops`` in aic-core/src/aiconfigurator_core/sdk/models/moe.py and llama.py,
+summed in sdk/backends/base_backend.py; github.com/ai-dynamo/aiconfigurator).
+Inter-token latency (ITL) is the step. Prefill (``prefill.prefill_seconds``) is compute-bound
+plus its all-reduces. With continuous batching a replica holding ``B`` requests of ``I``
+input and ``O`` output tokens emits ``B·O`` tokens in ``O·step + B·prefill``.
 
 Not modelled: attention FLOPs over long contexts, sliding-window layers (KV read counted in
-full), CUDA-graph/launch overheads, routing skew, overlap of pipeline micro-batches. The two
-efficiencies are calibrated against published measurements (``calibration.py``).
+full), kernel-launch and element-wise overheads, routing skew, overlap of pipeline
+micro-batches, and one engine release's kernel for one format on one GPU running far below
+the others (AIConfigurator measures vLLM 0.24's block-scaled FP8 projections on B200 at
+2.5 % of speed-of-light; ``bench/aiconfigurator_cases.json``'s Qwen3-235B B200 note). The
+two efficiencies are calibrated against published measurements (``calibration.py``); the
+grouped-GEMM shares and the collective latency are measured figures (``data/gpus.json``,
+``COLLECTIVE_LATENCY_S``).
 """
 
 from __future__ import annotations
@@ -43,7 +72,7 @@ from dataclasses import dataclass
 from ..errors import Problems
 from .catalog import Catalog, InstanceSpec
 from .models import ModelSpec, WeightFormat
-from .moe import dense_weight_bytes, expert_weight_bytes
+from .moe import dense_params_b, dense_weight_bytes, expert_weight_bytes
 from .sizing import Plan
 
 #: Share of peak HBM bandwidth decode kernels reach. ASSUMED (no single published figure):
@@ -53,8 +82,20 @@ BANDWIDTH_EFFICIENCY = 0.5
 #: Share of dense tensor-core peak that batched decode and prefill GEMMs reach. ASSUMED,
 #: calibrated as ``BANDWIDTH_EFFICIENCY`` is.
 COMPUTE_EFFICIENCY = 0.4
-#: Bytes per activation value sent in the expert-parallel all-to-all (BF16).
+#: Bytes per activation value sent in the all-to-all and the all-reduce (BF16).
 ACTIVATION_BYTES = 2
+#: Share of the per-direction NVLink (or PCIe) bandwidth a ring all-reduce's bus bandwidth
+#: (github.com/NVIDIA/nccl-tests doc/PERFORMANCE.md defines the measure) reaches on large
+#: messages, and the all-to-all within a node. ASSUMED 0.8: AIConfigurator's measured vLLM
+#: all-reduce of its largest message on 8 H200s (custom_allreduce_perf.parquet, below) gives
+#: a bus bandwidth of 0.81 of 450 GB/s if its ``message_size`` counts BF16 values
+#: (UNCONFIRMED: the table does not name its unit).
+LINK_EFFICIENCY = 0.8
+#: Fixed cost of one tensor-parallel all-reduce: vLLM's custom all-reduce under CUDA graphs
+#: takes 4.4-4.7 us for messages up to 2 KiB on 2-8 H200s in AIConfigurator's measured table
+#: (aic-core/src/aiconfigurator_core/systems/data/h200_sxm/comm/vllm/0.24.0/
+#: custom_allreduce_perf.parquet, github.com/ai-dynamo/aiconfigurator, read 2026-12-02).
+COLLECTIVE_LATENCY_S = 4.5e-6
 #: Most sequences one engine runs at once: vLLM's default ``--max-num-seqs`` on GPUs with at
 #: least 70 GiB other than A100 (``EngineArgs`` batch defaults in vllm/engine/arg_utils.py,
 #: https://github.com/vllm-project/vllm); smaller GPUs and A100 default to 256.
@@ -113,7 +154,12 @@ class Workload:
 
 @dataclass(frozen=True)
 class DecodeStep:
-    """One decode step of one replica at ``batch`` sequences of ``context`` tokens."""
+    """One decode step of one replica at ``batch`` sequences of ``context`` tokens.
+
+    ``memory_s`` and ``compute_s`` are the step's totals (every byte at the stage bandwidth,
+    every FLOP at its efficiency); the step itself is the sum of the parts' rooflines
+    (``attention_s + dense_s + experts_s + all_reduce_s + all_to_all_s``, module docstring).
+    """
 
     batch: int
     context: int
@@ -124,6 +170,16 @@ class DecodeStep:
     memory_s: float
     compute_s: float
     all_to_all_s: float
+    #: KV-cache read of the attention kernels.
+    attention_s: float
+    #: The dense GEMMs: ``max(dense weights read, their FLOPs)``.
+    dense_s: float
+    #: The routed experts: ``max(touched experts read, grouped-GEMM FLOPs)``.
+    experts_s: float
+    #: The tensor-parallel all-reduces of all layers.
+    all_reduce_s: float
+    #: Of ``dense_s + experts_s``, the part bound by FLOPs rather than weight reads.
+    compute_bound_s: float
 
     @property
     def bytes_read(self) -> float:
@@ -131,13 +187,18 @@ class DecodeStep:
 
     @property
     def step_s(self) -> float:
-        return max(self.memory_s, self.compute_s, self.all_to_all_s)
+        return (
+            self.attention_s + self.dense_s + self.experts_s + self.all_reduce_s + self.all_to_all_s
+        )
 
     @property
     def bound(self) -> str:
+        """What most of the step waits on: ``memory``, ``compute``, ``all-reduce``, ``all-to-all``."""
+        gemm_memory = self.dense_s + self.experts_s - self.compute_bound_s
         named = {
-            "memory": self.memory_s,
-            "compute": self.compute_s,
+            "memory": self.attention_s + gemm_memory,
+            "compute": self.compute_bound_s,
+            "all-reduce": self.all_reduce_s,
             "all-to-all": self.all_to_all_s,
         }
         return max(named, key=lambda name: named[name])
@@ -156,9 +217,10 @@ def compute_precision(fmt: WeightFormat, instance: InstanceSpec) -> str:
 
 
 def _link_bytes_per_s(instance: InstanceSpec, ep: int) -> float:
-    """Per-GPU bandwidth of the all-to-all: NVLink within a node, EFA shared across nodes."""
+    """Per-GPU bandwidth of the all-to-all: NVLink within a node (at ``LINK_EFFICIENCY``), EFA
+    shared across nodes."""
     if ep <= instance.gpus:
-        return instance.gpu.link_gb_per_s * 1e9
+        return instance.gpu.link_gb_per_s * 1e9 * LINK_EFFICIENCY
     return instance.network_gbps / 8 * 1e9 / instance.gpus
 
 
@@ -168,7 +230,8 @@ def expert_ranks(plan: Plan) -> int:
 
 
 def all_to_all_seconds(plan: Plan, spec: ModelSpec, instance: InstanceSpec, tokens: int) -> float:
-    """Time of the expert-parallel dispatch + combine of ``tokens`` tokens over all MoE layers."""
+    """Time of the expert-parallel dispatch + combine of ``tokens`` tokens over all MoE layers:
+    the bytes over the link, plus ``COLLECTIVE_LATENCY_S`` per dispatch and per combine."""
     ranks = expert_ranks(plan)
     ep = plan.tensor_parallel * ranks
     if not plan.expert_parallel or ep <= 1 or spec.hidden_size <= 0:
@@ -176,7 +239,29 @@ def all_to_all_seconds(plan: Plan, spec: ModelSpec, instance: InstanceSpec, toke
     moe_layers = spec.moe_layers or spec.layers
     per_token = 2 * spec.experts_per_token * spec.hidden_size * ACTIVATION_BYTES * moe_layers
     off_gpu = tokens * ranks * per_token * (ep - 1) / ep
-    return off_gpu / (ep * _link_bytes_per_s(instance, ep))
+    return off_gpu / (ep * _link_bytes_per_s(instance, ep)) + 2 * moe_layers * COLLECTIVE_LATENCY_S
+
+
+def all_reduce_seconds(plan: Plan, spec: ModelSpec, instance: InstanceSpec, tokens: int) -> float:
+    """The tensor-parallel all-reduces of ``tokens`` tokens through every layer (module docstring)."""
+    tp = plan.tensor_parallel
+    if tp <= 1:
+        return 0.0
+    moe_layers = (spec.moe_layers or spec.layers) if spec.is_moe else 0
+    per_moe_layer = 1 if plan.expert_parallel else 2
+    calls = 2 * (spec.layers - moe_layers) + per_moe_layer * moe_layers
+    message = tokens * max(0, spec.hidden_size) * ACTIVATION_BYTES
+    link = instance.gpu.link_gb_per_s * 1e9 * LINK_EFFICIENCY
+    moved = 2 * (tp - 1) / tp * message / link if link > 0 else 0.0
+    return calls * (COLLECTIVE_LATENCY_S + moved)
+
+
+def gemm_flops_per_second(fmt: WeightFormat, instance: InstanceSpec) -> tuple[float, float]:
+    """Reached FLOP/s of one GPU for (dense GEMMs, routed experts' grouped GEMM)."""
+    precision = compute_precision(fmt, instance)
+    peak = instance.gpu.peak_flops(precision)
+    grouped = instance.gpu.grouped_gemm_share(precision)
+    return peak * COMPUTE_EFFICIENCY, peak * (COMPUTE_EFFICIENCY if grouped is None else grouped)
 
 
 def decode_step(
@@ -191,13 +276,22 @@ def decode_step(
     instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
     spec, fmt = plan.model_spec, plan.format_spec
     tokens = batch * tokens_per_sequence
-    stage_bw = plan.tensor_parallel * instance.gpu.bandwidth_tbps * 1e12 * BANDWIDTH_EFFICIENCY
-    kv = batch * context * plan.kv_bytes_per_token * spec.kv_replication(plan.tensor_parallel)
+    tp = plan.tensor_parallel
+    stage_bw = tp * instance.gpu.bandwidth_tbps * 1e12 * BANDWIDTH_EFFICIENCY
+    kv = batch * context * plan.kv_bytes_per_token * spec.kv_replication(tp)
     ranks = expert_ranks(plan)
     dense = dense_weight_bytes(spec, fmt)
     experts = expert_weight_bytes(spec, fmt, tokens * ranks) / ranks
-    flops = instance.gpu.peak_flops(compute_precision(fmt, instance)) * COMPUTE_EFFICIENCY
-    compute = 2 * spec.active_params_b * 1e9 * tokens / (plan.tensor_parallel * flops)
+    dense_flops, grouped_flops = gemm_flops_per_second(fmt, instance)
+    dense_params = dense_params_b(spec) * 1e9
+    routed_params = spec.active_params_b * 1e9 - dense_params
+    dense_compute = 2 * dense_params * tokens / (tp * dense_flops)
+    expert_compute = 2 * routed_params * tokens / (tp * grouped_flops)
+    dense_s = max(dense / stage_bw, dense_compute)
+    experts_s = max(experts / stage_bw, expert_compute)
+    compute_bound = (dense_compute if dense_compute > dense / stage_bw else 0.0) + (
+        expert_compute if expert_compute > experts / stage_bw else 0.0
+    )
     return DecodeStep(
         batch=batch,
         context=context,
@@ -206,14 +300,11 @@ def decode_step(
         kv_bytes=kv,
         stage_bandwidth=stage_bw,
         memory_s=(dense + experts + kv) / stage_bw,
-        compute_s=compute,
+        compute_s=dense_compute + expert_compute,
         all_to_all_s=all_to_all_seconds(plan, spec, instance, tokens),
+        attention_s=kv / stage_bw,
+        dense_s=dense_s,
+        experts_s=experts_s,
+        all_reduce_s=all_reduce_seconds(plan, spec, instance, tokens),
+        compute_bound_s=compute_bound,
     )
-
-
-def prefill_seconds(plan: Plan, input_tokens: int, catalog: Catalog | None = None) -> float:
-    """Compute-bound prefill of one request on one replica (stages one after another)."""
-    instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
-    spec, fmt = plan.model_spec, plan.format_spec
-    flops = instance.gpu.peak_flops(compute_precision(fmt, instance)) * COMPUTE_EFFICIENCY
-    return 2 * spec.active_params_b * 1e9 * input_tokens / (plan.tensor_parallel * flops)

@@ -1,14 +1,56 @@
-"""The decode arithmetic of a plan as text and JSON: what a step reads, the curve, speculation."""
+"""The decode arithmetic of a plan as text and JSON: what a step reads, the curve, speculation.
+
+With an objective's choice (``plan.performance``) the rows come from the model behind it,
+``objective.operating_point``: the step at the chosen ``max_num_seqs`` and the curve of TTFT,
+ITL, TPOT and tokens/s over batches up to the plan's batch limit (``objective_curve``). Only a
+plan without one (never from ``plan()``, which always chooses) falls back to the ITL-target
+curve of ``throughput.estimate_throughput``, which is the same function at other batches.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .decode import BANDWIDTH_EFFICIENCY, DecodeStep, expert_ranks
+from .decode import BANDWIDTH_EFFICIENCY, DecodeStep, Workload, expert_ranks
 from .moe import expected_distinct_experts
+from .objective import OperatingPoint, batch_limit, operating_point
 from .sizing import Plan
 from .speculative import DEFAULTS, SpeculationEstimate, estimate_speculation
-from .throughput import ThroughputEstimate
+from .throughput import ThroughputEstimate, batch_sizes
+
+if TYPE_CHECKING:
+    from .catalog import Catalog
+
+
+def objective_curve(plan: Plan, catalog: Catalog | None = None) -> tuple[OperatingPoint, ...]:
+    """``operating_point`` at batches 1, 2, 4, ... up to the plan's batch limit, and at the
+    objective's chosen batch (``plan.performance.max_num_seqs``); empty without a choice."""
+    perf, workload = plan.performance, plan.workload
+    if perf is None:
+        return ()
+    workload = workload or Workload()
+    instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
+    limit, _ = batch_limit(plan, workload, instance)
+    batches = sorted({*batch_sizes(limit), perf.max_num_seqs})
+    return tuple(operating_point(plan, b, workload, catalog) for b in batches)
+
+
+def chosen_point(plan: Plan, catalog: Catalog | None = None) -> OperatingPoint | None:
+    """The objective's operating point: what ``plan.performance`` reports."""
+    if plan.performance is None:
+        return None
+    workload = plan.workload or Workload()
+    return operating_point(plan, plan.performance.max_num_seqs, workload, catalog)
+
+
+def objective_curve_text(plan: Plan, points: tuple[OperatingPoint, ...]) -> str:
+    chosen = plan.performance.max_num_seqs if plan.performance else None
+    shown = ", ".join(
+        f"{p.batch}{'*' if p.batch == chosen else ''}: {p.ttft_s:,.2f} s / {p.itl_ms:,.1f} ms / "
+        f"{p.tpot_ms:,.1f} ms / {p.tokens_per_second:,.0f} tok/s"
+        for p in points
+    )
+    return f"batch per engine: TTFT / ITL / TPOT / tokens/s of all engines (* = chosen) -> {shown}"
 
 
 def step_arithmetic(plan: Plan, step: DecodeStep) -> str:
@@ -28,9 +70,11 @@ def step_arithmetic(plan: Plan, step: DecodeStep) -> str:
     return (
         f"batch {step.batch} x {step.context:,} tokens: dense {step.dense_bytes / 1e9:,.0f} GB{experts} "
         f"+ KV {step.kv_bytes / 1e9:,.1f} GB{kv_note} = {step.bytes_read / 1e9:,.0f} GB "
-        f"/ {step.stage_bandwidth / 1e12:,.1f} TB/s (one pipeline stage: {plan.tensor_parallel} GPUs at "
-        f"{BANDWIDTH_EFFICIENCY:.0%} of peak) = {step.memory_s * 1e3:,.1f} ms; compute {step.compute_s * 1e3:,.1f} ms; "
-        f"all-to-all {step.all_to_all_s * 1e3:,.1f} ms -> {step.tokens_per_second:,.0f} tokens/s per replica"
+        f"over {step.stage_bandwidth / 1e12:,.1f} TB/s (one pipeline stage: {plan.tensor_parallel} GPUs at "
+        f"{BANDWIDTH_EFFICIENCY:.0%} of peak); step = attention {step.attention_s * 1e3:,.1f} ms "
+        f"+ dense GEMMs {step.dense_s * 1e3:,.1f} ms + experts {step.experts_s * 1e3:,.1f} ms "
+        f"+ all-reduce {step.all_reduce_s * 1e3:,.1f} ms + all-to-all {step.all_to_all_s * 1e3:,.1f} ms "
+        f"= {step.step_s * 1e3:,.1f} ms ({step.bound}-bound) -> {step.tokens_per_second:,.0f} tokens/s per replica"
     )
 
 
@@ -41,11 +85,10 @@ def curve_text(estimate: ThroughputEstimate) -> str:
     return f"batch: ITL / replica tokens/s (prefill included) -> {points}"
 
 
-def speculation_estimates(plan: Plan, estimate: ThroughputEstimate) -> list[SpeculationEstimate]:
-    """Each speculation method the model can use, at the chosen batch (MTP only with MTP layers)."""
+def speculation_estimates(plan: Plan, batch: int, context: int) -> list[SpeculationEstimate]:
+    """Each speculation method the model can use, at ``batch`` (MTP only with MTP layers)."""
     spec = plan.model_spec
     names = [name for name in DEFAULTS if name != "mtp" or spec.mtp_layers > 0]
-    batch, context = estimate.chosen.batch, estimate.workload.mean_context
     return [estimate_speculation(plan, DEFAULTS[n], batch=batch, context=context) for n in names]
 
 
@@ -57,31 +100,57 @@ def speculation_text(estimates: list[SpeculationEstimate]) -> str:
     )
 
 
-def decode_as_dict(plan: Plan, estimate: ThroughputEstimate) -> dict[str, Any]:
-    step = estimate.chosen.step
+def _step_dict(step: DecodeStep) -> dict[str, Any]:
+    return {
+        "dense_gb": round(step.dense_bytes / 1e9, 2),
+        "expert_gb": round(step.expert_bytes / 1e9, 2),
+        "kv_gb": round(step.kv_bytes / 1e9, 2),
+        "stage_bandwidth_tbps": round(step.stage_bandwidth / 1e12, 2),
+        "memory_ms": round(step.memory_s * 1e3, 2),
+        "compute_ms": round(step.compute_s * 1e3, 2),
+        "attention_ms": round(step.attention_s * 1e3, 2),
+        "dense_gemm_ms": round(step.dense_s * 1e3, 2),
+        "expert_gemm_ms": round(step.experts_s * 1e3, 2),
+        "all_reduce_ms": round(step.all_reduce_s * 1e3, 2),
+        "all_to_all_ms": round(step.all_to_all_s * 1e3, 2),
+        "step_ms": round(step.step_s * 1e3, 2),
+        "bound": step.bound,
+    }
+
+
+def _point_dict(point: OperatingPoint) -> dict[str, Any]:
+    return {
+        "batch": point.batch,
+        "ttft_s": round(point.ttft_s, 3),
+        "itl_ms": round(point.itl_ms, 2),
+        "tpot_ms": round(point.tpot_ms, 2),
+        "tokens_per_second": round(point.tokens_per_second, 1),
+        "replica_tokens_per_second": round(point.replica_tokens_per_second),
+    }
+
+
+def decode_as_dict(
+    plan: Plan, estimate: ThroughputEstimate, catalog: Catalog | None = None
+) -> dict[str, Any]:
+    """The step at the objective's batch and the objective's curve (``objective_curve``); the
+    ``itl_target_ms`` check is ``estimate``'s (the ``--itl-target-ms`` curve), same model."""
+    chosen = chosen_point(plan, catalog)
+    if chosen is not None:
+        step, points = chosen.step, objective_curve(plan, catalog)
+    else:
+        step, points = estimate.chosen.step, tuple(p.point for p in estimate.curve)
+    context = estimate.workload.mean_context if chosen is None else step.context
     return {
         "workload": {"input_tokens": estimate.workload.input_tokens, "output_tokens": estimate.workload.output_tokens},
         "itl_target_ms": estimate.itl_target_ms,
         "meets_target": estimate.meets_target,
         "max_batch_by_kv_cache": estimate.max_batch,
         "batch": step.batch,
-        "step": {
-            "dense_gb": round(step.dense_bytes / 1e9, 2),
-            "expert_gb": round(step.expert_bytes / 1e9, 2),
-            "kv_gb": round(step.kv_bytes / 1e9, 2),
-            "stage_bandwidth_tbps": round(step.stage_bandwidth / 1e12, 2),
-            "memory_ms": round(step.memory_s * 1e3, 2),
-            "compute_ms": round(step.compute_s * 1e3, 2),
-            "all_to_all_ms": round(step.all_to_all_s * 1e3, 2),
-            "bound": step.bound,
-        },
-        "curve": [
-            {"batch": p.batch, "itl_ms": round(p.itl_ms, 2), "replica_tokens_per_second": round(p.tokens_per_second)}
-            for p in estimate.curve
-        ],
+        "step": _step_dict(step),
+        "curve": [_point_dict(p) for p in points],
         "speculative": [
             {"method": e.method.name, "draft_tokens": e.method.draft_tokens, "acceptance_rate": e.method.acceptance_rate,
              "speedup": round(e.speedup, 2), "itl_ms": round(e.itl_ms, 2), "source": e.method.source}
-            for e in speculation_estimates(plan, estimate)
+            for e in speculation_estimates(plan, step.batch, context)
         ],
     }  # fmt: skip

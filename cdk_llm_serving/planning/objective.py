@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 from ..errors import Problems
 from . import sizing
 from .catalog import GIB, Catalog, InstanceSpec
-from .decode import MAX_BATCH, Workload, decode_step
+from .decode import MAX_BATCH, DecodeStep, Workload, decode_step
 from .prefill import (
     disaggregation_for,
     max_num_batched_tokens,
@@ -58,7 +58,16 @@ if TYPE_CHECKING:
     from .prefill import Disaggregation
     from .sizing import Layout, _Request
 
-__all__ = ["Candidate", "LatencyTargets", "Objective", "Performance", "choose", "objective_of"]
+__all__ = [
+    "Candidate",
+    "LatencyTargets",
+    "Objective",
+    "OperatingPoint",
+    "Performance",
+    "choose",
+    "objective_of",
+    "operating_point",
+]
 
 #: Candidates kept besides the chosen layout.
 CANDIDATES_SHOWN = 4
@@ -134,7 +143,7 @@ class Performance:
     ttft_s: float
     itl_ms: float
     tpot_ms: float
-    #: What bounds the decode step: ``memory``, ``compute`` or ``all-to-all``.
+    #: What bounds the decode step: ``memory``, ``compute``, ``all-reduce`` or ``all-to-all``.
     bound: str
     #: What stopped the batch growing: ``KV cache``, ``max_num_seqs``, ``concurrency`` or a target.
     batch_limited_by: str
@@ -270,16 +279,33 @@ def kv_dtypes_for(instance: InstanceSpec) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class _Point:
+class OperatingPoint:
+    """One engine of a plan holding ``batch`` requests of a workload: the one model behind
+    ``Plan.performance``, the plan table's decode rows and ``estimate_throughput``'s curve."""
+
     batch: int
+    #: Output tokens/s of all the plan's engines at this batch.
     tokens_per_second: float
     ttft_s: float
     itl_ms: float
     tpot_ms: float
     bound: str
+    #: The decode step at this batch (``decode.decode_step``).
+    step: DecodeStep
+    #: Prefill of one request (``prefill.prefill_seconds``).
+    prefill_s: float
+    engines: int = 1
+
+    @property
+    def replica_tokens_per_second(self) -> float:
+        """Output tokens/s of one engine (replica)."""
+        return self.tokens_per_second / self.engines
 
 
-def _point(plan: Plan, batch: int, workload: Workload, catalog: Catalog | None) -> _Point:
+def operating_point(
+    plan: Plan, batch: int, workload: Workload, catalog: Catalog | None = None
+) -> OperatingPoint:
+    """TTFT, ITL, TPOT and tokens/s of ``plan`` at ``batch`` per engine (module docstring)."""
     step = decode_step(plan, batch, workload.mean_context, catalog=catalog)
     prefill = prefill_seconds(plan, workload.input_tokens, catalog)
     cycle = workload.output_tokens * step.step_s + batch * prefill
@@ -288,13 +314,16 @@ def _point(plan: Plan, batch: int, workload: Workload, catalog: Catalog | None) 
     )
     ttft = time_to_first_token(prefill, step.step_s, batch, cycle, workload.input_tokens, budget)
     tpot = (cycle - ttft) / max(1, workload.output_tokens - 1)
-    return _Point(
+    return OperatingPoint(
         batch=batch,
         tokens_per_second=batch * workload.output_tokens / cycle * plan.data_parallel,
         ttft_s=ttft,
         itl_ms=step.step_s * 1e3,
         tpot_ms=max(tpot, step.step_s) * 1e3,
         bound=step.bound,
+        step=step,
+        prefill_s=prefill,
+        engines=plan.data_parallel,
     )
 
 
@@ -319,26 +348,26 @@ def evaluate(
     instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
     limit, limited_by = batch_limit(plan, workload, instance)
 
-    def misses(point: _Point) -> tuple[str, ...]:
+    def misses(point: OperatingPoint) -> tuple[str, ...]:
         return targets.misses(point.ttft_s, point.itl_ms, point.tpot_ms)
 
-    best = _point(plan, limit, workload, catalog)
+    best = operating_point(plan, limit, workload, catalog)
     if misses(best):
-        low = _point(plan, 1, workload, catalog)
+        low = operating_point(plan, 1, workload, catalog)
         if misses(low):
             best, limited_by = low, "targets (missed even at batch 1)"
         else:
             lo, hi = 1, limit  # lo meets, hi misses
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if misses(_point(plan, mid, workload, catalog)):
+                if misses(operating_point(plan, mid, workload, catalog)):
                     hi = mid
                 else:
                     lo = mid
-            best = _point(plan, lo, workload, catalog)
+            best = operating_point(plan, lo, workload, catalog)
             limited_by = (
                 "targets ("
-                + "; ".join(misses(_point(plan, hi, workload, catalog)))
+                + "; ".join(misses(operating_point(plan, hi, workload, catalog)))
                 + f" at batch {hi})"
             )
     missed = misses(best)

@@ -3,7 +3,9 @@ disaggregating prefill from decode would pay for a workload.
 
 **Prefill** of one request of ``I`` input tokens is compute-bound:
 ``2 · active params · I`` FLOPs at the weight format's dense tensor-core peak times
-``decode.COMPUTE_EFFICIENCY``, over one pipeline stage's ``tensor_parallel`` GPUs at a time.
+``decode.COMPUTE_EFFICIENCY`` (the routed experts at the GPU's measured grouped-GEMM share,
+``decode.gemm_flops_per_second``), over one pipeline stage's ``tensor_parallel`` GPUs at a
+time, plus the tensor-parallel all-reduces of its ``I`` tokens (``decode.all_reduce_seconds``).
 Peaks are the GPUs' dense (not sparse) figures in ``data/gpus.json`` (NVIDIA's H100/H200
 and B200 datasheets, https://www.nvidia.com/en-us/data-center/h100/ and
 https://www.nvidia.com/en-us/data-center/dgx-b200/). Attention FLOPs (``∝ I²``) are not
@@ -38,7 +40,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .decode import COMPUTE_EFFICIENCY, Workload, compute_precision
+from .decode import Workload, all_reduce_seconds, gemm_flops_per_second
+from .moe import dense_params_b
 
 if TYPE_CHECKING:
     from .catalog import Catalog, InstanceSpec
@@ -56,11 +59,17 @@ DISAGGREGATION_MIN_OUTPUT_TOKENS = 256
 
 
 def prefill_seconds(plan: Plan, input_tokens: int, catalog: Catalog | None = None) -> float:
-    """Compute-bound prefill of one request on one engine (pipeline stages one after another)."""
+    """Prefill of one request on one engine (pipeline stages one after another): the dense
+    GEMMs at ``decode.COMPUTE_EFFICIENCY``, the routed experts' grouped GEMM at the GPU's
+    measured share (``decode.gemm_flops_per_second``), and the tensor-parallel all-reduces of
+    the ``input_tokens`` (``decode.all_reduce_seconds``)."""
     instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
     spec, fmt = plan.model_spec, plan.format_spec
-    flops = instance.gpu.peak_flops(compute_precision(fmt, instance)) * COMPUTE_EFFICIENCY
-    return 2 * spec.active_params_b * 1e9 * input_tokens / (plan.tensor_parallel * flops)
+    dense_flops, grouped_flops = gemm_flops_per_second(fmt, instance)
+    dense_params = dense_params_b(spec) * 1e9
+    routed_params = spec.active_params_b * 1e9 - dense_params
+    compute = 2 * input_tokens * (dense_params / dense_flops + routed_params / grouped_flops)
+    return compute / plan.tensor_parallel + all_reduce_seconds(plan, spec, instance, input_tokens)
 
 
 def max_num_batched_tokens(instance: InstanceSpec) -> int:

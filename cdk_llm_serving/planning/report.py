@@ -9,8 +9,11 @@ from .catalog import GIB, Catalog
 from .cold_start import ColdStart
 from .cost import CostEstimate
 from .decode_report import (
+    chosen_point,
     curve_text,
     decode_as_dict,
+    objective_curve,
+    objective_curve_text,
     speculation_estimates,
     speculation_text,
     step_arithmetic,
@@ -195,7 +198,7 @@ def plan_as_table(
             f"${cost.fleet_price_per_hour:,.2f}/h; ~{cost.output_tokens_per_second:,.0f} output tokens/s; ${cost.price_per_million_output_tokens:,.3f} per million output tokens",
         ),
         ("throughput", cost.throughput_source),
-        *_decode_rows(plan, cost),
+        *_decode_rows(plan, cost, catalog),
         ("prices", cost.price_source),
     ]
     if plan.targets is not None and plan.targets.any:
@@ -226,15 +229,25 @@ def _replicas_text(plan: Plan) -> str:
     return text
 
 
-def _decode_rows(plan: Plan, cost: CostEstimate) -> list[tuple[str, str]]:
+def _decode_rows(
+    plan: Plan, cost: CostEstimate, catalog: Catalog | None = None
+) -> list[tuple[str, str]]:
+    """The decode step and curve of the objective's model (``decode_report.objective_curve``):
+    the same numbers as ``plan.performance``; the ITL-target curve only without a choice."""
     if cost.estimate is None:
         return []
     estimate = cost.estimate
+    chosen = chosen_point(plan, catalog)
+    if chosen is not None:
+        step, curve = chosen.step, objective_curve_text(plan, objective_curve(plan, catalog))
+    else:
+        step, curve = estimate.chosen.step, curve_text(estimate)
     return [
-        ("decode step", step_arithmetic(plan, estimate.chosen.step)),
-        ("curve", curve_text(estimate)),
+        ("decode step", step_arithmetic(plan, step)),
+        ("curve", curve),
         (
             "speculative",
-            speculation_text(speculation_estimates(plan, estimate)) + " (not in the cost above)",
+            speculation_text(speculation_estimates(plan, step.batch, step.context))
+            + " (not in the cost above)",
         ),
     ]

@@ -22,33 +22,48 @@ from .decode import (
     MAX_BATCH,
     DecodeStep,
     Workload,
-    decode_step,
-    prefill_seconds,
 )
 from .instance_types import InstanceType
 from .models import ModelSpec, WeightFormat
+from .objective import OperatingPoint, operating_point
 from .sizing import Plan, PlanningError, plan, tensor_parallel_options
 
 
 @dataclass(frozen=True)
 class CurvePoint:
-    step: DecodeStep
-    prefill_s: float
-    output_tokens: int
+    """One point of the curve: ``objective.operating_point`` (the model behind
+    ``Plan.performance``) at a batch, read per replica."""
+
+    point: OperatingPoint
+
+    @property
+    def step(self) -> DecodeStep:
+        return self.point.step
+
+    @property
+    def prefill_s(self) -> float:
+        return self.point.prefill_s
 
     @property
     def batch(self) -> int:
-        return self.step.batch
+        return self.point.batch
 
     @property
     def itl_ms(self) -> float:
-        return self.step.step_s * 1e3
+        return self.point.itl_ms
+
+    @property
+    def tpot_ms(self) -> float:
+        return self.point.tpot_ms
+
+    @property
+    def ttft_s(self) -> float:
+        return self.point.ttft_s
 
     @property
     def tokens_per_second(self) -> float:
         """Replica output tokens/s, prefill included."""
-        busy = self.output_tokens * self.step.step_s + self.batch * self.prefill_s
-        return self.batch * self.output_tokens / busy
+        return self.point.replica_tokens_per_second
 
 
 @dataclass(frozen=True)
@@ -82,9 +97,7 @@ def batch_sizes(limit: int) -> list[int]:
 
 
 def curve_point(plan: Plan, batch: int, workload: Workload, catalog: Catalog | None) -> CurvePoint:
-    step = decode_step(plan, batch, workload.mean_context, catalog=catalog)
-    prefill = prefill_seconds(plan, workload.input_tokens, catalog)
-    return CurvePoint(step, prefill, workload.output_tokens)
+    return CurvePoint(operating_point(plan, batch, workload, catalog))
 
 
 def estimate_throughput(

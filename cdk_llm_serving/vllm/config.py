@@ -26,6 +26,10 @@ from .registry import flag_problems, name_problems, registry
 #: (recorded with vLLM's other registries in ``data/vllm_registry.json``).
 REMOVED_FLAGS: dict[str, str] = dict(registry().removed_flags)
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+#: vLLM's KV-offloading backends (``KVOffloadingBackend`` in vllm/config/cache.py, vLLM 0.32.0):
+#: ``native`` is vLLM's own CPU offloading (``OffloadingConnector``), ``lmcache`` hands the
+#: blocks to a separately run LMCache server.
+KV_OFFLOADING_BACKENDS = ("native", "lmcache")
 #: Flags with a typed field, in the order they are rendered.
 TYPED_FLAGS = (
     "model",
@@ -43,6 +47,8 @@ TYPED_FLAGS = (
     "max-num-seqs",
     "gpu-memory-utilization",
     "kv-cache-dtype",
+    "kv-offloading-size",
+    "kv-offloading-backend",
     "load-format",
 )
 _FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -177,6 +183,18 @@ class VllmConfig:
         ``VllmMultiNodeService`` sets the planner's chosen batch when this is ``None``.
     :param gpu_memory_utilization: vLLM's share of GPU memory, in (0, 1].
     :param kv_cache_dtype: ``auto`` or an FP8 type.
+    :param kv_offloading_size: GiB of host memory for vLLM's KV-cache offloading
+        (``--kv-offloading-size``): prefix-cache blocks evicted from GPU memory are kept in
+        host memory and loaded back on a hit instead of recomputed. The total of one engine:
+        vLLM splits it evenly over the engine's tensor- and pipeline-parallel ranks
+        (``CacheConfig.kv_offloading_size`` in vllm/config/cache.py; ``CPUOffloadingSpec`` in
+        vllm/v1/kv_offload/cpu/spec.py divides ``cpu_bytes_to_use`` by the world size; vLLM
+        0.32.0). Default: no offloading (``VllmMultiNodeService`` sizes it from the node's
+        memory, ``kv_offload``).
+    :param kv_offloading_backend: ``native`` (vLLM's ``OffloadingConnector``) or ``lmcache``
+        (a separately run LMCache server owns the capacity); only with ``kv_offloading_size``
+        (vLLM ignores it otherwise: ``VllmConfig._post_init_kv_transfer_config`` in
+        vllm/config/vllm.py). Default: vLLM's, ``native``.
     :param load_format: e.g. ``runai_streamer`` to stream weights from S3.
     :param extra_flags: further flags, by name without ``--`` (``True`` for a bare flag).
     """
@@ -196,6 +214,8 @@ class VllmConfig:
     max_num_seqs: int | None = None
     gpu_memory_utilization: float | None = None
     kv_cache_dtype: str | None = None
+    kv_offloading_size: float | None = None
+    kv_offloading_backend: str | None = None
     load_format: str | None = None
     extra_flags: Mapping[str, FlagValue] = field(default_factory=dict)
 
@@ -228,6 +248,8 @@ class VllmConfig:
                 ("max-num-seqs", self.max_num_seqs),
                 ("gpu-memory-utilization", self.gpu_memory_utilization),
                 ("kv-cache-dtype", self.kv_cache_dtype),
+                ("kv-offloading-size", self.kv_offloading_size),
+                ("kv-offloading-backend", self.kv_offloading_backend),
                 ("load-format", self.load_format),
             ]
         )
@@ -289,6 +311,7 @@ class VllmConfig:
                     f"must be one of {', '.join(KV_CACHE_DTYPES)}",
                 )
             )
+        found += self._kv_offloading_problems()
         if self.enable_auto_tool_choice and not self.tool_call_parser:
             found.append(
                 Problem(
@@ -316,6 +339,34 @@ class VllmConfig:
             ("tool_call_parser", "reasoning_parser", "quantization"),
         )
         return found + self._extra_flag_problems()
+
+    def _kv_offloading_problems(self) -> list[Problem]:
+        """A positive, finite size (vLLM raises on a zero ``cpu_bytes_to_use``:
+        ``CPUOffloadingSpec.__init__``); a known backend, and only with a size."""
+        found: list[Problem] = []
+        size = self.kv_offloading_size
+        if size is not None and not (math.isfinite(size) and size > 0):
+            found.append(
+                Problem("kv_offloading_size", size, "GiB of host memory, a finite number above 0")
+            )
+        backend = self.kv_offloading_backend
+        if backend is not None and backend not in KV_OFFLOADING_BACKENDS:
+            found.append(
+                Problem(
+                    "kv_offloading_backend",
+                    backend,
+                    f"must be one of {', '.join(KV_OFFLOADING_BACKENDS)}",
+                )
+            )
+        elif backend is not None and size is None:
+            found.append(
+                Problem(
+                    "kv_offloading_backend",
+                    backend,
+                    "needs kv_offloading_size: vLLM offloads only when a size is set",
+                )
+            )
+        return found
 
     def _extra_flag_problems(self) -> list[Problem]:
         """Each extra flag: its name's form, removed, typed or not vLLM's; a finite value."""

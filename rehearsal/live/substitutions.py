@@ -39,6 +39,13 @@ def _is_fraction(value: str | None) -> bool:
         return False
 
 
+def _is_gib(value: str | None) -> bool:
+    try:
+        return value is not None and 0 < float(value) < float("inf")
+    except ValueError:
+        return False
+
+
 def _is_mtp(value: str | None) -> bool:
     try:
         config = json.loads(value or "")
@@ -121,6 +128,20 @@ TABLE: tuple[Rule, ...] = (
         "vllm-project/vllm vllm/envs.py (0.32: VLLM_CPU_KVCACHE_SPACE, '(CPU backend only) CPU "
         "key-value cache space', GiB) ; " + _FACTS,
         env=(("VLLM_CPU_KVCACHE_SPACE", str(KV_CACHE_GIB)),),
+    ),
+    Rule(
+        "--kv-offloading-size",
+        True,
+        _is_gib,
+        lambda value: (),
+        "KV-cache offload copies blocks between GPU and host memory; on the CPU build the "
+        "cache is in host memory already and vLLM refuses the offloading worker at engine "
+        "start ('CPU Offloading is currently only supported on CUDA-alike and XPU GPUs'; "
+        "its parser accepts the flag: tests/vllm/test_vllm_kv_offload.py)",
+        "vllm-project/vllm vllm/v1/kv_offload/cpu/spec.py (0.32: CPUOffloadingSpec.get_worker "
+        "raises unless the platform is CUDA-alike or XPU); measured with vllm-cpu 0.32.0 on "
+        "this machine (vllm serve <test model> --kv-offloading-size 1: the engine core exits "
+        "with that error)",
     ),
     Rule(
         "--max-model-len",

@@ -6,7 +6,8 @@ within the data file's factor, 2 either way. Why 2 is honest: the planner models
 engine at 50 % of peak HBM bandwidth and 40 % of tensor-core peak, while the measurements
 come from NVIDIA-tuned TensorRT-LLM runs across engine versions; 2x separates "right
 order" from "wrong arithmetic" (the bug this replaced was 6x optimistic for the 2.4T MoE).
-The worst ratio at the time of writing is about 0.54 (Llama 3.3 70B FP8 on 2 x H100).
+The worst ratio at the time of writing is about 0.51 (Llama 3.3 70B FP8 on 2 x H100; 0.54
+before issue 28 added the tensor-parallel all-reduce and summed the step's parts).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def test_worst_ratio_is_reported_honestly():
     by_id = ratios()
     worst = min(by_id, key=lambda key: min(by_id[key], 1 / by_id[key]))
     assert worst == "llama-3.3-70b-h100-fp8"
-    assert by_id[worst] == pytest.approx(0.54, abs=0.005)
+    assert by_id[worst] == pytest.approx(0.51, abs=0.005)
 
 
 # Issue 28: the same measurements with the planner choosing its own layout (objective tokens

@@ -33,7 +33,7 @@ def test_table_shows_the_best_layouts_side_by_side(capsys):
     header = next(line for line in out.splitlines() if line.startswith("layout "))
     for column in ("tokens/s", "per GPU", "TTFT s", "ITL ms", "TPOT ms", "$/M tok", "why it loses"):
         assert column in header
-    assert "TP8 *" in out and "fewer tokens per dollar" in out
+    assert "TP8 fp8-KV *" in out and "fewer tokens per dollar" in out
     assert "does not pay: colocated" in out
 
 
@@ -76,3 +76,29 @@ def test_bad_arguments_are_one_error_line_with_exit_status_2(capsys):
     assert err.count("\n") == 1 and err.startswith("error: plan: 3 problems")
     for text in ("--concurrency = '0'", "--itl or --tpot", "--objective = 'fast'"):
         assert text in err
+
+
+def test_decode_rows_come_from_the_model_behind_the_choice(capsys):
+    """Issue 28: the table's and the JSON's decode step and curve are the objective's
+    (``objective.operating_point``), not the ITL-target curve: the step is at the chosen
+    ``max_num_seqs`` and the curve's point there is ``Plan.performance``."""
+    assert main([*ISSUE_CASE, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    perf, decode = data["layout_choice"]["performance"], data["decode"]
+    assert decode["batch"] == perf["max_num_seqs"]
+    assert decode["step"]["step_ms"] == perf["itl_ms"]
+    (chosen,) = [point for point in decode["curve"] if point["batch"] == perf["max_num_seqs"]]
+    for key in ("ttft_s", "itl_ms", "tpot_ms", "output_tokens_per_second"):
+        shown = chosen["tokens_per_second" if key == "output_tokens_per_second" else key]
+        assert shown == perf[key], key
+    assert [p["batch"] for p in decode["curve"]][0] == 1  # the curve still starts at batch 1
+    assert main(ISSUE_CASE) == 0
+    table = capsys.readouterr().out
+    step_row = next(line for line in table.splitlines() if line.startswith("decode step"))
+    assert (
+        f"batch {perf['max_num_seqs']} x " in step_row and f"= {perf['itl_ms']:.1f} ms" in step_row
+    )
+    curve_row = next(line for line in table.splitlines() if line.startswith("curve"))
+    assert (
+        f"{perf['max_num_seqs']}*: {perf['ttft_s']:,.2f} s / {perf['itl_ms']:,.1f} ms" in curve_row
+    )

@@ -7,6 +7,7 @@ import pytest
 from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.planning.cold_start import estimate_cold_start
 from cdk_llm_serving.planning.cost import active_weight_bytes, estimate_cost
+from cdk_llm_serving.planning.decode import COLLECTIVE_LATENCY_S, LINK_EFFICIENCY
 from cdk_llm_serving.planning.models import preset, weight_format
 from cdk_llm_serving.planning.sizing import plan
 
@@ -46,10 +47,15 @@ def test_cost_uses_the_roofline_formula():
     result = plan("llama-3.1-405b", "fp8", "ml.p5.48xlarge", max_context=131072)
     cost = estimate_cost(result, batch=16, context_tokens=2048)
     bandwidth = 8 * 3.35e12 * 0.5
-    step = (
+    memory = (
         active_weight_bytes(preset("llama-3.1-405b"), weight_format("fp8"))
         + 16 * 2048 * result.kv_bytes_per_token
     ) / bandwidth
+    # plus two tensor-parallel all-reduces per layer (126) of 16 tokens x 16384 x 2 bytes, a
+    # ring over TP8 moving 2 x 7/8 of it per GPU over NVLink (450 GB/s per direction)
+    message = 16 * 16384 * 2
+    all_reduce = 2 * 126 * (COLLECTIVE_LATENCY_S + 2 * 7 / 8 * message / (450e9 * LINK_EFFICIENCY))
+    step = memory + all_reduce
     assert cost.output_tokens_per_second == pytest.approx(16 / step)
     assert cost.fleet_price_per_hour == pytest.approx(113.07)
     assert cost.price_per_million_output_tokens == pytest.approx(113.07 / (16 / step * 3600) * 1e6)

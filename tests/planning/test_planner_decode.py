@@ -6,9 +6,16 @@ import pytest
 
 from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.planning.cost import estimate_cost
-from cdk_llm_serving.planning.decode import BANDWIDTH_EFFICIENCY, Workload, decode_step
+from cdk_llm_serving.planning.decode import (
+    BANDWIDTH_EFFICIENCY,
+    COLLECTIVE_LATENCY_S,
+    LINK_EFFICIENCY,
+    Workload,
+    decode_step,
+)
 from cdk_llm_serving.planning.models import preset
 from cdk_llm_serving.planning.moe import expected_distinct_experts
+from cdk_llm_serving.planning.prefill import prefill_seconds
 from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.planning.speculative import (
     accepted_tokens_per_step,
@@ -59,11 +66,17 @@ def test_reference_model_decode_counts_touched_experts_and_one_stage():
         (step.dense_bytes + step.expert_bytes + step.kv_bytes) / stage
     )
     assert 650e9 < step.bytes_read < 720e9
-    assert step.tokens_per_second == pytest.approx(1486, rel=0.01)  # per data-parallel rank
+    # Memory-bound at batch 32: the step is every byte read plus the collectives, which add
+    # (issue 28: one all-reduce per MoE layer over TP8, the all-to-all over EFA; 1486 tokens/s
+    # when they overlapped the reads for free).
+    per_layer = COLLECTIVE_LATENCY_S + 2 * 7 / 8 * 32 * 7168 * 2 / (900e9 * LINK_EFFICIENCY)
+    assert step.all_reduce_s == pytest.approx(96 * per_layer)
+    assert step.step_s == pytest.approx(step.memory_s + step.all_reduce_s + step.all_to_all_s)
+    assert step.tokens_per_second == pytest.approx(1301, rel=0.01)  # per data-parallel rank
     fixed = estimate_cost(result, batch=32, context_tokens=4096)
-    assert fixed.output_tokens_per_second == pytest.approx(2 * 1486, rel=0.01)  # x 2 ranks
+    assert fixed.output_tokens_per_second == pytest.approx(2 * 1301, rel=0.01)  # x 2 ranks
     assert fixed.price_per_million_output_tokens == pytest.approx(
-        284.0 / (2 * 1486 * 3600) * 1e6, rel=0.01
+        284.0 / (2 * 1301 * 3600) * 1e6, rel=0.01
     )
 
 
@@ -121,4 +134,55 @@ def test_all_to_all_across_nodes_spans_every_rank_over_efa():
     step = decode_step(result, 32, 4096)
     per_token = 2 * 8 * 7168 * 2 * 96  # dispatch + combine, k=8, hidden 7168, BF16, 96 layers
     off_gpu = 32 * 2 * per_token * 15 / 16
-    assert step.all_to_all_s == pytest.approx(off_gpu / (16 * 3200e9 / 8 / 8))
+    latency = 2 * 96 * COLLECTIVE_LATENCY_S  # one dispatch and one combine per MoE layer
+    assert step.all_to_all_s == pytest.approx(off_gpu / (16 * 3200e9 / 8 / 8) + latency)
+
+
+def test_routed_experts_turn_compute_bound_at_the_measured_grouped_gemm_share():
+    """Issue 28: Qwen3-235B-A22B FP8 on 4 x H200 at batch 1024 touches every expert; its
+    routed experts' FLOPs then run at the measured grouped-GEMM share of FP8 peak (0.22 on
+    H200, data/gpus.json), not the dense GEMMs' 40 %, and bound the expert part of the step."""
+    result = plan("qwen3-235b-a22b", "fp8", "ml.p5en.48xlarge", tensor_parallel=4, max_context=2048)
+    assert result.instance_spec.gpu.grouped_gemm_share("fp8") == 0.22
+    spec = preset("qwen3-235b-a22b")
+    routed_active = spec.routed_experts_b * 1e9 * 8 / 128
+    small, large = decode_step(result, 8, 1536), decode_step(result, 1024, 1536)
+    assert small.experts_s == pytest.approx(small.expert_bytes / small.stage_bandwidth)
+    expected = 2 * routed_active * 1024 / (4 * 1979e12 * 0.22)
+    assert (
+        large.experts_s == pytest.approx(expected)
+        and expected > large.expert_bytes / large.stage_bandwidth
+    )
+    # the parts add: a layer's attention, GEMMs and collectives run one after another
+    parts = large.attention_s + large.dense_s + large.experts_s + large.all_reduce_s
+    assert (
+        large.step_s == pytest.approx(parts + large.all_to_all_s) and large.step_s > large.memory_s
+    )
+
+
+def test_tensor_parallel_all_reduce_grows_with_the_tensor_parallel_size():
+    """Issue 28: two all-reduces per layer of batch x hidden x 2 bytes; none at TP1, and the ring
+    moves 2 (tp-1)/tp of the message, so splitting 70B eight ways is no longer free."""
+    steps = {
+        tp: decode_step(
+            plan("llama-3.3-70b", "fp8", "ml.p5en.48xlarge", tensor_parallel=tp, max_context=2048),
+            256,
+            1536,
+        )
+        for tp in (1, 2, 4, 8)
+    }
+    assert steps[1].all_reduce_s == 0
+    assert steps[2].all_reduce_s < steps[4].all_reduce_s < steps[8].all_reduce_s
+    message = 256 * 8192 * 2
+    per_call = COLLECTIVE_LATENCY_S + 2 * 7 / 8 * message / (450e9 * LINK_EFFICIENCY)
+    assert steps[8].all_reduce_s == pytest.approx(2 * 80 * per_call)
+    # TP8 reads an eighth of the weights per GPU, but its step is a quarter above an eighth of TP1's
+    assert steps[8].step_s > steps[1].step_s / 8 * 1.25
+
+
+def test_prefill_pays_its_all_reduces():
+    tp8 = plan("llama-3.3-70b", "fp8", "ml.p5en.48xlarge", tensor_parallel=8, max_context=2048)
+    compute_only = 2 * preset("llama-3.3-70b").active_params_b * 1e9 * 1024 / (8 * 1979e12 * 0.4)
+    message = 1024 * 8192 * 2
+    per_call = COLLECTIVE_LATENCY_S + 2 * 7 / 8 * message / (450e9 * LINK_EFFICIENCY)
+    assert prefill_seconds(tp8, 1024) == pytest.approx(compute_only + 2 * 80 * per_call)

@@ -19,14 +19,24 @@ AICONFIGURATOR_TOKENS_PER_S = 2373
 TRTLLM_TOKENS_PER_S = 3330
 
 
-@pytest.mark.parametrize("instance_type", ["ml.p5en.48xlarge", "ml.p6-b200.48xlarge"])
-def test_the_405b_case_chooses_tensor_8_at_a_large_batch(instance_type):
+@pytest.mark.parametrize(
+    ("instance_type", "layout", "rival"),
+    [
+        # TP8 on H200: TP4 x DP2 leaves 12 GiB of KV cache per GPU, a batch of 100 at most.
+        ("ml.p5en.48xlarge", (8, 1, 1), (4, 2)),
+        # TP4 x DP2 on B200, as AIConfigurator 0.12 picks (bench/aiconfigurator_cases.json,
+        # llama-3.1-405b-fp8-b200: TP4 x2 at batch 224): B200's 179 GiB leave TP4 a batch of
+        # about 350, and TP8's all-reduces (issue 28) cost more than its larger batch brings.
+        ("ml.p6-b200.48xlarge", (4, 1, 2), (8, 1)),
+    ],
+)
+def test_the_405b_case_chooses_a_large_batch(instance_type, layout, rival):
     """Before: plan() gave TP4 x DP2 (p5en) / TP2 x DP4 (p6-b200) with room for a batch of 1."""
     chosen = plan(
         "llama-3.1-405b", "fp8", instance_type, workload=ISSUE_WORKLOAD, targets=ISSUE_TARGETS
     )
-    assert (chosen.tensor_parallel, chosen.pipeline_parallel, chosen.data_parallel) == (8, 1, 1)
-    assert chosen.nodes == 1 and chosen.gpus_per_replica == 8 and not chosen.expert_parallel
+    assert (chosen.tensor_parallel, chosen.pipeline_parallel, chosen.data_parallel) == layout
+    assert chosen.nodes == 1 and not chosen.expert_parallel
     perf = chosen.performance
     assert perf is not None and perf.meets_targets
     assert perf.max_num_seqs >= 128
@@ -37,9 +47,9 @@ def test_the_405b_case_chooses_tensor_8_at_a_large_batch(instance_type):
         for measured in (AICONFIGURATOR_TOKENS_PER_S, TRTLLM_TOKENS_PER_S):
             assert 0.5 <= perf.output_tokens_per_second / measured <= 2.0
     layouts = {(c.tensor_parallel, c.data_parallel, c.kv_cache_dtype): c for c in chosen.candidates}
-    tp4 = layouts.get((4, 2, chosen.kv_cache_dtype)) or layouts[(4, 2, "fp8")]
-    assert "fewer tokens per dollar" in tp4.loses_because
-    assert tp4.performance.output_tokens_per_second < perf.output_tokens_per_second
+    other = layouts.get((*rival, chosen.kv_cache_dtype)) or layouts[(*rival, "fp8")]
+    assert "fewer tokens per dollar" in other.loses_because
+    assert other.performance.output_tokens_per_second < perf.output_tokens_per_second
 
 
 def test_min_gpus_keeps_the_smallest_layout_and_no_performance_without_a_workload():
@@ -98,7 +108,8 @@ def test_ttft_grows_with_the_input_and_the_batch():
     short = evaluate(base, ISSUE_WORKLOAD, none)
     long = evaluate(base, Workload(input_tokens=8000, output_tokens=1024), none)
     assert long.ttft_s > short.ttft_s
-    capped = evaluate(base, Workload(1024, 1024, concurrency=8), none)
+    engines = base.data_parallel  # 70B FP8 on 8 x H200: TP1 x DP8, as AIConfigurator picks
+    capped = evaluate(base, Workload(1024, 1024, concurrency=8 * engines), none)
     assert capped.max_num_seqs == 8 and capped.ttft_s < short.ttft_s
     assert capped.batch_limited_by == "concurrency"
 
@@ -166,3 +177,24 @@ def test_a_model_sizing_still_promises_the_fewest_gpus():
         "ml.p5en.48xlarge", max_nodes=1
     )
     assert sized.tensor_parallel == 1 and sized.performance is None
+
+
+def test_dense_70b_no_longer_leans_to_tensor_8_for_free():
+    """Issue 28: with the all-reduce paid per layer, Llama-3.3-70B FP8 on 8 x H200 at 1k/1k runs
+    eight TP1 engines, as AIConfigurator 0.12 picks (bench/aiconfigurator_cases.json,
+    llama-3.3-70b-fp8-h200: TP1 x8); TP8 was chosen when its collectives were free."""
+    chosen = plan(
+        "llama-3.3-70b", "fp8", "ml.p5en.48xlarge", workload=ISSUE_WORKLOAD, targets=ISSUE_TARGETS
+    )
+    assert (chosen.tensor_parallel, chosen.data_parallel) == (1, 8)
+    assert chosen.performance is not None and chosen.performance.meets_targets
+    tp8 = plan(
+        "llama-3.3-70b",
+        "fp8",
+        "ml.p5en.48xlarge",
+        tensor_parallel=8,
+        kv_cache_dtype=chosen.kv_cache_dtype,
+        max_context=2048,
+    )
+    rival = evaluate(tp8, ISSUE_WORKLOAD, ISSUE_TARGETS)
+    assert rival.output_tokens_per_second < 0.8 * chosen.performance.output_tokens_per_second

@@ -61,6 +61,7 @@ def test_the_reference_pods_serve_after_substitution(workdir: Path) -> None:
         "--speculative-config",
         "--max-model-len",
         "--gpu-memory-utilization",
+        "--kv-offloading-size",
     }
     again = run_report(deployment, workdir)
     assert again.cached and again.findings == [] and again.passed == report.passed

@@ -14,7 +14,8 @@ REFERENCE_WORKER = (
     "--quantization", "modelopt_fp4", "--speculative-config",
     '{"method":"mtp","num_speculative_tokens":1}', "--reasoning-parser", "qwen3",
     "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder", "--max-model-len",
-    "131072", "--gpu-memory-utilization", "0.9", "--data-parallel-size-local", "1",
+    "131072", "--gpu-memory-utilization", "0.9", "--kv-offloading-size", "1000",
+    "--data-parallel-size-local", "1",
     "--data-parallel-address", "lws-0.lws.inference", "--data-parallel-rpc-port", "13345",
     "--data-parallel-start-rank", "1", "--headless",
 )  # fmt: skip
@@ -37,6 +38,7 @@ def test_the_reference_worker_keeps_everything_a_cpu_runs() -> None:
         "--speculative-config",
         "--max-model-len",
         "--gpu-memory-utilization",
+        "--kv-offloading-size",
     ]
     assert added_env(applied) == (("VLLM_CPU_KVCACHE_SPACE", "1"),)
 
@@ -76,6 +78,7 @@ def test_values_a_cpu_runs_are_left_alone() -> None:
         (("--tensor-parallel-size", "$(TP)"), "'$(TP)'"),
         (("--gpu-memory-utilization", "1.5"), "--gpu-memory-utilization"),
         (("--max-model-len", "128k"), "--max-model-len"),
+        (("--kv-offloading-size", "lots"), "--kv-offloading-size 'lots'"),
         (("--max-model-len",), "has no value"),
         (("--enable-expert-parallel=true",), "takes no value"),
         (("/bin/sh", "-c", "exec vllm serve /m --quantization modelopt_fp4"), "inside other text"),

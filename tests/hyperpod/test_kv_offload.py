@@ -1,0 +1,107 @@
+"""``VllmMultiNodeService``'s KV-cache offload to host memory (issue 29): sized from the pod's
+memory, refused when it does not fit, off on request."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod.pod_spec import (
+    MIN_KV_OFFLOAD_GIB,
+    PROCESS_BASE_GIB,
+    PROCESS_GIB_PER_GPU,
+    kv_offload_budget_gib,
+)
+from cdk_llm_serving.vllm import VllmConfig
+from tests.support.builders import new_stack
+from tests.support.hyperpod import deepseek_service, small_cluster
+from tests.support.template_helpers import manifest_objects
+
+
+def _vllm_args(lws: dict) -> dict[str, str]:
+    templates = lws["spec"]["leaderWorkerTemplate"]
+    found = {}
+    for role in ("leaderTemplate", "workerTemplate"):
+        if role not in templates:
+            continue  # one node per replica: the worker template only
+        (container,) = [c for c in templates[role]["spec"]["containers"] if c["name"] == "vllm"]
+        found[role] = " ".join(container.get("command", []) + container.get("args", []))
+    return found
+
+
+@pytest.fixture(scope="module")
+def services():
+    stack = new_stack("KvOffload")
+    cluster, addons, store = small_cluster(stack, gpu_count=2)
+    default = deepseek_service(stack, cluster, addons, store)
+    off = deepseek_service(stack, cluster, addons, store, id="Off", name="off", kv_offload=False)
+    return default, off
+
+
+def test_the_budget_is_the_pods_memory_less_the_processes_and_the_weights():
+    assert kv_offload_budget_gib(1843, 8, 650.2) == 1843 - PROCESS_BASE_GIB - 8 * 16 - 651
+    assert PROCESS_GIB_PER_GPU == 16
+    assert kv_offload_budget_gib(100, 8, 90) == 0
+
+
+def test_on_by_default_sized_from_the_node(services):
+    default, _ = services
+    memory = int(default.resources["memory"].removesuffix("Gi"))
+    weights_gib = default.plan.weight_bytes / default.nodes / 2**30
+    budget = kv_offload_budget_gib(memory, default.instance.gpus, weights_gib)
+    assert budget == default.kv_offload_budget_gib >= MIN_KV_OFFLOAD_GIB
+    # One engine per node (tensor parallel over the node's 8 GPUs): it gets the whole budget,
+    # inside the Guaranteed memory request (the /dev/shm buffer counts against it).
+    assert default.engines_per_node == 1
+    assert default.config.kv_offloading_size == budget < memory
+    for text in _vllm_args(default.lws).values():
+        assert re.findall(r"--kv-offloading-size[ =](\S+)", text) == [str(budget)]
+
+
+def test_off_leaves_the_command_line_as_before(services):
+    _, off = services
+    assert off.config.kv_offloading_size is None
+    assert all("offloading" not in text for text in _vllm_args(off.lws).values())
+
+
+def test_a_size_that_does_not_fit_and_lmcache_are_refused_together():
+    stack = new_stack("TooBig")
+    cluster, addons, store = small_cluster(stack)
+    config = VllmConfig(
+        model="x", max_model_len=32768, kv_offloading_size=1900, kv_offloading_backend="lmcache"
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        deepseek_service(stack, cluster, addons, store, config=config)
+    by_prop = {p.property: p for p in caught.value.problems}
+    assert "at most" in by_prop["config.kv_offloading_size"].allowed
+    assert "1843Gi" in by_prop["config.kv_offloading_size"].allowed
+    assert "LMCache server" in by_prop["config.kv_offloading_backend"].allowed
+
+
+def test_a_size_with_offload_off_is_a_contradiction():
+    stack = new_stack("Contradiction")
+    cluster, addons, store = small_cluster(stack)
+    config = VllmConfig(model="x", max_model_len=32768, kv_offloading_size=100)
+    with pytest.raises(ConfigurationError, match="kv_offload = False"):
+        deepseek_service(stack, cluster, addons, store, config=config, kv_offload=False)
+
+
+def test_a_size_that_fits_is_used_as_given():
+    stack = new_stack("Given")
+    cluster, addons, store = small_cluster(stack)
+    config = VllmConfig(model="x", max_model_len=32768, kv_offloading_size=256)
+    service = deepseek_service(stack, cluster, addons, store, config=config)
+    assert service.config.kv_offloading_size == 256
+
+
+def test_the_reference_moe_offloads_to_host_memory(reference_templates):
+    (lws,) = manifest_objects(reference_templates["ReferenceMoeHyperPod"], "ServingLeaderWorkerSet")
+    sizes = {
+        size
+        for text in _vllm_args(lws).values()
+        for size in re.findall(r"--kv-offloading-size[ =](\S+)", text)
+    }
+    (size,) = sizes
+    assert MIN_KV_OFFLOAD_GIB <= float(size) < 2048
