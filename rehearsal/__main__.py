@@ -131,6 +131,8 @@ def run_variant(
                 timings = ", ".join(f"{k} {v:.0f} s" for k, v in report.timings.items())
                 note = f"   live run: {len(report.passed)} checks passed ({timings})"
     _report(name, result, findings, time.monotonic() - started, out)
+    for event in result.world.facts.get("scale_play", []):
+        out.append(f"   nodes follow replicas: {event}")
     if note:
         out.append(note)
     return not any(f.severity == "blocking" for f in findings)

@@ -30,6 +30,7 @@ from rehearsal.controllers import (
     hyperpod,
     iam,
     inference_operator,
+    karpenter,
     keda,
     kubectl,
     lbc,
@@ -203,6 +204,11 @@ class Player:
             for finding in lifecycle.check(script, f"{logical_id} (LifeCycleConfig {script.name})"):
                 world.report(finding)
         nodes, subnets = cluster.nodes(groups)
+        if (props.get("AutoScaling") or {}).get("Mode") == "Enable":
+            # HyperPod runs Karpenter and brings its CRDs (``controllers.karpenter``).
+            world.facts["karpenter"] = True
+            world.facts["instance_groups"] = groups
+            world.crd_kinds.update(karpenter.KINDS)
         world.nodes.extend(nodes)
         world.node_subnets.update(subnets)
         inference_operator.reserve_tiered_storage(world, logical_id, props)
@@ -447,8 +453,43 @@ class Player:
                     world.report(finding)
         for scaling in keda.check(world):
             world.report(scaling)
+        self._play_node_scaling()
         for slow in fsx.check(world, self.weight_bytes):
             world.report(slow)
+
+    def _play_node_scaling(self) -> None:
+        """With cluster autoscaling and a ScaledObject: KEDA to its maximum (Karpenter's nodes,
+        the new replicas placed), then back to its minimum (the drain order, empty nodes go)."""
+        world = self.world
+        if not karpenter.enabled(world):
+            return
+        for (_, namespace, name), scaled in world.of_kind("ScaledObject"):
+            spec = scaled.get("spec") or {}
+            ref = spec.get("scaleTargetRef") or {}
+            lws_key = ("LeaderWorkerSet", namespace, str(ref.get("name")))
+            if ref.get("kind") != "LeaderWorkerSet" or lws_key not in world.objects:
+                continue
+            top, bottom = int(spec.get("maxReplicaCount", 1)), int(spec.get("minReplicaCount", 1))
+            world.current = f"(KEDA scales {name} to {top})"
+            out = karpenter.scale_out(world, lws_key, top)
+            pending = [p for p in world.pods.values() if p.owner == lws_key and p.node is None]
+            for pod in pending:
+                world.report(
+                    pod.problem
+                    or Finding(
+                        "karpenter.replica-not-placed",
+                        f"Pod {pod.key[1]}/{pod.key[2]}",
+                        "KEDA's replica stays Pending: no node pool adds a node for it",
+                        karpenter.SOURCE,
+                        "degrades",
+                    )
+                )
+            world.current = f"(KEDA scales {name} to {bottom})"
+            service_key = ("Service", namespace, f"{ref.get('name')}-api")
+            drained = karpenter.scale_in(world, lws_key, bottom, service_key)
+            world.facts.setdefault("scale_play", []).extend(
+                [f"scale-out to {top}:", *out, f"scale-in to {bottom}:", *drained]
+            )
 
 
 # -- the live run's input ------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from cdk_llm_serving.hyperpod.inference_features import (
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
+from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
 from cdk_llm_serving.hyperpod.observability import VllmObservability
 from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
 from cdk_llm_serving.model_sources import ModelData
@@ -93,7 +94,15 @@ class HyperPodReferenceStack(Stack):
         )
 
     def _add_cluster(self, settings: HyperPodSettings) -> None:
-        """The cluster, its GPU group sized for the most replicas, the add-ons."""
+        """The cluster, its GPU group sized for the most replicas, the add-ons.
+
+        The KEDA variant (``max_replicas`` above ``replicas``) turns cluster node autoscaling
+        on: the GPU group starts with 0 nodes (AWS's advice for Karpenter-managed groups) and
+        may grow to the nodes of ``max_replicas`` replicas; Karpenter adds whole nodes for the
+        replicas KEDA asks for and removes them once empty.
+        """
+        scaled = settings.max_replicas > settings.replicas
+        most_nodes = self.plan.nodes * max(settings.replicas, settings.max_replicas)
         single_node_groups = (
             [
                 HyperPodInstanceGroup.gpu("gpu-h200", SINGLE_NODE_TYPES[0], 1),
@@ -110,8 +119,9 @@ class HyperPodReferenceStack(Stack):
                 HyperPodInstanceGroup.gpu(
                     "gpu-b200",
                     settings.gpu_instance_type,
-                    self.plan.nodes * max(settings.replicas, settings.max_replicas),
+                    0 if scaled else most_nodes,
                     ebs_volume_gb=1000,
+                    max_count=most_nodes if scaled else None,
                 ),
                 *single_node_groups,
             ],
@@ -124,6 +134,7 @@ class HyperPodReferenceStack(Stack):
             ),
             # In EKS standard support to 2027-03-27; the default, 1.33, costs extended support.
             kubernetes_version="1.35",
+            node_autoscaling=NodeAutoscaling() if scaled else None,
         )
         chart = (
             HelmChartSource.from_directory(settings.hyperpod_chart_dir)

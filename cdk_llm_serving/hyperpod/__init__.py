@@ -37,6 +37,7 @@ from .model_store import FsxModelStore
 from .multi_node_manifests import MultiNodeWorkload
 from .multi_node_placement import MultiNodePlacement
 from .multi_node_service import Exposure, VllmMultiNodeService
+from .node_autoscaling import NodeAutoscaling
 from .node_readiness import HyperPodNodesReady
 from .observability import VllmObservability
 from .replica_autoscaling import VllmReplicaAutoscaling
@@ -65,6 +66,7 @@ __all__ = [
     "KvCacheL2Backend",
     "MultiNodePlacement",
     "MultiNodeWorkload",
+    "NodeAutoscaling",
     "RoutingStrategy",
     "TieredStorage",
     "VllmDashboard",

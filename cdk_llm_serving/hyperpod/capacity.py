@@ -4,6 +4,8 @@ Each service (or endpoint, or operator) reserves the nodes it needs at its maxim
 replicas; a reservation that makes a group's total exceed its instance count is refused
 with one ``ConfigurationError`` listing every consumer's share of that group. A consumer
 that reserves again (say, when autoscaling raises its maximum) replaces its earlier share.
+A group that cluster node autoscaling may grow counts its maximum (``max_count``, the
+group's ``capacity``): the nodes Karpenter may add for the consumers' maximum replicas.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class GpuNodeLedger:
         if group is None:
             return 0
         own = self.reservations.get((consumer.node.path, group_name), 0) if consumer else 0
-        return max(0, group.count - self.reserved(group_name) + own)
+        return max(0, group.capacity - self.reserved(group_name) + own)
 
     def reserve(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
         """Record ``consumer``'s ``nodes`` on ``group_name``; refuse if the group overflows."""
@@ -56,13 +58,14 @@ class GpuNodeLedger:
         assert group is not None
         self.reservations[(consumer.node.path, group_name)] = nodes
         total = self.reserved(group_name)
-        if total > group.count:
+        if total > group.capacity:
             for (path, name), share in self.reservations.items():
                 if name == group_name:
                     problems.add(
                         path,
                         f"{share} nodes",
                         f"all consumers of GPU group {group_name!r} need {total} nodes at their "
-                        f"maximum replicas; it has {group.count}",
+                        f"maximum replicas; it has {group.capacity}"
+                        + (" at its max_count" if group.autoscaled else ""),
                     )
             problems.raise_if_any()

@@ -63,6 +63,7 @@ from .constants import (
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 from .kubernetes_version import KubernetesVersion
+from .node_autoscaling import NodeAutoscaling, validate_autoscaled_groups
 from .node_readiness import HyperPodNodesReady
 from .tiered_storage import TieredStorage
 
@@ -271,6 +272,12 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         provisioning. At the timeout the deployment fails and CloudFormation's rollback
         deletes a cluster this deployment created (its capacity is released); deploy with
         ``cdk deploy --no-rollback`` to keep the cluster and its nodes on failure and retry.
+    :param node_autoscaling: let HyperPod's managed Karpenter grow and shrink the GPU groups
+        that give ``max_count`` (``AutoScaling`` and ``ClusterRole`` on the HyperPod cluster,
+        a ``HyperpodNodeClass`` and ``NodePool`` per such group: ``node_autoscaling``). It
+        needs at least one such group, and every group with ``max_count`` needs it. Turning
+        it on for a deployed cluster changes the cluster in place. Default: ``None`` (groups
+        keep their ``count``; the template is unchanged).
     """
 
     #: The EKS cluster, typed as its interface (see ``_render_eks``).
@@ -301,10 +308,13 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         gpu_availability_zone_id: str | None = None,
         gpu_subnet_cidr: str | None = None,
         tiered_storage: TieredStorage | None = None,
+        node_autoscaling: NodeAutoscaling | None = None,
     ) -> None:
         super().__init__(scope, id)
         check_template_limits(self)
         self.tiered_storage = tiered_storage
+        #: Cluster node autoscaling, or ``None`` (see ``node_autoscaling``).
+        self.node_autoscaling = node_autoscaling
         self.catalog = catalog or default_catalog()
         self._set_instance_groups(instance_groups)
         if kubernetes_version is None:
@@ -317,6 +327,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             gpu_subnet_cidr,
             cluster_name=cluster_name,
             addons=addon_versions,
+            node_autoscaling=node_autoscaling,
         )
         self._warn_extended_support()
         versions = {**self.kubernetes_version.addon_versions, **(addon_versions or {})}
@@ -341,6 +352,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             instance_groups=self.instance_groups,
             timeout=nodes_ready_timeout,
         )
+        self._render_karpenter_objects()
         after_nodes = self._render_addons("addons_after_nodes", versions)
         for addon in after_nodes.values():
             addon.node.add_dependency(self.nodes_ready)
@@ -447,10 +459,12 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         *,
         cluster_name: str | None = None,
         addons: Mapping[str, str | None] | None = None,
+        node_autoscaling: NodeAutoscaling | None = None,
     ) -> KubernetesVersion:
         """Every input's problems at once; the Kubernetes version, typed."""
         problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
         check_cluster_inputs(problems, self.instance_groups, admin_role_arns, vpc, cluster_name)
+        validate_autoscaled_groups(problems, self.instance_groups, node_autoscaling)
         known = sorted(
             {name for pins in hyperpod_facts()["addon_versions"].values() for name in pins}
         )
@@ -645,7 +659,34 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         return {name: self._addon(name, versions.get(name)) for name in hyperpod_facts()[phase]}
 
     def _render_hyperpod(self, cluster_name: str | None) -> sagemaker.CfnCluster:
-        """The HyperPod cluster orchestrated by the EKS cluster, one entry per instance group."""
+        """The HyperPod cluster orchestrated by the EKS cluster, one entry per instance group;
+        with ``node_autoscaling``, Karpenter autoscaling and the role it assumes.
+
+        Karpenter autoscaling needs ``NodeProvisioningMode`` Continuous and ``NodeRecovery``
+        Automatic ("Autoscaling on SageMaker HyperPod EKS", prerequisites,
+        https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html):
+        both are always set here.
+        """
+        autoscaling: dict[str, Any] = {}
+        if self.node_autoscaling is not None:
+            self.autoscaler_role, self.autoscaler_policy = self.node_autoscaling.autoscaler_role(
+                self, "AutoscalerRole"
+            )
+            acknowledge_wildcard_resources(
+                self.autoscaler_policy,
+                [
+                    Stack.of(self).format_arn(
+                        service="sagemaker", resource="cluster", resource_name="*"
+                    )
+                ],
+                "HyperPod assigns the cluster's ID at creation, after this role must exist: this account's and Region's clusters are as narrow as synth time allows (AWS's policy names every Region).",
+            )
+            autoscaling = {
+                "auto_scaling": sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
+                    mode="Enable", auto_scaler_type="Karpenter"
+                ),
+                "cluster_role": self.autoscaler_role.role_arn,
+            }
         return sagemaker.CfnCluster(
             self,
             "Resource",
@@ -664,7 +705,24 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             node_provisioning_mode="Continuous",
             instance_groups=[self._instance_group(group) for group in self.instance_groups],
             tiered_storage_config=self._tiered_storage_config(),
+            **autoscaling,
         )
+
+    def _render_karpenter_objects(self) -> None:
+        """The node classes and node pools HyperPod's Karpenter reads, after the nodes (its
+        CRDs exist once the cluster's autoscaling runs); nothing without ``node_autoscaling``."""
+        if self.node_autoscaling is None:
+            return
+        #: The ``HyperpodNodeClass`` and ``NodePool`` of each autoscaled group.
+        self.karpenter_manifest = eks.KubernetesManifest(
+            self,
+            "KarpenterNodePools",
+            cluster=self.eks_cluster,
+            manifest=self.node_autoscaling.karpenter_objects(self.instance_groups),
+            overwrite=True,
+        )
+        self.karpenter_manifest.node.add_dependency(self.nodes_ready)
+        self.cfn_cluster.node.add_dependency(self.autoscaler_policy)
 
     def _tiered_storage_config(self) -> sagemaker.CfnCluster.TieredStorageConfigProperty | None:
         """``TieredStorageConfig`` of ``tiered_storage`` (absent when off: templates of clusters

@@ -77,6 +77,22 @@ class HyperPodInstanceGroup:
     :param taints: Kubernetes node taints (at most 50). Default: ``nvidia.com/gpu:NoSchedule``
         on GPU groups.
     :param training_plan_arn: run on reserved capacity of a SageMaker training plan.
+    :param max_count: the most nodes the group may grow to under cluster node autoscaling
+        (``HyperPodEksCluster(node_autoscaling=NodeAutoscaling())``): HyperPod's managed
+        Karpenter adds whole nodes for pending serving pods and removes empty ones, and
+        ``count`` is then what the group is created with. AWS's advice is 0: "You must start
+        with 0 nodes in your instance group and let Karpenter handle the autoscaling. If you
+        start with more than 0 nodes, Karpenter will scale them down to 0" (SageMaker
+        developer guide, "Create a NodeClass",
+        https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-nodeclass.html).
+        The nodes kept warm are those the serving pods hold (a replica autoscaling's
+        ``min_replicas``). The same page excludes groups with deep health checks (they take
+        60-90 minutes while pods pend) and with training plans: an autoscaled group runs no
+        deep health checks by default, and refuses explicit ones or a training plan. The
+        group's ``MinInstanceCount`` is not set: it only gates the group's first transition
+        to InService and "does not guarantee maintaining this minimum afterward" (botocore's
+        SageMaker model, ``ClusterInstanceGroupSpecification.MinInstanceCount``). Default:
+        ``None`` (the group keeps ``count`` nodes).
     """
 
     name: str
@@ -89,6 +105,7 @@ class HyperPodInstanceGroup:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[KubernetesTaint, ...] | None = None
     training_plan_arn: str | None = None
+    max_count: int | None = None
 
     def __post_init__(self) -> None:
         # Known names become ``InstanceType`` (its facts); others stay for ``validate`` to report.
@@ -135,8 +152,10 @@ class HyperPodInstanceGroup:
         labels: Mapping[str, str] | None = None,
         taints: tuple[KubernetesTaint, ...] | None = None,
         training_plan_arn: str | None = None,
+        max_count: int | None = None,
     ) -> HyperPodInstanceGroup:
-        """A serving group: tainted for GPU pods only, deep health checks on start."""
+        """A serving group: tainted for GPU pods only, deep health checks on start (none when
+        it autoscales: ``max_count``)."""
         return cls(
             name=name,
             instance_type=instance_type,
@@ -148,12 +167,25 @@ class HyperPodInstanceGroup:
             labels=dict(labels or {}),
             taints=taints,
             training_plan_arn=training_plan_arn,
+            max_count=max_count,
         )
+
+    @property
+    def autoscaled(self) -> bool:
+        """Whether cluster node autoscaling may grow and shrink this group (``max_count``)."""
+        return self.max_count is not None
+
+    @property
+    def capacity(self) -> int:
+        """The most nodes the group can have: ``max_count`` when it autoscales, else ``count``."""
+        return self.max_count if self.max_count is not None else self.count
 
     @property
     def effective_health_checks(self) -> tuple[str, ...]:
         if self.deep_health_checks is not None:
             return self.deep_health_checks
+        if self.autoscaled:
+            return ()
         return ("InstanceStress", "InstanceConnectivity") if self.role == GPU_NODE_ROLE else ()
 
     @property
@@ -206,10 +238,14 @@ class HyperPodInstanceGroup:
             problems, f"{prop}.instance_type"
         )
         check_range(problems, f"{prop}.count", self.count, limits(spec, "InstanceCount"))
-        if self.count < 1:
+        if self.count < 1 and not self.autoscaled:
             problems.add(
-                f"{prop}.count", self.count, "must be at least 1 (a group of 0 serves nothing)"
+                f"{prop}.count",
+                self.count,
+                "must be at least 1 (a group of 0 serves nothing), or give max_count to let "
+                "cluster node autoscaling grow it",
             )
+        self._validate_autoscaling(problems, prop)
         check_range(
             problems,
             f"{prop}.threads_per_core",
@@ -240,6 +276,44 @@ class HyperPodInstanceGroup:
             "a SageMaker training plan ARN",
         )
         return hyperpod
+
+    def _validate_autoscaling(self, problems: Problems, prop: str) -> None:
+        """``max_count``: a GPU group, at least ``count`` (and 1), within the API's instance
+        count, without what HyperPod's Karpenter excludes (see ``max_count``)."""
+        if self.max_count is None:
+            return
+        check_range(
+            problems,
+            f"{prop}.max_count",
+            self.max_count,
+            limits("ClusterInstanceGroupSpecification", "InstanceCount"),
+        )
+        if self.max_count < max(self.count, 1):
+            problems.add(
+                f"{prop}.max_count",
+                self.max_count,
+                f"must be at least count ({self.count}) and at least 1",
+            )
+        if self.role != GPU_NODE_ROLE:
+            problems.add(
+                f"{prop}.max_count",
+                self.max_count,
+                "only GPU groups autoscale: the system group holds the controllers",
+            )
+        if self.deep_health_checks:
+            problems.add(
+                f"{prop}.deep_health_checks",
+                list(self.deep_health_checks),
+                "must be empty on an autoscaled group (max_count): HyperPod's Karpenter does not "
+                "support groups with deep health checks (60-90 minutes while pods pend)",
+            )
+        if self.training_plan_arn is not None:
+            problems.add(
+                f"{prop}.training_plan_arn",
+                self.training_plan_arn,
+                "must be left out on an autoscaled group (max_count): HyperPod's Karpenter "
+                "supports on-demand capacity only",
+            )
 
     def _validate_kubernetes(self, problems: Problems, prop: str) -> None:
         """Label and taint counts, label syntax, then each taint."""

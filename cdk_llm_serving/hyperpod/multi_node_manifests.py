@@ -426,3 +426,52 @@ class MultiNodeWorkload:
             VLLM_API_PORT,
             self.vpc_cidr,
         )
+
+
+#: The NLB target group's deregistration delay when the Service sets none: 300 s (ELB user
+#: guide, "Target groups for your Network Load Balancers", Deregistration delay,
+#: https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-target-groups.html#deregistration-delay).
+NLB_DEREGISTRATION_DELAY_SECONDS = 300
+#: The AWS Load Balancer Controller's default NLB health-check interval: 10 s
+#: (``service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval``,
+#: https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#healthcheck-interval).
+NLB_HEALTH_CHECK_INTERVAL_SECONDS = 10
+#: What vLLM gets after its preStop hook to stop (SIGTERM to SIGKILL).
+STOP_MARGIN_SECONDS = 30
+
+
+def drain_before_stop(spec: dict[str, Any]) -> dict[str, int]:
+    """Make every pod of the LeaderWorkerSet ``spec`` outlive its load-balancer target.
+
+    When a pod is deleted, the kubelet runs its preStop hook and only then sends SIGTERM,
+    within ``terminationGracePeriodSeconds`` counted from the deletion ("Termination of Pods",
+    https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination). The
+    terminating leader leaves the Service's ready endpoints at once and the AWS Load Balancer
+    Controller deregisters its IP target; the NLB stops opening connections to it and lets
+    open ones run for the deregistration delay (see ``NLB_DEREGISTRATION_DELAY_SECONDS``;
+    the controller's "Pod readiness gate" page describes the same race for rollouts,
+    https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/).
+    So each pod sleeps in preStop for the deregistration delay plus one health-check
+    interval (the native ``sleep`` action, on by default since Kubernetes 1.30,
+    https://kubernetes.io/docs/concepts/containers/container-lifecycle-hooks/#hook-handler-implementations),
+    serving its in-flight requests meanwhile, and then has ``STOP_MARGIN_SECONDS`` to stop.
+    The workers sleep as long as the leader: LeaderWorkerSet scales in by deleting a whole
+    group, leader and workers together (kubernetes-sigs/lws
+    ``pkg/controllers/leaderworkerset_controller.go``: the leader StatefulSet's replicas
+    drop, and each worker StatefulSet is owned by its leader pod), and a leader whose
+    workers stopped first fails the requests it still holds. A request longer than the
+    deregistration delay may be cut: the longest expected request must fit in it.
+
+    Returns the timings set (``pre_stop_seconds``, ``grace_seconds``).
+    """
+    pre_stop = NLB_DEREGISTRATION_DELAY_SECONDS + NLB_HEALTH_CHECK_INTERVAL_SECONDS
+    grace = pre_stop + STOP_MARGIN_SECONDS
+    template = spec["leaderWorkerTemplate"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        pod = template.get(key)
+        if pod is None:
+            continue
+        pod["spec"]["terminationGracePeriodSeconds"] = grace
+        for container in pod["spec"]["containers"]:
+            container["lifecycle"] = {"preStop": {"sleep": {"seconds": pre_stop}}}
+    return {"pre_stop_seconds": pre_stop, "grace_seconds": grace}

@@ -55,7 +55,7 @@ class MultiNodePlacement:
     @property
     def rollout_strategy(self) -> dict[str, Any]:
         """LeaderWorkerSet's rolling update for this group, replica size and count."""
-        return rollout_strategy(self.group.count, self.nodes, self.replicas)
+        return rollout_strategy(self.group.capacity, self.nodes, self.replicas)
 
     @property
     def can_surge(self) -> bool:
@@ -225,11 +225,11 @@ def place_replicas(
             f"the planner needs {planned.nodes} x {group.instance_type} per replica for {spec.name} in {weight_format.name}",
         )
     check_at_least(problems, "replicas", replicas, 1)
-    if replicas * nodes > group.count:
+    if replicas * nodes > group.capacity:
         problems.add(
             "replicas",
             replicas,
-            f"{replicas} x {nodes} nodes exceed GPU group {group.name!r} ({group.count} nodes)",
+            f"{replicas} x {nodes} nodes exceed GPU group {group.name!r} ({group.capacity} nodes)",
         )
     if instance.efa_devices is None:
         problems.add(

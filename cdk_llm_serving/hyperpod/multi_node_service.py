@@ -406,11 +406,11 @@ class VllmMultiNodeService(Construct):
         if not self.placement.can_surge:
             return  # one replica at a time (maxUnavailable 1): never waits for nodes
         needed = (max_replicas + 1) * self.placement.nodes
-        if self.group.count >= needed:
+        if self.group.capacity >= needed:
             return
         Annotations.of(self).add_warning_v2(
             "cdk-llm-serving:rolloutStallsAtMaxReplicas",
-            f"at {max_replicas} replicas the GPU group {self.group.name!r} ({self.group.count} "
+            f"at {max_replicas} replicas the GPU group {self.group.name!r} ({self.group.capacity} "
             f"nodes) has no room for the surge replica of {self.placement.nodes} nodes: a change "
             "of the pods waits (the old replicas keep serving, the new one stays Pending) until "
             f"the autoscaler scales below {max_replicas}. Way out: give the group {needed} nodes, "
@@ -746,7 +746,7 @@ class VllmMultiNodeService(Construct):
         needed = (self.replicas + 1) * self.nodes
         Annotations.of(self).add_warning_v2(
             "cdk-llm-serving:rolloutWithoutSurge",
-            f"GPU group {self.group.name!r} ({self.group.count} nodes) has no room for a second "
+            f"GPU group {self.group.name!r} ({self.group.capacity} nodes) has no room for a second "
             f"replica of {self.nodes} nodes: every change of the LeaderWorkerSet's pods replaces the "
             f"only replica, and the service does not serve for about {round(outage / 60)} "
             f"minutes (old pods' {TERMINATION_GRACE_SECONDS} s grace, then the new replica's "

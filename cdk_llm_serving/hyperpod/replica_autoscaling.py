@@ -11,24 +11,38 @@ still free of the group when the autoscaling is added: its nodes minus every oth
 consumer's reservation (services, endpoints, other autoscaling), // nodes per replica, so
 two autoscaled services with defaults synthesize (the first takes what the second leaves
 free; give ``max_replicas`` to share differently).
+
+A GPU group that cluster node autoscaling may grow (``HyperPodInstanceGroup(max_count=...)``
+with ``HyperPodEksCluster(node_autoscaling=...)``) holds its ``max_count``: the maximum
+replicas may exceed the nodes the group has today, and a replica KEDA adds pends until
+HyperPod's Karpenter adds its nodes (``node_autoscaling``).
+
+Scale-in is drain-safe: every pod of the scaled LeaderWorkerSet sleeps in preStop until the
+load balancer has deregistered it and its in-flight requests have finished
+(``multi_node_manifests.drain_before_stop``), and ``longest_request`` must fit in that window.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from .._cdk.validation import check_at_least
+from .._cdk.durations import Span
+from .._cdk.validation import check_at_least, whole_seconds
 from ..errors import Problems, checked_props
 from .constants import KEDA_API_VERSION, LWS_API_VERSION, QUEUE_DEPTH_RULE
+from .multi_node_manifests import NLB_DEREGISTRATION_DELAY_SECONDS, drain_before_stop
 from .multi_node_service import VllmMultiNodeService
 from .observability import VllmObservability
 
 __all__ = ["VllmReplicaAutoscaling"]
+
+#: ``longest_request``'s default: 5 minutes.
+_LONGEST_REQUEST = Span.of_seconds(300)
 
 
 class VllmReplicaAutoscaling(Construct):
@@ -39,8 +53,13 @@ class VllmReplicaAutoscaling(Construct):
     :param waiting_requests_per_replica: queue depth per replica that KEDA holds. Default: 8.
     :param min_replicas: Default: 1.
     :param max_replicas: Default: the GPU group's nodes still free at this point (its
-        nodes minus what other consumers reserved before, see ``free_gpu_nodes``) // nodes
-        per replica, and at least ``min_replicas``.
+        nodes, or its ``max_count`` when it autoscales, minus what other consumers reserved
+        before, see ``free_gpu_nodes``) // nodes per replica, and at least ``min_replicas``.
+    :param longest_request: the longest request the workload expects (prompt and full
+        generation). A replica being scaled in keeps serving for the NLB's deregistration
+        delay (300 s) plus a health-check interval before it stops, so a request up to this
+        long finishes; longer than the deregistration delay is refused (the NLB may cut the
+        connection). Default: 5 minutes.
     """
 
     @checked_props
@@ -54,9 +73,10 @@ class VllmReplicaAutoscaling(Construct):
         waiting_requests_per_replica: int = 8,
         min_replicas: int = 1,
         max_replicas: int | None = None,
+        longest_request: Duration = _LONGEST_REQUEST.duration,
     ) -> None:
         super().__init__(scope, id)
-        ceiling = service.group.count // service.nodes
+        ceiling = service.group.capacity // service.nodes
         if max_replicas is None:
             free = service.cluster.free_gpu_nodes(service.group.name, service)
             max_replicas = max(min_replicas, free // service.nodes)
@@ -67,6 +87,7 @@ class VllmReplicaAutoscaling(Construct):
             waiting_requests_per_replica,
             min_replicas,
             max_replicas,
+            longest_request,
         )
         service.cluster.reserve_gpu_nodes(service, service.group.name, max_replicas * service.nodes)
         self.service, self.observability = service, observability
@@ -78,6 +99,9 @@ class VllmReplicaAutoscaling(Construct):
 
         # KEDA owns the replica count from here: the LWS manifest no longer pins it.
         service.hand_replicas_to(self)
+        #: preStop sleep and termination grace of the scaled pods (``drain_before_stop``).
+        self.drain = drain_before_stop(service.lws["spec"])
+        self.longest_request = longest_request
         service.warn_rollout_at(max_replicas)
         keda = service.addons.enable_keda()
         #: KEDA's operator may query the workspace: a customer managed policy of this scaling's
@@ -117,6 +141,7 @@ class VllmReplicaAutoscaling(Construct):
         waiting_requests_per_replica: int,
         min_replicas: int,
         max_replicas: int,
+        longest_request: Duration,
     ) -> None:
         problems = Problems(f"VllmReplicaAutoscaling '{self.node.path}'")
         if observability.service is not service:
@@ -135,7 +160,21 @@ class VllmReplicaAutoscaling(Construct):
             problems.add(
                 "max_replicas",
                 max_replicas,
-                f"must be between min_replicas ({min_replicas}) and {ceiling}: GPU group {service.group.name!r} holds {service.group.count} nodes, {service.nodes} per replica",
+                f"must be between min_replicas ({min_replicas}) and {ceiling}: GPU group {service.group.name!r} holds {service.group.capacity} nodes"
+                + (" at its max_count" if service.group.autoscaled else "")
+                + f", {service.nodes} per replica",
+            )
+        if (
+            not 0
+            < whole_seconds(longest_request, _LONGEST_REQUEST)
+            <= NLB_DEREGISTRATION_DELAY_SECONDS
+        ):
+            problems.add(
+                "longest_request",
+                _LONGEST_REQUEST.given(longest_request).human(),
+                f"must be more than 0 and at most the NLB's deregistration delay "
+                f"({NLB_DEREGISTRATION_DELAY_SECONDS} s): a scaled-in replica serves its "
+                "in-flight requests only that long",
             )
         check_at_least(problems, "waiting_requests_per_replica", waiting_requests_per_replica, 1)
         problems.raise_if_any()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from rehearsal.controllers import (
     certmanager,
     inference_operator,
+    karpenter,
     keda,
     lbc,
     lws,
@@ -26,6 +27,7 @@ CONTROLLERS: list[Callable[[World], bool]] = [
     lws.reconcile,
     inference_operator.reconcile,
     scheduler.reconcile,
+    karpenter.reconcile,
     volumes.reconcile,
     certmanager.reconcile,
     lbc.reconcile,

@@ -6,6 +6,8 @@ the template carries; with the template's own manifests, every workload is place
 Kubernetes' scheduling rules on a model of the HyperPod nodes (``tests/support/scheduling.py``).
 Variants: the reference stack (p6-b200), a p5en reference stack that scales with KEDA, and the
 reference stack given AWS's HyperPod dependencies chart through the README's context key.
+The KEDA variant's GPU group autoscales (it is created with 0 nodes): it is placed at the size
+its Karpenter NodePool may grow it to (``_grown``; the deploy rehearsal plays the growth).
 
 The nodes' CPUs follow each group's ``ThreadsPerCore`` (the node model's ``allocatable``): with
 1, multithreading is off and the kubelet sees half the catalog's vCPUs (CloudFormation/botocore ``ThreadsPerCore``:
@@ -82,6 +84,26 @@ def _synth_variant(name: str, reference_assembly) -> tuple[dict, Path]:
     return assembly.get_stack_by_name("Placement").template, Path(assembly.directory)
 
 
+def _grown(template: dict) -> dict:
+    """``template`` with each autoscaled group at the nodes its NodePool's GPU limit allows."""
+    import copy
+
+    limits = {
+        obj["metadata"]["name"]: int(obj["spec"]["limits"]["nvidia.com/gpu"])
+        for obj in manifest_objects(template, "KarpenterNodePools")
+        if obj["kind"] == "NodePool"
+    }
+    grown = copy.deepcopy(template)
+    for resource in grown["Resources"].values():
+        if resource["Type"] != "AWS::SageMaker::Cluster":
+            continue
+        for group in resource["Properties"]["InstanceGroups"]:
+            if group["InstanceGroupName"] in limits:
+                gpus = default_catalog().get(group["InstanceType"]).gpus
+                group["InstanceCount"] = limits[group["InstanceGroupName"]] // gpus
+    return grown
+
+
 @pytest.fixture(scope="module")
 def rendered(helm, reference_assembly) -> dict[str, dict[str, Any]]:
     """Per variant: the template, every object it deploys, and the placement of its pods."""
@@ -92,7 +114,7 @@ def rendered(helm, reference_assembly) -> dict[str, dict[str, Any]]:
         objects = [obj for chart in charts.values() for obj in chart] + manifest_objects(
             template, ""
         )
-        cluster = Cluster(hyperpod_nodes(template))
+        cluster = Cluster(hyperpod_nodes(_grown(template)))
         placement = cluster.place(workloads(objects, namespace_of))
         found[name] = {
             "template": template,
@@ -164,7 +186,7 @@ def test_no_two_objects_share_kind_namespace_and_name(rendered, variant):
 def test_device_plugins_land_while_deep_health_checks_run(rendered, variant):
     """Nodes carry node-health-status=Unschedulable:NoSchedule during deep health checks."""
     template = rendered[variant]["template"]
-    cluster = Cluster(hyperpod_nodes(template, health_checking=True))
+    cluster = Cluster(hyperpod_nodes(_grown(template), health_checking=True))
     daemons = [w for w in workloads(rendered[variant]["objects"], namespace_of) if w.daemon]
     cluster.place(daemons)
     for node in cluster.nodes:

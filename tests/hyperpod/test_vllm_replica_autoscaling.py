@@ -30,12 +30,21 @@ def scaled_hyperpod() -> dict:
     return app.synth().get_stack_by_name("ReferenceMoeHyperPod").template
 
 
-def test_gpu_group_holds_the_maximum_and_keda_scales_within_it(scaled_hyperpod):
+def test_gpu_group_grows_to_the_maximum_and_keda_scales_within_it(scaled_hyperpod):
     _, cluster = only_resource(scaled_hyperpod, "AWS::SageMaker::Cluster")
     (gpu,) = [
         g for g in cluster["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "gpu-b200"
     ]
-    assert gpu["InstanceCount"] == 6  # 2 nodes per replica x 3 replicas
+    # The KEDA variant autoscales its nodes: the group starts empty (AWS's advice for
+    # Karpenter), and its node pool may grow to 2 nodes per replica x 3 replicas.
+    assert gpu["InstanceCount"] == 0
+    assert cluster["Properties"]["AutoScaling"] == {"Mode": "Enable", "AutoScalerType": "Karpenter"}
+    pools = {
+        obj["metadata"]["name"]: obj
+        for obj in manifest_objects(scaled_hyperpod, "KarpenterNodePools")
+        if obj["kind"] == "NodePool"
+    }
+    assert pools["gpu-b200"]["spec"]["limits"] == {"nvidia.com/gpu": str(6 * 8)}
     scaled = {
         obj["kind"]: obj
         for obj in manifest_objects(scaled_hyperpod, "ReplicaAutoscalingScaledObject")

@@ -53,3 +53,9 @@ def test_the_variant_synthesizes_under_the_app_s_packs(variant):
     scaled = resources_of_type(template, "Custom::AWSCDK-EKS-KubernetesResource")
     has_scaled_object = any("ScaledObject" in str(r["Properties"]) for r in scaled.values())
     assert has_scaled_object == (name == "keda")
+    # The KEDA variant's GPU group may grow and shrink: cluster node autoscaling is on.
+    autoscaling = cluster["Properties"].get("AutoScaling")
+    assert autoscaling == (
+        {"Mode": "Enable", "AutoScalerType": "Karpenter"} if name == "keda" else None
+    )
+    assert ("ClusterRole" in cluster["Properties"]) == (name == "keda")

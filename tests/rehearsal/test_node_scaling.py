@@ -1,0 +1,67 @@
+"""The KEDA variant's nodes follow its replicas (issue 30): scale-out gets whole nodes from
+HyperPod's Karpenter, scale-in drains in order (``rehearsal.controllers.karpenter``)."""
+
+from __future__ import annotations
+
+from rehearsal.assembly import Assembly
+from rehearsal.controllers import karpenter
+from rehearsal.play import play
+from rehearsal.variants import reference_weight_bytes
+from tests.rehearsal.conftest import synthesized
+
+
+def _played():
+    built = synthesized("keda")
+    assert isinstance(built, Assembly), built
+    return play(built, weight_bytes=reference_weight_bytes())
+
+
+def test_scale_out_adds_whole_nodes_and_scale_in_drains_in_order():
+    result = _played()
+    assert result.blocking == [], "\n".join(map(str, result.findings))
+    assert "karpenter.scale-in-cuts-requests" not in result.rules
+    assert "karpenter.replica-not-placed" not in result.rules
+    events = result.world.facts["scale_play"]
+    out, scale_in = events.index("scale-out to 2:"), events.index("scale-in to 1:")
+    launches = [e for e in events[out:scale_in] if e.startswith("launch ")]
+    assert len(launches) == 2  # the second replica: 2 whole p6-b200 nodes
+    drain = events[scale_in + 1 :]
+    order = [
+        "pods deleted together",
+        "leader target deregistering",
+        "in-flight requests finish",
+        "pods gone",
+        "empty: removed",
+    ]
+    positions = [next(i for i, e in enumerate(drain) if step in e) for step in order]
+    assert positions == sorted(positions), drain
+    assert sum("empty: removed" in e for e in drain) == 2  # the replica's nodes leave
+
+
+def test_a_replica_without_pre_stop_cuts_requests_on_scale_in():
+    """The same play with the drain taken out: the rule reports it (fails without the rule)."""
+    built = synthesized("keda")
+    assert isinstance(built, Assembly), built
+    result = play(built, weight_bytes=reference_weight_bytes())
+    world = result.world
+    (key,) = [k for k, _ in world.of_kind("LeaderWorkerSet")]
+    karpenter.scale_out(world, key, 2)
+    for pod in world.pods.values():
+        if pod.owner == key:
+            for container in pod.obj["spec"]["containers"]:
+                container.pop("lifecycle", None)
+    karpenter.scale_in(world, key, 1, ("Service", key[1], f"{key[2]}-api"))
+    assert "karpenter.scale-in-cuts-requests" in [f.rule for f in world.findings]
+
+
+def test_past_the_pool_s_limit_the_replica_pends_and_the_others_keep_serving():
+    """KEDA asks for a third replica; the pool may grow to two replicas' GPUs only."""
+    built = synthesized("keda")
+    assert isinstance(built, Assembly), built
+    world = play(built, weight_bytes=reference_weight_bytes()).world
+    (key,) = [k for k, _ in world.of_kind("LeaderWorkerSet")]
+    events = karpenter.scale_out(world, key, 3)
+    assert any("at its limits" in e for e in events)
+    pods = [p for p in world.pods.values() if p.owner == key]
+    pending = {p.labels["leaderworkerset.sigs.k8s.io/group-index"] for p in pods if p.node is None}
+    assert pending == {"2"}  # the third replica; replicas 0 and 1 stay placed
