@@ -66,6 +66,11 @@ class ConfigurationError(ValueError):
         super().__init__(f"{subject}: {len(self.problems)} {noun}\n{lines}")
 
 
+class ArgumentError(ConfigurationError, TypeError):
+    """A construct called with a missing, unknown or extra argument: a ``ConfigurationError``
+    naming each, and still the ``TypeError`` Python raises for a call that does not bind."""
+
+
 #: The last errors made, so one that reached JavaScript (raised in a jsii callback while the
 #: CDK resolves a token) and came back as text can be shown whole (``error_display``).
 _RECENT: collections.deque[ConfigurationError] = collections.deque(maxlen=32)
@@ -479,7 +484,9 @@ def checked_props(init: F) -> F:
         try:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError:  # a missing, unknown or extra argument: named, with what is allowed
-            _binding_problems(type(self).__name__, signature, args, kwargs).raise_if_any()
+            _binding_problems(type(self).__name__, signature, args, kwargs).raise_if_any(
+                ArgumentError
+            )
             raise
         values = {
             name: value

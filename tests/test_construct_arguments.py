@@ -48,6 +48,7 @@ def test_every_binding_problem_at_once(construct):
     assert problems.pop("not_a_prop_of_anything").startswith(f"not a prop of {construct.__name__}")
     assert problems == {name: "required" for name in required}
     assert raised.value.subject == f"{construct.__name__} 'S/X'"
+    assert isinstance(raised.value, TypeError)  # what Python raises for a call that does not bind
 
 
 def test_a_misspelled_prop_names_the_closest():

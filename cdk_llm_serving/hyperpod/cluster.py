@@ -470,7 +470,8 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         )
         for name in addons or {}:
             check_one_of(problems, "addon_versions", name, known, "EKS add-ons")
-        check_addon_versions(problems, addons, str(kubernetes_version))
+        known_addons = {name: v for name, v in (addons or {}).items() if name in known}
+        check_addon_versions(problems, known_addons, str(kubernetes_version))
         _validate_gpu_zone(problems, Stack.of(self).region, vpc is None, az_id, subnet_cidr)
         _validate_instance_groups(
             problems, self.instance_groups, need_system=True, catalog=self.catalog

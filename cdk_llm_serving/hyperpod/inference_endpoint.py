@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from aws_cdk import Annotations, CfnOutput, Stack
@@ -66,6 +65,7 @@ from .constants import (
     PART_OF_VALUE,
 )
 from .inference_features import (
+    InferenceAutoScaling,
     InferenceKvCache,
     InferencePrefillDecode,
     InferenceRouting,
@@ -95,72 +95,6 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 #: Context flag: ``True`` turns the KV cache (L1 + tiered-storage L2) and prefix-aware routing on
 #: for endpoints that leave ``kv_cache`` / ``routing`` out (see the module doc for why a flag).
 CACHE_AND_ROUTING_CONTEXT = "@cdk-llm-serving/hyperpod:inferenceEndpointCacheAndRouting"
-
-
-@dataclass(frozen=True)
-class InferenceAutoScaling:
-    """``autoScalingSpec``: KEDA scales the worker pods on a CloudWatch metric of the endpoint.
-
-    The defaults follow AWS's example for the operator (``AWS/SageMaker`` ``Invocations``,
-    ``metricStat: Sum``, ``metricType: Average``, i.e. invocations per pod per collection
-    period; https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-autoscaling.html).
-
-    :param max_replicas: at most the listed GPU groups' nodes (one pod per node).
-    :param min_replicas: 0 scales to zero (``activation_value`` wakes it). Default: 1.
-    :param metric_name: ``AWS/SageMaker`` metric of the registered endpoint. Default:
-        ``Invocations``.
-    :param target_value: the metric's target per pod (``metricType: Average``). Default: 60
-        (invocations per pod per minute).
-    :param statistic: Default: ``Sum``.
-    :param activation_value: value that scales from 0 to 1. Default: 0.
-    :param polling_interval: seconds between checks (CRD default 30).
-    :param cooldown_period: seconds before scaling to zero (CRD default 300).
-    """
-
-    max_replicas: int
-    min_replicas: int = 1
-    metric_name: str = "Invocations"
-    target_value: float = 60
-    statistic: str = "Sum"
-    activation_value: float = 0
-    polling_interval: int = 30
-    cooldown_period: int = 300
-
-    def validate(self, problems: Problems, prop: str) -> None:
-        if self.min_replicas < 0:
-            problems.add(f"{prop}.min_replicas", self.min_replicas, "must be at least 0")
-        if self.max_replicas < max(self.min_replicas, 1):
-            problems.add(
-                f"{prop}.max_replicas", self.max_replicas, "must be at least min_replicas and 1"
-            )
-        if self.target_value <= 0:
-            problems.add(f"{prop}.target_value", self.target_value, "must be positive")
-        for name in ("polling_interval", "cooldown_period"):
-            if getattr(self, name) < 0:
-                problems.add(f"{prop}.{name}", getattr(self, name), "must be at least 0")
-
-    def _render(self, endpoint_name: str, variant_name: str) -> dict[str, Any]:
-        return {
-            "minReplicaCount": self.min_replicas,
-            "maxReplicaCount": self.max_replicas,
-            "pollingInterval": self.polling_interval,
-            "cooldownPeriod": self.cooldown_period,
-            "cloudWatchTrigger": {
-                "name": f"{endpoint_name}-{self.metric_name}".lower()[:63],
-                "namespace": "AWS/SageMaker",
-                "metricName": self.metric_name,
-                "dimensions": [
-                    {"name": "EndpointName", "value": endpoint_name},
-                    {"name": "VariantName", "value": variant_name},
-                ],
-                "metricStat": self.statistic,
-                "metricType": "Average",
-                "targetValue": self.target_value,
-                "activationTargetValue": self.activation_value,
-                "metricCollectionPeriod": 60,
-                "minValue": 0,
-            },
-        }
 
 
 class HyperPodInferenceEndpoint(Construct, EndpointApi):

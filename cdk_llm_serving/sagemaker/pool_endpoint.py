@@ -236,13 +236,9 @@ class _PoolHost(Construct, EndpointApi):
         """Resources given by ARN fit where they are used: service, type, the stack's partition
         and region (``_cdk.arns``; a rollback alarm is looked up by name in the endpoint's region,
         an async notification topic and a reservation belong to its region too)."""
-        check_arn(
-            problems,
-            "capacity_reservation_arn",
-            options.capacity_reservation_arn,
-            ML_RESERVATION,
-            self,
-        )
+        reservation = options.capacity_reservation_arn
+        if reservation is not None and reservation.startswith("arn:"):  # else check_reservation's
+            check_arn(problems, "capacity_reservation_arn", reservation, ML_RESERVATION, self)
         for index, alarm in enumerate(options.rollback_alarms or ()):
             check_arn(
                 problems, f"rollback_alarms[{index}]", alarm.alarm_arn, CLOUDWATCH_ALARM, self

@@ -14,7 +14,6 @@ from aws_cdk import aws_iam as iam
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
-from cdk_llm_serving.hyperpod.constants import INSTANCE_TYPE_LABEL
 from cdk_llm_serving.hyperpod.inference_dashboard import InferenceEndpointDashboard
 from cdk_llm_serving.hyperpod.inference_endpoint import (
     HyperPodInferenceEndpoint,
@@ -25,7 +24,12 @@ from cdk_llm_serving.vllm.pool_strategy import derive_pool_config
 from stacks.hyperpod_reference_stack import SINGLE_NODE_TYPES
 from tests.support import yaml_files
 from tests.support.builders import new_stack
-from tests.support.hyperpod import gpt_oss_120b_endpoint, model_store, single_node_groups
+from tests.support.hyperpod import (
+    gpt_oss_120b_endpoint,
+    landing_groups,
+    model_store,
+    single_node_groups,
+)
 from tests.support.kubernetes_schemas import concretize, undeclared_fields, validate_core
 from tests.support.template_helpers import manifest_objects
 
@@ -200,50 +204,11 @@ def test_per_instance_type_metrics(endpoint):
 # -- pods that land -----------------------------------------------------------------------
 
 
-def _tolerates(pod: dict, taints) -> bool:
-    tolerations = pod["spec"].get("tolerations", [])
-    return all(
-        any(
-            t["key"] == taint.key
-            and t.get("effect") in (None, taint.effect)
-            and (t["operator"] == "Exists" or t.get("value") == taint.value)
-            for t in tolerations
-        )
-        for taint in taints
-    )
-
-
-def _matches(pod: dict, labels: dict[str, str]) -> bool:
-    affinity = pod["spec"].get("affinity", {}).get("nodeAffinity", {})
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required is None:
-        return True
-    return any(
-        all(labels.get(e["key"]) in e["values"] for e in term["matchExpressions"])
-        for term in required["nodeSelectorTerms"]
-    )
-
-
-def _landing_groups(pod: dict, groups) -> list[str]:
-    """Groups whose nodes (HyperPod's instance-type label, our labels, amd64 Linux) take the pod."""
-    found = []
-    for group in groups:
-        labels = {
-            INSTANCE_TYPE_LABEL: group.instance_type,
-            "kubernetes.io/arch": "amd64",
-            "kubernetes.io/os": "linux",
-            **group.effective_labels,
-        }
-        if _matches(pod, labels) and _tolerates(pod, group.effective_taints):
-            found.append(group.name)
-    return found
-
-
 def test_worker_and_operator_pods_land(endpoint):
     groups = single_node_groups()
     pods = endpoint.pod_templates()
-    assert _landing_groups(pods["worker"], groups) == ["h200", "h100"]
-    assert _landing_groups(pods["inference-operator"], groups) == ["system"]
+    assert landing_groups(pods["worker"], groups) == ["h200", "h100"]
+    assert landing_groups(pods["inference-operator"], groups) == ["system"]
     weights = [
         term["weight"]
         for term in pods["worker"]["spec"]["affinity"]["nodeAffinity"][
@@ -256,7 +221,7 @@ def test_worker_and_operator_pods_land(endpoint):
 def test_the_placement_check_can_fail(endpoint):
     worker = copy.deepcopy(endpoint.worker_pod_template())
     worker["spec"]["tolerations"] = []
-    assert _landing_groups(worker, single_node_groups()) == []
+    assert landing_groups(worker, single_node_groups()) == []
 
 
 def test_pod_templates_match_kubernetes_schemas(endpoint):

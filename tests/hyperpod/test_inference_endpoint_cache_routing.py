@@ -469,7 +469,7 @@ def test_the_reference_operator_variant_caches_routes_and_turns_the_tier_on(
 
 
 def test_the_roles_pods_land_on_their_groups_and_match_kubernetes_schemas():
-    from tests.hyperpod.test_inference_endpoint import _landing_groups
+    from tests.support.hyperpod import landing_groups
     from tests.support.kubernetes_schemas import validate_core
 
     stack = new_stack()
@@ -485,11 +485,11 @@ def test_the_roles_pods_land_on_their_groups_and_match_kubernetes_schemas():
     assert set(pods) == {"inference-operator", "prefill", "decode"}
     groups = single_node_groups()
 
-    def landing(pod: dict) -> list[str]:  # _landing_groups reads affinity; add nodeSelector
+    def landing(pod: dict) -> list[str]:  # landing_groups reads affinity; add nodeSelector
         selector = pod["spec"]["nodeSelector"]
         return [
             name
-            for name in _landing_groups(pod, groups)
+            for name in landing_groups(pod, groups)
             for group in groups
             if group.name == name
             and all(

@@ -434,7 +434,9 @@ def test_the_operator_and_the_service_share_the_add_on():
     stack = new_stack("SharedCertManager")
     cluster, addons, store = small_cluster(stack)
     deepseek_service(stack, cluster, addons, store)
-    operator = HyperPodInferenceOperator.of(addons, hyperpod_cluster_arn="arn:hp")
+    operator = HyperPodInferenceOperator.of(
+        addons, hyperpod_cluster_arn="arn:aws:sagemaker:us-east-1:111122223333:cluster/abc123"
+    )
     assert operator.dependencies["cert-manager"] is addons.enable_cert_manager()
 
 

@@ -28,8 +28,7 @@ from cdk_llm_serving.sagemaker.engine_batch import (
     vllm_default_max_num_seqs,
 )
 from cdk_llm_serving.sagemaker.vllm_pool_endpoint import VllmPool
-from tests.sagemaker.test_vllm_pool_endpoint import BASE, endpoint
-from tests.support.builders import IMAGE, new_stack, pool_endpoint
+from tests.support.builders import BASE, IMAGE, endpoint, new_stack, pool_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = ROOT / ".venv" / "vllm" / "bin" / "python"

@@ -9,28 +9,14 @@ from aws_cdk.assertions import Annotations, Match
 
 from cdk_llm_serving import (
     ConfigurationError,
-    ContainerImage,
     InstanceType,
-    ModelData,
     VllmPool,
-    VllmPoolEndpoint,
     WeightFormat,
 )
 from cdk_llm_serving.planning.sizing import PlanningError
 from cdk_llm_serving.vllm import Eagle3Speculation, MtpSpeculation, VllmConfig
 from cdk_llm_serving.vllm.pool_strategy import derive_pool_config
-from tests.support.builders import IMAGE, new_stack, template_of
-
-BASE = VllmConfig(
-    model="ignored",
-    served_model_name="gpt-oss-20b",
-    max_model_len=32768,
-    gpu_memory_utilization=0.9,
-)
-WEIGHTS = {
-    "bf16": ModelData.from_s3_uri("s3://weights-bucket/bf16/"),
-    "int4": ModelData.from_s3_uri("s3://weights-bucket/int4/"),
-}
+from tests.support.builders import BASE, WEIGHTS, endpoint, new_stack, template_of
 
 
 @pytest.mark.parametrize(
@@ -101,19 +87,6 @@ def test_a_pool_that_fits_no_allowed_format():
         PlanningError, match="no allowed weight format of gpt-oss-20b fits one ml.g6.xlarge"
     ):
         derive_pool_config(BASE, "gpt-oss-20b", "ml.g6.xlarge", ["bf16"])
-
-
-def endpoint(stack, pools, weights=WEIGHTS, config=BASE, **props):
-    return VllmPoolEndpoint(
-        stack,
-        "Serving",
-        image=ContainerImage.from_ecr_uri(IMAGE),
-        model="gpt-oss-20b",
-        config=config,
-        weights=weights,
-        pools=pools,
-        **props,
-    )
 
 
 def test_identical_configurations_share_one_model():

@@ -12,7 +12,9 @@ from cdk_llm_serving import (
     InstancePoolEndpoint,
     ModelData,
     ServingModel,
+    VllmPoolEndpoint,
 )
+from cdk_llm_serving.vllm import VllmConfig
 from tests.support.app import new_app
 
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:server-sagemaker-cuda-v1"
@@ -53,3 +55,29 @@ def sized_pools() -> list[InstancePool]:
 def template_of(stack: Stack) -> dict:
     assembly = stack.node.root.synth()  # type: ignore[attr-defined]
     return assembly.get_stack_by_name(stack.stack_name).template
+
+
+#: A gpt-oss-20b vLLM configuration and its BF16 and 4-bit weights, for VllmPoolEndpoint tests.
+BASE = VllmConfig(
+    model="ignored",
+    served_model_name="gpt-oss-20b",
+    max_model_len=32768,
+    gpu_memory_utilization=0.9,
+)
+WEIGHTS = {
+    "bf16": ModelData.from_s3_uri("s3://weights-bucket/bf16/"),
+    "int4": ModelData.from_s3_uri("s3://weights-bucket/int4/"),
+}
+
+
+def endpoint(stack, pools, weights=WEIGHTS, config=BASE, **props):
+    return VllmPoolEndpoint(
+        stack,
+        "Serving",
+        image=ContainerImage.from_ecr_uri(IMAGE),
+        model="gpt-oss-20b",
+        config=config,
+        weights=weights,
+        pools=pools,
+        **props,
+    )

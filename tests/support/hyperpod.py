@@ -14,6 +14,7 @@ from aws_cdk import aws_s3 as s3
 from cdk_llm_serving.hyperpod._facts import chart_pins
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.constants import INSTANCE_TYPE_LABEL
 from cdk_llm_serving.hyperpod.inference_endpoint import HyperPodInferenceEndpoint
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.interfaces import IHyperPodCluster
@@ -186,3 +187,42 @@ def lws_crd_schema(shared_dir: Path) -> dict:
     )
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     return dict(version["schema"]["openAPIV3Schema"])
+
+
+def _tolerates(pod: dict, taints) -> bool:
+    tolerations = pod["spec"].get("tolerations", [])
+    return all(
+        any(
+            t["key"] == taint.key
+            and t.get("effect") in (None, taint.effect)
+            and (t["operator"] == "Exists" or t.get("value") == taint.value)
+            for t in tolerations
+        )
+        for taint in taints
+    )
+
+
+def _matches(pod: dict, labels: dict[str, str]) -> bool:
+    affinity = pod["spec"].get("affinity", {}).get("nodeAffinity", {})
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        return True
+    return any(
+        all(labels.get(e["key"]) in e["values"] for e in term["matchExpressions"])
+        for term in required["nodeSelectorTerms"]
+    )
+
+
+def landing_groups(pod: dict, groups) -> list[str]:
+    """Groups whose nodes (HyperPod's instance-type label, our labels, amd64 Linux) take the pod."""
+    found = []
+    for group in groups:
+        labels = {
+            INSTANCE_TYPE_LABEL: group.instance_type,
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/os": "linux",
+            **group.effective_labels,
+        }
+        if _matches(pod, labels) and _tolerates(pod, group.effective_taints):
+            found.append(group.name)
+    return found
