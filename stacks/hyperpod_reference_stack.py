@@ -121,7 +121,9 @@ class HyperPodReferenceStack(Stack):
                     settings.gpu_instance_type,
                     0 if scaled else most_nodes,
                     ebs_volume_gb=1000,
-                    max_count=most_nodes if scaled else None,
+                    # One replica's nodes more than the maximum: the LeaderWorkerSet rolls with
+                    # a surge of one group, which at the maximum needs nodes of its own.
+                    max_count=most_nodes + self.plan.nodes if scaled else None,
                 ),
                 *single_node_groups,
             ],

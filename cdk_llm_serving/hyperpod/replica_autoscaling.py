@@ -24,6 +24,7 @@ load balancer has deregistered it and its in-flight requests have finished
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from aws_cdk import Aws, Duration
@@ -97,6 +98,13 @@ class VllmReplicaAutoscaling(Construct):
             waiting_requests_per_replica,
         )
 
+        #: How long a replica is kept after the queue drops, and how often one more may go: the
+        #: planner's cold start of a replica (``service.cold_start``), at least the HPA's own
+        #: 300 s default and at most 1800 s, the HPA's limit of a policy's ``periodSeconds``
+        #: (autoscaling/v2 ``HPAScalingPolicy``).
+        self.scale_in_window_seconds: int = min(
+            1800, max(300, math.ceil(service.cold_start.total_seconds))
+        )
         # KEDA owns the replica count from here: the LWS manifest no longer pins it.
         service.hand_replicas_to(self)
         #: preStop sleep and termination grace of the scaled pods (``drain_before_stop``).
@@ -202,6 +210,29 @@ class VllmReplicaAutoscaling(Construct):
                     "minReplicaCount": self.min_replicas,
                     "maxReplicaCount": self.max_replicas,
                     "cooldownPeriod": 900,
+                    # cooldownPeriod only delays scaling to 0 (KEDA, scaledobject-spec
+                    # "cooldownPeriod"; min_replicas is at least 1 here); scale-in between
+                    # replicas is the HPA's, 300 s by default. Hold a replica at least as long
+                    # as a new one takes to start, and remove one at a time, so a dip in the
+                    # queue does not drop a replica the next burst waits minutes for
+                    # (https://keda.sh/docs/2.17/reference/scaledobject-spec/#horizontalpodautoscalerconfig,
+                    # https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#configurable-scaling-behavior).
+                    "advanced": {
+                        "horizontalPodAutoscalerConfig": {
+                            "behavior": {
+                                "scaleDown": {
+                                    "stabilizationWindowSeconds": self.scale_in_window_seconds,
+                                    "policies": [
+                                        {
+                                            "type": "Pods",
+                                            "value": 1,
+                                            "periodSeconds": self.scale_in_window_seconds,
+                                        }
+                                    ],
+                                }
+                            }
+                        }
+                    },
                     "triggers": [
                         {
                             "type": "prometheus",

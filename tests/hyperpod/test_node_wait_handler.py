@@ -243,3 +243,30 @@ def test_the_statuses_the_handler_acts_on_are_botocores(handler, client):
     assert handler.FAILED_NODE in model.shape_for("ClusterInstanceStatus").enum
     assert set(handler.FAILED_GROUP) <= set(model.shape_for("InstanceGroupStatus").enum)
     assert set(handler.FAILED_CLUSTER) <= set(model.shape_for("ClusterStatus").enum)
+
+
+def _autoscaled(status: str, message: str | None = None) -> dict:
+    cluster = _cluster(groups={"gpu": "InService", "system": "InService"})
+    cluster["AutoScaling"] = {"Mode": "Enable", "AutoScalerType": "Karpenter", "Status": status}
+    if message:
+        cluster["AutoScaling"]["FailureMessage"] = message
+    return cluster
+
+
+def test_with_node_autoscaling_the_wait_holds_until_karpenter_is_in_service(handler, client):
+    """The Karpenter objects applied after the wait need HyperPod's Karpenter installed
+    (review finding M1): nodes alone do not end the wait while AutoScaling is Creating."""
+    running = [
+        _node("gpu", 1, "Running"),
+        _node("gpu", 3, "Running"),
+        _node("system", 2, "Running"),
+    ]
+    stubber = _stub_pages(client, running, cluster=_autoscaled("Creating"))
+    assert handler.is_complete(_event(), client=client, now=1010.0) == {"IsComplete": False}
+    stubber.deactivate()
+    stubber = _stub_pages(client, running, cluster=_autoscaled("InService"))
+    assert handler.is_complete(_event(), client=client, now=1010.0)["IsComplete"] is True
+    stubber.deactivate()
+    stubber = _stub_pages(client, running, cluster=_autoscaled("Failed", "role cannot be assumed"))
+    with pytest.raises(RuntimeError, match="node autoscaling failed: role cannot be assumed"):
+        handler.is_complete(_event(), client=client, now=1010.0)

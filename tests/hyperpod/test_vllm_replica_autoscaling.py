@@ -36,7 +36,7 @@ def test_gpu_group_grows_to_the_maximum_and_keda_scales_within_it(scaled_hyperpo
         g for g in cluster["Properties"]["InstanceGroups"] if g["InstanceGroupName"] == "gpu-b200"
     ]
     # The KEDA variant autoscales its nodes: the group starts empty (AWS's advice for
-    # Karpenter), and its node pool may grow to 2 nodes per replica x 3 replicas.
+    # Karpenter), and its node pool may grow to 2 nodes per replica x (3 replicas + 1 surge).
     assert gpu["InstanceCount"] == 0
     assert cluster["Properties"]["AutoScaling"] == {"Mode": "Enable", "AutoScalerType": "Karpenter"}
     pools = {
@@ -44,7 +44,7 @@ def test_gpu_group_grows_to_the_maximum_and_keda_scales_within_it(scaled_hyperpo
         for obj in manifest_objects(scaled_hyperpod, "KarpenterNodePools")
         if obj["kind"] == "NodePool"
     }
-    assert pools["gpu-b200"]["spec"]["limits"] == {"nvidia.com/gpu": str(6 * 8)}
+    assert pools["gpu-b200"]["spec"]["limits"] == {"nvidia.com/gpu": str(8 * 8)}
     scaled = {
         obj["kind"]: obj
         for obj in manifest_objects(scaled_hyperpod, "ReplicaAutoscalingScaledObject")
@@ -214,3 +214,33 @@ def test_a_rollout_at_the_maximum_that_has_no_room_to_surge_is_warned(gpu_count,
     assert bool(stalls) is warned
     if warned:
         assert "give the group 3 nodes" in stalls[0]
+
+
+def test_scale_in_holds_a_replica_as_long_as_one_takes_to_start(scaled_hyperpod):
+    """KEDA's ``cooldownPeriod`` only delays scaling to 0; between replicas the HPA scales in
+    after its 300 s default. The ScaledObject holds a replica for the planner's cold start (the
+    reference: about 15 minutes) and removes one at a time (review finding M3)."""
+    (scaled,) = [
+        o
+        for o in manifest_objects(scaled_hyperpod, "ReplicaAutoscalingScaledObject")
+        if o["kind"] == "ScaledObject"
+    ]
+    assert scaled["spec"]["minReplicaCount"] >= 1  # so cooldownPeriod alone would do nothing
+    down = scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
+    assert 600 <= down["stabilizationWindowSeconds"] <= 1800
+    assert down["policies"] == [
+        {"type": "Pods", "value": 1, "periodSeconds": down["stabilizationWindowSeconds"]}
+    ]
+
+
+def test_the_gpu_group_has_room_for_a_surge_at_the_maximum(scaled_hyperpod):
+    """The LeaderWorkerSet rolls with a surge of one group: at the maximum its new group needs
+    nodes beyond the maximum's, so the Karpenter pool's limit leaves room for one more replica
+    (review finding M2: at exactly the maximum, a rollout at 3 replicas never finishes)."""
+    pools = [
+        o
+        for o in manifest_objects(scaled_hyperpod, "KarpenterNodePools")
+        if o["kind"] == "NodePool"
+    ]
+    assert pools, "no NodePool"
+    assert pools[0]["spec"]["limits"]["nvidia.com/gpu"] == str((3 + 1) * 2 * 8)

@@ -55,13 +55,15 @@ def test_a_replica_without_pre_stop_cuts_requests_on_scale_in():
 
 
 def test_past_the_pool_s_limit_the_replica_pends_and_the_others_keep_serving():
-    """KEDA asks for a third replica; the pool may grow to two replicas' GPUs only."""
+    """The rehearsal's KEDA variant scales to 2 replicas; its pool may grow to three replicas'
+    GPUs (the maximum plus one replica's room to surge). Asked for four, the fourth pends and
+    the others keep serving."""
     built = synthesized("keda")
     assert isinstance(built, Assembly), built
     world = play(built, weight_bytes=reference_weight_bytes()).world
     (key,) = [k for k, _ in world.of_kind("LeaderWorkerSet")]
-    events = karpenter.scale_out(world, key, 3)
+    events = karpenter.scale_out(world, key, 4)
     assert any("at its limits" in e for e in events)
     pods = [p for p in world.pods.values() if p.owner == key]
     pending = {p.labels["leaderworkerset.sigs.k8s.io/group-index"] for p in pods if p.node is None}
-    assert pending == {"2"}  # the third replica; replicas 0 and 1 stay placed
+    assert pending == {"3"}  # the fourth replica; replicas 0 to 2 stay placed

@@ -173,6 +173,18 @@ def is_complete(
             + _KEEP_CAPACITY
         )
     missing = shortfall(expected, running_by_group(nodes))
+    # With node autoscaling, HyperPod installs its Karpenter (and the HyperpodNodeClass CRD the
+    # manifests after this wait apply) until DescribeCluster's AutoScaling.Status is InService
+    # (enum ClusterAutoScalingStatus: InService, Failed, Creating, Deleting; AWS's HyperPod
+    # autoscaling guide waits for it before creating the node class).
+    autoscaling = cluster.get("AutoScaling") or {}
+    if autoscaling.get("Mode") == "Enable" and autoscaling.get("Status") != "InService":
+        if autoscaling.get("Status") == "Failed":
+            raise RuntimeError(
+                f"HyperPod cluster {name}: node autoscaling failed: "
+                f"{autoscaling.get('FailureMessage', 'no message')}. " + _KEEP_CAPACITY
+            )
+        missing["autoscaling"] = str(autoscaling.get("Status", "not reported"))
     if not missing:
         return {"IsComplete": True, "Data": {"Ready": "true"}}
     started = float(event.get("Data", {}).get("StartedAt", now or time.time()))
