@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from aws_cdk import Duration
+from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -106,21 +107,8 @@ class VllmDashboard(Construct):
 
     def _render_widget_function(self, observability: VllmObservability) -> lambda_.Function:
         """The custom-widget Lambda: queries only this workspace, logs to its own group."""
-        workspace = observability.workspace
-        return widget_function(
-            self,
-            "Widget",
-            WidgetFunctionSpec(
-                code=WIDGET_CODE,
-                description="CloudWatch custom widget: PromQL charts from Amazon Managed Prometheus",
-                role_description="Draws vLLM SLO charts from Amazon Managed Prometheus",
-                statements=[
-                    iam.PolicyStatement(
-                        actions=["aps:QueryMetrics"], resources=[workspace.attr_arn]
-                    )
-                ],
-                environment={"PROMETHEUS_ENDPOINT": workspace.attr_prometheus_endpoint},
-            ),
+        return promql_widget_function(
+            self, observability.workspace, "Draws vLLM SLO charts from Amazon Managed Prometheus"
         )
 
     def _panel_widget(
@@ -153,4 +141,24 @@ def _header(observability: VllmObservability) -> cloudwatch.TextWidget:
         ),
         width=24,
         height=2,
+    )
+
+
+def promql_widget_function(
+    scope: Construct, workspace: aps.CfnWorkspace, role_description: str
+) -> lambda_.Function:
+    """The PromQL custom-widget Lambda of a HyperPod dashboard (``WIDGET_CODE``): it may query
+    ``workspace`` only (``aps:QueryMetrics`` on its ARN) and logs to its own group."""
+    return widget_function(
+        scope,
+        "Widget",
+        WidgetFunctionSpec(
+            code=WIDGET_CODE,
+            description="CloudWatch custom widget: PromQL charts from Amazon Managed Prometheus",
+            role_description=role_description,
+            statements=[
+                iam.PolicyStatement(actions=["aps:QueryMetrics"], resources=[workspace.attr_arn])
+            ],
+            environment={"PROMETHEUS_ENDPOINT": workspace.attr_prometheus_endpoint},
+        ),
     )

@@ -37,13 +37,11 @@ from typing import NamedTuple
 from aws_cdk import Duration
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from .._cdk.widget_function import WidgetFunctionSpec, widget_function
 from ..errors import checked_props
 from ..sagemaker.dashboard import pools_row
-from .dashboard import WIDGET_CODE
+from .dashboard import promql_widget_function
 from .inference_endpoint import HyperPodInferenceEndpoint
 
 __all__ = ["InferenceEndpointDashboard"]
@@ -153,20 +151,10 @@ class InferenceEndpointDashboard(Construct):
         self, endpoint: HyperPodInferenceEndpoint, workspace: aps.CfnWorkspace
     ) -> None:
         """The PromQL charts, through a widget function that reads only ``workspace``."""
-        function = widget_function(
+        function = promql_widget_function(
             self,
-            "Widget",
-            WidgetFunctionSpec(
-                code=WIDGET_CODE,
-                description="CloudWatch custom widget: PromQL charts from Amazon Managed Prometheus",
-                role_description="Draws the inference endpoint's KV-cache charts from Amazon Managed Prometheus",
-                statements=[
-                    iam.PolicyStatement(
-                        actions=["aps:QueryMetrics"], resources=[workspace.attr_arn]
-                    )
-                ],
-                environment={"PROMETHEUS_ENDPOINT": workspace.attr_prometheus_endpoint},
-            ),
+            workspace,
+            "Draws the inference endpoint's KV-cache charts from Amazon Managed Prometheus",
         )
         widgets = [
             cloudwatch.CustomWidget(

@@ -235,7 +235,20 @@ class EndpointAutoScaling(Construct):
         ):
             if (cooldown or 0) < 0:
                 problems.add(prop, cooldown, "must not be negative")
-        if is_async and self._weighs_backlog():
+        if not is_async and len(self.endpoint.pools) > MAX_WEIGHTED_POOLS:
+            problems.add(
+                "endpoint.pools",
+                [pool.instance_type for pool in self.endpoint.pools],
+                f"weighted autoscaling reads {METRICS_PER_POOL} metrics per pool and a CloudWatch alarm at most {MAX_ALARM_METRICS}: at most {MAX_WEIGHTED_POOLS} pools",
+            )
+        # Each pool's capacity weighs it: in the real-time utilization always, in an
+        # asynchronous endpoint's backlog once there are several pools.
+        if not is_async or self._weighs_backlog():
+            why = (
+                "the backlog of several pools is weighed by what one instance of each sustains"
+                if is_async
+                else "autoscaling needs what one instance sustains"
+            )
             for index, (pool, capacity) in enumerate(
                 zip(self.endpoint.pools, capacities, strict=True)
             ):
@@ -243,23 +256,7 @@ class EndpointAutoScaling(Construct):
                     problems.add(
                         f"pools[{index}].max_concurrency",
                         None,
-                        f"{pool.instance_type}: the backlog of several pools is weighed by what one instance of each sustains; set max_concurrency or give the pool's model a sizing",
-                    )
-        if not is_async:
-            if len(self.endpoint.pools) > MAX_WEIGHTED_POOLS:
-                problems.add(
-                    "endpoint.pools",
-                    [pool.instance_type for pool in self.endpoint.pools],
-                    f"weighted autoscaling reads {METRICS_PER_POOL} metrics per pool and a CloudWatch alarm at most {MAX_ALARM_METRICS}: at most {MAX_WEIGHTED_POOLS} pools",
-                )
-            for index, (pool, capacity) in enumerate(
-                zip(self.endpoint.pools, capacities, strict=True)
-            ):
-                if capacity is None:
-                    problems.add(
-                        f"pools[{index}].max_concurrency",
-                        None,
-                        f"{pool.instance_type}: autoscaling needs what one instance sustains; set max_concurrency or give the pool's model a sizing",
+                        f"{pool.instance_type}: {why}; set max_concurrency or give the pool's model a sizing",
                     )
         problems.raise_if_any()
 

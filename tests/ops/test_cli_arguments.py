@@ -18,7 +18,7 @@ import pytest
 from cdk_llm_serving.errors import Problems
 from cdk_llm_serving.ops.arguments import region_problem, sagemaker_member_limits
 from cdk_llm_serving.ops.exit_codes import EXIT_OUTPUT_CLOSED, EXIT_USAGE
-from tests.support.cli import ROOT, cli
+from tests.support.cli import PLAN, ROOT, cli, empty_aws_environment
 
 ROLE = "arn:aws:iam::123456789012:role/Recommender"
 START = [
@@ -40,17 +40,7 @@ CASES = [
     ("addons check in no region", ["addons", "check", "--region", "west"], "--region"),
     (
         "plan priced in no region",
-        [
-            "plan",
-            "--model",
-            "gpt-oss-20b",
-            "--weight-format",
-            "bf16",
-            "--instance-type",
-            "ml.g6e.12xlarge",
-            "--region",
-            "us_west_2",
-        ],
+        [*PLAN, "--region", "us_west_2"],
         "--region",
     ),
     (
@@ -157,23 +147,14 @@ def test_output_closed_by_its_reader_ends_without_a_traceback(tmp_path):
     closed first, so the write fails every time, not only when the output outgrows the pipe)."""
     read_end, write_end = os.pipe()
     os.close(read_end)
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "AWS_EC2_METADATA_DISABLED": "true"}
-    argv = [
-        "plan",
-        "--model",
-        "gpt-oss-20b",
-        "--weight-format",
-        "bf16",
-        "--instance-type",
-        "ml.g6e.12xlarge",
-    ]
+    argv = PLAN
     try:
         result = subprocess.run(
             [sys.executable, "-m", "cdk_llm_serving", *argv],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
+            env=empty_aws_environment(tmp_path),
             cwd=ROOT,
             timeout=120,
         )

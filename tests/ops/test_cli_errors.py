@@ -16,20 +16,11 @@ from cdk_llm_serving.ops.exit_codes import (
     EXIT_USAGE,
     MEANINGS,
 )
-from tests.support.cli import cli
+from tests.support.cli import PLAN, cli
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Starts a recommendation without touching AWS: only the spec is read before the call.
 START = ["recommend", "start", "--region", "us-west-2"]
-PLAN = [
-    "plan",
-    "--model",
-    "gpt-oss-20b",
-    "--weight-format",
-    "bf16",
-    "--instance-type",
-    "ml.g6e.12xlarge",
-]
 
 
 def spec(tmp_path: Path, text: str) -> str:

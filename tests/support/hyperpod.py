@@ -203,6 +203,10 @@ def _tolerates(pod: dict, taints) -> bool:
 
 
 def _matches(pod: dict, labels: dict[str, str]) -> bool:
+    """The pod's ``nodeSelector`` and required node affinity both admit a node with ``labels``
+    (the scheduler needs both: Kubernetes "Assign Pods to Nodes", nodeSelector and affinity)."""
+    if any(labels.get(key) != value for key, value in pod["spec"].get("nodeSelector", {}).items()):
+        return False
     affinity = pod["spec"].get("affinity", {}).get("nodeAffinity", {})
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is None:
