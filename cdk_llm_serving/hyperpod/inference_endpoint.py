@@ -41,6 +41,8 @@ from aws_cdk import Annotations, CfnOutput, Stack
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
+from .._cdk.endpoint_names import claim_endpoint_name
+from .._cdk.validation import kubernetes_name
 from ..errors import ConfigurationError, Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
@@ -115,7 +117,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     :param replicas: pods at deployment. Default: 1.
     :param autoscaling: ``InferenceAutoScaling``. Default: none (fixed ``replicas``).
     :param endpoint_name: the SageMaker endpoint the operator registers. Default: ``name``.
-    :param name: the Kubernetes object name. Default: the served name.
+    :param name: the Kubernetes object name. Default: the served name as a Kubernetes name
+        (lower case, every run of other characters a '-': ``Qwen/Qwen3-8B`` -> ``qwen-qwen3-8b``).
     :param namespace: Default: the model store's namespace, else ``inference``.
     :param variant_name: the registered endpoint's variant (metrics, autoscaling). Default:
         ``AllTraffic`` (UNCONFIRMED, see ``assets/inference_operator.json``).
@@ -177,7 +180,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         self.groups = self._resolve_groups(problems)
         self.type_plans = self._derive(problems, config, self.weight_format.name)
         self.config = self._common_config(problems)
-        self.name = name or (self.config.served_model_name or self.spec.name).lower()
+        # A Hugging Face style name (``Qwen/Qwen3-8B``) becomes ``qwen-qwen3-8b``.
+        self.name = name or kubernetes_name(self.config.served_model_name or self.spec.name)
         self.endpoint_name = endpoint_name or self.name
         self.workload = workload
         by_default = bool(self.node.try_get_context(CACHE_AND_ROUTING_CONTEXT))
@@ -419,6 +423,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 problems.add(prop, value, "1-63 letters, digits and single hyphens (SageMaker)")
         if not _DNS_LABEL.match(self.name):
             problems.add("name", self.name, "a Kubernetes DNS label (lower case)")
+        claim_endpoint_name(self, problems, "endpoint_name", self.endpoint_name)
         capacity = self.capacity()
         if self.replicas < 1 or self.replicas > capacity:
             problems.add(

@@ -16,6 +16,7 @@ from constructs import Construct
 
 from .._cdk.arns import CLOUDWATCH_ALARM, KMS_KEY, ML_RESERVATION, SNS_TOPIC, check_arn
 from .._cdk.deprecation import warn_deprecated
+from .._cdk.endpoint_names import claim_endpoint_name
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
 from .._cdk.stacks import stack_of
@@ -233,6 +234,7 @@ class _PoolHost(Construct, EndpointApi):
         check_storage(problems, self.pools, options)
         check_reservation(problems, self.pools, options)
         self._check_arns(problems, options)
+        claim_endpoint_name(self, problems, "endpoint_name", self.endpoint_name, self._stack)
         self._check_capacity_within_batch(problems)
         problems.raise_if_any()
         return timeouts
