@@ -41,6 +41,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from .._addon_pins import AddonPhase
+from .._cdk.arns import IAM_ROLE, TRAINING_PLAN, check_arn
 from .._cdk.deprecation import deprecation_warning_id
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.role_grants import resource_account_condition
@@ -480,12 +481,19 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         if self.tiered_storage is not None:
             self.tiered_storage.validate(problems, "tiered_storage")
         for index, arn in enumerate(admin_role_arns):
-            if not arn.startswith("arn:") or ":iam::" not in arn or ":role/" not in arn:
-                problems.add(
-                    f"admin_role_arns[{index}]",
-                    arn,
-                    "must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)",
-                )
+            if isinstance(arn, str):  # a non-string is refused by ``check_cluster_inputs``
+                check_arn(problems, f"admin_role_arns[{index}]", arn, IAM_ROLE, self)
+        invalid = {p.property for p in problems.problems()}  # a malformed ARN is one problem
+        for index, group in enumerate(self.instance_groups):
+            if f"instance_groups[{index}].training_plan_arn" in invalid:
+                continue
+            check_arn(
+                problems,
+                f"instance_groups[{index}].training_plan_arn",
+                group.training_plan_arn,
+                TRAINING_PLAN,
+                self,
+            )
         problems.raise_if_any()
         assert version is not None
         return version

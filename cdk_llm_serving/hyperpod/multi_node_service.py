@@ -37,6 +37,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from .._cdk.arns import ACM_CERTIFICATE, check_arn
 from .._cdk.deprecation import renamed_prop
 from .._cdk.pod_identity import pod_identity_role
 from .._cdk.role_grants import ExecutionRoleGrants
@@ -228,6 +229,9 @@ class VllmMultiNodeService(Construct):
         if self.stream_from is not None:
             self.stream_from.validate(problems, "weights")
         exposure.validate(problems, "exposure")
+        check_arn(
+            problems, "exposure.certificate_arn", exposure.certificate_arn, ACM_CERTIFICATE, self
+        )
         if exposure.public and not authenticate:
             problems.add("authenticate", False, "public=True needs the API key (authenticate=True)")
         self.image = image or default_vllm_image(self, problems)
