@@ -28,7 +28,7 @@ from cdk_llm_serving import (
     VllmPoolEndpoint,
 )
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
-from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
+from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup, KubernetesTaint
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.planning.models import preset, weight_format
 from cdk_llm_serving.planning.pool_file import PoolFile
@@ -411,3 +411,40 @@ def test_every_public_construct_checks_its_props_against_their_types():
     assert len(constructs) >= 10
     unchecked = [c.__name__ for c in constructs if not hasattr(c.__init__, "__wrapped__")]
     assert unchecked == []
+
+
+def _cluster_with(*groups: HyperPodInstanceGroup) -> None:
+    HyperPodEksCluster(new_stack(), "HyperPod", instance_groups=list(groups))
+
+
+def test_a_group_label_that_would_replace_the_librarys_own_is_refused():
+    """Before: ``labels={ROLE_LABEL: "system"}`` on a GPU group replaced the role label, and the
+    controllers' ``nodeSelector`` sent them to GPU nodes."""
+    with pytest.raises(ConfigurationError) as caught:
+        _cluster_with(
+            HyperPodInstanceGroup.system(),
+            HyperPodInstanceGroup.gpu(
+                "gpu", "ml.p5en.48xlarge", 2, labels={"cdk-llm-serving/role": "system"}
+            ),
+        )
+    assert [p.property for p in caught.value.problems] == [
+        "instance_groups[1].labels['cdk-llm-serving/role']"
+    ]
+    # the same value is no replacement
+    _cluster_with(
+        HyperPodInstanceGroup.system(),
+        HyperPodInstanceGroup.gpu(
+            "gpu", "ml.p5en.48xlarge", 2, labels={"cdk-llm-serving/role": "gpu"}
+        ),
+    )
+
+
+def test_a_system_group_taint_the_controllers_do_not_tolerate_is_refused():
+    with pytest.raises(ConfigurationError) as caught:
+        _cluster_with(
+            HyperPodInstanceGroup.system(taints=(KubernetesTaint("dedicated", "NoSchedule", "x"),)),
+            HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 2),
+        )
+    (problem,) = caught.value.problems
+    assert problem.property == "instance_groups[0].taints"
+    assert "would stay Pending" in str(problem)
