@@ -7,8 +7,10 @@ from aws_cdk import Environment, Stack
 from constructs import Construct
 
 from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.errors import Problems
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.inference_features import InferenceAutoScaling
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import new_app, new_stack, pool_endpoint
 from tests.support.hyperpod import gpt_oss_120b_endpoint, single_node_groups
@@ -64,3 +66,28 @@ def test_two_operator_endpoints_of_one_served_name_are_refused():
     with pytest.raises(ConfigurationError) as caught:
         gpt_oss_120b_endpoint(stack, addons, id="Again", namespace="other")
     assert [p.property for p in caught.value.problems] == ["endpoint_name"]
+
+
+def test_an_endpoint_metric_name_in_another_case_is_refused():
+    """``invocations`` is a metric nobody publishes: the alarm on it never fires."""
+    endpoint = pool_endpoint()
+    with pytest.raises(ConfigurationError) as caught:
+        endpoint.metric("invocations")
+    (problem,) = caught.value.problems
+    assert str(problem) == (
+        "metric_name = 'invocations': CloudWatch metric names are case-sensitive: SageMaker "
+        "publishes 'Invocations'"
+    )
+    assert endpoint.metric("Invocations").metric_name == "Invocations"
+    assert endpoint.metric("MyOwnMetric").metric_name == "MyOwnMetric"  # not ours to know
+
+
+def test_an_operator_scaling_metric_in_another_case_is_refused():
+    problems = Problems("scaling")
+    InferenceAutoScaling(max_replicas=2, metric_name="modelLatency").validate(
+        problems, "autoscaling"
+    )
+    assert [str(p) for p in problems.problems()] == [
+        "autoscaling.metric_name = 'modelLatency': CloudWatch metric names are case-sensitive: "
+        "SageMaker publishes 'ModelLatency'"
+    ]
