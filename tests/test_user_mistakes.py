@@ -27,6 +27,7 @@ from cdk_llm_serving import (
     VllmPool,
     VllmPoolEndpoint,
 )
+from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup, KubernetesTaint
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
@@ -39,7 +40,12 @@ from cdk_llm_serving.sagemaker.inference_components import (
 )
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import IMAGE, new_stack, pool_endpoint, serving_model
-from tests.support.hyperpod import deepseek_service, hyperpod_cluster, small_cluster
+from tests.support.hyperpod import (
+    deepseek_service,
+    hyperpod_cluster,
+    instance_groups,
+    small_cluster,
+)
 
 BASE = VllmConfig(model="m", served_model_name="gpt-oss-20b", max_model_len=32768)
 GROUPS = [HyperPodInstanceGroup.system(), HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 2)]
@@ -448,3 +454,32 @@ def test_a_system_group_taint_the_controllers_do_not_tolerate_is_refused():
     (problem,) = caught.value.problems
     assert problem.property == "instance_groups[0].taints"
     assert "would stay Pending" in str(problem)
+
+
+def test_a_pipeline_parallel_size_the_placement_would_replace_is_refused():
+    """Before: ``pipeline_parallel_size=4`` was dropped, and the replica ran tensor 8 alone."""
+    with pytest.raises(ConfigurationError) as caught:
+        service(config=VllmConfig(model="x", max_model_len=32768, pipeline_parallel_size=4))
+    (problem,) = caught.value.problems
+    assert problem.property == "config.pipeline_parallel_size"
+    assert "placed as tensor 8 x pipeline 1 x data 1 on 1 node(s)" in str(problem)
+    service(config=VllmConfig(model="x", max_model_len=32768, pipeline_parallel_size=1))
+
+
+def test_an_fsx_store_smaller_than_the_weights_is_refused():
+    """DeepSeek-V3 in BF16 takes about 1,250 GiB; a 1,200 GiB store cannot hold it."""
+    stack = new_stack()
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(4))
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    store = FsxModelStore(
+        stack,
+        "Store",
+        cluster=cluster,
+        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
+        weights_prefix="models/ds3",
+        storage_capacity_gib=1200,
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        deepseek_service(stack, cluster, addons, store, weight_format="bf16", nodes_per_replica=2)
+    assert [p.property for p in caught.value.problems] == ["weights"]
+    assert "the weights take 1" in str(caught.value.problems[0])
