@@ -128,9 +128,9 @@ def test_published_plugins_land_through_a_no_execute_group_taint(helm):
         HyperPodInstanceGroup.system(),
         HyperPodInstanceGroup.gpu("h100", "ml.p5.48xlarge", 1, taints=(evict,)),
     ]
-    assert {"key": evict.key, "operator": "Exists", "effect": "NoExecute"} in nvidia_values(
-        groups
-    )["tolerations"]
+    assert {"key": evict.key, "operator": "Exists", "effect": "NoExecute"} in nvidia_values(groups)[
+        "tolerations"
+    ]
     objects = []
     for name, values in (
         ("nvidia-device-plugin", nvidia_values(groups)),
