@@ -107,6 +107,10 @@ _OBJECT_WRITES = [
 _VPC_CIDR = "10.0.0.0/16"
 _ON_CREATE_SCRIPT = "on_create.sh"
 
+#: The namespace label that turns on the AWS Load Balancer Controller's pod readiness gate
+#: (see ``HyperPodEksCluster.kubernetes_namespace``).
+READINESS_GATE_LABEL = ("elbv2.k8s.aws/pod-readiness-gate-inject", "enabled")
+
 
 def _validate_instance_groups(
     problems: Problems,
@@ -178,6 +182,14 @@ class _HyperPodClusterBase(Construct):
         manifest's prune label (client-side apply's three-way merge,
         https://kubernetes.io/docs/tasks/manage-kubernetes-objects/declarative-config/#how-apply-calculates-differences-and-merges-changes),
         so the old manifest's ``--prune -l`` no longer selects it.
+
+        The namespace carries ``READINESS_GATE_LABEL``: the AWS Load Balancer Controller then
+        injects its target-health readiness gate into each pod a load balancer's target group
+        selects, so a rollout waits until the new pod's target is healthy in the NLB before it
+        removes the old one ("Pod readiness gate",
+        https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/:
+        without it, the new target may still be ``initial`` when the old one drains). Pods no
+        target group selects get no gate, and without the controller the label does nothing.
         """
         if name not in self._namespaces:
             self._namespaces[name] = eks.KubernetesManifest(
@@ -185,7 +197,13 @@ class _HyperPodClusterBase(Construct):
                 f"Namespace-{name}",
                 cluster=self.eks_cluster,
                 overwrite=True,
-                manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}],
+                manifest=[
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "metadata": {"name": name, "labels": dict([READINESS_GATE_LABEL])},
+                    }
+                ],
             )
             # Like everything applied in the cluster, after the nodes (``nodes_ready``).
             self._namespaces[name].node.add_dependency(self.nodes_ready)
