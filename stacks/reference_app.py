@@ -24,6 +24,7 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:reference-moe:gpu-instance-type": "ml.p6-b200.48xlarge",
     "llm-serving:hyperpod:inference-operator": "false",
     "llm-serving:gpt-oss-120b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/gpt-oss-120b/",
+    "llm-serving:llama-3.3-70b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/llama-3.3-70b/",
     "llm-serving:hyperpod:gpu-az-id": "",
     "llm-serving:hyperpod:nodes-ready-minutes": "",
 }
@@ -115,6 +116,7 @@ def add_reference_stacks(app: App) -> list[Stack]:
             inference_operator=_context(app, "llm-serving:hyperpod:inference-operator").lower()
             == "true",
             single_node_weights_uri=_context(app, "llm-serving:gpt-oss-120b:weights-uri"),
+            long_context_weights_uri=_context(app, "llm-serving:llama-3.3-70b:weights-uri"),
             gpu_availability_zone_id=_context(app, "llm-serving:hyperpod:gpu-az-id") or None,
             nodes_ready_minutes=_minutes(app, "llm-serving:hyperpod:nodes-ready-minutes"),
         ),

@@ -468,6 +468,39 @@ def test_the_reference_operator_variant_caches_routes_and_turns_the_tier_on(
     _validate_against_cloudformation(cluster["Properties"]["TieredStorageConfig"])
 
 
+def test_the_reference_operator_variant_renders_all_three_specs_where_the_planner_says_pd_pays(
+    inference_operator_template, crd_schema
+):
+    """#29's done criterion: the variant's dense long-context endpoint renders kvCacheSpec,
+    intelligentRoutingSpec and pdSpec (from its declared workload, not asked for), valid
+    against the operator's CRD, each role on its own node of gpu-pd with the node's GPUs and
+    EFA devices."""
+    from tests.support.template_helpers import manifest_objects
+
+    objects = manifest_objects(inference_operator_template, "Llama33")
+    (config,) = [o for o in objects if o["kind"] == "InferenceEndpointConfig"]
+    spec = config["spec"]
+    assert set(SPECS) <= set(spec)
+    jsonschema.validate(concretize(config), crd_schema)
+    pd = spec["pdSpec"]
+    for role in ("prefillSpec", "decodingSpec"):
+        assert pd[role]["replicas"] == 1
+        assert pd[role]["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.p4de.24xlarge"}
+        assert pd[role]["resources"]["requests"] == {
+            "nvidia.com/gpu": "8",
+            "vpc.amazonaws.com/efa": "4",
+        }
+    assert pd["routingThreshold"] == 4096 and pd["topologySpec"] == {"sameAZ": True}
+    assert spec["worker"]["image"].startswith("public.ecr.aws/deep-learning-containers/vllm:")
+    (cluster,) = [
+        r
+        for r in inference_operator_template["Resources"].values()
+        if r["Type"] == "AWS::SageMaker::Cluster"
+    ]
+    groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
+    assert groups["gpu-pd"]["InstanceCount"] == 2  # one prefill node, one decode node
+
+
 def test_the_roles_pods_land_on_their_groups_and_match_kubernetes_schemas():
     from tests.support.hyperpod import landing_groups
     from tests.support.kubernetes_schemas import validate_core
