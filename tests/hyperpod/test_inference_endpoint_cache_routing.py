@@ -528,3 +528,23 @@ def test_the_roles_pods_land_on_their_groups_and_match_kubernetes_schemas():
     assert landing(no_toleration) == []  # the check can fail: GPU groups are tainted
     for template in pods.values():
         validate_core({"apiVersion": "v1", "kind": "Pod", **template})
+
+
+# -- routing on a deployed endpoint ----------------------------------------------------------
+
+
+def test_routing_given_without_the_flag_warns_that_it_applies_only_at_creation():
+    """The review's minor: the operator rejects intelligentRoutingSpec added to a deployed
+    endpoint; an app without the flag (made before it) is warned before it deploys."""
+    stack = new_stack()
+    _, addons = _addons(stack)
+    gpt_oss_120b_endpoint(stack, addons, routing=InferenceRouting())
+    assert _warned(stack, "cdk-llm-serving:routingOnlyAtCreation")
+    flagged = _flagged_stack()
+    _, addons = _addons(flagged)
+    gpt_oss_120b_endpoint(flagged, addons, routing=InferenceRouting())
+    assert not _warned(flagged, "cdk-llm-serving:routingOnlyAtCreation")
+    plain = new_stack()
+    _, addons = _addons(plain)
+    gpt_oss_120b_endpoint(plain, addons)  # no routing: nothing to warn about
+    assert not _warned(plain, "cdk-llm-serving:routingOnlyAtCreation")
