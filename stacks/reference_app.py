@@ -39,6 +39,11 @@ _WEIGHT_KEYS = (
     "llm-serving:gpt-oss-20b:int4-weights-uri",
     "llm-serving:reference-moe:weights-uri",
 )
+#: The inference-operator variant's weights (refused only when the variant is on).
+_OPERATOR_WEIGHT_KEYS = (
+    "llm-serving:gpt-oss-120b:weights-uri",
+    "llm-serving:llama-3.3-70b:weights-uri",
+)
 
 
 def _refuse_placeholders(app: App) -> None:
@@ -52,7 +57,10 @@ def _refuse_placeholders(app: App) -> None:
     if str(app.node.try_get_context(ALLOW_PLACEHOLDERS)).lower() == "true":
         return
     problems = Problems("reference app context")
-    for key in _WEIGHT_KEYS:
+    keys = _WEIGHT_KEYS
+    if _context(app, "llm-serving:hyperpod:inference-operator").lower() == "true":
+        keys += _OPERATOR_WEIGHT_KEYS  # read only by that variant
+    for key in keys:
         uri = _context(app, key)
         if uri.removeprefix("s3://").startswith(PLACEHOLDER_BUCKET_PREFIX):
             problems.add(
