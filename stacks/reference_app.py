@@ -57,7 +57,7 @@ def _refuse_placeholders(app: App) -> None:
     if str(app.node.try_get_context(ALLOW_PLACEHOLDERS)).lower() == "true":
         return
     problems = Problems("reference app context")
-    keys = _WEIGHT_KEYS
+    keys: tuple[str, ...] = _WEIGHT_KEYS
     if _context(app, "llm-serving:hyperpod:inference-operator").lower() == "true":
         keys += _OPERATOR_WEIGHT_KEYS  # read only by that variant
     for key in keys:
