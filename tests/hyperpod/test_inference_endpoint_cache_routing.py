@@ -548,3 +548,53 @@ def test_routing_given_without_the_flag_warns_that_it_applies_only_at_creation()
     _, addons = _addons(plain)
     gpt_oss_120b_endpoint(plain, addons)  # no routing: nothing to warn about
     assert not _warned(plain, "cdk-llm-serving:routingOnlyAtCreation")
+
+
+def test_the_reference_pd_endpoints_worker_flags_pass_aws_script_and_vllms_parser(
+    inference_operator_template, tmp_path
+):
+    """The Llama 3.3 70B endpoint's SM_VLLM_* variables through AWS's real sagemaker_args.py,
+    then vLLM 0.32's own parser: the flags each P/D role's worker starts with are vLLM's."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.template_helpers import manifest_objects
+
+    root = Path(__file__).resolve().parents[2]
+    script = root.parent / "shared" / "aws-dlc-vllm" / "sagemaker_args.py"
+    vllm_python = root / ".venv" / "vllm" / "bin" / "python"
+    if not script.exists() or not vllm_python.exists():
+        pytest.skip("needs ../shared/aws-dlc-vllm and .venv/vllm")
+    (config,) = [
+        o
+        for o in manifest_objects(inference_operator_template, "Llama33")
+        if o["kind"] == "InferenceEndpointConfig"
+    ]
+    env = {e["name"]: e["value"] for e in config["spec"]["worker"]["environmentVariables"]}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env={"PATH": os.environ.get("PATH", ""), **env},
+        cwd=tmp_path,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    argv = [token for token in done.stdout.decode().split("\0") if token]
+    program = (
+        "import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+        "from vllm.entrypoints.launchers.cli_args import make_arg_parser; "
+        "a = make_arg_parser(FlexibleArgumentParser()).parse_args(sys.argv[1:]); "
+        "print(a.model, a.tensor_parallel_size, a.max_model_len, a.served_model_name)"
+    )
+    parsed = subprocess.run(
+        [str(vllm_python), "-c", program, *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+        timeout=600,
+    )
+    assert parsed.returncode == 0, parsed.stderr[-2000:]
+    assert parsed.stdout.strip().splitlines()[-1] == (
+        "/opt/ml/model 8 32768 ['llama-3.3-70b-bf16-tp8']"
+    )
