@@ -130,8 +130,10 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         (``cdk-llm-serving:kvCacheTieredStorageUnavailable``) on an imported cluster that did not
         declare tiered storage; without the flag, none.
     :param routing: ``InferenceRouting`` (``intelligentRoutingSpec``), or ``False`` for none;
-        only at creation (the operator rejects it on an existing deployment). Default: with
-        ``CACHE_AND_ROUTING_CONTEXT`` true, ``InferenceRouting()`` (prefix-aware); else none.
+        only at creation (the operator rejects it on an existing deployment): given without
+        ``CACHE_AND_ROUTING_CONTEXT``, warned (``cdk-llm-serving:routingOnlyAtCreation``).
+        Default: with ``CACHE_AND_ROUTING_CONTEXT`` true, ``InferenceRouting()``
+        (prefix-aware); else none.
     :param workload: the ``Workload`` the endpoint serves (tokens in and out, request rate), for
         the planner's decision whether prefill/decode disaggregation pays. Default: none.
     :param prefill_decode: ``InferencePrefillDecode`` (``pdSpec``), or ``False`` for none.
@@ -191,6 +193,18 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         self.routing: InferenceRouting | None = (
             (InferenceRouting() if by_default else None) if routing is None else routing or None
         )
+        if routing and not by_default:
+            # The operator rejects routing added to a deployed endpoint (CRD); synth cannot see
+            # what is deployed, but an app without the flag predates it: say so before deploy.
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:routingOnlyAtCreation",
+                "routing (intelligentRoutingSpec) is accepted only when the endpoint is created: "
+                "the operator rejects it added to an existing deployment (CRD "
+                "InferenceEndpointConfig). If this endpoint is deployed without it, deploy a new "
+                "one (another name and endpoint_name) and move traffic. If the endpoint is new or "
+                f'had routing from the start, set "{CACHE_AND_ROUTING_CONTEXT}": true in '
+                "cdk.json or acknowledge this warning.",
+            )
         self.prefill_decode: InferencePrefillDecode | None = self._resolve_prefill_decode(
             problems, prefill_decode
         )
