@@ -23,6 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -359,12 +360,27 @@ def safe_run(
     ca_bundle: str | None = None,
 ) -> tuple[list[Check], dict[str, StreamResult]]:
     """``run_smoke`` with TLS verified (``tls_context``); failures become ``SmokeError``."""
+    context = checked_context(base_url, headers, ca_bundle)
+    with request_errors(base_url, ca_bundle):
+        return run_smoke(base_url, model, headers, timeout, context=context)
+
+
+def checked_context(
+    base_url: str, headers: dict[str, str], ca_bundle: str | None
+) -> ssl.SSLContext | None:
+    """The TLS context for ``base_url`` (``None`` for http://); ``SmokeError`` when the URL
+    must not be used as given (``plaintext_problem``)."""
     problem = plaintext_problem(base_url, headers, ca_bundle)
     if problem:
         raise SmokeError(problem, EXIT_USAGE)
-    context = tls_context(ca_bundle) if base_url.startswith("https:") else None
+    return tls_context(ca_bundle) if base_url.startswith("https:") else None
+
+
+@contextmanager
+def request_errors(base_url: str, ca_bundle: str | None) -> Iterator[None]:
+    """HTTP, TLS and connection failures of requests to ``base_url`` as ``SmokeError``."""
     try:
-        return run_smoke(base_url, model, headers, timeout, context=context)
+        yield
     except urllib.error.HTTPError as error:
         body = error.read().decode("utf-8", "replace")[:300]
         raise SmokeError(f"HTTP {error.code} from {base_url}: {body}", EXIT_HTTP_ERROR) from None
