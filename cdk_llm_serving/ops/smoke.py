@@ -67,6 +67,8 @@ class StreamResult:
     reasoning: str = ""
     tool_calls: dict[int, dict[str, str]] = field(default_factory=dict)
     model: str | None = None
+    #: The message's ``refusal`` (OpenAI's chat completion field), when the server sends one.
+    refusal: str = ""
 
     @property
     def tokens_per_second(self) -> float:
@@ -186,9 +188,11 @@ def stream_chat(
                 text = delta.get("content") or ""
                 thought = delta.get("reasoning_content") or delta.get("reasoning") or ""
                 calls = delta.get("tool_calls") or []
-                if not (text or thought or calls):
+                refusal = delta.get("refusal") or ""
+                if not (text or thought or calls or refusal):
                     continue
                 result.content += text
+                result.refusal += refusal
                 result.reasoning += thought
                 for call in calls:
                     slot = result.tool_calls.setdefault(
