@@ -331,6 +331,8 @@ def format_results(data: dict[str, Any]) -> str:
         )
     gate = data["gate"]
     lines.append(
-        "gate: PASS" if gate["passed"] else "gate: FAIL\n" + "\n".join(f"  {f}" for f in gate["failures"])
+        "gate: PASS"
+        if gate["passed"]
+        else "gate: FAIL\n" + "\n".join(f"  {f}" for f in gate["failures"])
     )
     return "\n".join(lines)

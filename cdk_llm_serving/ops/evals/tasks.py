@@ -237,7 +237,11 @@ def _parse_sample(
     sample_id = str(raw.get("id", index))
     messages: list[Mapping[str, Any]] = [{"role": "system", "content": system}] if system else []
     if ("prompt" in raw) == ("messages" in raw):
-        add(at, sorted(k for k in raw if k in ("prompt", "messages")), "prompt or messages, not both")
+        add(
+            at,
+            sorted(k for k in raw if k in ("prompt", "messages")),
+            "prompt or messages, not both",
+        )
     elif "prompt" in raw:
         if not isinstance(raw["prompt"], str) or not raw["prompt"]:
             add(f"{at}.prompt", raw["prompt"], "a non-empty string")
@@ -249,7 +253,11 @@ def _parse_sample(
             raw_messages = []
         for m, message in enumerate(raw_messages):
             if not isinstance(message, Mapping) or message.get("role") not in _ROLES:
-                add(f"{at}.messages[{m}]", message, f"a mapping with role one of {', '.join(_ROLES)}")
+                add(
+                    f"{at}.messages[{m}]",
+                    message,
+                    f"a mapping with role one of {', '.join(_ROLES)}",
+                )
                 continue
             messages.append(dict(message))
     tools = task_tools + _tools(f"{at}.tools", raw.get("tools", []), add)
@@ -365,7 +373,11 @@ def _schema(at: str, schema: Any, add: Any) -> None:
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as error:
-        add(at, dict(schema) if isinstance(schema, Mapping) else schema, f"a valid JSON Schema ({error.message})")
+        add(
+            at,
+            dict(schema) if isinstance(schema, Mapping) else schema,
+            f"a valid JSON Schema ({error.message})",
+        )
 
 
 def _regex(at: str, pattern: Any, add: Any) -> None:
