@@ -1,0 +1,92 @@
+"""StagingEndpoints: one one-pool endpoint per copy of a VllmPoolEndpoint, for per-copy evals."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdk_llm_serving import ConfigurationError, StagingEndpoints
+from cdk_llm_serving.testing.checks import checked_template
+from tests.support.builders import endpoint, new_stack
+
+POOLS = ["ml.g6e.12xlarge", "ml.g6e.2xlarge"]
+
+
+def staged(**props):
+    stack = new_stack()
+    source = endpoint(stack, POOLS)
+    staging = StagingEndpoints(stack, "Staging", source=source, **props)
+    return stack, source, staging
+
+
+def of_type(template: dict, kind: str) -> dict[str, dict]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def test_one_endpoint_per_copy_on_that_copy_s_model_and_pool():
+    stack, source, staging = staged()
+    template = checked_template(stack)
+    assert [(c.served_model_name, c.instance_type) for c in staging.copies] == [
+        ("gpt-oss-20b-bf16-tp4", "ml.g6e.12xlarge"),
+        ("gpt-oss-20b-int4-tp1", "ml.g6e.2xlarge"),
+    ]
+    assert all(c.client_model_name == source.client_model_name for c in staging.copies)
+    # The copies' models are the source's own: nothing duplicated.
+    assert len(of_type(template, "AWS::SageMaker::Model")) == 2
+    assert len(of_type(template, "AWS::SageMaker::Endpoint")) == 3
+    configs = {
+        k: v["Properties"]
+        for k, v in of_type(template, "AWS::SageMaker::EndpointConfig").items()
+        if k.startswith("Staging")
+    }
+    variants = sorted(
+        (
+            (c["ProductionVariants"][0]["InstancePools"], c["ProductionVariants"][0]["ModelName"])
+            for c in configs.values()
+        ),
+        key=str,
+    )
+    models = {
+        ("4" if k.startswith("ServingGptOss20bBf16Tp4") else "1"): k
+        for k in of_type(template, "AWS::SageMaker::Model")
+    }
+    assert variants == [
+        (
+            [{"InstanceType": "ml.g6e.12xlarge", "Priority": 1}],
+            {"Fn::GetAtt": [models["4"], "ModelName"]},
+        ),
+        (
+            [{"InstanceType": "ml.g6e.2xlarge", "Priority": 1}],
+            {"Fn::GetAtt": [models["1"], "ModelName"]},
+        ),
+    ]
+    for config in configs.values():
+        assert config["ProductionVariants"][0]["InitialInstanceCount"] == 1
+        assert config["MetricsConfig"]["EnableEnhancedMetrics"] is False
+        assert config["MetricsConfig"]["EnableDetailedObservability"] is False
+
+
+def test_each_copy_outputs_what_eval_needs():
+    stack, _, staging = staged()
+    outputs = checked_template(stack)["Outputs"]
+    names = sorted(
+        o["Value"] for k, o in outputs.items() if k.startswith("Staging") and "Name" in k
+    )
+    assert names == ["gpt-oss-20b-bf16-tp4", "gpt-oss-20b-int4-tp1"]
+    urls = [o for k, o in outputs.items() if k.startswith("Staging") and "BaseUrl" in k]
+    assert len(urls) == 2 and all("eval --base-url" in o["Description"] for o in urls)
+
+
+def test_instance_count():
+    stack, _, _ = staged(instance_count=2)
+    configs = of_type(checked_template(stack), "AWS::SageMaker::EndpointConfig")
+    counts = {
+        k: c["Properties"]["ProductionVariants"][0]["InitialInstanceCount"]
+        for k, c in configs.items()
+    }
+    assert sorted(v for k, v in counts.items() if k.startswith("Staging")) == [2, 2]
+
+
+@pytest.mark.parametrize("count", [0, 11, 1.5, True])
+def test_instance_count_out_of_range(count):
+    with pytest.raises(ConfigurationError, match="instance_count.*a whole number from 1 to 10"):
+        staged(instance_count=count)
