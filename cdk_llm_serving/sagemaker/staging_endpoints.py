@@ -15,9 +15,17 @@ from the construct path as every ``InstancePoolEndpoint``'s are.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import shutil
+import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from aws_cdk import CfnOutput
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from ..errors import ConfigurationError, Problem
@@ -25,8 +33,34 @@ from .instance_pool import InstancePool
 from .pool_endpoint import InstancePoolEndpoint
 from .vllm_pool_endpoint import VllmPoolEndpoint, _construct_id
 
-#: The most copies a staging set builds (a pool endpoint has at most 5 pools).
-MAX_COPIES = 5
+#: The gate function's longest run: integ-tests-alpha's assertion provider invokes it
+#: synchronously and itself times out after 2 minutes (aws-cdk integ-tests-alpha,
+#: lib/assertions/providers/provider.ts, ``Timeout: Duration.minutes(2)``), so the gate stops
+#: first and reports why instead of the provider failing without a verdict.
+GATE_TIMEOUT = Duration.seconds(110)
+#: The modules the gate function runs (the package's, without its CDK-importing ``__init__``).
+_GATE_MODULES = (
+    "errors.py",
+    "ops/bearer_token.py",
+    "ops/exit_codes.py",
+    "ops/smoke.py",
+    "ops/evals/__init__.py",
+    "ops/evals/gate_handler.py",
+    "ops/evals/run.py",
+    "ops/evals/scoring.py",
+    "ops/evals/tasks.py",
+)
+#: ``jsonschema`` and what it imports (the ``[eval]`` extra), copied from this environment; the
+#: function's runtime is this interpreter's Python (``rpds`` is a compiled extension).
+_GATE_LIBRARIES = (
+    "jsonschema",
+    "jsonschema_specifications",
+    "referencing",
+    "rpds",
+    "attr",
+    "attrs",
+    "typing_extensions",
+)
 
 
 @dataclass(frozen=True)
@@ -48,7 +82,8 @@ class StagingCopy:
 class StagingEndpoints(Construct):
     """A one-pool endpoint per copy of ``source``, for per-copy evals (``cdk-llm-serving eval``).
 
-    :param source: the pool endpoint whose copies to stage (its models are reused).
+    :param source: the pool endpoint whose copies to stage (its models are reused): a
+        ``VllmPoolEndpoint`` or an ``InstancePoolEndpoint``.
     :param instance_count: instances per staging endpoint (1-10). Default: 1.
 
     Each copy has two outputs, ``<Copy>BaseUrl`` (``eval --base-url``) and ``<Copy>Name``
@@ -61,7 +96,7 @@ class StagingEndpoints(Construct):
         scope: Construct,
         id: str,
         *,
-        source: VllmPoolEndpoint,
+        source: VllmPoolEndpoint | InstancePoolEndpoint,
         instance_count: int = 1,
     ) -> None:
         super().__init__(scope, id)
@@ -76,8 +111,9 @@ class StagingEndpoints(Construct):
             )
         self.source = source
         self.copies: list[StagingCopy] = []
-        primary = source.endpoint.model
-        for pool in source.endpoint.pools:
+        pooled = source.endpoint if isinstance(source, VllmPoolEndpoint) else source
+        primary = pooled.model
+        for pool in pooled.pools:
             model = pool.model or primary
             assert model is not None  # a VllmPoolEndpoint gives every pool its model
             served = model.served_model_name
@@ -106,5 +142,108 @@ class StagingEndpoints(Construct):
                 description="eval --expect-copy (the copy's own served name)",
             )
             self.copies.append(
-                StagingCopy(served, source.client_model_name, instance_type, endpoint)
+                StagingCopy(served, model.client_model_name, instance_type, endpoint)
             )
+
+    def eval_gate(self, tasks: str | Path, *, id: str = "EvalGate") -> EvalGate:
+        """A function that scores every copy on ``tasks`` and gates each on its delta to the
+        first copy (the reference), for an integ-tests-alpha assertion (``EvalGate.event``).
+
+        :param tasks: a task file (``cdk_llm_serving.ops.evals.tasks``), validated now: a bad
+            file is a ``ConfigurationError`` at synth time.
+        :param id: the function's construct id. Default: ``EvalGate``.
+        """
+        return EvalGate(self, id, staging=self, tasks=tasks)
+
+
+class EvalGate(Construct):
+    """The gate function of ``StagingEndpoints.eval_gate``.
+
+    ``function`` runs ``cdk_llm_serving.ops.evals.gate_handler`` with a SageMaker bearer token
+    from its role (``grant_invoke`` on every staging endpoint) and at most ``GATE_TIMEOUT``;
+    ``event`` is the JSON payload to invoke it with (the tasks, every copy's URL and name).
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, staging: StagingEndpoints, tasks: str | Path
+    ) -> None:
+        super().__init__(scope, id)
+        import yaml
+
+        from ..ops.evals.tasks import load_tasks
+
+        self.tasks = load_tasks(tasks)  # ConfigurationError: every problem of the file
+        raw = yaml.safe_load(Path(tasks).read_text(encoding="utf-8"))
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=_runtime(),
+            architecture=lambda_.Architecture.X86_64,
+            handler="cdk_llm_serving.ops.evals.gate_handler.handler",
+            code=lambda_.Code.from_asset(str(_gate_code())),
+            timeout=GATE_TIMEOUT,
+            memory_size=256,
+            description="cdk-llm-serving eval gate: scores each staging copy against the first",
+        )
+        for copy in staging.copies:
+            copy.endpoint.grant_invoke(self.function)
+        self.event: dict[str, Any] = {
+            "tasks": raw,
+            "auth": "sagemaker",
+            "copies": [
+                {
+                    "base_url": copy.openai_base_url,
+                    "model": copy.client_model_name,
+                    "expect_copy": copy.served_model_name,
+                }
+                for copy in staging.copies
+            ],
+        }
+
+    @property
+    def payload(self) -> str:
+        """``event`` as the JSON text an ``invoke_function`` assertion sends."""
+        return Stack.of(self).to_json_string(self.event)
+
+
+def _runtime() -> lambda_.Runtime:
+    """The Lambda runtime of this interpreter's Python (the bundled ``rpds`` is built for it)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    runtimes = {"3.11": lambda_.Runtime.PYTHON_3_11, "3.12": lambda_.Runtime.PYTHON_3_12}
+    if version not in runtimes:
+        raise ConfigurationError(
+            "EvalGate",
+            [Problem("python", version, f"synthesize with Python {' or '.join(runtimes)}")],
+        )
+    return runtimes[version]
+
+
+@functools.cache
+def _gate_code() -> Path:
+    """A directory with the gate's modules under ``cdk_llm_serving/`` (an empty package
+    ``__init__``: the real one imports the CDK) and ``jsonschema`` with its imports."""
+    package = Path(__file__).resolve().parents[1]
+    root = Path(tempfile.mkdtemp(prefix="cdk-llm-serving-gate-"))
+    for relative in ("__init__.py", "ops/__init__.py"):
+        (root / "cdk_llm_serving" / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / "cdk_llm_serving" / relative).write_text("")
+    for relative in _GATE_MODULES:
+        target = root / "cdk_llm_serving" / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(package / relative, target)
+    for name in _GATE_LIBRARIES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ConfigurationError(
+                "EvalGate", [Problem(name, None, "installed: pip install 'cdk-llm-serving[eval]'")]
+            )
+        origin = Path(spec.origin)
+        if origin.name == "__init__.py":
+            shutil.copytree(
+                origin.parent,
+                root / name,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "tests"),
+            )
+        else:
+            shutil.copyfile(origin, root / origin.name)
+    return root
