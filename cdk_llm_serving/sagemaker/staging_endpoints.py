@@ -24,10 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Duration, Names, RemovalPolicy, Stack
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from .._cdk.function_role import acknowledge_lambda_hipaa, role_with_own_logs
+from .._cdk.nag import acknowledge
+from .._cdk.role_grants import acknowledge_bearer_token
 from ..errors import ConfigurationError, Problem
 from .instance_pool import InstancePool
 from .pool_endpoint import InstancePoolEndpoint
@@ -174,6 +177,13 @@ class EvalGate(Construct):
 
         self.tasks = load_tasks(tasks)  # ConfigurationError: every problem of the file
         raw = yaml.safe_load(Path(tasks).read_text(encoding="utf-8"))
+        role, log_group = role_with_own_logs(
+            self,
+            role_id="Role",
+            logs_id="Logs",
+            description="cdk-llm-serving eval gate: calls the staging endpoints",
+            logs_removal=RemovalPolicy.DESTROY,  # a staging stack's, destroyed with it
+        )
         self.function = lambda_.Function(
             self,
             "Function",
@@ -183,10 +193,28 @@ class EvalGate(Construct):
             code=lambda_.Code.from_asset(str(_gate_code())),
             timeout=GATE_TIMEOUT,
             memory_size=256,
+            role=role,
+            log_group=log_group,
             description="cdk-llm-serving eval gate: scores each staging copy against the first",
+            # An integ-tests-alpha assertion stack (another environment) invokes it by name:
+            # derived from the construct path (Lambda: 1-64 of [A-Za-z0-9_-]).
+            function_name=Names.unique_resource_name(self, max_length=64, separator="-"),
         )
         for copy in staging.copies:
             copy.endpoint.grant_invoke(self.function)
+        acknowledge_bearer_token(self.function)
+        acknowledge_lambda_hipaa(
+            self.function,
+            concurrency="Invoked once per deployment by the integ assertion.",
+            dead_letter="Invoked synchronously by the assertion: no event to dead-letter.",
+            outside_vpc="Calls only the SageMaker runtime's public, bearer-token HTTPS API.",
+        )
+        acknowledge(
+            self.function,
+            "AwsSolutions-L1",
+            "The runtime is the synthesizing Python's: the bundled rpds (jsonschema's) is "
+            "a compiled extension built for it.",
+        )
         self.event: dict[str, Any] = {
             "tasks": raw,
             "auth": "sagemaker",

@@ -90,3 +90,51 @@ def test_instance_count():
 def test_instance_count_out_of_range(count):
     with pytest.raises(ConfigurationError, match="instance_count.*a whole number from 1 to 10"):
         staged(instance_count=count)
+
+
+def test_the_eval_gate_function_may_call_every_staging_copy():
+    from cdk_llm_serving.ops.evals.tasks import example_path
+    from cdk_llm_serving.testing.checks import cfn_lint
+
+    stack, _, staging = staged()
+    gate = staging.eval_gate(example_path())
+    stack.resolve(gate.payload)
+    template = checked_template(stack)
+    assert cfn_lint(template) == []
+    (function,) = [
+        v["Properties"]
+        for k, v in of_type(template, "AWS::Lambda::Function").items()
+        if k.startswith("StagingEvalGate")
+    ]
+    assert function["Handler"] == "cdk_llm_serving.ops.evals.gate_handler.handler"
+    assert function["Timeout"] == 110 and function["Runtime"] == "python3.11"
+    assert function["FunctionName"].startswith("Test-Staging-EvalGate-")
+    statements = [
+        s
+        for kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
+        for k, p in of_type(template, kind).items()
+        if k.startswith("StagingEvalGate")
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    actions = {
+        a
+        for s in statements
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
+    assert {"sagemaker:InvokeEndpoint", "sagemaker:CallWithBearerToken"} <= actions
+    invoked = str([s["Resource"] for s in statements if "sagemaker:InvokeEndpoint" in s["Action"]])
+    for copy in staging.copies:  # endpoint ARNs hold the name in lower case
+        assert f":endpoint/{copy.endpoint.endpoint_name.lower()}'" in invoked
+    assert [c["expect_copy"] for c in gate.event["copies"]] == [
+        "gpt-oss-20b-bf16-tp4",
+        "gpt-oss-20b-int4-tp1",
+    ]
+    assert {c["model"] for c in gate.event["copies"]} == {"gpt-oss-20b"}
+
+
+def test_a_bad_task_file_fails_the_synth(tmp_path):
+    path = tmp_path / "tasks.yaml"
+    path.write_text("version: 1\ntasks: [{name: t, samples: [{prompt: p}]}]\n")
+    _, _, staging = staged()
+    with pytest.raises(ConfigurationError, match=r"tasks\[0\].samples\[0\].*exactly one check"):
+        staging.eval_gate(path)
