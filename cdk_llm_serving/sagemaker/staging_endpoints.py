@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from aws_cdk import CfnOutput, Duration, Names, RemovalPolicy, Stack
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
@@ -32,6 +33,8 @@ from .._cdk.function_role import acknowledge_lambda_hipaa, role_with_own_logs
 from .._cdk.nag import acknowledge
 from .._cdk.role_grants import acknowledge_bearer_token
 from ..errors import ConfigurationError, Problem
+from ..evals.tasks import load_tasks
+from ..planning.instance_types import InstanceType
 from .instance_pool import InstancePool
 from .pool_endpoint import InstancePoolEndpoint
 from .vllm_pool_endpoint import VllmPoolEndpoint, _construct_id
@@ -51,7 +54,8 @@ _GATE_MODULES = (
     "ops/evals/gate_handler.py",
     "ops/evals/run.py",
     "ops/evals/scoring.py",
-    "ops/evals/tasks.py",
+    "evals/__init__.py",
+    "evals/tasks.py",
 )
 #: ``jsonschema`` and what it imports (the ``[eval]`` extra), copied from this environment; the
 #: function's runtime is this interpreter's Python (``rpds`` is a compiled extension).
@@ -74,7 +78,7 @@ class StagingCopy:
     served_model_name: str
     #: The name clients send (every copy serves it).
     client_model_name: str
-    instance_type: str
+    instance_type: InstanceType
     endpoint: InstancePoolEndpoint
 
     @property
@@ -120,8 +124,8 @@ class StagingEndpoints(Construct):
             model = pool.model or primary
             assert model is not None  # a VllmPoolEndpoint gives every pool its model
             served = model.served_model_name
-            instance_type = str(pool.instance_type)
-            copy_id = _construct_id(f"{served}-{instance_type.removeprefix('ml.')}")
+            instance_type = InstanceType(str(pool.instance_type))
+            copy_id = _construct_id(f"{served}-{str(instance_type).removeprefix('ml.')}")
             endpoint = InstancePoolEndpoint(
                 self,
                 copy_id,
@@ -152,7 +156,7 @@ class StagingEndpoints(Construct):
         """A function that scores every copy on ``tasks`` and gates each on its delta to the
         first copy (the reference), for an integ-tests-alpha assertion (``EvalGate.event``).
 
-        :param tasks: a task file (``cdk_llm_serving.ops.evals.tasks``), validated now: a bad
+        :param tasks: a task file (``cdk_llm_serving.evals.tasks``), validated now: a bad
             file is a ``ConfigurationError`` at synth time.
         :param id: the function's construct id. Default: ``EvalGate``.
         """
@@ -171,10 +175,6 @@ class EvalGate(Construct):
         self, scope: Construct, id: str, *, staging: StagingEndpoints, tasks: str | Path
     ) -> None:
         super().__init__(scope, id)
-        import yaml
-
-        from ..ops.evals.tasks import load_tasks
-
         self.tasks = load_tasks(tasks)  # ConfigurationError: every problem of the file
         raw = yaml.safe_load(Path(tasks).read_text(encoding="utf-8"))
         role, log_group = role_with_own_logs(

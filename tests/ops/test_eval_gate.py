@@ -10,10 +10,9 @@ from pathlib import Path
 
 import yaml
 
+from cdk_llm_serving.evals.tasks import example_path
 from cdk_llm_serving.ops.evals.gate_handler import handler
-from cdk_llm_serving.ops.evals.tasks import example_path
-from tests.ops.test_eval_cli import GOOD, WORSE
-from tests.support.eval_stub_server import stub_copy
+from tests.support.eval_stub_server import GOOD, WORSE, stub_copy
 
 TASKS = yaml.safe_load(example_path().read_text())
 

@@ -93,7 +93,7 @@ def test_instance_count_out_of_range(count):
 
 
 def test_the_eval_gate_function_may_call_every_staging_copy():
-    from cdk_llm_serving.ops.evals.tasks import example_path
+    from cdk_llm_serving.evals.tasks import example_path
     from cdk_llm_serving.testing.checks import cfn_lint
 
     stack, _, staging = staged()

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import ConfigurationError
+from ...evals.tasks import example_path, load_tasks
+from ...planning.catalog import default_catalog
 from ..exit_codes import EXIT_GATE_FAILED, EXIT_NO_CREDENTIALS, EXIT_USAGE
 from ..smoke import (
     CA_BUNDLE_ENV,
@@ -34,7 +36,6 @@ from .run import (
     run_tasks,
     smoke_figures,
 )
-from .tasks import example_path, load_tasks
 
 
 def add_arguments(command: argparse.ArgumentParser) -> None:
@@ -135,8 +136,6 @@ def _price(args: argparse.Namespace) -> float | None:
     """$/h of ``--instance-type`` from the instance catalog (``ConfigurationError`` if unknown)."""
     if not args.instance_type:
         return None
-    from ...planning.catalog import default_catalog
-
     catalog = default_catalog()
     if args.price_region:
         catalog = catalog.for_region(args.price_region)

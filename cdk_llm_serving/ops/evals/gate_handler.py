@@ -20,11 +20,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, Problem
+from ...evals.tasks import parse_tasks
 from ..bearer_token import generate_bearer_token
 from ..smoke import SmokeError, checked_context, request_errors
 from .run import gate_failures, run_tasks
-from .tasks import parse_tasks
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -72,8 +72,6 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
 
 
 def _copies(raw: Any) -> list[dict[str, str]]:
-    from ...errors import Problem
-
     problems = []
     copies = []
     if not isinstance(raw, list) or not raw:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import ConfigurationError, Problem
+from ...evals.tasks import Task, TaskSet
 from ..smoke import StreamResult, percentile, report, run_smoke, stream_chat
 from .scoring import score
-from .tasks import Task, TaskSet
 
 #: Results file format (``--output``, ``--json``): a later run reads it as ``--reference``.
 RESULTS_VERSION = 1

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...evals.tasks import Sample, Task
 from ..smoke import StreamResult
-from .tasks import Sample, Task
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigurationError, Problem
+from ..errors import ConfigurationError, Problem
 
 TASK_FILE_VERSION = 1
 DEFAULT_THRESHOLD_POINTS = 2.0
