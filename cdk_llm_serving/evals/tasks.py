@@ -44,7 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,8 @@ _TASK_KEYS = {
     "samples",
 }
 _SAMPLE_KEYS = {"id", "prompt", "messages", "tools", *CHECKS}
+#: Records one problem: (property, value, what is allowed).
+Add = Callable[[str, Any, str], None]
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,10 @@ def load_tasks(path: str | Path) -> TaskSet:
 
 def parse_tasks(data: Any, source: str = "(tasks)") -> TaskSet:
     problems: list[Problem] = []
-    add = lambda prop, value, allowed: problems.append(Problem(prop, value, allowed))  # noqa: E731
+
+    def add(prop: str, value: Any, allowed: str) -> None:
+        problems.append(Problem(prop, value, allowed))
+
     if not isinstance(data, Mapping):
         raise ConfigurationError(
             f"task file {source}",
@@ -162,7 +167,7 @@ def parse_tasks(data: Any, source: str = "(tasks)") -> TaskSet:
     return TaskSet(source, tuple(tasks))
 
 
-def _parse_task(at: str, raw: Any, add: Any) -> Task | None:
+def _parse_task(at: str, raw: Any, add: Add) -> Task | None:
     if not isinstance(raw, Mapping):
         add(at, raw, "a mapping with name and samples")
         return None
@@ -227,7 +232,7 @@ def _parse_sample(
     raw: Any,
     system: str | None,
     task_tools: tuple[Mapping[str, Any], ...],
-    add: Any,
+    add: Add,
 ) -> Sample | None:
     if not isinstance(raw, Mapping):
         add(at, raw, "a mapping with prompt (or messages) and one check")
@@ -272,7 +277,7 @@ def _parse_sample(
 
 
 def _check_expectation(
-    at: str, check: str, expect: Any, tools: Sequence[Mapping[str, Any]], add: Any
+    at: str, check: str, expect: Any, tools: Sequence[Mapping[str, Any]], add: Add
 ) -> None:
     if check == "refusal":
         if not isinstance(expect, bool):
@@ -304,7 +309,7 @@ def _check_expectation(
 
 
 def _check_tool_call(
-    at: str, expect: Mapping[str, Any], tools: Sequence[Mapping[str, Any]], add: Any
+    at: str, expect: Mapping[str, Any], tools: Sequence[Mapping[str, Any]], add: Add
 ) -> None:
     if expect.get("none") is True:
         if len(expect) != 1:
@@ -348,7 +353,7 @@ def _is_function_tool(tool: Any) -> bool:
     )
 
 
-def _tools(at: str, raw: Any, add: Any) -> tuple[Mapping[str, Any], ...]:
+def _tools(at: str, raw: Any, add: Add) -> tuple[Mapping[str, Any], ...]:
     if not isinstance(raw, list):
         add(at, raw, "a list of OpenAI tools ({type: function, function: {name, parameters}})")
         return ()
@@ -363,7 +368,7 @@ def _tools(at: str, raw: Any, add: Any) -> tuple[Mapping[str, Any], ...]:
     return tuple(tools)
 
 
-def _schema(at: str, schema: Any, add: Any) -> None:
+def _schema(at: str, schema: Any, add: Add) -> None:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
@@ -380,7 +385,7 @@ def _schema(at: str, schema: Any, add: Any) -> None:
         )
 
 
-def _regex(at: str, pattern: Any, add: Any) -> None:
+def _regex(at: str, pattern: Any, add: Add) -> None:
     if not isinstance(pattern, str):
         add(at, pattern, "a regular expression (string)")
         return
@@ -390,7 +395,7 @@ def _regex(at: str, pattern: Any, add: Any) -> None:
         add(at, pattern, f"a valid Python regular expression ({error})")
 
 
-def _number(at: str, value: Any, add: Any) -> float | None:
+def _number(at: str, value: Any, add: Add) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:

@@ -124,6 +124,17 @@ class StagingEndpoints(Construct):
             model = pool.model or primary
             assert model is not None  # a VllmPoolEndpoint gives every pool its model
             served = model.served_model_name
+            if served is None:
+                raise ConfigurationError(
+                    f"StagingEndpoints '{self.node.path}'",
+                    [
+                        Problem(
+                            f"source.pools[{len(self.copies)}].model.served_model_name",
+                            None,
+                            "a served name: the copy's answers report it and the gate checks it",
+                        )
+                    ],
+                )
             instance_type = InstanceType(str(pool.instance_type))
             copy_id = _construct_id(f"{served}-{str(instance_type).removeprefix('ml.')}")
             endpoint = InstancePoolEndpoint(
@@ -149,7 +160,7 @@ class StagingEndpoints(Construct):
                 description="eval --expect-copy (the copy's own served name)",
             )
             self.copies.append(
-                StagingCopy(served, model.client_model_name, instance_type, endpoint)
+                StagingCopy(served, model.client_model_name or served, instance_type, endpoint)
             )
 
     def eval_gate(self, tasks: str | Path, *, id: str = "EvalGate") -> EvalGate:

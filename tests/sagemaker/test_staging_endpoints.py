@@ -138,3 +138,19 @@ def test_a_bad_task_file_fails_the_synth(tmp_path):
     _, _, staging = staged()
     with pytest.raises(ConfigurationError, match=r"tasks\[0\].samples\[0\].*exactly one check"):
         staging.eval_gate(path)
+
+
+def test_an_instance_pool_endpoint_is_staged_too_and_needs_served_names():
+    from tests.support.builders import pool_endpoint, serving_model
+
+    stack = new_stack()
+    source = pool_endpoint(stack)
+    staging = StagingEndpoints(stack, "Staging", source=source)
+    assert [(c.served_model_name, c.instance_type) for c in staging.copies] == [
+        ("model", "ml.p5.48xlarge"),
+        ("model", "ml.g6e.12xlarge"),
+    ]
+    stack = new_stack()
+    anonymous = pool_endpoint(stack, model=serving_model(stack, served_model_name=None))
+    with pytest.raises(ConfigurationError, match=r"source.pools\[0\].model.served_model_name"):
+        StagingEndpoints(stack, "Staging", source=anonymous)

@@ -41,7 +41,7 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     timeout = float(event.get("timeout", DEFAULT_TIMEOUT))
     reference: dict[str, float] = {}
     failures: list[str] = []
-    report = []
+    report: list[dict[str, Any]] = []
     for index, copy in enumerate(copies):
         try:
             context_ = checked_context(copy["base_url"], headers, None)

@@ -318,7 +318,7 @@ def format_results(data: dict[str, Any]) -> str:
         delta = f"{t['delta']:+.1f}" if t["delta"] is not None else "-"
         lines.append(
             f"{t['name']:<28} {t['score']:>6.1f} {ref:>6} {delta:>7} "
-            f"{-t['threshold_points']:>8.1f}  {t['gate']}"
+            f"{-t['threshold_points'] or 0.0:>8.1f}  {t['gate']}"
         )
         for a in t["answers"]:
             if not a["passed"]:
