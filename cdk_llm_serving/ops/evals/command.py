@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..._extras import MissingExtraError, require_extra
 from ...errors import ConfigurationError
 from ...evals.tasks import example_path, load_tasks
 from ...planning.catalog import default_catalog
@@ -89,6 +90,10 @@ def run_eval(
     problem = base_url_problem(args.base_url)
     if problem:
         return fail(args, f"--base-url {args.base_url!r}: {problem}", EXIT_USAGE)
+    try:
+        require_extra("eval", "jsonschema", "cdk-llm-serving eval")
+    except MissingExtraError as error:
+        return fail(args, str(error), EXIT_USAGE)
     tasks = load_tasks(example_path() if args.example else args.tasks)  # ConfigurationError
     reference = read_reference(args.reference, tasks) if args.reference else {}
     price = _price(args)
