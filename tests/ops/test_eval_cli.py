@@ -251,3 +251,21 @@ def test_the_example_set_covers_every_check():
         "format",
     }
     assert replace(tasks.tasks[0]).digest == load_tasks(example_path()).tasks[0].digest
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--ca-bundle", "/etc/hosts"],
+            "a CA bundle (--ca-bundle or CDK_LLM_SERVING_CA_BUNDLE) verifies TLS",
+        ),
+        (["--api-key", "k"], "refusing to send the API key or token in plaintext"),
+    ],
+)
+def test_eval_refuses_what_smoke_refuses_before_any_request(capsys, extra, message):
+    """A HyperPod copy's key and CA bundle go only over TLS (the checks ``smoke`` makes)."""
+    code, _, err = run(
+        capsys, "--example", "--base-url", "http://10.0.0.7:8000/v1", "--model", "m", *extra
+    )
+    assert code == EXIT_USAGE and message in err and "estimate:" not in err
