@@ -32,7 +32,7 @@ from constructs import Construct
 from .._cdk.function_role import acknowledge_lambda_hipaa, role_with_own_logs
 from .._cdk.nag import acknowledge
 from .._cdk.role_grants import acknowledge_bearer_token
-from ..errors import ConfigurationError, Problem
+from ..errors import ConfigurationError, Problem, checked_props
 from ..evals.tasks import load_tasks
 from ..planning.instance_types import InstanceType
 from .instance_pool import InstancePool
@@ -98,6 +98,7 @@ class StagingEndpoints(Construct):
     the reference copy (the most preferred pool's).
     """
 
+    @checked_props
     def __init__(
         self,
         scope: Construct,
@@ -182,6 +183,7 @@ class EvalGate(Construct):
     ``event`` is the JSON payload to invoke it with (the tasks, every copy's URL and name).
     """
 
+    @checked_props
     def __init__(
         self, scope: Construct, id: str, *, staging: StagingEndpoints, tasks: str | Path
     ) -> None:

@@ -86,10 +86,23 @@ def test_instance_count():
     assert sorted(v for k, v in counts.items() if k.startswith("Staging")) == [2, 2]
 
 
-@pytest.mark.parametrize("count", [0, 11, 1.5, True])
-def test_instance_count_out_of_range(count):
-    with pytest.raises(ConfigurationError, match="instance_count.*a whole number from 1 to 10"):
+@pytest.mark.parametrize(
+    ("count", "allowed"),
+    [
+        (0, "a whole number from 1 to 10"),
+        (11, "a whole number from 1 to 10"),
+        (1.5, "must be int, not a float"),
+        (True, "must be int, not a bool"),
+    ],
+)
+def test_instance_count_out_of_range(count, allowed):
+    with pytest.raises(ConfigurationError, match=f"instance_count = {count}: {allowed}"):
         staged(instance_count=count)
+
+
+def test_props_are_checked_against_their_types():
+    with pytest.raises(ConfigurationError, match="source = 'my-endpoint': must be"):
+        StagingEndpoints(new_stack(), "Staging", source="my-endpoint")
 
 
 def test_the_eval_gate_function_may_call_every_staging_copy():
