@@ -12,6 +12,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
         "aws_cdk.lambda_layer_kubectl_v35",
     ),
     "testing": ("cfnlint", "syrupy"),
+    "eval": ("jsonschema",),
 }
 
 

@@ -6,6 +6,8 @@
 ``recommend``  start / wait for a SageMaker inference recommendation job, turn it into a pool file.
 ``smoke``  stream two chat completions from an OpenAI-compatible endpoint and check
            tool calls and reasoning; report TTFT, inter-token latency and tokens/s.
+``eval``   score one copy on the user's eval tasks (answers, tool calls, refusals, formats),
+           delta to a reference copy, gate: exit 15 when a copy misses a threshold.
 ``addons check``  is every EKS add-on version the library pins offered in your account (boto3).
 """
 
@@ -133,27 +135,19 @@ def _plan_command(args: argparse.Namespace) -> int:
 
 def _smoke_command(args: argparse.Namespace) -> int:
     from .smoke import (
-        API_KEY_ENV,
         CA_BUNDLE_ENV,
         SmokeError,
         base_url_problem,
         format_report,
         report,
         safe_run,
-        sagemaker_bearer_token,
     )
 
-    headers: dict[str, str] = {}
     problem = base_url_problem(args.base_url)
     if problem:
         return _fail(args, f"--base-url {args.base_url!r}: {problem}", EXIT_USAGE)
     try:
-        if args.bearer_token:
-            headers["Authorization"] = f"Bearer {args.bearer_token}"
-        elif args.sagemaker_region:
-            headers["Authorization"] = f"Bearer {sagemaker_bearer_token(args.sagemaker_region)}"
-        elif args.api_key or os.environ.get(API_KEY_ENV):
-            headers["Authorization"] = f"Bearer {args.api_key or os.environ[API_KEY_ENV]}"
+        headers = _auth_headers(args)
         ca_bundle = args.ca_bundle or os.environ.get(CA_BUNDLE_ENV) or None
         checks, results = safe_run(args.base_url, args.model, headers, args.timeout, ca_bundle)
     except SmokeError as error:
@@ -163,6 +157,26 @@ def _smoke_command(args: argparse.Namespace) -> int:
     data = report(checks, results)
     print(json.dumps(data, indent=2) if args.json else format_report(data))
     return 0 if all(check.passed for check in checks) else 1
+
+
+def _auth_headers(args: argparse.Namespace) -> dict[str, str]:
+    """The bearer token ``smoke`` and ``eval`` send: ``--bearer-token``, a SageMaker token
+    made for ``--sagemaker-region``, or ``--api-key`` / ``LLM_SERVING_API_KEY``."""
+    from .smoke import API_KEY_ENV, sagemaker_bearer_token
+
+    if args.bearer_token:
+        return {"Authorization": f"Bearer {args.bearer_token}"}
+    if args.sagemaker_region:
+        return {"Authorization": f"Bearer {sagemaker_bearer_token(args.sagemaker_region)}"}
+    if args.api_key or os.environ.get(API_KEY_ENV):
+        return {"Authorization": f"Bearer {args.api_key or os.environ[API_KEY_ENV]}"}
+    return {}
+
+
+def _eval_command(args: argparse.Namespace) -> int:
+    from .evals.command import run_eval
+
+    return run_eval(args, _auth_headers, _fail)
 
 
 def _sagemaker(args: argparse.Namespace, clients: Clients | None) -> Any:
@@ -362,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_plan(commands)
     _add_smoke(commands)
+    _add_eval(commands)
     _add_fleet(commands)
     _add_recommend(commands)
     _add_addons(commands)
@@ -502,7 +517,14 @@ def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         required=True,
         help="the name clients send (on a pool endpoint: the shared name every copy serves)",
     )
-    auth = smoke.add_mutually_exclusive_group()
+    _add_connection(smoke)
+    smoke.add_argument("--json", action="store_true", help="print JSON instead of text")
+    smoke.set_defaults(handler=_smoke_command)
+
+
+def _add_connection(command: argparse.ArgumentParser) -> None:
+    """Authentication, TLS and timeout of ``smoke`` and ``eval``."""
+    auth = command.add_mutually_exclusive_group()
     auth.add_argument(
         "--api-key",
         help="sent as a bearer token (default: the LLM_SERVING_API_KEY environment variable)",
@@ -512,17 +534,28 @@ def _add_smoke(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--sagemaker-region",
         help="make a SageMaker bearer token for this region from the standard AWS credential chain",
     )
-    smoke.add_argument(
+    command.add_argument(
         "--ca-bundle",
         help="PEM file of CA certificates trusted in addition to the system's, e.g. a HyperPod "
         "service's ca.crt (default: the CDK_LLM_SERVING_CA_BUNDLE environment variable); "
         "verification is always on; not with an http:// URL",
     )
-    smoke.add_argument(
+    command.add_argument(
         "--timeout", type=positive_float, default=300.0, help="seconds per request (default 300)"
     )
-    smoke.add_argument("--json", action="store_true", help="print JSON instead of text")
-    smoke.set_defaults(handler=_smoke_command)
+
+
+def _add_eval(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``eval``: the user's evals against one copy, deltas to a reference, the gate."""
+    from .evals.command import add_arguments
+
+    command = commands.add_parser(
+        "eval",
+        help="score one copy on your eval tasks; delta to a reference copy; exit 15 below threshold",
+    )
+    add_arguments(command)
+    _add_connection(command)
+    command.set_defaults(handler=_eval_command)
 
 
 def _add_fleet(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

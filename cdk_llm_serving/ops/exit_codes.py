@@ -29,6 +29,8 @@ EXIT_HTTP_ERROR: Final = 12
 EXIT_ADDON_NOT_OFFERED: Final = 13
 #: The reader of standard output closed it before the command had written everything (``| head``).
 EXIT_OUTPUT_CLOSED: Final = 14
+#: ``eval``: a task's score fell below its threshold (or answers came from another copy).
+EXIT_GATE_FAILED: Final = 15
 
 #: For ``--help``: status -> meaning.
 MEANINGS: Final = {
@@ -47,6 +49,7 @@ MEANINGS: Final = {
     EXIT_HTTP_ERROR: "the endpoint answered with an HTTP error",
     EXIT_ADDON_NOT_OFFERED: "a pinned EKS add-on version is not offered (addons check)",
     EXIT_OUTPUT_CLOSED: "the output was closed before it was all written (e.g. piped to head)",
+    EXIT_GATE_FAILED: "a copy missed an eval threshold (eval)",
 }
 
 

@@ -23,6 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,8 @@ class StreamResult:
     reasoning: str = ""
     tool_calls: dict[int, dict[str, str]] = field(default_factory=dict)
     model: str | None = None
+    #: The message's ``refusal`` (OpenAI's chat completion field), when the server sends one.
+    refusal: str = ""
 
     @property
     def tokens_per_second(self) -> float:
@@ -185,9 +188,11 @@ def stream_chat(
                 text = delta.get("content") or ""
                 thought = delta.get("reasoning_content") or delta.get("reasoning") or ""
                 calls = delta.get("tool_calls") or []
-                if not (text or thought or calls):
+                refusal = delta.get("refusal") or ""
+                if not (text or thought or calls or refusal):
                     continue
                 result.content += text
+                result.refusal += refusal
                 result.reasoning += thought
                 for call in calls:
                     slot = result.tool_calls.setdefault(
@@ -359,12 +364,27 @@ def safe_run(
     ca_bundle: str | None = None,
 ) -> tuple[list[Check], dict[str, StreamResult]]:
     """``run_smoke`` with TLS verified (``tls_context``); failures become ``SmokeError``."""
+    context = checked_context(base_url, headers, ca_bundle)
+    with request_errors(base_url, ca_bundle):
+        return run_smoke(base_url, model, headers, timeout, context=context)
+
+
+def checked_context(
+    base_url: str, headers: dict[str, str], ca_bundle: str | None
+) -> ssl.SSLContext | None:
+    """The TLS context for ``base_url`` (``None`` for http://); ``SmokeError`` when the URL
+    must not be used as given (``plaintext_problem``)."""
     problem = plaintext_problem(base_url, headers, ca_bundle)
     if problem:
         raise SmokeError(problem, EXIT_USAGE)
-    context = tls_context(ca_bundle) if base_url.startswith("https:") else None
+    return tls_context(ca_bundle) if base_url.startswith("https:") else None
+
+
+@contextmanager
+def request_errors(base_url: str, ca_bundle: str | None) -> Iterator[None]:
+    """HTTP, TLS and connection failures of requests to ``base_url`` as ``SmokeError``."""
     try:
-        return run_smoke(base_url, model, headers, timeout, context=context)
+        yield
     except urllib.error.HTTPError as error:
         body = error.read().decode("utf-8", "replace")[:300]
         raise SmokeError(f"HTTP {error.code} from {base_url}: {body}", EXIT_HTTP_ERROR) from None

@@ -28,6 +28,7 @@ from .inference_components import ComponentSpecification, InferenceComponentOnPo
 from .instance_pool import InstancePool
 from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
+from .staging_endpoints import EvalGate, StagingCopy, StagingEndpoints
 from .token_metrics import TokenMetricNames
 from .update_rules import autoscaled_update_problems
 from .vllm_pool_endpoint import VllmPool, VllmPoolEndpoint
@@ -42,6 +43,7 @@ __all__ = [
     "EndpointAutoScaling",
     "EndpointDeployment",
     "EngineBatch",
+    "EvalGate",
     "InferenceComponentEndpoint",
     "InferenceComponentEndpointKeywords",
     "InferenceComponentOnPools",
@@ -55,6 +57,8 @@ __all__ = [
     "PoolEndpointOptions",
     "RollingDeployment",
     "ServingModel",
+    "StagingCopy",
+    "StagingEndpoints",
     "TokenMetricNames",
     "TrafficShift",
     "VllmPool",

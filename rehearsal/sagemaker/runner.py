@@ -163,26 +163,38 @@ def _client(running: container.Running, args: Mapping[str, Any]) -> tuple[int, d
     return done.returncode, data, done.stderr
 
 
-def _smoke(running: container.Running, shared: str) -> subprocess.CompletedProcess[str]:
+def _cli(running: container.Running, *args: str) -> subprocess.CompletedProcess[str]:
+    """``cdk-llm-serving ARGS --base-url <the copy>`` in the copy's network namespace."""
     beside = Path(sys.executable).parent / "cdk-llm-serving"
-    smoke = str(beside) if beside.exists() else shutil.which("cdk-llm-serving") or "cdk-llm-serving"
+    cli = str(beside) if beside.exists() else shutil.which("cdk-llm-serving") or "cdk-llm-serving"
     env = {k: v for k, v in os.environ.items() if k != "LLM_SERVING_API_KEY"}
     return subprocess.run(
-        running.in_netns(
-            [
-                smoke,
-                "smoke",
-                "--base-url",
-                f"http://127.0.0.1:{container.PORT}/v1",
-                "--model",
-                shared,
-            ]
-        ),
+        running.in_netns([cli, *args, "--base-url", f"http://127.0.0.1:{container.PORT}/v1"]),
         capture_output=True,
         text=True,
         timeout=900,
         env=env,
     )
+
+
+def _smoke(running: container.Running, shared: str) -> subprocess.CompletedProcess[str]:
+    return _cli(running, "smoke", "--model", shared)
+
+
+#: The eval set run against every copy (``cdk-llm-serving eval``), the first copy the reference.
+EVAL_TASKS = Path(__file__).with_name("eval_tasks.yaml")
+
+
+def _eval(
+    running: container.Running, entry: CopyReport, reference: Path | None
+) -> subprocess.CompletedProcess[str]:
+    """``eval`` on the copy by the shared name, every answer required to name this copy."""
+    output = running.directory / "eval.json"
+    args = ["eval", "--tasks", str(EVAL_TASKS), "--model", entry.shared, "--output", str(output)]
+    args += ["--expect-copy", entry.own]
+    if reference is not None:
+        args += ["--reference", str(reference)]
+    return _cli(running, *args)
 
 
 def _arguments(log: str) -> str:
@@ -215,6 +227,8 @@ def run(
     findings: list[Finding] = []
     shared_by_variant = shared_names(copies)
     pending: list[tuple[CopyReport, dict[str, str]]] = []
+    #: The first copy's ``eval`` results: every later copy's deltas are to it.
+    reference: Path | None = None
     for copy in copies:
         names = served_names(copy)
         shared = shared_by_variant[(copy.endpoint_name, copy.variant_name)]
@@ -267,7 +281,9 @@ def run(
                     )
                 )
             for entry, proc in running:
-                findings += _exercise(entry, proc, ready_budget)
+                findings += _exercise(entry, proc, ready_budget, reference)
+                if reference is None and (proc.directory / "eval.json").is_file():
+                    reference = proc.directory / "eval.json"  # the primary pool's copy
         finally:
             for _, proc in running:
                 proc.stop()
@@ -317,7 +333,9 @@ def run(
     return findings, report
 
 
-def _exercise(entry: CopyReport, running: container.Running, budget: float) -> list[Finding]:
+def _exercise(
+    entry: CopyReport, running: container.Running, budget: float, reference: Path | None = None
+) -> list[Finding]:
     copy = entry.copy
     resource = f"{copy.model_id} ({copy.instance_type})"
     entry.ready_seconds = container.wait_ready(running, budget)
@@ -369,6 +387,26 @@ def _exercise(entry: CopyReport, running: container.Running, budget: float) -> l
                     if line.startswith(("FAIL", "Error", "error"))
                 )[:800],
                 "cdk_llm_serving/ops/smoke.py",
+            )
+        )
+    evaluated = _eval(running, entry, reference)
+    (running.directory / "eval.log").write_text(evaluated.stdout + evaluated.stderr)
+    if evaluated.returncode == 0:
+        entry.passed.append("cdk-llm-serving eval" + (" (gated)" if reference else " (reference)"))
+    else:
+        findings.append(
+            Finding(
+                "sagemaker.eval-gate-failed",
+                resource,
+                f"cdk-llm-serving eval exited {evaluated.returncode}: "
+                + " | ".join(
+                    line.strip()
+                    for line in (evaluated.stdout + evaluated.stderr).splitlines()
+                    if line.strip().startswith(
+                        ("FAIL", "error", "tool-calls:", "reasoning", "answers")
+                    )
+                )[:800],
+                "cdk_llm_serving/ops/evals (README: Evals: a quality gate for every copy)",
             )
         )
     _, after, _ = _client(running, {"scrape_only": True})

@@ -93,7 +93,11 @@ def _resources(templates: dict[str, dict], resource_type: str) -> list[dict]:
 
 
 def test_one_integ_test_per_serving_path_each_asserting_a_chat_completion(integ_templates):
-    assert INTEG_TESTS == ["integ_hyperpod_multi_node", "integ_sagemaker_pool_endpoint"]
+    assert INTEG_TESTS == [
+        "integ_hyperpod_multi_node",
+        "integ_sagemaker_eval_gate",
+        "integ_sagemaker_pool_endpoint",
+    ]
     sagemaker = integ_templates["integ_sagemaker_pool_endpoint"]
     assert len(_resources(sagemaker, "AWS::SageMaker::Endpoint")) == 1
     [call] = _resources(sagemaker, "Custom::DeployAssert@SdkCallSageMakerRuntimeinvokeEndpoint")
@@ -109,6 +113,26 @@ def test_one_integ_test_per_serving_path_each_asserting_a_chat_completion(integ_
         if f["Properties"].get("FunctionName") == "cdk-llm-serving-integ-chat-client"
     ]
     assert "VpcConfig" in client["Properties"]  # inside the VPC, where the internal NLB is
+
+
+def test_the_eval_gate_integ_fails_unless_every_copy_passes(integ_templates):
+    gate = integ_templates["integ_sagemaker_eval_gate"]
+    # The pool endpoint and one staging endpoint per copy.
+    assert len(_resources(gate, "AWS::SageMaker::Endpoint")) == 3
+    [function] = [
+        f
+        for f in _resources(gate, "AWS::Lambda::Function")
+        if f["Properties"].get("Handler") == "cdk_llm_serving.ops.evals.gate_handler.handler"
+    ]
+    [invoke] = _resources(gate, "Custom::DeployAssert@SdkCallLambdainvoke")
+    assert invoke["Properties"]["outputPaths"] == ["Payload.gate"]
+    assert json.loads(invoke["Properties"]["expected"]) == {"$StringLike": "^PASS$"}
+    assert (
+        json.loads(invoke["Properties"]["parameters"]["FunctionName"])
+        == (function["Properties"]["FunctionName"])
+    )
+    payload = json.dumps(invoke["Properties"]["parameters"]["Payload"])
+    assert "qwen3-0-6b-bf16" in payload and "qwen3-0-6b-fp8" in payload
 
 
 def test_integ_runner_reads_our_assemblies(tmp_path):

@@ -1,0 +1,90 @@
+"""The eval gate as a Lambda handler: every staging copy scored, each gated on its delta to the
+first (the reference copy). ``StagingEndpoints.eval_gate`` deploys it; an integ-tests-alpha
+assertion invokes it and fails the deployment unless it returns ``"gate": "PASS"``.
+
+Event::
+
+    {"tasks": {...a task file, parsed...},
+     "copies": [{"base_url": ..., "model": ..., "expect_copy": ...}, ...],   # first: reference
+     "auth": "sagemaker" | "none",   # a SageMaker bearer token from the function's role
+     "timeout": 300}
+
+Returns ``{"gate": "PASS" | "FAIL", "failures": [...], "copies": [{"copy", "scores", "deltas"}]}``
+(a malformed event is ``"gate": "ERROR"`` with the problems, so the assertion fails with them).
+Runs with the standard library, botocore (in the Lambda runtime) and ``jsonschema`` (bundled).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ...errors import ConfigurationError, Problem
+from ...evals.tasks import parse_tasks
+from ..bearer_token import generate_bearer_token
+from ..smoke import SmokeError, checked_context, request_errors
+from .run import gate_failures, run_tasks
+
+DEFAULT_TIMEOUT = 300.0
+
+
+def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
+    try:
+        tasks = parse_tasks(event.get("tasks"), "(event.tasks)")
+        copies = _copies(event.get("copies"))
+    except ConfigurationError as error:
+        return {"gate": "ERROR", "failures": [str(p) for p in error.problems], "copies": []}
+    headers: dict[str, str] = {}
+    if event.get("auth", "sagemaker") == "sagemaker":
+        headers["Authorization"] = f"Bearer {generate_bearer_token(os.environ.get('AWS_REGION'))}"
+    timeout = float(event.get("timeout", DEFAULT_TIMEOUT))
+    reference: dict[str, float] = {}
+    failures: list[str] = []
+    report: list[dict[str, Any]] = []
+    for index, copy in enumerate(copies):
+        try:
+            context_ = checked_context(copy["base_url"], headers, None)
+            with request_errors(copy["base_url"], None):
+                results = run_tasks(
+                    tasks, copy["base_url"], copy["model"], headers, timeout, context_
+                )
+        except SmokeError as error:
+            failures.append(f"{copy['expect_copy']}: {error}")
+            report.append({"copy": copy["expect_copy"], "error": str(error)})
+            continue
+        if index == 0:
+            reference = {r.task.name: r.score for r in results}
+        else:
+            for result in results:
+                result.reference_score = reference.get(result.task.name)
+        failures += [
+            f"{copy['expect_copy']}: {f}" for f in gate_failures(results, copy["expect_copy"])
+        ]
+        report.append(
+            {
+                "copy": copy["expect_copy"],
+                "scores": {r.task.name: r.score for r in results},
+                "deltas": {r.task.name: r.delta for r in results},
+            }
+        )
+    return {"gate": "FAIL" if failures else "PASS", "failures": failures, "copies": report}
+
+
+def _copies(raw: Any) -> list[dict[str, str]]:
+    problems = []
+    copies = []
+    if not isinstance(raw, list) or not raw:
+        raise ConfigurationError(
+            "gate event", [Problem("copies", raw, "a non-empty list, the reference copy first")]
+        )
+    for i, copy in enumerate(raw):
+        if not isinstance(copy, Mapping) or not all(
+            isinstance(copy.get(k), str) for k in ("base_url", "model", "expect_copy")
+        ):
+            problems.append(Problem(f"copies[{i}]", copy, "{base_url, model, expect_copy}"))
+            continue
+        copies.append({k: copy[k] for k in ("base_url", "model", "expect_copy")})
+    if problems:
+        raise ConfigurationError("gate event", problems)
+    return copies
