@@ -41,7 +41,11 @@ __all__ = [
 ]
 
 #: Argument (``argparse`` destination) -> its flag, for the messages.
-_REGION_ARGUMENTS = {"region": "--region", "sagemaker_region": "--sagemaker-region"}
+_REGION_ARGUMENTS = {
+    "region": "--region",
+    "sagemaker_region": "--sagemaker-region",
+    "price_region": "--price-region",
+}
 #: Output file arguments -> their flag.
 _OUTPUT_ARGUMENTS = {"output": "--output", "save_prices": "--save-prices"}
 

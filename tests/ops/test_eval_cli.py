@@ -269,3 +269,22 @@ def test_eval_refuses_what_smoke_refuses_before_any_request(capsys, extra, messa
         capsys, "--example", "--base-url", "http://10.0.0.7:8000/v1", "--model", "m", *extra
     )
     assert code == EXIT_USAGE and message in err and "estimate:" not in err
+
+
+def test_a_price_region_that_is_no_region_name_is_refused_before_any_request(capsys):
+    from cdk_llm_serving.ops.cli import main
+
+    code = main(
+        [
+            "eval",
+            "--example",
+            "--base-url",
+            "http://127.0.0.1:1/v1",
+            "--model",
+            "m",
+            "--price-region",
+            "useast1",
+        ]
+    )
+    assert code == 2
+    assert "--price-region = 'useast1'" in capsys.readouterr().err
