@@ -7,7 +7,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 from aws_cdk import aws_aps as aps
 from aws_cdk.assertions import Template
 
@@ -19,22 +18,13 @@ from cdk_llm_serving.hyperpod.inference_dashboard import (
 )
 from cdk_llm_serving.hyperpod.inference_features import InferenceKvCache, InferencePrefillDecode
 from tests.support.builders import new_stack
-from tests.support.hyperpod import gpt_oss_120b_endpoint, single_node_groups
+from tests.support.hyperpod import (
+    gpt_oss_120b_endpoint,
+    pinned_vllm_metrics_source,
+    single_node_groups,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _vllm_source() -> str:
-    packages = sorted((ROOT / ".venv" / "vllm" / "lib").glob("python3*/site-packages/vllm"))
-    if not packages:
-        pytest.skip("the vLLM virtualenv (.venv/vllm) is not installed")
-    return "\n".join(
-        path.read_text(errors="replace")
-        for path in (
-            packages[0] / "v1" / "metrics" / "loggers.py",
-            packages[0] / "distributed/kv_transfer/kv_connector/v1/nixl/stats.py",
-        )
-    )
 
 
 def _endpoint(stack, **props):
@@ -54,7 +44,7 @@ def test_every_series_is_one_the_pinned_vllm_registers():
     panels = cache_panels(
         _endpoint(stack, prefill_decode=_pd(), kv_cache=InferenceKvCache.l1_only())
     )
-    source = _vllm_source()
+    source = pinned_vllm_metrics_source()
     names = {
         re.sub(r"_(total|sum|count|bucket)$", "", name)
         for panel in panels

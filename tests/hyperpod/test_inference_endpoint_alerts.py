@@ -19,9 +19,12 @@ from cdk_llm_serving.hyperpod import InferenceEndpointAlerts
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.inference_features import InferenceKvCache, InferencePrefillDecode
-from tests.hyperpod.test_inference_dashboard_cache import _vllm_source
 from tests.support.builders import new_stack
-from tests.support.hyperpod import gpt_oss_120b_endpoint, single_node_groups
+from tests.support.hyperpod import (
+    gpt_oss_120b_endpoint,
+    pinned_vllm_metrics_source,
+    single_node_groups,
+)
 
 needs_promtool = pytest.mark.skipif(
     shutil.which("promtool") is None,
@@ -63,7 +66,7 @@ def test_each_path_has_its_alert():
 
 def test_every_series_is_one_the_pinned_vllm_registers():
     alerts = _alerts(prefill_decode=PD, kv_cache=InferenceKvCache.l1_only())
-    source = _vllm_source()
+    source = pinned_vllm_metrics_source()
     names = {
         re.sub(r"_(total|sum|count|bucket)$", "", name)
         for rule in alerts.alerts()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -230,3 +231,21 @@ def landing_groups(pod: dict, groups) -> list[str]:
         if _matches(pod, labels) and _tolerates(pod, group.effective_taints):
             found.append(group.name)
     return found
+
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def pinned_vllm_metrics_source() -> str:
+    """The pinned vLLM's metric registrations (loggers, NIXL stats) from ``.venv/vllm``; skips
+    when that virtualenv is absent."""
+    packages = sorted((_ROOT / ".venv" / "vllm" / "lib").glob("python3*/site-packages/vllm"))
+    if not packages:
+        pytest.skip("the vLLM virtualenv (.venv/vllm) is not installed")
+    return "\n".join(
+        path.read_text(errors="replace")
+        for path in (
+            packages[0] / "v1" / "metrics" / "loggers.py",
+            packages[0] / "distributed/kv_transfer/kv_connector/v1/nixl/stats.py",
+        )
+    )
