@@ -1,0 +1,234 @@
+"""Scale to zero (#30): an explicit opt-in, woken by the load balancer, with a bounded wake."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from aws_cdk import Duration
+
+from cdk_llm_serving import ConfigurationError
+from cdk_llm_serving.hyperpod.constants import KEDA_API_VERSION, KEDA_CHART
+from cdk_llm_serving.hyperpod.replica_autoscaling import (
+    WAKE_HEALTHY_THRESHOLD,
+    WAKE_METRICS,
+    ScaleToZero,
+)
+from stacks.reference_app import add_reference_stacks
+from tests.support.app import new_app
+from tests.support.hyperpod import chart_crd_schema, published_chart
+from tests.support.kubernetes_schemas import concretize
+from tests.support.linting import lint_template
+from tests.support.template_helpers import manifest_objects, resources_of_type
+
+_ZERO = {
+    "llm-serving:reference-moe:max-replicas": "2",
+    "llm-serving:reference-moe:scale-to-zero": "true",
+}
+
+
+@pytest.fixture(scope="module")
+def zero_app():
+    from aws_cdk import Validations
+    from cdk_nag import AwsSolutionsChecks
+
+    app = new_app(**_ZERO)
+    stacks = add_reference_stacks(app)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))  # a finding fails synth
+    return app.synth().get_stack_by_name("ReferenceMoeHyperPod").template, stacks[1]
+
+
+@pytest.fixture(scope="module")
+def zero_template(zero_app) -> dict:
+    return zero_app[0]
+
+
+def _scaled_object(template: dict) -> dict:
+    (scaled,) = [
+        o
+        for o in manifest_objects(template, "ReplicaAutoscalingScaledObject")
+        if o["kind"] == "ScaledObject"
+    ]
+    return scaled
+
+
+def test_the_last_replica_may_go_and_the_load_balancer_wakes_it(zero_template):
+    spec = _scaled_object(zero_template)["spec"]
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 2)
+    queue, *wake = spec["triggers"]
+    assert queue["type"] == "prometheus"
+    assert [t["metadata"]["metricName"] for t in wake] == list(WAKE_METRICS)
+    (service,) = manifest_objects(zero_template, "ServingService")
+    annotations = service["metadata"]["annotations"]
+    name = annotations["service.beta.kubernetes.io/aws-load-balancer-name"]
+    assert len(name) <= 32 and name == name.lower()
+    for trigger in wake:
+        meta = trigger["metadata"]
+        assert trigger["type"] == "aws-cloudwatch"
+        assert (meta["namespace"], meta["dimensionName"]) == ("AWS/NetworkELB", "LoadBalancer")
+        # net/<name>/<id>, the id read from the NLB's hostname at deploy time
+        assert meta["dimensionValue"].startswith(f"net/{name}/")
+        assert meta["activationTargetMetricValue"] == "0"
+        assert trigger["authenticationRef"] == queue["authenticationRef"]
+    assert annotations[
+        "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
+    ] == str(WAKE_HEALTHY_THRESHOLD)
+
+
+def test_the_dimension_is_cut_from_the_load_balancer_hostname(zero_template):
+    """The ScaledObject's manifest splits the Service's hostname on ``<name>-`` and ``.``."""
+    text = json.dumps(
+        [
+            v
+            for k, v in resources_of_type(
+                zero_template, "Custom::AWSCDK-EKS-KubernetesResource"
+            ).items()
+            if k.startswith("ReplicaAutoscalingScaledObject")
+        ]
+    )
+    (service,) = manifest_objects(zero_template, "ServingService")
+    name = service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-name"]
+    assert f'"{name}-"' in text and '"Fn::Split": [".", ' in text
+    assert "ServingLoadBalancerHostname" in text
+
+
+def test_the_first_request_wait_is_the_wake_and_idle_covers_it(zero_app):
+    template, stack = zero_app
+    autoscaling = stack.autoscaling
+    wake = autoscaling.wake
+    assert wake.weights_and_engine >= stack.service.cold_start.total_seconds
+    (output,) = [v for k, v in template["Outputs"].items() if "FirstRequestWaitSeconds" in k]
+    assert output["Value"] == str(wake.total_seconds)
+    assert autoscaling.first_request_wait.to_seconds() == wake.total_seconds
+    # The reference wakes in under the default bound of an hour (nodes dominate).
+    assert 1800 < wake.total_seconds <= 3600
+    assert _scaled_object(template)["spec"]["cooldownPeriod"] == wake.total_seconds
+
+
+def test_keda_may_read_cloudwatch_and_nothing_more(zero_template):
+    statements = [
+        s
+        for p in resources_of_type(zero_template, "AWS::IAM::ManagedPolicy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "cloudwatch" in json.dumps(s["Action"])
+    ]
+    assert statements == [
+        {"Action": "cloudwatch:GetMetricData", "Effect": "Allow", "Resource": "*"}
+    ]
+
+
+def test_the_wake_triggers_match_keda_s_crd(zero_template, shared_dir):
+    chart = published_chart(shared_dir, KEDA_CHART)
+    schema = chart_crd_schema(chart, "ScaledObject", KEDA_API_VERSION.split("/")[1])
+    scaled = _scaled_object(zero_template)
+    jsonschema.validate(concretize(scaled), schema)
+    broken = json.loads(json.dumps(scaled))
+    broken["spec"]["triggers"][1]["metadata"]["activationTargetMetricValue"] = 0
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(concretize(broken), schema)
+
+
+def test_the_healthy_threshold_is_one_the_elb_api_takes():
+    import botocore.session
+
+    shape = (
+        botocore.session.get_session()
+        .get_service_model("elbv2")
+        .shape_for("HealthCheckThresholdCount")
+    )
+    assert shape.metadata["min"] <= WAKE_HEALTHY_THRESHOLD <= shape.metadata["max"]
+    assert WAKE_HEALTHY_THRESHOLD == shape.metadata["min"]  # the fastest the NLB allows
+
+
+def test_zero_template_passes_cfn_lint(zero_template):
+    matches = lint_template(zero_template)
+    assert not matches, "\n".join(map(str, matches))
+
+
+def _problems(**props) -> dict[str, str]:
+    from cdk_llm_serving.hyperpod.observability import VllmObservability
+    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+    from tests.support.builders import new_stack
+    from tests.support.hyperpod import deepseek_service, small_cluster
+
+    stack = new_stack("Zero")
+    cluster, addons, store = small_cluster(stack, gpu_count=2)
+    service = deepseek_service(stack, cluster, addons, store)
+    observability = VllmObservability(stack, "Obs", service=service)
+    with pytest.raises(ConfigurationError) as caught:
+        VllmReplicaAutoscaling(
+            stack, "Scale", service=service, observability=observability, **props
+        )
+    found: dict[str, str] = {}
+    for problem in caught.value.problems:
+        found[problem.property] = found.get(problem.property, "") + problem.allowed + "\n"
+    return found
+
+
+def test_min_zero_without_the_opt_in_is_refused():
+    problems = _problems(min_replicas=0, max_replicas=2)
+    assert set(problems) == {"min_replicas"}
+    assert "scale_to_zero=ScaleToZero()" in problems["min_replicas"]
+
+
+def test_scale_to_zero_on_fixed_nodes_with_a_replica_and_a_short_bound_is_refused_at_once():
+    problems = _problems(
+        min_replicas=1,
+        max_replicas=2,
+        scale_to_zero=ScaleToZero(max_first_request_wait=Duration.minutes(5)),
+    )
+    assert set(problems) == {"scale_to_zero", "scale_to_zero.max_first_request_wait"}
+    assert "needs min_replicas=0" in problems["scale_to_zero"]
+    assert "shrink to 0 nodes" in problems["scale_to_zero"]
+    assert "must cover the wake from zero" in problems["scale_to_zero.max_first_request_wait"]
+
+
+def test_scale_to_zero_without_the_load_balancer_controller_has_no_wake_signal():
+    from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
+    from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+    from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
+    from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
+    from cdk_llm_serving.hyperpod.observability import VllmObservability
+    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+    from tests.support.builders import new_stack
+    from tests.support.hyperpod import deepseek_service, model_store
+
+    stack = new_stack("ZeroNoLbc")
+    cluster = HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        instance_groups=[
+            HyperPodInstanceGroup.system(),
+            HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 0, max_count=3),
+        ],
+        kubernetes_version="1.35",
+        node_autoscaling=NodeAutoscaling(),
+    )
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster, load_balancer_controller=False)
+    service = deepseek_service(stack, cluster, addons, model_store(stack, cluster))
+    observability = VllmObservability(stack, "Obs", service=service)
+    with pytest.raises(ConfigurationError) as caught:
+        VllmReplicaAutoscaling(
+            stack,
+            "Scale",
+            service=service,
+            observability=observability,
+            min_replicas=0,
+            max_replicas=2,
+            scale_to_zero=ScaleToZero(),
+        )
+    (problem,) = caught.value.problems
+    assert problem.property == "scale_to_zero" and "Load Balancer Controller" in problem.allowed
+
+
+def test_the_p5en_variant_names_its_group_after_the_gpu_it_holds():
+    """Review finding M6: the p5en variant's group held H200s but was named gpu-b200."""
+    from stacks.hyperpod_reference_stack import HyperPodReferenceStack
+
+    names = {}
+    for instance_type in ("ml.p6-b200.48xlarge", "ml.p5en.48xlarge"):
+        app = new_app(**{"llm-serving:reference-moe:gpu-instance-type": instance_type})
+        (stack,) = [s for s in add_reference_stacks(app) if isinstance(s, HyperPodReferenceStack)]
+        names[instance_type] = [g.name for g in stack.cluster.gpu_groups]
+    assert names == {"ml.p6-b200.48xlarge": ["gpu-b200"], "ml.p5en.48xlarge": ["gpu-h200"]}
