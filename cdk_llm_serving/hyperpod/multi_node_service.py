@@ -289,10 +289,14 @@ class VllmMultiNodeService(Construct):
         self.lws_manifest.node.add_dependency(addons.leader_worker_set)
         for prerequisite in prerequisites:
             self.lws_manifest.node.add_dependency(prerequisite)
-        # Metadata read at synth too: scale to zero names the load balancer afterwards.
+        # Annotations read at synth too: scale to zero names the load balancer afterwards.
+        metadata = self.service["metadata"]
         service_object = {
             **self.service,
-            "metadata": _Rendered.of(lambda: self.service["metadata"]),
+            "metadata": {
+                **metadata,
+                "annotations": _Rendered.of(lambda: metadata["annotations"]),
+            },
         }
         self.service_resource = self._manifest("Service", [service_object])
         if addons.load_balancer_controller is not None:
