@@ -205,6 +205,7 @@ class HyperPodReferenceStack(Stack):
                 max_replicas=settings.max_replicas,
                 scale_to_zero=ScaleToZero() if settings.scale_to_zero else None,
             )
+            self.dashboard.add_scaling_panels(self.autoscaling)
 
     def _add_single_node_endpoint(self, settings: HyperPodSettings) -> None:
         """gpt-oss-120b on one H200 node, else one H100 node, registered as a SageMaker endpoint."""
