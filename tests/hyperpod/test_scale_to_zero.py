@@ -232,3 +232,113 @@ def test_the_p5en_variant_names_its_group_after_the_gpu_it_holds():
         (stack,) = [s for s in add_reference_stacks(app) if isinstance(s, HyperPodReferenceStack)]
         names[instance_type] = [g.name for g in stack.cluster.gpu_groups]
     assert names == {"ml.p6-b200.48xlarge": ["gpu-b200"], "ml.p5en.48xlarge": ["gpu-h200"]}
+
+
+# -- scaling panels and the pending-replica alarm -------------------------------------------
+
+
+def _rules(template: dict) -> dict[str, str]:
+    return {
+        key: str(value["Properties"]["Data"])
+        for key, value in resources_of_type(template, "AWS::APS::RuleGroupsNamespace").items()
+    }
+
+
+def test_the_dashboard_draws_serving_asked_for_and_pending_replicas(zero_template):
+    from cdk_llm_serving.hyperpod.node_panels import (
+        DESIRED_REPLICAS_RULE,
+        PENDING_ALERT,
+        PENDING_REPLICAS_RULE,
+        SERVING_REPLICAS_RULE,
+    )
+    from tests.support.template_helpers import flatten
+
+    body = "".join(
+        flatten(d["Properties"]["DashboardBody"])
+        for d in resources_of_type(zero_template, "AWS::CloudWatch::Dashboard").values()
+    )
+    for rule in (
+        SERVING_REPLICAS_RULE,
+        DESIRED_REPLICAS_RULE,
+        PENDING_REPLICAS_RULE,
+        PENDING_ALERT,
+    ):
+        assert rule in body, rule
+    (scaling,) = [text for key, text in _rules(zero_template).items() if "Scaling" in key]
+    assert f"alert: {PENDING_ALERT}" in scaling
+
+
+@pytest.mark.skipif(
+    __import__("shutil").which("promtool") is None, reason="no promtool on PATH (make promtool)"
+)
+def test_promtool_fires_the_pending_alarm_only_after_a_scale_out_s_time(zero_app, tmp_path):
+    """One replica serves, 20 requests wait (8 per replica): KEDA asks for 2 (the maximum), one
+    pends. The alarm waits a scale-out's time (the reference: ~53 min) before it fires."""
+    import subprocess
+
+    import yaml
+
+    from cdk_llm_serving.hyperpod.node_panels import (
+        PENDING_ALERT,
+        PENDING_REPLICAS_RULE,
+        scale_out_seconds,
+    )
+
+    template, stack = zero_app
+    files = []
+    for index, text in enumerate(_rules(template).values()):
+        (tmp_path / f"rules{index}.yaml").write_text(text)
+        files.append(f"rules{index}.yaml")
+    checked = subprocess.run(
+        ["promtool", "check", "rules", *files], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    minutes = -(-scale_out_seconds(stack.autoscaling) // 60)
+    assert 30 < minutes < 60
+    tests = {
+        "rule_files": files,
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": 'up{job="vllm",pod="leader-0"}', "values": "1x120"},
+                    {"series": 'vllm:num_requests_waiting{pod="leader-0"}', "values": "20x120"},
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": PENDING_REPLICAS_RULE,
+                        "eval_time": "10m",
+                        "exp_samples": [{"labels": PENDING_REPLICAS_RULE, "value": 1}],
+                    }
+                ],
+                "alert_rule_test": [
+                    {"eval_time": f"{minutes - 5}m", "alertname": PENDING_ALERT, "exp_alerts": []},
+                    {
+                        "eval_time": f"{minutes + 5}m",
+                        "alertname": PENDING_ALERT,
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "warning",
+                                    "service": "reference-moe-nvfp4",
+                                },
+                                "exp_annotations": {
+                                    "summary": yaml.safe_load(
+                                        [t for k, t in _rules(template).items() if "Scaling" in k][
+                                            0
+                                        ]
+                                    )["groups"][0]["rules"][-1]["annotations"]["summary"]
+                                },
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    done = subprocess.run(
+        ["promtool", "test", "rules", "tests.yaml"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
