@@ -119,8 +119,16 @@ def choose_subnets(world: World, service: dict[str, Any], cluster_name: str) -> 
     return list(by_zone.values())
 
 
-def hostname(world: World, key: Key) -> str:
+def hostname(world: World, key: Key, service: dict[str, Any] | None = None) -> str:
+    """``<name>-<id>.elb.<region>.amazonaws.com``: the name the Service gives
+    (``aws-load-balancer-name``,
+    https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#load-balancer-name),
+    else the controller's own ``k8s-<namespace>-<name>-<hash>``."""
     digest = hashlib.sha256("/".join(key).encode()).hexdigest()
+    annotations = ((service or {}).get("metadata") or {}).get("annotations") or {}
+    named = annotations.get("service.beta.kubernetes.io/aws-load-balancer-name")
+    if named:
+        return f"{named}-{digest[10:26]}.elb.{world.assembly.region}.amazonaws.com"
     return f"k8s-{key[1][:8]}-{key[2][:8]}-{digest[:10]}-{digest[10:26]}.elb.{world.assembly.region}.amazonaws.com"
 
 
@@ -136,7 +144,9 @@ def reconcile(world: World) -> bool:
         world.facts.setdefault("load_balancer_subnets", {})[key] = chosen
         if not chosen:
             continue  # no load balancer: the hostname never appears
-        service["status"] = {"loadBalancer": {"ingress": [{"hostname": hostname(world, key)}]}}
+        service["status"] = {
+            "loadBalancer": {"ingress": [{"hostname": hostname(world, key, service)}]}
+        }
         changed = True
     return changed
 
