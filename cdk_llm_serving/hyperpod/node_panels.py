@@ -178,7 +178,7 @@ def add_scaling_panels(
         ("Replicas KEDA asks for", DESIRED_REPLICAS_RULE, float(autoscaling.max_replicas)),
         ("Pending replicas (waiting for nodes or starting)", PENDING_REPLICAS_RULE, None),
     ]
-    widgets = [
+    widgets: list[cloudwatch.IWidget] = [
         dashboard.promql_widget(title, query, "", threshold) for title, query, threshold in panels
     ]
     widgets.append(
