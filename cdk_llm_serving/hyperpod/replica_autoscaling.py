@@ -370,7 +370,11 @@ class VllmReplicaAutoscaling(Construct):
         """One ``aws-cloudwatch`` trigger per ``WAKE_METRICS``: any connection activates.
 
         The target value is never reached, so these triggers only move the service between 0
-        and 1 replica (``activationTargetMetricValue``); queue depth scales beyond.
+        and 1 replica (``activationTargetMetricValue``); queue depth scales beyond. KEDA's
+        scaler (kedacore/keda ``pkg/scalers/aws_cloudwatch_scaler.go``) takes the newest
+        datapoint of the window (``metricCollectionTime``, a multiple of ``metricStatPeriod``),
+        ``minMetricValue`` when CloudWatch has none (ELB reports nothing without traffic), and
+        is active when the value is above the activation value.
         """
         return [
             {

@@ -342,3 +342,22 @@ def test_promtool_fires_the_pending_alarm_only_after_a_scale_out_s_time(zero_app
         ["promtool", "test", "rules", "tests.yaml"], capture_output=True, text=True, cwd=tmp_path
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_wake_triggers_keep_keda_s_own_parsing_rules(zero_template):
+    """kedacore/keda ``pkg/scalers/aws_cloudwatch_scaler.go``: ``targetMetricValue`` and
+    ``minMetricValue`` are required, ``metricStatPeriod`` is 1, 5, 10, 30 or a multiple of 60,
+    ``metricCollectionTime`` a multiple of it, ``metricStat`` a CloudWatch statistic."""
+    import botocore.session
+
+    statistics = (
+        botocore.session.get_session().get_service_model("cloudwatch").shape_for("Statistic").enum
+    )
+    for trigger in _scaled_object(zero_template)["spec"]["triggers"][1:]:
+        meta = trigger["metadata"]
+        period, window = int(meta["metricStatPeriod"]), int(meta["metricCollectionTime"])
+        assert period in (1, 5, 10, 30) or period % 60 == 0
+        assert window > 0 and window % period == 0
+        assert meta["metricStat"] in statistics
+        assert float(meta["targetMetricValue"]) > float(meta["activationTargetMetricValue"])
+        float(meta["minMetricValue"])
