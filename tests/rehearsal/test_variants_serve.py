@@ -41,3 +41,8 @@ def test_inference_operator_serves():
 
 def test_gpu_az_serves():
     _serves("gpu-az")
+
+
+def test_keda_zero_serves():
+    """Scaled to 0 and woken by the load balancer, the replica serves again (issue 30)."""
+    _serves("keda-zero")
