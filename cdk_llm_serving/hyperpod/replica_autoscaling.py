@@ -132,8 +132,11 @@ class ScaleToZero:
     clients retry for ``VllmReplicaAutoscaling.first_request_wait`` (also a stack output).
 
     With it on, the Service names its NLB (``aws-load-balancer-name``, so KEDA's dimension
-    is known; turning it on for a running service replaces its NLB and hostname) and asks
-    for ``WAKE_HEALTHY_THRESHOLD`` healthy checks.
+    is known) and asks for ``WAKE_HEALTHY_THRESHOLD`` healthy checks. UNCONFIRMED: whether
+    the controller renames an NLB it made before (its annotations page does not say). If it
+    keeps the old name, the stack update that turns scale to zero on fails when the dimension
+    is cut from the hostname (``Fn::Select`` finds no ``<name>-`` in it) and rolls back:
+    turn it on when the service is created, or with a new service ``name``.
 
     :param idle_after: how long the service has no connection and no queued request before
         its last replica goes (KEDA's ``cooldownPeriod``); its nodes go ``consolidate_after``
