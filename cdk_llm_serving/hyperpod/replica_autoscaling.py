@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations, Aws, CfnOutput, Duration, Fn, Names
+from aws_cdk import Annotations, Aws, CfnOutput, Duration, Fn
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -51,7 +52,7 @@ from .multi_node_service import VllmMultiNodeService
 from .node_readiness import group_budget
 from .observability import VllmObservability
 
-__all__ = ["ScaleToZero", "VllmReplicaAutoscaling", "WakeTime"]
+__all__ = ["ScaleToZero", "VllmReplicaAutoscaling", "WakeTime", "default_load_balancer_prefix"]
 
 #: ``longest_request``'s default: 5 minutes.
 _LONGEST_REQUEST = Span.of_seconds(300)
@@ -82,8 +83,17 @@ IMAGE_PULL_SECONDS = 300
 #: https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#healthcheck-healthy-threshold),
 #: so a woken replica takes traffic 2 intervals after it serves, not 3.
 WAKE_HEALTHY_THRESHOLD = 2
-#: What a ``LoadBalancer`` dimension value starts with (``net/<name>/<id>``).
-_NLB_NAME_MAX = 32
+#: What the AWS Load Balancer Controller drops from a Service's namespace and name when it
+#: names the NLB (kubernetes-sigs/aws-load-balancer-controller
+#: ``pkg/service/model_build_load_balancer.go``, ``invalidLoadBalancerNamePattern``).
+_NOT_ALNUM = re.compile("[^0-9A-Za-z]")
+
+
+def default_load_balancer_prefix(namespace: str, service_name: str) -> str:
+    """The controller's NLB name for a Service without ``aws-load-balancer-name``, up to its
+    hash: ``k8s-<namespace[:8]>-<name[:8]>-`` of the alphanumerics
+    (``buildLoadBalancerName``: ``fmt.Sprintf("k8s-%.8s-%.8s-%.10s", ...)``, same file)."""
+    return f"k8s-{_NOT_ALNUM.sub('', namespace)[:8]}-{_NOT_ALNUM.sub('', service_name)[:8]}-"
 
 
 @dataclass(frozen=True)
@@ -131,12 +141,9 @@ class ScaleToZero:
     A client's first attempts after idle are refused or time out until a replica serves, so
     clients retry for ``VllmReplicaAutoscaling.first_request_wait`` (also a stack output).
 
-    With it on, the Service names its NLB (``aws-load-balancer-name``, so KEDA's dimension
-    is known) and asks for ``WAKE_HEALTHY_THRESHOLD`` healthy checks. UNCONFIRMED: whether
-    the controller renames an NLB it made before (its annotations page does not say). If it
-    keeps the old name, the stack update that turns scale to zero on fails when the dimension
-    is cut from the hostname (``Fn::Select`` finds no ``<name>-`` in it) and rolls back:
-    turn it on when the service is created, or with a new service ``name``.
+    With it on, KEDA's dimension is cut from the NLB's hostname (the controller's own name,
+    known up to its hash: ``default_load_balancer_prefix``), and the Service asks for
+    ``WAKE_HEALTHY_THRESHOLD`` healthy checks; a running service keeps its NLB.
 
     :param idle_after: how long the service has no connection and no queued request before
         its last replica goes (KEDA's ``cooldownPeriod``); its nodes go ``consolidate_after``
@@ -277,7 +284,7 @@ class VllmReplicaAutoscaling(Construct):
         #: KEDA's cooldown before the last replica goes (``ScaleToZero.idle_after``), and the
         #: NLB name and ``LoadBalancer`` dimension KEDA watches; ``None`` without scale to zero.
         self.idle_after_seconds: int | None = None
-        self.load_balancer_name: str | None = None
+        self.load_balancer_name_prefix: str | None = None
         self.load_balancer_dimension: str | None = None
         self.wake_policy: iam.ManagedPolicy | None = None
         if self.wake is not None and scale_to_zero is not None:
@@ -322,27 +329,29 @@ class VllmReplicaAutoscaling(Construct):
                 f"from zero ({wake.total_seconds} s): a quiet spell that short stops the service "
                 "and the next client waits longer than the spell lasted",
             )
-        # The controller names the NLB after this annotation (at most 32 characters, letters,
-        # digits, hyphens; https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#load-balancer-name).
-        # Lower case: the NLB's DNS name, read back below, is lower case.
-        name = Names.unique_resource_name(self, max_length=_NLB_NAME_MAX, separator="-").lower()
-        self.load_balancer_name = name.strip("-")
         prefix = "service.beta.kubernetes.io/aws-load-balancer"
-        service.service["metadata"]["annotations"].update(
-            {
-                f"{prefix}-name": self.load_balancer_name,
-                f"{prefix}-healthcheck-healthy-threshold": str(WAKE_HEALTHY_THRESHOLD),
-            }
+        service.service["metadata"]["annotations"][f"{prefix}-healthcheck-healthy-threshold"] = str(
+            WAKE_HEALTHY_THRESHOLD
         )
-        # An NLB's DNS name is ``<name>-<id>.elb.<region>.amazonaws.com`` and its CloudWatch
-        # dimension ``LoadBalancer`` is ``net/<name>/<id>`` (the tail of its ARN; ELB user
-        # guide, CloudWatch metrics page above, "Metric dimensions"). Splitting on ``<name>-``
-        # tolerates a prefix before the name.
-        after_name = Fn.select(
-            1, Fn.split(f"{self.load_balancer_name}-", service.load_balancer_hostname)
+        self.load_balancer_name_prefix = default_load_balancer_prefix(
+            service.namespace, service.workload.service_name
         )
-        load_balancer_id = Fn.select(0, Fn.split(".", after_name))
-        self.load_balancer_dimension = f"net/{self.load_balancer_name}/{load_balancer_id}"
+        # The NLB keeps the controller's own name, ``k8s-<ns>-<name>-<10 hex>``; its DNS name
+        # is ``<lb name>-<id>.elb.<region>.amazonaws.com`` and its CloudWatch dimension
+        # ``LoadBalancer`` is ``net/<lb name>/<id>`` (the tail of its ARN; ELB user guide,
+        # CloudWatch metrics page above, "Metric dimensions"). Cut from the hostname after the
+        # known prefix, so a prefix before the name does not matter; no rename (the
+        # controller ignores ``aws-load-balancer-name`` set after the Service exists: "If you
+        # modify this annotation after service creation, there is no effect", its annotations
+        # page), so turning scale to zero on keeps a running service's NLB and hostname.
+        after_prefix = Fn.select(
+            1, Fn.split(self.load_balancer_name_prefix, service.load_balancer_hostname)
+        )
+        hash_and_id = Fn.split("-", Fn.select(0, Fn.split(".", after_prefix)))
+        self.load_balancer_dimension = (
+            f"net/{self.load_balancer_name_prefix}{Fn.select(0, hash_and_id)}"
+            f"/{Fn.select(1, hash_and_id)}"
+        )
         # ``GetMetricData`` is what KEDA's aws-cloudwatch scaler calls (kedacore/keda
         # ``pkg/scalers/aws_cloudwatch_scaler.go``); CloudWatch's read actions take no resource
         # ARN ("Actions, resources, and condition keys for Amazon CloudWatch",

@@ -126,7 +126,6 @@ def reconcile(world: World) -> bool:
 #: (https://keda.sh/docs/2.17/reference/scaledobject-spec/#pollinginterval).
 POLLING_INTERVAL = 30
 WAKE_SOURCE = "https://keda.sh/docs/2.17/concepts/scaling-deployments/#activating-and-scaling-thresholds; https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-cloudwatch-metrics.html"
-_NLB_NAME = "service.beta.kubernetes.io/aws-load-balancer-name"
 _HEALTHY = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
 _INTERVAL = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval"
 
@@ -137,13 +136,17 @@ def wake_signal(
     """What wakes a ScaledObject at ``minReplicaCount`` 0: triggers that read something other
     than the replicas themselves. A ``prometheus`` trigger reads the workload's own series
     (none exist at 0 replicas); an ``aws-cloudwatch`` trigger on the ``LoadBalancer``
-    dimension must name the Service's NLB (``net/<aws-load-balancer-name>/<id>``).
+    dimension must name the Service's NLB: ``net/<name>/<id>`` of its hostname
+    ``<name>-<id>.elb.<region>.amazonaws.com``.
     Returns (what fires, in words) and a finding when nothing would."""
     spec = scaled.get("spec") or {}
     name = (scaled.get("metadata") or {}).get("name", "?")
     resource = f"ScaledObject {name}"
-    annotations = ((service or {}).get("metadata") or {}).get("annotations") or {}
-    lb_name = annotations.get(_NLB_NAME)
+    ingress = (((service or {}).get("status") or {}).get("loadBalancer") or {}).get("ingress")
+    hostname = str((ingress or [{}])[0].get("hostname", ""))
+    label = hostname.split(".", 1)[0]
+    lb_name, _, lb_id = label.rpartition("-")
+    expected = f"net/{lb_name}/{lb_id}" if lb_name else ""
     fires: list[str] = []
     for trigger in spec.get("triggers") or []:
         meta = trigger.get("metadata") or {}
@@ -151,12 +154,12 @@ def wake_signal(
             continue
         if meta.get("dimensionName") == "LoadBalancer":
             value = str(meta.get("dimensionValue", ""))
-            if not lb_name or not value.startswith(f"net/{lb_name}/"):
+            if value != expected:
                 return fires, Finding(
                     "keda.wake-signal-elsewhere",
                     resource,
                     f"the wake trigger watches {value or 'no load balancer'}, not the Service's "
-                    f"NLB ({lb_name or 'unnamed: its dimension is unknown before deploy'})",
+                    f"NLB ({expected or 'none yet'}, from its hostname {hostname or '-'})",
                     WAKE_SOURCE,
                     "degrades",
                 )

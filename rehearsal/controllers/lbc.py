@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,7 +130,10 @@ def hostname(world: World, key: Key, service: dict[str, Any] | None = None) -> s
     named = annotations.get("service.beta.kubernetes.io/aws-load-balancer-name")
     if named:
         return f"{named}-{digest[10:26]}.elb.{world.assembly.region}.amazonaws.com"
-    return f"k8s-{key[1][:8]}-{key[2][:8]}-{digest[:10]}-{digest[10:26]}.elb.{world.assembly.region}.amazonaws.com"
+    # the controller keeps only the alphanumerics (``invalidLoadBalancerNamePattern``,
+    # kubernetes-sigs/aws-load-balancer-controller pkg/service/model_build_load_balancer.go)
+    namespace, name = (re.sub("[^0-9A-Za-z]", "", part) for part in key[1:3])
+    return f"k8s-{namespace[:8]}-{name[:8]}-{digest[:10]}-{digest[10:26]}.elb.{world.assembly.region}.amazonaws.com"
 
 
 def reconcile(world: World) -> bool:

@@ -61,23 +61,34 @@ def test_the_last_replica_may_go_and_the_load_balancer_wakes_it(zero_template):
     assert [t["metadata"]["metricName"] for t in wake] == list(WAKE_METRICS)
     (service,) = manifest_objects(zero_template, "ServingService")
     annotations = service["metadata"]["annotations"]
-    name = annotations["service.beta.kubernetes.io/aws-load-balancer-name"]
-    assert len(name) <= 32 and name == name.lower()
+    # The NLB keeps the controller's own name (a name set later would be ignored).
+    assert "service.beta.kubernetes.io/aws-load-balancer-name" not in annotations
     for trigger in wake:
         meta = trigger["metadata"]
         assert trigger["type"] == "aws-cloudwatch"
         assert (meta["namespace"], meta["dimensionName"]) == ("AWS/NetworkELB", "LoadBalancer")
-        # net/<name>/<id>, the id read from the NLB's hostname at deploy time
-        assert meta["dimensionValue"].startswith(f"net/{name}/")
+        # net/k8s-<ns8>-<name8>-<hash>/<id>, hash and id read from the hostname at deploy time
+        assert meta["dimensionValue"].startswith("net/k8s-inferenc-referenc-")
         assert meta["activationTargetMetricValue"] == "0"
         assert trigger["authenticationRef"] == queue["authenticationRef"]
-    assert annotations[
-        "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
-    ] == str(WAKE_HEALTHY_THRESHOLD)
+    threshold = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
+    assert annotations[threshold] == str(WAKE_HEALTHY_THRESHOLD)
+
+
+def test_the_controller_s_default_name_is_what_its_source_builds():
+    """kubernetes-sigs/aws-load-balancer-controller ``buildLoadBalancerName``:
+    ``k8s-%.8s-%.8s-%.10s`` of the namespace's and name's alphanumerics."""
+    from cdk_llm_serving.hyperpod.replica_autoscaling import default_load_balancer_prefix
+
+    assert default_load_balancer_prefix("inference", "reference-moe-nvfp4-api") == (
+        "k8s-inferenc-referenc-"
+    )
+    assert default_load_balancer_prefix("a-b", "x.y-z") == "k8s-ab-xyz-"
 
 
 def test_the_dimension_is_cut_from_the_load_balancer_hostname(zero_template):
-    """The ScaledObject's manifest splits the Service's hostname on ``<name>-`` and ``.``."""
+    """The ScaledObject's manifest splits the Service's hostname after the name's known prefix,
+    then on ``.`` and ``-`` (hash, id)."""
     text = json.dumps(
         [
             v
@@ -87,9 +98,8 @@ def test_the_dimension_is_cut_from_the_load_balancer_hostname(zero_template):
             if k.startswith("ReplicaAutoscalingScaledObject")
         ]
     )
-    (service,) = manifest_objects(zero_template, "ServingService")
-    name = service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-name"]
-    assert f'"{name}-"' in text and '"Fn::Split": [".", ' in text
+    assert '"k8s-inferenc-referenc-"' in text and '"Fn::Split": [".", ' in text
+    assert '"Fn::Split": ["-", ' in text
     assert "ServingLoadBalancerHostname" in text
 
 
