@@ -448,9 +448,9 @@ class Player:
                     for p in world.pods.values()
                     if p.key[1] == key[1] and dns.selects(selector, p.labels) and p.running
                 ]
-                finding = lbc.check(world, key, selected)
-                if finding is not None:
-                    world.report(finding)
+                for finding in (lbc.check(world, key, selected), lbc.readiness_gate(world, key)):
+                    if finding is not None:
+                        world.report(finding)
         for scaling in keda.check(world):
             world.report(scaling)
         self._play_node_scaling()

@@ -67,6 +67,7 @@ VCPUS: dict[str, tuple[int, float | None]] = {
     "ml.p6-b200.48xlarge": (192, None),
     "ml.p6-b300.48xlarge": (192, None),
     "ml.p4d.24xlarge": (96, None),
+    "ml.p4de.24xlarge": (96, None),
     "ml.g6e.4xlarge": (16, None),
     "ml.g6e.12xlarge": (48, None),
     "ml.g6e.48xlarge": (192, None),

@@ -64,7 +64,8 @@ VARIANTS: dict[str, Variant] = {
         Variant(
             "inference-operator",
             {"llm-serving:hyperpod:inference-operator": "true"},
-            "gpt-oss-120b through AWS's inference operator on two more GPU groups",
+            "gpt-oss-120b through AWS's inference operator on two more GPU groups, and Llama "
+            "3.3 70B with prefill/decode on a third",
         ),
         Variant(
             "gpu-az", {"llm-serving:hyperpod:gpu-az-id": "usw2-az2"}, "GPU capacity in usw2-az2"

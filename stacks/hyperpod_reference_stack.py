@@ -28,6 +28,7 @@ from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
 from cdk_llm_serving.hyperpod.observability import VllmObservability
 from cdk_llm_serving.hyperpod.replica_autoscaling import ScaleToZero, VllmReplicaAutoscaling
 from cdk_llm_serving.model_sources import ModelData
+from cdk_llm_serving.planning.decode import Workload
 from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
 
@@ -37,6 +38,21 @@ REFERENCE_CONTEXT = 131072
 #: The single-node model the inference-operator variant adds, and its types in priority order.
 SINGLE_NODE_MODEL = "gpt-oss-120b"
 SINGLE_NODE_TYPES = ("ml.p5en.48xlarge", "ml.p5.48xlarge")
+#: The dense model the inference-operator variant serves with disaggregated prefill/decode
+#: (AWS's own example of a model DPD helps: "70B+ parameters (for example, Llama 3.3 70B)",
+#: https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html),
+#: its type (8 x A100 80 GiB, EFA with GPU-Direct RDMA for the KV transfer; the model's 141 GB
+#: of bf16 weights fit one node. A type no other group of the variant uses, so its two nodes
+#: are the P/D endpoint's alone; HyperPod offers it in us-west-2, cfn-lint's region list; p5e
+#: is not there) and the workload
+#: it is declared for: long documents in (8K tokens), 512 tokens out, 4 requests/s sustained:
+#: every condition of AWS's "When DPD helps" holds, so the planner turns P/D on.
+LONG_CONTEXT_MODEL = "llama-3.3-70b"
+LONG_CONTEXT_TYPE = "ml.p4de.24xlarge"
+LONG_CONTEXT_WORKLOAD = Workload(input_tokens=8192, output_tokens=512, request_rate=4.0)
+#: AWS's worker image for DPD (vLLM, LMCache, NIXL and the EFA libfabric provider), as the DPD
+#: page lists it.
+DPD_WORKER_IMAGE = "public.ecr.aws/deep-learning-containers/vllm:server-hyperpod-cuda-v1.1"
 
 
 @dataclass(frozen=True)
@@ -53,9 +69,11 @@ class HyperPodSettings:
     hyperpod_chart_dir: str | None = None
     #: ``None``: AWS's vLLM container with EFA for the stack's region.
     vllm_image: str | None = None
-    #: Opt-in variant: gpt-oss-120b through AWS's inference operator on two more GPU groups.
+    #: Opt-in variant: gpt-oss-120b through AWS's inference operator on two more GPU groups,
+    #: and Llama 3.3 70B with disaggregated prefill/decode on a third (two nodes).
     inference_operator: bool = False
     single_node_weights_uri: str = ""
+    long_context_weights_uri: str = ""
     #: AZ ID of the GPU capacity (e.g. ``usw2-az2``): the GPU subnet and FSx go there.
     gpu_availability_zone_id: str | None = None
     #: How long the deployment waits for the HyperPod nodes (``HyperPodEksCluster``'s
@@ -75,8 +93,10 @@ class HyperPodReferenceStack(Stack):
         self, scope: Construct, id: str, *, settings: HyperPodSettings, **kwargs: Any
     ) -> None:
         super().__init__(scope, id, **kwargs)
-        #: The inference-operator variant's endpoint (``settings.inference_operator``).
+        #: The inference-operator variant's endpoints (``settings.inference_operator``): the
+        #: colocated MoE one and the disaggregated dense one.
         self.single_node: HyperPodInferenceEndpoint | None = None
+        self.long_context: HyperPodInferenceEndpoint | None = None
         self.plan = plan(
             REFERENCE_MODEL,
             REFERENCE_FORMAT,
@@ -88,6 +108,7 @@ class HyperPodReferenceStack(Stack):
         self._add_monitoring_and_scaling(settings)
         if settings.inference_operator:
             self._add_single_node_endpoint(settings)
+            self._add_long_context_endpoint(settings)
         CfnOutput(self, "EksClusterName", value=self.cluster.eks_cluster.cluster_name)
         CfnOutput(self, "HyperPodClusterArn", value=self.cluster.cfn_cluster.attr_cluster_arn)
         CfnOutput(
@@ -110,6 +131,8 @@ class HyperPodReferenceStack(Stack):
             [
                 HyperPodInstanceGroup.gpu("gpu-h200", SINGLE_NODE_TYPES[0], 1),
                 HyperPodInstanceGroup.gpu("gpu-h100", SINGLE_NODE_TYPES[1], 1),
+                # One prefill and one decode node of the P/D endpoint.
+                HyperPodInstanceGroup.gpu("gpu-pd", LONG_CONTEXT_TYPE, 2),
             ]
             if settings.inference_operator
             else []
@@ -235,3 +258,36 @@ class HyperPodReferenceStack(Stack):
             routing=InferenceRouting(RoutingStrategy.PREFIX_AWARE),
         )
         CfnOutput(self, "GptOss120bEndpointName", value=self.single_node.endpoint_name)
+
+    def _add_long_context_endpoint(self, settings: HyperPodSettings) -> None:
+        """Llama 3.3 70B for long documents, prefill and decode on a node each (#29).
+
+        Nothing here asks for P/D: the endpoint declares its workload and the planner's rule
+        (``plan(...).disaggregation``, AWS's "When DPD helps") turns ``pdSpec`` on, one prefill
+        and one decode pod on ``gpu-pd``; a workload with short prompts would serve colocated
+        on the same group. The worker is AWS's DPD image (LMCache and NIXL move the KV cache
+        over EFA), with the tiered KV cache and the operator's KV-aware router in front.
+        """
+        self.long_context = HyperPodInferenceEndpoint(
+            self,
+            "Llama33",
+            addons=self.addons,
+            model=LONG_CONTEXT_MODEL,
+            weight_format="bf16",
+            weights=ModelData.from_s3_uri(settings.long_context_weights_uri),
+            config=VllmConfig(
+                model="set-by-the-endpoint",
+                served_model_name=LONG_CONTEXT_MODEL,
+                max_model_len=32768,
+            ),
+            instance_types=(LONG_CONTEXT_TYPE,),
+            # Kubernetes and SageMaker names take no dots.
+            name="llama-33-70b",
+            image=DPD_WORKER_IMAGE,
+            workload=LONG_CONTEXT_WORKLOAD,
+            kv_cache=InferenceKvCache(),
+            # Prefill already went to the prefill pod; among decoders, the one holding most of
+            # the prompt's KV blocks (the CRD's kvaware).
+            routing=InferenceRouting(RoutingStrategy.KV_AWARE),
+        )
+        CfnOutput(self, "Llama33EndpointName", value=self.long_context.endpoint_name)

@@ -25,6 +25,7 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:reference-moe:gpu-instance-type": "ml.p6-b200.48xlarge",
     "llm-serving:hyperpod:inference-operator": "false",
     "llm-serving:gpt-oss-120b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/gpt-oss-120b/",
+    "llm-serving:llama-3.3-70b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/llama-3.3-70b/",
     "llm-serving:hyperpod:gpu-az-id": "",
     "llm-serving:hyperpod:nodes-ready-minutes": "",
 }
@@ -39,6 +40,11 @@ _WEIGHT_KEYS = (
     "llm-serving:gpt-oss-20b:int4-weights-uri",
     "llm-serving:reference-moe:weights-uri",
 )
+#: The inference-operator variant's weights (refused only when the variant is on).
+_OPERATOR_WEIGHT_KEYS = (
+    "llm-serving:gpt-oss-120b:weights-uri",
+    "llm-serving:llama-3.3-70b:weights-uri",
+)
 
 
 def _refuse_placeholders(app: App) -> None:
@@ -52,7 +58,10 @@ def _refuse_placeholders(app: App) -> None:
     if str(app.node.try_get_context(ALLOW_PLACEHOLDERS)).lower() == "true":
         return
     problems = Problems("reference app context")
-    for key in _WEIGHT_KEYS:
+    keys: tuple[str, ...] = _WEIGHT_KEYS
+    if _context(app, "llm-serving:hyperpod:inference-operator").lower() == "true":
+        keys += _OPERATOR_WEIGHT_KEYS  # read only by that variant
+    for key in keys:
         uri = _context(app, key)
         if uri.removeprefix("s3://").startswith(PLACEHOLDER_BUCKET_PREFIX):
             problems.add(
@@ -118,6 +127,7 @@ def add_reference_stacks(app: App) -> list[Stack]:
             inference_operator=_context(app, "llm-serving:hyperpod:inference-operator").lower()
             == "true",
             single_node_weights_uri=_context(app, "llm-serving:gpt-oss-120b:weights-uri"),
+            long_context_weights_uri=_context(app, "llm-serving:llama-3.3-70b:weights-uri"),
             gpu_availability_zone_id=_context(app, "llm-serving:hyperpod:gpu-az-id") or None,
             nodes_ready_minutes=_minutes(app, "llm-serving:hyperpod:nodes-ready-minutes"),
         ),

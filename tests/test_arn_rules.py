@@ -232,3 +232,46 @@ def test_the_operator_refuses_an_arn_that_is_no_hyperpod_cluster():
         )
     )
     assert found["hyperpod_cluster_arn"].startswith("is an ARN of eks, not of sagemaker"), found
+
+
+def test_the_cluster_refuses_admin_roles_of_another_partition_and_plans_of_another_region():
+    from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+    from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
+    from tests.support.builders import new_stack
+
+    stack = new_stack("ClusterArns")  # us-east-1
+    groups = [
+        HyperPodInstanceGroup.system(),
+        HyperPodInstanceGroup.gpu(
+            "gpu", "ml.p5en.48xlarge", count=2, training_plan_arn=OTHER_REGION_PLAN
+        ),
+    ]
+    found = _problems(
+        lambda: HyperPodEksCluster(
+            stack,
+            "HyperPod",
+            instance_groups=groups,
+            admin_role_arns=[
+                f"arn:aws-us-gov:iam::{ACCOUNT}:role/Admin",
+                f"arn:aws:sts::{ACCOUNT}:assumed-role/Admin/me",
+            ],
+        )
+    )
+    assert found["admin_role_arns[0]"].startswith("is in partition aws-us-gov"), found
+    assert found["admin_role_arns[1]"].startswith("is an ARN of sts, not of iam"), found
+    assert found["instance_groups[1].training_plan_arn"].startswith("is in eu-west-1"), found
+
+
+def test_the_service_refuses_a_certificate_of_another_region():
+    from cdk_llm_serving.hyperpod.multi_node_manifests import Exposure
+    from tests.support.builders import new_stack
+    from tests.support.hyperpod import deepseek_service, small_cluster
+
+    stack = new_stack("CertArn")  # us-east-1
+    cluster, addons, store = small_cluster(stack)
+    found = _problems(
+        lambda: deepseek_service(
+            stack, cluster, addons, store, exposure=Exposure(certificate_arn=CERT)
+        )
+    )
+    assert found["exposure.certificate_arn"].startswith("is in us-west-2, but"), found

@@ -2,7 +2,7 @@
 raises ConfigurationError, never another exception (hypothesis over their props).
 
 Each example draws which props to get wrong (often none, so valid inputs are built and
-linted too), then a valid or a wrong value for each prop. Budget: 70 examples in all (~30 s here, most of it jsii and one cfn-lint run per test),
+linted too), then a valid or a wrong value for each prop. Budget: 80 examples in all (~30 s here, most of it jsii and one cfn-lint run per test),
 derandomized, within the suite's time; ``CDK_LLM_HYPOTHESIS_EXAMPLES=<per test>`` asks for
 more (then randomized, and every accepted template is linted). Each example builds in its
 own App (construct only); cfn-lint, the slow part, runs on the first accepted template.
@@ -15,21 +15,27 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from aws_cdk import Stack
+from aws_cdk import Duration, Stack
 from constructs import Construct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdk_llm_serving import (
+    BlueGreenDeployment,
+    CapacitySize,
     ConfigurationError,
     ContainerImage,
     InstancePool,
     InstancePoolEndpoint,
     ModelData,
+    RollingDeployment,
+    TrafficShift,
     VllmPool,
     VllmPoolEndpoint,
 )
 from cdk_llm_serving._cdk.service_limits import limits
+from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup, KubernetesTaint
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import IMAGE, new_stack, serving_model, template_of
 from tests.support.hyperpod import deepseek_service, small_cluster
@@ -114,6 +120,30 @@ ENDPOINT_FIELDS = [
     "routing_strategy",
     "metric_publish_frequency",
     "rollback_error_threshold",
+    "deployment",
+    "second_endpoint_name",
+]
+_BAKE = Duration.minutes(10)
+#: Deployment policies SageMaker accepts for a fleet of 4+ instances, and ones it refuses
+#: (``sagemaker/deployment.py``): shares outside botocore's, a step of the whole fleet, waits
+#: longer than the timeout, a canary without its size.
+VALID_DEPLOYMENTS = [
+    None,
+    RollingDeployment(maximum_batch_size=CapacitySize.percent(25)),
+    BlueGreenDeployment(traffic=TrafficShift.canary(CapacitySize.percent(50))),
+    BlueGreenDeployment(traffic=TrafficShift.linear(CapacitySize.percent(10), wait=_BAKE)),
+]
+WRONG_DEPLOYMENTS = [
+    BlueGreenDeployment(traffic=TrafficShift.canary(CapacitySize.percent(60))),
+    BlueGreenDeployment(traffic=TrafficShift.linear(CapacitySize.percent(5))),
+    BlueGreenDeployment(traffic=TrafficShift.canary(CapacitySize.instances(10))),
+    RollingDeployment(maximum_batch_size=CapacitySize.instances(10)),
+    RollingDeployment(maximum_batch_size=CapacitySize.percent(80)),
+    BlueGreenDeployment(traffic=TrafficShift("CANARY", _BAKE)),
+    BlueGreenDeployment(
+        traffic=TrafficShift.all_at_once(bake=Duration.hours(1)),
+        maximum_execution_timeout=Duration.minutes(30),
+    ),
 ]
 
 
@@ -142,7 +172,7 @@ def test_instance_pool_endpoint_builds_or_refuses_with_configuration_error():
             ),
             "variant_name": prop("variant_name", st.just("AllTraffic"), st.text(max_size=70)),
             "initial_instance_count": prop(
-                "initial_instance_count", st.integers(1, 10), st.integers(-2, 0)
+                "initial_instance_count", st.integers(4, 10), st.integers(-2, 0)
             ),
             "routing_strategy": prop(
                 "routing_strategy", st.sampled_from(routing), st.sampled_from(["RANDOMLY", ""])
@@ -153,11 +183,28 @@ def test_instance_pool_endpoint_builds_or_refuses_with_configuration_error():
             "rollback_error_threshold": prop(
                 "rollback_error_threshold", st.integers(1, 50), st.integers(-3, 0)
             ),
+            "deployment": prop(
+                "deployment", st.sampled_from(VALID_DEPLOYMENTS), st.sampled_from(WRONG_DEPLOYMENTS)
+            ),
         }
+        # A second endpoint of the app: another name, or the first's in another case.
+        second = prop(
+            "second_endpoint_name", st.sampled_from([None, "other-1"]), st.just("SERVING")
+        )
         stack = new_stack()
         try:
             model = serving_model(stack, environment=environment)
             InstancePoolEndpoint(stack, "Endpoint", model=model, pools=pools, **options)
+            if second is not None:
+                if second == "SERVING":
+                    second = (options["endpoint_name"] or "serving").upper()
+                InstancePoolEndpoint(
+                    stack,
+                    "Second",
+                    model=model,
+                    pools=[InstancePool("ml.g6e.12xlarge", max_concurrency=8.0)],
+                    endpoint_name=second,
+                )
         except ConfigurationError:
             return
         linted.check(stack)
@@ -329,6 +376,99 @@ def test_vllm_multi_node_service_builds_or_refuses_with_configuration_error():
     if "built" in built:
         matches = lint_template(template_of(stack))
         assert not matches, "\n".join(str(match) for match in matches)
+
+
+CLUSTER_FIELDS = [
+    "gpu_taints",
+    "gpu_labels",
+    "training_plan_arn",
+    "admin_role_arns",
+    "kubernetes_version",
+    "addon_versions",
+]
+ACCOUNT = "123456789012"
+
+
+def test_hyperpod_cluster_builds_or_refuses_with_configuration_error():
+    """Groups with their own labels and taints (``NoExecute`` too), training plans and admin
+    roles by ARN (other regions, partitions, services), versions and add-on pins."""
+    linted = Linted()
+
+    @budget(10)
+    @given(data=st.data())
+    def build(data: st.DataObject) -> None:
+        prop = Props(data, CLUSTER_FIELDS)
+        taints = prop(
+            "gpu_taints",
+            st.sampled_from([None, (KubernetesTaint("example.com/evict", "NoExecute", "llm"),)]),
+            st.sampled_from(
+                [
+                    (KubernetesTaint("example.com/x", "NoRun"),),  # type: ignore[arg-type]
+                    (KubernetesTaint("bad key!", "NoSchedule"),),
+                ]
+            ),
+        )
+        labels = prop(
+            "gpu_labels",
+            st.sampled_from([None, {"team": "llm"}]),
+            st.sampled_from([{"bad key!": "x"}, {"team": "a" * 70}]),
+        )
+        plan = prop(
+            "training_plan_arn",
+            st.sampled_from([None, f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:training-plan/p5"]),
+            st.sampled_from(
+                [
+                    f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:training-plan/p5",
+                    f"arn:aws-cn:sagemaker:cn-north-1:{ACCOUNT}:training-plan/p5",
+                    "training-plan/p5",
+                ]
+            ),
+        )
+        admins = prop(
+            "admin_role_arns",
+            st.sampled_from([(), (f"arn:aws:iam::{ACCOUNT}:role/Admin",)]),
+            st.sampled_from(
+                [
+                    (f"arn:aws-us-gov:iam::{ACCOUNT}:role/Admin",),
+                    (f"arn:aws:sts::{ACCOUNT}:assumed-role/Admin/me",),
+                    ("Admin",),
+                ]
+            ),
+        )
+        version = prop(
+            "kubernetes_version", st.sampled_from([None]), st.sampled_from(["1.9", "1.99", "v1"])
+        )
+        addon_versions = prop(
+            "addon_versions",
+            st.just(None),
+            st.sampled_from([{"vpc-cni": "v1.19.0"}, {"kube-proxy": "v1.20.0-eksbuild.1"}]),
+        )
+        groups = [
+            HyperPodInstanceGroup.system(),
+            HyperPodInstanceGroup.gpu(
+                "gpu",
+                "ml.p5en.48xlarge",
+                2,
+                labels=labels,
+                taints=taints,
+                training_plan_arn=plan,
+            ),
+        ]
+        stack = new_stack()
+        try:
+            HyperPodEksCluster(
+                stack,
+                "HyperPod",
+                instance_groups=groups,
+                admin_role_arns=admins,
+                kubernetes_version=version,
+                addon_versions=addon_versions,
+            )
+        except ConfigurationError:
+            return
+        linted.check(stack)
+
+    build()
 
 
 def test_the_property_tests_can_fail():

@@ -27,8 +27,9 @@ from cdk_llm_serving import (
     VllmPool,
     VllmPoolEndpoint,
 )
+from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
-from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
+from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup, KubernetesTaint
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.planning.models import preset, weight_format
 from cdk_llm_serving.planning.pool_file import PoolFile
@@ -39,7 +40,12 @@ from cdk_llm_serving.sagemaker.inference_components import (
 )
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import IMAGE, new_stack, pool_endpoint, serving_model
-from tests.support.hyperpod import deepseek_service, hyperpod_cluster, small_cluster
+from tests.support.hyperpod import (
+    deepseek_service,
+    hyperpod_cluster,
+    instance_groups,
+    small_cluster,
+)
 
 BASE = VllmConfig(model="m", served_model_name="gpt-oss-20b", max_model_len=32768)
 GROUPS = [HyperPodInstanceGroup.system(), HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 2)]
@@ -411,3 +417,105 @@ def test_every_public_construct_checks_its_props_against_their_types():
     assert len(constructs) >= 10
     unchecked = [c.__name__ for c in constructs if not hasattr(c.__init__, "__wrapped__")]
     assert unchecked == []
+
+
+def _cluster_with(*groups: HyperPodInstanceGroup) -> None:
+    HyperPodEksCluster(new_stack(), "HyperPod", instance_groups=list(groups))
+
+
+def test_a_group_label_that_would_replace_the_librarys_own_is_refused():
+    """Before: ``labels={ROLE_LABEL: "system"}`` on a GPU group replaced the role label, and the
+    controllers' ``nodeSelector`` sent them to GPU nodes."""
+    with pytest.raises(ConfigurationError) as caught:
+        _cluster_with(
+            HyperPodInstanceGroup.system(),
+            HyperPodInstanceGroup.gpu(
+                "gpu", "ml.p5en.48xlarge", 2, labels={"cdk-llm-serving/role": "system"}
+            ),
+        )
+    assert [p.property for p in caught.value.problems] == [
+        "instance_groups[1].labels['cdk-llm-serving/role']"
+    ]
+    # the same value is no replacement
+    _cluster_with(
+        HyperPodInstanceGroup.system(),
+        HyperPodInstanceGroup.gpu(
+            "gpu", "ml.p5en.48xlarge", 2, labels={"cdk-llm-serving/role": "gpu"}
+        ),
+    )
+
+
+def test_a_system_group_taint_the_controllers_do_not_tolerate_is_refused():
+    with pytest.raises(ConfigurationError) as caught:
+        _cluster_with(
+            HyperPodInstanceGroup.system(taints=(KubernetesTaint("dedicated", "NoSchedule", "x"),)),
+            HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 2),
+        )
+    (problem,) = caught.value.problems
+    assert problem.property == "instance_groups[0].taints"
+    assert "would stay Pending" in str(problem)
+
+
+def test_a_pipeline_parallel_size_the_placement_would_replace_is_refused():
+    """Before: ``pipeline_parallel_size=4`` was dropped, and the replica ran tensor 8 alone."""
+    with pytest.raises(ConfigurationError) as caught:
+        service(config=VllmConfig(model="x", max_model_len=32768, pipeline_parallel_size=4))
+    (problem,) = caught.value.problems
+    assert problem.property == "config.pipeline_parallel_size"
+    assert "placed as tensor 8 x pipeline 1 x data 1 on 1 node(s)" in str(problem)
+    service(config=VllmConfig(model="x", max_model_len=32768, pipeline_parallel_size=1))
+
+
+def test_an_fsx_store_smaller_than_the_weights_is_refused():
+    """DeepSeek-V3 in BF16 takes about 1,250 GiB; a 1,200 GiB store cannot hold it."""
+    stack = new_stack()
+    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(4))
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    store = FsxModelStore(
+        stack,
+        "Store",
+        cluster=cluster,
+        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
+        weights_prefix="models/ds3",
+        storage_capacity_gib=1200,
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        deepseek_service(stack, cluster, addons, store, weight_format="bf16", nodes_per_replica=2)
+    assert [p.property for p in caught.value.problems] == ["weights"]
+    assert "the weights take 1" in str(caught.value.problems[0])
+
+
+def _components(**overrides: Any) -> InferenceComponentOnPools:
+    stack = new_stack()
+    model = serving_model(stack, sizing=ModelSizing("gpt-oss-20b", "int4", max_context=32768))
+    endpoint = InferenceComponentEndpoint(
+        stack,
+        "Endpoint",
+        pools=[InstancePool("ml.g6e.12xlarge")],
+        managed_instance_count=(1, 2),
+    )
+    spec = {"accelerators": 1, "min_memory_mb": 16384, **overrides}
+    return InferenceComponentOnPools(
+        stack,
+        "Component",
+        endpoint=endpoint,
+        specifications=[ComponentSpecification("ml.g6e.12xlarge", model, **spec)],
+    )
+
+
+def test_copies_the_managed_instances_cannot_place_are_refused():
+    """2 x g6e.12xlarge (4 GPUs each) place 8 one-GPU copies, not 9."""
+    component = _components()
+    component.auto_scale_copies(max_copies=8, target_concurrent_requests_per_copy=4)
+    with pytest.raises(ConfigurationError) as caught:
+        _components().auto_scale_copies(max_copies=9, target_concurrent_requests_per_copy=4)
+    assert [str(p) for p in caught.value.problems] == [
+        "max_copies = 9: at most 8: the endpoint's managed_instance_count allows 2 instance(s), "
+        "and the specifications' GPUs and memory fit no more copies on them"
+    ]
+
+
+def test_a_copy_needing_more_memory_than_the_host_has_is_refused():
+    with pytest.raises(ConfigurationError) as caught:
+        _components(min_memory_mb=400 * 1024)
+    assert [p.property for p in caught.value.problems] == ["specifications[0].min_memory_mb"]

@@ -20,7 +20,7 @@ from .addons import HelmChartSource, HyperPodServingAddons, KedaInstallation
 from .capacity import GpuNodeLedger
 from .cluster import HyperPodEksCluster
 from .dashboard import VllmDashboard
-from .inference_dashboard import InferenceEndpointDashboard
+from .inference_dashboard import InferenceEndpointAlerts, InferenceEndpointDashboard
 from .inference_endpoint import HyperPodInferenceEndpoint, InferenceAutoScaling
 from .inference_features import (
     InferenceKvCache,
@@ -56,6 +56,7 @@ __all__ = [
     "HyperPodServingAddons",
     "IHyperPodCluster",
     "InferenceAutoScaling",
+    "InferenceEndpointAlerts",
     "InferenceEndpointDashboard",
     "InferenceKvCache",
     "InferencePrefillDecode",

@@ -41,6 +41,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from .._addon_pins import AddonPhase
+from .._cdk.arns import IAM_ROLE, TRAINING_PLAN, check_arn
 from .._cdk.deprecation import deprecation_warning_id
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.role_grants import resource_account_condition
@@ -105,6 +106,10 @@ _OBJECT_WRITES = [
 #: The CIDR of the VPC we create (aws-cdk-lib's default, written out to find free blocks).
 _VPC_CIDR = "10.0.0.0/16"
 _ON_CREATE_SCRIPT = "on_create.sh"
+
+#: The namespace label that turns on the AWS Load Balancer Controller's pod readiness gate
+#: (see ``HyperPodEksCluster.kubernetes_namespace``).
+READINESS_GATE_LABEL = ("elbv2.k8s.aws/pod-readiness-gate-inject", "enabled")
 
 
 def _validate_instance_groups(
@@ -177,6 +182,14 @@ class _HyperPodClusterBase(Construct):
         manifest's prune label (client-side apply's three-way merge,
         https://kubernetes.io/docs/tasks/manage-kubernetes-objects/declarative-config/#how-apply-calculates-differences-and-merges-changes),
         so the old manifest's ``--prune -l`` no longer selects it.
+
+        The namespace carries ``READINESS_GATE_LABEL``: the AWS Load Balancer Controller then
+        injects its target-health readiness gate into each pod a load balancer's target group
+        selects, so a rollout waits until the new pod's target is healthy in the NLB before it
+        removes the old one ("Pod readiness gate",
+        https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/:
+        without it, the new target may still be ``initial`` when the old one drains). Pods no
+        target group selects get no gate, and without the controller the label does nothing.
         """
         if name not in self._namespaces:
             self._namespaces[name] = eks.KubernetesManifest(
@@ -184,7 +197,13 @@ class _HyperPodClusterBase(Construct):
                 f"Namespace-{name}",
                 cluster=self.eks_cluster,
                 overwrite=True,
-                manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}],
+                manifest=[
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "metadata": {"name": name, "labels": dict([READINESS_GATE_LABEL])},
+                    }
+                ],
             )
             # Like everything applied in the cluster, after the nodes (``nodes_ready``).
             self._namespaces[name].node.add_dependency(self.nodes_ready)
@@ -480,12 +499,19 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         if self.tiered_storage is not None:
             self.tiered_storage.validate(problems, "tiered_storage")
         for index, arn in enumerate(admin_role_arns):
-            if not arn.startswith("arn:") or ":iam::" not in arn or ":role/" not in arn:
-                problems.add(
-                    f"admin_role_arns[{index}]",
-                    arn,
-                    "must be an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)",
-                )
+            if isinstance(arn, str):  # a non-string is refused by ``check_cluster_inputs``
+                check_arn(problems, f"admin_role_arns[{index}]", arn, IAM_ROLE, self)
+        invalid = {p.property for p in problems.problems()}  # a malformed ARN is one problem
+        for index, group in enumerate(self.instance_groups):
+            if f"instance_groups[{index}].training_plan_arn" in invalid:
+                continue
+            check_arn(
+                problems,
+                f"instance_groups[{index}].training_plan_arn",
+                group.training_plan_arn,
+                TRAINING_PLAN,
+                self,
+            )
         problems.raise_if_any()
         assert version is not None
         return version

@@ -41,6 +41,8 @@ from aws_cdk import Annotations, CfnOutput, Stack
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
+from .._cdk.endpoint_names import claim_endpoint_name
+from .._cdk.validation import kubernetes_name
 from ..errors import ConfigurationError, Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
@@ -115,7 +117,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     :param replicas: pods at deployment. Default: 1.
     :param autoscaling: ``InferenceAutoScaling``. Default: none (fixed ``replicas``).
     :param endpoint_name: the SageMaker endpoint the operator registers. Default: ``name``.
-    :param name: the Kubernetes object name. Default: the served name.
+    :param name: the Kubernetes object name. Default: the served name as a Kubernetes name
+        (lower case, every run of other characters a '-': ``Qwen/Qwen3-8B`` -> ``qwen-qwen3-8b``).
     :param namespace: Default: the model store's namespace, else ``inference``.
     :param variant_name: the registered endpoint's variant (metrics, autoscaling). Default:
         ``AllTraffic`` (UNCONFIRMED, see ``assets/inference_operator.json``).
@@ -127,8 +130,10 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         (``cdk-llm-serving:kvCacheTieredStorageUnavailable``) on an imported cluster that did not
         declare tiered storage; without the flag, none.
     :param routing: ``InferenceRouting`` (``intelligentRoutingSpec``), or ``False`` for none;
-        only at creation (the operator rejects it on an existing deployment). Default: with
-        ``CACHE_AND_ROUTING_CONTEXT`` true, ``InferenceRouting()`` (prefix-aware); else none.
+        only at creation (the operator rejects it on an existing deployment): given without
+        ``CACHE_AND_ROUTING_CONTEXT``, warned (``cdk-llm-serving:routingOnlyAtCreation``).
+        Default: with ``CACHE_AND_ROUTING_CONTEXT`` true, ``InferenceRouting()``
+        (prefix-aware); else none.
     :param workload: the ``Workload`` the endpoint serves (tokens in and out, request rate), for
         the planner's decision whether prefill/decode disaggregation pays. Default: none.
     :param prefill_decode: ``InferencePrefillDecode`` (``pdSpec``), or ``False`` for none.
@@ -177,7 +182,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         self.groups = self._resolve_groups(problems)
         self.type_plans = self._derive(problems, config, self.weight_format.name)
         self.config = self._common_config(problems)
-        self.name = name or (self.config.served_model_name or self.spec.name).lower()
+        # A Hugging Face style name (``Qwen/Qwen3-8B``) becomes ``qwen-qwen3-8b``.
+        self.name = name or kubernetes_name(self.config.served_model_name or self.spec.name)
         self.endpoint_name = endpoint_name or self.name
         self.workload = workload
         by_default = bool(self.node.try_get_context(CACHE_AND_ROUTING_CONTEXT))
@@ -187,6 +193,18 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         self.routing: InferenceRouting | None = (
             (InferenceRouting() if by_default else None) if routing is None else routing or None
         )
+        if routing and not by_default:
+            # The operator rejects routing added to a deployed endpoint (CRD); synth cannot see
+            # what is deployed, but an app without the flag predates it: say so before deploy.
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:routingOnlyAtCreation",
+                "routing (intelligentRoutingSpec) is accepted only when the endpoint is created: "
+                "the operator rejects it added to an existing deployment (CRD "
+                "InferenceEndpointConfig). If this endpoint is deployed without it, deploy a new "
+                "one (another name and endpoint_name) and move traffic. If the endpoint is new or "
+                f'had routing from the start, set "{CACHE_AND_ROUTING_CONTEXT}": true in '
+                "cdk.json or acknowledge this warning.",
+            )
         self.prefill_decode: InferencePrefillDecode | None = self._resolve_prefill_decode(
             problems, prefill_decode
         )
@@ -419,6 +437,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 problems.add(prop, value, "1-63 letters, digits and single hyphens (SageMaker)")
         if not _DNS_LABEL.match(self.name):
             problems.add("name", self.name, "a Kubernetes DNS label (lower case)")
+        claim_endpoint_name(self, problems, "endpoint_name", self.endpoint_name)
         capacity = self.capacity()
         if self.replicas < 1 or self.replicas > capacity:
             problems.add(

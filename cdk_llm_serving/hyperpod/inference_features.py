@@ -43,6 +43,7 @@ from typing import Any
 
 from ..errors import Problems
 from ..planning.instance_types import InstanceType
+from ..sagemaker.endpoint_metrics import metric_name_problem
 
 __all__ = [
     "InferenceAutoScaling",
@@ -92,6 +93,8 @@ class InferenceAutoScaling:
             )
         if self.target_value <= 0:
             problems.add(f"{prop}.target_value", self.target_value, "must be positive")
+        if (wrong_case := metric_name_problem(self.metric_name)) is not None:
+            problems.add(f"{prop}.metric_name", self.metric_name, wrong_case)
         for name in ("polling_interval", "cooldown_period"):
             if getattr(self, name) < 0:
                 problems.add(f"{prop}.{name}", getattr(self, name), "must be at least 0")

@@ -333,9 +333,37 @@ class HyperPodInstanceGroup:
         self._validate_labels(problems, prop)
         for taint in taints:
             taint.validate(problems, f"{prop}.taints")
+        if self.role == SYSTEM_NODE_ROLE and self.taints:
+            # The controllers select the system nodes by label and tolerate no taint of the
+            # user's: ``tolerations: []`` is the default of kubernetes-sigs/lws
+            # ``charts/lws/values.yaml``, aws/eks-charts ``aws-load-balancer-controller/
+            # values.yaml`` and kedacore/charts ``keda/values.yaml`` (KEDA is also given it,
+            # ``addons.py``), and we set no other.
+            problems.add(
+                f"{prop}.taints",
+                [f"{t.key}:{t.effect}" for t in self.taints],
+                "the system group runs the controllers (LWS, KEDA, the load balancer "
+                "controller), which tolerate none of it and would stay Pending: leave the "
+                "system group untainted",
+            )
+
+    def _check_own_labels(self, problems: Problems, prop: str) -> None:
+        """The group and role labels are how every pod of the library finds its nodes: a user
+        label of the same key would replace them (``effective_labels``), so it is refused
+        unless it says the same."""
+        own = {GROUP_LABEL: self.name, ROLE_LABEL: self.role}
+        for key, value in self.labels.items():
+            if key in own and value != own[key]:
+                problems.add(
+                    f"{prop}.labels[{key!r}]",
+                    value,
+                    f"the library sets {key}={own[key]} on this group and its pods select "
+                    "nodes by it; use another key",
+                )
 
     def _validate_labels(self, problems: Problems, prop: str) -> None:
         """User labels only: ours are valid whenever the group name is."""
+        self._check_own_labels(problems, prop)
         key_rule, value_rule = (
             limits("ClusterKubernetesLabelKey"),
             limits("ClusterKubernetesLabelValue"),

@@ -37,6 +37,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from .._cdk.arns import ACM_CERTIFICATE, check_arn
 from .._cdk.deprecation import renamed_prop
 from .._cdk.pod_identity import pod_identity_role
 from .._cdk.role_grants import ExecutionRoleGrants
@@ -228,6 +229,9 @@ class VllmMultiNodeService(Construct):
         if self.stream_from is not None:
             self.stream_from.validate(problems, "weights")
         exposure.validate(problems, "exposure")
+        check_arn(
+            problems, "exposure.certificate_arn", exposure.certificate_arn, ACM_CERTIFICATE, self
+        )
         if exposure.public and not authenticate:
             problems.add("authenticate", False, "public=True needs the API key (authenticate=True)")
         self.image = image or default_vllm_image(self, problems)
@@ -571,6 +575,38 @@ class VllmMultiNodeService(Construct):
             return None
         return float(budget // engines)
 
+    def _check_layout_kept(self, problems: Problems, base: VllmConfig) -> None:
+        """The replica runs the placement's layout (``multi_node_placement``); a pipeline or
+        data parallel size given that differs would be replaced by it, so it is refused, and a
+        store smaller than the weights it must hold, too."""
+        layout = self.layout
+        given = (
+            ("pipeline_parallel_size", base.pipeline_parallel_size, layout.pipeline_parallel),
+            ("data_parallel_size", base.data_parallel_size, layout.data_parallel),
+        )
+        for name, value, placed in given:
+            if name == "data_parallel_size" and self.nodes == 1:
+                continue  # one node: the configured data parallel size is rendered as given
+            if value is not None and value != placed:
+                problems.add(
+                    f"config.{name}",
+                    value,
+                    f"the replica is placed as tensor {layout.tensor_parallel} x pipeline "
+                    f"{layout.pipeline_parallel} x data {layout.data_parallel} on {self.nodes} "
+                    f"node(s) and would run that instead; leave it out, or choose the layout "
+                    "with tensor_parallel_size and nodes_per_replica",
+                )
+        if self.model_store is not None and self.plan is not None:
+            capacity = self.model_store.storage_capacity_gib
+            weights = self.plan.weight_bytes / 2**30
+            if weights > capacity:
+                problems.add(
+                    "weights",
+                    f"{capacity} GiB FSx store",
+                    f"the weights take {weights:.0f} GiB: give the FsxModelStore a "
+                    "storage_capacity_gib that holds them (1200, 2400 or a multiple of 2400)",
+                )
+
     def _configure(self, problems: Problems, base: VllmConfig) -> tuple[VllmConfig, bool]:
         """The vLLM configuration this placement needs, checked against the hardware, and
         whether vLLM's own checks passed (the launcher's run when the workload renders)."""
@@ -585,6 +621,7 @@ class VllmMultiNodeService(Construct):
             assert self.model_store is not None  # _weights: exactly one source
             model_path = f"{WEIGHTS_MOUNT}{self.model_store.mount_path}"
         layout = self.layout
+        self._check_layout_kept(problems, base)
         config = base.with_changes(
             model=model_path,
             load_format="runai_streamer" if streaming else base.load_format,

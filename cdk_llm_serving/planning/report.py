@@ -19,6 +19,7 @@ from .decode_report import (
     step_arithmetic,
 )
 from .objective import Performance, layout_text
+from .published import published_effects
 from .sizing import Plan
 
 
@@ -153,6 +154,8 @@ def plan_as_dict(plan: Plan, cold_start: ColdStart, cost: CostEstimate) -> dict[
         },
         "decode": decode_as_dict(plan, cost.estimate) if cost.estimate is not None else None,
         "layout_choice": objective_as_dict(plan),
+        # The inference operator's features: AWS's published figures, not this model's.
+        "published_effects": [effect.as_dict() for effect in published_effects(plan)],
         "warnings": list(plan.warnings),
     }
 
@@ -212,6 +215,12 @@ def plan_as_table(
                 f"{verdict}: {plan.disaggregation.reason} ({plan.disaggregation.source})",
             )
         )
+    # Labels no wider than the others: the table's first column keeps its width.
+    labels = {
+        "tiered_kv_cache_and_intelligent_routing": "cache+routing",
+        "prefill_decode_disaggregation": "P/D effect",
+    }
+    rows += [(labels[e.feature], e.text()) for e in published_effects(plan)]
     rows += [("warning", warning) for warning in plan.warnings]
     width = max(len(label) for label, _ in rows)
     text = "\n".join(f"{label:<{width}}  {value}" for label, value in rows)

@@ -10,7 +10,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 
 from .._cdk.durations import Span
 from .._cdk.service_limits import limits
-from .._cdk.validation import check_at_least, check_range, whole_seconds
+from .._cdk.validation import check_at_least, check_range, is_unresolved, whole_seconds
 from ..errors import Problems, check_literal
 
 CapacityType = Literal["INSTANCE_COUNT", "CAPACITY_PERCENT"]
@@ -85,8 +85,31 @@ class TrafficShift:
             limits("TrafficRoutingConfig", "WaitIntervalInSeconds"),
             "seconds",
         )
+        if self.type in _SHIFT_SHARE and self.step is None:
+            problems.add(
+                f"{prop}.step",
+                None,
+                f"a {self.type} shift needs its step size (TrafficShift.{self.type.lower()}(...))",
+            )
+        elif self.type not in _SHIFT_SHARE and self.step is not None:
+            problems.add(f"{prop}.step", self.step.value, "an ALL_AT_ONCE shift has no step size")
         if self.step is not None:
             self.step.validate(problems, f"{prop}.step")
+            share = _SHIFT_SHARE.get(self.type)
+            if share is not None:
+                _check_percent_share(problems, f"{prop}.step", self.step, share, self.type)
+
+    def steps(self, instances: int) -> int:
+        """How many times traffic moves, each followed by ``wait`` (AWS's blue/green pages:
+        all at once is one shift and a bake; canary two; linear one per step)."""
+        if self.step is None or self.type == "ALL_AT_ONCE":
+            return 1
+        if self.type == "CANARY":
+            return 2
+        share = self.step.value if self.step.type == "CAPACITY_PERCENT" else None
+        if share is None:
+            return -(-max(instances, 1) // self.step.value)
+        return -(-100 // share)
 
     def to_cfn(self) -> sagemaker.CfnEndpoint.TrafficRoutingConfigProperty:
         step = self.step.to_cfn() if self.step else None
@@ -130,6 +153,15 @@ class BlueGreenDeployment:
             _seconds(self.maximum_execution_timeout),
             limits("BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"),
             "seconds",
+        )
+        _check_timeout_covers_waits(
+            problems, prop, self.maximum_execution_timeout, self.waiting_seconds(1)
+        )
+
+    def waiting_seconds(self, instances: int) -> int:
+        """The update's own waits at ``instances``: each shift's bake, then the termination wait."""
+        return self.traffic.steps(instances) * _seconds(self.traffic.wait) + _seconds(
+            self.termination_wait
         )
 
     def to_cfn(self, alarm_names: list[str]) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
@@ -191,6 +223,19 @@ class RollingDeployment:
             limits("RollingUpdatePolicy", "MaximumExecutionTimeoutInSeconds"),
             "seconds",
         )
+        _check_timeout_covers_waits(
+            problems, prop, self.maximum_execution_timeout, self.waiting_seconds(1)
+        )
+
+    def waiting_seconds(self, instances: int) -> int:
+        """The update's own waits at ``instances``: one bake per batch."""
+        batch = self.maximum_batch_size
+        per_batch = (
+            batch.value
+            if batch.type == "INSTANCE_COUNT"
+            else max(1, max(instances, 1) * batch.value // 100)
+        )
+        return -(-max(instances, 1) // per_batch) * _seconds(self.wait)
 
     def to_cfn(self, alarm_names: list[str]) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
         return sagemaker.CfnEndpoint.DeploymentConfigProperty(
@@ -210,19 +255,86 @@ class RollingDeployment:
 
 EndpointDeployment = BlueGreenDeployment | RollingDeployment
 
-#: A rolling batch's share of the variant's instances, in percent (botocore, above).
+#: The share of the variant's instances one step may take, in percent, as botocore's
+#: ``sagemaker`` model documents it (a test reads these sentences there):
+#: ``RollingUpdatePolicy.MaximumBatchSize`` "Value must be between 5% to 50% of the variant's
+#: total instance count"; ``TrafficRoutingConfig.CanarySize`` "less than or equal to 50%";
+#: ``TrafficRoutingConfig.LinearStepSize`` "must be 10-50%".
 ROLLING_BATCH_PERCENT = (5, 50)
+CANARY_PERCENT = (1, 50)
+LINEAR_STEP_PERCENT = (10, 50)
+_SHIFT_SHARE = {"CANARY": CANARY_PERCENT, "LINEAR": LINEAR_STEP_PERCENT}
+
+
+def _check_percent_share(
+    problems: Problems, prop: str, size: CapacitySize, share: tuple[int, int], what: str
+) -> None:
+    if size.type == "CAPACITY_PERCENT" and not share[0] <= size.value <= share[1]:
+        problems.add(
+            prop,
+            size.value,
+            f"a {what.lower()} step must be {share[0]}-{share[1]}% of the variant's instances",
+        )
+
+
+def _check_timeout_covers_waits(
+    problems: Problems, prop: str, timeout: Duration, waits: int
+) -> None:
+    """botocore ``BlueGreenUpdatePolicy.MaximumExecutionTimeoutInSeconds``: "the timeout value
+    should be larger than the total waiting time specified in TerminationWaitInSeconds and
+    WaitIntervalInSeconds"; an update that waits longer than it may run times out and rolls
+    back, every time."""
+    seconds = _seconds(timeout)
+    if is_unresolved(seconds) or seconds > waits:
+        return
+    problems.add(
+        f"{prop}.maximum_execution_timeout",
+        seconds,
+        f"must be longer than the update's own waits ({waits} s of bake and termination wait); "
+        "raise it or shorten the waits",
+    )
+
+
+def _steps(deployment: EndpointDeployment) -> list[tuple[str, CapacitySize, tuple[int, int]]]:
+    """Each step size of ``deployment`` with the share of the fleet it may take."""
+    if isinstance(deployment, RollingDeployment):
+        return [("maximum_batch_size", deployment.maximum_batch_size, ROLLING_BATCH_PERCENT)]
+    step, share = deployment.traffic.step, _SHIFT_SHARE.get(deployment.traffic.type)
+    return [] if step is None or share is None else [("traffic.step", step, share)]
+
+
+def outside_fleet_share(deployment: EndpointDeployment, instances: int) -> list[str]:
+    """The step sizes, given as instance counts, outside AWS's share of ``instances``."""
+    out = []
+    for prop, size, (low, high) in _steps(deployment):
+        if size.type == "INSTANCE_COUNT" and not (
+            low * instances <= 100 * size.value <= high * instances
+        ):
+            out.append(f"{prop} of {size.value} instance(s) (AWS allows {low}-{high}%)")
+    return out
 
 
 def batch_outside_fleet_share(deployment: EndpointDeployment, instances: int) -> bool:
-    """Whether a rolling batch of a count of instances is outside 5-50 % of ``instances``."""
-    if not isinstance(deployment, RollingDeployment):
-        return False
-    batch = deployment.maximum_batch_size
-    if batch.type != "INSTANCE_COUNT":
-        return False
-    low, high = ROLLING_BATCH_PERCENT
-    return not (low * instances <= 100 * batch.value <= high * instances)
+    """Whether a step given as a count of instances is outside AWS's share of ``instances``."""
+    return bool(outside_fleet_share(deployment, instances))
+
+
+def check_against_fleet(
+    problems: Problems, prop: str, deployment: EndpointDeployment, instances: int
+) -> None:
+    """What SageMaker refuses at every update of a fleet of ``instances``: a step of the whole
+    fleet or more (no count makes it a share AWS allows), and waits longer than the timeout."""
+    for step_prop, size, _share in _steps(deployment):
+        if size.type == "INSTANCE_COUNT" and size.value >= instances > 0:
+            problems.add(
+                f"{prop}.{step_prop}",
+                size.value,
+                f"a step of the whole fleet ({instances} instance(s)) is refused at update time; "
+                "give a smaller count or a percentage",
+            )
+    waits = deployment.waiting_seconds(instances)
+    if waits != deployment.waiting_seconds(1):  # at one instance, ``validate`` checked it
+        _check_timeout_covers_waits(problems, prop, deployment.maximum_execution_timeout, waits)
 
 
 def rolling_for_scarce_gpus(instances: int) -> RollingDeployment | None:

@@ -18,7 +18,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 
 from .._cdk.durations import Span
 from .._cdk.validation import whole_seconds
-from ..errors import refuse_unknown_options
+from ..errors import ConfigurationError, Problem, refuse_unknown_options
 from ..planning.instance_types import InstanceType
 from .fleet_utilization import (
     CONCURRENCY_METRIC,
@@ -41,6 +41,42 @@ UTILIZATION_METRICS = frozenset(
         "GPUReservation",
     }
 )
+
+#: Endpoint metrics AWS publishes in ``AWS/SageMaker`` (sagemaker/latest/dg/monitoring-cloudwatch.html,
+#: "SageMaker AI endpoint invocation metrics"; async-inference-monitor.html for the backlog).
+INVOCATION_METRICS = frozenset(
+    {
+        "Invocations",
+        "Invocation4XXErrors",
+        "Invocation5XXErrors",
+        "InvocationModelErrors",
+        "InvocationsPerInstance",
+        "InvocationsPerCopy",
+        "ModelLatency",
+        "OverheadLatency",
+        "ModelSetupTime",
+        "ConcurrentRequestsPerModel",
+        "ConcurrentRequestsPerCopy",
+        "ApproximateBacklogSize",
+        "ApproximateBacklogSizePerInstance",
+        "ApproximateAgeOfOldestRequest",
+        "HasBacklogWithoutCapacity",
+        "TimeInBacklog",
+        "TotalProcessingTime",
+    }
+)
+_BY_LOWER_CASE = {name.lower(): name for name in INVOCATION_METRICS | UTILIZATION_METRICS}
+
+
+def metric_name_problem(metric_name: str) -> str | None:
+    """A metric is identified by its exact name, namespace and dimensions
+    (AmazonCloudWatch/latest/monitoring/cloudwatch_concepts.html, "Metrics"), and names are
+    compared as written: ``invocations`` is another metric, one nobody publishes, and an alarm
+    on it never fires. A name that is an endpoint metric's in another case is refused, naming it."""
+    known = _BY_LOWER_CASE.get(metric_name.lower())
+    if known is None or known == metric_name:
+        return None
+    return f"CloudWatch metric names are case-sensitive: SageMaker publishes {known!r}"
 
 
 class MetricOptions(TypedDict, total=False):
@@ -281,6 +317,10 @@ def build_metric(
     """One metric, per pool when ``instance_type`` is given; average over a minute unless
     the options say otherwise."""
     refuse_unknown_options(f"metric {metric_name}", "options", options, MetricOptions)
+    if (wrong_case := metric_name_problem(metric_name)) is not None:
+        raise ConfigurationError(
+            f"metric {metric_name}", [Problem("metric_name", metric_name, wrong_case)]
+        )
     if instance_type is not None:
         dimensions = {**dimensions, "InstanceType": instance_type}
     settings: MetricOptions = {"statistic": "Average", "period": _ONE_MINUTE}

@@ -109,6 +109,21 @@ def _number(value: float) -> str:
     return f"{value:.6g}"
 
 
+def _check_fleet(subject: str, pools: Sequence[PoolCapacity]) -> None:
+    """A fleet to weigh: at least one pool, each sustaining some load. No pool leaves an
+    expression of empty sums (``IF(()>0,()/())``, which CloudWatch refuses); a capacity of 0
+    divides the backlog's weights by zero."""
+    problems = [
+        Problem(f"pools[{index}].max_concurrency", pool.max_concurrency, "must be above 0")
+        for index, pool in enumerate(pools)
+        if not pool.max_concurrency > 0
+    ]
+    if not pools:
+        problems.append(Problem("pools", [], "needs at least one pool to weigh"))
+    if problems:
+        raise ConfigurationError(subject, problems)
+
+
 def instance_count_expression(samples_id: str, publish_seconds: int, period_seconds: int) -> str:
     """``n_i``: one sample per instance per publish interval (see the module docstring)."""
     return f"FILL({samples_id},0)*{_number(publish_seconds / period_seconds)}"
@@ -132,6 +147,7 @@ def fleet_utilization_queries(
     ``InstanceType``; a variant without pools (one instance type, e.g. on a capacity
     reservation) publishes the variant's series only (one pool then).
     """
+    _check_fleet("fleet utilization", pools)
     queries: list[MetricQuery] = []
     load_terms, capacity_terms = [], []
     if len(pools) * METRICS_PER_POOL > MAX_ALARM_METRICS:
@@ -229,6 +245,7 @@ def weighted_backlog_queries(
     ``{EndpointName, VariantName, InstanceType}`` series. Were it absent, every count would be
     missing and the policy would track AWS's unweighted backlog per instance (the false branch).
     """
+    _check_fleet("weighted backlog", pools)
     if len(pools) + 1 > MAX_ALARM_METRICS:
         raise ConfigurationError(
             "weighted backlog",

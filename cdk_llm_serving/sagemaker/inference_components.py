@@ -67,6 +67,13 @@ class ComponentSpecification:
                 )
         least_memory = limits(shape, "MinMemoryRequiredInMb").minimum or 128
         check_at_least(problems, f"{prop}.min_memory_mb", self.min_memory_mb, least_memory)
+        if spec is not None and self.min_memory_mb > spec.host_memory_gib * 1024:
+            problems.add(
+                f"{prop}.min_memory_mb",
+                self.min_memory_mb,
+                f"{self.instance_type} has {spec.host_memory_gib:g} GiB of host memory "
+                f"({spec.host_memory_gib * 1024:.0f} MiB): no instance can place one copy",
+            )
         least_cores = limits(shape, "NumberOfCpuCoresRequired").minimum or 0.25
         if self.cpu_cores is not None and self.cpu_cores < least_cores:
             problems.add(f"{prop}.cpu_cores", self.cpu_cores, f"must be at least {least_cores}")
@@ -85,6 +92,16 @@ class ComponentSpecification:
                 self.accelerators,
                 f"{self.model.node.id} needs {plan.gpus_per_replica} GPUs of {self.instance_type} (planner)",
             )
+
+    def copies_per_instance(self, catalog: Catalog) -> int | None:
+        """Copies one instance of the type places: its GPUs and its host memory shared out
+        (``None`` when the catalog does not know the type)."""
+        spec = instance_spec(self.instance_type, catalog)
+        if spec is None or self.accelerators < 1 or self.min_memory_mb < 1:
+            return None
+        return min(
+            spec.gpus // self.accelerators, int(spec.host_memory_gib * 1024) // self.min_memory_mb
+        )
 
     def _render_requirements(
         self,
@@ -212,6 +229,7 @@ class InferenceComponentOnPools(Construct):
                 max_copies,
                 f"must be at least 1 and at least min_copies ({min_copies})",
             )
+        self._check_placeable(problems, "max_copies", max_copies)
         if not target_concurrent_requests_per_copy > 0:
             problems.add(
                 "target_concurrent_requests_per_copy",
@@ -292,6 +310,29 @@ class InferenceComponentOnPools(Construct):
                 f"every pool needs a specification; missing: {', '.join(uncovered)}",
             )
 
+    def placeable_copies(self) -> int | None:
+        """The most copies the endpoint's instances can hold: its managed maximum of instances,
+        each of the pool type that places the most (SageMaker places copies on any pool;
+        managed instance scaling adds instances up to ``managed_instance_count``'s maximum).
+        ``None`` without a managed maximum or when a pool's type is unknown."""
+        managed = self.endpoint.options.managed_instance_count
+        per_type = [spec.copies_per_instance(self.endpoint.catalog) for spec in self.specifications]
+        if managed is None or not per_type or None in per_type:
+            return None
+        most = max(n for n in per_type if n is not None)
+        return managed[1] * most if most > 0 else None  # 0: a specification's own problem
+
+    def _check_placeable(self, problems: Problems, prop: str, copies: int) -> None:
+        placeable = self.placeable_copies()
+        if placeable is not None and copies > placeable:
+            problems.add(
+                prop,
+                copies,
+                f"at most {placeable}: the endpoint's managed_instance_count allows "
+                f"{self.endpoint.options.managed_instance_count[1]} instance(s), and the "  # type: ignore[index]
+                "specifications' GPUs and memory fit no more copies on them",
+            )
+
     def _validate(
         self, copy_count: int, startup: Duration | None, download: Duration | None
     ) -> None:
@@ -324,6 +365,7 @@ class InferenceComponentOnPools(Construct):
             copy_count,
             limits("InferenceComponentRuntimeConfig", "CopyCount").minimum or 0,
         )
+        self._check_placeable(problems, "copy_count", copy_count)
         check_range(
             problems,
             "container_startup_timeout",

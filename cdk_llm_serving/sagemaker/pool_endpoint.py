@@ -16,6 +16,7 @@ from constructs import Construct
 
 from .._cdk.arns import CLOUDWATCH_ALARM, KMS_KEY, ML_RESERVATION, SNS_TOPIC, check_arn
 from .._cdk.deprecation import warn_deprecated
+from .._cdk.endpoint_names import claim_endpoint_name
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.service_limits import limits
 from .._cdk.stacks import stack_of
@@ -35,8 +36,9 @@ from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .deployment import (
     BlueGreenDeployment,
     EndpointDeployment,
-    RollingDeployment,
     batch_outside_fleet_share,
+    check_against_fleet,
+    outside_fleet_share,
     rolling_for_scarce_gpus,
 )
 from .endpoint_api import EndpointApi, IPoolEndpoint
@@ -176,14 +178,14 @@ class _PoolHost(Construct, EndpointApi):
         self.deployment: EndpointDeployment | None = options.deployment
         if self.deployment is None and not self.hosts_inference_components:
             self.deployment = self._default_deployment(options)
-        elif self.deployment is not None and batch_outside_fleet_share(
-            self.deployment, options.initial_instance_count
+        elif self.deployment is not None and (
+            outside := outside_fleet_share(self.deployment, options.initial_instance_count)
         ):
             Annotations.of(self).add_warning_v2(
                 "cdk-llm-serving:rollingBatchOutsideFleetShare",
-                f"a rolling batch of {self.deployment.maximum_batch_size.value} instance(s) is "  # type: ignore[union-attr]
-                f"outside AWS's 5-50% of the variant's {options.initial_instance_count} "
-                "instance(s) at creation; SageMaker checks it against the count at update time",
+                f"the deployment's {' and '.join(outside)} is outside AWS's share of the "
+                f"variant's {options.initial_instance_count} instance(s) at creation; SageMaker "
+                "checks it against the count at update time",
             )
         self.concurrency_sample_seconds = concurrency_sample_seconds(
             options.enhanced_metrics, options.metric_publish_frequency
@@ -225,9 +227,14 @@ class _PoolHost(Construct, EndpointApi):
         self.pool_plans = tuple(fits)
         timeouts = self._size_timeouts(problems, options, fits)
         options.validate(problems)
+        if options.deployment is not None and not self.hosts_inference_components:
+            check_against_fleet(
+                problems, "deployment", options.deployment, options.initial_instance_count
+            )
         check_storage(problems, self.pools, options)
         check_reservation(problems, self.pools, options)
         self._check_arns(problems, options)
+        claim_endpoint_name(self, problems, "endpoint_name", self.endpoint_name, self._stack)
         self._check_capacity_within_batch(problems)
         problems.raise_if_any()
         return timeouts
@@ -711,14 +718,14 @@ class InstancePoolEndpoint(_PoolHost):
         """SageMaker checks a rolling batch of a count of instances against the variant's count
         at update time (5-50 %, botocore ``RollingUpdatePolicy.MaximumBatchSize``); with
         autoscaling that count is anywhere from ``low`` to ``high``."""
-        if not isinstance(self.deployment, RollingDeployment):
+        if self.deployment is None:
             return
         outside = [n for n in (max(low, 1), high) if batch_outside_fleet_share(self.deployment, n)]
         if outside:
-            batch = self.deployment.maximum_batch_size
+            steps = outside_fleet_share(self.deployment, outside[0])
             Annotations.of(self).add_warning_v2(
                 "cdk-llm-serving:rollingBatchOutsideScalingRange",
-                f"the rolling batch of {batch.value} instance(s) is outside AWS's 5-50% of the "
+                f"the deployment's {' and '.join(steps)} is outside AWS's share of the "
                 f"variant at {' and '.join(map(str, outside))} instance(s), within autoscaling's "
                 f"{low}-{high}: an update started at such a count is refused. Give a "
                 "RollingDeployment whose batch fits the whole range, or keep the fleet's "

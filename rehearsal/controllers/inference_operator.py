@@ -23,6 +23,14 @@ Our model of the operator's documented behaviour (its code is not public):
   before you turn on the cluster-wide cache"
   (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ray-kv-cache.html); without
   it the L2 has no store (blocking: the operator cannot configure the tier it was asked for).
+* The KV transfer under ``pdSpec`` (AWS's DPD page: the operator wires "prefill and decode pods
+  together via LMCache and NIXL", the KV cache moving "over Elastic Fabric Adapter (EFA) using
+  GPU-Direct" RDMA; its troubleshooting page, "KV cache transfer issues": throughput "below 1
+  GB/s" means "EFA is not being used", and a decoder that retrieves "0 out of N required tokens"
+  falls back to recomputing the prompt locally). A role that requests no EFA device, or a worker
+  image without LMCache and NIXL (AWS's SageMaker vLLM container: the DPD page lists the
+  HyperPod DLC and LMCache's images instead), serves, but without the transfer P/D exists for:
+  degrading. The pairs that can transfer are recorded (``KV_TRANSFER``) for the report.
 * Tiered storage's memory: ``Mode: Enable`` installs "a memory management daemon that provides
   disaggregated memory as a service", taking ``InstanceMemoryAllocationPercentage`` of each
   instance's memory (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterTieredStorageConfig.html).
@@ -50,6 +58,16 @@ KV_SOURCE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-
 TIERED_STORAGE = "tiered_storage"
 #: Facts key: GiB the tier took from each node, by node name.
 TIER_GIB = "tiered_storage_gib"
+DPD_SOURCE = (
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html; "
+    "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-ts-dpd.html"
+)
+#: Facts key: ``"<namespace>/<name>"`` -> the EFA devices each role's pods use for the transfer.
+KV_TRANSFER = "kv_transfer"
+EFA = "vpc.amazonaws.com/efa"
+#: Images the DPD page lists (vLLM + LMCache + NIXL + the EFA libfabric provider), by the part
+#: of the reference that names them.
+DPD_IMAGES = ("vllm:server-hyperpod-cuda", "lmcache/")
 
 
 def reserve_tiered_storage(world: World, cluster_id: str, properties: dict[str, Any]) -> None:
@@ -179,6 +197,47 @@ def check_kv_cache(world: World, key: Key, config: dict[str, Any]) -> Finding | 
     )
 
 
+def check_kv_transfer(world: World, key: Key, config: dict[str, Any]) -> list[Finding]:
+    """Under ``pdSpec``: each role has EFA for the transfer, and the worker image carries
+    LMCache and NIXL (the module doc); the roles' EFA devices are recorded."""
+    spec = config.get("spec") or {}
+    pd = spec.get("pdSpec")
+    if not pd:
+        return []
+    resource = f"{KIND} {key[1]}/{key[2]}"
+    findings = []
+    devices: dict[str, int] = {}
+    for role, role_key in (("prefill", "prefillSpec"), ("decode", "decodingSpec")):
+        resources = (pd.get(role_key) or {}).get("resources") or {}
+        amount = (resources.get("requests") or resources.get("limits") or {}).get(EFA)
+        devices[role] = int(amount or 0)
+        if not devices[role]:
+            findings.append(
+                Finding(
+                    "operator.pd-transfer-without-efa",
+                    resource,
+                    f"pdSpec.{role_key}.resources requests no {EFA}: the KV cache cannot move "
+                    "over EFA with GPU-Direct RDMA and falls back to TCP (AWS: below 1 GB/s)",
+                    DPD_SOURCE,
+                    severity="degrades",
+                )
+            )
+    image = str((spec.get("worker") or {}).get("image") or "")
+    if not any(part in image for part in DPD_IMAGES):
+        findings.append(
+            Finding(
+                "operator.pd-image-without-nixl",
+                resource,
+                f"worker image {image} is not one the DPD page lists (vLLM with LMCache, NIXL "
+                "and the EFA provider): no KV transfer, every decoder recomputes the prompt",
+                DPD_SOURCE,
+                severity="degrades",
+            )
+        )
+    world.facts.setdefault(KV_TRANSFER, {})[f"{key[1]}/{key[2]}"] = devices
+    return findings
+
+
 def reconcile(world: World) -> bool:
     if KIND not in world.crd_kinds:  # ASSUMED: the operator runs once its add-on is created
         return False
@@ -187,6 +246,8 @@ def reconcile(world: World) -> bool:
         finding = check_kv_cache(world, key, config)
         if finding is not None:
             world.report(finding)
+        for transfer in check_kv_transfer(world, key, config):
+            world.report(transfer)
         for pod in pods_for(config):
             pod_key = ("Pod", key[1], pod["metadata"]["name"])
             if pod_key not in world.pods:

@@ -33,6 +33,9 @@ PREFIX = "service.beta.kubernetes.io/aws-load-balancer-"
 DISCOVERY_SOURCE = (
     "https://kubernetes-sigs.github.io/aws-load-balancer-controller/v2.9/deploy/subnet_discovery/"
 )
+READINESS_GATE_SOURCE = "https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/"
+#: The namespace label the controller's webhook reads to inject the gate (the page above).
+READINESS_GATE_LABEL = ("elbv2.k8s.aws/pod-readiness-gate-inject", "enabled")
 AZ_SOURCE = (
     "https://docs.aws.amazon.com/elasticloadbalancing/latest/network/network-load-balancers.html#availability-zones; "
     "https://docs.aws.amazon.com/ram/latest/userguide/working-with-az-ids.html"
@@ -192,3 +195,25 @@ def check(world: World, key: Key, selected_pods: list[Any]) -> Finding | None:
             )
     del service
     return None
+
+
+def readiness_gate(world: World, key: Key) -> Finding | None:
+    """A load balancer with IP targets whose namespace lacks the readiness-gate label: a
+    rollout counts a new pod available when its probe passes, while its NLB target is still
+    ``initial``, and removes the old pod meanwhile (the controller's "Pod readiness gate" page)."""
+    service = world.objects[key]
+    annotations = (service.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(f"{PREFIX}nlb-target-type") != "ip":
+        return None
+    namespace = world.get("Namespace", "", key[1]) or {}
+    labels = (namespace.get("metadata") or {}).get("labels") or {}
+    if labels.get(READINESS_GATE_LABEL[0]) == READINESS_GATE_LABEL[1]:
+        return None
+    return Finding(
+        "lbc.no-readiness-gate",
+        f"Service {key[1]}/{key[2]}",
+        f"namespace {key[1]} lacks {READINESS_GATE_LABEL[0]}={READINESS_GATE_LABEL[1]}: a "
+        "rollout removes the old target before the new one is healthy in the load balancer",
+        READINESS_GATE_SOURCE,
+        severity="degrades",
+    )

@@ -118,3 +118,26 @@ def test_without_efa_nodes_no_efa_plugin_and_no_empty_instance_list():
         ).values()
     }
     assert "nvidia-device-plugin" in releases and "aws-efa-k8s-device-plugin" not in releases
+
+
+def test_published_plugins_land_through_a_no_execute_group_taint(helm):
+    """Boundary (#31): a ``NoExecute`` taint evicts whatever does not tolerate it with that
+    effect; a toleration written as ``NoSchedule`` would leave the node without devices."""
+    evict = KubernetesTaint("example.com/evict", "NoExecute", "llm")
+    groups = [
+        HyperPodInstanceGroup.system(),
+        HyperPodInstanceGroup.gpu("h100", "ml.p5.48xlarge", 1, taints=(evict,)),
+    ]
+    assert {"key": evict.key, "operator": "Exists", "effect": "NoExecute"} in nvidia_values(groups)[
+        "tolerations"
+    ]
+    objects = []
+    for name, values in (
+        ("nvidia-device-plugin", nvidia_values(groups)),
+        ("aws-efa-k8s-device-plugin", efa_values(groups, default_catalog())),
+    ):
+        objects += helm_template(helm, published_chart(SHARED, name), name, "kube-system", values)
+    cluster = Cluster(hyperpod_nodes(_template(groups)))
+    cluster.place(workloads(objects, namespace_of))
+    (node,) = [n for n in cluster.nodes if n.name == "h100-0"]
+    assert (node.capacity.get(GPU), node.capacity.get(EFA)) == (8.0, 32.0)

@@ -17,7 +17,7 @@ from cdk_llm_serving.hyperpod.inference_dashboard import (
     InferenceEndpointDashboard,
     cache_panels,
 )
-from cdk_llm_serving.hyperpod.inference_features import InferencePrefillDecode
+from cdk_llm_serving.hyperpod.inference_features import InferenceKvCache, InferencePrefillDecode
 from tests.support.builders import new_stack
 from tests.support.hyperpod import gpt_oss_120b_endpoint, single_node_groups
 
@@ -51,7 +51,9 @@ def _pd() -> InferencePrefillDecode:
 
 def test_every_series_is_one_the_pinned_vllm_registers():
     stack = new_stack()
-    panels = cache_panels(_endpoint(stack, prefill_decode=_pd()))
+    panels = cache_panels(
+        _endpoint(stack, prefill_decode=_pd(), kv_cache=InferenceKvCache.l1_only())
+    )
     source = _vllm_source()
     names = {
         re.sub(r"_(total|sum|count|bucket)$", "", name)
@@ -65,6 +67,10 @@ def test_every_series_is_one_the_pinned_vllm_registers():
         "vllm:external_prefix_cache_queries",
         "vllm:num_requests_waiting",
         "vllm:nixl_bytes_transferred",
+        "vllm:nixl_num_failed_transfers",
+        "vllm:nixl_xfer_time_seconds",
+        "vllm:prompt_tokens_cached_by_source",
+        "vllm:prompt_tokens_by_source",
     }
     for name in names:
         assert f'name="{name}"' in source, name
@@ -92,3 +98,15 @@ def test_the_row_draws_from_the_workspace_only_when_given():
     functions = template.find_resources("AWS::Lambda::Function")
     assert sum("WithCache" in logical for logical in functions) == 1
     assert not any(logical.startswith("Plain") for logical in functions)
+
+
+def test_under_prefill_decode_each_role_has_its_own_queue_chart():
+    stack = new_stack()
+    panels = {p.title: p.query for p in cache_panels(_endpoint(stack, prefill_decode=_pd()))}
+    prefill = panels["Requests waiting on the prefill pods"]
+    decode = panels["Requests waiting on the decode pods"]
+    assert 'pod=~".*prefill.*"' in prefill and 'pod=~".*decode.*"' in decode
+    assert "external_kv_transfer" not in decode  # the source is a label, summed by
+    assert "by (source)" in panels["Decode pods' prompt tokens: from prefill vs recomputed"]
+    colocated = {p.title for p in cache_panels(_endpoint(new_stack()))}
+    assert not any("prefill pods" in title or "NIXL" in title for title in colocated)

@@ -266,5 +266,5 @@ def test_endpoints_sharing_groups_are_refused_beyond_their_nodes():
     _, addons = _cluster(stack)
     gpt_oss_120b_endpoint(stack, addons, autoscaling=InferenceAutoScaling(max_replicas=3))
     with pytest.raises(ConfigurationError) as raised:
-        gpt_oss_120b_endpoint(stack, addons, id="Second")
+        gpt_oss_120b_endpoint(stack, addons, id="Second", name="second")
     assert "GPU group 'h200'" in str(raised.value)

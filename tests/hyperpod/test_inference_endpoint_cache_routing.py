@@ -468,6 +468,39 @@ def test_the_reference_operator_variant_caches_routes_and_turns_the_tier_on(
     _validate_against_cloudformation(cluster["Properties"]["TieredStorageConfig"])
 
 
+def test_the_reference_operator_variant_renders_all_three_specs_where_the_planner_says_pd_pays(
+    inference_operator_template, crd_schema
+):
+    """#29's done criterion: the variant's dense long-context endpoint renders kvCacheSpec,
+    intelligentRoutingSpec and pdSpec (from its declared workload, not asked for), valid
+    against the operator's CRD, each role on its own node of gpu-pd with the node's GPUs and
+    EFA devices."""
+    from tests.support.template_helpers import manifest_objects
+
+    objects = manifest_objects(inference_operator_template, "Llama33")
+    (config,) = [o for o in objects if o["kind"] == "InferenceEndpointConfig"]
+    spec = config["spec"]
+    assert set(SPECS) <= set(spec)
+    jsonschema.validate(concretize(config), crd_schema)
+    pd = spec["pdSpec"]
+    for role in ("prefillSpec", "decodingSpec"):
+        assert pd[role]["replicas"] == 1
+        assert pd[role]["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.p4de.24xlarge"}
+        assert pd[role]["resources"]["requests"] == {
+            "nvidia.com/gpu": "8",
+            "vpc.amazonaws.com/efa": "4",
+        }
+    assert pd["routingThreshold"] == 4096 and pd["topologySpec"] == {"sameAZ": True}
+    assert spec["worker"]["image"].startswith("public.ecr.aws/deep-learning-containers/vllm:")
+    (cluster,) = [
+        r
+        for r in inference_operator_template["Resources"].values()
+        if r["Type"] == "AWS::SageMaker::Cluster"
+    ]
+    groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
+    assert groups["gpu-pd"]["InstanceCount"] == 2  # one prefill node, one decode node
+
+
 def test_the_roles_pods_land_on_their_groups_and_match_kubernetes_schemas():
     from tests.support.hyperpod import landing_groups
     from tests.support.kubernetes_schemas import validate_core
@@ -495,3 +528,73 @@ def test_the_roles_pods_land_on_their_groups_and_match_kubernetes_schemas():
     assert landing(no_toleration) == []  # the check can fail: GPU groups are tainted
     for template in pods.values():
         validate_core({"apiVersion": "v1", "kind": "Pod", **template})
+
+
+# -- routing on a deployed endpoint ----------------------------------------------------------
+
+
+def test_routing_given_without_the_flag_warns_that_it_applies_only_at_creation():
+    """The review's minor: the operator rejects intelligentRoutingSpec added to a deployed
+    endpoint; an app without the flag (made before it) is warned before it deploys."""
+    stack = new_stack()
+    _, addons = _addons(stack)
+    gpt_oss_120b_endpoint(stack, addons, routing=InferenceRouting())
+    assert _warned(stack, "cdk-llm-serving:routingOnlyAtCreation")
+    flagged = _flagged_stack()
+    _, addons = _addons(flagged)
+    gpt_oss_120b_endpoint(flagged, addons, routing=InferenceRouting())
+    assert not _warned(flagged, "cdk-llm-serving:routingOnlyAtCreation")
+    plain = new_stack()
+    _, addons = _addons(plain)
+    gpt_oss_120b_endpoint(plain, addons)  # no routing: nothing to warn about
+    assert not _warned(plain, "cdk-llm-serving:routingOnlyAtCreation")
+
+
+def test_the_reference_pd_endpoints_worker_flags_pass_aws_script_and_vllms_parser(
+    inference_operator_template, tmp_path
+):
+    """The Llama 3.3 70B endpoint's SM_VLLM_* variables through AWS's real sagemaker_args.py,
+    then vLLM 0.32's own parser: the flags each P/D role's worker starts with are vLLM's."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.template_helpers import manifest_objects
+
+    root = Path(__file__).resolve().parents[2]
+    script = root.parent / "shared" / "aws-dlc-vllm" / "sagemaker_args.py"
+    vllm_python = root / ".venv" / "vllm" / "bin" / "python"
+    if not script.exists() or not vllm_python.exists():
+        pytest.skip("needs ../shared/aws-dlc-vllm and .venv/vllm")
+    (config,) = [
+        o
+        for o in manifest_objects(inference_operator_template, "Llama33")
+        if o["kind"] == "InferenceEndpointConfig"
+    ]
+    env = {e["name"]: e["value"] for e in config["spec"]["worker"]["environmentVariables"]}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env={"PATH": os.environ.get("PATH", ""), **env},
+        cwd=tmp_path,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    argv = [token for token in done.stdout.decode().split("\0") if token]
+    program = (
+        "import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+        "from vllm.entrypoints.launchers.cli_args import make_arg_parser; "
+        "a = make_arg_parser(FlexibleArgumentParser()).parse_args(sys.argv[1:]); "
+        "print(a.model, a.tensor_parallel_size, a.max_model_len, a.served_model_name)"
+    )
+    parsed = subprocess.run(
+        [str(vllm_python), "-c", program, *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+        timeout=600,
+    )
+    assert parsed.returncode == 0, parsed.stderr[-2000:]
+    assert parsed.stdout.strip().splitlines()[-1] == (
+        "/opt/ml/model 8 32768 ['llama-3.3-70b-bf16-tp8']"
+    )

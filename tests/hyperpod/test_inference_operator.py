@@ -141,14 +141,17 @@ def test_s3_csi_role_reads_only_the_endpoints_weights(inference_operator_templat
     assert _trust_subjects(template, role) == [
         f"system:serviceaccount:{FACTS['s3_csi_namespace']}:{FACTS['s3_csi_service_account']}"
     ]
-    resources = {
-        action: flatten(statement["Resource"])
-        for statement in policy_statements(template, role_id)
-        for action in actions_of(statement)
-    }
-    assert resources["s3:GetObject"].endswith(
-        ":s3:::cdk-llm-serving-placeholder-weights/gpt-oss-120b/*"
-    )
+    resources: dict[str, list[str]] = {}
+    for statement in policy_statements(template, role_id):
+        listed = statement["Resource"]
+        listed = listed if isinstance(listed, list) else [listed]
+        for action in actions_of(statement):
+            resources.setdefault(action, []).extend(flatten(r) for r in listed)
+    # Both endpoints' weights (gpt-oss-120b and, since #29, Llama 3.3 70B), nothing else.
+    assert sorted(r.rpartition(":s3:::")[2] for r in resources["s3:GetObject"]) == [
+        "cdk-llm-serving-placeholder-weights/gpt-oss-120b/*",
+        "cdk-llm-serving-placeholder-weights/llama-3.3-70b/*",
+    ]
     assert set(resources) == {"s3:GetObject", "s3:ListBucket"}
     s3_csi = _addons(template)["aws-mountpoint-s3-csi-driver"]
     assert s3_csi["Properties"]["ServiceAccountRoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}

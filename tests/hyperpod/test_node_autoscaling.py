@@ -235,7 +235,7 @@ def test_every_autoscaling_mistake_at_once():
                     3,
                     max_count=2,
                     deep_health_checks=("InstanceStress",),
-                    training_plan_arn="arn:aws:sagemaker:us-west-2:123456789012:training-plan/p",
+                    training_plan_arn="arn:aws:sagemaker:us-east-1:123456789012:training-plan/p",
                 ),
             ],
             kubernetes_version="1.35",

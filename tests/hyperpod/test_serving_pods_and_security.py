@@ -334,7 +334,11 @@ def test_public_exposure_needs_certificate_source_ranges_and_key():
         "exposure.source_ranges",
     ]
     assert exposure_problems(
-        exposure=Exposure(public=True, certificate_arn="arn:c", source_ranges=("1.2.3.0/24",)),
+        exposure=Exposure(
+            public=True,
+            certificate_arn="arn:aws:acm:us-east-1:123456789012:certificate/c",
+            source_ranges=("1.2.3.0/24",),
+        ),
         authenticate=False,
     ) == ["authenticate"]
     assert exposure_problems(exposure=Exposure(source_ranges=("10.0.0.0/33",))) == [

@@ -37,7 +37,7 @@ from tests.support.template_helpers import (
 
 CERT_MANAGER_CHART = SHARED / "charts" / "hyperpod-dependencies-011ca92" / "charts" / "cert-manager"
 LB = "service.beta.kubernetes.io/aws-load-balancer"
-ACM = "arn:aws:acm:us-west-2:123456789012:certificate/abc"
+ACM = "arn:aws:acm:us-east-1:123456789012:certificate/abc"
 
 
 @pytest.fixture(scope="session")

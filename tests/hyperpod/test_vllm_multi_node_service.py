@@ -445,7 +445,7 @@ def test_public_tls_exposure_and_ray_startup():
         startup="ray",
         exposure=Exposure(
             public=True,
-            certificate_arn="arn:aws:acm:us-west-2:123456789012:certificate/abc",
+            certificate_arn="arn:aws:acm:us-east-1:123456789012:certificate/abc",
             source_ranges=("203.0.113.0/24",),
         ),
     )

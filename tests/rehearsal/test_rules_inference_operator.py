@@ -114,3 +114,45 @@ def test_the_tier_takes_its_share_of_every_nodes_memory(tmp_path):
     }
     assert not fits(pod, w.node("h200-0"))
     assert fits(pod, w.node("h100-0")) is False  # every node: the tier is cluster-wide
+
+
+DPD_IMAGE = "public.ecr.aws/deep-learning-containers/vllm:server-hyperpod-cuda-v1.1"
+
+
+def _pd_config(**props) -> dict:
+    return _config(
+        prefill_decode=InferencePrefillDecode(
+            prefill_instance_type="ml.p5.48xlarge", decode_instance_type="ml.p5en.48xlarge"
+        ),
+        **props,
+    )
+
+
+def test_the_kv_transfer_uses_each_roles_efa_devices(tmp_path):
+    w = _world(tmp_path, _pd_config(image=DPD_IMAGE))
+    w.reconcile()
+    assert w.findings == []
+    name = _pd_config(image=DPD_IMAGE)["metadata"]["name"]
+    # p5: 32 EFA devices, p5en: 16 (the catalog), each role's pod takes its node's.
+    assert w.facts[inference_operator.KV_TRANSFER] == {
+        f"inference/{name}": {"prefill": 32, "decode": 16}
+    }
+
+
+def test_a_worker_image_without_lmcache_and_nixl_degrades_the_kv_transfer(tmp_path):
+    # gpt_oss_120b_endpoint's image: AWS's SageMaker vLLM container, not a DPD image.
+    w = _world(tmp_path, _pd_config())
+    w.reconcile()
+    assert [(f.rule, f.severity) for f in w.findings] == [
+        ("operator.pd-image-without-nixl", "degrades")
+    ]
+
+
+def test_a_role_without_efa_degrades_the_kv_transfer(tmp_path):
+    config = _pd_config(image=DPD_IMAGE)
+    for amounts in config["spec"]["pdSpec"]["decodingSpec"]["resources"].values():
+        del amounts[inference_operator.EFA]
+    w = _world(tmp_path, config)
+    w.reconcile()
+    assert [f.rule for f in w.findings] == ["operator.pd-transfer-without-efa"]
+    assert "decodingSpec" in w.findings[0].message

@@ -193,3 +193,47 @@ def test_certificates_are_issued_only_while_cert_manager_runs_and_its_issuer_is_
     w.put(root, "Issuers")
     w.reconcile()
     assert certmanager.not_issued(w) == [] and w.get("Secret", "default", "tls") is not None
+
+
+def _ip_targets(namespace_labels: dict[str, str] | None) -> tuple:
+    service = {
+        **SERVICE,
+        "metadata": {
+            **SERVICE["metadata"],
+            "namespace": "inference",
+            "annotations": {
+                **SERVICE["metadata"]["annotations"],
+                lbc.PREFIX + "nlb-target-type": "ip",
+            },
+        },
+    }
+    return service, {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "inference",
+            **({"labels": namespace_labels} if namespace_labels else {}),
+        },
+    }
+
+
+def test_ip_targets_in_a_namespace_without_the_readiness_gate_label_degrade_rollouts(tmp_path):
+    service, namespace = _ip_targets(None)
+    w, _ = _world(tmp_path, _subnet(AZ1, {}), service)
+    w.put(namespace, "Namespace")
+    finding = lbc.readiness_gate(w, ("Service", "inference", "api"))
+    assert finding is not None and finding.rule == "lbc.no-readiness-gate"
+    assert finding.severity == "degrades"
+
+
+def test_ip_targets_in_a_labelled_namespace_wait_for_target_health(tmp_path):
+    service, namespace = _ip_targets(dict([lbc.READINESS_GATE_LABEL]))
+    w, _ = _world(tmp_path, _subnet(AZ1, {}), service)
+    w.put(namespace, "Namespace")
+    assert lbc.readiness_gate(w, ("Service", "inference", "api")) is None
+
+
+def test_the_cluster_labels_its_namespaces_for_the_readiness_gate():
+    from cdk_llm_serving.hyperpod.cluster import READINESS_GATE_LABEL
+
+    assert READINESS_GATE_LABEL == lbc.READINESS_GATE_LABEL

@@ -46,3 +46,35 @@ def test_gpu_az_serves():
 def test_keda_zero_serves():
     """Scaled to 0 and woken by the load balancer, the replica serves again (issue 30)."""
     _serves("keda-zero")
+
+
+def test_inference_operator_variant_places_prefill_and_decode_with_their_kv_transfer():
+    """#29: the variant's Llama 3.3 70B endpoint disaggregates (the planner's rule for its
+    declared workload): one prefill and one decode pod, each on its own p4de node of gpu-pd,
+    with the node's EFA devices for the KV transfer, and the operator's router."""
+    from rehearsal.controllers import inference_operator
+
+    built = synthesized("inference-operator")
+    assert isinstance(built, Assembly), built
+    result = play(built, weight_bytes=WEIGHTS)
+    pods = {
+        key[2]: pod
+        for key, pod in result.world.pods.items()
+        if pod.owner[0] == inference_operator.KIND and pod.owner[2] == "llama-33-70b"
+    }
+    assert sorted(pods) == [
+        "llama-33-70b-decode-0",
+        "llama-33-70b-prefill-0",
+        "llama-33-70b-router",
+    ]
+    nodes = {name: result.world.node(str(pod.node)) for name, pod in pods.items()}
+    assert all(pod.running for pod in pods.values())
+    assert {nodes[f"llama-33-70b-{r}-0"].instance_type for r in ("prefill", "decode")} == {
+        "ml.p4de.24xlarge"
+    }
+    assert pods["llama-33-70b-prefill-0"].node != pods["llama-33-70b-decode-0"].node
+    assert result.world.facts[inference_operator.KV_TRANSFER]["inference/llama-33-70b"] == {
+        "prefill": 4,
+        "decode": 4,
+    }
+    assert not [f for f in result.findings if f.rule.startswith("operator.pd-")]

@@ -91,6 +91,7 @@ def test_canary_blue_green():
     stack = new_stack()
     pool_endpoint(
         stack,
+        initial_instance_count=2,  # a canary of one is at most half of the fleet
         deployment=BlueGreenDeployment(traffic=TrafficShift.canary(CapacitySize.instances(1))),
     )
     _, resource = only_resource(template_of(stack), "AWS::SageMaker::Endpoint")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+import botocore.session
 import pytest
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_kms as kms
@@ -11,14 +14,17 @@ from aws_cdk.assertions import Annotations, Match
 from cdk_llm_serving import (
     AsyncInference,
     BlueGreenDeployment,
+    CapacitySize,
     ConfigurationError,
     ContainerImage,
     InstancePool,
     InstanceType,
+    RollingDeployment,
     TrafficShift,
 )
 from cdk_llm_serving._cdk.service_limits import production_variant_instance_types
 from cdk_llm_serving.planning.sizing import ModelSizing
+from cdk_llm_serving.sagemaker import deployment as rules
 from cdk_llm_serving.sagemaker.endpoint_options import METRIC_PUBLISH_FREQUENCIES
 from tests.support.builders import new_stack, pool_endpoint, serving_model, sized_pools, template_of
 from tests.support.cfn_schemas import resource_schema
@@ -239,7 +245,142 @@ def test_deployment_ranges():
     assert problems == [
         "deployment.traffic.wait = 7200: must be between 0 and 3600 seconds",
         "deployment.maximum_execution_timeout = 300: must be between 600 and 28800 seconds",
+        "deployment.maximum_execution_timeout = 300: must be longer than the update's own waits "
+        "(7500 s of bake and termination wait); raise it or shorten the waits",
     ]
+
+
+_TEN_MIN = Duration.minutes(10)
+
+#: Deployment policies SageMaker refuses or that cannot finish, one row per rule: the
+#: endpoint's arguments and the property each problem names (botocore ``sagemaker``'s
+#: TrafficRoutingConfig, RollingUpdatePolicy and BlueGreenUpdatePolicy documentation).
+DEPLOYMENT_MISTAKES = [
+    pytest.param(
+        {"deployment": BlueGreenDeployment(traffic=TrafficShift.canary(CapacitySize.percent(60)))},
+        ["deployment.traffic.step"],
+        id="canary-over-half",
+    ),
+    pytest.param(
+        {"deployment": BlueGreenDeployment(traffic=TrafficShift.linear(CapacitySize.percent(5)))},
+        ["deployment.traffic.step"],
+        id="linear-step-under-ten-percent",
+    ),
+    pytest.param(
+        {"deployment": BlueGreenDeployment(traffic=TrafficShift.linear(CapacitySize.percent(75)))},
+        ["deployment.traffic.step"],
+        id="linear-step-over-half",
+    ),
+    pytest.param(
+        {"deployment": BlueGreenDeployment(traffic=TrafficShift("CANARY", _TEN_MIN))},
+        ["deployment.traffic.step"],
+        id="canary-without-size",
+    ),
+    pytest.param(
+        {
+            "deployment": BlueGreenDeployment(
+                traffic=TrafficShift("ALL_AT_ONCE", _TEN_MIN, CapacitySize.percent(10))
+            )
+        },
+        ["deployment.traffic.step"],
+        id="all-at-once-with-size",
+    ),
+    pytest.param(
+        {
+            "initial_instance_count": 2,
+            "deployment": RollingDeployment(maximum_batch_size=CapacitySize.instances(2)),
+        },
+        ["deployment.maximum_batch_size"],
+        id="rolling-batch-is-the-whole-fleet",
+    ),
+    pytest.param(
+        {
+            "initial_instance_count": 3,
+            "deployment": BlueGreenDeployment(
+                traffic=TrafficShift.canary(CapacitySize.instances(3))
+            ),
+        },
+        ["deployment.traffic.step"],
+        id="canary-is-the-whole-fleet",
+    ),
+    pytest.param(
+        {
+            "deployment": BlueGreenDeployment(
+                traffic=TrafficShift.all_at_once(bake=Duration.minutes(50)),
+                termination_wait=Duration.minutes(20),
+                maximum_execution_timeout=Duration.hours(1),
+            )
+        },
+        ["deployment.maximum_execution_timeout"],
+        id="bake-and-termination-wait-exceed-timeout",
+    ),
+    pytest.param(
+        {
+            "deployment": BlueGreenDeployment(
+                traffic=TrafficShift.linear(CapacitySize.percent(10), wait=Duration.minutes(30)),
+                maximum_execution_timeout=Duration.hours(4),
+            )
+        },
+        ["deployment.maximum_execution_timeout"],
+        id="ten-linear-bakes-exceed-timeout",
+    ),
+    pytest.param(
+        {
+            "initial_instance_count": 10,
+            "deployment": RollingDeployment(
+                maximum_batch_size=CapacitySize.instances(1),
+                wait=Duration.minutes(30),
+                maximum_execution_timeout=Duration.hours(3),
+            ),
+        },
+        ["deployment.maximum_execution_timeout"],
+        id="ten-rolling-bakes-exceed-timeout",
+    ),
+]
+
+
+@pytest.mark.parametrize(("arguments", "properties"), DEPLOYMENT_MISTAKES)
+def test_deployment_policies_that_cannot_work_are_refused(arguments, properties):
+    assert [p.split(" = ")[0] for p in problems_of(**arguments)] == properties
+
+
+@pytest.mark.parametrize(
+    "deployment",
+    [
+        BlueGreenDeployment(traffic=TrafficShift.canary(CapacitySize.percent(50))),
+        BlueGreenDeployment(traffic=TrafficShift.linear(CapacitySize.percent(10))),
+        BlueGreenDeployment(traffic=TrafficShift.linear(CapacitySize.percent(50))),
+        BlueGreenDeployment(
+            traffic=TrafficShift.all_at_once(bake=Duration.minutes(50)),
+            termination_wait=Duration.minutes(9),
+            maximum_execution_timeout=Duration.hours(1),
+        ),
+    ],
+    ids=["canary-half", "linear-ten-percent", "linear-half", "waits-just-inside-timeout"],
+)
+def test_deployment_policies_at_the_edges_are_accepted(deployment):
+    pool_endpoint(deployment=deployment)
+
+
+def test_the_step_shares_are_the_ones_botocore_documents():
+    """The shares ``deployment`` enforces, read against the sentences in botocore's model."""
+    model = botocore.session.get_session().get_service_model("sagemaker")
+
+    def doc(shape: str, member: str) -> str:
+        return re.sub(r"<[^>]+>", "", model.shape_for(shape).members[member].documentation)
+
+    assert f"between {rules.ROLLING_BATCH_PERCENT[0]}% to {rules.ROLLING_BATCH_PERCENT[1]}%" in doc(
+        "RollingUpdatePolicy", "MaximumBatchSize"
+    )
+    assert f"less than or equal to {rules.CANARY_PERCENT[1]}%" in doc(
+        "TrafficRoutingConfig", "CanarySize"
+    )
+    assert f"must be {rules.LINEAR_STEP_PERCENT[0]}-{rules.LINEAR_STEP_PERCENT[1]}%" in doc(
+        "TrafficRoutingConfig", "LinearStepSize"
+    )
+    assert "larger than the total waiting time" in doc(
+        "BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"
+    )
 
 
 def test_every_problem_is_reported_at_once():

@@ -50,7 +50,7 @@ def component_stack(**overrides):
 
 def test_specifications_per_pool_and_an_endpoint_without_a_model():
     stack, endpoint, component = component_stack()
-    component.auto_scale_copies(min_copies=1, max_copies=6, target_concurrent_requests_per_copy=8)
+    component.auto_scale_copies(min_copies=1, max_copies=4, target_concurrent_requests_per_copy=8)
     template = template_of(stack)
     _, resource = only_resource(template, "AWS::SageMaker::InferenceComponent")
     specs = resource["Properties"]["Specifications"]

@@ -27,6 +27,23 @@ def test_synth_refuses_placeholder_buckets_unless_allowed():
     assert "llm-serving:allow-placeholders=true" in str(error.value)
 
 
+def test_the_operator_variant_also_refuses_its_endpoints_placeholder_buckets():
+    """Its gpt-oss-120b and Llama 3.3 70B weights are read only by that variant (#29)."""
+    app = new_app(
+        **{
+            "llm-serving:allow-placeholders": False,
+            "llm-serving:hyperpod:inference-operator": "true",
+        }
+    )
+    with pytest.raises(ConfigurationError) as error:
+        add_reference_stacks(app)
+    assert [p.property for p in error.value.problems] == [
+        *_WEIGHT_KEYS,
+        "llm-serving:gpt-oss-120b:weights-uri",
+        "llm-serving:llama-3.3-70b:weights-uri",
+    ]
+
+
 def test_own_buckets_need_no_allowance():
     own = {key: f"s3://my-weights-{i}/model/" for i, key in enumerate(_WEIGHT_KEYS)}
     app = new_app(**{"llm-serving:allow-placeholders": "false", **own})

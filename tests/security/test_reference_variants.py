@@ -51,7 +51,12 @@ def test_the_variant_synthesizes_under_the_app_s_packs(variant):
     if name == "p5en":
         assert gpu_types == {"ml.p5en.48xlarge"}
     elif name == "inference-operator":
-        assert gpu_types == {"ml.p6-b200.48xlarge", "ml.p5en.48xlarge", "ml.p5.48xlarge"}
+        assert gpu_types == {
+            "ml.p6-b200.48xlarge",
+            "ml.p5en.48xlarge",
+            "ml.p5.48xlarge",
+            "ml.p4de.24xlarge",  # the P/D endpoint's gpu-pd group (#29)
+        }
     else:
         assert gpu_types == {"ml.p6-b200.48xlarge"}
     scaled = resources_of_type(template, "Custom::AWSCDK-EKS-KubernetesResource")

@@ -23,6 +23,7 @@ SERVING = {
     "hyperpod.dependencies-chart-missing",  # deep health checks, no HyperPod chart
     "node-wait.no-fail-fast",  # a Failure node waits out 77 minutes, then rollback
     "lws.rollout-outage",  # one replica, maxSurge 0
+    "lbc.no-readiness-gate",  # the NLB's IP targets' namespace has no readiness-gate label
     "scheduler.insufficient-cpu",  # cpu 172 on a 96-CPU node (ThreadsPerCore 1)
     "csi.provider-not-on-node",  # the AWS provider's tolerations: [] on the GPU taint
     "lws.headless-service-shadowed",  # the LoadBalancer Service has the LWS's name
