@@ -490,6 +490,66 @@ class Player:
             world.facts.setdefault("scale_play", []).extend(
                 [f"scale-out to {top}:", *out, f"scale-in to {bottom}:", *drained]
             )
+            if bottom == 0:
+                self._play_wake(scaled, lws_key, service_key)
+
+    def _play_wake(self, scaled: dict[str, Any], lws_key: Any, service_key: Any) -> None:
+        """At 0 replicas a client connects: the wake signal fires, Karpenter adds the
+        replica's nodes, the replica places; the first request's wait against the stack's
+        retry budget (its ``FirstRequestWaitSeconds`` output)."""
+        world = self.world
+        service = world.objects.get(service_key)
+        fires, missing = keda.wake_signal(scaled, service)
+        if missing is not None:
+            world.report(missing)
+            return
+        world.current = f"(a client connects: KEDA wakes {lws_key[2]})"
+        out = karpenter.scale_out(world, lws_key, 1)
+        placed = [p for p in world.pods.values() if p.owner == lws_key and p.node is not None]
+        pending = [p for p in world.pods.values() if p.owner == lws_key and p.node is None]
+        for pod in pending:
+            world.report(
+                Finding(
+                    "karpenter.replica-not-placed",
+                    f"Pod {pod.key[1]}/{pod.key[2]}",
+                    "the woken replica stays Pending: no node pool adds a node for it",
+                    karpenter.SOURCE,
+                    "degrades",
+                )
+            )
+        floor = keda.wake_detection_seconds(scaled) + keda.health_check_seconds(service)
+        budget = next(
+            (
+                int(v["Value"])
+                for k, v in (self.assembly.template.get("Outputs") or {}).items()
+                if "FirstRequestWaitSeconds" in k and str(v.get("Value", "")).isdigit()
+            ),
+            None,
+        )
+        if budget is None or budget < floor:
+            world.report(
+                Finding(
+                    "keda.no-retry-budget",
+                    f"ScaledObject {lws_key[2]}",
+                    f"a first request after idle waits at least {floor} s (wake detection and "
+                    "health check alone) but the stack states "
+                    + (
+                        f"a retry budget of {budget} s" if budget is not None else "no retry budget"
+                    ),
+                    keda.WAKE_SOURCE,
+                    "degrades",
+                )
+            )
+        world.facts.setdefault("scale_play", []).extend(
+            [
+                "wake from zero:",
+                *(f"wake signal: {f}" for f in fires),
+                *out,
+                f"replica placed: {len(placed)} pods on nodes, {len(pending)} pending",
+                f"first request waits: at least {floor} s for detection and health check, "
+                f"retry budget {budget} s (nodes, image, weights, engine included)",
+            ]
+        )
 
 
 # -- the live run's input ------------------------------------------------------------------------

@@ -41,7 +41,7 @@ class Variant:
         return args
 
 
-#: The five variants (issue 26). ``p5en`` reads a key ``stacks/reference_app.py`` may not read
+#: The variants (issue 26; ``keda-zero``, issue 30). ``p5en`` reads a key ``stacks/reference_app.py`` may not read
 #: yet: an unknown context key is ignored by the CDK, so it then synthesizes as ``reference``.
 VARIANTS: dict[str, Variant] = {
     v.name: v
@@ -53,6 +53,14 @@ VARIANTS: dict[str, Variant] = {
             "the GPU group on ml.p5en.48xlarge",
         ),
         Variant("keda", {"llm-serving:reference-moe:max-replicas": "2"}, "KEDA scales to 2"),
+        Variant(
+            "keda-zero",
+            {
+                "llm-serving:reference-moe:max-replicas": "2",
+                "llm-serving:reference-moe:scale-to-zero": "true",
+            },
+            "KEDA scales 0 to 2, woken by the load balancer",
+        ),
         Variant(
             "inference-operator",
             {"llm-serving:hyperpod:inference-operator": "true"},

@@ -26,7 +26,7 @@ from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
 from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
 from cdk_llm_serving.hyperpod.observability import VllmObservability
-from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+from cdk_llm_serving.hyperpod.replica_autoscaling import ScaleToZero, VllmReplicaAutoscaling
 from cdk_llm_serving.model_sources import ModelData
 from cdk_llm_serving.planning.decode import Workload
 from cdk_llm_serving.planning.sizing import plan
@@ -62,6 +62,9 @@ class HyperPodSettings:
     replicas: int = 1
     #: Above ``replicas``, the GPU group holds this many replicas and KEDA scales between them.
     max_replicas: int = 1
+    #: With KEDA (``max_replicas`` above ``replicas``): scale to zero replicas and nodes when
+    #: idle, woken by the load balancer's connections (``ScaleToZero``).
+    scale_to_zero: bool = False
     admin_role_arns: tuple[str, ...] = ()
     hyperpod_chart_dir: str | None = None
     #: ``None``: AWS's vLLM container with EFA for the stack's region.
@@ -140,7 +143,7 @@ class HyperPodReferenceStack(Stack):
             instance_groups=[
                 HyperPodInstanceGroup.system(instance_type="ml.m5.4xlarge", count=2),
                 HyperPodInstanceGroup.gpu(
-                    "gpu-b200",
+                    self._gpu_group_name(single_node_groups),
                     settings.gpu_instance_type,
                     0 if scaled else most_nodes,
                     ebs_volume_gb=1000,
@@ -169,6 +172,13 @@ class HyperPodReferenceStack(Stack):
         self.addons = HyperPodServingAddons(
             self, "ServingAddons", cluster=self.cluster, hyperpod_chart=chart
         )
+
+    def _gpu_group_name(self, others: list[HyperPodInstanceGroup]) -> str:
+        """The serving group named after the GPU it holds (``gpu-b200``, ``gpu-h200``), with
+        ``-moe`` when a single-node group holds the same GPU (review finding M6)."""
+        gpu = self.plan.instance_spec.gpu.name.lower()
+        name = f"gpu-{gpu}"
+        return f"{name}-moe" if name in {group.name for group in others} else name
 
     def _add_serving(self, settings: HyperPodSettings) -> None:
         """Weights on FSx and the multi-node vLLM service of the reference model."""
@@ -214,9 +224,11 @@ class HyperPodReferenceStack(Stack):
                 "ReplicaAutoscaling",
                 service=self.service,
                 observability=self.observability,
-                min_replicas=settings.replicas,
+                min_replicas=0 if settings.scale_to_zero else settings.replicas,
                 max_replicas=settings.max_replicas,
+                scale_to_zero=ScaleToZero() if settings.scale_to_zero else None,
             )
+            self.dashboard.add_scaling_panels(self.autoscaling)
 
     def _add_single_node_endpoint(self, settings: HyperPodSettings) -> None:
         """gpt-oss-120b on one H200 node, else one H100 node, registered as a SageMaker endpoint."""

@@ -40,7 +40,7 @@ from .multi_node_service import Exposure, VllmMultiNodeService
 from .node_autoscaling import NodeAutoscaling
 from .node_readiness import HyperPodNodesReady
 from .observability import VllmObservability
-from .replica_autoscaling import VllmReplicaAutoscaling
+from .replica_autoscaling import ScaleToZero, VllmReplicaAutoscaling, WakeTime
 from .tiered_storage import TieredStorage
 
 __all__ = [
@@ -69,9 +69,11 @@ __all__ = [
     "MultiNodeWorkload",
     "NodeAutoscaling",
     "RoutingStrategy",
+    "ScaleToZero",
     "TieredStorage",
     "VllmDashboard",
     "VllmMultiNodeService",
     "VllmObservability",
     "VllmReplicaAutoscaling",
+    "WakeTime",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from aws_cdk import Duration
 from aws_cdk import aws_aps as aps
@@ -31,6 +31,7 @@ from .constants import (
     SPEC_ACCEPTANCE_RULE,
     TTFT_P99_RULE,
 )
+from .node_panels import add_scaling_panels
 from .observability import (
     OFFLOAD_HIT_RATE_RULE,
     OFFLOAD_LOAD_RATE_RULE,
@@ -38,6 +39,9 @@ from .observability import (
     PREFIX_CACHE_HIT_RATE_RULE,
     VllmObservability,
 )
+
+if TYPE_CHECKING:
+    from .replica_autoscaling import VllmReplicaAutoscaling
 
 WIDGET_CODE = Path(__file__).parents[1] / "_cdk" / "assets" / "amp_widget"
 
@@ -109,6 +113,30 @@ class VllmDashboard(Construct):
         """The custom-widget Lambda: queries only this workspace, logs to its own group."""
         return promql_widget_function(
             self, observability.workspace, "Draws vLLM SLO charts from Amazon Managed Prometheus"
+        )
+
+    def add_scaling_panels(self, autoscaling: VllmReplicaAutoscaling) -> None:
+        """Serving, asked-for and pending replicas of ``autoscaling`` and the alarm on pending
+        replicas (``node_panels``); the rules live in this dashboard's workspace."""
+        #: The scaling rules and alarm (``node_panels.scaling_rule_groups``).
+        self.scaling_rules = add_scaling_panels(self, autoscaling)
+
+    def promql_widget(
+        self, title: str, query: str, unit: str, threshold: float | None
+    ) -> cloudwatch.CustomWidget:
+        """One PromQL chart of this dashboard's workspace (dashed line at ``threshold``)."""
+        params: dict[str, object] = {"query": query, "title": title, "unit": unit}
+        if threshold is not None:
+            params["threshold"] = threshold
+        return cloudwatch.CustomWidget(
+            function_arn=self.function.function_arn,
+            title=title,
+            params=params,
+            width=12,
+            height=6,
+            update_on_refresh=True,
+            update_on_resize=True,
+            update_on_time_range_change=True,
         )
 
     def _panel_widget(

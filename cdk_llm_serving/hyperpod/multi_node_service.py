@@ -293,7 +293,16 @@ class VllmMultiNodeService(Construct):
         self.lws_manifest.node.add_dependency(addons.leader_worker_set)
         for prerequisite in prerequisites:
             self.lws_manifest.node.add_dependency(prerequisite)
-        self.service_resource = self._manifest("Service", [self.service])
+        # Annotations read at synth too: scale to zero names the load balancer afterwards.
+        metadata = self.service["metadata"]
+        service_object = {
+            **self.service,
+            "metadata": {
+                **metadata,
+                "annotations": _Rendered.of(lambda: metadata["annotations"]),
+            },
+        }
+        self.service_resource = self._manifest("Service", [service_object])
         if addons.load_balancer_controller is not None:
             self.service_resource.node.add_dependency(addons.load_balancer_controller)
         for prerequisite in prerequisites:

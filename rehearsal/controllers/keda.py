@@ -118,3 +118,85 @@ def reconcile(world: World) -> bool:
                     world.put(secret, "controller:keda", key[1])
                     changed = True
     return changed
+
+
+# -- scale to zero: the wake signal (issue 30) ----------------------------------------------------
+
+#: KEDA polls each trigger every ``pollingInterval``, 30 s unless the ScaledObject sets it
+#: (https://keda.sh/docs/2.17/reference/scaledobject-spec/#pollinginterval).
+POLLING_INTERVAL = 30
+WAKE_SOURCE = "https://keda.sh/docs/2.17/concepts/scaling-deployments/#activating-and-scaling-thresholds; https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-cloudwatch-metrics.html"
+_HEALTHY = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
+_INTERVAL = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval"
+
+
+def wake_signal(
+    scaled: dict[str, Any], service: dict[str, Any] | None
+) -> tuple[list[str], Finding | None]:
+    """What wakes a ScaledObject at ``minReplicaCount`` 0: triggers that read something other
+    than the replicas themselves. A ``prometheus`` trigger reads the workload's own series
+    (none exist at 0 replicas); an ``aws-cloudwatch`` trigger on the ``LoadBalancer``
+    dimension must name the Service's NLB: ``net/<name>/<id>`` of its hostname
+    ``<name>-<id>.elb.<region>.amazonaws.com``.
+    Returns (what fires, in words) and a finding when nothing would."""
+    spec = scaled.get("spec") or {}
+    name = (scaled.get("metadata") or {}).get("name", "?")
+    resource = f"ScaledObject {name}"
+    ingress = (((service or {}).get("status") or {}).get("loadBalancer") or {}).get("ingress")
+    hostname = str((ingress or [{}])[0].get("hostname", ""))
+    label = hostname.split(".", 1)[0]
+    lb_name, _, lb_id = label.rpartition("-")
+    expected = f"net/{lb_name}/{lb_id}" if lb_name else ""
+    fires: list[str] = []
+    for trigger in spec.get("triggers") or []:
+        meta = trigger.get("metadata") or {}
+        if trigger.get("type") != "aws-cloudwatch":
+            continue
+        if meta.get("dimensionName") == "LoadBalancer":
+            value = str(meta.get("dimensionValue", ""))
+            if value != expected:
+                return fires, Finding(
+                    "keda.wake-signal-elsewhere",
+                    resource,
+                    f"the wake trigger watches {value or 'no load balancer'}, not the Service's "
+                    f"NLB ({expected or 'none yet'}, from its hostname {hostname or '-'})",
+                    WAKE_SOURCE,
+                    "degrades",
+                )
+        if str(meta.get("activationTargetMetricValue", "")) == "":
+            continue
+        fires.append(
+            f"{meta.get('namespace')} {meta.get('metricName')} > "
+            f"{meta.get('activationTargetMetricValue')} on {meta.get('dimensionValue')}"
+        )
+    if not fires:
+        return fires, Finding(
+            "keda.no-wake-signal",
+            resource,
+            "minReplicaCount 0 and every trigger reads the replicas' own metrics: at 0 "
+            "replicas nothing reports, so the service never wakes",
+            WAKE_SOURCE,
+            "degrades",
+        )
+    return fires, None
+
+
+def wake_detection_seconds(scaled: dict[str, Any]) -> int:
+    """The shortest time from a client's attempt to KEDA's activation: one metric period of
+    the wake trigger and one polling interval (what the manifests set; CloudWatch's own
+    delivery delay comes on top)."""
+    spec = scaled.get("spec") or {}
+    polling = int(spec.get("pollingInterval", POLLING_INTERVAL))
+    periods = [
+        int((t.get("metadata") or {}).get("metricStatPeriod", 300))
+        for t in spec.get("triggers") or []
+        if t.get("type") == "aws-cloudwatch"
+    ]
+    return (min(periods) if periods else 0) + polling
+
+
+def health_check_seconds(service: dict[str, Any] | None) -> int:
+    """How long the NLB takes to call a new target healthy: threshold x interval (the AWS
+    Load Balancer Controller's defaults, 3 and 10 s, unless annotated)."""
+    annotations = ((service or {}).get("metadata") or {}).get("annotations") or {}
+    return int(annotations.get(_HEALTHY, 3)) * int(annotations.get(_INTERVAL, 10))

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,9 +123,20 @@ def choose_subnets(world: World, service: dict[str, Any], cluster_name: str) -> 
     return list(by_zone.values())
 
 
-def hostname(world: World, key: Key) -> str:
+def hostname(world: World, key: Key, service: dict[str, Any] | None = None) -> str:
+    """``<name>-<id>.elb.<region>.amazonaws.com``: the name the Service gives
+    (``aws-load-balancer-name``,
+    https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#load-balancer-name),
+    else the controller's own ``k8s-<namespace>-<name>-<hash>``."""
     digest = hashlib.sha256("/".join(key).encode()).hexdigest()
-    return f"k8s-{key[1][:8]}-{key[2][:8]}-{digest[:10]}-{digest[10:26]}.elb.{world.assembly.region}.amazonaws.com"
+    annotations = ((service or {}).get("metadata") or {}).get("annotations") or {}
+    named = annotations.get("service.beta.kubernetes.io/aws-load-balancer-name")
+    if named:
+        return f"{named}-{digest[10:26]}.elb.{world.assembly.region}.amazonaws.com"
+    # the controller keeps only the alphanumerics (``invalidLoadBalancerNamePattern``,
+    # kubernetes-sigs/aws-load-balancer-controller pkg/service/model_build_load_balancer.go)
+    namespace, name = (re.sub("[^0-9A-Za-z]", "", part) for part in key[1:3])
+    return f"k8s-{namespace[:8]}-{name[:8]}-{digest[:10]}-{digest[10:26]}.elb.{world.assembly.region}.amazonaws.com"
 
 
 def reconcile(world: World) -> bool:
@@ -139,7 +151,9 @@ def reconcile(world: World) -> bool:
         world.facts.setdefault("load_balancer_subnets", {})[key] = chosen
         if not chosen:
             continue  # no load balancer: the hostname never appears
-        service["status"] = {"loadBalancer": {"ingress": [{"hostname": hostname(world, key)}]}}
+        service["status"] = {
+            "loadBalancer": {"ingress": [{"hostname": hostname(world, key, service)}]}
+        }
         changed = True
     return changed
 

@@ -76,7 +76,14 @@ def test_variants_pass_their_context_and_allow_the_placeholders():
     assert VARIANTS["gpu-az"].cdk_args() == [
         "-c", "llm-serving:allow-placeholders=true", "-c", "llm-serving:hyperpod:gpu-az-id=usw2-az2",
     ]  # fmt: skip
-    assert sorted(VARIANTS) == ["gpu-az", "inference-operator", "keda", "p5en", "reference"]
+    assert sorted(VARIANTS) == [
+        "gpu-az",
+        "inference-operator",
+        "keda",
+        "keda-zero",
+        "p5en",
+        "reference",
+    ]
 
 
 def test_a_synth_failure_keeps_cdks_error_lines_and_their_construct_paths():

@@ -67,3 +67,47 @@ def test_past_the_pool_s_limit_the_replica_pends_and_the_others_keep_serving():
     pods = [p for p in world.pods.values() if p.owner == key]
     pending = {p.labels["leaderworkerset.sigs.k8s.io/group-index"] for p in pods if p.node is None}
     assert pending == {"3"}  # the fourth replica; replicas 0 to 2 stay placed
+
+
+def _played_zero():
+    built = synthesized("keda-zero")
+    assert isinstance(built, Assembly), built
+    return play(built, weight_bytes=reference_weight_bytes())
+
+
+def test_scale_to_zero_removes_every_node_and_the_load_balancer_wakes_a_replica():
+    """keda-zero (issue 30): scale-in to 0 leaves no GPU node; a client's connection fires the
+    NLB trigger, Karpenter adds the replica's 2 nodes, it places, within the retry budget."""
+    result = _played_zero()
+    assert result.blocking == [], "\n".join(map(str, result.findings))
+    assert not {"keda.no-wake-signal", "keda.wake-signal-elsewhere", "keda.no-retry-budget"} & set(
+        result.rules
+    )
+    events = result.world.facts["scale_play"]
+    scale_in, wake = events.index("scale-in to 0:"), events.index("wake from zero:")
+    assert sum("empty: removed" in e for e in events[scale_in:wake]) == 4  # all 2 x 2 nodes
+    woken = events[wake:]
+    assert any(e.startswith("wake signal: AWS/NetworkELB NewFlowCount") for e in woken)
+    assert sum(e.startswith("launch ") for e in woken) == 2
+    assert "replica placed: 2 pods on nodes, 0 pending" in woken
+
+
+def test_a_scaled_object_at_zero_with_only_its_queue_trigger_never_wakes():
+    """The rule fails the ScaledObject without the NLB triggers (as before scale to zero)."""
+    import copy
+
+    from rehearsal.controllers import keda
+
+    world = _played_zero().world
+    ((_, namespace, name), scaled) = next(iter(world.of_kind("ScaledObject")))
+    service = world.objects[("Service", namespace, f"{name}-api")]
+    fires, missing = keda.wake_signal(scaled, service)
+    assert missing is None and len(fires) == 2
+    queue_only = copy.deepcopy(scaled)
+    queue_only["spec"]["triggers"] = queue_only["spec"]["triggers"][:1]
+    assert keda.wake_signal(queue_only, service)[1].rule == "keda.no-wake-signal"
+    elsewhere = copy.deepcopy(scaled)
+    elsewhere["spec"]["triggers"][1]["metadata"]["dimensionValue"] = "net/other/0123"
+    assert keda.wake_signal(elsewhere, service)[1].rule == "keda.wake-signal-elsewhere"
+    # the healthy threshold the stack sets: 2 checks of 10 s, not the controller's 3
+    assert keda.health_check_seconds(service) == 20

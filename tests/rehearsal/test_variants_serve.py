@@ -43,6 +43,11 @@ def test_gpu_az_serves():
     _serves("gpu-az")
 
 
+def test_keda_zero_serves():
+    """Scaled to 0 and woken by the load balancer, the replica serves again (issue 30)."""
+    _serves("keda-zero")
+
+
 def test_inference_operator_variant_places_prefill_and_decode_with_their_kv_transfer():
     """#29: the variant's Llama 3.3 70B endpoint disaggregates (the planner's rule for its
     declared workload): one prefill and one decode pod, each on its own p4de node of gpu-pd,

@@ -19,6 +19,10 @@ from tests.support.template_helpers import resources_of_type
 #: README "Reference app" context keys, one variant each.
 VARIANTS = {
     "keda": {"llm-serving:reference-moe:max-replicas": "2"},
+    "keda-zero": {
+        "llm-serving:reference-moe:max-replicas": "2",
+        "llm-serving:reference-moe:scale-to-zero": "true",
+    },
     "inference-operator": {"llm-serving:hyperpod:inference-operator": "true"},
     "p5en": {"llm-serving:reference-moe:gpu-instance-type": "ml.p5en.48xlarge"},
     "gpu-az": {"llm-serving:hyperpod:gpu-az-id": "usw2-az2"},
@@ -57,10 +61,10 @@ def test_the_variant_synthesizes_under_the_app_s_packs(variant):
         assert gpu_types == {"ml.p6-b200.48xlarge"}
     scaled = resources_of_type(template, "Custom::AWSCDK-EKS-KubernetesResource")
     has_scaled_object = any("ScaledObject" in str(r["Properties"]) for r in scaled.values())
-    assert has_scaled_object == (name == "keda")
+    assert has_scaled_object == name.startswith("keda")
     # The KEDA variant's GPU group may grow and shrink: cluster node autoscaling is on.
     autoscaling = cluster["Properties"].get("AutoScaling")
     assert autoscaling == (
-        {"Mode": "Enable", "AutoScalerType": "Karpenter"} if name == "keda" else None
+        {"Mode": "Enable", "AutoScalerType": "Karpenter"} if name.startswith("keda") else None
     )
-    assert ("ClusterRole" in cluster["Properties"]) == (name == "keda")
+    assert ("ClusterRole" in cluster["Properties"]) == name.startswith("keda")

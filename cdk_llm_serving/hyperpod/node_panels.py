@@ -1,0 +1,197 @@
+"""Scaling panels and the capacity alarm of a KEDA-scaled service (``VllmDashboard.add_scaling_panels``).
+
+Sources. Every series here is one the service's AMP workspace already holds: the managed
+scraper scrapes each serving leader (one per replica, ``VllmObservability``), so
+
+* serving replicas = the leaders that answer a scrape: ``count(up{job="vllm"} == 1)``
+  (Prometheus sets ``up`` per scraped target, 1 when the scrape succeeded,
+  https://prometheus.io/docs/concepts/jobs_instances/#automatically-generated-labels-and-time-series);
+* replicas KEDA asks for = the HPA's rule for KEDA's ``prometheus`` trigger (an external
+  metric with an ``AverageValue`` target): ``ceil(queue depth / threshold)``, held between
+  the autoscaling's minimum and maximum (Kubernetes, "Horizontal Pod Autoscaling",
+  algorithm details,
+  https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#algorithm-details;
+  KEDA's ``metricType`` defaults to ``AverageValue``,
+  https://keda.sh/docs/2.17/reference/scaledobject-spec/#triggers), and at least 1 while a
+  replica serves;
+* pending replicas = asked for minus serving: a replica that waits for nodes (Karpenter
+  adding them), for its image, weights and engine.
+
+Not plotted, for want of a source in the cluster: nodes per group and Karpenter's scale
+events. kube-state-metrics (``kube_node_labels``, ``kube_pod_status_phase``) is installed by
+none of the add-ons this library deploys (AWS's HyperPod chart, aws/sagemaker-hyperpod-cli
+``helm_chart/HyperPodHelmChart``, has no such dependency), and HyperPod runs its managed
+Karpenter outside the cluster ("Autoscaling on SageMaker HyperPod EKS",
+https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html):
+UNCONFIRMED that its ``karpenter_nodes_*`` metrics reach any scraper; none is documented.
+The pending-replica alarm stands in: pending longer than a scale-out takes means the group
+could not grow.
+
+The alarm (``VllmReplicasPending``): pending replicas above 0 for longer than one replica's
+scale-out (new nodes, image, weights, engine; ``ScaleToZero``'s wake without its detection
+part, the same figures). It is an AMP alerting rule, routed by the workspace's alert
+manager to the service's alerts topic like the SLO alerts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING
+
+import yaml
+from aws_cdk import aws_aps as aps
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from .multi_node_manifests import NLB_HEALTH_CHECK_INTERVAL_SECONDS
+from .node_readiness import group_budget
+from .observability import _YAML_OPTIONS
+
+if TYPE_CHECKING:
+    from .dashboard import VllmDashboard
+    from .replica_autoscaling import VllmReplicaAutoscaling
+
+__all__ = ["PENDING_ALERT", "scale_out_seconds", "scaling_rule_groups"]
+
+#: The alert that fires when replicas pend longer than a scale-out takes.
+PENDING_ALERT = "VllmReplicasPending"
+#: Recorded series (recording rules of this module's rule group).
+SERVING_REPLICAS_RULE = "vllm:replicas_serving"
+DESIRED_REPLICAS_RULE = "vllm:replicas_desired"
+PENDING_REPLICAS_RULE = "vllm:replicas_pending"
+#: The scrape-health series of the service's leaders (``VllmObservability``'s job).
+_UP = 'up{job="vllm"}'
+
+
+def scale_out_seconds(autoscaling: VllmReplicaAutoscaling) -> int:
+    """How long one more replica takes to serve: its nodes, image, weights and engine, the
+    health check (``ScaleToZero``'s wake figures, without the wake's detection)."""
+    from .replica_autoscaling import IMAGE_PULL_SECONDS, WAKE_HEALTHY_THRESHOLD
+
+    if autoscaling.wake is not None:
+        return autoscaling.wake.total_seconds - autoscaling.wake.detection
+    service = autoscaling.service
+    nodes = (
+        int(group_budget(dataclasses.replace(service.group, count=service.nodes)).to_seconds())
+        if service.group.autoscaled
+        else 0
+    )
+    return (
+        nodes
+        + IMAGE_PULL_SECONDS
+        + math.ceil(service.cold_start.total_seconds)
+        + WAKE_HEALTHY_THRESHOLD * NLB_HEALTH_CHECK_INTERVAL_SECONDS
+    )
+
+
+def _recording_rules(autoscaling: VllmReplicaAutoscaling) -> list[dict[str, str]]:
+    from .constants import QUEUE_DEPTH_RULE
+
+    low, high, threshold = (
+        max(autoscaling.min_replicas, 1),
+        autoscaling.max_replicas,
+        autoscaling.threshold,
+    )
+    serving = f"(count({_UP} == 1) or vector(0))"
+    desired = (
+        f"clamp(ceil(sum({QUEUE_DEPTH_RULE}) / {threshold}), {low}, {high})"
+        if autoscaling.min_replicas >= 1
+        # at zero nothing is recorded: the wake itself is KEDA's, from the load balancer
+        else f"(clamp(ceil(sum({QUEUE_DEPTH_RULE}) / {threshold}), {low}, {high}) or vector(0))"
+    )
+    return [
+        {"record": SERVING_REPLICAS_RULE, "expr": serving},
+        {"record": DESIRED_REPLICAS_RULE, "expr": desired},
+        {
+            "record": PENDING_REPLICAS_RULE,
+            "expr": f"clamp_min({DESIRED_REPLICAS_RULE} - {SERVING_REPLICAS_RULE}, 0)",
+        },
+    ]
+
+
+def scaling_rule_groups(autoscaling: VllmReplicaAutoscaling) -> str:
+    """Recording rules for serving, desired and pending replicas, and the pending alarm."""
+    name = autoscaling.service.name
+    minutes = math.ceil(scale_out_seconds(autoscaling) / 60)
+    alert = {
+        "alert": PENDING_ALERT,
+        "expr": f"{PENDING_REPLICAS_RULE} > 0",
+        "for": f"{minutes}m",
+        "labels": {"severity": "warning", "service": name},
+        "annotations": {
+            "summary": (
+                f"{name}: replicas pending longer than a scale-out takes ({minutes} min): "
+                f"GPU group {autoscaling.service.group.name!r} cannot grow (capacity scarce, "
+                "or at its max_count); the serving replicas carry the load and requests queue"
+            )
+        },
+    }
+    document = {
+        "groups": [
+            {
+                "name": f"{name}-scaling",
+                "interval": "1m",
+                "rules": [*_recording_rules(autoscaling), alert],
+            }
+        ]
+    }
+    return str(yaml.safe_dump(document, **_YAML_OPTIONS))
+
+
+def add_scaling_panels(
+    dashboard: VllmDashboard, autoscaling: VllmReplicaAutoscaling
+) -> aps.CfnRuleGroupsNamespace:
+    """The scaling rules and alarm in the workspace, and their panels on ``dashboard``."""
+    observability = autoscaling.observability
+    scope = Construct(dashboard, "Scaling")
+    rules = aps.CfnRuleGroupsNamespace(
+        scope,
+        "Rules",
+        name=f"{autoscaling.service.name}-scaling",
+        workspace=observability.workspace.attr_arn,
+        data=scaling_rule_groups(autoscaling),
+    )
+    minutes = math.ceil(scale_out_seconds(autoscaling) / 60)
+    wake = autoscaling.wake
+    dashboard.dashboard.add_widgets(
+        cloudwatch.TextWidget(
+            markdown=(
+                f"## Scaling: {autoscaling.min_replicas}-{autoscaling.max_replicas} replicas of "
+                f"{autoscaling.service.nodes} node(s) in group `{autoscaling.service.group.name}`\n"
+                f"One more replica serves after about {minutes} min (nodes, image, weights, engine). "
+                + (
+                    f"From zero, a first request waits up to {math.ceil(wake.total_seconds / 60)} min "
+                    "(clients retry that long). "
+                    if wake is not None
+                    else ""
+                )
+                + f"`{PENDING_ALERT}` fires when replicas pend longer: the group cannot grow. "
+                "Nodes per group and Karpenter's events have no source in the cluster (see the docs)."
+            ),
+            width=24,
+            height=2,
+        )
+    )
+    panels = [
+        ("Serving replicas", SERVING_REPLICAS_RULE, None),
+        ("Replicas KEDA asks for", DESIRED_REPLICAS_RULE, float(autoscaling.max_replicas)),
+        ("Pending replicas (waiting for nodes or starting)", PENDING_REPLICAS_RULE, None),
+    ]
+    widgets: list[cloudwatch.IWidget] = [
+        dashboard.promql_widget(title, query, "", threshold) for title, query, threshold in panels
+    ]
+    widgets.append(
+        cloudwatch.TextWidget(
+            markdown=(
+                "### Time to serve after scale-out\n"
+                f"Estimated {minutes} min. Measured: the length of each spell of *Pending "
+                "replicas* above 0."
+            ),
+            width=12,
+            height=6,
+        )
+    )
+    for left, right in zip(widgets[::2], widgets[1::2], strict=True):
+        dashboard.dashboard.add_widgets(left, right)
+    return rules
