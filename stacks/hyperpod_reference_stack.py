@@ -27,6 +27,7 @@ from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
 from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
 from cdk_llm_serving.hyperpod.observability import VllmObservability
 from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+from cdk_llm_serving.hyperpod.tiered_storage import TieredStorage
 from cdk_llm_serving.model_sources import ModelData
 from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
@@ -128,6 +129,10 @@ class HyperPodReferenceStack(Stack):
                 *single_node_groups,
             ],
             admin_role_arns=settings.admin_role_arns,
+            # The operator variant's tiered KV cache needs the cluster's managed tiered storage
+            # (5 % of every node's memory); declared here, before the multi-node service, so
+            # that its KV offload buffer leaves the tier's share out (#29 M5).
+            tiered_storage=TieredStorage() if settings.inference_operator else None,
             gpu_availability_zone_id=settings.gpu_availability_zone_id,
             nodes_ready_timeout=(
                 Duration.minutes(settings.nodes_ready_minutes)

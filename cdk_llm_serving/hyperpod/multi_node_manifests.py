@@ -209,6 +209,10 @@ class MultiNodeWorkload:
     :param load_balancer_subnets: subnet IDs the load balancer is placed in
         (``service.beta.kubernetes.io/aws-load-balancer-subnets``). Default: none; the AWS Load
         Balancer Controller discovers the subnets by tag.
+    :param router_labels: the labels of the prefix-aware router's pods (``prefix_routing``):
+        the load-balanced Service selects them, on ``router_port``, instead of the leaders.
+        Default: none; the Service selects the leaders.
+    :param router_port: the routers' TLS port (with ``router_labels``).
     """
 
     name: str
@@ -224,6 +228,8 @@ class MultiNodeWorkload:
     exposure: Exposure
     vpc_cidr: str
     load_balancer_subnets: tuple[str, ...] = ()
+    router_labels: tuple[tuple[str, str], ...] = ()
+    router_port: int | None = None
 
     @property
     def nodes(self) -> int:
@@ -373,7 +379,8 @@ class MultiNodeWorkload:
         }
 
     def service_manifest(self) -> dict[str, Any]:
-        """The Service on the leaders, behind the load balancer ``exposure`` describes.
+        """The Service on the leaders (or on their router), behind the load balancer
+        ``exposure`` describes.
 
         Named ``<name>-api`` (``api_service_name``): the LWS's own name is its headless
         Service's, which the workers find the leader through.
@@ -390,12 +397,12 @@ class MultiNodeWorkload:
             "spec": {
                 "type": "LoadBalancer",
                 "loadBalancerSourceRanges": list(self.exposure.source_ranges or [self.vpc_cidr]),
-                "selector": self.leader_labels(),
+                "selector": dict(self.router_labels) or self.leader_labels(),
                 "ports": [
                     {
                         "name": self.exposure.scheme,
                         "port": self.exposure.port,
-                        "targetPort": VLLM_API_PORT,
+                        "targetPort": self.router_port if self.router_labels else VLLM_API_PORT,
                         "protocol": "TCP",
                     }
                 ],
