@@ -36,6 +36,7 @@ from rehearsal.controllers import (
     lbc,
     lifecycle,
     lws,
+    router,
     scheduler,
     volumes,
 )
@@ -440,6 +441,8 @@ class Player:
                     break
         for unissued in certmanager.not_issued(world):
             world.report(unissued)
+        for unreachable in router.check(world):
+            world.report(unreachable)
         for key, service in world.of_kind("Service"):
             if lbc.handled(service):
                 selector = (service.get("spec") or {}).get("selector") or {}

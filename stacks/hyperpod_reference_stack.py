@@ -26,6 +26,7 @@ from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
 from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
 from cdk_llm_serving.hyperpod.observability import VllmObservability
+from cdk_llm_serving.hyperpod.prefix_routing import PrefixRouting
 from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
 from cdk_llm_serving.hyperpod.tiered_storage import TieredStorage
 from cdk_llm_serving.model_sources import ModelData
@@ -175,6 +176,9 @@ class HyperPodReferenceStack(Stack):
             # Prefix-cache blocks evicted from GPU memory kept in the pods' host memory (the
             # default only under KV_OFFLOAD_CONTEXT, for stacks made before it).
             kv_offload=True,
+            # vLLM's prefix-aware router in front of the replicas when KEDA may run more than
+            # one (#29); at one replica there is nothing to choose from.
+            routing=PrefixRouting() if settings.max_replicas > 1 else None,
             config=VllmConfig(
                 model="set-by-the-service",
                 served_model_name="reference-moe-nvfp4",
