@@ -21,6 +21,9 @@ The service is split by job: ``multi_node_placement`` decides where the replicas
 nodes per replica, plan, resources), ``multi_node_manifests`` renders the Kubernetes objects
 from immutable inputs, and the construct here wires them into the cluster.
 
+With ``routing`` (``prefix_routing``), vLLM's prefix-aware router runs on the system nodes in
+front of the leaders and the load-balanced Service selects it instead (TLS on every hop).
+
 Pods are Guaranteed (``pod_spec``), restricted and isolated by NetworkPolicies; the leader
 needs an API key from Secrets Manager (``serving_security``) and serves HTTPS itself with a
 certificate from cert-manager (``serving_tls``): no hop between a client and vLLM is plaintext.

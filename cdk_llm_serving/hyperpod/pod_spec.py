@@ -33,8 +33,10 @@
   vLLM's own host memory per GPU): keep ``PROCESS_BASE_GIB`` for the API server and engine
   core, ``PROCESS_GIB_PER_GPU`` per GPU worker (CUDA context, NCCL, pinned staging buffers)
   and the node's share of the weights (page cache of safetensors reads from FSx, or the Run:ai
-  streamer's host buffers), and offload the rest; below ``MIN_KV_OFFLOAD_GIB`` it is not
-  worth the start-up time of pinning it.
+  streamer's host buffers), and the share the cluster's managed tiered storage takes of the
+  node (``TieredStorage.memory_percentage``; its daemon's memory is beside the pod, inside the
+  headroom), and offload the rest; below ``MIN_KV_OFFLOAD_GIB`` it is not worth the start-up
+  time of pinning it.
 * A restricted container: no privilege escalation, every capability dropped except
   ``IPC_LOCK`` (EFA/libfabric registers - pins - memory for RDMA:
   https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html asks for ``IPC_LOCK`` on
