@@ -42,7 +42,8 @@ TLS_SOURCE = "rustls-native-certs README (SSL_CERT_FILE replaces the platform tr
 def _router_container(pod: PodState) -> dict[str, Any] | None:
     for container in pod.spec.get("containers") or []:
         if (container.get("command") or [""])[0] == "vllm-router":
-            return container
+            found: dict[str, Any] = container
+            return found
     return None
 
 
