@@ -381,6 +381,13 @@ class RouterDeployment:
             "image": routing.proxy_image,
             "args": self.proxy_args(),
             "ports": [{"name": "https", "containerPort": ROUTER_TLS_PORT}],
+            # Listening is all the proxy does: a TCP check (the router's probes go through it).
+            "readinessProbe": {"tcpSocket": {"port": ROUTER_TLS_PORT}, "periodSeconds": 10},
+            "livenessProbe": {
+                "tcpSocket": {"port": ROUTER_TLS_PORT},
+                "periodSeconds": 30,
+                "failureThreshold": 5,
+            },
             "resources": {"requests": dict(PROXY_RESOURCES), "limits": dict(PROXY_RESOURCES)},
             "lifecycle": pre_stop,
             "securityContext": security,

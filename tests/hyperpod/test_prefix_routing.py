@@ -111,6 +111,7 @@ def test_the_router_pods_are_placed_on_the_system_nodes_and_spread(routed):
     for container in pod["containers"]:
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert container["resources"]["requests"] == container["resources"]["limits"]
+        assert {"readinessProbe", "livenessProbe"} <= set(container)  # checkov CKV_K8S_8/9
     for obj in objects.values():
         validate_core(obj)
     # No RBAC: the router never calls the Kubernetes API.
