@@ -346,9 +346,14 @@ class MultiNodeWorkload:
         startup = startup or self.startup
         claim_name = claim_name if claim_name is not None else self.claim_name
         # Only the leader serves the API: the TLS flags go on its command line alone.
-        leader_config = self.config.with_changes(
-            extra_flags={**self.config.extra_flags, **tls_flags()}
-        )
+        leader_flags = {**self.config.extra_flags, **tls_flags()}
+        if self.router_labels:
+            # vLLM's router tokenizes through /v1/chat/completions/render for its cache-aware
+            # decisions; vLLM 0.32 answers it 403 unless --enable-scale-out
+            # (vllm/entrypoints/scale_out/factories.py register_scale_out_api_routers). Its other
+            # route, /inference/v1/generate, stays closed by the route guard (not under /v1).
+            leader_flags["enable-scale-out"] = True
+        leader_config = self.config.with_changes(extra_flags=leader_flags)
         # vLLM serves /v1 (key-checked), /health and /metrics only: route_guard.py.
         leader = with_route_guard(leader_command(leader_config, self.nodes, startup))
         worker = worker_command(self.config, self.nodes, startup)

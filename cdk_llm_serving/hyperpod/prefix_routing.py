@@ -53,6 +53,12 @@ What the service deploys (all on the system nodes, none on the GPU groups):
   ``*.<name>.<namespace>.svc`` for it, and the router verifies it against ``ca.crt``. Listing
   the group's room (not the current count) lets KEDA and the rollout surge add replicas the
   router already knows; absent ones are unhealthy until they start;
+* the leaders get ``--enable-scale-out``: the cache-aware policy tokenizes each request through
+  the leader's ``/v1/chat/completions/render`` (key-checked by the route guard, like all of
+  ``/v1``), which vLLM 0.32 answers 403 without that flag
+  (``vllm/entrypoints/scale_out/factories.py``). Measured here with the 0.32 CPU build and the
+  0.1.17 router: without it every decision is ``missing_tokens``; with it, six requests sharing
+  a system prompt gave one ``prefix_miss`` then five ``prefix_hit`` on the same replica;
 * a ServiceAccount with no token and no RBAC: the router never calls the Kubernetes API;
 * a NetworkPolicy: the TLS port and the metrics port from the VPC only, no metadata service.
 

@@ -186,3 +186,19 @@ def test_a_policy_is_rendered_as_the_router_names_it():
     )
     assert service.router is not None
     assert _parse_router_args(service.router.router_args()).policy == "power_of_two"
+
+
+def test_the_leaders_serve_the_render_route_the_router_tokenizes_with(routed):
+    """Without --enable-scale-out vLLM 0.32 answers /v1/chat/completions/render 403 and the
+    router's cache-aware policy decides without tokens (``missing_tokens``; measured with the
+    0.32 CPU build and the 0.1.17 router); only the leader gets it, and only with the router."""
+    service, _ = routed
+    templates = service.lws["spec"]["leaderWorkerTemplate"]
+    leader = templates.get("leaderTemplate") or templates["workerTemplate"]
+    (container,) = leader["spec"]["containers"]
+    assert "--enable-scale-out" in " ".join(container["command"] + container["args"])
+    stack = new_stack("NoScaleOut")
+    cluster, addons, store = small_cluster(stack, gpu_count=2)
+    plain = deepseek_service(stack, cluster, addons, store, replicas=2)
+    (container,) = plain.lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"]
+    assert "--enable-scale-out" not in " ".join(container["command"] + container["args"])
