@@ -36,6 +36,7 @@ from rehearsal.controllers import (
     lbc,
     lifecycle,
     lws,
+    router,
     scheduler,
     volumes,
 )
@@ -440,6 +441,8 @@ class Player:
                     break
         for unissued in certmanager.not_issued(world):
             world.report(unissued)
+        for unreachable in router.check(world):
+            world.report(unreachable)
         for key, service in world.of_kind("Service"):
             if lbc.handled(service):
                 selector = (service.get("spec") or {}).get("selector") or {}
@@ -638,6 +641,24 @@ def live_deployment(world: World) -> LiveDeployment | None:
     )
 
 
+def _routed_leaders(
+    world: World, namespace: str, selector: dict[str, str], serving: list[PodState]
+) -> list[PodState]:
+    """The leaders behind a Service that selects vLLM's router pods (``controllers.router``):
+    the live run does not run the router (README "What it cannot see"), so its requests go to
+    the leaders the router checked, as the router would send them (same TLS, same key)."""
+    routers = [
+        p
+        for p in world.pods.values()
+        if p.key[1] == namespace
+        and dns.selects(selector, p.labels)
+        and router._router_container(p) is not None
+    ]
+    if not routers:
+        return []
+    return [p for p in serving if p.key[1] == namespace and p.labels.get(lws.WORKER) == "0"]
+
+
 def _service_address(world: World, serving: list[PodState]) -> ServiceAddress:
     for key, service in world.of_kind("Service"):
         spec = service.get("spec") or {}
@@ -646,10 +667,20 @@ def _service_address(world: World, serving: list[PodState]) -> ServiceAddress:
             for p in serving
             if p.key[1] == key[1] and dns.selects(spec.get("selector") or {}, p.labels)
         ]
+        routed = []
+        if spec.get("type") == "LoadBalancer" and not selected:
+            routed = _routed_leaders(world, key[1], spec.get("selector") or {}, serving)
+            selected = routed
         if spec.get("type") != "LoadBalancer" or not selected:
             continue
         port = (spec.get("ports") or [{}])[0]
         target = port.get("targetPort", port.get("port"))
+        if routed:
+            target = next(
+                int(p["containerPort"])
+                for c in selected[0].spec["containers"]
+                for p in c.get("ports") or []
+            )
         if isinstance(target, str):
             target = next(
                 int(p["containerPort"])
@@ -659,8 +690,14 @@ def _service_address(world: World, serving: list[PodState]) -> ServiceAddress:
             )
         annotations = (service.get("metadata") or {}).get("annotations") or {}
         ca, names = b"", ()
+        # The certificate the selected pods serve with (a routed service has the router's too).
+        mounted = {
+            (v.get("secret") or {}).get("secretName") for v in selected[0].spec.get("volumes") or []
+        }
         for (_, namespace, _name), certificate in world.of_kind("Certificate"):
             secret = world.get("Secret", namespace, certificate["spec"]["secretName"])
+            if certificate["spec"]["secretName"] not in mounted:
+                continue
             if namespace == key[1] and secret is not None and not certificate["spec"].get("isCA"):
                 import base64
 

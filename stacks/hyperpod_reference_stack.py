@@ -26,7 +26,9 @@ from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
 from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
 from cdk_llm_serving.hyperpod.observability import VllmObservability
+from cdk_llm_serving.hyperpod.prefix_routing import PrefixRouting
 from cdk_llm_serving.hyperpod.replica_autoscaling import ScaleToZero, VllmReplicaAutoscaling
+from cdk_llm_serving.hyperpod.tiered_storage import TieredStorage
 from cdk_llm_serving.model_sources import ModelData
 from cdk_llm_serving.planning.decode import Workload
 from cdk_llm_serving.planning.sizing import plan
@@ -154,6 +156,10 @@ class HyperPodReferenceStack(Stack):
                 *single_node_groups,
             ],
             admin_role_arns=settings.admin_role_arns,
+            # The operator variant's tiered KV cache needs the cluster's managed tiered storage
+            # (5 % of every node's memory); declared here, before the multi-node service, so
+            # that its KV offload buffer leaves the tier's share out (#29 M5).
+            tiered_storage=TieredStorage() if settings.inference_operator else None,
             gpu_availability_zone_id=settings.gpu_availability_zone_id,
             nodes_ready_timeout=(
                 Duration.minutes(settings.nodes_ready_minutes)
@@ -203,6 +209,9 @@ class HyperPodReferenceStack(Stack):
             # Prefix-cache blocks evicted from GPU memory kept in the pods' host memory (the
             # default only under KV_OFFLOAD_CONTEXT, for stacks made before it).
             kv_offload=True,
+            # vLLM's prefix-aware router in front of the replicas when KEDA may run more than
+            # one (#29); at one replica there is nothing to choose from.
+            routing=PrefixRouting() if settings.max_replicas > 1 else None,
             config=VllmConfig(
                 model="set-by-the-service",
                 served_model_name="reference-moe-nvfp4",

@@ -40,6 +40,7 @@ from .multi_node_service import Exposure, VllmMultiNodeService
 from .node_autoscaling import NodeAutoscaling
 from .node_readiness import HyperPodNodesReady
 from .observability import VllmObservability
+from .prefix_routing import PrefixRouting, RouterPolicy
 from .replica_autoscaling import ScaleToZero, VllmReplicaAutoscaling, WakeTime
 from .tiered_storage import TieredStorage
 
@@ -68,6 +69,8 @@ __all__ = [
     "MultiNodePlacement",
     "MultiNodeWorkload",
     "NodeAutoscaling",
+    "PrefixRouting",
+    "RouterPolicy",
     "RoutingStrategy",
     "ScaleToZero",
     "TieredStorage",

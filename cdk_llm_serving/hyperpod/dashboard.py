@@ -37,6 +37,9 @@ from .observability import (
     OFFLOAD_LOAD_RATE_RULE,
     OFFLOAD_STORE_RATE_RULE,
     PREFIX_CACHE_HIT_RATE_RULE,
+    ROUTER_HEALTHY_RULE,
+    ROUTER_PREFIX_HIT_RULE,
+    ROUTER_REQUESTS_RULE,
     VllmObservability,
 )
 
@@ -85,6 +88,13 @@ PANELS: tuple[_Panel, ...] = (
     _Panel("KV offload stores (GPU to host)", OFFLOAD_STORE_RATE_RULE, " B/s", None),
 )
 
+#: The prefix-aware router's panels (``VllmMultiNodeService(routing=)``), when it has one.
+ROUTER_PANELS = (
+    _Panel("Router: requests per replica", ROUTER_REQUESTS_RULE, " req/s", None),
+    _Panel("Router: prefix-hit share of decisions", ROUTER_PREFIX_HIT_RULE, "", None),
+    _Panel("Router: healthy replicas", ROUTER_HEALTHY_RULE, "", None),
+)
+
 
 class VllmDashboard(Construct):
     """TTFT, inter-token and end-to-end p99, queue, KV cache, throughput, MTP acceptance,
@@ -105,9 +115,12 @@ class VllmDashboard(Construct):
             self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3)
         )
         self.dashboard.add_widgets(_header(observability))
-        widgets = [self._panel_widget(panel, observability) for panel in PANELS]
-        for left, right in zip(widgets[::2], widgets[1::2], strict=True):
+        panels = [*PANELS, *(ROUTER_PANELS if observability.service.router else ())]
+        widgets = [self._panel_widget(panel, observability) for panel in panels]
+        for left, right in zip(widgets[::2], widgets[1::2], strict=False):
             self.dashboard.add_widgets(left, right)
+        if len(widgets) % 2:
+            self.dashboard.add_widgets(widgets[-1])
 
     def _render_widget_function(self, observability: VllmObservability) -> lambda_.Function:
         """The custom-widget Lambda: queries only this workspace, logs to its own group."""

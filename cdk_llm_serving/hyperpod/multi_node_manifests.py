@@ -209,6 +209,10 @@ class MultiNodeWorkload:
     :param load_balancer_subnets: subnet IDs the load balancer is placed in
         (``service.beta.kubernetes.io/aws-load-balancer-subnets``). Default: none; the AWS Load
         Balancer Controller discovers the subnets by tag.
+    :param router_labels: the labels of the prefix-aware router's pods (``prefix_routing``):
+        the load-balanced Service selects them, on ``router_port``, instead of the leaders.
+        Default: none; the Service selects the leaders.
+    :param router_port: the routers' TLS port (with ``router_labels``).
     """
 
     name: str
@@ -224,6 +228,8 @@ class MultiNodeWorkload:
     exposure: Exposure
     vpc_cidr: str
     load_balancer_subnets: tuple[str, ...] = ()
+    router_labels: tuple[tuple[str, str], ...] = ()
+    router_port: int | None = None
 
     @property
     def nodes(self) -> int:
@@ -340,9 +346,14 @@ class MultiNodeWorkload:
         startup = startup or self.startup
         claim_name = claim_name if claim_name is not None else self.claim_name
         # Only the leader serves the API: the TLS flags go on its command line alone.
-        leader_config = self.config.with_changes(
-            extra_flags={**self.config.extra_flags, **tls_flags()}
-        )
+        leader_flags = {**self.config.extra_flags, **tls_flags()}
+        if self.router_labels:
+            # vLLM's router tokenizes through /v1/chat/completions/render for its cache-aware
+            # decisions; vLLM 0.32 answers it 403 unless --enable-scale-out
+            # (vllm/entrypoints/scale_out/factories.py register_scale_out_api_routers). Its other
+            # route, /inference/v1/generate, stays closed by the route guard (not under /v1).
+            leader_flags["enable-scale-out"] = True
+        leader_config = self.config.with_changes(extra_flags=leader_flags)
         # vLLM serves /v1 (key-checked), /health and /metrics only: route_guard.py.
         leader = with_route_guard(leader_command(leader_config, self.nodes, startup))
         worker = worker_command(self.config, self.nodes, startup)
@@ -373,7 +384,8 @@ class MultiNodeWorkload:
         }
 
     def service_manifest(self) -> dict[str, Any]:
-        """The Service on the leaders, behind the load balancer ``exposure`` describes.
+        """The Service on the leaders (or on their router), behind the load balancer
+        ``exposure`` describes.
 
         Named ``<name>-api`` (``api_service_name``): the LWS's own name is its headless
         Service's, which the workers find the leader through.
@@ -390,12 +402,12 @@ class MultiNodeWorkload:
             "spec": {
                 "type": "LoadBalancer",
                 "loadBalancerSourceRanges": list(self.exposure.source_ranges or [self.vpc_cidr]),
-                "selector": self.leader_labels(),
+                "selector": dict(self.router_labels) or self.leader_labels(),
                 "ports": [
                     {
                         "name": self.exposure.scheme,
                         "port": self.exposure.port,
-                        "targetPort": VLLM_API_PORT,
+                        "targetPort": self.router_port if self.router_labels else VLLM_API_PORT,
                         "protocol": "TCP",
                     }
                 ],

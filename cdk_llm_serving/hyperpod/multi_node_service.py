@@ -21,6 +21,9 @@ The service is split by job: ``multi_node_placement`` decides where the replicas
 nodes per replica, plan, resources), ``multi_node_manifests`` renders the Kubernetes objects
 from immutable inputs, and the construct here wires them into the cluster.
 
+With ``routing`` (``prefix_routing``), vLLM's prefix-aware router runs on the system nodes in
+front of the leaders and the load-balanced Service selects it instead (TLS on every hop).
+
 Pods are Guaranteed (``pod_spec``), restricted and isolated by NetworkPolicies; the leader
 needs an API key from Secrets Manager (``serving_security``) and serves HTTPS itself with a
 certificate from cert-manager (``serving_tls``): no hop between a client and vLLM is plaintext.
@@ -35,7 +38,7 @@ import jsii
 from aws_cdk import Annotations, CfnOutput, Duration, IStableAnyProducer, Lazy, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from .._cdk.arns import ACM_CERTIFICATE, check_arn
 from .._cdk.deprecation import renamed_prop
@@ -61,7 +64,10 @@ from .model_store import FsxModelStore
 from .multi_node_manifests import (
     API_SERVICE_SUFFIX,
     HTTPS_PORT,
+    NLB_DEREGISTRATION_DELAY_SECONDS,
+    NLB_HEALTH_CHECK_INTERVAL_SECONDS,
     SERVICE_NAME_MAX,
+    STOP_MARGIN_SECONDS,
     TERMINATION_GRACE_SECONDS,
     TLS_LISTENER_POLICY,
     WEIGHTS_MOUNT,
@@ -70,6 +76,13 @@ from .multi_node_manifests import (
 )
 from .multi_node_placement import MultiNodePlacement, place_replicas
 from .pod_spec import MIN_KV_OFFLOAD_GIB, kv_offload_budget_gib, memory_gib
+from .prefix_routing import (
+    PREFIX_ROUTING_CONTEXT,
+    ROUTER_TLS_PORT,
+    PrefixRouting,
+    RouterDeployment,
+    leader_wildcard,
+)
 from .serving_image import IMAGE_WITHOUT_EFA_WARNING, default_vllm_image
 from .serving_security import generated_api_key, secret_provider_class, secrets_store_addon
 from .serving_tls import (
@@ -83,6 +96,7 @@ from .serving_tls import (
 __all__ = [
     "HTTPS_PORT",
     "KV_OFFLOAD_CONTEXT",
+    "PREFIX_ROUTING_CONTEXT",
     "TLS_LISTENER_POLICY",
     "Exposure",
     "VllmMultiNodeService",
@@ -102,6 +116,27 @@ class _Rendered:
     @classmethod
     def of(cls, render: Callable[[], Any]) -> Any:
         return Lazy.any(cls(render))
+
+
+@jsii.implements(IValidation)
+class _TierCheck:
+    """Fails the synth when the cluster's tiered storage was turned on (e.g. by a
+    ``HyperPodInferenceEndpoint`` with the tiered L2, ``enable_tiered_storage``) after the
+    service sized its KV offload buffer without it: the buffer would take the tier's share."""
+
+    def __init__(self, service: VllmMultiNodeService) -> None:
+        self._service = service
+
+    def validate(self) -> list[str]:
+        service = self._service
+        if service.cluster.tiered_storage == service.tiered_storage_at_sizing:
+            return []
+        return [
+            f"kv_offload: the cluster's tiered storage ({service.cluster.tiered_storage}) was "
+            "turned on after this service sized --kv-offloading-size without it; create the "
+            "construct that turns it on (HyperPodInferenceEndpoint with the tiered L2) before "
+            "the service, or give the cluster tiered_storage=TieredStorage(...)"
+        ]
 
 
 _OWNER = "VllmMultiNodeService"
@@ -155,6 +190,16 @@ class VllmMultiNodeService(Construct):
         (64 GiB) to spare; without it off, so a stack made before keeps its pods (a new flag
         rolls every pod of the LeaderWorkerSet, an outage at one replica). On whenever
         ``config.kv_offloading_size`` is set; ``False`` turns it off.
+    :param routing: prefix-cache-aware routing in front of the replicas (``PrefixRouting``:
+        vLLM's router on the system nodes, TLS end to end; ``prefix_routing``); the
+        load-balanced Service then selects the routers instead of the leaders. It costs two
+        small pods on the system nodes and one in-cluster TLS hop; it pays when requests share
+        prefixes (multi-turn chat, shared system prompts). ``True``: ``PrefixRouting()``.
+        Default: with the context flag ``PREFIX_ROUTING_CONTEXT``
+        (``"@cdk-llm-serving/hyperpod:multiNodePrefixRouting": true``) on at ``replicas`` > 1;
+        otherwise off (one replica has nothing to choose from, and a stack made before the flag
+        keeps its load balancer on the leaders). Give it explicitly when an autoscaler adds the
+        replicas (``VllmReplicaAutoscaling`` with ``replicas=1``).
     :param quantization: Deprecated: use ``weight_format``.
     :param model_store: Deprecated: use ``weights`` (an ``FsxModelStore``).
     :param stream_from: Deprecated: use ``weights`` (a ``ModelData``).
@@ -185,6 +230,7 @@ class VllmMultiNodeService(Construct):
         name: str | None = None,
         catalog: Catalog | None = None,
         kv_offload: bool | None = None,
+        routing: PrefixRouting | bool | None = None,
         quantization: WeightFormat | str | None = None,
         model_store: FsxModelStore | None = None,
         stream_from: ModelData | None = None,
@@ -225,6 +271,8 @@ class VllmMultiNodeService(Construct):
         self._check_service_name(problems)
         check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
         self.kv_offload_requested = kv_offload
+        #: The cluster's tiered storage when the offload buffer was sized (``_TierCheck``).
+        self.tiered_storage_at_sizing = cluster.tiered_storage
         self.config, config_valid = self._configure(problems, config)
         if self.stream_from is not None:
             self.stream_from.validate(problems, "weights")
@@ -246,6 +294,8 @@ class VllmMultiNodeService(Construct):
         #: weights from S3 into the FSx store if that takes longer (``model_store``).
         self.startup_timeout_seconds: int = self._startup_timeout(self.cold_start)
         self.service_account = f"{self.name}-vllm"
+        #: The prefix-aware router in front of the leaders, ``None`` when off (``routing``).
+        self.router: RouterDeployment | None = self._router(problems, routing)
         #: The renderers of this service's Kubernetes objects (pure; see ``multi_node_manifests``).
         self.workload = MultiNodeWorkload(
             name=self.name,
@@ -261,12 +311,16 @@ class VllmMultiNodeService(Construct):
             exposure=exposure,
             vpc_cidr=self.vpc_cidr,
             load_balancer_subnets=self._load_balancer_subnets(exposure),
+            router_labels=tuple(self.router.labels().items()) if self.router else (),
+            router_port=ROUTER_TLS_PORT if self.router else None,
         )
         #: What sets the replica count when not the manifest (``hand_replicas_to``).
         self.replicas_owner: Construct | None = None
         #: The LeaderWorkerSet; rendering it runs the multi-node launcher's own checks.
         self.lws: dict[str, Any] = self._render_lws(problems) if config_valid else {}
         problems.raise_if_any()
+        if self.config.kv_offloading_size is not None:
+            self.node.add_validation(_TierCheck(self))
 
         cluster.reserve_gpu_nodes(self, self.group.name, self.placement.gpu_nodes)
         self._warn_about_image()
@@ -321,10 +375,14 @@ class VllmMultiNodeService(Construct):
             self.load_balancer_hostname,
             *exposure.tls_dns_names,
         ]
+        # With the router, the leaders are dialled by their own names (prefix_routing).
+        leader_names = [leader_wildcard(self.name, self.namespace)] if self.router else []
         self.certificate = serving_certificate(
-            self.name, self.namespace, self.labels(), self.tls_dns_names
+            self.name, self.namespace, self.labels(), [*self.tls_dns_names, *leader_names]
         )
         self.certificate_resource = self._serving_certificate()
+        #: The router's Kubernetes objects (``None`` without ``routing``).
+        self.router_resource = self._router_resources(prerequisites[0])
         #: Base64 of the PEM CA certificate that signs the leader's certificate (public).
         self.ca_certificate = self._ca_certificate()
 
@@ -520,7 +578,17 @@ class VllmMultiNodeService(Construct):
         if memory is None:
             return None
         weights = self.plan.weight_bytes / self.nodes / 2**30 if self.plan else 0.0
-        return kv_offload_budget_gib(memory, self.instance.gpus, weights)
+        return kv_offload_budget_gib(
+            memory, self.instance.gpus, weights, tier_gib=self.tiered_storage_gib
+        )
+
+    @property
+    def tiered_storage_gib(self) -> float:
+        """GiB of each GPU node the cluster's managed tiered storage takes (``TieredStorage``,
+        ``memory_percentage`` of the instance's memory), 0 without it: the KV offload budget
+        leaves it out (``pod_spec.kv_offload_budget_gib``)."""
+        tier = self.cluster.tiered_storage
+        return tier.memory_gib(self.instance.host_memory_gib) if tier is not None else 0.0
 
     @property
     def engines_per_node(self) -> int:
@@ -672,6 +740,33 @@ class VllmMultiNodeService(Construct):
                     continue  # reported by _configure
                 problems.extend([problem], "" if problem.property == "startup" else "config")
             return {}
+
+    def _router(
+        self, problems: Problems, routing: PrefixRouting | bool | None
+    ) -> RouterDeployment | None:
+        """The router's renderer when ``routing`` (or its default) asks for one."""
+        if routing is None:
+            wanted = bool(self.node.try_get_context(PREFIX_ROUTING_CONTEXT)) and self.replicas > 1
+            routing = wanted
+        if routing is False:
+            return None
+        settings = PrefixRouting() if routing is True else routing
+        if not isinstance(settings, PrefixRouting):
+            problems.add("routing", routing, "a PrefixRouting, True, False or None (the default)")
+            return None
+        settings.validate(problems, "routing")
+        pre_stop = NLB_DEREGISTRATION_DELAY_SECONDS + NLB_HEALTH_CHECK_INTERVAL_SECONDS
+        return RouterDeployment(
+            routing=settings,
+            name=self.name,
+            namespace=self.namespace,
+            # Every replica the GPU group has room for, the rollout's surge included.
+            ceiling=max(self.replicas, self.group.capacity // max(self.nodes, 1)),
+            startup_timeout_seconds=self.startup_timeout_seconds,
+            vpc_cidr=self.vpc_cidr,
+            pre_stop_seconds=pre_stop,
+            grace_seconds=pre_stop + STOP_MARGIN_SECONDS,
+        )
 
     def _check_on_hardware(self, config: VllmConfig, problems: Problems) -> None:
         """Problems the group's GPUs rule out; warnings for formats they emulate."""
@@ -926,6 +1021,20 @@ class VllmMultiNodeService(Construct):
         resource.node.add_dependency(self.addons.enable_cert_manager_webhook())
         self.lws_manifest.node.add_dependency(resource)
         return resource
+
+    def _router_resources(self, namespace: Construct) -> eks.KubernetesManifest | None:
+        """The router's certificate (the load balancer's names, the service's CA) and its
+        objects, once the Issuers are there; the Service's targets follow."""
+        if self.router is None:
+            return None
+        certificate = self._manifest(
+            "RouterCertificate", [self.router.certificate(self.tls_dns_names)]
+        )
+        certificate.node.add_dependency(self.tls_issuers)
+        router = self._manifest("Router", self.router.manifests())
+        router.node.add_dependency(certificate)
+        router.node.add_dependency(namespace)
+        return router
 
     def _ca_certificate(self) -> str:
         """The CA of the leader's certificate, read from its secret, and output."""

@@ -62,6 +62,7 @@ from .constants import (
 )
 from .interfaces import IHyperPodCluster
 from .multi_node_service import VllmMultiNodeService
+from .prefix_routing import ROUTER_METRICS_PORT
 
 _YAML_OPTIONS: dict[str, Any] = {"sort_keys": False, "width": 1_000_000}
 
@@ -87,6 +88,20 @@ OFFLOAD_HIT_RATE_RULE = "vllm:kv_offload_hit_rate"
 OFFLOAD_LOAD_RATE_RULE = "vllm:kv_offload_load_bytes_per_second"
 #: Bytes per second stored from GPU memory into host memory.
 OFFLOAD_STORE_RATE_RULE = "vllm:kv_offload_store_bytes_per_second"
+# The prefix-aware router's series (``prefix_routing``; vllm-router 0.1.17's Prometheus
+# endpoint, read from a running router: ``vllm_router_processed_requests_total{worker}``,
+# ``vllm_router_worker_health{worker}`` 1/0, and
+# ``vllm_router_prefix_routing_decisions_total{policy,stage,outcome}`` with the outcomes
+# ``prefix_hit``, ``prefix_miss``, ``load_imbalance`` and ``missing_tokens``).
+ROUTER_PROCESSED_REQUESTS = "vllm_router_processed_requests_total"
+ROUTER_WORKER_HEALTH = "vllm_router_worker_health"
+ROUTER_PREFIX_DECISIONS = "vllm_router_prefix_routing_decisions_total"
+#: Requests per second the routers sent to each replica (label ``worker``: its leader's URL).
+ROUTER_REQUESTS_RULE = "vllm_router:requests_per_replica"
+#: Share of the routers' cache-aware decisions that found a replica holding the prefix (0-1).
+ROUTER_PREFIX_HIT_RULE = "vllm_router:prefix_hit_share"
+#: Replicas at least one router sees healthy.
+ROUTER_HEALTHY_RULE = "vllm_router:healthy_replicas"
 
 
 class VllmObservability(Construct):
@@ -285,8 +300,34 @@ class VllmObservability(Construct):
             ],
             "relabel_configs": relabel,
         }
-        document = {"global": {"scrape_interval": seconds}, "scrape_configs": [job]}
+        jobs = [job, *self._router_job()]
+        document = {"global": {"scrape_interval": seconds}, "scrape_configs": jobs}
         return str(yaml.safe_dump(document, **_YAML_OPTIONS))
+
+    def _router_job(self) -> list[dict[str, Any]]:
+        """The prefix-aware routers' metrics port (plain HTTP inside the VPC, no key: request
+        counts and replica health only; ``prefix_routing``), when the service has them."""
+        router = self.service.router
+        if router is None:
+            return []
+        keep = [
+            (prometheus_pod_label(APP_NAME_LABEL), router.router_name),
+            ("__meta_kubernetes_pod_container_port_number", str(ROUTER_METRICS_PORT)),
+        ]
+        relabel: list[dict[str, Any]] = [
+            {"source_labels": [label], "regex": regex, "action": "keep"} for label, regex in keep
+        ]
+        relabel.append({"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"})
+        return [
+            {
+                "job_name": "vllm-router",
+                "metrics_path": VLLM_METRICS_PATH,
+                "kubernetes_sd_configs": [
+                    {"role": "pod", "namespaces": {"names": [self.service.namespace]}}
+                ],
+                "relabel_configs": relabel,
+            }
+        ]
 
     def rule_groups(self, ttft: Duration, max_waiting: int, kv_saturation: float) -> str:
         """Recording rules for the serving SLOs and the alerts on them (Prometheus rule file)."""
@@ -298,7 +339,8 @@ class VllmObservability(Construct):
                         {
                             "name": f"{name}-recording",
                             "interval": "1m",
-                            "rules": _recording_rules(),
+                            "rules": _recording_rules()
+                            + (_router_recording_rules() if self.service.router else []),
                         },
                         {
                             "name": f"{name}-alerts",
@@ -372,6 +414,27 @@ class VllmObservability(Construct):
             .replace("TOPIC_ARN", self.alerts_topic.topic_arn)
             .replace("REGION", Aws.REGION)
         )
+
+
+def _router_recording_rules() -> list[dict[str, str]]:
+    """Requests per replica, the share of prefix hits, the replicas the routers see healthy."""
+    decisions = f"sum(rate({ROUTER_PREFIX_DECISIONS}[5m]))"
+    return [
+        {
+            "record": ROUTER_REQUESTS_RULE,
+            "expr": f"sum by (worker) (rate({ROUTER_PROCESSED_REQUESTS}[5m]))",
+        },
+        {
+            "record": ROUTER_PREFIX_HIT_RULE,
+            "expr": (
+                f'sum(rate({ROUTER_PREFIX_DECISIONS}{{outcome="prefix_hit"}}[5m])) / {decisions}'
+            ),
+        },
+        {
+            "record": ROUTER_HEALTHY_RULE,
+            "expr": f"count(max by (worker) ({ROUTER_WORKER_HEALTH}) == 1)",
+        },
+    ]
 
 
 def _recording_rules() -> list[dict[str, str]]:

@@ -33,8 +33,10 @@
   vLLM's own host memory per GPU): keep ``PROCESS_BASE_GIB`` for the API server and engine
   core, ``PROCESS_GIB_PER_GPU`` per GPU worker (CUDA context, NCCL, pinned staging buffers)
   and the node's share of the weights (page cache of safetensors reads from FSx, or the Run:ai
-  streamer's host buffers), and offload the rest; below ``MIN_KV_OFFLOAD_GIB`` it is not
-  worth the start-up time of pinning it.
+  streamer's host buffers), and the share the cluster's managed tiered storage takes of the
+  node (``TieredStorage.memory_percentage``; its daemon's memory is beside the pod, inside the
+  headroom), and offload the rest; below ``MIN_KV_OFFLOAD_GIB`` it is not worth the start-up
+  time of pinning it.
 * A restricted container: no privilege escalation, every capability dropped except
   ``IPC_LOCK`` (EFA/libfabric registers - pins - memory for RDMA:
   https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html asks for ``IPC_LOCK`` on
@@ -109,9 +111,26 @@ def memory_gib(resources: dict[str, str] | Any) -> int | None:
     return int(str(memory)[: -len("Gi")])
 
 
-def kv_offload_budget_gib(pod_memory_gib: int, gpus: int, weights_gib_per_node: float) -> int:
-    """GiB of the pod's memory left for KV offload buffers on one node (module doc), >= 0."""
-    reserve = PROCESS_BASE_GIB + PROCESS_GIB_PER_GPU * gpus + math.ceil(weights_gib_per_node)
+def kv_offload_budget_gib(
+    pod_memory_gib: int, gpus: int, weights_gib_per_node: float, tier_gib: float = 0.0
+) -> int:
+    """GiB of the pod's memory left for KV offload buffers on one node (module doc), >= 0.
+
+    ``tier_gib``: what the cluster's managed tiered storage takes of the node
+    (``TieredStorage.memory_gib``). Its daemon holds that share of the instance's memory beside
+    the pod, inside the headroom the Guaranteed request leaves (``HEADROOM_SHARE``); the
+    headroom was sized for the kubelet, the system daemons and the DaemonSets without it. A
+    buffer that pins the pod's whole limit would then leave the node short by the tier's share
+    (the kubelet evicts, or the kernel kills, under memory pressure:
+    https://kubernetes.io/docs/concepts/scheduling-eviction/node-pressure-eviction/), so the
+    buffer gives the tier's share up: the pod's own use stays at its request less the tier.
+    """
+    reserve = (
+        PROCESS_BASE_GIB
+        + PROCESS_GIB_PER_GPU * gpus
+        + math.ceil(weights_gib_per_node)
+        + math.ceil(tier_gib)
+    )
     return max(0, pod_memory_gib - reserve)
 
 

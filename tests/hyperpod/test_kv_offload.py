@@ -119,3 +119,64 @@ def test_the_reference_moe_offloads_to_host_memory(reference_templates):
     }
     (size,) = sizes
     assert MIN_KV_OFFLOAD_GIB <= float(size) < 2048
+
+
+def _tiered_cluster(stack, percentage: int):
+    from cdk_llm_serving.hyperpod import HyperPodEksCluster, HyperPodServingAddons, TieredStorage
+    from tests.support.hyperpod import instance_groups, model_store
+
+    cluster = HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        instance_groups=instance_groups(2),
+        tiered_storage=TieredStorage(memory_percentage=percentage),
+    )
+    return (
+        cluster,
+        HyperPodServingAddons(stack, "Addons", cluster=cluster),
+        model_store(stack, cluster),
+    )
+
+
+def test_the_clusters_tiered_storage_is_left_out_of_the_offload_budget(services):
+    """M5: the tier's daemon takes ``memory_percentage`` of every node's memory beside the pod;
+    the offload buffer gives that share up (``pod_spec.kv_offload_budget_gib(tier_gib=)``)."""
+    default, _ = services
+    stack = new_stack("KvOffloadTier", **{KV_OFFLOAD_CONTEXT: True})
+    cluster, addons, store = _tiered_cluster(stack, 5)
+    tiered = deepseek_service(stack, cluster, addons, store)
+    tier_gib = default.instance.host_memory_gib * 5 / 100  # 102.4 GiB of a p5en's 2,048
+    assert tiered.tiered_storage_gib == pytest.approx(tier_gib)
+    assert tiered.kv_offload_budget_gib == default.kv_offload_budget_gib - 103
+    assert tiered.config.kv_offloading_size == float(default.kv_offload_budget_gib - 103)
+    for text in _vllm_args(tiered.lws).values():
+        assert re.findall(r"--kv-offloading-size[ =](\S+)", text) == [
+            str(default.kv_offload_budget_gib - 103)
+        ]
+
+
+def test_a_hand_set_size_that_only_fits_without_the_tier_is_refused(services):
+    default, _ = services
+    stack = new_stack("KvOffloadTierHand")
+    cluster, addons, store = _tiered_cluster(stack, 5)
+    size = float(default.kv_offload_budget_gib)  # fits a node without the tier
+    with pytest.raises(ConfigurationError, match=r"config\.kv_offloading_size"):
+        deepseek_service(
+            stack,
+            cluster,
+            addons,
+            store,
+            config=VllmConfig(model="x", max_model_len=32768, kv_offloading_size=size),
+        )
+
+
+def test_a_tier_turned_on_after_the_service_fails_the_synth():
+    """An endpoint with the tiered L2 turns the cluster's tier on (``enable_tiered_storage``)
+    after the service sized its buffer: the synth says so instead of deploying a buffer that
+    takes the tier's share."""
+    stack = new_stack("KvOffloadTierLate", **{KV_OFFLOAD_CONTEXT: True})
+    cluster, addons, store = small_cluster(stack, gpu_count=2)
+    deepseek_service(stack, cluster, addons, store)
+    cluster.enable_tiered_storage()
+    with pytest.raises(Exception, match="tiered storage .* was turned on after this service"):
+        stack.node.root.synth()

@@ -1,0 +1,491 @@
+"""Prefix-cache-aware routing in front of a ``VllmMultiNodeService``'s replicas (issue 29).
+
+With more than one replica, a load balancer that spreads requests blindly sends a
+conversation's next turn to a replica that has not seen its prefix, and vLLM's prefix cache
+(``--enable-prefix-caching``, on by default in the V1 engine) misses. ``PrefixRouting`` puts
+vLLM's router in front of the leaders: it keeps an approximate radix tree of the prompts each
+replica served and sends a request to the replica with the longest matching prefix, unless the
+load is unbalanced (then the least loaded one).
+
+Which router, and why (the sources read):
+
+* **vllm-project/router** (Rust, a fork of SGLang's model gateway; PyPI ``vllm-router``
+  0.1.17, ``vllm_router/router_args.py``): policy ``cache_aware`` (its default), with
+  ``--cache-threshold`` (0.3), ``--balance-abs-threshold`` (64) and
+  ``--balance-rel-threshold`` (1.5). Its workers may be ``https://`` URLs (``--worker-urls``:
+  "URL must start with http://, https://, or grpc://", the binary's own message), dialled
+  with rustls and the platform's trust store, which ``SSL_CERT_FILE`` replaces
+  (rustls-native-certs: "If the SSL_CERT_FILE environment variable is set, certificates (in
+  PEM format) are read from that file instead"). Its Kubernetes discovery (``--service-
+  discovery --selector``) registers ``http://`` workers only ("cannot be combined with service
+  discovery, which registers http:// workers", same binary), so the service lists the leaders
+  by their stable names instead (below). It forwards the client's ``Authorization`` header,
+  so the leader's route guard keeps checking the API key (``vllm/route_guard.py``). Verified
+  here with the wheel: a worker ``https://`` URL served with a private CA answers through the
+  router with ``SSL_CERT_FILE`` set, and stays unhealthy without it; a request without the key
+  gets the leader's 401; a listed worker that does not resolve is marked unhealthy
+  (``vllm_router_worker_health 0``) and gets no request, while the router serves the others.
+  It serves plain HTTP only (``--host``/``--port``, no TLS option).
+* **vllm-project/production-stack**'s Python router (``--routing-logic prefixaware``):
+  Kubernetes discovery builds ``http://{pod_ip}:{port}`` (``src/vllm_router/
+  service_discovery.py``, e.g. ``url=f"http://{engine_ip}:{self.port}"``), so it cannot reach
+  HTTPS leaders it discovers; it serves plain HTTP too (uvicorn without TLS options,
+  ``src/vllm_router/app.py``) and is not on PyPI under its own name (``vllm-router`` is the
+  Rust router).
+* **Gateway API Inference Extension** (InferencePool + endpoint picker): needs a Gateway
+  controller (Envoy Gateway, kgateway, Istio) installed and operated in the cluster, and its
+  re-encryption to the pods was not verified. Not chosen: the fewest new controllers wins,
+  and the router needs none.
+
+What the service deploys (all on the system nodes, none on the GPU groups):
+
+* a Deployment of ``replicas`` (2) router pods, spread over nodes (preferred pod
+  anti-affinity on the hostname), with a PodDisruptionBudget (one may go at a time);
+* in each pod, the router on loopback (``127.0.0.1:30000``: nothing outside the pod reaches
+  it in plaintext) and **ghostunnel** in front of it (ghostunnel/ghostunnel ``main.go``:
+  ``server --listen --target --cert --key --disable-authentication``, ``--timed-reload``), which
+  terminates TLS on ``ROUTER_TLS_PORT`` with a cert-manager certificate for the load balancer's
+  names, signed by the service's own CA: the same CA clients already trust (``CaCertificate``);
+* the router dials every possible leader over HTTPS, ``https://<name>-<i>.<name>.<namespace>.svc:8000``
+  for i below the GPU group's room for replicas: a LeaderWorkerSet's leader pod is
+  ``<name>-<i>`` under its headless Service ``<name>`` (``LWS_LEADER_ADDRESS``,
+  ``multi_node_manifests.API_SERVICE_SUFFIX``); the leader's certificate gets
+  ``*.<name>.<namespace>.svc`` for it, and the router verifies it against ``ca.crt``. Listing
+  the group's room (not the current count) lets KEDA and the rollout surge add replicas the
+  router already knows; absent ones are unhealthy until they start;
+* the leaders get ``--enable-scale-out``: the cache-aware policy tokenizes each request through
+  the leader's ``/v1/chat/completions/render`` (key-checked by the route guard, like all of
+  ``/v1``), which vLLM 0.32 answers 403 without that flag
+  (``vllm/entrypoints/scale_out/factories.py``). Measured here with the 0.32 CPU build and the
+  0.1.17 router: without it every decision is ``missing_tokens``; with it, six requests sharing
+  a system prompt gave one ``prefix_miss`` then five ``prefix_hit`` on the same replica;
+* a ServiceAccount with no token and no RBAC: the router never calls the Kubernetes API;
+* a NetworkPolicy: the TLS port and the metrics port from the VPC only, no metadata service.
+
+The load-balanced Service (``<name>-api``) then selects the router pods instead of the
+leaders; its name, exposure and certificate names do not change, so clients do not either.
+
+Cost: two small pods on the system nodes (``cpu``/``memory`` per router, ``PROXY_RESOURCES``
+for the TLS proxy) and one more hop (in-cluster, TLS). Published gains of cache-aware routing:
+SGLang's router reported up to 1.9x throughput and 3.8x higher cache hit rate over round robin
+on a multi-turn workload (LMSYS blog "SGLang v0.4", https://lmsys.org/blog/2024-12-04-sglang-v0-4/,
+"Cache-Aware Load Balancer"); the gain assumes requests that share prefixes (multi-turn chat,
+shared system prompts) and goes to zero for unrelated prompts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from ..errors import Problems
+from .constants import (
+    APP_NAME_LABEL,
+    PART_OF_LABEL,
+    PART_OF_VALUE,
+    ROLE_LABEL,
+    SYSTEM_NODE_ROLE,
+    VLLM_API_PORT,
+)
+from .serving_security import IMDS_CIDR
+
+__all__ = [
+    "PREFIX_ROUTING_CONTEXT",
+    "PROXY_IMAGE",
+    "ROUTER_IMAGE",
+    "ROUTER_METRICS_PORT",
+    "ROUTER_TLS_PORT",
+    "PrefixRouting",
+    "RouterDeployment",
+    "RouterPolicy",
+]
+
+#: Turns prefix-aware routing on by default at more than one replica; new apps set it in
+#: cdk.json. Without it a stack made before keeps its load balancer on the leaders: moving the
+#: Service's selector to new pods would re-register every NLB target at the next deploy.
+PREFIX_ROUTING_CONTEXT = "@cdk-llm-serving/hyperpod:multiNodePrefixRouting"
+#: vLLM's router, release 0.1.17 (PyPI ``vllm-router`` 0.1.17; images are built from the
+#: repository's ``docker/Dockerfile.router`` and pushed as ``vllm/vllm-router``). ASSUMED tag:
+#: the image tag of the release could not be checked here (no registry access); the PyPI wheel
+#: of the same version is the one this module was verified with. No digest is published with
+#: the release; pin one with ``image=`` for production.
+ROUTER_IMAGE = "docker.io/vllm/vllm-router:v0.1.17"
+#: ghostunnel 1.11.1 (tag ``v1.11.1`` of ghostunnel/ghostunnel), its distroless image, which
+#: runs as the distroless ``nonroot`` user (``Dockerfile-distroless``: ``base-nossl:nonroot``;
+#: README "Docker images": ``ghostunnel/ghostunnel:v1.x.x-distroless``).
+PROXY_IMAGE = "docker.io/ghostunnel/ghostunnel:v1.11.1-distroless"
+#: The router's own port, on loopback only.
+ROUTER_PORT = 30000
+#: Where ghostunnel serves TLS (the Service's target port).
+ROUTER_TLS_PORT = 8443
+#: The router's Prometheus port (``--prometheus-port``; the router's default is 29000).
+ROUTER_METRICS_PORT = 29000
+#: The distroless ``nonroot`` user and group (uid/gid 65532).
+NONROOT_ID = 65532
+#: The TLS proxy's requests and limits: a TCP relay, no buffering.
+PROXY_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
+#: How often ghostunnel reloads the certificate cert-manager renews in the Secret.
+PROXY_RELOAD = "1h"
+#: How often the router checks each leader's ``/health``: a replica that stopped is marked
+#: unhealthy after ``--health-failure-threshold`` (3) checks, 30 s.
+HEALTH_CHECK_INTERVAL_SECONDS = 10
+_TLS_MOUNT = "/var/run/secrets/router-tls"
+_TLS_VOLUME = "router-tls"
+
+
+class RouterPolicy(Enum):
+    """The router's ``--policy`` values this library offers (``vllm_router/router_args.py``)."""
+
+    #: Longest cached prefix, unless the load is unbalanced (the router's default).
+    CACHE_AWARE = "cache_aware"
+    #: The less loaded of two random replicas.
+    POWER_OF_TWO = "power_of_two"
+    #: In turn; no cache awareness (what the NLB does, with health checks).
+    ROUND_ROBIN = "round_robin"
+
+
+@dataclass(frozen=True)
+class PrefixRouting:
+    """vLLM's router in front of the replicas (module doc: what it deploys, what it costs).
+
+    :param policy: the router's policy. Default: ``RouterPolicy.CACHE_AWARE``.
+    :param cache_threshold: the share of a prompt (0-1) that must match a replica's tree for the
+        cache-aware policy to pick it over the one with the most room. Default: 0.3, the
+        router's own.
+    :param replicas: router pods. Default: 2 (one may be disrupted at a time; at least 2).
+    :param cpu: each router's CPU request and limit. Default: ``"500m"``.
+    :param memory: each router's memory request and limit; the radix tree grows to
+        ``--max-tree-size`` (2^25) before eviction. Default: ``"2Gi"`` (decision: no published
+        figure of the tree's memory).
+    :param image: the router image. Default: ``ROUTER_IMAGE``.
+    :param proxy_image: the TLS proxy's image (ghostunnel). Default: ``PROXY_IMAGE``.
+    """
+
+    policy: RouterPolicy | str = RouterPolicy.CACHE_AWARE
+    cache_threshold: float = 0.3
+    replicas: int = 2
+    cpu: str = "500m"
+    memory: str = "2Gi"
+    image: str = ROUTER_IMAGE
+    proxy_image: str = PROXY_IMAGE
+
+    def validate(self, problems: Problems, prop: str) -> None:
+        """Every bad field at once."""
+        allowed = [policy.value for policy in RouterPolicy]
+        if str(getattr(self.policy, "value", self.policy)) not in allowed:
+            problems.add(f"{prop}.policy", self.policy, f"one of {', '.join(allowed)}")
+        if (
+            not isinstance(self.cache_threshold, int | float)
+            or isinstance(self.cache_threshold, bool)
+            or not 0 <= self.cache_threshold <= 1
+        ):
+            problems.add(f"{prop}.cache_threshold", self.cache_threshold, "a number from 0 to 1")
+        if (
+            not isinstance(self.replicas, int)
+            or isinstance(self.replicas, bool)
+            or self.replicas < 2
+        ):
+            problems.add(
+                f"{prop}.replicas",
+                self.replicas,
+                "an integer of at least 2: one router in front of every replica is a single "
+                "point of failure (and its PodDisruptionBudget would block node drains)",
+            )
+        if _quantity_millicores(self.cpu) is None:
+            problems.add(f"{prop}.cpu", self.cpu, "a CPU quantity such as 500m or 1")
+        if _quantity_mebibytes(self.memory) is None:
+            problems.add(f"{prop}.memory", self.memory, "a memory quantity such as 512Mi or 2Gi")
+        for field_name in ("image", "proxy_image"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+                problems.add(f"{prop}.{field_name}", value, "a container image reference")
+
+    @property
+    def policy_name(self) -> str:
+        return str(getattr(self.policy, "value", self.policy))
+
+
+def _quantity_millicores(value: Any) -> int | None:
+    text = str(value)
+    try:
+        if text.endswith("m"):
+            return int(text[:-1]) if text[:-1].isdigit() and int(text[:-1]) > 0 else None
+        number = float(text)
+    except ValueError:
+        return None
+    return math.ceil(number * 1000) if number > 0 else None
+
+
+def _quantity_mebibytes(value: Any) -> int | None:
+    text = str(value)
+    for suffix, factor in (("Mi", 1), ("Gi", 1024)):
+        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
+            amount = int(text[: -len(suffix)]) * factor
+            return amount if amount > 0 else None
+    return None
+
+
+def leader_urls(name: str, namespace: str, ceiling: int) -> list[str]:
+    """The HTTPS URL of each leader a LeaderWorkerSet ``name`` may have, below ``ceiling``."""
+    return [
+        f"https://{name}-{index}.{name}.{namespace}.svc:{VLLM_API_PORT}" for index in range(ceiling)
+    ]
+
+
+def leader_wildcard(name: str, namespace: str) -> str:
+    """The name the leader certificate needs for ``leader_urls``."""
+    return f"*.{name}.{namespace}.svc"
+
+
+@dataclass(frozen=True)
+class RouterDeployment:
+    """The router's Kubernetes objects for the multi-node service ``name`` (pure renderers).
+
+    :param routing: the user's settings.
+    :param name: the service's LeaderWorkerSet name.
+    :param namespace: the service's namespace.
+    :param ceiling: the most replicas the GPU group has room for (``leader_urls``).
+    :param startup_timeout_seconds: how long the router waits for a first healthy leader
+        (``--worker-startup-timeout-secs``): the leader's own startup budget.
+    :param vpc_cidr: the cluster VPC's CIDR (NetworkPolicy).
+    :param termination: ``pre_stop_seconds`` and ``grace_seconds`` so that a router outlives its
+        load-balancer target (``multi_node_manifests.drain_before_stop``'s timings).
+    """
+
+    routing: PrefixRouting
+    name: str
+    namespace: str
+    ceiling: int
+    startup_timeout_seconds: int
+    vpc_cidr: str
+    pre_stop_seconds: int
+    grace_seconds: int
+
+    @property
+    def router_name(self) -> str:
+        return f"{self.name}-router"
+
+    @property
+    def secret_name(self) -> str:
+        return f"{self.router_name}-tls"
+
+    def labels(self) -> dict[str, str]:
+        """The router pods' labels: their own app name, so the replicas' group-isolation
+        NetworkPolicy (which selects ``app.kubernetes.io/name: <name>``) leaves them out."""
+        return {
+            APP_NAME_LABEL: self.router_name,
+            PART_OF_LABEL: PART_OF_VALUE,
+            ROLE_LABEL: "router",
+        }
+
+    def router_args(self) -> list[str]:
+        """The router's command line (checked by the router's own parser in the tests)."""
+        return [
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(ROUTER_PORT),
+            "--worker-urls",
+            *leader_urls(self.name, self.namespace, self.ceiling),
+            "--policy",
+            self.routing.policy_name,
+            "--cache-threshold",
+            f"{self.routing.cache_threshold:g}",
+            "--worker-startup-timeout-secs",
+            str(self.startup_timeout_seconds),
+            "--health-check-interval-secs",
+            str(HEALTH_CHECK_INTERVAL_SECONDS),
+            "--health-check-endpoint",
+            "/health",
+            "--prometheus-host",
+            "0.0.0.0",  # noqa: S104 - the pod's metrics port, NetworkPolicy-limited to the VPC
+            "--prometheus-port",
+            str(ROUTER_METRICS_PORT),
+        ]
+
+    def proxy_args(self) -> list[str]:
+        """ghostunnel's command line: TLS on the pod's port, plaintext to loopback only."""
+        return [
+            "server",
+            "--listen",
+            f"0.0.0.0:{ROUTER_TLS_PORT}",
+            "--target",
+            f"127.0.0.1:{ROUTER_PORT}",
+            "--cert",
+            f"{_TLS_MOUNT}/tls.crt",
+            "--key",
+            f"{_TLS_MOUNT}/tls.key",
+            "--disable-authentication",
+            "--timed-reload",
+            PROXY_RELOAD,
+        ]
+
+    def certificate(self, dns_names: list[str]) -> dict[str, Any]:
+        """The router's certificate for the load balancer's names, from the service's CA."""
+        from .serving_tls import serving_certificate
+
+        cert = serving_certificate(self.name, self.namespace, self.labels(), dns_names)
+        cert["metadata"]["name"] = self.secret_name
+        cert["spec"]["secretName"] = self.secret_name
+        return cert
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """ServiceAccount, Deployment, PodDisruptionBudget, NetworkPolicy."""
+        return [
+            self.service_account(),
+            self.deployment(),
+            self.disruption_budget(),
+            self.network_policy(),
+        ]
+
+    def _metadata(self) -> dict[str, Any]:
+        return {"name": self.router_name, "namespace": self.namespace, "labels": self.labels()}
+
+    def service_account(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": self._metadata(),
+            "automountServiceAccountToken": False,
+        }
+
+    def deployment(self) -> dict[str, Any]:
+        routing = self.routing
+        router_resources = {"cpu": routing.cpu, "memory": routing.memory}
+        security = {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        }
+        pre_stop = {"preStop": {"sleep": {"seconds": self.pre_stop_seconds}}}
+        tls_mount = {"name": _TLS_VOLUME, "mountPath": _TLS_MOUNT, "readOnly": True}
+        probe = {"path": "/readiness", "port": ROUTER_TLS_PORT, "scheme": "HTTPS"}
+        router = {
+            "name": "router",
+            "image": routing.image,
+            "command": ["vllm-router"],
+            "args": self.router_args(),
+            # rustls-native-certs reads the trust store from SSL_CERT_FILE: the service's CA.
+            "env": [{"name": "SSL_CERT_FILE", "value": f"{_TLS_MOUNT}/ca.crt"}],
+            "ports": [{"name": "metrics", "containerPort": ROUTER_METRICS_PORT}],
+            "resources": {"requests": router_resources, "limits": dict(router_resources)},
+            "readinessProbe": {"httpGet": probe, "periodSeconds": 10, "failureThreshold": 3},
+            "livenessProbe": {
+                "httpGet": {**probe, "path": "/liveness"},
+                "periodSeconds": 30,
+                "failureThreshold": 5,
+            },
+            "lifecycle": pre_stop,
+            "securityContext": security,
+            "volumeMounts": [tls_mount],
+        }
+        proxy = {
+            "name": "tls-proxy",
+            "image": routing.proxy_image,
+            "args": self.proxy_args(),
+            "ports": [{"name": "https", "containerPort": ROUTER_TLS_PORT}],
+            # Listening is all the proxy does: a TCP check (the router's probes go through it).
+            "readinessProbe": {"tcpSocket": {"port": ROUTER_TLS_PORT}, "periodSeconds": 10},
+            "livenessProbe": {
+                "tcpSocket": {"port": ROUTER_TLS_PORT},
+                "periodSeconds": 30,
+                "failureThreshold": 5,
+            },
+            "resources": {"requests": dict(PROXY_RESOURCES), "limits": dict(PROXY_RESOURCES)},
+            "lifecycle": pre_stop,
+            "securityContext": security,
+            "volumeMounts": [tls_mount],
+        }
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": self._metadata(),
+            "spec": {
+                "replicas": routing.replicas,
+                "selector": {"matchLabels": self.labels()},
+                "strategy": {
+                    "type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+                },
+                "template": {
+                    "metadata": {"labels": self.labels()},
+                    "spec": {
+                        "serviceAccountName": self.router_name,
+                        "automountServiceAccountToken": False,
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": NONROOT_ID,
+                            "runAsGroup": NONROOT_ID,
+                            "fsGroup": NONROOT_ID,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "terminationGracePeriodSeconds": self.grace_seconds,
+                        "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
+                        "affinity": {
+                            "podAntiAffinity": {
+                                "preferredDuringSchedulingIgnoredDuringExecution": [
+                                    {
+                                        "weight": 100,
+                                        "podAffinityTerm": {
+                                            "labelSelector": {"matchLabels": self.labels()},
+                                            "topologyKey": "kubernetes.io/hostname",
+                                        },
+                                    }
+                                ]
+                            }
+                        },
+                        "containers": [router, proxy],
+                        "volumes": [
+                            {
+                                "name": _TLS_VOLUME,
+                                "secret": {
+                                    "secretName": self.secret_name,
+                                    # Group-readable: the containers run as the nonroot user
+                                    # and the volume's files belong to fsGroup.
+                                    "defaultMode": 0o440,
+                                    "items": [
+                                        {"key": "tls.crt", "path": "tls.crt"},
+                                        {"key": "tls.key", "path": "tls.key"},
+                                        {"key": "ca.crt", "path": "ca.crt"},
+                                    ],
+                                },
+                            }
+                        ],
+                    },
+                },
+            },
+        }
+
+    def disruption_budget(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": self._metadata(),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": self.labels()}},
+        }
+
+    def network_policy(self) -> dict[str, Any]:
+        """TLS and metrics from the VPC; egress anywhere but the instance metadata service."""
+        vpc = [{"ipBlock": {"cidr": self.vpc_cidr}}]
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": self._metadata(),
+            "spec": {
+                "podSelector": {"matchLabels": self.labels()},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [
+                    {
+                        "from": vpc,
+                        "ports": [
+                            {"protocol": "TCP", "port": ROUTER_TLS_PORT},
+                            {"protocol": "TCP", "port": ROUTER_METRICS_PORT},
+                        ],
+                    }
+                ],
+                "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}]}],
+            },
+        }
