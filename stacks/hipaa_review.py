@@ -13,6 +13,8 @@ from aws_cdk import Acknowledgment, App, IPolicyValidationPlugin, Validations
 from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks
 from constructs import IConstruct
 
+from cdk_llm_serving._cdk.nag import WildcardStatements
+
 from .gpt_oss_pool_endpoint_stack import GptOssPoolEndpointStack
 from .hyperpod_reference_stack import HyperPodReferenceStack
 
@@ -20,11 +22,14 @@ from .hyperpod_reference_stack import HyperPodReferenceStack
 REFERENCE_NAG_PACKS: tuple[Callable[[App], IPolicyValidationPlugin], ...] = (
     AwsSolutionsChecks,
     HIPAASecurityChecks,
+    # Statement-bound wildcard acknowledgements (issue 32): cdk-nag's IAM5 names a
+    # finding by resource only, so one reasoned ``*`` would hide any new one.
+    WildcardStatements,
 )
 
 
 def compliance_checks(app: App) -> list[IPolicyValidationPlugin]:
-    """``REFERENCE_NAG_PACKS`` for ``app``: AwsSolutions and HIPAA.Security."""
+    """``REFERENCE_NAG_PACKS`` for ``app``: AwsSolutions, HIPAA.Security, wildcard statements."""
     return [pack(app) for pack in REFERENCE_NAG_PACKS]
 
 

@@ -63,7 +63,7 @@ from .constants import (
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 from .kubernetes_version import KubernetesVersion
-from .node_autoscaling import NodeAutoscaling, validate_autoscaled_groups
+from .node_autoscaling import AUTOSCALER_ACTIONS, NodeAutoscaling, validate_autoscaled_groups
 from .node_readiness import HyperPodNodesReady
 from .tiered_storage import TieredStorage
 
@@ -88,6 +88,13 @@ _NODE_NETWORK_ACTIONS = [
 ]
 #: Describe actions the VPC CNI needs beyond ``_NODE_NETWORK_ACTIONS`` (AmazonEKS_CNI_Policy's;
 #: they take no resource ARN).
+#: Image pulls from ECR (ecr:GetAuthorizationToken has no resource type).
+_NODE_IMAGE_PULL_ACTIONS = (
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:GetAuthorizationToken",
+    "ecr:GetDownloadUrlForLayer",
+)
 _VPC_CNI_DESCRIBE_ACTIONS = [
     "ec2:DescribeInstances",
     "ec2:DescribeInstanceTypes",
@@ -681,6 +688,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                     )
                 ],
                 "HyperPod assigns the cluster's ID at creation, after this role must exist: this account's and Region's clusters are as narrow as synth time allows (AWS's policy names every Region).",
+                actions=AUTOSCALER_ACTIONS,
             )
             autoscaling = {
                 "auto_scaling": sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
@@ -989,15 +997,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                     )
                 ],
             ),
-            iam.PolicyStatement(
-                actions=[
-                    "ecr:BatchCheckLayerAvailability",
-                    "ecr:BatchGetImage",
-                    "ecr:GetAuthorizationToken",
-                    "ecr:GetDownloadUrlForLayer",
-                ],
-                resources=["*"],
-            ),
+            iam.PolicyStatement(actions=list(_NODE_IMAGE_PULL_ACTIONS), resources=["*"]),
             iam.PolicyStatement(
                 actions=["s3:GetObject"],
                 resources=[f"{bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
@@ -1037,6 +1037,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             policy,
             ["*"],
             "HyperPod attaches ENIs in the cluster's subnets (EC2 network-interface actions take no ARN known at synth time) and nodes pull serving images from repositories chosen at deploy time.",
+            actions=[*_NODE_NETWORK_ACTIONS, *_VPC_CNI_DESCRIBE_ACTIONS, *_NODE_IMAGE_PULL_ACTIONS],
         )
         acknowledge_wildcard_resources(
             policy,
@@ -1046,6 +1047,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                 )
             ],
             "Tags only network interfaces, whose IDs exist only at run time.",
+            actions=["ec2:CreateTags"],
         )
         acknowledge_wildcard_resources(
             policy,
@@ -1054,11 +1056,13 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                 for kind in ("instance", "network-interface")
             ],
             "The VPC CNI attaches network interfaces to its own node: instance and interface IDs exist only at run time.",
+            actions=["ec2:AttachNetworkInterface"],
         )
         acknowledge_wildcard_resources(
             policy,
             [f"{self.lifecycle_bucket.bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
             "Read of the lifecycle scripts under their prefix.",
+            actions=["s3:GetObject"],
         )
 
     def _instance_group(

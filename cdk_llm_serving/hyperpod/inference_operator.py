@@ -162,6 +162,7 @@ class HyperPodInferenceOperator(Construct):
             ["*"],
             "CloudWatch GetMetricData/GetMetricStatistics have no resource-level permissions "
             "(Service Authorization Reference, Amazon CloudWatch).",
+            actions=["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics"],
         )
         return policy
 
@@ -358,6 +359,7 @@ class HyperPodInferenceOperator(Construct):
             grants.policy,
             [objects],
             "The operator names the certificate objects it writes; the bucket holds nothing else.",
+            actions=["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
         )
         return role
 
