@@ -212,14 +212,44 @@ class AcknowledgeCdkInternals:
             # when the construct that wrote them is done (``acknowledge_generated_statements``).
             ids.append("HIPAA.Security-IAMNoInlinePolicy")
         elif isinstance(node, lambda_.CfnFunction):
-            ids.append("AwsSolutions-L1")
+            # Only the findings the function raises: an acknowledgement that matches
+            # nothing would cover a later finding (tests/security/test_stale_acknowledgements.py).
+            if _outdated_runtime(node.runtime):
+                ids.append("AwsSolutions-L1")
             ids.extend(f"HIPAA.Security-{rule}" for rule in _HIPAA_LAMBDA_RULES)
+            if node.vpc_config is not None:
+                ids.remove("HIPAA.Security-LambdaInsideVPC")
         elif isinstance(node, logs.CfnLogGroup):
             ids.append("HIPAA.Security-CloudWatchLogGroupEncrypted")
         if ids:
             Validations.of(node).acknowledge(
                 *(Acknowledgment(id=i, reason=self.reason) for i in dict.fromkeys(ids))
             )
+
+
+_RUNTIME = re.compile(r"^([a-z]+)(\d+(\.?\d+|\.x)?)?.*$")
+
+
+def _runtime_version(name: str) -> tuple[str, tuple[int, ...]]:
+    match = _RUNTIME.match(name)
+    if match is None:
+        return name, ()
+    version = (match.group(2) or "0").replace(".x", "")
+    return match.group(1), tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+def _outdated_runtime(runtime: str | None) -> bool:
+    """As cdk-nag's ``AwsSolutions-L1`` (rules/lambda/LambdaLatestVersion): a runtime older
+    than the newest of its family that aws-cdk-lib knows (``Runtime.ALL``); ``provided``
+    runtimes and container images (no runtime) are not checked."""
+    if not runtime or is_unresolved(runtime):
+        return False
+    family, version = _runtime_version(runtime)
+    if family == "provided":
+        return False
+    known = [_runtime_version(r.name) for r in lambda_.Runtime.ALL]
+    newest = max((v for f, v in known if f == family), default=version)
+    return version < newest
 
 
 def _as_list(value: Any) -> list[Any]:
