@@ -169,8 +169,47 @@ def _policy_documents(node: IConstruct) -> list[dict[str, Any]]:
     return []
 
 
+#: Rules this library acknowledges under ``HIPAA.Security`` that the NIST 800-53 R5 and
+#: PCI DSS 3.2.1 packs also apply, as the same rule function (so the same finding, for the
+#: same reason): cdk-nag 3.0.2 ``lib/packs/nist-800-53-r5.js`` and ``pci-dss-321.js``.
+_SHARED_RULES = frozenset(
+    {
+        "CloudWatchLogGroupEncrypted",
+        "EC2RestrictedCommonPorts",
+        "IAMNoInlinePolicy",
+        "LambdaInsideVPC",
+        "S3BucketReplicationEnabled",
+        "S3DefaultEncryptionKMS",
+        "SageMakerEndpointConfigurationKMSKeyConfigured",
+        "SecretsManagerUsingKMSKey",
+        "VPCNoUnrestrictedRouteToIGW",
+    }
+)
+COMPLIANCE_PACK_RULES: dict[str, frozenset[str]] = {
+    "NIST.800.53.R5": _SHARED_RULES
+    | {"LambdaConcurrency", "LambdaDLQ", "SecretsManagerRotationEnabled"},
+    "PCI.DSS.321": _SHARED_RULES,
+}
+
+
+def compliance_rule_ids(rule: str) -> list[str]:
+    """``rule`` and, for a ``HIPAA.Security-<X>`` id, the same rule in the other compliance
+    packs that apply it (``COMPLIANCE_PACK_RULES``): one reason, every pack's finding."""
+    prefix = "HIPAA.Security-"
+    if not rule.startswith(prefix):
+        return [rule]
+    name = rule.removeprefix(prefix)
+    return [
+        rule,
+        *(f"{pack}-{name}" for pack, rules in COMPLIANCE_PACK_RULES.items() if name in rules),
+    ]
+
+
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
-    Validations.of(scope).acknowledge(Acknowledgment(id=rule, reason=reason))
+    """Acknowledge ``rule`` on ``scope`` with ``reason`` (with its compliance-pack twins)."""
+    Validations.of(scope).acknowledge(
+        *(Acknowledgment(id=i, reason=reason) for i in compliance_rule_ids(rule))
+    )
 
 
 def _finding_text(value: Any) -> str:
@@ -221,6 +260,7 @@ class AcknowledgeCdkInternals:
                 ids.remove("HIPAA.Security-LambdaInsideVPC")
         elif isinstance(node, logs.CfnLogGroup):
             ids.append("HIPAA.Security-CloudWatchLogGroupEncrypted")
+        ids = [twin for i in ids for twin in compliance_rule_ids(i)]
         if ids:
             Validations.of(node).acknowledge(
                 *(Acknowledgment(id=i, reason=self.reason) for i in dict.fromkeys(ids))

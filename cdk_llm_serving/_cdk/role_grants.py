@@ -93,6 +93,24 @@ def model_data_read_statements(model_data: ModelData) -> list[Statement]:
     return statements
 
 
+def sagemaker_inference_principal(stack: Stack) -> iam.IPrincipal:
+    """``sagemaker.amazonaws.com``, for a role SageMaker inference (a model, an endpoint)
+    assumes, only on behalf of this account's SageMaker resources in the stack's Region.
+
+    AWS's confused-deputy guidance for SageMaker real-time, serverless and asynchronous
+    inference gives exactly this trust condition, ``ArnLike aws:SourceArn
+    arn:<partition>:sagemaker:<region>:<account>:*``, and says the ARN must not be narrowed
+    to one model or endpoint ("Cross-service confused deputy prevention", section
+    "SageMaker AI Inference",
+    https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html).
+    The account is in the ARN, so no ``aws:SourceAccount`` (the same page).
+    """
+    source = f"arn:{stack.partition}:sagemaker:{stack.region}:{stack.account}:*"
+    return iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
+        {"ArnLike": {"aws:SourceArn": source}}
+    )
+
+
 class ExecutionRoleGrants:
     """Adds statements to a policy of their own, attached to ``role``, and records why each wildcard is needed.
 

@@ -929,7 +929,16 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         return bucket, upload
 
     def _execution_role(self) -> iam.Role:
-        """The node role: HyperPod's managed policy, ENIs, image pulls, the lifecycle script."""
+        """The node role: HyperPod's managed policy, ENIs, image pulls, the lifecycle script.
+
+        Its trust has no ``aws:SourceAccount``/``aws:SourceArn`` condition, unlike the
+        SageMaker models' roles: AWS's confused-deputy page for SageMaker documents the
+        condition for inference, training, processing and other features, not for HyperPod
+        clusters (https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html),
+        and HyperPod's IAM page gives the execution role's trust without one
+        (sagemaker-hyperpod-prerequisites-iam.html). A key the service does not send would
+        leave the nodes without credentials.
+        """
         role = iam.Role(
             self,
             "ExecutionRole",
