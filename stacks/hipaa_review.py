@@ -119,11 +119,6 @@ def _acknowledge_api_key(stack: HyperPodReferenceStack) -> None:
         "leader pods, as the README describes; an automatic rotation would lock clients out.",
     )
     _acknowledge(
-        service.api_key,
-        "SecretsManagerUsingKMSKey",
-        "Encrypted with Secrets Manager's AWS managed key; only the pods' role and admins read it.",
-    )
-    _acknowledge(
         service.node.find_child("WeightsRole"),
         "IAMNoInlinePolicy",
         "Secrets Manager's grant_read of the one API-key secret (and its key, if any).",

@@ -70,7 +70,12 @@ from .multi_node_manifests import (
 from .multi_node_placement import MultiNodePlacement, place_replicas
 from .pod_spec import MIN_KV_OFFLOAD_GIB, kv_offload_budget_gib, memory_gib
 from .serving_image import IMAGE_WITHOUT_EFA_WARNING, default_vllm_image
-from .serving_security import generated_api_key, secret_provider_class, secrets_store_addon
+from .serving_security import (
+    generated_api_key,
+    restrict_api_key_readers,
+    secret_provider_class,
+    secrets_store_addon,
+)
 from .serving_tls import (
     TLS_FLAGS,
     ca_manifests,
@@ -779,6 +784,7 @@ class VllmMultiNodeService(Construct):
         grants.acknowledge()
         if self.api_key is not None:
             self.api_key.grant_read(role)
+            restrict_api_key_readers(self.api_key, role)
         manifest = eks.KubernetesManifest(
             self,
             "WeightsIdentity",

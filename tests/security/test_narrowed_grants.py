@@ -45,3 +45,25 @@ def test_no_network_interface_change_on_every_resource(reference_templates):
             assert vpc_id in str(vpc), statement
         if "subnet/*" in resources or "security-group/*" in resources:
             assert vpc_id in str(statement["Condition"]["ArnEquals"]["ec2:Vpc"]), statement
+
+
+def test_the_api_key_is_on_its_own_key_and_names_its_reader(reference_templates):
+    template = reference_templates["ReferenceMoeHyperPod"]
+    (secret_id, secret) = next(
+        iter(resources_of_type(template, "AWS::SecretsManager::Secret").items())
+    )
+    key_ref = secret["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
+    key = template["Resources"][key_ref]
+    assert key["Type"] == "AWS::KMS::Key" and key["Properties"]["EnableKeyRotation"] is True
+    (policy,) = [
+        p["Properties"]
+        for p in resources_of_type(template, "AWS::SecretsManager::ResourcePolicy").values()
+        if p["Properties"]["SecretId"] == {"Ref": secret_id}
+    ]
+    allow, deny = policy["ResourcePolicy"]["Statement"]
+    reader = allow["Principal"]["AWS"]["Fn::GetAtt"][0]
+    assert reader.startswith("ServingWeightsRole") and allow["Effect"] == "Allow"
+    assert deny["Effect"] == "Deny" and deny["Principal"] == {"AWS": "*"}
+    assert deny["Condition"] == {
+        "StringNotEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}
+    }
