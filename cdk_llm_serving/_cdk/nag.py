@@ -130,10 +130,35 @@ def acknowledge_statements(
 
 
 def acknowledge_wildcard_resources(
-    scope: IConstruct, resources: list[str], reason: str, *, actions: Sequence[str]
+    scope: IConstruct,
+    resources: list[str],
+    reason: str,
+    *,
+    actions: Sequence[str] | None = None,
 ) -> None:
-    """Acknowledge ``actions`` on exactly these wildcard resources, nothing broader."""
-    acknowledge_statements(scope, [BoundWildcard(tuple(actions), tuple(resources), reason)])
+    """Acknowledge ``actions`` on exactly these wildcard resources, nothing broader.
+
+    Pass the ``actions`` the construct reasons about. Without them (code written before
+    statement-bound acknowledgements), the actions the policies under ``scope`` grant on
+    these resources *now* are acknowledged: call it when the construct is done with them.
+    """
+    if actions is not None:
+        acknowledge_statements(scope, [BoundWildcard(tuple(actions), tuple(resources), reason)])
+        return
+    stack = Stack.of(scope)
+    targets = {_finding_text(r) for r in stack.resolve(resources)}
+    for node in scope.node.find_all():
+        for document in _policy_documents(node):
+            bound = []
+            for statement in document.get("Statement", []):
+                rendered = [_finding_text(r) for r in _as_list(statement.get("Resource"))]
+                held = tuple(r for r in rendered if r in targets)
+                if statement.get("Effect") == "Allow" and held:
+                    bound.append(
+                        BoundWildcard(tuple(_as_list(statement.get("Action"))), held, reason)
+                    )
+            if bound:
+                acknowledge_statements(node, bound, stack=stack)
 
 
 def acknowledge_generated_statements(scope: IConstruct, reason: str) -> None:

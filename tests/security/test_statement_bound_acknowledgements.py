@@ -169,3 +169,24 @@ def test_findings_are_pairs_of_action_and_resource_with_a_wildcard():
             statement_finding("*", "arn:x"),
         ]
     }
+
+
+def test_without_actions_the_policy_s_actions_at_that_time_are_bound(tmp_path):
+    """Code that names no actions binds what the policy holds when it acknowledges."""
+    from cdk_llm_serving._cdk.nag import acknowledge_wildcard_resources
+
+    app = new_app(outdir=str(tmp_path))
+    stack = Stack(app, "S")
+    role = iam.Role(stack, "R", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    policy = iam.ManagedPolicy(
+        stack,
+        "P",
+        roles=[role],
+        statements=[iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])],
+    )
+    acknowledge_wildcard_resources(policy, ["*"], "no resource type")
+    policy.add_statements(_injected())
+    with pytest.raises(Exception, match=r"ValidationFailed"):
+        _synth_with_plugin(app)
+    assert _reported(tmp_path, RULE) == {"S/P/Resource"}
+    assert _reported(tmp_path, statement_finding("ecr:GetAuthorizationToken", "*")) == set()
