@@ -10,6 +10,7 @@ from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from .._partitions import partition_of_region
 from ..errors import ConfigurationError, Problem
 from ..model_sources import ContainerImage, ModelData
 from .nag import BoundWildcard, acknowledge_statements, acknowledge_wildcard_resources
@@ -93,9 +94,10 @@ def model_data_read_statements(model_data: ModelData) -> list[Statement]:
     return statements
 
 
-def sagemaker_inference_principal(stack: Stack) -> iam.IPrincipal:
+def sagemaker_inference_principal(region: str) -> iam.IPrincipal:
     """``sagemaker.amazonaws.com``, for a role SageMaker inference (a model, an endpoint)
-    assumes, only on behalf of this account's SageMaker resources in the stack's Region.
+    assumes, only on behalf of this account's SageMaker resources in ``region`` (the
+    stack's: a literal, or the ``AWS::Region`` token).
 
     AWS's confused-deputy guidance for SageMaker real-time, serverless and asynchronous
     inference gives exactly this trust condition, ``ArnLike aws:SourceArn
@@ -104,10 +106,14 @@ def sagemaker_inference_principal(stack: Stack) -> iam.IPrincipal:
     "SageMaker AI Inference",
     https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html).
     The account is in the ARN, so no ``aws:SourceAccount`` (the same page).
+    One jsii call: the partition of a literal region from botocore's partitions
+    (``partition_of_region``), the tokens read once (``_PARTITION``, ``_ACCOUNT_ID``).
     """
-    source = f"arn:{stack.partition}:sagemaker:{stack.region}:{stack.account}:*"
-    return iam.ServicePrincipal("sagemaker.amazonaws.com").with_conditions(
-        {"ArnLike": {"aws:SourceArn": source}}
+    # A token region is encoded as ``${Token[...]}`` (no partition of its own): no jsii call.
+    partition = (None if "${Token[" in region else partition_of_region(region)) or _PARTITION
+    source = f"arn:{partition}:sagemaker:{region}:{_ACCOUNT_ID}:*"
+    return iam.ServicePrincipal(
+        "sagemaker.amazonaws.com", conditions={"ArnLike": {"aws:SourceArn": source}}
     )
 
 

@@ -312,7 +312,7 @@ class _PoolHost(Construct, EndpointApi):
             self,
             "ExecutionRole",
             # Only this account's SageMaker inference, in this Region (confused deputy).
-            assumed_by=sagemaker_inference_principal(self._stack),
+            assumed_by=sagemaker_inference_principal(self.stack_region or self._stack.region),
             description="Execution role of a SageMaker endpoint hosting inference components",
         )
         self.execution_role_grants = ExecutionRoleGrants(

@@ -136,7 +136,7 @@ class ServingModel(Construct):
             self,
             "Role",
             # Only this account's SageMaker inference, in this Region (confused deputy).
-            assumed_by=sagemaker_inference_principal(self._stack),
+            assumed_by=sagemaker_inference_principal(self._region),
             description="Execution role of a SageMaker model served by cdk-llm-serving",
         )
 

@@ -15,9 +15,9 @@ import pytest
 from cdk_llm_serving.testing.checks import add_nag_packs
 from stacks import add_reference_stacks
 from stacks.hipaa_review import REFERENCE_NAG_PACKS
-from tests.security.test_reference_variants import VARIANTS
 from tests.support.acknowledgements import findings, recorded_acknowledgements, stale
 from tests.support.app import new_app
+from tests.support.reference_variants import VARIANTS
 
 #: The variants that add acknowledged resources of their own (the others only change types).
 _WITH_OWN_ACKNOWLEDGEMENTS = ("inference-operator", "keda")

@@ -29,8 +29,8 @@ from cdk_llm_serving._cdk.nag import (
 )
 from stacks import add_reference_stacks
 from stacks.hipaa_review import REFERENCE_NAG_PACKS
-from tests.security.test_reference_variants import VARIANTS
 from tests.support.app import new_app
+from tests.support.reference_variants import VARIANTS
 
 #: The reviewer's statement: an action no construct grants, on every resource.
 INJECTED_ACTION = "ssm:GetParameter"
