@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Acknowledgment, CfnOutput, Stack, Validations
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_sns as sns
@@ -100,13 +100,8 @@ class GptOssPoolEndpointStack(Stack):
             endpoint=self.serving,
             alarms=[*self.alarms.alarms, *self.serving.rollback_alarms],
         )
-        for serving_model in self.serving.models.values():
-            Validations.of(serving_model).acknowledge(
-                Acknowledgment(
-                    id="AwsSolutions-SM1",
-                    reason="The containers run with network isolation: SageMaker fetches the weights for them and they reach nothing else, so a VPC adds no protection here.",
-                )
-            )
+        # No AwsSolutions-SM1 acknowledgement on the models: SM1 is the notebook-instance
+        # rule, which matches no model (an acknowledgement that matches nothing is stale).
         CfnOutput(self, "AlertsTopicArn", value=self.alerts_topic.topic_arn)
         # The endpoint's name and /openai/v1 base URL are VllmPoolEndpoint's own outputs.
 

@@ -1,7 +1,10 @@
-"""The HIPAA.Security findings that remain on the reference stacks, each acknowledged with its reason.
+"""The compliance findings that remain on the reference stacks, each acknowledged with its reason.
 
-cdk-nag's ``HIPAASecurityChecks`` runs beside ``AwsSolutionsChecks`` (``app.py``, the test
-suite). Findings on resources aws-cdk-lib generates are acknowledged where the constructs
+cdk-nag's ``HIPAASecurityChecks``, ``NIST80053R5Checks`` and ``PCIDSS321Checks`` run beside
+``AwsSolutionsChecks`` and the statement-bound ``WildcardStatements`` (``app.py``, the test
+suite). The three compliance packs share the rules found here (the same cdk-nag rule
+functions): each reason is acknowledged once, under every pack that applies the rule
+(``_cdk/nag.py`` ``compliance_rule_ids``). Findings on resources aws-cdk-lib generates are acknowledged where the constructs
 acknowledge their AwsSolutions findings (``_cdk/nag.py``); these are the reference's own.
 """
 
@@ -9,9 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aws_cdk import Acknowledgment, App, IPolicyValidationPlugin, Validations
-from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks
+from aws_cdk import App, IPolicyValidationPlugin
+from cdk_nag import AwsSolutionsChecks, HIPAASecurityChecks, NIST80053R5Checks, PCIDSS321Checks
 from constructs import IConstruct
+
+from cdk_llm_serving._cdk.nag import WildcardStatements, acknowledge
 
 from .gpt_oss_pool_endpoint_stack import GptOssPoolEndpointStack
 from .hyperpod_reference_stack import HyperPodReferenceStack
@@ -20,16 +25,22 @@ from .hyperpod_reference_stack import HyperPodReferenceStack
 REFERENCE_NAG_PACKS: tuple[Callable[[App], IPolicyValidationPlugin], ...] = (
     AwsSolutionsChecks,
     HIPAASecurityChecks,
+    NIST80053R5Checks,
+    PCIDSS321Checks,
+    # Statement-bound wildcard acknowledgements (issue 32): cdk-nag's IAM5 names a
+    # finding by resource only, so one reasoned ``*`` would hide any new one.
+    WildcardStatements,
 )
 
 
 def compliance_checks(app: App) -> list[IPolicyValidationPlugin]:
-    """``REFERENCE_NAG_PACKS`` for ``app``: AwsSolutions and HIPAA.Security."""
+    """``REFERENCE_NAG_PACKS`` for ``app``: AwsSolutions, HIPAA, NIST 800-53 R5, PCI DSS 3.2.1, wildcard statements."""
     return [pack(app) for pack in REFERENCE_NAG_PACKS]
 
 
 def _acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
-    Validations.of(scope).acknowledge(Acknowledgment(id=f"HIPAA.Security-{rule}", reason=reason))
+    """``HIPAA.Security-<rule>``, and the NIST 800-53 R5 / PCI DSS 3.2.1 packs' same rule."""
+    acknowledge(scope, f"HIPAA.Security-{rule}", reason)
 
 
 def acknowledge_pool_stack(stack: GptOssPoolEndpointStack) -> None:
@@ -106,11 +117,6 @@ def _acknowledge_api_key(stack: HyperPodReferenceStack) -> None:
         "SecretsManagerRotationEnabled",
         "vLLM reads its API key once at start: rotation is a new value plus a restart of the "
         "leader pods, as the README describes; an automatic rotation would lock clients out.",
-    )
-    _acknowledge(
-        service.api_key,
-        "SecretsManagerUsingKMSKey",
-        "Encrypted with Secrets Manager's AWS managed key; only the pods' role and admins read it.",
     )
     _acknowledge(
         service.node.find_child("WeightsRole"),

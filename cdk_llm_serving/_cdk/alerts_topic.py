@@ -16,6 +16,11 @@ def encrypted_alerts_topic(
 
     A service publishes to an encrypted topic only when the key policy lets its principal use
     the key (docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services).
+    The key statement has no ``aws:SourceAccount``/``aws:SourceArn`` condition: SNS's key
+    policy for publishing services has none, and no page documents which of those keys
+    reach KMS when SNS uses the key for CloudWatch or AMP (a ``kms:CallerAccount`` condition
+    is reported to break CloudWatch's publishing). Who may publish is limited on the topic's
+    own policy instead (AMP: ``aws:SourceAccount``, ``observability.py``).
     """
     key = kms.Key(
         scope,

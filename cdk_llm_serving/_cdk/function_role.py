@@ -9,7 +9,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
-from .nag import acknowledge, acknowledge_wildcard_resources
+from .nag import BoundWildcard, acknowledge, acknowledge_statements
 
 
 def role_with_own_logs(
@@ -61,9 +61,18 @@ def role_with_own_logs(
         "CloudWatch Logs encrypts them at rest with its own keys.",
     )
     own_logs = "Log streams of the function's own log group; Lambda names them."
-    acknowledge_wildcard_resources(
-        policy, [*wildcards, streams], " ".join(filter(None, [wildcard_reason, own_logs]))
-    )
+    # Bound to the statements that hold them: each wildcard with the actions given on it.
+    bound = [
+        BoundWildcard(
+            tuple(statement.actions),
+            tuple(r for r in statement.resources if r in wildcards),
+            wildcard_reason,
+        )
+        for statement in statements
+        if set(statement.resources) & set(wildcards)
+    ]
+    bound.append(BoundWildcard(("logs:CreateLogStream", "logs:PutLogEvents"), (streams,), own_logs))
+    acknowledge_statements(policy, bound)
     return role, log_group
 
 

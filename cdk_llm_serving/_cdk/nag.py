@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import Acknowledgment, Aspects, IAspect, Stack, Validations
+from aws_cdk import (
+    Acknowledgment,
+    Aspects,
+    IAspect,
+    IPolicyValidationContext,
+    IPolicyValidationPlugin,
+    PolicyValidationPluginReport,
+    PolicyViolatingResource,
+    PolicyViolation,
+    Stack,
+    Validations,
+)
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -41,37 +54,187 @@ def finding_resource(scope: IConstruct, value: str) -> str:
     return _render(Stack.of(scope).resolve(value))
 
 
-def acknowledge_wildcard_resources(scope: IConstruct, resources: list[str], reason: str) -> None:
-    """Acknowledge ``AwsSolutions-IAM5`` for exactly these wildcard resources, nothing broader."""
-    acknowledge_wildcards(scope, dict.fromkeys(resources, reason))
+#: The validation plugin's name; its acknowledgement ids are ``CdkLlmServing::<rule>``.
+STATEMENT_PLUGIN = "CdkLlmServing"
+#: Its rule: one finding per (action, resource) pair of an Allow statement with a wildcard.
+WILDCARD_STATEMENT_RULE = "IAMWildcardStatement"
 
 
-def acknowledge_wildcards(
-    scope: IConstruct, reasons: Mapping[str, str], *, stack: Stack | None = None
-) -> None:
-    """``AwsSolutions-IAM5`` for each wildcard resource of ``reasons``, with its own reason.
+def _is_wildcard(text: str) -> bool:
+    return "*" in text
 
-    One acknowledgment call for all of them, and one ``resolve`` for all their tokens: each
-    jsii round trip costs about 0.3 ms of CPU, and a pool endpoint acknowledges four.
+
+def statement_finding(action: str, resource: str) -> str:
+    """The id of ``WildcardStatements``' finding for one action on one (rendered) resource."""
+    return f"{WILDCARD_STATEMENT_RULE}[Action::{action}][Resource::{resource}]"
+
+
+def wildcard_pairs(actions: Sequence[str], resources: Sequence[str]) -> list[tuple[str, str]]:
+    """The (action, resource) pairs of one statement that carry a wildcard in either part."""
+    return [
+        (action, resource)
+        for action in actions
+        for resource in resources
+        if _is_wildcard(action) or _is_wildcard(resource)
+    ]
+
+
+@dataclass(frozen=True)
+class BoundWildcard:
+    """A statement a construct reasons about: its actions, its (wildcard) resources, why.
+
+    Acknowledged as cdk-nag's ``AwsSolutions-IAM5`` ids (per resource and per wildcard
+    action, as cdk-nag names them) and, statement-bound, as one ``CdkLlmServing::
+    IAMWildcardStatement[Action::a][Resource::r]`` per pair: a statement added later with
+    another action on the same ``*`` matches no acknowledgement and fails synth.
     """
-    resources = list(reasons)
-    # All of them in one ``resolve`` (a literal resolves to itself), not one
-    # ``Token.is_unresolved`` each to find the tokens first.
-    # ``stack``: the stack of ``scope``, when the caller holds it already (else asked).
+
+    actions: tuple[str, ...]
+    resources: tuple[str, ...]
+    reason: str
+
+
+def acknowledge_statements(
+    scope: IConstruct, bound: Iterable[BoundWildcard], *, stack: Stack | None = None
+) -> None:
+    """Acknowledge exactly the wildcard pairs of ``bound`` on ``scope`` (a policy), nothing else.
+
+    One ``resolve`` for every token among the resources, and one acknowledgment call for
+    all of them: each jsii round trip costs about 0.3 ms of CPU.
+    """
+    bound = list(bound)
+    resources = list(dict.fromkeys(r for b in bound for r in b.resources))
     resolved = dict(zip(resources, (stack or Stack.of(scope)).resolve(resources), strict=True))
-    Validations.of(scope).acknowledge(
-        *(
-            Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::{_render(resolved.get(resource, resource))}]",
-                reason=reasons[resource],
+    reasons: dict[str, list[str]] = {}
+    for entry in bound:
+        rendered = [_finding_text(resolved.get(r, r)) for r in entry.resources]
+        for resource in rendered:
+            if _is_wildcard(resource):
+                reasons.setdefault(f"AwsSolutions-IAM5[Resource::{resource}]", []).append(
+                    entry.reason
+                )
+        for action in entry.actions:
+            if _is_wildcard(action):
+                reasons.setdefault(f"AwsSolutions-IAM5[Action::{action}]", []).append(entry.reason)
+        for action, resource in wildcard_pairs(entry.actions, rendered):
+            reasons.setdefault(
+                f"{STATEMENT_PLUGIN}::{statement_finding(action, resource)}", []
+            ).append(entry.reason)
+    if reasons:
+        Validations.of(scope).acknowledge(
+            *(
+                Acknowledgment(id=rule, reason=" ".join(dict.fromkeys(why)))
+                for rule, why in reasons.items()
             )
-            for resource in resources
         )
-    )
+
+
+def acknowledge_wildcard_resources(
+    scope: IConstruct,
+    resources: list[str],
+    reason: str,
+    *,
+    actions: Sequence[str] | None = None,
+) -> None:
+    """Acknowledge ``actions`` on exactly these wildcard resources, nothing broader.
+
+    Pass the ``actions`` the construct reasons about. Without them (code written before
+    statement-bound acknowledgements), the actions the policies under ``scope`` grant on
+    these resources *now* are acknowledged: call it when the construct is done with them.
+    """
+    if actions is not None:
+        acknowledge_statements(scope, [BoundWildcard(tuple(actions), tuple(resources), reason)])
+        return
+    stack = Stack.of(scope)
+    targets = {_finding_text(r) for r in stack.resolve(resources)}
+    for node in scope.node.find_all():
+        for document in _policy_documents(node):
+            bound = []
+            for statement in document.get("Statement", []):
+                rendered = [_finding_text(r) for r in _as_list(statement.get("Resource"))]
+                held = tuple(r for r in rendered if r in targets)
+                if statement.get("Effect") == "Allow" and held:
+                    bound.append(
+                        BoundWildcard(tuple(_as_list(statement.get("Action"))), held, reason)
+                    )
+            if bound:
+                acknowledge_statements(node, bound, stack=stack)
+
+
+def acknowledge_generated_statements(scope: IConstruct, reason: str) -> None:
+    """Acknowledge the wildcard statements the policies under ``scope`` hold *now*.
+
+    For policies aws-cdk-lib generates (a provider framework's invoke grants, the load
+    balancer controller's published policy): call it right after the aws-cdk-lib construct
+    that writes them, before anything else could add to them, so a statement added later
+    (by a user, a reviewer or another construct) is reported.
+    """
+    for node in scope.node.find_all():
+        for document in _policy_documents(node):
+            bound = [
+                BoundWildcard(
+                    tuple(_as_list(s.get("Action"))),
+                    # Already resolved: rendered as cdk-nag names them (literals resolve to themselves).
+                    tuple(_finding_text(r) for r in _as_list(s.get("Resource"))),
+                    reason,
+                )
+                for s in document.get("Statement", [])
+                if s.get("Effect") == "Allow"
+            ]
+            acknowledge_statements(node, bound)
+
+
+def _policy_documents(node: IConstruct) -> list[dict[str, Any]]:
+    """The resolved policy documents of an IAM policy or role resource (none for others)."""
+    if isinstance(node, (iam.CfnPolicy, iam.CfnManagedPolicy)):
+        return [Stack.of(node).resolve(node.policy_document) or {}]
+    if isinstance(node, iam.CfnRole):
+        policies = Stack.of(node).resolve(node.policies) or []
+        return [p.get("PolicyDocument", {}) for p in policies]
+    return []
+
+
+#: Rules this library acknowledges under ``HIPAA.Security`` that the NIST 800-53 R5 and
+#: PCI DSS 3.2.1 packs also apply, as the same rule function (so the same finding, for the
+#: same reason): cdk-nag 3.0.2 ``lib/packs/nist-800-53-r5.js`` and ``pci-dss-321.js``.
+_SHARED_RULES = frozenset(
+    {
+        "CloudWatchLogGroupEncrypted",
+        "EC2RestrictedCommonPorts",
+        "IAMNoInlinePolicy",
+        "LambdaInsideVPC",
+        "S3BucketReplicationEnabled",
+        "S3DefaultEncryptionKMS",
+        "SageMakerEndpointConfigurationKMSKeyConfigured",
+        "SecretsManagerUsingKMSKey",
+        "VPCNoUnrestrictedRouteToIGW",
+    }
+)
+COMPLIANCE_PACK_RULES: dict[str, frozenset[str]] = {
+    "NIST.800.53.R5": _SHARED_RULES
+    | {"LambdaConcurrency", "LambdaDLQ", "SecretsManagerRotationEnabled"},
+    "PCI.DSS.321": _SHARED_RULES,
+}
+
+
+def compliance_rule_ids(rule: str) -> list[str]:
+    """``rule`` and, for a ``HIPAA.Security-<X>`` id, the same rule in the other compliance
+    packs that apply it (``COMPLIANCE_PACK_RULES``): one reason, every pack's finding."""
+    prefix = "HIPAA.Security-"
+    if not rule.startswith(prefix):
+        return [rule]
+    name = rule.removeprefix(prefix)
+    return [
+        rule,
+        *(f"{pack}-{name}" for pack, rules in COMPLIANCE_PACK_RULES.items() if name in rules),
+    ]
 
 
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
-    Validations.of(scope).acknowledge(Acknowledgment(id=rule, reason=reason))
+    """Acknowledge ``rule`` on ``scope`` with ``reason`` (with its compliance-pack twins)."""
+    Validations.of(scope).acknowledge(
+        *(Acknowledgment(id=i, reason=reason) for i in compliance_rule_ids(rule))
+    )
 
 
 def _finding_text(value: Any) -> str:
@@ -109,25 +272,49 @@ class AcknowledgeCdkInternals:
             for arn in Stack.of(node).resolve(node.managed_policy_arns) or []:
                 ids.append(f"AwsSolutions-IAM4[Policy::{_finding_text(arn)}]")
         elif isinstance(node, iam.CfnPolicy):
-            document = Stack.of(node).resolve(node.policy_document) or {}
+            # Its wildcard statements are acknowledged one by one, bound to their actions,
+            # when the construct that wrote them is done (``acknowledge_generated_statements``).
             ids.append("HIPAA.Security-IAMNoInlinePolicy")
-            for statement in document.get("Statement", []):
-                for action in _as_list(statement.get("Action")):
-                    if "*" in action:
-                        ids.append(f"AwsSolutions-IAM5[Action::{action}]")
-                for resource in _as_list(statement.get("Resource")):
-                    text = _finding_text(resource)
-                    if "*" in text:
-                        ids.append(f"AwsSolutions-IAM5[Resource::{text}]")
         elif isinstance(node, lambda_.CfnFunction):
-            ids.append("AwsSolutions-L1")
+            # Only the findings the function raises: an acknowledgement that matches
+            # nothing would cover a later finding (tests/security/test_stale_acknowledgements.py).
+            if _outdated_runtime(node.runtime):
+                ids.append("AwsSolutions-L1")
             ids.extend(f"HIPAA.Security-{rule}" for rule in _HIPAA_LAMBDA_RULES)
+            if node.vpc_config is not None:
+                ids.remove("HIPAA.Security-LambdaInsideVPC")
         elif isinstance(node, logs.CfnLogGroup):
             ids.append("HIPAA.Security-CloudWatchLogGroupEncrypted")
+        ids = [twin for i in ids for twin in compliance_rule_ids(i)]
         if ids:
             Validations.of(node).acknowledge(
                 *(Acknowledgment(id=i, reason=self.reason) for i in dict.fromkeys(ids))
             )
+
+
+_RUNTIME = re.compile(r"^([a-z]+)(\d+(\.?\d+|\.x)?)?.*$")
+
+
+def _runtime_version(name: str) -> tuple[str, tuple[int, ...]]:
+    match = _RUNTIME.match(name)
+    if match is None:
+        return name, ()
+    version = (match.group(2) or "0").replace(".x", "")
+    return match.group(1), tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+def _outdated_runtime(runtime: str | None) -> bool:
+    """As cdk-nag's ``AwsSolutions-L1`` (rules/lambda/LambdaLatestVersion): a runtime older
+    than the newest of its family that aws-cdk-lib knows (``Runtime.ALL``); ``provided``
+    runtimes and container images (no runtime) are not checked."""
+    if not runtime or is_unresolved(runtime):
+        return False
+    family, version = _runtime_version(runtime)
+    if family == "provided":
+        return False
+    known = [_runtime_version(r.name) for r in lambda_.Runtime.ALL]
+    newest = max((v for f, v in known if f == family), default=version)
+    return version < newest
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -137,4 +324,101 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def acknowledge_cdk_internals(scope: IConstruct, reason: str) -> None:
+    """``AcknowledgeCdkInternals`` on ``scope``, and its policies' wildcard statements as
+    they stand now (``acknowledge_generated_statements``): call it right after the
+    aws-cdk-lib construct that generates them."""
+    acknowledge_generated_statements(scope, reason)
     Aspects.of(scope).add(AcknowledgeCdkInternals(reason))
+
+
+def _template_documents(resource: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    properties = resource.get("Properties", {})
+    if resource.get("Type") in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        return [properties.get("PolicyDocument", {})]
+    if resource.get("Type") in ("AWS::IAM::Role", "AWS::IAM::User", "AWS::IAM::Group"):
+        return [p.get("PolicyDocument", {}) for p in properties.get("Policies", [])]
+    return []
+
+
+def wildcard_findings(template: Mapping[str, Any]) -> dict[str, list[str]]:
+    """``statement_finding`` ids of ``template``'s IAM policies: logical id -> findings.
+
+    Every pair of an ``Allow`` statement's action and resource where either holds ``*``
+    (``NotAction``/``NotResource`` count as ``*``: they allow everything else), resources
+    rendered as cdk-nag renders them in ``AwsSolutions-IAM5`` ids.
+    """
+    found: dict[str, list[str]] = {}
+    for logical_id, resource in template.get("Resources", {}).items():
+        for document in _template_documents(resource):
+            for statement in _as_list(document.get("Statement")):
+                if statement.get("Effect") != "Allow":
+                    continue
+                actions = [str(a) for a in _as_list(statement.get("Action"))]
+                if "NotAction" in statement:
+                    actions.append("*")
+                resources = [_finding_text(r) for r in _as_list(statement.get("Resource"))]
+                if "NotResource" in statement:
+                    resources.append("*")
+                for action, target in wildcard_pairs(actions, resources):
+                    found.setdefault(logical_id, []).append(statement_finding(action, target))
+    return {key: list(dict.fromkeys(ids)) for key, ids in found.items()}
+
+
+@jsii.implements(IPolicyValidationPlugin)
+class WildcardStatements:
+    """A validation plugin: every wildcard statement in a synthesized IAM policy is a finding
+    until acknowledged for its own action and resource.
+
+    cdk-nag's ``AwsSolutions-IAM5`` names a finding by resource (``Resource::*``) alone, so
+    one reasoned ``*`` on a policy hides any later statement on ``*`` in it. This plugin
+    reads the synthesized templates (what CloudFormation gets, overrides included) and
+    reports one ``IAMWildcardStatement[Action::<a>][Resource::<r>]`` per pair;
+    ``BoundWildcard`` acknowledgements (``acknowledge_statements``) silence exactly the
+    pairs a construct reasons about. aws-cdk-lib suppresses acknowledged violations
+    (``Validations.of(x).acknowledge`` with the ``CdkLlmServing::`` prefix) and lists them,
+    with their reasons, in the validation report.
+    Use it as a cdk-nag pack: ``Validations.of(app).add_plugins(WildcardStatements(app))``.
+    """
+
+    def __init__(self, scope: IConstruct | None = None) -> None:
+        del scope  # taken, as cdk-nag's packs take it; the templates are what it reads
+
+    @property
+    def name(self) -> str:
+        return STATEMENT_PLUGIN
+
+    @property
+    def version(self) -> str | None:
+        return None
+
+    @property
+    def rule_ids(self) -> list[str] | None:
+        return [WILDCARD_STATEMENT_RULE]
+
+    def validate(self, context: IPolicyValidationContext) -> PolicyValidationPluginReport:
+        resources: dict[str, list[PolicyViolatingResource]] = {}
+        for path in context.template_paths:
+            template = json.loads(Path(path).read_text())
+            for logical_id, ids in wildcard_findings(template).items():
+                for rule in ids:
+                    resources.setdefault(rule, []).append(
+                        PolicyViolatingResource(
+                            resource_logical_id=logical_id,
+                            template_path=path,
+                            locations=["Properties"],
+                        )
+                    )
+        violations = [
+            PolicyViolation(
+                rule_name=rule,
+                description=(
+                    "a wildcard statement that no acknowledgement bound to its action and "
+                    "resource reasons about: narrow it, or acknowledge "
+                    f"'{STATEMENT_PLUGIN}::{rule}' on its policy with the reason"
+                ),
+                severity="error",
+                violating_resources=found,
+            )
+            for rule, found in resources.items()
+        ]
+        return PolicyValidationPluginReport(success=not violations, violations=violations)

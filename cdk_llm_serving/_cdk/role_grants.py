@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -10,9 +10,10 @@ from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from .._partitions import partition_of_region
 from ..errors import ConfigurationError, Problem
 from ..model_sources import ContainerImage, ModelData
-from .nag import acknowledge_wildcard_resources, acknowledge_wildcards
+from .nag import BoundWildcard, acknowledge_statements, acknowledge_wildcard_resources
 
 #: ``Aws.PARTITION`` and ``Aws.ACCOUNT_ID``: the same tokens every time, read from the kernel once.
 _PARTITION = Aws.PARTITION
@@ -93,6 +94,29 @@ def model_data_read_statements(model_data: ModelData) -> list[Statement]:
     return statements
 
 
+def sagemaker_inference_principal(region: str) -> iam.IPrincipal:
+    """``sagemaker.amazonaws.com``, for a role SageMaker inference (a model, an endpoint)
+    assumes, only on behalf of this account's SageMaker resources in ``region`` (the
+    stack's: a literal, or the ``AWS::Region`` token).
+
+    AWS's confused-deputy guidance for SageMaker real-time, serverless and asynchronous
+    inference gives exactly this trust condition, ``ArnLike aws:SourceArn
+    arn:<partition>:sagemaker:<region>:<account>:*``, and says the ARN must not be narrowed
+    to one model or endpoint ("Cross-service confused deputy prevention", section
+    "SageMaker AI Inference",
+    https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html).
+    The account is in the ARN, so no ``aws:SourceAccount`` (the same page).
+    One jsii call: the partition of a literal region from botocore's partitions
+    (``partition_of_region``), the tokens read once (``_PARTITION``, ``_ACCOUNT_ID``).
+    """
+    # A token region is encoded as ``${Token[...]}`` (no partition of its own): no jsii call.
+    partition = (None if "${Token[" in region else partition_of_region(region)) or _PARTITION
+    source = f"arn:{partition}:sagemaker:{region}:{_ACCOUNT_ID}:*"
+    return iam.ServicePrincipal(
+        "sagemaker.amazonaws.com", conditions={"ArnLike": {"aws:SourceArn": source}}
+    )
+
+
 class ExecutionRoleGrants:
     """Adds statements to a policy of their own, attached to ``role``, and records why each wildcard is needed.
 
@@ -116,7 +140,7 @@ class ExecutionRoleGrants:
         self.role = role
         self.policy_id = policy_id
         self.policy: iam.ManagedPolicy | None = None
-        self._reasons: dict[str, list[str]] = {}
+        self._bound: list[BoundWildcard] = []
 
     def add(self, *statements: iam.PolicyStatement) -> None:
         """Add ``statements`` to the grants' own policy (created, attached to the role, on first
@@ -135,12 +159,17 @@ class ExecutionRoleGrants:
 
     def image_pull(self, image: ContainerImage) -> None:
         self.add(*(statement.policy_statement() for statement in image_pull_statements(image)))
-        self._wildcard("*", "ecr:GetAuthorizationToken has no resource-level permissions.")
+        self._wildcard(
+            ("ecr:GetAuthorizationToken",),
+            ("*",),
+            "ecr:GetAuthorizationToken has no resource-level permissions.",
+        )
 
     def model_data_read(self, model_data: ModelData) -> None:
         statements = model_data_read_statements(model_data)
         self._wildcard(
-            statements[0].resources[0],
+            statements[0].actions,
+            statements[0].resources[:1],
             "Read-only access to the objects under the model's own weight prefix; their names are the checkpoint's files.",
         )
         self.add(*(statement.policy_statement() for statement in statements))
@@ -153,18 +182,16 @@ class ExecutionRoleGrants:
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         reason = "SageMaker names the endpoint's log group and streams at deploy time; access stays under /aws/sagemaker/."
-        self._wildcard(log_groups, reason)
-        self._wildcard(f"{log_groups}:log-stream:*", reason)
+        log_actions = (
+            "logs:CreateLogGroup",
+            "logs:CreateLogStream",
+            "logs:DescribeLogStreams",
+            "logs:PutLogEvents",
+        )
+        log_resources = (log_groups, f"{log_groups}:log-stream:*")
+        self._wildcard(log_actions, log_resources, reason)
         self.add(
-            iam.PolicyStatement(
-                actions=[
-                    "logs:CreateLogGroup",
-                    "logs:CreateLogStream",
-                    "logs:DescribeLogStreams",
-                    "logs:PutLogEvents",
-                ],
-                resources=[log_groups, f"{log_groups}:log-stream:*"],
-            ),
+            iam.PolicyStatement(actions=list(log_actions), resources=list(log_resources)),
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
@@ -174,45 +201,40 @@ class ExecutionRoleGrants:
             ),
         )
         self._wildcard(
-            "*",
+            ("cloudwatch:PutMetricData",),
+            ("*",),
             "cloudwatch:PutMetricData has no resource-level permissions; a namespace condition limits it to SageMaker's.",
         )
 
     def vpc_interfaces(self) -> None:
-        self.add(
-            iam.PolicyStatement(
-                actions=[
-                    "ec2:CreateNetworkInterface",
-                    "ec2:CreateNetworkInterfacePermission",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:DeleteNetworkInterfacePermission",
-                    "ec2:DescribeDhcpOptions",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeSecurityGroups",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeVpcs",
-                ],
-                resources=["*"],
-            )
+        actions = (
+            "ec2:CreateNetworkInterface",
+            "ec2:CreateNetworkInterfacePermission",
+            "ec2:DeleteNetworkInterface",
+            "ec2:DeleteNetworkInterfacePermission",
+            "ec2:DescribeDhcpOptions",
+            "ec2:DescribeNetworkInterfaces",
+            "ec2:DescribeSecurityGroups",
+            "ec2:DescribeSubnets",
+            "ec2:DescribeVpcs",
         )
+        self.add(iam.PolicyStatement(actions=list(actions), resources=["*"]))
         self._wildcard(
-            "*",
+            actions,
+            ("*",),
             "SageMaker creates the container's network interfaces in the given subnets; these EC2 actions take no resource ARN known at synth time.",
         )
 
     def acknowledge(self) -> None:
-        """Acknowledge the recorded wildcard resources on the grants' own policy, nothing else."""
+        """Acknowledge the recorded wildcard statements (their actions on their resources) on
+        the grants' own policy, nothing else: another action on the same ``*`` is reported."""
         if self.policy is None:
             return
-        acknowledge_wildcards(
-            self.policy,
-            {resource: " ".join(dict.fromkeys(why)) for resource, why in self._reasons.items()},
-            stack=self.stack,
-        )
-        self._reasons.clear()
+        acknowledge_statements(self.policy, self._bound, stack=self.stack)
+        self._bound.clear()
 
-    def _wildcard(self, resource: str, reason: str) -> None:
-        self._reasons.setdefault(resource, []).append(reason)
+    def _wildcard(self, actions: Sequence[str], resources: Sequence[str], reason: str) -> None:
+        self._bound.append(BoundWildcard(tuple(actions), tuple(resources), reason))
 
 
 #: Id of the customer managed policy, under the grantee's role, that holds the bearer-token grant.
@@ -293,4 +315,4 @@ def acknowledge_bearer_token(grantee: iam.IGrantable, reason: str = BEARER_TOKEN
                 )
             ],
         )
-    acknowledge_wildcard_resources(policy, ["*"], reason)
+    acknowledge_wildcard_resources(policy, ["*"], reason, actions=["sagemaker:CallWithBearerToken"])

@@ -37,7 +37,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from .._cdk.deprecation import warn_deprecated
-from .._cdk.nag import acknowledge_cdk_internals
+from .._cdk.nag import acknowledge_cdk_internals, acknowledge_generated_statements
 from .._cdk.pod_identity import pod_identity_role
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog, default_catalog
@@ -459,6 +459,15 @@ class HyperPodServingAddons(Construct):
             release=release,
             wait=not before_nodes,
         )
+        provider = self.cluster.eks_cluster.node.try_find_child("KubectlProvider")
+        if chart_asset is not None and provider is not None:
+            # aws-cdk-lib's HelmChart just granted the kubectl handler read of the chart's
+            # asset (s3:GetObject*, s3:GetBucket*, s3:List* on the CDK asset bucket): bound
+            # to those statements now, as the provider's own were (issue 32).
+            acknowledge_generated_statements(
+                provider,
+                "aws-cdk-lib's kubectl handler reads the chart's asset from the CDK asset bucket (HelmChart chart_asset).",
+            )
         if not before_nodes:
             helm.node.add_dependency(self.cluster.nodes_ready)
         return helm

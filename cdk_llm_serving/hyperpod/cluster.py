@@ -64,29 +64,44 @@ from .constants import (
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 from .kubernetes_version import KubernetesVersion
-from .node_autoscaling import NodeAutoscaling, validate_autoscaled_groups
+from .node_autoscaling import AUTOSCALER_ACTIONS, NodeAutoscaling, validate_autoscaled_groups
 from .node_readiness import HyperPodNodesReady
 from .tiered_storage import TieredStorage
 
 _LIFECYCLE_PREFIX = "lifecycle"
 #: What an omitted ``kubernetes_version`` means (deprecated; see ``HyperPodEksCluster``).
 _FORMER_DEFAULT_VERSION = KubernetesVersion.V1_33
-#: EC2 actions HyperPod's nodes need for their network interfaces (no resource-level ARN at synth).
-_NODE_NETWORK_ACTIONS = [
-    "ec2:AssignPrivateIpAddresses",
-    "ec2:CreateNetworkInterface",
-    "ec2:CreateNetworkInterfacePermission",
-    "ec2:DeleteNetworkInterface",
-    "ec2:DeleteNetworkInterfacePermission",
+#: EC2 Describe actions HyperPod's nodes need for their network interfaces (no resource type).
+_NODE_NETWORK_DESCRIBE_ACTIONS = [
     "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeVpcs",
     "ec2:DescribeDhcpOptions",
     "ec2:DescribeSubnets",
     "ec2:DescribeSecurityGroups",
+]
+#: EC2 actions on the nodes' network interfaces whose only resource type is the
+#: network interface, which carries the ``ec2:Vpc`` key (Service Authorization Reference,
+#: https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html).
+_NODE_INTERFACE_ACTIONS = [
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
     "ec2:DetachNetworkInterface",
     "ec2:ModifyNetworkInterfaceAttribute",
     "ec2:UnassignPrivateIpAddresses",
 ]
+#: What HyperPod's nodes need for their network interfaces, as AWS's policy lists them.
+_NODE_NETWORK_ACTIONS = sorted(
+    [*_NODE_NETWORK_DESCRIBE_ACTIONS, *_NODE_INTERFACE_ACTIONS, "ec2:CreateNetworkInterface"]
+)
+#: Image pulls from ECR (ecr:GetAuthorizationToken has no resource type).
+_NODE_IMAGE_PULL_ACTIONS = (
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:GetAuthorizationToken",
+    "ecr:GetDownloadUrlForLayer",
+)
 #: Describe actions the VPC CNI needs beyond ``_NODE_NETWORK_ACTIONS`` (AmazonEKS_CNI_Policy's;
 #: they take no resource ARN).
 _VPC_CNI_DESCRIBE_ACTIONS = [
@@ -707,6 +722,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                     )
                 ],
                 "HyperPod assigns the cluster's ID at creation, after this role must exist: this account's and Region's clusters are as narrow as synth time allows (AWS's policy names every Region).",
+                actions=AUTOSCALER_ACTIONS,
             )
             autoscaling = {
                 "auto_scaling": sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
@@ -917,12 +933,8 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         """
         # Object ownership left to aws-cdk-lib: ObjectWriter for ACL delivery in apps without
         # the @aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy flag, S3's default otherwise.
+        # No AwsSolutions-S1 on it: cdk-nag's rule passes a bucket that is another's log target.
         logs_bucket = self._private_bucket("LifecycleAccessLogs")
-        acknowledge(
-            logs_bucket,
-            "AwsSolutions-S1",
-            "The lifecycle bucket's access-log bucket: logging it would log the logging.",
-        )
         bucket = self._private_bucket(
             "LifecycleScripts",
             server_access_logs_bucket=logs_bucket,
@@ -951,7 +963,16 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         return bucket, upload
 
     def _execution_role(self) -> iam.Role:
-        """The node role: HyperPod's managed policy, ENIs, image pulls, the lifecycle script."""
+        """The node role: HyperPod's managed policy, ENIs, image pulls, the lifecycle script.
+
+        Its trust has no ``aws:SourceAccount``/``aws:SourceArn`` condition, unlike the
+        SageMaker models' roles: AWS's confused-deputy page for SageMaker documents the
+        condition for inference, training, processing and other features, not for HyperPod
+        clusters (https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html),
+        and HyperPod's IAM page gives the execution role's trust without one
+        (sagemaker-hyperpod-prerequisites-iam.html). A key the service does not send would
+        leave the nodes without credentials.
+        """
         role = iam.Role(
             self,
             "ExecutionRole",
@@ -998,7 +1019,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         bucket_arn = self.lifecycle_bucket.bucket_arn
         owner = resource_account_condition(Stack.of(self).account)
         return [
-            iam.PolicyStatement(actions=_NODE_NETWORK_ACTIONS, resources=["*"]),
+            *self._network_interface_statements(),
             iam.PolicyStatement(
                 actions=["ec2:AttachNetworkInterface"],
                 resources=[
@@ -1015,15 +1036,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                     )
                 ],
             ),
-            iam.PolicyStatement(
-                actions=[
-                    "ecr:BatchCheckLayerAvailability",
-                    "ecr:BatchGetImage",
-                    "ecr:GetAuthorizationToken",
-                    "ecr:GetDownloadUrlForLayer",
-                ],
-                resources=["*"],
-            ),
+            iam.PolicyStatement(actions=list(_NODE_IMAGE_PULL_ACTIONS), resources=["*"]),
             iam.PolicyStatement(
                 actions=["s3:GetObject"],
                 resources=[f"{bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
@@ -1040,6 +1053,47 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                 },
             ),
             self._pod_identity_statement(),
+        ]
+
+    def _network_interface_statements(self) -> list[iam.PolicyStatement]:
+        """AWS's network-interface actions, each on the resource types it acts on, those that
+        carry ``ec2:Vpc`` limited to the cluster's VPC (issue 32; the node role could
+        create, modify and delete any network interface of the account).
+
+        Per the Service Authorization Reference for EC2
+        (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html):
+        the interface actions act on ``network-interface`` (which has ``ec2:Vpc``);
+        ``CreateNetworkInterface`` also on the ``subnet`` and ``security-group`` it uses
+        (``ec2:Vpc``), not on the new interface, which has no ``ec2:Vpc`` yet;
+        ``ModifyNetworkInterfaceAttribute`` also on ``subnet``/``security-group`` and, with
+        ``DetachNetworkInterface``, on the ``instance`` (no ``ec2:Vpc``: this account's and
+        Region's instances). The Describe actions take no resource type (``*``).
+        """
+        stack = Stack.of(self)
+
+        def arns(*kinds: str) -> list[str]:
+            return [stack.format_arn(service="ec2", resource=k, resource_name="*") for k in kinds]
+
+        in_vpc = {"ArnEquals": {"ec2:Vpc": self.vpc.vpc_arn}}
+        return [
+            iam.PolicyStatement(actions=_NODE_NETWORK_DESCRIBE_ACTIONS, resources=["*"]),
+            iam.PolicyStatement(
+                actions=_NODE_INTERFACE_ACTIONS,
+                resources=arns("network-interface"),
+                conditions=in_vpc,
+            ),
+            iam.PolicyStatement(
+                actions=["ec2:CreateNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"],
+                resources=arns("subnet", "security-group"),
+                conditions=in_vpc,
+            ),
+            iam.PolicyStatement(
+                actions=["ec2:CreateNetworkInterface"], resources=arns("network-interface")
+            ),
+            iam.PolicyStatement(
+                actions=["ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"],
+                resources=arns("instance"),
+            ),
         ]
 
     def _pod_identity_statement(self) -> iam.PolicyStatement:
@@ -1062,7 +1116,34 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         acknowledge_wildcard_resources(
             policy,
             ["*"],
-            "HyperPod attaches ENIs in the cluster's subnets (EC2 network-interface actions take no ARN known at synth time) and nodes pull serving images from repositories chosen at deploy time.",
+            "EC2 Describe actions take no resource type, and nodes pull serving images from repositories chosen at deploy time.",
+            actions=[
+                *_NODE_NETWORK_DESCRIBE_ACTIONS,
+                *_VPC_CNI_DESCRIBE_ACTIONS,
+                *_NODE_IMAGE_PULL_ACTIONS,
+            ],
+        )
+        stack = Stack.of(self)
+        acknowledge_wildcard_resources(
+            policy,
+            [stack.format_arn(service="ec2", resource="network-interface", resource_name="*")],
+            "Network interfaces of the cluster's VPC only (ec2:Vpc condition); their IDs exist only at run time.",
+            actions=[*_NODE_INTERFACE_ACTIONS, "ec2:CreateNetworkInterface"],
+        )
+        acknowledge_wildcard_resources(
+            policy,
+            [
+                stack.format_arn(service="ec2", resource=kind, resource_name="*")
+                for kind in ("subnet", "security-group")
+            ],
+            "Subnets and security groups of the cluster's VPC only (ec2:Vpc condition), those the interfaces use.",
+            actions=["ec2:CreateNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"],
+        )
+        acknowledge_wildcard_resources(
+            policy,
+            [stack.format_arn(service="ec2", resource="instance", resource_name="*")],
+            "The node's own instance, whose ID exists only at run time (instances carry no ec2:Vpc key).",
+            actions=["ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"],
         )
         acknowledge_wildcard_resources(
             policy,
@@ -1072,6 +1153,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                 )
             ],
             "Tags only network interfaces, whose IDs exist only at run time.",
+            actions=["ec2:CreateTags"],
         )
         acknowledge_wildcard_resources(
             policy,
@@ -1080,11 +1162,13 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                 for kind in ("instance", "network-interface")
             ],
             "The VPC CNI attaches network interfaces to its own node: instance and interface IDs exist only at run time.",
+            actions=["ec2:AttachNetworkInterface"],
         )
         acknowledge_wildcard_resources(
             policy,
             [f"{self.lifecycle_bucket.bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
             "Read of the lifecycle scripts under their prefix.",
+            actions=["s3:GetObject"],
         )
 
     def _instance_group(

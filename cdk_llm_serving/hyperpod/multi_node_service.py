@@ -84,7 +84,12 @@ from .prefix_routing import (
     leader_wildcard,
 )
 from .serving_image import IMAGE_WITHOUT_EFA_WARNING, default_vllm_image
-from .serving_security import generated_api_key, secret_provider_class, secrets_store_addon
+from .serving_security import (
+    generated_api_key,
+    restrict_api_key_readers,
+    secret_provider_class,
+    secrets_store_addon,
+)
 from .serving_tls import (
     TLS_FLAGS,
     ca_manifests,
@@ -920,6 +925,7 @@ class VllmMultiNodeService(Construct):
         grants.acknowledge()
         if self.api_key is not None:
             self.api_key.grant_read(role)
+            restrict_api_key_readers(self.api_key, role)
         manifest = eks.KubernetesManifest(
             self,
             "WeightsIdentity",

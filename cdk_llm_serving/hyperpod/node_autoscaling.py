@@ -171,6 +171,11 @@ class NodeAutoscaling:
         this role must exist before), so this Region and account are as narrow as synth time
         allows. AWS's page also grants ``kms:CreateGrant``/``kms:DescribeKey`` for customer
         managed EBS keys: this construct gives its groups no KMS key, so they are left out.
+
+        The trust has no ``aws:SourceAccount``/``aws:SourceArn`` condition: AWS's trust policy
+        for this role has none, and no AWS page says HyperPod's autoscaler sends those keys
+        when it assumes the role (SageMaker's confused-deputy page lists no HyperPod
+        feature); a condition the service does not send would refuse every scaling action.
         """
         stack = Stack.of(scope)
         role = iam.Role(

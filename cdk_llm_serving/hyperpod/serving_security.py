@@ -51,8 +51,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
@@ -111,11 +113,23 @@ def _pinned_version(cluster: IHyperPodCluster, addon: str) -> str | None:
 
 
 def generated_api_key(scope: Construct, name: str) -> secretsmanager.Secret:
-    """A random 48-character key without punctuation (safe in an ``Authorization`` header)."""
+    """A random 48-character key without punctuation (safe in an ``Authorization`` header),
+    encrypted with a customer managed key of its own (``ApiKeyKey``, rotated yearly,
+    retained): whoever reads the secret needs ``kms:Decrypt`` on that key too, which only
+    the readers ``grant_read`` names get (through Secrets Manager, ``kms:ViaService``) and
+    the account's IAM administrators (the key policy's account statement) have."""
+    key = kms.Key(
+        scope,
+        "ApiKeyKey",
+        enable_key_rotation=True,
+        removal_policy=RemovalPolicy.RETAIN,
+        description=f"{name}: encrypts the vLLM endpoint's API key",
+    )
     secret = secretsmanager.Secret(
         scope,
         "ApiKey",
         description=f"{name}: API key of the vLLM OpenAI-compatible endpoint",
+        encryption_key=key,
         generate_secret_string=secretsmanager.SecretStringGenerator(
             exclude_punctuation=True, password_length=48
         ),
@@ -127,6 +141,31 @@ def generated_api_key(scope: Construct, name: str) -> secretsmanager.Secret:
         "clients out; rotate with both keys in the secret and a rolling restart (README).",
     )
     return secret
+
+
+def restrict_api_key_readers(secret: secretsmanager.ISecret, reader: iam.IRole) -> None:
+    """The secret's resource policy names its reader: ``reader`` may read it, and no
+    principal of another account may, whatever that account's policies or the key's grants
+    say (an explicit ``Deny`` wins over any ``Allow``: IAM policy evaluation logic).
+    Principals of this account still need an IAM policy that allows the read (admins)."""
+    secret.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="ThePodsRoleReadsTheKey",
+            principals=[reader],
+            actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            resources=["*"],
+        )
+    )
+    secret.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="NoReaderOutsideTheAccount",
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["secretsmanager:GetSecretValue"],
+            resources=["*"],
+            conditions={"StringNotEquals": {"aws:PrincipalAccount": Stack.of(secret).account}},
+        )
+    )
 
 
 def secret_provider_class(

@@ -17,7 +17,7 @@ from constructs import Construct
 from .._cdk.arns import CLOUDWATCH_ALARM, KMS_KEY, ML_RESERVATION, SNS_TOPIC, check_arn
 from .._cdk.deprecation import warn_deprecated
 from .._cdk.endpoint_names import claim_endpoint_name
-from .._cdk.role_grants import ExecutionRoleGrants
+from .._cdk.role_grants import ExecutionRoleGrants, sagemaker_inference_principal
 from .._cdk.service_limits import limits
 from .._cdk.stacks import stack_of
 from .._cdk.template_limits import check_template_limits
@@ -318,7 +318,8 @@ class _PoolHost(Construct, EndpointApi):
         self.execution_role = iam.Role(
             self,
             "ExecutionRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            # Only this account's SageMaker inference, in this Region (confused deputy).
+            assumed_by=sagemaker_inference_principal(self.stack_region or self._stack.region),
             description="Execution role of a SageMaker endpoint hosting inference components",
         )
         self.execution_role_grants = ExecutionRoleGrants(

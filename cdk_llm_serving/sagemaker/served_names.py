@@ -163,6 +163,7 @@ class ServedNamesFile(Construct):
             "Deletes only this construct's own served-names files (its address is in the name) in "
             "the weights bucket: after the weights prefix or copy name changes, CloudFormation "
             "deletes the old file in cleanup, when this policy already names the new key.",
+            actions=["s3:DeleteObject"],
         )
         if model_data.encryption_key is not None:
             model_data.encryption_key.grant_encrypt(self.resource)

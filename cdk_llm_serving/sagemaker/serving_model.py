@@ -18,6 +18,7 @@ from .._cdk.role_grants import (
     ExecutionRoleGrants,
     image_pull_statements,
     model_data_read_statements,
+    sagemaker_inference_principal,
 )
 from .._cdk.service_limits import limits
 from .._cdk.stacks import stack_of
@@ -134,7 +135,8 @@ class ServingModel(Construct):
         return iam.Role(
             self,
             "Role",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            # Only this account's SageMaker inference, in this Region (confused deputy).
+            assumed_by=sagemaker_inference_principal(self._region),
             description="Execution role of a SageMaker model served by cdk-llm-serving",
         )
 

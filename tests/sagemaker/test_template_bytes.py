@@ -21,7 +21,9 @@ from tests.support.template_helpers import flatten, only_resource, resources_of_
 
 #: Bytes one endpoint may add to a template, as written (issue #19: 25 KB; issue #27: 30 KB,
 #: the variant alarms read each pool's series instead of the variant's UNCONFIRMED one).
-ENDPOINT_BYTES_LIMIT = 30_000
+#: Issue #32: 30.5 KB, the model role's confused-deputy trust condition (``aws:SourceArn``,
+#: about 190 bytes as written per model).
+ENDPOINT_BYTES_LIMIT = 30_500
 
 
 def written_bytes(template: dict) -> int:
@@ -45,7 +47,7 @@ def bench_template() -> dict:
     return template_of(stack)
 
 
-def test_one_endpoint_writes_at_most_30_kb(bench_template):
+def test_one_endpoint_writes_at_most_30_5_kb(bench_template):
     resources = bench_template["Resources"]
     # What a second endpoint would share: the stack's one PromQL chart function.
     shared = {k for k in resources if k.startswith(PromQLCharts.SINGLETON_ID)}

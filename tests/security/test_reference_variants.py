@@ -14,19 +14,8 @@ from cdk_llm_serving.testing.checks import add_nag_packs
 from stacks import add_reference_stacks
 from stacks.hipaa_review import REFERENCE_NAG_PACKS
 from tests.support.app import new_app
+from tests.support.reference_variants import VARIANTS
 from tests.support.template_helpers import resources_of_type
-
-#: README "Reference app" context keys, one variant each.
-VARIANTS = {
-    "keda": {"llm-serving:reference-moe:max-replicas": "2"},
-    "keda-zero": {
-        "llm-serving:reference-moe:max-replicas": "2",
-        "llm-serving:reference-moe:scale-to-zero": "true",
-    },
-    "inference-operator": {"llm-serving:hyperpod:inference-operator": "true"},
-    "p5en": {"llm-serving:reference-moe:gpu-instance-type": "ml.p5en.48xlarge"},
-    "gpu-az": {"llm-serving:hyperpod:gpu-az-id": "usw2-az2"},
-}
 
 
 def _synth(context: dict[str, str]) -> cx_api.CloudAssembly:
