@@ -285,7 +285,7 @@ CASES: list[Case] = [
     (
         "an unknown vLLM flag",
         lambda: model_with({"SM_VLLM_MAX_MODEL_LENGTH": "8192"}),
-        "environment['SM_VLLM_MAX_MODEL_LENGTH'] = '8192': not one of vLLM 0.33's 197 server flags; closest: max-model-len, max-log-len (vllm serve exits)",
+        "environment['SM_VLLM_MAX_MODEL_LENGTH'] = '8192': not one of vLLM 0.33's 198 server flags; closest: max-model-len, max-log-len (vllm serve exits)",
     ),
     (
         "an unknown tool-call parser",

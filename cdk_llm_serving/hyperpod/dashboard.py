@@ -132,7 +132,9 @@ class VllmDashboard(Construct):
         """Serving, asked-for and pending replicas of ``autoscaling`` and the alarm on pending
         replicas (``node_panels``); the rules live in this dashboard's workspace."""
         #: The scaling rules and alarm (``node_panels.scaling_rule_groups``).
-        self.scaling_rules = add_scaling_panels(self, autoscaling)
+        self.scaling_rules = add_scaling_panels(
+            self, self.dashboard, self.promql_widget, autoscaling
+        )
 
     def promql_widget(
         self, title: str, query: str, unit: str, threshold: float | None

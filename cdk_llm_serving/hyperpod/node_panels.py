@@ -37,20 +37,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import yaml
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from .constants import QUEUE_DEPTH_RULE
 from .multi_node_manifests import NLB_HEALTH_CHECK_INTERVAL_SECONDS
 from .node_readiness import group_budget
 from .observability import _YAML_OPTIONS
+from .replica_autoscaling import IMAGE_PULL_SECONDS, WAKE_HEALTHY_THRESHOLD, VllmReplicaAutoscaling
 
-if TYPE_CHECKING:
-    from .dashboard import VllmDashboard
-    from .replica_autoscaling import VllmReplicaAutoscaling
+#: ``VllmDashboard.promql_widget``: (title, query, unit, threshold) -> a widget.
+PromqlWidget = Callable[[str, str, str, "float | None"], cloudwatch.IWidget]
 
 __all__ = ["PENDING_ALERT", "scale_out_seconds", "scaling_rule_groups"]
 
@@ -67,8 +68,6 @@ _UP = 'up{job="vllm"}'
 def scale_out_seconds(autoscaling: VllmReplicaAutoscaling) -> int:
     """How long one more replica takes to serve: its nodes, image, weights and engine, the
     health check (``ScaleToZero``'s wake figures, without the wake's detection)."""
-    from .replica_autoscaling import IMAGE_PULL_SECONDS, WAKE_HEALTHY_THRESHOLD
-
     if autoscaling.wake is not None:
         return autoscaling.wake.total_seconds - autoscaling.wake.detection
     service = autoscaling.service
@@ -86,8 +85,6 @@ def scale_out_seconds(autoscaling: VllmReplicaAutoscaling) -> int:
 
 
 def _recording_rules(autoscaling: VllmReplicaAutoscaling) -> list[dict[str, str]]:
-    from .constants import QUEUE_DEPTH_RULE
-
     low, high, threshold = (
         max(autoscaling.min_replicas, 1),
         autoscaling.max_replicas,
@@ -140,11 +137,15 @@ def scaling_rule_groups(autoscaling: VllmReplicaAutoscaling) -> str:
 
 
 def add_scaling_panels(
-    dashboard: VllmDashboard, autoscaling: VllmReplicaAutoscaling
+    parent: Construct,
+    board: cloudwatch.Dashboard,
+    promql_widget: PromqlWidget,
+    autoscaling: VllmReplicaAutoscaling,
 ) -> aps.CfnRuleGroupsNamespace:
-    """The scaling rules and alarm in the workspace, and their panels on ``dashboard``."""
+    """The scaling rules and alarm in the workspace (under ``parent``), and their panels on
+    ``board`` (drawn with ``promql_widget``, the dashboard's own)."""
     observability = autoscaling.observability
-    scope = Construct(dashboard, "Scaling")
+    scope = Construct(parent, "Scaling")
     rules = aps.CfnRuleGroupsNamespace(
         scope,
         "Rules",
@@ -154,7 +155,7 @@ def add_scaling_panels(
     )
     minutes = math.ceil(scale_out_seconds(autoscaling) / 60)
     wake = autoscaling.wake
-    dashboard.dashboard.add_widgets(
+    board.add_widgets(
         cloudwatch.TextWidget(
             markdown=(
                 f"## Scaling: {autoscaling.min_replicas}-{autoscaling.max_replicas} replicas of "
@@ -179,7 +180,7 @@ def add_scaling_panels(
         ("Pending replicas (waiting for nodes or starting)", PENDING_REPLICAS_RULE, None),
     ]
     widgets: list[cloudwatch.IWidget] = [
-        dashboard.promql_widget(title, query, "", threshold) for title, query, threshold in panels
+        promql_widget(title, query, "", threshold) for title, query, threshold in panels
     ]
     widgets.append(
         cloudwatch.TextWidget(
@@ -193,5 +194,5 @@ def add_scaling_panels(
         )
     )
     for left, right in zip(widgets[::2], widgets[1::2], strict=True):
-        dashboard.dashboard.add_widgets(left, right)
+        board.add_widgets(left, right)
     return rules

@@ -90,6 +90,7 @@ from .constants import (
     VLLM_API_PORT,
 )
 from .serving_security import IMDS_CIDR
+from .serving_tls import serving_certificate
 
 __all__ = [
     "PREFIX_ROUTING_CONTEXT",
@@ -324,7 +325,6 @@ class RouterDeployment:
 
     def certificate(self, dns_names: list[str]) -> dict[str, Any]:
         """The router's certificate for the load balancer's names, from the service's CA."""
-        from .serving_tls import serving_certificate
 
         cert = serving_certificate(self.name, self.namespace, self.labels(), dns_names)
         cert["metadata"]["name"] = self.secret_name
