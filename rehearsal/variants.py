@@ -54,6 +54,14 @@ VARIANTS: dict[str, Variant] = {
         ),
         Variant("keda", {"llm-serving:reference-moe:max-replicas": "2"}, "KEDA scales to 2"),
         Variant(
+            "keda-routed",
+            {
+                "llm-serving:reference-moe:max-replicas": "2",
+                "llm-serving:reference-moe:prefix-routing": "true",
+            },
+            "KEDA scales to 2 behind vLLM's prefix-aware router",
+        ),
+        Variant(
             "keda-zero",
             {
                 "llm-serving:reference-moe:max-replicas": "2",

@@ -67,6 +67,10 @@ class HyperPodSettings:
     #: With KEDA (``max_replicas`` above ``replicas``): scale to zero replicas and nodes when
     #: idle, woken by the load balancer's connections (``ScaleToZero``).
     scale_to_zero: bool = False
+    #: With KEDA: vLLM's prefix-aware router in front of the replicas (``PrefixRouting``).
+    #: Off: the router's worker-management routes are reachable through its TCP TLS front
+    #: (the deploy review of 2026-12-02, README "Prefix-aware routing").
+    prefix_routing: bool = False
     admin_role_arns: tuple[str, ...] = ()
     hyperpod_chart_dir: str | None = None
     #: ``None``: AWS's vLLM container with EFA for the stack's region.
@@ -211,7 +215,7 @@ class HyperPodReferenceStack(Stack):
             kv_offload=True,
             # vLLM's prefix-aware router in front of the replicas when KEDA may run more than
             # one (#29); at one replica there is nothing to choose from.
-            routing=PrefixRouting() if settings.max_replicas > 1 else None,
+            routing=PrefixRouting() if settings.prefix_routing else None,
             config=VllmConfig(
                 model="set-by-the-service",
                 served_model_name="reference-moe-nvfp4",

@@ -22,6 +22,7 @@ CONTEXT_DEFAULTS: dict[str, str] = {
     "llm-serving:reference-moe:vllm-image": "",
     "llm-serving:reference-moe:max-replicas": "1",
     "llm-serving:reference-moe:scale-to-zero": "false",
+    "llm-serving:reference-moe:prefix-routing": "false",
     "llm-serving:reference-moe:gpu-instance-type": "ml.p6-b200.48xlarge",
     "llm-serving:hyperpod:inference-operator": "false",
     "llm-serving:gpt-oss-120b:weights-uri": "s3://cdk-llm-serving-placeholder-weights/gpt-oss-120b/",
@@ -123,6 +124,8 @@ def add_reference_stacks(app: App) -> list[Stack]:
             vllm_image=_context(app, "llm-serving:reference-moe:vllm-image") or None,
             max_replicas=int(_context(app, "llm-serving:reference-moe:max-replicas")),
             scale_to_zero=_context(app, "llm-serving:reference-moe:scale-to-zero").lower()
+            == "true",
+            prefix_routing=_context(app, "llm-serving:reference-moe:prefix-routing").lower()
             == "true",
             inference_operator=_context(app, "llm-serving:hyperpod:inference-operator").lower()
             == "true",

@@ -168,6 +168,8 @@ class Exposure:
         return annotations
 
 
+#: The router's own liveness route (vllm-project/router: ``/liveness``, 200 while it runs).
+ROUTER_LIVENESS_PATH = "/liveness"
 #: Suffix of the load-balanced Service's name: ``<name>-api``. LeaderWorkerSet creates its
 #: headless Service under the LWS's own name, and only if no Service of that name exists
 #: (kubernetes-sigs/lws ``pkg/utils/controller/controller_utils.go``
@@ -422,6 +424,15 @@ class MultiNodeWorkload:
         (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#subnets).
         """
         annotations = self.exposure._render()
+        if self.router_labels:
+            # The router's ``/health`` answers 503 while any listed leader is absent, and the
+            # router lists every leader the group has room for: the targets would never turn
+            # healthy (and, with the readiness gate, the routers never Ready). ``/liveness``
+            # answers while the router runs; leader health is the router's own check
+            # (vllm-router 0.1.17, measured in the deploy review).
+            annotations["service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"] = (
+                ROUTER_LIVENESS_PATH
+            )
         if self.load_balancer_subnets:
             annotations["service.beta.kubernetes.io/aws-load-balancer-subnets"] = ",".join(
                 self.load_balancer_subnets

@@ -94,6 +94,12 @@ def test_the_load_balancer_selects_the_routers(routed):
     assert svc["spec"]["selector"][ROLE_LABEL] == "router"
     assert svc["spec"]["ports"][0]["targetPort"] == ROUTER_TLS_PORT
     assert svc["spec"]["ports"][0]["port"] == 443
+    # The router's /health is 503 while any listed leader is absent (the deploy review ran
+    # vllm-router 0.1.17): the load balancer checks /liveness instead.
+    annotations = svc["metadata"]["annotations"]
+    assert (
+        annotations["service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"] == "/liveness"
+    )
 
 
 def test_the_router_pods_are_placed_on_the_system_nodes_and_spread(routed):

@@ -80,6 +80,7 @@ def test_variants_pass_their_context_and_allow_the_placeholders():
         "gpu-az",
         "inference-operator",
         "keda",
+        "keda-routed",
         "keda-zero",
         "p5en",
         "reference",

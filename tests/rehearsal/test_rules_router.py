@@ -17,7 +17,7 @@ from tests.rehearsal.conftest import synthesized
 
 @pytest.fixture(scope="module")
 def played():
-    built = synthesized("keda")
+    built = synthesized("keda-routed")
     assert isinstance(built, Assembly), built
     return play(built, weight_bytes=reference_weight_bytes())
 

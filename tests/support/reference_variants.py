@@ -4,6 +4,10 @@ from __future__ import annotations
 
 VARIANTS: dict[str, dict[str, str]] = {
     "keda": {"llm-serving:reference-moe:max-replicas": "2"},
+    "keda-routed": {
+        "llm-serving:reference-moe:max-replicas": "2",
+        "llm-serving:reference-moe:prefix-routing": "true",
+    },
     "keda-zero": {
         "llm-serving:reference-moe:max-replicas": "2",
         "llm-serving:reference-moe:scale-to-zero": "true",
