@@ -19,7 +19,7 @@ pip_install = $(VENV)/bin/uv pip install --quiet --python $(1) $(2) || { \
 	$(VENV)/bin/python -m pip --python $(1) install --quiet --disable-pip-version-check $(2); }
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install synth test typecheck check-wheel bench clean vllm-venv rehearse rehearse-live rehearse-before-fixes rehearse-sagemaker promtool compare-aiconfigurator
+.PHONY: install synth test typecheck check-wheel bench clean vllm-venv rehearse rehearse-live rehearse-before-fixes rehearse-sagemaker promtool nginx compare-aiconfigurator
 
 install: $(STAMP)
 
@@ -139,6 +139,11 @@ rehearse-sagemaker: $(STAMP) $(VLLM_STAMP) promtool
 # promtool and the prometheus server from Debian's prometheus package (apt-get, as root), unless on PATH.
 promtool:
 	@sh rehearsal/sagemaker/install_promtool.sh
+
+# nginx from Debian's nginx-light package (apt-get, as root), unless installed: the router's TLS
+# front, run by tests/hyperpod/test_router_proxy.py.
+nginx:
+	@sh tests/support/install_nginx.sh
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out build

@@ -68,8 +68,8 @@ class HyperPodSettings:
     #: idle, woken by the load balancer's connections (``ScaleToZero``).
     scale_to_zero: bool = False
     #: With KEDA: vLLM's prefix-aware router in front of the replicas (``PrefixRouting``).
-    #: Off: the router's worker-management routes are reachable through its TCP TLS front
-    #: (the deploy review of 2026-12-02, README "Prefix-aware routing").
+    #: Off by default: the router restarts while no leader is healthy (README "Prefix-aware
+    #: routing across replicas").
     prefix_routing: bool = False
     admin_role_arns: tuple[str, ...] = ()
     hyperpod_chart_dir: str | None = None

@@ -158,19 +158,8 @@ class VllmDashboard(Construct):
         self, panel: _Panel, observability: VllmObservability
     ) -> cloudwatch.CustomWidget:
         """One chart; alerted series carry their alert threshold (drawn as a dashed line)."""
-        params: dict[str, object] = {"query": panel.query, "title": panel.title, "unit": panel.unit}
-        if panel.threshold is not None:
-            params["threshold"] = panel.threshold(observability)
-        return cloudwatch.CustomWidget(
-            function_arn=self.function.function_arn,
-            title=panel.title,
-            params=params,
-            width=12,
-            height=6,
-            update_on_refresh=True,
-            update_on_resize=True,
-            update_on_time_range_change=True,
-        )
+        threshold = panel.threshold(observability) if panel.threshold is not None else None
+        return self.promql_widget(panel.title, panel.query, panel.unit, threshold)
 
 
 def _header(observability: VllmObservability) -> cloudwatch.TextWidget:

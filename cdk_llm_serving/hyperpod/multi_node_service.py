@@ -760,14 +760,6 @@ class VllmMultiNodeService(Construct):
             problems.add("routing", routing, "a PrefixRouting, True, False or None (the default)")
             return None
         settings.validate(problems, "routing")
-        Annotations.of(self).add_warning_v2(
-            "cdk-llm-serving:routerManagementRoutesReachable",
-            "the prefix-aware router's TLS front relays every route, so its worker-management "
-            "routes (/add_worker, /remove_worker, unauthenticated in vllm-router 0.1.17) are "
-            "reachable from the VPC through the load balancer: whoever reaches them can add a "
-            "worker that receives clients' API keys, or remove the leaders. Use it only where "
-            'the VPC\'s clients are trusted (README, "Prefix-aware routing across replicas")',
-        )
         pre_stop = NLB_DEREGISTRATION_DELAY_SECONDS + NLB_HEALTH_CHECK_INTERVAL_SECONDS
         return RouterDeployment(
             routing=settings,

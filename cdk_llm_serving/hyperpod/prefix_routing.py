@@ -42,10 +42,18 @@ What the service deploys (all on the system nodes, none on the GPU groups):
 * a Deployment of ``replicas`` (2) router pods, spread over nodes (preferred pod
   anti-affinity on the hostname), with a PodDisruptionBudget (one may go at a time);
 * in each pod, the router on loopback (``127.0.0.1:30000``: nothing outside the pod reaches
-  it in plaintext) and **ghostunnel** in front of it (ghostunnel/ghostunnel ``main.go``:
-  ``server --listen --target --cert --key --disable-authentication``, ``--timed-reload``), which
-  terminates TLS on ``ROUTER_TLS_PORT`` with a cert-manager certificate for the load balancer's
-  names, signed by the service's own CA: the same CA clients already trust (``CaCertificate``);
+  it in plaintext) and **nginx** in front of it (``proxy_config``), which terminates TLS on
+  ``ROUTER_TLS_PORT`` with a cert-manager certificate for the load balancer's names, signed by
+  the service's own CA (the same CA clients already trust, ``CaCertificate``), and forwards
+  only the OpenAI API (``/v1/``) and the router's ``/liveness`` and ``/readiness``. The router's
+  worker-management routes (``/workers``, ``/add_worker``, ``/remove_worker``,
+  ``/flush_cache``, ...) take no credentials in vllm-router 0.1.17 (its ``--api-key`` is the
+  key it sends to workers): a TCP relay in front (ghostunnel, this module's first proxy) let
+  anyone who reached the load balancer add a worker that received the clients' API keys, or
+  remove the leaders (found by the deploy review, which ran the router). nginx reloads the
+  certificate every ``PROXY_RELOAD_SECONDS`` (``nginx -s reload`` re-reads it;
+  https://nginx.org/en/docs/control.html), well inside cert-manager's renewal window (a third
+  of the certificate's life before it expires, https://cert-manager.io/docs/usage/certificate/);
 * the router dials every possible leader over HTTPS, ``https://<name>-<i>.<name>.<namespace>.svc:8000``
   for i below the GPU group's room for replicas: a LeaderWorkerSet's leader pod is
   ``<name>-<i>`` under its headless Service ``<name>`` (``LWS_LEADER_ADDRESS``,
@@ -94,6 +102,8 @@ from .serving_tls import serving_certificate
 
 __all__ = [
     "PREFIX_ROUTING_CONTEXT",
+    "PROXIED_PREFIX",
+    "PROXIED_PROBES",
     "PROXY_IMAGE",
     "ROUTER_IMAGE",
     "ROUTER_METRICS_PORT",
@@ -113,22 +123,29 @@ PREFIX_ROUTING_CONTEXT = "@cdk-llm-serving/hyperpod:multiNodePrefixRouting"
 #: of the same version is the one this module was verified with. No digest is published with
 #: the release; pin one with ``image=`` for production.
 ROUTER_IMAGE = "docker.io/vllm/vllm-router:v0.1.17"
-#: ghostunnel 1.11.1 (tag ``v1.11.1`` of ghostunnel/ghostunnel), its distroless image, which
-#: runs as the distroless ``nonroot`` user (``Dockerfile-distroless``: ``base-nossl:nonroot``;
-#: README "Docker images": ``ghostunnel/ghostunnel:v1.x.x-distroless``).
-PROXY_IMAGE = "docker.io/ghostunnel/ghostunnel:v1.11.1-distroless"
+#: NGINX's unprivileged image (nginxinc/docker-nginx-unprivileged: runs as any non-root user
+#: when its writable paths are given, as ``proxy_config`` does: all under ``/tmp``), nginx
+#: 1.28, the stable branch. ASSUMED tag, as for the router's: no registry access here; the
+#: configuration is checked with Debian's nginx 1.22 (``nginx -t``) and run in the tests.
+PROXY_IMAGE = "docker.io/nginxinc/nginx-unprivileged:1.28.0-alpine"
 #: The router's own port, on loopback only.
 ROUTER_PORT = 30000
-#: Where ghostunnel serves TLS (the Service's target port).
+#: Where the TLS proxy serves (the Service's target port).
 ROUTER_TLS_PORT = 8443
 #: The router's Prometheus port (``--prometheus-port``; the router's default is 29000).
 ROUTER_METRICS_PORT = 29000
 #: The distroless ``nonroot`` user and group (uid/gid 65532).
 NONROOT_ID = 65532
-#: The TLS proxy's requests and limits: a TCP relay, no buffering.
-PROXY_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
-#: How often ghostunnel reloads the certificate cert-manager renews in the Secret.
-PROXY_RELOAD = "1h"
+#: The TLS proxy's requests and limits: one worker, no response buffering.
+PROXY_RESOURCES = {"cpu": "200m", "memory": "128Mi"}
+#: How often the proxy re-reads the certificate cert-manager renews in the Secret.
+PROXY_RELOAD_SECONDS = 3600
+#: The routes the proxy forwards to the router: the OpenAI API and the router's probes.
+PROXIED_PREFIX = "/v1/"
+PROXIED_PROBES = ("/liveness", "/readiness")
+_PROXY_CONFIG_MOUNT = "/etc/router-proxy"
+_PROXY_CONFIG_VOLUME = "router-proxy-config"
+_PROXY_TMP_VOLUME = "router-proxy-tmp"
 #: How often the router checks each leader's ``/health``: a replica that stopped is marked
 #: unhealthy after ``--health-failure-threshold`` (3) checks, 30 s.
 HEALTH_CHECK_INTERVAL_SECONDS = 10
@@ -161,7 +178,7 @@ class PrefixRouting:
         ``--max-tree-size`` (2^25) before eviction. Default: ``"2Gi"`` (decision: no published
         figure of the tree's memory).
     :param image: the router image. Default: ``ROUTER_IMAGE``.
-    :param proxy_image: the TLS proxy's image (ghostunnel). Default: ``PROXY_IMAGE``.
+    :param proxy_image: the TLS proxy's image (nginx). Default: ``PROXY_IMAGE``.
     """
 
     policy: RouterPolicy | str = RouterPolicy.CACHE_AWARE
@@ -306,22 +323,67 @@ class RouterDeployment:
             str(ROUTER_METRICS_PORT),
         ]
 
-    def proxy_args(self) -> list[str]:
-        """ghostunnel's command line: TLS on the pod's port, plaintext to loopback only."""
-        return [
-            "server",
-            "--listen",
-            f"0.0.0.0:{ROUTER_TLS_PORT}",
-            "--target",
-            f"127.0.0.1:{ROUTER_PORT}",
-            "--cert",
-            f"{_TLS_MOUNT}/tls.crt",
-            "--key",
-            f"{_TLS_MOUNT}/tls.key",
-            "--disable-authentication",
-            "--timed-reload",
-            PROXY_RELOAD,
-        ]
+    def proxy_command(self) -> list[str]:
+        """The proxy container's command: nginx in the foreground, reloaded (the certificate
+        re-read) every ``PROXY_RELOAD_SECONDS``, and stopped gracefully on SIGTERM (``quit``
+        lets open requests finish; https://nginx.org/en/docs/control.html)."""
+        conf = f"{_PROXY_CONFIG_MOUNT}/nginx.conf"
+        script = (
+            f"nginx -e stderr -c {conf} -g 'daemon off;' & "
+            f"trap 'nginx -e stderr -c {conf} -s quit; wait; exit 0' TERM INT; "
+            f"while true; do sleep {PROXY_RELOAD_SECONDS} & wait $!; "
+            f"nginx -e stderr -c {conf} -s reload; done"
+        )
+        return ["/bin/sh", "-c", script]
+
+    def proxy_config(self, tls_dir: str = _TLS_MOUNT, tmp_dir: str = "/tmp") -> str:
+        """nginx's configuration: TLS on ``ROUTER_TLS_PORT``, ``/v1/`` and the router's probes
+        forwarded to it on loopback, streaming (no response buffering; long generations keep
+        their connection), everything else 404 (nginx ``ngx_http_proxy_module``,
+        https://nginx.org/en/docs/http/ngx_http_proxy_module.html). ``tls_dir`` and ``tmp_dir``
+        are the pod's paths; the tests run the same configuration with their own."""
+        upstream = f"http://127.0.0.1:{ROUTER_PORT}"
+        forward = (
+            f"proxy_pass {upstream}; proxy_http_version 1.1; "
+            'proxy_set_header Connection ""; proxy_buffering off; proxy_request_buffering off; '
+            "proxy_read_timeout 3600s; proxy_send_timeout 3600s;"
+        )
+        probes = "".join(
+            f"    location = {path} {{ proxy_pass {upstream}; }}\n" for path in PROXIED_PROBES
+        )
+        return (
+            "worker_processes 1;\n"
+            f"pid {tmp_dir}/nginx.pid;\n"
+            "error_log stderr warn;\n"
+            "events { worker_connections 4096; }\n"
+            "http {\n"
+            "  access_log off;\n"
+            "  server_tokens off;\n"
+            f"  client_body_temp_path {tmp_dir}/client_body;\n"
+            f"  proxy_temp_path {tmp_dir}/proxy;\n"
+            f"  fastcgi_temp_path {tmp_dir}/fastcgi;\n"
+            f"  uwsgi_temp_path {tmp_dir}/uwsgi;\n"
+            f"  scgi_temp_path {tmp_dir}/scgi;\n"
+            "  client_max_body_size 64m;\n"
+            "  server {\n"
+            f"    listen {ROUTER_TLS_PORT} ssl;\n"
+            f"    ssl_certificate {tls_dir}/tls.crt;\n"
+            f"    ssl_certificate_key {tls_dir}/tls.key;\n"
+            "    ssl_protocols TLSv1.2 TLSv1.3;\n"
+            f"    location {PROXIED_PREFIX} {{ {forward} }}\n"
+            f"{probes}"
+            "    location / { return 404; }\n"
+            "  }\n"
+            "}\n"
+        )
+
+    def proxy_config_map(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {**self._metadata(), "name": f"{self.router_name}-proxy"},
+            "data": {"nginx.conf": self.proxy_config()},
+        }
 
     def certificate(self, dns_names: list[str]) -> dict[str, Any]:
         """The router's certificate for the load balancer's names, from the service's CA."""
@@ -332,9 +394,10 @@ class RouterDeployment:
         return cert
 
     def manifests(self) -> list[dict[str, Any]]:
-        """ServiceAccount, Deployment, PodDisruptionBudget, NetworkPolicy."""
+        """ServiceAccount, the proxy's ConfigMap, Deployment, PodDisruptionBudget, NetworkPolicy."""
         return [
             self.service_account(),
+            self.proxy_config_map(),
             self.deployment(),
             self.disruption_budget(),
             self.network_policy(),
@@ -385,7 +448,7 @@ class RouterDeployment:
         proxy = {
             "name": "tls-proxy",
             "image": routing.proxy_image,
-            "args": self.proxy_args(),
+            "command": self.proxy_command(),
             "ports": [{"name": "https", "containerPort": ROUTER_TLS_PORT}],
             # Listening is all the proxy does: a TCP check (the router's probes go through it).
             "readinessProbe": {"tcpSocket": {"port": ROUTER_TLS_PORT}, "periodSeconds": 10},
@@ -397,7 +460,11 @@ class RouterDeployment:
             "resources": {"requests": dict(PROXY_RESOURCES), "limits": dict(PROXY_RESOURCES)},
             "lifecycle": pre_stop,
             "securityContext": security,
-            "volumeMounts": [tls_mount],
+            "volumeMounts": [
+                tls_mount,
+                {"name": _PROXY_CONFIG_VOLUME, "mountPath": _PROXY_CONFIG_MOUNT, "readOnly": True},
+                {"name": _PROXY_TMP_VOLUME, "mountPath": "/tmp"},
+            ],
         }
         return {
             "apiVersion": "apps/v1",
@@ -452,7 +519,15 @@ class RouterDeployment:
                                         {"key": "ca.crt", "path": "ca.crt"},
                                     ],
                                 },
-                            }
+                            },
+                            {
+                                "name": _PROXY_CONFIG_VOLUME,
+                                "configMap": {"name": f"{self.router_name}-proxy"},
+                            },
+                            {
+                                "name": _PROXY_TMP_VOLUME,
+                                "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"},
+                            },
                         ],
                     },
                 },

@@ -63,13 +63,13 @@ def test_the_router_dials_every_leader_over_https(routed):
     assert {"name": "SSL_CERT_FILE", "value": "/var/run/secrets/router-tls/ca.crt"} in router["env"]
     items = deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["items"]
     assert {"key": "ca.crt", "path": "ca.crt"} in items
-    assert proxy["args"][:5] == [
-        "server",
-        "--listen",
-        f"0.0.0.0:{ROUTER_TLS_PORT}",
-        "--target",
-        "127.0.0.1:30000",
-    ]
+    # The TLS front is nginx with the mounted configuration: TLS on the Service's target port,
+    # the router on loopback, only /v1/ and the probes forwarded (test_router_proxy runs it).
+    assert proxy["command"][:2] == ["/bin/sh", "-c"]
+    conf = _router_objects(template)["ConfigMap"]["data"]["nginx.conf"]
+    assert f"listen {ROUTER_TLS_PORT} ssl;" in conf
+    assert "proxy_pass http://127.0.0.1:30000;" in conf
+    assert "location / { return 404; }" in conf
 
 
 def test_the_leader_certificate_names_the_leaders_and_the_router_certificate_the_balancer(routed):

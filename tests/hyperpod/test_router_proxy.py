@@ -1,0 +1,188 @@
+"""The router's TLS front (#29, deploy review B1): the real nginx, with the configuration the
+router pods mount, forwards the OpenAI API and the router's probes and nothing else. The
+router's worker-management routes take no credentials (vllm-router 0.1.17), so a request to
+one must never reach it. Needs ``nginx`` (``make nginx``: Debian's nginx-light); skipped, with
+the reason, without it."""
+
+from __future__ import annotations
+
+import datetime
+import http.server
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from cdk_llm_serving.hyperpod.prefix_routing import (
+    PROXIED_PROBES,
+    ROUTER_PORT,
+    ROUTER_TLS_PORT,
+    PrefixRouting,
+    RouterDeployment,
+)
+
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed (make nginx)")
+
+#: Routes of vllm-router 0.1.17 that manage or inspect workers (its binary's route table).
+MANAGEMENT_ROUTES = [
+    ("POST", "/add_worker?url=http://10.0.0.9:8000"),
+    ("POST", "/remove_worker?url=https://leader-0:8000"),
+    ("GET", "/workers"),
+    ("POST", "/workers"),
+    ("GET", "/list_workers"),
+    ("POST", "/flush_cache"),
+    ("GET", "/get_load"),
+    ("GET", "/get_server_info"),
+    ("GET", "/health"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _certificate(directory: Path) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "router")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    (directory / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "tls.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+
+
+class _Router(http.server.BaseHTTPRequestHandler):
+    """Stands in for the router on loopback: records every request it receives."""
+
+    seen: list[tuple[str, str, str | None]] = []
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        type(self).seen.append((self.command, self.path, self.headers.get("Authorization")))
+        body = b'{"ok": true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_DELETE = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    work = tmp_path_factory.mktemp("router-proxy")
+    _certificate(work)
+    router_port, tls_port = _free_port(), _free_port()
+    deployment = RouterDeployment(
+        routing=PrefixRouting(),
+        name="svc",
+        namespace="inference",
+        ceiling=2,
+        startup_timeout_seconds=600,
+        vpc_cidr="10.0.0.0/16",
+        pre_stop_seconds=310,
+        grace_seconds=340,
+    )
+    config = (
+        deployment.proxy_config(tls_dir=str(work), tmp_dir=str(work))
+        .replace(f"127.0.0.1:{ROUTER_PORT}", f"127.0.0.1:{router_port}")
+        .replace(f"listen {ROUTER_TLS_PORT} ssl", f"listen 127.0.0.1:{tls_port} ssl")
+    )
+    (work / "nginx.conf").write_text(config)
+    checked = subprocess.run(
+        [NGINX, "-e", "stderr", "-t", "-c", str(work / "nginx.conf")],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stderr
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", router_port), _Router)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    process = subprocess.Popen(
+        [NGINX, "-e", "stderr", "-c", str(work / "nginx.conf"), "-g", "daemon off;"],
+        stderr=subprocess.PIPE,
+    )
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", tls_port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    context = ssl.create_default_context(cafile=str(work / "tls.crt"))
+    context.check_hostname = False
+    yield f"https://127.0.0.1:{tls_port}", context
+    process.terminate()
+    process.wait(timeout=10)
+    server.shutdown()
+
+
+def _request(proxy, method: str, path: str) -> int:
+    base, context = proxy
+    request = urllib.request.Request(
+        base + path,
+        method=method,
+        data=b"{}" if method == "POST" else None,
+        headers={"Authorization": "Bearer client-key", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+@pytest.mark.parametrize(("method", "path"), MANAGEMENT_ROUTES)
+def test_a_worker_management_route_never_reaches_the_router(proxy, method, path):
+    _Router.seen.clear()
+    assert _request(proxy, method, path) == 404
+    assert _Router.seen == []
+
+
+def test_the_openai_api_reaches_the_router_with_the_clients_key(proxy):
+    _Router.seen.clear()
+    assert _request(proxy, "POST", "/v1/chat/completions") == 200
+    assert _request(proxy, "GET", "/v1/models") == 200
+    assert _Router.seen == [
+        ("POST", "/v1/chat/completions", "Bearer client-key"),
+        ("GET", "/v1/models", "Bearer client-key"),
+    ]
+
+
+@pytest.mark.parametrize("path", PROXIED_PROBES)
+def test_the_routers_probes_reach_it(proxy, path):
+    _Router.seen.clear()
+    assert _request(proxy, "GET", path) == 200
+    assert [seen[1] for seen in _Router.seen] == [path]
