@@ -10,14 +10,12 @@ from typing import Any
 
 import pytest
 from aws_cdk import Duration
-from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk_llm_serving import (
     BlueGreenDeployment,
     CapacitySize,
     ConfigurationError,
-    InferenceComponentEndpoint,
     InstancePool,
     RollingDeployment,
     TrafficShift,
@@ -25,15 +23,9 @@ from cdk_llm_serving import (
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup, KubernetesTaint
-from cdk_llm_serving.hyperpod.model_store import FsxModelStore
-from cdk_llm_serving.planning.sizing import ModelSizing
-from cdk_llm_serving.sagemaker.inference_components import (
-    ComponentSpecification,
-    InferenceComponentOnPools,
-)
 from cdk_llm_serving.vllm import VllmConfig
-from tests.support.builders import new_stack, pool_endpoint, serving_model
-from tests.support.hyperpod import deepseek_service, instance_groups, small_cluster
+from tests.support.builders import int4_copies_on_two_g6e, new_stack, pool_endpoint
+from tests.support.hyperpod import deepseek_service, instance_groups, model_store, small_cluster
 
 ACCOUNT = "123456789012"
 SYSTEM = HyperPodInstanceGroup.system()
@@ -58,35 +50,14 @@ def _small_store_service() -> None:
     stack = new_stack()
     cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(4))
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
-    bucket = s3.Bucket.from_bucket_name(stack, "W", "weights-bucket")
-    store = FsxModelStore(
-        stack,
-        "Store",
-        cluster=cluster,
-        weights_bucket=bucket,
-        weights_prefix="models/ds3",
-        storage_capacity_gib=1200,
-    )
+    store = model_store(stack, cluster, storage_capacity_gib=1200)
     deepseek_service(stack, cluster, addons, store, weight_format="bf16", nodes_per_replica=2)
 
 
 def _copies(max_copies: int = 1, **spec: Any) -> None:
-    stack = new_stack()
-    model = serving_model(stack, sizing=ModelSizing("gpt-oss-20b", "int4", max_context=32768))
-    endpoint = InferenceComponentEndpoint(
-        stack, "Endpoint", pools=[InstancePool("ml.g6e.12xlarge")], managed_instance_count=(1, 2)
+    int4_copies_on_two_g6e(**spec).auto_scale_copies(
+        max_copies=max_copies, target_concurrent_requests_per_copy=4
     )
-    component = InferenceComponentOnPools(
-        stack,
-        "Component",
-        endpoint=endpoint,
-        specifications=[
-            ComponentSpecification(
-                "ml.g6e.12xlarge", model, **{"accelerators": 1, "min_memory_mb": 16384, **spec}
-            )
-        ],
-    )
-    component.auto_scale_copies(max_copies=max_copies, target_concurrent_requests_per_copy=4)
 
 
 def _two_endpoints(first: str, second: str) -> None:

@@ -39,11 +39,18 @@ from cdk_llm_serving.sagemaker.inference_components import (
     InferenceComponentOnPools,
 )
 from cdk_llm_serving.vllm import VllmConfig
-from tests.support.builders import IMAGE, new_stack, pool_endpoint, serving_model
+from tests.support.builders import (
+    IMAGE,
+    int4_copies_on_two_g6e,
+    new_stack,
+    pool_endpoint,
+    serving_model,
+)
 from tests.support.hyperpod import (
     deepseek_service,
     hyperpod_cluster,
     instance_groups,
+    model_store,
     small_cluster,
 )
 
@@ -471,44 +478,21 @@ def test_an_fsx_store_smaller_than_the_weights_is_refused():
     stack = new_stack()
     cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(4))
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
-    store = FsxModelStore(
-        stack,
-        "Store",
-        cluster=cluster,
-        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
-        weights_prefix="models/ds3",
-        storage_capacity_gib=1200,
-    )
+    store = model_store(stack, cluster, storage_capacity_gib=1200)
     with pytest.raises(ConfigurationError) as caught:
         deepseek_service(stack, cluster, addons, store, weight_format="bf16", nodes_per_replica=2)
     assert [p.property for p in caught.value.problems] == ["weights"]
     assert "the weights take 1" in str(caught.value.problems[0])
 
 
-def _components(**overrides: Any) -> InferenceComponentOnPools:
-    stack = new_stack()
-    model = serving_model(stack, sizing=ModelSizing("gpt-oss-20b", "int4", max_context=32768))
-    endpoint = InferenceComponentEndpoint(
-        stack,
-        "Endpoint",
-        pools=[InstancePool("ml.g6e.12xlarge")],
-        managed_instance_count=(1, 2),
-    )
-    spec = {"accelerators": 1, "min_memory_mb": 16384, **overrides}
-    return InferenceComponentOnPools(
-        stack,
-        "Component",
-        endpoint=endpoint,
-        specifications=[ComponentSpecification("ml.g6e.12xlarge", model, **spec)],
-    )
-
-
 def test_copies_the_managed_instances_cannot_place_are_refused():
     """2 x g6e.12xlarge (4 GPUs each) place 8 one-GPU copies, not 9."""
-    component = _components()
+    component = int4_copies_on_two_g6e()
     component.auto_scale_copies(max_copies=8, target_concurrent_requests_per_copy=4)
     with pytest.raises(ConfigurationError) as caught:
-        _components().auto_scale_copies(max_copies=9, target_concurrent_requests_per_copy=4)
+        int4_copies_on_two_g6e().auto_scale_copies(
+            max_copies=9, target_concurrent_requests_per_copy=4
+        )
     assert [str(p) for p in caught.value.problems] == [
         "max_copies = 9: at most 8: the endpoint's managed_instance_count allows 2 instance(s), "
         "and the specifications' GPUs and memory fit no more copies on them"
@@ -517,5 +501,5 @@ def test_copies_the_managed_instances_cannot_place_are_refused():
 
 def test_a_copy_needing_more_memory_than_the_host_has_is_refused():
     with pytest.raises(ConfigurationError) as caught:
-        _components(min_memory_mb=400 * 1024)
+        int4_copies_on_two_g6e(min_memory_mb=400 * 1024)
     assert [p.property for p in caught.value.problems] == ["specifications[0].min_memory_mb"]

@@ -650,8 +650,7 @@ class VllmMultiNodeService(Construct):
 
     def _check_layout_kept(self, problems: Problems, base: VllmConfig) -> None:
         """The replica runs the placement's layout (``multi_node_placement``); a pipeline or
-        data parallel size given that differs would be replaced by it, so it is refused, and a
-        store smaller than the weights it must hold, too."""
+        data parallel size given that differs would be replaced by it, so it is refused."""
         layout = self.layout
         given = (
             ("pipeline_parallel_size", base.pipeline_parallel_size, layout.pipeline_parallel),
@@ -669,6 +668,9 @@ class VllmMultiNodeService(Construct):
                     f"node(s) and would run that instead; leave it out, or choose the layout "
                     "with tensor_parallel_size and nodes_per_replica",
                 )
+
+    def _check_store_holds_weights(self, problems: Problems) -> None:
+        """The FSx store must hold the weights it is linked to (the plan's size)."""
         if self.model_store is not None and self.plan is not None:
             capacity = self.model_store.storage_capacity_gib
             weights = self.plan.weight_bytes / 2**30
@@ -695,6 +697,7 @@ class VllmMultiNodeService(Construct):
             model_path = f"{WEIGHTS_MOUNT}{self.model_store.mount_path}"
         layout = self.layout
         self._check_layout_kept(problems, base)
+        self._check_store_holds_weights(problems)
         config = base.with_changes(
             model=model_path,
             load_format="runai_streamer" if streaming else base.load_format,

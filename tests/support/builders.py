@@ -8,11 +8,17 @@ from aws_cdk import Environment, Stack
 
 from cdk_llm_serving import (
     ContainerImage,
+    InferenceComponentEndpoint,
     InstancePool,
     InstancePoolEndpoint,
     ModelData,
     ServingModel,
     VllmPoolEndpoint,
+)
+from cdk_llm_serving.planning.sizing import ModelSizing
+from cdk_llm_serving.sagemaker.inference_components import (
+    ComponentSpecification,
+    InferenceComponentOnPools,
 )
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.app import new_app
@@ -80,4 +86,21 @@ def endpoint(stack, pools, weights=WEIGHTS, config=BASE, **props):
         weights=weights,
         pools=pools,
         **props,
+    )
+
+
+def int4_copies_on_two_g6e(**spec: Any) -> InferenceComponentOnPools:
+    """gpt-oss-20b INT4 copies (1 GPU, 16 GiB each unless ``spec`` says otherwise) on an
+    inference-component endpoint of at most 2 x ml.g6e.12xlarge (4 GPUs each: 8 copies)."""
+    stack = new_stack()
+    model = serving_model(stack, sizing=ModelSizing("gpt-oss-20b", "int4", max_context=32768))
+    host = InferenceComponentEndpoint(
+        stack, "Endpoint", pools=[InstancePool("ml.g6e.12xlarge")], managed_instance_count=(1, 2)
+    )
+    requirements = {"accelerators": 1, "min_memory_mb": 16384, **spec}
+    return InferenceComponentOnPools(
+        stack,
+        "Component",
+        endpoint=host,
+        specifications=[ComponentSpecification("ml.g6e.12xlarge", model, **requirements)],
     )

@@ -40,15 +40,15 @@ def hyperpod_cluster(stack: Stack, gpu_count: int = 2) -> HyperPodEksCluster:
     return HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(gpu_count))
 
 
-def model_store(stack: Stack, cluster: IHyperPodCluster) -> FsxModelStore:
-    """An FSx store for ``s3://weights-bucket/models/ds3``."""
-    return FsxModelStore(
-        stack,
-        "Store",
-        cluster=cluster,
-        weights_bucket=s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
-        weights_prefix="models/ds3",
-    )
+def model_store(stack: Stack, cluster: IHyperPodCluster, **overrides: Any) -> FsxModelStore:
+    """An FSx store for ``s3://weights-bucket/models/ds3``; ``overrides`` replace any prop."""
+    props: dict[str, Any] = {
+        "cluster": cluster,
+        "weights_bucket": s3.Bucket.from_bucket_name(stack, "W", "weights-bucket"),
+        "weights_prefix": "models/ds3",
+        **overrides,
+    }
+    return FsxModelStore(stack, "Store", **props)
 
 
 def small_cluster(
