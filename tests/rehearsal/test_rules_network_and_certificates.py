@@ -233,7 +233,17 @@ def test_ip_targets_in_a_labelled_namespace_wait_for_target_health(tmp_path):
     assert lbc.readiness_gate(w, ("Service", "inference", "api")) is None
 
 
-def test_the_cluster_labels_its_namespaces_for_the_readiness_gate():
-    from cdk_llm_serving.hyperpod.cluster import READINESS_GATE_LABEL
+def test_the_namespace_the_cluster_declares_passes_the_controllers_readiness_gate_rule(tmp_path):
+    """The two sides together: the Namespace object a HyperPodEksCluster renders, put into the
+    rehearsal's world beside an IP-target Service, satisfies the controller's rule."""
+    from tests.support.builders import new_stack, template_of
+    from tests.support.hyperpod import hyperpod_cluster
+    from tests.support.template_helpers import manifest_objects
 
-    assert READINESS_GATE_LABEL == lbc.READINESS_GATE_LABEL
+    stack = new_stack("Gate")
+    hyperpod_cluster(stack).kubernetes_namespace("inference")
+    (namespace,) = manifest_objects(template_of(stack), "Namespaceinference")
+    service, _ = _ip_targets(None)
+    w, _ = _world(tmp_path, _subnet(AZ1, {}), service)
+    w.put(namespace, "Namespace")
+    assert lbc.readiness_gate(w, ("Service", "inference", "api")) is None
