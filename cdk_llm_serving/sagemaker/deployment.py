@@ -100,8 +100,11 @@ class TrafficShift:
                 _check_percent_share(problems, f"{prop}.step", self.step, share, self.type)
 
     def steps(self, instances: int) -> int:
-        """How many times traffic moves, each followed by ``wait`` (AWS's blue/green pages:
-        all at once is one shift and a bake; canary two; linear one per step)."""
+        """How many times traffic moves, each followed by ``wait``: all at once, one shift and
+        its bake (https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-blue-green-all-at-once.html);
+        canary, the canary's bake and then the final bake after all traffic shifted
+        (.../deployment-guardrails-blue-green-canary.html); linear, a bake per step
+        (.../deployment-guardrails-blue-green-linear.html)."""
         if self.step is None or self.type == "ALL_AT_ONCE":
             return 1
         if self.type == "CANARY":
