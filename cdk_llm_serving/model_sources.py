@@ -15,25 +15,71 @@ from constructs import IConstruct
 from ._cdk.validation import is_unresolved
 from .errors import Problems
 
-__all__ = ["ContainerImage", "ModelData", "warn_if_tag_only"]
+__all__ = ["ContainerImage", "ModelData", "how_to_pin", "warn_if_tag_only"]
 
 #: Warning id of an image referenced by a tag only (acknowledge it to accept a moving tag).
 TAG_ONLY_IMAGE_WARNING = "cdk-llm-serving:imageTagOnly"
 _DIGEST = re.compile(r"@sha256:[a-f0-9]{64}$")
 
 
-def warn_if_tag_only(scope: IConstruct, prop: str, image_uri: str) -> None:
+def warn_if_tag_only(
+    scope: IConstruct, prop: str, image_uri: str, *, pin: str | None = None
+) -> None:
     """Warn (id ``cdk-llm-serving:imageTagOnly``) when ``image_uri`` names no digest.
 
     A tag can be moved to other content after review; a digest names the exact image
-    (docs.aws.amazon.com/AmazonECR/latest/userguide/image-tag-mutability.html).
+    (docs.aws.amazon.com/AmazonECR/latest/userguide/image-tag-mutability.html). The warning
+    says how to pin: the command that reads the tag's digest (``how_to_pin``) and the form
+    ``prop`` takes, ``pin`` (default: ``<prop> = "<repository>:<tag>@sha256:<digest>"``).
     """
     if _DIGEST.search(image_uri) or (image_uri.endswith("}") and is_unresolved(image_uri)):
         return  # pinned, or its tag/digest is a deploy-time value we cannot judge
     Annotations.of(scope).add_warning_v2(
         TAG_ONLY_IMAGE_WARNING,
         f"{prop} = {image_uri!r} is pinned by tag only: the tag can be moved to another image. "
-        "Give the digest (<repository>@sha256:<digest> or <repository>:<tag>@sha256:<digest>).",
+        + how_to_pin(image_uri)
+        + f" Then give {pin or f'{prop} = {image_uri}@sha256:<digest>'!s}.",
+    )
+
+
+#: ``<registry>/<repository>:<tag>`` of an image reference (the registry when it has a dot,
+#: a colon or is ``localhost``, as Docker reads references: distribution/reference).
+_REFERENCE = re.compile(
+    r"^(?:(?P<registry>[^/]+)/)?(?P<repository>[^:@]+)(?::(?P<tag>[\w][\w.-]*))?$"
+)
+_ECR_REGISTRY = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.")
+
+
+def how_to_pin(image_uri: str) -> str:
+    """The command that prints the digest ``image_uri``'s tag names now.
+
+    Private Amazon ECR: ``aws ecr describe-images ... --query 'imageDetails[0].imageDigest'``
+    (AWS CLI reference, ecr describe-images: ``imageDetails[].imageDigest``). Any registry:
+    ``crane digest`` (google/go-containerregistry) or ``docker buildx imagetools inspect``
+    (Docker docs, buildx imagetools inspect ``--format '{{json .Manifest.Digest}}'``); both
+    print the digest of the image index for a multi-platform tag, which is what to pin.
+    """
+    match = _REFERENCE.match(image_uri)
+    registry, repository, tag = (
+        (match["registry"] or "", match["repository"], match["tag"] or "latest")
+        if match
+        else ("", image_uri, "latest")
+    )
+    if registry and "." not in registry and ":" not in registry and registry != "localhost":
+        registry, repository = "", f"{registry}/{repository}"  # docker.io/<user>/<name>
+    ecr_registry = _ECR_REGISTRY.match(registry)
+    if ecr_registry:
+        # The registry's domain may be a deploy-time value (``AWS::URLSuffix``): no crane then.
+        other = "" if is_unresolved(image_uri) else f" (or crane digest {image_uri} once logged in)"
+        return (
+            "Read the digest its tag names now: aws ecr describe-images "
+            f"--registry-id {ecr_registry['account']} --region {ecr_registry['region']} "
+            f"--repository-name {repository} --image-ids imageTag={tag} "
+            f"--query 'imageDetails[0].imageDigest' --output text{other}."
+        )
+    return (
+        f"Read the digest its tag names now: crane digest {image_uri} "
+        f"(or docker buildx imagetools inspect {image_uri} --format '{{{{json .Manifest.Digest}}}}')."
     )
 
 
@@ -70,6 +116,8 @@ class ContainerImage:
     #: (``sagemaker.served_names``). Default: ``False`` (UNCONFIRMED which published tags
     #: carry it; ``with_json_array_arguments`` declares it).
     json_array_arguments: bool = False
+    #: How the tag-only warning tells to pin this image (``bind`` sets it for a DLC image).
+    pin_form: str | None = None
 
     def with_json_array_arguments(self, enabled: bool = True) -> ContainerImage:
         """This image, declared to split JSON arrays in ``SM_VLLM_*`` values (see above)."""
@@ -96,10 +144,16 @@ class ContainerImage:
 
     def warn_if_tag_only(self, scope: IConstruct, prop: str) -> None:
         """A synth warning (``cdk-llm-serving:imageTagOnly``) unless the image is pinned by digest."""
-        warn_if_tag_only(scope, prop, self.image_uri)
+        if self.pin_form is not None:
+            pin = f"{prop} = {self.pin_form}"
+        elif self.repository_arn is not None:
+            pin = f"{prop} = ContainerImage.from_repository(repository, digest='sha256:<digest>')"
+        else:
+            pin = f"{prop} = ContainerImage.from_ecr_uri('{self.image_uri}@sha256:<digest>')"
+        warn_if_tag_only(scope, prop, self.image_uri, pin=pin)
 
     @classmethod
-    def from_dlc(cls, repository: str, tag: str) -> ContainerImage:
+    def from_dlc(cls, repository: str, tag: str, digest: str | None = None) -> ContainerImage:
         """An AWS Deep Learning Container, e.g. ``from_dlc("vllm", "server-sagemaker-cuda-v1")``.
 
         The account that hosts the DLCs differs by region (763104351884 in most,
@@ -107,8 +161,12 @@ class ContainerImage:
         region facts (``FactName.DLC_REPOSITORY_ACCOUNT``) for the stack's region, and the
         registry's domain from the partition (``AWS::URLSuffix``). A stack without a
         concrete region gets a CloudFormation mapping over the regions aws-cdk-lib knows.
+
+        ``digest`` (``sha256:…``) pins the image the tag names: the URI becomes
+        ``<repository>:<tag>@sha256:…``, which SageMaker pulls by digest.
         """
-        return cls(image_uri=f"<dlc>/{repository}:{tag}", dlc=(repository, tag))
+        pinned = tag if digest is None else f"{tag}@{digest}"
+        return cls(image_uri=f"<dlc>/{repository}:{pinned}", dlc=(repository, pinned))
 
     def bind(self, scope: IConstruct) -> ContainerImage:
         """This image as ``scope``'s stack sees it: a DLC image gets its region's account."""
@@ -127,6 +185,7 @@ class ContainerImage:
             image_uri=f"{account}.dkr.ecr.{region}.{stack.url_suffix}/{repository}:{tag}",
             repository_arn=f"arn:{stack.partition}:ecr:{region}:{account}:repository/{repository}",
             json_array_arguments=self.json_array_arguments,
+            pin_form=f"ContainerImage.from_dlc({repository!r}, {tag!r}, digest='sha256:<digest>')",
         )
 
     def validate(self, problems: Problems, prop: str, *, region: str | None = None) -> None:

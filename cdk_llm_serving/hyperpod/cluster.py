@@ -45,6 +45,7 @@ from .._cdk.arns import IAM_ROLE, TRAINING_PLAN, check_arn
 from .._cdk.deprecation import deprecation_warning_id
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.role_grants import resource_account_condition
+from .._cdk.service_trust import condition_service_trust
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_one_of
 from ..errors import DEPRECATED_REMOVED_IN, Problems, checked_props
@@ -857,8 +858,18 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             retention=logs.RetentionDays.ONE_YEAR,
             removal_policy=RemovalPolicy.RETAIN,
         )
-        vpc.add_flow_log(
+        flow_log = vpc.add_flow_log(
             "FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs)
+        )
+        # Flow logs assume the role only for this account's flow logs: the condition AWS
+        # recommends, with the flow log's ID as a wildcard (it is known only once created).
+        # Source: docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html.
+        stack = Stack.of(self)
+        assert flow_log.iam_role is not None  # aws-cdk-lib creates it for a log-group destination
+        condition_service_trust(
+            flow_log.iam_role,
+            "vpc-flow-logs.amazonaws.com",
+            f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:vpc-flow-log/*",
         )
         return vpc
 

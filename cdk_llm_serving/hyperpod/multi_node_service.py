@@ -331,6 +331,14 @@ class VllmMultiNodeService(Construct):
         self._warn_about_image()
         self._warn_about_tensor_parallel()
         warn_if_tag_only(self, "image", self.image)
+        if self.router is not None:
+            for field_name in ("image", "proxy_image"):
+                warn_if_tag_only(
+                    self,
+                    f"routing.{field_name}",
+                    getattr(self.router.routing, field_name),
+                    pin=f"routing = PrefixRouting({field_name}='<repository>:<tag>@sha256:<digest>')",
+                )
         self._warn_about_rollout()
         self.api_key = (api_key or generated_api_key(self, self.name)) if authenticate else None
         self.service: dict[str, Any] = self.workload.service_manifest()

@@ -49,7 +49,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from aws_cdk import CfnResource, CustomResource, Duration, RemovalPolicy
+from aws_cdk import CfnResource, CustomResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
@@ -57,6 +57,7 @@ from constructs import Construct
 
 from .._cdk.function_role import acknowledge_lambda_hipaa, role_with_own_logs
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals
+from .._cdk.service_trust import condition_service_trust
 from ..errors import Problems, checked_props
 from .instance_group import HyperPodInstanceGroup
 
@@ -200,6 +201,17 @@ class HyperPodNodesReady(Construct):
             total_timeout=_STAGE.plus(Duration.minutes(5)),
         )
         self._acknowledge(provider)
+        # The waiter state machine's role: Step Functions assumes it only for this account's
+        # state machines (docs.aws.amazon.com/step-functions/latest/dg/procedure-create-iam-role.html,
+        # "Prevent cross-service confused deputy issue").
+        waiter = provider.node.find_child("waiter-state-machine").node.find_child("Role")
+        assert isinstance(waiter, iam.Role), waiter.node.path
+        stack = Stack.of(self)
+        condition_service_trust(
+            waiter,
+            "states.amazonaws.com",
+            f"arn:{stack.partition}:states:{stack.region}:{stack.account}:stateMachine:*",
+        )
         for handler in handlers:
             acknowledge_lambda_hipaa(
                 handler,

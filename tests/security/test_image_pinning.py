@@ -7,9 +7,13 @@ from aws_cdk.assertions import Annotations, Match
 
 from cdk_llm_serving import ContainerImage
 from cdk_llm_serving.errors import Problems
+from cdk_llm_serving.hyperpod import PrefixRouting
+from cdk_llm_serving.hyperpod.multi_node_service import PREFIX_ROUTING_CONTEXT
+from cdk_llm_serving.hyperpod.prefix_routing import PROXY_IMAGE, ROUTER_IMAGE
 from cdk_llm_serving.model_sources import TAG_ONLY_IMAGE_WARNING
-from tests.support.builders import IMAGE, new_stack, serving_model
+from tests.support.builders import IMAGE, new_stack, serving_model, template_of
 from tests.support.hyperpod import deepseek_service, small_cluster
+from tests.support.template_helpers import manifest_objects, resources_of_type
 
 DIGEST = "sha256:" + "ab" * 32
 REPOSITORY = IMAGE.split(":")[0]
@@ -64,3 +68,88 @@ def test_a_tag_only_hyperpod_image_warns_with_an_id():
     )
     warnings = _tag_only_warnings(stack)
     assert [w.id for w in warnings] == ["/Test/Serving"]
+
+
+def _warning_text(stack) -> list[str]:
+    return [str(w.entry.data) for w in _tag_only_warnings(stack)]
+
+
+def test_the_warning_says_how_to_read_and_give_the_digest():
+    """ECR: ``aws ecr describe-images`` with the image's registry, region, repository and
+    tag; then the prop form that pins it."""
+    stack = new_stack()
+    serving_model(stack)
+    (text,) = _warning_text(stack)
+    assert (
+        "aws ecr describe-images --registry-id 763104351884 --region us-east-1 "
+        "--repository-name vllm --image-ids imageTag=server-sagemaker-cuda-v1 "
+        "--query 'imageDetails[0].imageDigest' --output text"
+    ) in text
+    assert f"crane digest {IMAGE}" in text
+    assert f"image = ContainerImage.from_ecr_uri('{IMAGE}@sha256:<digest>')" in text
+
+
+def test_a_dlc_image_takes_a_digest_and_renders_it_unchanged():
+    stack = new_stack()
+    serving_model(stack, image=ContainerImage.from_dlc("vllm", "server-sagemaker-cuda-v1"))
+    (text,) = _warning_text(stack)
+    assert "--registry-id 763104351884 --region us-east-1 --repository-name vllm" in text
+    assert (
+        "image = ContainerImage.from_dlc('vllm', 'server-sagemaker-cuda-v1', "
+        "digest='sha256:<digest>')"
+    ) in text
+    pinned = new_stack("Pinned")
+    serving_model(
+        pinned, image=ContainerImage.from_dlc("vllm", "server-sagemaker-cuda-v1", digest=DIGEST)
+    )
+    assert _tag_only_warnings(pinned) == []
+    (model,) = resources_of_type(template_of(pinned), "AWS::SageMaker::Model").values()
+    image = model["Properties"]["PrimaryContainer"]["Image"]
+    assert image["Fn::Join"][1][-1] == f"/vllm:server-sagemaker-cuda-v1@{DIGEST}"
+
+
+def test_a_public_image_gets_crane_and_buildx():
+    stack = new_stack()
+    cluster, addons, store = small_cluster(stack)
+    deepseek_service(stack, cluster, addons, store, image="vllm/vllm-openai:v0.33.0")
+    (text,) = _warning_text(stack)
+    assert "crane digest vllm/vllm-openai:v0.33.0" in text
+    assert "docker buildx imagetools inspect vllm/vllm-openai:v0.33.0" in text
+    assert "image = vllm/vllm-openai:v0.33.0@sha256:<digest>" in text
+
+
+def test_a_hyperpod_image_by_digest_is_rendered_unchanged():
+    stack = new_stack()
+    cluster, addons, store = small_cluster(stack)
+    pinned = f"vllm/vllm-openai:v0.33.0@{DIGEST}"
+    service = deepseek_service(stack, cluster, addons, store, image=pinned)
+    template = service.lws["spec"]["leaderWorkerTemplate"]
+    images = [
+        container["image"]
+        for role in ("leaderTemplate", "workerTemplate")
+        for container in template.get(role, {}).get("spec", {}).get("containers", [])
+    ]
+    assert images and set(images) == {pinned}
+
+
+def test_the_router_s_images_warn_by_tag_and_render_a_digest_unchanged():
+    stack = new_stack("Routed", **{PREFIX_ROUTING_CONTEXT: True})
+    cluster, addons, store = small_cluster(stack, gpu_count=3)
+    deepseek_service(stack, cluster, addons, store, replicas=2)
+    texts = _warning_text(stack)
+    assert any(f"routing.image = '{ROUTER_IMAGE}'" in t for t in texts)
+    assert any(f"routing.proxy_image = '{PROXY_IMAGE}'" in t for t in texts)
+    assert any(
+        "routing = PrefixRouting(image='<repository>:<tag>@sha256:<digest>')" in t for t in texts
+    )
+
+    pinned = new_stack("Pinned", **{PREFIX_ROUTING_CONTEXT: True})
+    cluster, addons, store = small_cluster(pinned, gpu_count=3)
+    router, proxy = f"{ROUTER_IMAGE}@{DIGEST}", f"{PROXY_IMAGE}@{DIGEST}"
+    routing = PrefixRouting(image=router, proxy_image=proxy)
+    deepseek_service(pinned, cluster, addons, store, replicas=2, routing=routing)
+    assert not any("routing." in t for t in _warning_text(pinned))
+    objects = manifest_objects(template_of(pinned), "ServingRouter")
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    images = [c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+    assert images == [router, proxy]

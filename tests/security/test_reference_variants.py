@@ -15,6 +15,7 @@ from stacks import add_reference_stacks
 from stacks.hipaa_review import REFERENCE_NAG_PACKS
 from tests.support.app import new_app
 from tests.support.reference_variants import VARIANTS
+from tests.support.service_trusts import unexplained
 from tests.support.template_helpers import resources_of_type
 
 
@@ -57,3 +58,10 @@ def test_the_variant_synthesizes_under_the_app_s_packs(variant):
         {"Mode": "Enable", "AutoScalerType": "Karpenter"} if name.startswith("keda") else None
     )
     assert ("ClusterRole" in cluster["Properties"]) == name.startswith("keda")
+
+
+def test_every_service_trust_and_key_grant_is_bound_or_explained(variant):
+    """Each role a service assumes and each key a service may use names this account's
+    resources, or ``UNCONDITIONED`` cites why AWS supports no condition for it."""
+    _, template = variant
+    assert unexplained(template) == []
