@@ -90,6 +90,47 @@ _HYPERPOD_CHART_HINT = (
 CERT_MANAGER_NAMESPACE = "cert-manager"
 CERT_MANAGER_WEBHOOK = "cert-manager-webhook"
 
+#: ``chart_images`` key -> (the chart, the path of its image's values). Each published chart
+#: renders ``<repository>:<tag>`` from these values (KEDA: ``<registry>/<repository>:<tag>``),
+#: with no digest value of its own, so a digest rides in the tag: ``<tag>@sha256:<digest>``.
+#: Sources, the charts' templates: NVIDIA/k8s-device-plugin 0.17.1 ``_helpers.tpl``
+#: (``nvidia-device-plugin.fullimage``), aws/eks-charts aws-efa-k8s-device-plugin v0.5.30
+#: ``templates/daemonset.yaml``, kubernetes-sigs/lws 0.8.0 ``templates/manager/deployment.yaml``
+#: (``image.manager``), kedacore/charts keda 2.17.2 ``templates/{manager,metrics-server,
+#: webhooks}/deployment.yaml`` (``image.keda``, ``image.metricsApiServer``, ``image.webhooks``).
+CHART_IMAGE_VALUES: dict[str, tuple[str, tuple[str, ...]]] = {
+    NVIDIA_DEVICE_PLUGIN_CHART: (NVIDIA_DEVICE_PLUGIN_CHART, ("image",)),
+    EFA_DEVICE_PLUGIN_CHART: (EFA_DEVICE_PLUGIN_CHART, ("image",)),
+    LWS_CHART: (LWS_CHART, ("image", "manager")),
+    KEDA_CHART: (KEDA_CHART, ("image", "keda")),
+    "keda-metrics-apiserver": (KEDA_CHART, ("image", "metricsApiServer")),
+    "keda-admission-webhooks": (KEDA_CHART, ("image", "webhooks")),
+}
+#: ``<repository>:<tag>@sha256:<digest>``: what a chart's image values can carry.
+_PINNED_IMAGE = re.compile(
+    r"^(?P<repository>[^\s@]+):(?P<tag>[\w][\w.-]{0,127})@(?P<digest>sha256:[a-f0-9]{64})$"
+)
+
+
+def chart_image_values(name: str, image: str) -> dict[str, Any]:
+    """The values that make chart image ``name`` (a ``CHART_IMAGE_VALUES`` key) ``image``."""
+    match = _PINNED_IMAGE.match(image)
+    assert match, image  # validated
+    chart, path = CHART_IMAGE_VALUES[name]
+    repository, tag = match["repository"], f"{match['tag']}@{match['digest']}"
+    leaf: dict[str, Any] = {"repository": repository, "tag": tag}
+    if chart == KEDA_CHART:
+        registry, _, rest = repository.partition("/")
+        has_registry = rest and ("." in registry or ":" in registry or registry == "localhost")
+        leaf = {
+            "registry": registry if has_registry else "docker.io",
+            "repository": rest if has_registry else repository,
+            "tag": tag,
+        }
+    for key in reversed(path):
+        leaf = {key: leaf}
+    return leaf
+
 
 @dataclass(frozen=True)
 class KedaInstallation:
@@ -133,6 +174,11 @@ class HyperPodServingAddons(Construct):
         Default: none.
     :param chart_versions: chart name -> version overrides of ``assets/hyperpod.json``'s pins
         (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``).
+    :param chart_images: the published charts' images, pinned: a ``CHART_IMAGE_VALUES`` key
+        (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``,
+        ``keda-metrics-apiserver``, ``keda-admission-webhooks``) -> ``<repository>:<tag>@sha256:<digest>``.
+        The charts publish no digests: read one with ``crane digest <repository>:<tag>``.
+        Default: none, each chart's own tag (its app version).
     :param load_balancer_controller: install the AWS Load Balancer Controller (needs a
         cluster this app creates: aws-cdk-lib's ``AlbControllerProps.cluster`` is a ``Cluster``,
         not an ``ICluster``; aws/aws-cdk packages/aws-cdk-lib/aws-eks-v2/lib/alb-controller.ts).
@@ -149,11 +195,20 @@ class HyperPodServingAddons(Construct):
         hyperpod_chart: HelmChartSource | None = None,
         hyperpod_chart_values: Mapping[str, Any] | None = None,
         chart_versions: Mapping[str, str] | None = None,
+        chart_images: Mapping[str, str] | None = None,
         load_balancer_controller: bool = True,
     ) -> None:
         super().__init__(scope, id)
         self.cluster = cluster
         self._validate(hyperpod_chart, chart_versions, load_balancer_controller)
+        self._validate_chart_images(chart_images or {}, hyperpod_chart)
+        #: Chart name -> the image values ``chart_images`` sets in it.
+        self._image_values: dict[str, dict[str, Any]] = {}
+        for name, image in sorted((chart_images or {}).items()):
+            chart = CHART_IMAGE_VALUES[name][0]
+            self._image_values[chart] = deep_merge(
+                self._image_values.get(chart, {}), chart_image_values(name, image)
+            )
         self.chart_versions: dict[str, str] = {
             name: (chart_versions or {}).get(name, pin["version"])
             for name, pin in chart_pins().items()
@@ -299,6 +354,33 @@ class HyperPodServingAddons(Construct):
             )
         problems.raise_if_any()
 
+    def _validate_chart_images(
+        self, images: Mapping[str, str], hyperpod_chart: HelmChartSource | None
+    ) -> None:
+        problems = Problems(f"HyperPodServingAddons '{self.node.path}'")
+        for name, image in images.items():
+            prop = f"chart_images[{name!r}]"
+            if name not in CHART_IMAGE_VALUES:
+                problems.add(prop, image, f"one of {', '.join(CHART_IMAGE_VALUES)}")
+            elif not isinstance(image, str) or not _PINNED_IMAGE.match(image):
+                problems.add(
+                    prop,
+                    image,
+                    "<repository>:<tag>@sha256:<digest> (the charts render <repository>:<tag>; "
+                    "the digest rides in the tag)",
+                )
+            elif hyperpod_chart is not None and name in (
+                NVIDIA_DEVICE_PLUGIN_CHART,
+                EFA_DEVICE_PLUGIN_CHART,
+            ):
+                problems.add(
+                    prop,
+                    image,
+                    "the HyperPod dependencies chart installs the device plugins: set their "
+                    "images in hyperpod_chart_values",
+                )
+        problems.raise_if_any()
+
     # -- render -------------------------------------------------------------------------
 
     def _render_node_charts(
@@ -421,7 +503,7 @@ class HyperPodServingAddons(Construct):
             repository=pin["repository"],
             version=self.chart_versions[name],
             namespace=pin["namespace"],
-            values=dict(values),
+            values=deep_merge(dict(values), self._image_values.get(name, {})),
             release=release,
         )
         self.charts[name] = chart

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
 from aws_cdk import aws_ecr as ecr
 from aws_cdk.assertions import Annotations, Match
 
-from cdk_llm_serving import ContainerImage
+from cdk_llm_serving import ConfigurationError, ContainerImage
 from cdk_llm_serving.errors import Problems
-from cdk_llm_serving.hyperpod import PrefixRouting
+from cdk_llm_serving.hyperpod import HyperPodServingAddons, PrefixRouting
 from cdk_llm_serving.hyperpod.multi_node_service import PREFIX_ROUTING_CONTEXT
 from cdk_llm_serving.hyperpod.prefix_routing import PROXY_IMAGE, ROUTER_IMAGE
 from cdk_llm_serving.model_sources import TAG_ONLY_IMAGE_WARNING
 from tests.support.builders import IMAGE, new_stack, serving_model, template_of
-from tests.support.hyperpod import deepseek_service, small_cluster
+from tests.support.helm import render_template_charts
+from tests.support.hyperpod import deepseek_service, hyperpod_cluster, small_cluster
 from tests.support.template_helpers import manifest_objects, resources_of_type
 
 DIGEST = "sha256:" + "ab" * 32
@@ -153,3 +155,50 @@ def test_the_router_s_images_warn_by_tag_and_render_a_digest_unchanged():
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
     images = [c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]]
     assert images == [router, proxy]
+
+
+def test_helm_renders_the_pinned_chart_images_unchanged(helm_binary, shared_dir):
+    """The real charts, rendered by the real helm with the values the template carries."""
+    pins = {
+        "lws": f"registry.k8s.io/lws/lws:v0.8.0@{DIGEST}",
+        "nvidia-device-plugin": f"nvcr.io/nvidia/k8s-device-plugin:v0.17.1@{DIGEST}",
+        "aws-efa-k8s-device-plugin": (
+            f"602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.20@{DIGEST}"
+        ),
+        "keda": f"ghcr.io/kedacore/keda:2.17.2@{DIGEST}",
+        "keda-metrics-apiserver": f"ghcr.io/kedacore/keda-metrics-apiserver:2.17.2@{DIGEST}",
+        "keda-admission-webhooks": f"ghcr.io/kedacore/keda-admission-webhooks:2.17.2@{DIGEST}",
+    }
+    stack = new_stack()
+    cluster = hyperpod_cluster(stack)
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster, chart_images=pins)
+    addons.enable_keda()
+    rendered = render_template_charts(template_of(stack), helm_binary, shared_dir / "charts")
+    images = {
+        container["image"]
+        for objects in rendered.values()
+        for obj in objects
+        if obj["kind"] in ("Deployment", "DaemonSet")
+        for container in obj["spec"]["template"]["spec"]["containers"]
+    }
+    assert set(pins.values()) <= images, images - set(pins.values())
+
+
+def test_a_chart_image_must_carry_a_tag_and_a_digest():
+    stack = new_stack()
+    cluster = hyperpod_cluster(stack)
+    with pytest.raises(ConfigurationError) as raised:
+        HyperPodServingAddons(
+            stack,
+            "Addons",
+            cluster=cluster,
+            chart_images={
+                "lws": "registry.k8s.io/lws/lws:v0.8.0",
+                "keda": f"ghcr.io/kedacore/keda@{DIGEST}",
+                "cert-manager": f"quay.io/jetstack/cert-manager-controller:v1.18.2@{DIGEST}",
+            },
+        )
+    message = str(raised.value)
+    assert "chart_images['lws']" in message and "chart_images['keda']" in message
+    assert "<repository>:<tag>@sha256:<digest>" in message
+    assert "chart_images['cert-manager']" in message and "one of nvidia-device-plugin" in message
