@@ -20,6 +20,10 @@ BINDING_KEYS = re.compile(
     r"^(aws:SourceAccount|aws:SourceArn|aws:SourceOwner|kms:ViaService|kms:EncryptionContext:.+"
     # EKS Pod Identity's session tags (docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html,
     # "Setting Conditions": eks-cluster-arn, kubernetes-namespace, kubernetes-service-account).
+    # That page documents no aws:SourceAccount/aws:SourceArn; the library's Pod Identity roles
+    # also require aws:SourceAccount (_cdk/pod_identity.py), which a user reports working, with
+    # an aws:SourceArn on the association ARN breaking Mountpoint's pod-level credentials
+    # (awslabs/mountpoint-s3-csi-driver#781). UNCONFIRMED by an AWS page.
     r"|aws:RequestTag/eks-cluster-arn)$"
 )
 
