@@ -1,7 +1,8 @@
 """Scaling panels and the capacity alarm of a KEDA-scaled service (``VllmDashboard.add_scaling_panels``).
 
-Sources. Every series here is one the service's AMP workspace already holds: the managed
-scraper scrapes each serving leader (one per replica, ``VllmObservability``), so
+Sources. Every series here is one the service's AMP workspace holds: the managed scraper
+scrapes each serving leader (one per replica), the nodes of the service's GPU group and, under
+autoscaling, KEDA's operator (``VllmObservability``), so
 
 * serving replicas = the leaders that answer a scrape: ``count(up{job="vllm"} == 1)``
   (Prometheus sets ``up`` per scraped target, 1 when the scrape succeeded,
@@ -15,8 +16,7 @@ scraper scrapes each serving leader (one per replica, ``VllmObservability``), so
   https://keda.sh/docs/2.17/reference/scaledobject-spec/#triggers), and at least 1 while a
   replica serves;
 * pending replicas = asked for minus serving: a replica that waits for nodes (Karpenter
-  adding them), for its image, weights and engine.
-
+  adding them), for its image, weights and engine;
 * nodes of the service's GPU group = its nodes whose kubelet answers a scrape through the API
   server's proxy: ``count by (group) (up{job="kubelet"} == 1)`` (``VllmObservability``'s
   ``kubelet`` job, the ``group`` label from the node's ``cdk-llm-serving/group`` label that
