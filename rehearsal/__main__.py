@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
         "--variant",
         action="append",
         choices=sorted(VARIANTS),
-        help="a variant to play (repeatable; default: all five)",
+        help="a variant to play (repeatable; default: all seven)",
     )
     parser.add_argument(
         "--assembly",

@@ -497,16 +497,16 @@ class Player:
                 self._play_wake(scaled, lws_key, service_key)
 
     def _play_wake(self, scaled: dict[str, Any], lws_key: Any, service_key: Any) -> None:
-        """At 0 replicas a client connects: the wake signal fires, Karpenter adds the
+        """At 0 replicas the wake schedule opens: the wake signal fires, Karpenter adds the
         replica's nodes, the replica places; the first request's wait against the stack's
         retry budget (its ``FirstRequestWaitSeconds`` output)."""
         world = self.world
         service = world.objects.get(service_key)
-        fires, missing = keda.wake_signal(scaled, service)
+        fires, missing = keda.wake_signal(scaled)
         if missing is not None:
             world.report(missing)
             return
-        world.current = f"(a client connects: KEDA wakes {lws_key[2]})"
+        world.current = f"(the wake schedule opens: KEDA wakes {lws_key[2]})"
         out = karpenter.scale_out(world, lws_key, 1)
         placed = [p for p in world.pods.values() if p.owner == lws_key and p.node is not None]
         pending = [p for p in world.pods.values() if p.owner == lws_key and p.node is None]

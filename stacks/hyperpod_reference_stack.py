@@ -27,7 +27,11 @@ from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
 from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
 from cdk_llm_serving.hyperpod.observability import VllmObservability
 from cdk_llm_serving.hyperpod.prefix_routing import PrefixRouting
-from cdk_llm_serving.hyperpod.replica_autoscaling import ScaleToZero, VllmReplicaAutoscaling
+from cdk_llm_serving.hyperpod.replica_autoscaling import (
+    ScaleToZero,
+    VllmReplicaAutoscaling,
+    WakeSchedule,
+)
 from cdk_llm_serving.hyperpod.tiered_storage import TieredStorage
 from cdk_llm_serving.model_sources import ModelData
 from cdk_llm_serving.planning.decode import Workload
@@ -57,6 +61,11 @@ LONG_CONTEXT_WORKLOAD = Workload(input_tokens=8192, output_tokens=512, request_r
 DPD_WORKER_IMAGE = "public.ecr.aws/deep-learning-containers/vllm:server-hyperpod-cuda-v1.1"
 
 
+#: The reference's serving window under scale to zero: weekdays 06:00-20:00 UTC (it serves
+#: about an hour after 06:00, ``VllmReplicaAutoscaling.first_request_wait``).
+REFERENCE_WAKE = WakeSchedule(start="0 6 * * 1-5", end="0 20 * * 1-5", timezone="UTC")
+
+
 @dataclass(frozen=True)
 class HyperPodSettings:
     weights_uri: str
@@ -65,7 +74,7 @@ class HyperPodSettings:
     #: Above ``replicas``, the GPU group holds this many replicas and KEDA scales between them.
     max_replicas: int = 1
     #: With KEDA (``max_replicas`` above ``replicas``): scale to zero replicas and nodes when
-    #: idle, woken by the load balancer's connections (``ScaleToZero``).
+    #: idle outside ``REFERENCE_WAKE`` (``ScaleToZero``).
     scale_to_zero: bool = False
     #: With KEDA: vLLM's prefix-aware router in front of the replicas (``PrefixRouting``).
     #: Off by default: the router restarts while no leader is healthy (README "Prefix-aware
@@ -239,7 +248,7 @@ class HyperPodReferenceStack(Stack):
                 observability=self.observability,
                 min_replicas=0 if settings.scale_to_zero else settings.replicas,
                 max_replicas=settings.max_replicas,
-                scale_to_zero=ScaleToZero() if settings.scale_to_zero else None,
+                scale_to_zero=ScaleToZero(wake=REFERENCE_WAKE) if settings.scale_to_zero else None,
             )
             self.dashboard.add_scaling_panels(self.autoscaling)
 

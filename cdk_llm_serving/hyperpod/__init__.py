@@ -41,7 +41,7 @@ from .node_autoscaling import NodeAutoscaling
 from .node_readiness import HyperPodNodesReady
 from .observability import VllmObservability
 from .prefix_routing import PrefixRouting, RouterPolicy
-from .replica_autoscaling import ScaleToZero, VllmReplicaAutoscaling, WakeTime
+from .replica_autoscaling import ScaleToZero, VllmReplicaAutoscaling, WakeSchedule, WakeTime
 from .tiered_storage import TieredStorage
 
 __all__ = [
@@ -78,5 +78,6 @@ __all__ = [
     "VllmMultiNodeService",
     "VllmObservability",
     "VllmReplicaAutoscaling",
+    "WakeSchedule",
     "WakeTime",
 ]

@@ -468,7 +468,13 @@ class HyperPodServingAddons(Construct):
         chart = self._published_chart(
             KEDA_CHART,
             id="Keda",
-            values={"tolerations": [], "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE}},
+            values={
+                "tolerations": [],
+                "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
+                # The operator's metrics on port 8080 (keda_scaler_active: issue 30's alarm;
+                # ``VllmObservability.scrape_keda_operator``).
+                "prometheus": {"operator": {"enabled": True}},
+            },
         )
         role = pod_identity_role(
             self,

@@ -149,6 +149,9 @@ KEDA_NAMESPACE: Final = "keda"
 #: Service account of KEDA's operator (kedacore/charts keda/values.yaml,
 #: ``serviceAccount.operator.name``; tests read the pinned chart); its Pod Identity queries AMP.
 KEDA_OPERATOR_ACCOUNT: Final = "keda-operator"
+#: The operator's ``app`` pod label (kedacore/charts keda/values.yaml ``operator.name``,
+#: ``templates/manager/deployment.yaml``); the scraper finds its metrics port by it.
+KEDA_OPERATOR_NAME: Final = "keda-operator"
 #: KEDA's CRD group/version (https://keda.sh/docs/2.17/reference/scaledobject-spec/; tests
 #: validate against the CRDs of the pinned chart).
 KEDA_API_VERSION: Final = "keda.sh/v1alpha1"
@@ -182,6 +185,12 @@ POD_IDENTITY_PRINCIPAL: Final = "pods.eks.amazonaws.com"
 def prometheus_pod_label(label: str) -> str:
     """Prometheus' Kubernetes discovery name of a pod label (non-alphanumerics become ``_``)."""
     return "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
+
+
+def prometheus_node_label(label: str) -> str:
+    """Prometheus' Kubernetes discovery name of a node label (``role: node``; the same rule,
+    https://prometheus.io/docs/prometheus/latest/configuration/configuration/#node)."""
+    return "__meta_kubernetes_node_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
 
 
 #: The subnet tag the AWS Load Balancer Controller discovers internal load balancers' subnets

@@ -37,7 +37,10 @@ from .constants import (
     COLLECTOR_USER,
     E2E_P99_RULE,
     GENERATION_TOKENS_RATE_RULE,
+    GROUP_LABEL,
     INTER_TOKEN_P99_RULE,
+    KEDA_NAMESPACE,
+    KEDA_OPERATOR_NAME,
     KV_CACHE_USAGE_RULE,
     LEADER_POD_ROLE,
     PROMPT_TOKENS_RATE_RULE,
@@ -58,6 +61,7 @@ from .constants import (
     VLLM_SPEC_ACCEPTED_TOKENS,
     VLLM_SPEC_DRAFT_TOKENS,
     VLLM_TTFT_HISTOGRAM,
+    prometheus_node_label,
     prometheus_pod_label,
 )
 from .interfaces import IHyperPodCluster
@@ -65,6 +69,13 @@ from .multi_node_service import VllmMultiNodeService
 from .prefix_routing import ROUTER_METRICS_PORT
 
 _YAML_OPTIONS: dict[str, Any] = {"sort_keys": False, "width": 1_000_000}
+#: The scrape job of the service's GPU nodes (``VllmObservability._node_job``): ``up`` per node.
+KUBELET_JOB = "kubelet"
+#: The scrape job of KEDA's operator (``VllmObservability.scrape_keda_operator``).
+KEDA_OPERATOR_JOB = "keda-operator"
+#: The service-account token the managed collector presents to the API server, as AWS's
+#: default configuration names it (``VllmObservability._node_job``).
+_COLLECTOR_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 # -- prefix cache and KV offload (issue 29) ---------------------------------------------------
 # vLLM 0.32.0's counters (prometheus_client adds ``_total`` to a Counter's name):
@@ -152,6 +163,9 @@ class VllmObservability(Construct):
             workspace=self.workspace.attr_arn,
             data=self.rule_groups(ttft_p99_threshold, max_waiting_requests, kv_cache_saturation),
         )
+        self._scrape_interval = scrape_interval
+        #: Jobs added after construction (``scrape_keda_operator``).
+        self._extra_jobs: list[dict[str, Any]] = []
         self.scraper = self._render_scraper(service.cluster, scrape_interval)
         self.access_entry = self._render_scraper_access(service.cluster)
         #: The scraper user's cluster-wide rights, shared by every service on the cluster.
@@ -245,11 +259,7 @@ class VllmObservability(Construct):
                     workspace_arn=self.workspace.attr_arn
                 )
             ),
-            scrape_configuration=aps.CfnScraper.ScrapeConfigurationProperty(
-                configuration_blob=base64.b64encode(
-                    self.scrape_configuration(interval).encode()
-                ).decode()
-            ),
+            scrape_configuration=self._scrape_blob(),
         )
 
     def _render_scraper_access(self, cluster: IHyperPodCluster) -> eks.CfnAccessEntry:
@@ -300,9 +310,87 @@ class VllmObservability(Construct):
             ],
             "relabel_configs": relabel,
         }
-        jobs = [job, *self._router_job()]
+        jobs = [job, *self._router_job(), self._node_job(), *self._extra_jobs]
         document = {"global": {"scrape_interval": seconds}, "scrape_configs": jobs}
         return str(yaml.safe_dump(document, **_YAML_OPTIONS))
+
+    def _node_job(self) -> dict[str, Any]:
+        """Each node of the service's GPU group through the API server's proxy to its kubelet,
+        labelled ``group``: ``up`` per node is the group's node count (issue 30's panels).
+
+        The address, path and token are those of the ``cadvisor`` job in AWS's default managed
+        collector configuration (``aws amp get-default-scraper-configuration``, AMP user guide,
+        "Set up managed collectors for Amazon EKS", scraper configuration,
+        https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html):
+        ``role: node``, ``__address__`` ``kubernetes.default.svc:443``, ``__metrics_path__``
+        ``/api/v1/nodes/<node>/proxy/metrics...``, the collector's service-account token; the
+        scraper's ClusterRole has ``nodes/proxy`` (``HyperPodServingAddons``). The kubelet's own
+        series are dropped after the scrape (``metric_relabel_configs``): ``up`` is written per
+        target whatever the scrape returns
+        (https://prometheus.io/docs/concepts/jobs_instances/#automatically-generated-labels-and-time-series),
+        so the count costs one series per node.
+        """
+        group = prometheus_node_label(GROUP_LABEL)
+        return {
+            "job_name": KUBELET_JOB,
+            "scheme": "https",
+            "authorization": {"credentials_file": _COLLECTOR_TOKEN},
+            "kubernetes_sd_configs": [{"role": "node"}],
+            "relabel_configs": [
+                {"source_labels": [group], "regex": self.service.group.name, "action": "keep"},
+                {"source_labels": [group], "target_label": "group"},
+                {"source_labels": ["__meta_kubernetes_node_name"], "target_label": "node"},
+                {"target_label": "__address__", "replacement": "kubernetes.default.svc:443"},
+                {
+                    "source_labels": ["__meta_kubernetes_node_name"],
+                    "regex": "(.+)",
+                    "target_label": "__metrics_path__",
+                    "replacement": "/api/v1/nodes/$1/proxy/metrics",
+                },
+            ],
+            "metric_relabel_configs": [
+                {"source_labels": ["__name__"], "regex": ".+", "action": "drop"}
+            ],
+        }
+
+    def scrape_keda_operator(self) -> None:
+        """Add the KEDA operator's metrics (``keda_scaler_active`` and the like; KEDA, "Integrate
+        with Prometheus", port 8080 at ``/metrics``,
+        https://keda.sh/docs/2.17/integrations/prometheus/) to the scraper: its pods in
+        ``KEDA_NAMESPACE`` by the chart's ``app`` label, their ``metrics`` port (kedacore/charts
+        ``keda/templates/manager/deployment.yaml``, with ``prometheus.operator.enabled``).
+        Idempotent: once per scraper."""
+        if any(job["job_name"] == KEDA_OPERATOR_JOB for job in self._extra_jobs):
+            return
+        self._extra_jobs.append(
+            {
+                "job_name": KEDA_OPERATOR_JOB,
+                "metrics_path": "/metrics",
+                "kubernetes_sd_configs": [
+                    {"role": "pod", "namespaces": {"names": [KEDA_NAMESPACE]}}
+                ],
+                "relabel_configs": [
+                    {
+                        "source_labels": [prometheus_pod_label("app")],
+                        "regex": KEDA_OPERATOR_NAME,
+                        "action": "keep",
+                    },
+                    {
+                        "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                        "regex": "metrics",
+                        "action": "keep",
+                    },
+                ],
+            }
+        )
+        self.scraper.scrape_configuration = self._scrape_blob()
+
+    def _scrape_blob(self) -> aps.CfnScraper.ScrapeConfigurationProperty:
+        return aps.CfnScraper.ScrapeConfigurationProperty(
+            configuration_blob=base64.b64encode(
+                self.scrape_configuration(self._scrape_interval).encode()
+            ).decode()
+        )
 
     def _router_job(self) -> list[dict[str, Any]]:
         """The prefix-aware routers' metrics port (plain HTTP inside the VPC, no key: request

@@ -125,50 +125,45 @@ def reconcile(world: World) -> bool:
 #: KEDA polls each trigger every ``pollingInterval``, 30 s unless the ScaledObject sets it
 #: (https://keda.sh/docs/2.17/reference/scaledobject-spec/#pollinginterval).
 POLLING_INTERVAL = 30
-WAKE_SOURCE = "https://keda.sh/docs/2.17/concepts/scaling-deployments/#activating-and-scaling-thresholds; https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-cloudwatch-metrics.html"
+WAKE_SOURCE = "https://keda.sh/docs/2.17/scalers/cron/; https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-cloudwatch-metrics.html"
 _HEALTHY = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
 _INTERVAL = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval"
 
 
-def wake_signal(
-    scaled: dict[str, Any], service: dict[str, Any] | None
-) -> tuple[list[str], Finding | None]:
+def wake_signal(scaled: dict[str, Any]) -> tuple[list[str], Finding | None]:
     """What wakes a ScaledObject at ``minReplicaCount`` 0: triggers that read something other
     than the replicas themselves. A ``prometheus`` trigger reads the workload's own series
-    (none exist at 0 replicas); an ``aws-cloudwatch`` trigger on the ``LoadBalancer``
-    dimension must name the Service's NLB: ``net/<name>/<id>`` of its hostname
-    ``<name>-<id>.elb.<region>.amazonaws.com``.
+    (none exist at 0 replicas). A ``cron`` trigger wakes at its start. An ``aws-cloudwatch``
+    trigger on ``AWS/NetworkELB`` does not count: at 0 replicas the target group is empty,
+    and no NLB metric is documented to count a connection then (issue 30, decided).
     Returns (what fires, in words) and a finding when nothing would."""
     spec = scaled.get("spec") or {}
     name = (scaled.get("metadata") or {}).get("name", "?")
     resource = f"ScaledObject {name}"
-    ingress = (((service or {}).get("status") or {}).get("loadBalancer") or {}).get("ingress")
-    hostname = str((ingress or [{}])[0].get("hostname", ""))
-    label = hostname.split(".", 1)[0]
-    lb_name, _, lb_id = label.rpartition("-")
-    expected = f"net/{lb_name}/{lb_id}" if lb_name else ""
     fires: list[str] = []
     for trigger in spec.get("triggers") or []:
         meta = trigger.get("metadata") or {}
-        if trigger.get("type") != "aws-cloudwatch":
-            continue
-        if meta.get("dimensionName") == "LoadBalancer":
-            value = str(meta.get("dimensionValue", ""))
-            if value != expected:
+        if trigger.get("type") == "cron":
+            fires.append(
+                f"cron {meta.get('start')} .. {meta.get('end')} ({meta.get('timezone')}): "
+                f"{meta.get('desiredReplicas')} replica"
+            )
+        elif trigger.get("type") == "aws-cloudwatch":
+            if meta.get("namespace") == "AWS/NetworkELB":
                 return fires, Finding(
-                    "keda.wake-signal-elsewhere",
+                    "keda.wake-on-empty-load-balancer",
                     resource,
-                    f"the wake trigger watches {value or 'no load balancer'}, not the Service's "
-                    f"NLB ({expected or 'none yet'}, from its hostname {hostname or '-'})",
+                    f"the wake trigger reads AWS/NetworkELB {meta.get('metricName')}: no AWS page "
+                    "documents that a connection to an NLB whose target group has no target "
+                    "counts in it, so the service may never wake",
                     WAKE_SOURCE,
                     "degrades",
                 )
-        if str(meta.get("activationTargetMetricValue", "")) == "":
-            continue
-        fires.append(
-            f"{meta.get('namespace')} {meta.get('metricName')} > "
-            f"{meta.get('activationTargetMetricValue')} on {meta.get('dimensionValue')}"
-        )
+            if str(meta.get("activationTargetMetricValue", "")) != "":
+                fires.append(
+                    f"{meta.get('namespace')} {meta.get('metricName')} > "
+                    f"{meta.get('activationTargetMetricValue')}"
+                )
     if not fires:
         return fires, Finding(
             "keda.no-wake-signal",
@@ -182,9 +177,8 @@ def wake_signal(
 
 
 def wake_detection_seconds(scaled: dict[str, Any]) -> int:
-    """The shortest time from a client's attempt to KEDA's activation: one metric period of
-    the wake trigger and one polling interval (what the manifests set; CloudWatch's own
-    delivery delay comes on top)."""
+    """The shortest time from the wake (a cron window's start) to KEDA's activation: one
+    polling interval, plus one metric period for an ``aws-cloudwatch`` wake trigger."""
     spec = scaled.get("spec") or {}
     polling = int(spec.get("pollingInterval", POLLING_INTERVAL))
     periods = [
@@ -192,7 +186,8 @@ def wake_detection_seconds(scaled: dict[str, Any]) -> int:
         for t in spec.get("triggers") or []
         if t.get("type") == "aws-cloudwatch"
     ]
-    return (min(periods) if periods else 0) + polling
+    crons = any(t.get("type") == "cron" for t in spec.get("triggers") or [])
+    return (0 if crons or not periods else min(periods)) + polling
 
 
 def health_check_seconds(service: dict[str, Any] | None) -> int:

@@ -71,7 +71,7 @@ def test_the_routers_port_is_scraped(routed):
 
 def test_without_a_router_nothing_changes():
     template = _template(False)
-    assert [job["job_name"] for job in _scrape_jobs(template)] == ["vllm"]
+    assert [job["job_name"] for job in _scrape_jobs(template)] == ["vllm", "kubelet"]
     assert not any(rule in _rules_text(template) for rule in RULES)
 
 

@@ -1,4 +1,4 @@
-"""Scale to zero (#30): an explicit opt-in, woken by the load balancer, with a bounded wake."""
+"""Scale to zero (#30): an explicit opt-in, woken on a schedule, with a bounded wake."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.constants import KEDA_API_VERSION, KEDA_CHART
 from cdk_llm_serving.hyperpod.replica_autoscaling import (
     WAKE_HEALTHY_THRESHOLD,
-    WAKE_METRICS,
     ScaleToZero,
+    WakeSchedule,
 )
+from stacks.hyperpod_reference_stack import REFERENCE_WAKE
 from stacks.reference_app import add_reference_stacks
 from tests.support.app import new_app
 from tests.support.hyperpod import chart_crd_schema, published_chart
@@ -53,54 +54,23 @@ def _scaled_object(template: dict) -> dict:
     return scaled
 
 
-def test_the_last_replica_may_go_and_the_load_balancer_wakes_it(zero_template):
+def test_the_last_replica_may_go_and_the_schedule_wakes_it(zero_template):
     spec = _scaled_object(zero_template)["spec"]
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 2)
-    queue, *wake = spec["triggers"]
+    queue, wake = spec["triggers"]
     assert queue["type"] == "prometheus"
-    assert [t["metadata"]["metricName"] for t in wake] == list(WAKE_METRICS)
+    assert wake == {
+        "type": "cron",
+        "metadata": {
+            "timezone": REFERENCE_WAKE.timezone,
+            "start": REFERENCE_WAKE.start,
+            "end": REFERENCE_WAKE.end,
+            "desiredReplicas": "1",
+        },
+    }
     (service,) = manifest_objects(zero_template, "ServingService")
-    annotations = service["metadata"]["annotations"]
-    # The NLB keeps the controller's own name (a name set later would be ignored).
-    assert "service.beta.kubernetes.io/aws-load-balancer-name" not in annotations
-    for trigger in wake:
-        meta = trigger["metadata"]
-        assert trigger["type"] == "aws-cloudwatch"
-        assert (meta["namespace"], meta["dimensionName"]) == ("AWS/NetworkELB", "LoadBalancer")
-        # net/k8s-<ns8>-<name8>-<hash>/<id>, hash and id read from the hostname at deploy time
-        assert meta["dimensionValue"].startswith("net/k8s-inferenc-referenc-")
-        assert meta["activationTargetMetricValue"] == "0"
-        assert trigger["authenticationRef"] == queue["authenticationRef"]
     threshold = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
-    assert annotations[threshold] == str(WAKE_HEALTHY_THRESHOLD)
-
-
-def test_the_controller_s_default_name_is_what_its_source_builds():
-    """kubernetes-sigs/aws-load-balancer-controller ``buildLoadBalancerName``:
-    ``k8s-%.8s-%.8s-%.10s`` of the namespace's and name's alphanumerics."""
-    from cdk_llm_serving.hyperpod.replica_autoscaling import default_load_balancer_prefix
-
-    assert default_load_balancer_prefix("inference", "reference-moe-nvfp4-api") == (
-        "k8s-inferenc-referenc-"
-    )
-    assert default_load_balancer_prefix("a-b", "x.y-z") == "k8s-ab-xyz-"
-
-
-def test_the_dimension_is_cut_from_the_load_balancer_hostname(zero_template):
-    """The ScaledObject's manifest splits the Service's hostname after the name's known prefix,
-    then on ``.`` and ``-`` (hash, id)."""
-    text = json.dumps(
-        [
-            v
-            for k, v in resources_of_type(
-                zero_template, "Custom::AWSCDK-EKS-KubernetesResource"
-            ).items()
-            if k.startswith("ReplicaAutoscalingScaledObject")
-        ]
-    )
-    assert '"k8s-inferenc-referenc-"' in text and '"Fn::Split": [".", ' in text
-    assert '"Fn::Split": ["-", ' in text
-    assert "ServingLoadBalancerHostname" in text
+    assert service["metadata"]["annotations"][threshold] == str(WAKE_HEALTHY_THRESHOLD)
 
 
 def test_the_first_request_wait_is_the_wake_and_idle_covers_it(zero_app):
@@ -116,16 +86,15 @@ def test_the_first_request_wait_is_the_wake_and_idle_covers_it(zero_app):
     assert _scaled_object(template)["spec"]["cooldownPeriod"] == wake.total_seconds
 
 
-def test_keda_may_read_cloudwatch_and_nothing_more(zero_template):
+def test_keda_reads_no_cloudwatch_metric(zero_template):
+    """The wake is a schedule: KEDA's operator needs no CloudWatch read."""
     statements = [
         s
         for p in resources_of_type(zero_template, "AWS::IAM::ManagedPolicy").values()
         for s in p["Properties"]["PolicyDocument"]["Statement"]
         if "cloudwatch" in json.dumps(s["Action"])
     ]
-    assert statements == [
-        {"Action": "cloudwatch:GetMetricData", "Effect": "Allow", "Resource": "*"}
-    ]
+    assert statements == []
 
 
 def test_the_wake_triggers_match_keda_s_crd(zero_template, shared_dir):
@@ -134,7 +103,7 @@ def test_the_wake_triggers_match_keda_s_crd(zero_template, shared_dir):
     scaled = _scaled_object(zero_template)
     jsonschema.validate(concretize(scaled), schema)
     broken = json.loads(json.dumps(scaled))
-    broken["spec"]["triggers"][1]["metadata"]["activationTargetMetricValue"] = 0
+    broken["spec"]["triggers"][1]["metadata"]["desiredReplicas"] = 1  # a string map
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(concretize(broken), schema)
 
@@ -182,54 +151,42 @@ def test_min_zero_without_the_opt_in_is_refused():
     assert "scale_to_zero=ScaleToZero()" in problems["min_replicas"]
 
 
+def test_scale_to_zero_without_a_wake_schedule_is_refused():
+    """Issue 30's decision: no load-balancer metric is documented to count a connection while
+    the target group is empty, so the opt-in needs a schedule."""
+    problems = _problems(min_replicas=0, max_replicas=2, scale_to_zero=ScaleToZero())
+    assert "scale_to_zero.wake" in problems
+    assert "no load-balancer metric is documented" in problems["scale_to_zero.wake"]
+
+
+def test_a_wake_schedule_keda_would_refuse_is_refused():
+    """KEDA's cron scaler: 5-field cron, start and end apart, an IANA time zone."""
+    problems = _problems(
+        min_replicas=0,
+        max_replicas=2,
+        scale_to_zero=ScaleToZero(
+            wake=WakeSchedule(start="0 6 * *", end="0 6 * *", timezone="Mars/Olympus")
+        ),
+    )
+    assert {
+        "scale_to_zero.wake.start",
+        "scale_to_zero.wake.end",
+        "scale_to_zero.wake.timezone",
+    } <= set(problems)
+    assert "5 fields" in problems["scale_to_zero.wake.start"]
+    assert "not the same as start" in problems["scale_to_zero.wake.end"]
+
+
 def test_scale_to_zero_on_fixed_nodes_with_a_replica_and_a_short_bound_is_refused_at_once():
     problems = _problems(
         min_replicas=1,
         max_replicas=2,
-        scale_to_zero=ScaleToZero(max_first_request_wait=Duration.minutes(5)),
+        scale_to_zero=ScaleToZero(wake=REFERENCE_WAKE, max_first_request_wait=Duration.minutes(5)),
     )
     assert set(problems) == {"scale_to_zero", "scale_to_zero.max_first_request_wait"}
     assert "needs min_replicas=0" in problems["scale_to_zero"]
     assert "shrink to 0 nodes" in problems["scale_to_zero"]
     assert "must cover the wake from zero" in problems["scale_to_zero.max_first_request_wait"]
-
-
-def test_scale_to_zero_without_the_load_balancer_controller_has_no_wake_signal():
-    from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
-    from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
-    from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
-    from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
-    from cdk_llm_serving.hyperpod.observability import VllmObservability
-    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
-    from tests.support.builders import new_stack
-    from tests.support.hyperpod import deepseek_service, model_store
-
-    stack = new_stack("ZeroNoLbc")
-    cluster = HyperPodEksCluster(
-        stack,
-        "HyperPod",
-        instance_groups=[
-            HyperPodInstanceGroup.system(),
-            HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 0, max_count=3),
-        ],
-        kubernetes_version="1.35",
-        node_autoscaling=NodeAutoscaling(),
-    )
-    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster, load_balancer_controller=False)
-    service = deepseek_service(stack, cluster, addons, model_store(stack, cluster))
-    observability = VllmObservability(stack, "Obs", service=service)
-    with pytest.raises(ConfigurationError) as caught:
-        VllmReplicaAutoscaling(
-            stack,
-            "Scale",
-            service=service,
-            observability=observability,
-            min_replicas=0,
-            max_replicas=2,
-            scale_to_zero=ScaleToZero(),
-        )
-    (problem,) = caught.value.problems
-    assert problem.property == "scale_to_zero" and "Load Balancer Controller" in problem.allowed
 
 
 def test_the_p5en_variant_names_its_group_after_the_gpu_it_holds():
@@ -334,11 +291,17 @@ def test_promtool_fires_the_pending_alarm_only_after_a_scale_out_s_time(zero_app
                                     "service": "reference-moe-nvfp4",
                                 },
                                 "exp_annotations": {
-                                    "summary": yaml.safe_load(
-                                        [t for k, t in _rules(template).items() if "Scaling" in k][
-                                            0
-                                        ]
-                                    )["groups"][0]["rules"][-1]["annotations"]["summary"]
+                                    "summary": next(
+                                        r["annotations"]["summary"]
+                                        for r in yaml.safe_load(
+                                            [
+                                                t
+                                                for k, t in _rules(template).items()
+                                                if "Scaling" in k
+                                            ][0]
+                                        )["groups"][0]["rules"]
+                                        if r.get("alert") == PENDING_ALERT
+                                    )
                                 },
                             }
                         ],
@@ -354,20 +317,210 @@ def test_promtool_fires_the_pending_alarm_only_after_a_scale_out_s_time(zero_app
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_wake_triggers_keep_keda_s_own_parsing_rules(zero_template):
-    """kedacore/keda ``pkg/scalers/aws_cloudwatch_scaler.go``: ``targetMetricValue`` and
-    ``minMetricValue`` are required, ``metricStatPeriod`` is 1, 5, 10, 30 or a multiple of 60,
-    ``metricCollectionTime`` a multiple of it, ``metricStat`` a CloudWatch statistic."""
-    import botocore.session
+# -- nodes per group, scale events and the wake alarm (issue 30) ----------------------------
 
-    statistics = (
-        botocore.session.get_session().get_service_model("cloudwatch").shape_for("Statistic").enum
+needs_promtool = pytest.mark.skipif(
+    __import__("shutil").which("promtool") is None, reason="no promtool on PATH (make promtool)"
+)
+
+
+def _scrape_jobs(template: dict) -> dict[str, dict]:
+    import base64
+
+    import yaml
+
+    (scraper,) = resources_of_type(template, "AWS::APS::Scraper").values()
+    blob = scraper["Properties"]["ScrapeConfiguration"]["ConfigurationBlob"]
+    document = yaml.safe_load(base64.b64decode(blob))
+    return {job["job_name"]: job for job in document["scrape_configs"]}
+
+
+def test_the_scraper_counts_the_group_s_nodes_through_the_api_server(zero_template):
+    """AWS's default managed-collector ``cadvisor`` job: role node, the API server's address,
+    the node's proxy path, the collector's token; kept to the service's group, labelled by it,
+    the kubelet's own series dropped (``up`` stays)."""
+    from cdk_llm_serving.hyperpod.constants import GROUP_LABEL, prometheus_node_label
+
+    job = _scrape_jobs(zero_template)["kubelet"]
+    assert job["kubernetes_sd_configs"] == [{"role": "node"}]
+    relabel = job["relabel_configs"]
+    group = prometheus_node_label(GROUP_LABEL)
+    assert group == "__meta_kubernetes_node_label_cdk_llm_serving_group"
+    assert {"source_labels": [group], "regex": "gpu-b200", "action": "keep"} in relabel
+    assert {"source_labels": [group], "target_label": "group"} in relabel
+    assert {"target_label": "__address__", "replacement": "kubernetes.default.svc:443"} in relabel
+    (path,) = [r for r in relabel if r.get("target_label") == "__metrics_path__"]
+    assert path["replacement"] == "/api/v1/nodes/$1/proxy/metrics"
+    assert job["authorization"]["credentials_file"].endswith("serviceaccount/token")
+    assert job["metric_relabel_configs"] == [
+        {"source_labels": ["__name__"], "regex": ".+", "action": "drop"}
+    ]
+
+
+def test_the_scraper_s_rbac_may_read_through_the_node_proxy(zero_template):
+    """The kubelet job reads ``/api/v1/nodes/<node>/proxy/...``: ``nodes/proxy`` get."""
+    rules = [
+        rule
+        for o in manifest_objects(zero_template, "ServingAddonsScraperRbac")
+        if o["kind"] == "ClusterRole"
+        for rule in o["rules"]
+    ]
+    assert any("nodes/proxy" in r.get("resources", []) and "get" in r["verbs"] for r in rules)
+
+
+def test_the_keda_operator_s_metrics_port_is_what_the_scrape_job_keeps(
+    zero_template, helm_binary, shared_dir
+):
+    """The KEDA chart as the stack installs it (``prometheus.operator.enabled``), rendered by
+    helm: the operator's pods carry the ``app`` label the job keeps and a ``metrics`` port,
+    8080, KEDA's documented one; the job reads the ScaledObject's namespace."""
+    from tests.support.helm import render_template_charts
+
+    job = _scrape_jobs(zero_template)["keda-operator"]
+    keep = {
+        r["source_labels"][0]: r["regex"] for r in job["relabel_configs"] if r["action"] == "keep"
+    }
+    charts = render_template_charts(zero_template, helm_binary, shared_dir / "charts")
+    (operator,) = [
+        o
+        for objects in charts.values()
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == "keda-operator"
+    ]
+    pod = operator["spec"]["template"]
+    assert pod["metadata"]["labels"]["app"] == keep["__meta_kubernetes_pod_label_app"]
+    ports = {p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"]}
+    assert ports[keep["__meta_kubernetes_pod_container_port_name"]] == 8080
+    args = pod["spec"]["containers"][0]["args"]
+    assert "--enable-prometheus-metrics=true" in args
+    assert job["kubernetes_sd_configs"][0]["namespaces"]["names"] == [
+        operator["metadata"]["namespace"]
+    ]
+
+
+def _promtool_test(template: dict, tmp_path, tests: list[dict]) -> None:
+    import subprocess
+
+    import yaml
+
+    files = []
+    for index, text in enumerate(_rules(template).values()):
+        (tmp_path / f"rules{index}.yaml").write_text(text)
+        files.append(f"rules{index}.yaml")
+    document = {"rule_files": files, "evaluation_interval": "1m", "tests": tests}
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(document))
+    done = subprocess.run(
+        ["promtool", "test", "rules", "tests.yaml"], capture_output=True, text=True, cwd=tmp_path
     )
-    for trigger in _scaled_object(zero_template)["spec"]["triggers"][1:]:
-        meta = trigger["metadata"]
-        period, window = int(meta["metricStatPeriod"]), int(meta["metricCollectionTime"])
-        assert period in (1, 5, 10, 30) or period % 60 == 0
-        assert window > 0 and window % period == 0
-        assert meta["metricStat"] in statistics
-        assert float(meta["targetMetricValue"]) > float(meta["activationTargetMetricValue"])
-        float(meta["minMetricValue"])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_promtool_counts_the_group_s_nodes_and_its_scale_events(zero_template, tmp_path):
+    """Two nodes come at 10 min (a wake), one leaves at 40, the other at 50 (scale-in to 0):
+    the count is 2, 1, then 0 with the group's name: 3 changes in the hour; the leader served
+    from 20 to 40 min: 2 changes of the serving replicas."""
+    from cdk_llm_serving.hyperpod.node_panels import (
+        GROUP_NODES_RULE,
+        NODE_CHANGES_RULE,
+        REPLICA_CHANGES_RULE,
+    )
+
+    up = 'up{job="kubelet",group="gpu-b200",node="%s"}'
+    _promtool_test(
+        zero_template,
+        tmp_path,
+        [
+            {
+                "interval": "1m",
+                "input_series": [
+                    # a target that leaves gets a staleness marker at the next scrape
+                    {"series": up % "a", "values": "_x10 1x30 stale"},
+                    {"series": up % "b", "values": "_x10 1x40 stale"},
+                    {"series": 'up{job="vllm",pod="leader-0"}', "values": "_x20 1x20 stale"},
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": GROUP_NODES_RULE,
+                        "eval_time": t,
+                        "exp_samples": [
+                            {"labels": f'{GROUP_NODES_RULE}{{group="gpu-b200"}}', "value": v}
+                        ],
+                    }
+                    for t, v in (("5m", 0), ("20m", 2), ("45m", 1), ("58m", 0))
+                ]
+                + [
+                    {
+                        "expr": NODE_CHANGES_RULE,
+                        "eval_time": "58m",
+                        "exp_samples": [
+                            {"labels": f'{NODE_CHANGES_RULE}{{group="gpu-b200"}}', "value": 3}
+                        ],
+                    },
+                    {
+                        "expr": REPLICA_CHANGES_RULE,
+                        "eval_time": "58m",
+                        "exp_samples": [{"labels": REPLICA_CHANGES_RULE, "value": 2}],
+                    },
+                ],
+            }
+        ],
+    )
+
+
+@needs_promtool
+def test_promtool_fires_the_wake_alarm_only_for_demand_without_a_replica(zero_app, tmp_path):
+    """KEDA's cron trigger active (the window opened) and no leader answering for longer than
+    the wake (the reference: ~53 min) fires it; a replica that serves in time, or no demand,
+    does not."""
+    from cdk_llm_serving.hyperpod.node_panels import WAKE_ALERT
+
+    template, stack = zero_app
+    minutes = -(-stack.autoscaling.wake.total_seconds // 60)
+    assert 45 < minutes < 60
+    # the label names of kedacore/keda pkg/metricscollector/prommetrics.go; scaler and metric
+    # values are illustrative (the rule reads namespace and scaledObject only)
+    active = (
+        'keda_scaler_active{job="keda-operator",namespace="inference",'
+        'scaledObject="reference-moe-nvfp4",scaler="cronScaler",triggerIndex="1",'
+        'metric="s1-cron",type="scaledobject"}'
+    )
+    labels = {"severity": "warning", "service": "reference-moe-nvfp4"}
+
+    def case(series: list[dict], fires: bool) -> dict:
+        return {
+            "interval": "1m",
+            "input_series": series,
+            "alert_rule_test": [
+                {"eval_time": f"{minutes - 5}m", "alertname": WAKE_ALERT, "exp_alerts": []},
+                {
+                    "eval_time": f"{minutes + 5}m",
+                    "alertname": WAKE_ALERT,
+                    "exp_alerts": [{"exp_labels": labels}] if fires else [],
+                },
+            ],
+        }
+
+    (rules,) = [text for key, text in _rules(template).items() if "Scaling" in key]
+    summary = next(
+        r["annotations"]["summary"]
+        for r in __import__("yaml").safe_load(rules)["groups"][0]["rules"]
+        if r.get("alert") == WAKE_ALERT
+    )
+    woken = case([{"series": active, "values": "1x120"}], fires=True)
+    woken["alert_rule_test"][1]["exp_alerts"][0]["exp_annotations"] = {"summary": summary}
+    _promtool_test(
+        template,
+        tmp_path,
+        [
+            woken,
+            case(
+                [
+                    {"series": active, "values": "1x120"},
+                    {"series": 'up{job="vllm",pod="leader-0"}', "values": "_x40 1x80"},
+                ],
+                fires=False,
+            ),
+            case([{"series": active, "values": "0x120"}], fires=False),
+        ],
+    )

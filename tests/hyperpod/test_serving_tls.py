@@ -408,7 +408,8 @@ def test_a_config_may_not_set_the_tls_flags():
 def test_the_scraper_scrapes_https(hyperpod):
     _, scraper = only_resource(hyperpod, "AWS::APS::Scraper")
     blob = flatten(scraper["Properties"]["ScrapeConfiguration"]["ConfigurationBlob"])
-    (job,) = yaml.safe_load(base64.b64decode(blob))["scrape_configs"]
+    jobs = yaml.safe_load(base64.b64decode(blob))["scrape_configs"]
+    (job,) = [j for j in jobs if j["job_name"] == "vllm"]
     assert job["scheme"] == "https"
     assert job["tls_config"] == {"insecure_skip_verify": True}
 

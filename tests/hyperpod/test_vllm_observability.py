@@ -75,7 +75,7 @@ def test_scraper_reads_only_the_leaders(hyperpod):
     config = yaml.safe_load(
         base64.b64decode(scraper["Properties"]["ScrapeConfiguration"]["ConfigurationBlob"])
     )
-    (job,) = config["scrape_configs"]
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "vllm"]
     keep = {
         tuple(r["source_labels"]): r["regex"]
         for r in job["relabel_configs"]

@@ -44,7 +44,7 @@ def test_gpu_az_serves():
 
 
 def test_keda_zero_serves():
-    """Scaled to 0 and woken by the load balancer, the replica serves again (issue 30)."""
+    """Scaled to 0 and woken by its schedule, the replica serves again (issue 30)."""
     _serves("keda-zero")
 
 
