@@ -5,10 +5,9 @@ from __future__ import annotations
 import fnmatch
 import json
 
-from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.model_sources import ModelData
 from tests.support.builders import new_stack, template_of
-from tests.support.hyperpod import deepseek_service, hyperpod_cluster
+from tests.support.hyperpod import deepseek_service, small_cluster
 from tests.support.template_helpers import (
     actions_of,
     manifest_objects,
@@ -154,8 +153,7 @@ def test_no_worker_pod_can_read_the_api_key_from_the_store(reference_templates):
 def test_streaming_workers_read_the_weights_and_not_the_api_key():
     """Streaming from S3, each worker's role reads the weights prefix and nothing else."""
     stack = new_stack("StreamWorkers")
-    cluster = hyperpod_cluster(stack)
-    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    cluster, addons, _ = small_cluster(stack)  # the store stays unused: weights from S3
     service = deepseek_service(
         stack,
         cluster,
