@@ -322,7 +322,7 @@ class HyperPodServingAddons(Construct):
                     release=EFA_DEVICE_PLUGIN_RELEASE,
                 )
                 if isinstance(self.cluster, HyperPodEksCluster):
-                    self.cluster.grant_registry_pull(efa_device_plugin_repository_arn())
+                    self.cluster.allow_registry_pull(efa_device_plugin_repository_arn())
             return
         groups = self.cluster.instance_groups
         ours = hyperpod_chart_values(groups, self._catalog, Stack.of(self).region)

@@ -250,7 +250,7 @@ class _HyperPodClusterBase(Construct):
         when this cluster cannot turn it on (an imported cluster that did not declare it)."""
         return self.tiered_storage
 
-    def grant_image_pull(self, image: str | ContainerImage) -> None:
+    def allow_image_pull(self, image: str | ContainerImage) -> None:
         """Let the nodes pull ``image``: nothing on an imported cluster, whose node role is
         not this app's (give it the repository yourself)."""
 
@@ -1013,12 +1013,12 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                 f"the EKS add-on registry of Region {region} is not known at synth"
             )
             return
-        self.grant_registry_pull(arn)
+        self.allow_registry_pull(arn)
 
-    def grant_image_pull(self, image: str | ContainerImage) -> None:
-        """Let the nodes pull ``image`` from its ECR repository (aws-cdk-lib style: the
-        serving constructs call it with their image). An image outside ECR needs no grant:
-        nothing is added. An ECR image whose repository cannot be read at synth (a token
+    def allow_image_pull(self, image: str | ContainerImage) -> None:
+        """Let the nodes pull ``image`` from its ECR repository; the serving constructs call it
+        with their image (not a ``grant_*``: it takes an image, not a grantee). An image
+        outside ECR needs nothing: nothing is added. An ECR image whose repository cannot be read at synth (a token
         in the URI) opens the pulls to any repository, so the image still pulls."""
         region = Stack.of(self).region
         partition = (
@@ -1030,7 +1030,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         elif is_ecr_like(image):
             self.allow_any_image_pull("an ECR image whose repository is not known at synth")
 
-    def grant_registry_pull(self, repository_arn: str, reason: str = _REGISTRY_PULL_REASON) -> None:
+    def allow_registry_pull(self, repository_arn: str, reason: str = _REGISTRY_PULL_REASON) -> None:
         """Let the nodes pull from ``repository_arn``, which may end in ``repository/*`` (an
         AWS registry account), acknowledged with ``reason``."""
         if self._add_pull_resource(repository_arn) and repository_arn.endswith("*"):
@@ -1041,7 +1041,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     def allow_any_image_pull(self, reason: str) -> None:
         """Pulls from any repository, where the library cannot name them (``reason``; e.g.
         the HyperPod dependencies chart's agents, whose registries it does not model)."""
-        self.grant_registry_pull(
+        self.allow_registry_pull(
             "*", f"Nodes pull from repositories the library cannot name: {reason}."
         )
 
@@ -1076,7 +1076,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         """
         bucket_arn = self.lifecycle_bucket.bucket_arn
         owner = resource_account_condition(Stack.of(self).account)
-        #: The pulls, on the repositories registered so far (``grant_image_pull``).
+        #: The pulls, on the repositories registered so far (``allow_image_pull``).
         self._image_pulls = iam.PolicyStatement(actions=list(PULL_ACTIONS))
         return [
             *self._network_interface_statements(),

@@ -224,7 +224,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             )
         self._reserve_nodes()
         # The nodes pull the worker's image: its repository on the node role (issue 32).
-        self.cluster.grant_image_pull(self._image_source)
+        self.cluster.allow_image_pull(self._image_source)
 
         self.operator = HyperPodInferenceOperator.of(addons)
         self.namespace = namespace or (

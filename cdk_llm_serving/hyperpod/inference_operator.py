@@ -413,7 +413,7 @@ class HyperPodInferenceOperator(Construct):
         registry = None if Token.is_unresolved(region) else inference_operator_registry_arn(region)
         if isinstance(self.cluster, HyperPodEksCluster):
             if registry is not None:
-                self.cluster.grant_registry_pull(registry)
+                self.cluster.allow_registry_pull(registry)
             else:
                 self.cluster.allow_any_image_pull(
                     f"the inference operator's registry in Region {region} is not known at synth"

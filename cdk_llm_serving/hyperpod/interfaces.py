@@ -97,7 +97,7 @@ class IHyperPodCluster(Protocol):
         cannot (an imported cluster that did not declare it)."""
         ...
 
-    def grant_image_pull(self, image: str | ContainerImage) -> None:
+    def allow_image_pull(self, image: str | ContainerImage) -> None:
         """Let the nodes pull ``image`` from its ECR repository (nothing for an image outside
         ECR, or for an imported cluster, whose node role is not this app's)."""
         ...

@@ -339,7 +339,7 @@ class VllmMultiNodeService(Construct):
         self._warn_about_image()
         self._warn_about_tensor_parallel()
         warn_if_tag_only(self, "image", self.image)
-        cluster.grant_image_pull(self.image)
+        cluster.allow_image_pull(self.image)
         self._warn_about_rollout()
         self.api_key = (api_key or generated_api_key(self, self.name)) if authenticate else None
         self.service: dict[str, Any] = self.workload.service_manifest()

@@ -11,7 +11,7 @@ no resource type), and ``ecr:BatchGetImage``, ``ecr:GetDownloadUrlForLayer``,
 for Amazon Elastic Container Registry"). The repositories (``assets/node_image_registries.json``
 cites each): the Region's EKS add-on registry, the EFA device plugin's repository, the
 inference operator's registry when it is installed, and each serving image, registered by
-the service that runs it (``HyperPodEksCluster.grant_image_pull``). Images outside ECR
+the service that runs it (``HyperPodEksCluster.allow_image_pull``). Images outside ECR
 (``public.ecr.aws``, ``registry.k8s.io``, ``ghcr.io``, ``nvcr.io``, Docker Hub: LWS, KEDA,
 the load balancer controller, the NVIDIA device plugin, the router) need no IAM.
 """
