@@ -117,6 +117,35 @@ def sagemaker_inference_principal(region: str) -> iam.IPrincipal:
     )
 
 
+#: What SageMaker does in the log groups it writes for a model's containers.
+_LOG_ACTIONS = (
+    "logs:CreateLogGroup",
+    "logs:CreateLogStream",
+    "logs:DescribeLogStreams",
+    "logs:PutLogEvents",
+)
+
+
+def endpoint_log_group(endpoint_name: str) -> str:
+    """The log group SageMaker writes an endpoint's containers to:
+    ``/aws/sagemaker/Endpoints/[EndpointName]``, streams ``[production-variant-name]/
+    [instance-id]`` (and ``.../data-log`` for asynchronous endpoints); AWS's table "Log
+    groups and streams that Amazon SageMaker AI sends to Amazon CloudWatch Logs"
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html)."""
+    return f"/aws/sagemaker/Endpoints/{endpoint_name}"
+
+
+def inference_component_log_group(component_name: str) -> str:
+    """The log group of an inference component's containers,
+    ``/aws/sagemaker/InferenceComponents/<inference-component-name>``. ASSUMED from
+    observed accounts, not from AWS's logging table (which predates inference components
+    and lists no such group): public AWS samples read component logs there
+    (``logGroupName=f"/aws/sagemaker/InferenceComponents/{ic_name}"``) and exported account
+    configurations hold such groups; the namespace of the components' own metrics has the
+    same name (``/aws/sagemaker/InferenceComponents``)."""
+    return f"/aws/sagemaker/InferenceComponents/{component_name}"
+
+
 class ExecutionRoleGrants:
     """Adds statements to a policy of their own, attached to ``role``, and records why each wildcard is needed.
 
@@ -141,6 +170,7 @@ class ExecutionRoleGrants:
         self.policy_id = policy_id
         self.policy: iam.ManagedPolicy | None = None
         self._bound: list[BoundWildcard] = []
+        self._log_groups: set[str] = set()
 
     def add(self, *statements: iam.PolicyStatement) -> None:
         """Add ``statements`` to the grants' own policy (created, attached to the role, on first
@@ -174,24 +204,9 @@ class ExecutionRoleGrants:
         )
         self.add(*(statement.policy_statement() for statement in statements))
 
-    def logs_and_metrics(self) -> None:
-        log_groups = (self.stack or Stack.of(self.scope)).format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name="/aws/sagemaker/*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        reason = "SageMaker names the endpoint's log group and streams at deploy time; access stays under /aws/sagemaker/."
-        log_actions = (
-            "logs:CreateLogGroup",
-            "logs:CreateLogStream",
-            "logs:DescribeLogStreams",
-            "logs:PutLogEvents",
-        )
-        log_resources = (log_groups, f"{log_groups}:log-stream:*")
-        self._wildcard(log_actions, log_resources, reason)
+    def metrics(self) -> None:
+        """``cloudwatch:PutMetricData`` in SageMaker's namespaces only (the action has no resource)."""
         self.add(
-            iam.PolicyStatement(actions=list(log_actions), resources=list(log_resources)),
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
@@ -204,6 +219,34 @@ class ExecutionRoleGrants:
             ("cloudwatch:PutMetricData",),
             ("*",),
             "cloudwatch:PutMetricData has no resource-level permissions; a namespace condition limits it to SageMaker's.",
+        )
+
+    def write_logs(self, *log_groups: str) -> None:
+        """Create and write ``log_groups`` (names, see ``endpoint_log_group``) and their
+        streams, nothing else under ``/aws/sagemaker/`` (issue 32: it was every SageMaker log
+        group of the account). A name may hold tokens (a deploy-time endpoint name): the ARN
+        is joined at deploy time. Each group once per policy."""
+        stack = self.stack or Stack.of(self.scope)
+        fresh = [group for group in dict.fromkeys(log_groups) if group not in self._log_groups]
+        if not fresh:
+            return
+        self._log_groups.update(fresh)
+        arns = [
+            stack.format_arn(
+                service="logs",
+                resource="log-group",
+                resource_name=group,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+            for group in fresh
+        ]
+        resources = tuple(resource for arn in arns for resource in (arn, f"{arn}:log-stream:*"))
+        self.add(iam.PolicyStatement(actions=list(_LOG_ACTIONS), resources=list(resources)))
+        self._wildcard(
+            _LOG_ACTIONS,
+            resources,
+            "SageMaker names the log streams of the endpoint's own log group at run time "
+            "(<variant>/<instance-id>); the group is this endpoint's (or inference component's).",
         )
 
     def vpc_interfaces(self) -> None:

@@ -69,6 +69,7 @@ from .device_plugins import (
     nvidia_values,
 )
 from .interfaces import IHyperPodCluster
+from .node_image_pulls import efa_device_plugin_repository_arn
 
 __all__ = ["HelmChartSource", "HyperPodServingAddons", "KedaInstallation"]
 
@@ -402,6 +403,8 @@ class HyperPodServingAddons(Construct):
                     values=efa_values(groups, self._catalog),
                     release=EFA_DEVICE_PLUGIN_RELEASE,
                 )
+                if isinstance(self.cluster, HyperPodEksCluster):
+                    self.cluster.allow_registry_pull(efa_device_plugin_repository_arn())
             return
         groups = self.cluster.instance_groups
         ours = hyperpod_chart_values(groups, self._catalog, Stack.of(self).region)
@@ -416,6 +419,12 @@ class HyperPodServingAddons(Construct):
         self.charts[HYPERPOD_DEPENDENCIES_CHART] = chart
         if isinstance(self.cluster, HyperPodEksCluster):
             self.cluster.order_nodes_after(chart)
+            # Its agents' images come from per-Region accounts in its own templates and
+            # values (node_image_registries.json, hyperpod_chart_note): not modelled.
+            self.cluster.allow_any_image_pull(
+                "the HyperPod dependencies chart's agents pull from per-Region registries its "
+                "templates name"
+            )
 
     def _warn_chart_missing(self) -> None:
         """Warn that the chart is missing; on a cluster built here, turn off the deep health

@@ -30,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, cast
 
-from aws_cdk import Annotations, CfnTag, Duration, Names, RemovalPolicy, Stack, Token
+from aws_cdk import Annotations, Aws, CfnTag, Duration, Names, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -48,7 +48,9 @@ from .._cdk.role_grants import resource_account_condition
 from .._cdk.service_trust import condition_service_trust
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import check_one_of
+from .._partitions import partition_of_region
 from ..errors import DEPRECATED_REMOVED_IN, Problems, checked_props
+from ..model_sources import ContainerImage
 from ..planning.catalog import Catalog, default_catalog
 from ._eks_addon import eks_addon
 from ._facts import hyperpod_facts
@@ -66,6 +68,7 @@ from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 from .kubernetes_version import KubernetesVersion
 from .node_autoscaling import AUTOSCALER_ACTIONS, NodeAutoscaling, validate_autoscaled_groups
+from .node_image_pulls import PULL_ACTIONS, addon_registry_arn, is_ecr_like, repository_arn_of
 from .node_readiness import HyperPodNodesReady
 from .tiered_storage import TieredStorage
 
@@ -96,12 +99,10 @@ _NODE_INTERFACE_ACTIONS = [
 _NODE_NETWORK_ACTIONS = sorted(
     [*_NODE_NETWORK_DESCRIBE_ACTIONS, *_NODE_INTERFACE_ACTIONS, "ec2:CreateNetworkInterface"]
 )
-#: Image pulls from ECR (ecr:GetAuthorizationToken has no resource type).
-_NODE_IMAGE_PULL_ACTIONS = (
-    "ecr:BatchCheckLayerAvailability",
-    "ecr:BatchGetImage",
-    "ecr:GetAuthorizationToken",
-    "ecr:GetDownloadUrlForLayer",
+#: Why the nodes pull from any repository of an AWS registry account (``node_image_pulls``).
+_REGISTRY_PULL_REASON = (
+    "An AWS-owned registry account of this Region (EKS add-ons, the inference operator): "
+    "its images' repositories are AWS's to name and move; no other account's repositories."
 )
 #: Describe actions the VPC CNI needs beyond ``_NODE_NETWORK_ACTIONS`` (AmazonEKS_CNI_Policy's;
 #: they take no resource ARN).
@@ -249,6 +250,10 @@ class _HyperPodClusterBase(Construct):
         operator's KV cache L2 ``tieredstorage``): the cluster's ``TieredStorage``, or ``None``
         when this cluster cannot turn it on (an imported cluster that did not declare it)."""
         return self.tiered_storage
+
+    def allow_image_pull(self, image: str | ContainerImage) -> None:
+        """Let the nodes pull ``image``: nothing on an imported cluster, whose node role is
+        not this app's (give it the repository yourself)."""
 
 
 class HyperPodEksCluster(_HyperPodClusterBase):
@@ -1004,7 +1009,60 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             statements=self._execution_role_statements(),
         )
         self._acknowledge_execution_role(role, self.execution_role_policy)
+        self._pull_repositories: set[str] = set()
+        self._pull_from_add_on_registry()
         return role
+
+    def _pull_from_add_on_registry(self) -> None:
+        """The Region's EKS add-on registry: every add-on this cluster installs pulls there
+        (``node_image_pulls``). A Region the library cannot name at synth (a token) or that
+        AWS's table does not list: any repository."""
+        region = Stack.of(self).region
+        arn = None if Token.is_unresolved(region) else addon_registry_arn(region)
+        if arn is None:
+            self.allow_any_image_pull(
+                f"the EKS add-on registry of Region {region} is not known at synth"
+            )
+            return
+        self.allow_registry_pull(arn)
+
+    def allow_image_pull(self, image: str | ContainerImage) -> None:
+        """Let the nodes pull ``image`` from its ECR repository; the serving constructs call it
+        with their image (not a ``grant_*``: it takes an image, not a grantee). An image
+        outside ECR needs nothing: nothing is added. An ECR image whose repository cannot be read at synth (a token
+        in the URI) opens the pulls to any repository, so the image still pulls."""
+        region = Stack.of(self).region
+        partition = (
+            None if Token.is_unresolved(region) else partition_of_region(region)
+        ) or Aws.PARTITION
+        arn = repository_arn_of(image, partition)
+        if arn is not None:
+            self._add_pull_resource(arn)
+        elif is_ecr_like(image):
+            self.allow_any_image_pull("an ECR image whose repository is not known at synth")
+
+    def allow_registry_pull(self, repository_arn: str, reason: str = _REGISTRY_PULL_REASON) -> None:
+        """Let the nodes pull from ``repository_arn``, which may end in ``repository/*`` (an
+        AWS registry account), acknowledged with ``reason``."""
+        if self._add_pull_resource(repository_arn) and repository_arn.endswith("*"):
+            acknowledge_wildcard_resources(
+                self.execution_role_policy, [repository_arn], reason, actions=PULL_ACTIONS
+            )
+
+    def allow_any_image_pull(self, reason: str) -> None:
+        """Pulls from any repository, where the library cannot name them (``reason``; e.g.
+        the HyperPod dependencies chart's agents, whose registries it does not model)."""
+        self.allow_registry_pull(
+            "*", f"Nodes pull from repositories the library cannot name: {reason}."
+        )
+
+    def _add_pull_resource(self, arn: str) -> bool:
+        """Add ``arn`` to the pull statement once; whether it was new."""
+        if arn in self._pull_repositories:
+            return False
+        self._pull_repositories.add(arn)
+        self._image_pulls.add_resources(arn)
+        return True
 
     def _execution_role_statements(self) -> list[iam.PolicyStatement]:
         """ENIs, the VPC CNI, image pulls, and read of the lifecycle scripts in this account's
@@ -1029,6 +1087,8 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         """
         bucket_arn = self.lifecycle_bucket.bucket_arn
         owner = resource_account_condition(Stack.of(self).account)
+        #: The pulls, on the repositories registered so far (``allow_image_pull``).
+        self._image_pulls = iam.PolicyStatement(actions=list(PULL_ACTIONS))
         return [
             *self._network_interface_statements(),
             iam.PolicyStatement(
@@ -1047,7 +1107,8 @@ class HyperPodEksCluster(_HyperPodClusterBase):
                     )
                 ],
             ),
-            iam.PolicyStatement(actions=list(_NODE_IMAGE_PULL_ACTIONS), resources=["*"]),
+            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+            self._image_pulls,
             iam.PolicyStatement(
                 actions=["s3:GetObject"],
                 resources=[f"{bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
@@ -1127,11 +1188,11 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         acknowledge_wildcard_resources(
             policy,
             ["*"],
-            "EC2 Describe actions take no resource type, and nodes pull serving images from repositories chosen at deploy time.",
+            "EC2 Describe actions take no resource type, nor does ecr:GetAuthorizationToken.",
             actions=[
                 *_NODE_NETWORK_DESCRIBE_ACTIONS,
                 *_VPC_CNI_DESCRIBE_ACTIONS,
-                *_NODE_IMAGE_PULL_ACTIONS,
+                "ecr:GetAuthorizationToken",
             ],
         )
         stack = Stack.of(self)

@@ -223,6 +223,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 f"not {SAGEMAKER_VLLM_DLC[0]}:{SAGEMAKER_VLLM_DLC[1]}: give image= one of them.",
             )
         self._reserve_nodes()
+        # The nodes pull the worker's image: its repository on the node role (issue 32).
+        self.cluster.allow_image_pull(self._image_source)
 
         self.operator = HyperPodInferenceOperator.of(addons)
         self.namespace = namespace or (
@@ -239,13 +241,16 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     # -- resolve -------------------------------------------------------------------------
 
     def _resolve_image(self, problems: Problems, image: ContainerImage | str | None) -> str:
-        """The worker's image reference; a DLC resolves to the stack's region's registry."""
+        """The worker's image reference; a DLC resolves to the stack's region's registry
+        (kept as ``_image_source``, with its repository, for the node role's pull grant)."""
         if isinstance(image, str):
             if not image.strip():
                 problems.add("image", image, "a container image that reads SM_VLLM_* variables")
+            self._image_source: ContainerImage | str = image
             return image
         bound = (image or ContainerImage.from_dlc(*SAGEMAKER_VLLM_DLC)).bind(self)
         bound.validate(problems, "image")
+        self._image_source = bound
         return bound.image_uri
 
     @staticmethod

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import Annotations, Aws, CfnJson, Names, RemovalPolicy
+from aws_cdk import Annotations, Aws, CfnJson, Names, RemovalPolicy, Stack, Token
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -49,6 +49,7 @@ from ._eks_addon import eks_addon
 from ._facts import inference_operator_facts
 from .addons import HyperPodServingAddons
 from .cluster import HyperPodEksCluster
+from .node_image_pulls import inference_operator_registry_arn
 
 __all__ = ["HyperPodInferenceOperator", "inference_operator_facts"]
 
@@ -407,6 +408,16 @@ class HyperPodInferenceOperator(Construct):
         }
 
     def _render_addon(self, version: str) -> eks.Addon:
+        # The operator's images: its Region's registry (node_image_registries.json).
+        region = Stack.of(self).region
+        registry = None if Token.is_unresolved(region) else inference_operator_registry_arn(region)
+        if isinstance(self.cluster, HyperPodEksCluster):
+            if registry is not None:
+                self.cluster.allow_registry_pull(registry)
+            else:
+                self.cluster.allow_any_image_pull(
+                    f"the inference operator's registry in Region {region} is not known at synth"
+                )
         addon = eks_addon(
             self,
             "Addon",

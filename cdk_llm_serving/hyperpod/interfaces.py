@@ -15,6 +15,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import IConstruct
 
+from ..model_sources import ContainerImage
 from .instance_group import HyperPodInstanceGroup
 from .tiered_storage import TieredStorage
 
@@ -94,4 +95,9 @@ class IHyperPodCluster(Protocol):
     def enable_tiered_storage(self) -> TieredStorage | None:
         """Turn managed tiered storage on where this app owns the cluster; ``None`` when it
         cannot (an imported cluster that did not declare it)."""
+        ...
+
+    def allow_image_pull(self, image: str | ContainerImage) -> None:
+        """Let the nodes pull ``image`` from its ECR repository (nothing for an image outside
+        ECR, or for an imported cluster, whose node role is not this app's)."""
         ...

@@ -197,7 +197,8 @@ class MultiNodeWorkload:
         load-balanced Service is ``<name>-api`` (``api_service_name``), so LeaderWorkerSet's
         headless Service keeps ``<name>``.
     :param namespace: where every object lives.
-    :param service_account: the pods' service account (its Pod Identity reads the weights).
+    :param service_account: the leader's service account (its Pod Identity reads the weights
+        when streaming and the API key).
     :param image: the vLLM image.
     :param config: the vLLM configuration of every pod (the leader adds its TLS flags).
     :param startup: ``native`` or ``ray`` (``vllm.multinode``).
@@ -215,6 +216,9 @@ class MultiNodeWorkload:
         the load-balanced Service selects them, on ``router_port``, instead of the leaders.
         Default: none; the Service selects the leaders.
     :param router_port: the routers' TLS port (with ``router_labels``).
+    :param worker_service_account: the workers' service account, whose Pod Identity (if any)
+        reads the weights only: workers never mount the API key (issue 32). Default:
+        ``service_account``.
     """
 
     name: str
@@ -232,6 +236,7 @@ class MultiNodeWorkload:
     load_balancer_subnets: tuple[str, ...] = ()
     router_labels: tuple[tuple[str, str], ...] = ()
     router_port: int | None = None
+    worker_service_account: str | None = None
 
     @property
     def nodes(self) -> int:
@@ -276,7 +281,9 @@ class MultiNodeWorkload:
         return {
             "metadata": {"labels": {**self.labels(), ROLE_LABEL: role}},
             "spec": {
-                "serviceAccountName": self.service_account,
+                "serviceAccountName": self.service_account
+                if role == LEADER_POD_ROLE
+                else self.worker_service_account or self.service_account,
                 **pod_security(),
                 "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                 **self._scheduling(),

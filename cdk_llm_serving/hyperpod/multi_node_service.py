@@ -37,6 +37,7 @@ from typing import Any
 import jsii
 from aws_cdk import Annotations, CfnOutput, Duration, IStableAnyProducer, Lazy, Stack
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IValidation
 
@@ -299,6 +300,12 @@ class VllmMultiNodeService(Construct):
         #: weights from S3 into the FSx store if that takes longer (``model_store``).
         self.startup_timeout_seconds: int = self._startup_timeout(self.cold_start)
         self.service_account = f"{self.name}-vllm"
+        #: The workers' own service account (replicas of several nodes): no role that reads
+        #: the API key, only the weights when streaming (``_pod_identity``). ``None``: one-node
+        #: replicas, whose only pod is the leader.
+        self.worker_service_account: str | None = (
+            f"{self.name}-vllm-worker" if self.nodes > 1 else None
+        )
         #: The prefix-aware router in front of the leaders, ``None`` when off (``routing``).
         self.router: RouterDeployment | None = self._router(problems, routing)
         #: The renderers of this service's Kubernetes objects (pure; see ``multi_node_manifests``).
@@ -306,6 +313,7 @@ class VllmMultiNodeService(Construct):
             name=self.name,
             namespace=self.namespace,
             service_account=self.service_account,
+            worker_service_account=self.worker_service_account,
             image=self.image,
             config=self.config,
             startup=self.startup,
@@ -339,6 +347,7 @@ class VllmMultiNodeService(Construct):
                     getattr(self.router.routing, field_name),
                     pin=f"routing = PrefixRouting({field_name}='<repository>:<tag>@sha256:<digest>')",
                 )
+        cluster.allow_image_pull(self.image)
         self._warn_about_rollout()
         self.api_key = (api_key or generated_api_key(self, self.name)) if authenticate else None
         self.service: dict[str, Any] = self.workload.service_manifest()
@@ -918,25 +927,35 @@ class VllmMultiNodeService(Construct):
     # -- constructs -----------------------------------------------------------------------
 
     def _pod_identity(self) -> list[Construct]:
-        """Service account of the pods and its Pod Identity role: reads the S3 prefix when
-        streaming, the API key's secret when authenticating. In the cluster's namespace
-        (``IHyperPodCluster.kubernetes_namespace``)."""
+        """Service accounts of the pods and their Pod Identity roles, in the cluster's
+        namespace (``IHyperPodCluster.kubernetes_namespace``).
+
+        The leader's role reads the S3 prefix when streaming and the API key's secret when
+        authenticating; the key's resource policy names that role alone
+        (``restrict_api_key_readers``). Workers (replicas of several nodes) run as their own
+        service account: they never mount the key (``MultiNodeWorkload.pod_template``), and
+        their role, only when streaming, reads the weights and nothing else. Streaming, each
+        worker reads S3 itself: every pod runs ``vllm serve s3://...`` (``vllm.multinode``
+        ``worker_command``; Ray workers host the engine's workers), and each vLLM GPU worker
+        loads its own weights (vllm 0.32 ``v1/worker/gpu_worker.py`` ``load_model``) through
+        the Run:ai streamer loader, which lists and streams the ``s3://`` files itself
+        (``model_executor/model_loader/runai_streamer_loader.py`` ``_prepare_weights``,
+        ``runai_safetensors_weights_iterator``). From the FSx store they read the mounted
+        volume, which needs no AWS credentials: no role at all.
+        """
         cluster = self.cluster
-        role = pod_identity_role(
-            self,
+        role = self._pod_role(
             "WeightsRole",
-            cluster_arn=cluster.eks_cluster.cluster_arn,
-            namespace=self.namespace,
-            service_account=self.service_account,
-            description=f"{self.name}: the vLLM pods' identity (weights, API key)",
+            self.service_account,
+            f"{self.name}: the vLLM leader's identity (weights, API key)",
+            "ExecutionRolePolicy",
         )
-        grants = ExecutionRoleGrants(self, role)
-        if self.stream_from is not None:
-            grants.model_data_read(self.stream_from)
-        grants.acknowledge()
         if self.api_key is not None:
             self.api_key.grant_read(role)
             restrict_api_key_readers(self.api_key, role)
+        accounts = [self.service_account]
+        if self.worker_service_account is not None:
+            accounts.append(self.worker_service_account)
         manifest = eks.KubernetesManifest(
             self,
             "WeightsIdentity",
@@ -946,23 +965,64 @@ class VllmMultiNodeService(Construct):
                 {
                     "apiVersion": "v1",
                     "kind": "ServiceAccount",
-                    "metadata": {"name": self.service_account, "namespace": self.namespace},
+                    "metadata": {"name": account, "namespace": self.namespace},
                     "automountServiceAccountToken": False,
-                },
+                }
+                for account in accounts
             ],
         )
         manifest.node.add_dependency(cluster.nodes_ready)
         manifest.node.add_dependency(cluster.kubernetes_namespace(self.namespace))
+        identity: list[Construct] = [
+            manifest,
+            self._association("WeightsAssociation", self.service_account, role),
+        ]
+        if self.worker_service_account is not None and self.stream_from is not None:
+            worker_role = self._pod_role(
+                "WorkerWeightsRole",
+                self.worker_service_account,
+                f"{self.name}: the vLLM workers' identity (weights only)",
+                "WorkerWeightsPolicy",
+            )
+            identity.append(
+                self._association(
+                    "WorkerWeightsAssociation", self.worker_service_account, worker_role
+                )
+            )
+        return identity
+
+    def _pod_role(
+        self, id: str, service_account: str, description: str, policy_id: str
+    ) -> iam.Role:
+        """A Pod Identity role for ``service_account`` that reads the streamed weights, if any
+        (in its own policy ``policy_id``)."""
+        role = pod_identity_role(
+            self,
+            id,
+            cluster_arn=self.cluster.eks_cluster.cluster_arn,
+            namespace=self.namespace,
+            service_account=service_account,
+            description=description,
+        )
+        grants = ExecutionRoleGrants(self, role, policy_id)
+        if self.stream_from is not None:
+            grants.model_data_read(self.stream_from)
+        grants.acknowledge()
+        return role
+
+    def _association(
+        self, id: str, service_account: str, role: iam.IRole
+    ) -> eks.CfnPodIdentityAssociation:
         association = eks.CfnPodIdentityAssociation(
             self,
-            "WeightsAssociation",
-            cluster_name=cluster.eks_cluster.cluster_name,
+            id,
+            cluster_name=self.cluster.eks_cluster.cluster_name,
             namespace=self.namespace,
-            service_account=self.service_account,
+            service_account=service_account,
             role_arn=role.role_arn,
         )
-        association.node.add_dependency(cluster.pod_identity_agent)
-        return [manifest, association]
+        association.node.add_dependency(self.cluster.pod_identity_agent)
+        return association
 
     def _api_key_provider(self, after: Construct) -> Construct:
         """The SecretProviderClass for the key, once the CSI driver (its CRD) is installed."""

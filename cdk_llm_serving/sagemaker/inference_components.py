@@ -19,6 +19,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from .._cdk.role_grants import endpoint_log_group, inference_component_log_group
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_name, check_range, seconds_of
 from ..errors import Problems, checked_props
@@ -160,10 +161,16 @@ class InferenceComponentOnPools(Construct):
         self._validate(copy_count, container_startup_timeout, model_data_download_timeout)
 
         grants = endpoint.execution_role_grants
+        # The component's containers log to a group of its own: the endpoint's role and the
+        # components' models write it (which of them SageMaker uses is not documented).
+        log_group = inference_component_log_group(self.component_name)
         if grants is not None:
             for spec in self.specifications:
                 add_artifact_statements(spec.model, grants)
+            grants.write_logs(log_group)
             grants.acknowledge()
+        for spec in self.specifications:
+            spec.model.write_logs_for(log_group, endpoint_log_group(endpoint.endpoint_name))
 
         startup = _render_startup(container_startup_timeout, model_data_download_timeout)
         self.cfn_inference_component = self._render(copy_count, startup)

@@ -17,7 +17,11 @@ from constructs import Construct
 from .._cdk.arns import CLOUDWATCH_ALARM, KMS_KEY, ML_RESERVATION, SNS_TOPIC, check_arn
 from .._cdk.deprecation import warn_deprecated
 from .._cdk.endpoint_names import claim_endpoint_name
-from .._cdk.role_grants import ExecutionRoleGrants, sagemaker_inference_principal
+from .._cdk.role_grants import (
+    ExecutionRoleGrants,
+    endpoint_log_group,
+    sagemaker_inference_principal,
+)
 from .._cdk.service_limits import limits
 from .._cdk.stacks import stack_of
 from .._cdk.template_limits import check_template_limits
@@ -281,6 +285,9 @@ class _PoolHost(Construct, EndpointApi):
 
     def _render(self, options: PoolEndpointOptions, timeouts: _Timeouts) -> None:
         self._render_execution_role()
+        # Each model's role writes this endpoint's log group, no other (issue 32).
+        for model in self.models:
+            model.write_logs_for(endpoint_log_group(self.endpoint_name))
         if self.async_inference is not None:
             roles = [m.role for m in self.models]
             if self.execution_role is not None:
@@ -325,7 +332,8 @@ class _PoolHost(Construct, EndpointApi):
         self.execution_role_grants = ExecutionRoleGrants(
             self, self.execution_role, stack=self._stack
         )
-        self.execution_role_grants.logs_and_metrics()
+        self.execution_role_grants.metrics()
+        self.execution_role_grants.write_logs(endpoint_log_group(self.endpoint_name))
         self.execution_role_grants.acknowledge()
 
     def _render_config(

@@ -122,7 +122,8 @@ class ServingModel(Construct):
         self.image.warn_if_tag_only(self, "image")
         if model_data is not None:
             grants.model_data_read(model_data)
-        grants.logs_and_metrics()
+        # Log groups: those of the endpoints that host it (``write_logs_for``).
+        grants.metrics()
         vpc_config = self._render_vpc(grants, vpc, vpc_subnets, security_groups)
         grants.acknowledge()
         self.role_grants = grants
@@ -130,6 +131,13 @@ class ServingModel(Construct):
         if self.served_names_file is not None:
             self.cfn_model.node.add_dependency(self.served_names_file.resource)
         self.model_name: str = self.cfn_model.attr_model_name
+
+    def write_logs_for(self, *log_groups: str) -> None:
+        """Let the model's role write the log groups of what hosts it (an endpoint's, an
+        inference component's; names from ``role_grants.endpoint_log_group``): the hosting
+        construct calls it, the endpoint name being its own."""
+        self.role_grants.write_logs(*log_groups)
+        self.role_grants.acknowledge()
 
     def _new_role(self) -> iam.Role:
         return iam.Role(

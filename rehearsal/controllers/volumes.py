@@ -18,6 +18,9 @@ cannot mount keeps the pod in ``ContainerCreating``.
 * Secret volumes: the Secret must exist unless the volume is ``optional``; ``items`` pick keys
   and name the files (https://kubernetes.io/docs/concepts/storage/volumes/#secret).
 * PersistentVolumeClaims: the claim must exist and be bound to its ``volumeName``.
+* A LeaderWorkerSet's pod names a ServiceAccount that must exist (the leader's and the
+  workers' differ, issue 32): the ServiceAccount admission controller rejects the pod
+  otherwise (``SERVICE_ACCOUNT_SOURCE``); played here, before the volumes.
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ PROVIDER_SOURCE = (
     "https://secrets-store-csi-driver.sigs.k8s.io/concepts.html (provider on the same node); "
     "aws/secrets-store-csi-driver-provider-aws issue 267"
 )
+
+
+#: The ServiceAccount admission controller "ensures that the ServiceAccount referenced by the
+#: pod exists, and otherwise rejects it".
+SERVICE_ACCOUNT_SOURCE = "https://kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/#serviceaccount-admission-controller"
 
 
 def _daemon_on(world: World, node: str, annotation: str, value: str) -> bool:
@@ -69,6 +77,18 @@ def mount(
     (keep-going mode, after the finding is reported) skips the node-plugin checks."""
     namespace, node = pod.key[1], str(pod.node)
     volumes: dict[str, dict[str, bytes]] = {}
+    account = pod.spec.get("serviceAccountName")
+    if (
+        pod.owner[0] == "LeaderWorkerSet"
+        and account not in (None, "default")
+        and world.get("ServiceAccount", namespace, str(account)) is None
+    ):
+        # The ServiceAccount admission controller rejects a pod whose account does not exist.
+        return volumes, _pod_finding(
+            pod, "pod.service-account-missing",
+            f"ServiceAccount {namespace}/{account} does not exist: the pod is rejected",
+            SERVICE_ACCOUNT_SOURCE,
+        )  # fmt: skip
     for volume in pod.spec.get("volumes") or []:
         name = volume["name"]
         if "emptyDir" in volume:

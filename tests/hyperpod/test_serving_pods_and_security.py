@@ -426,12 +426,13 @@ def test_speculation_with_pipeline_parallelism_warns():
 
 
 def test_identity_manifest_matches_kubernetes_schemas(hyperpod, lws):
-    (account,) = manifest_objects(
-        hyperpod, "ServingWeightsIdentity"
-    )  # the store owns the namespace
-    validate_core(account)
-    assert account["kind"] == "ServiceAccount" and account["automountServiceAccountToken"] is False
-    assert all(
-        spec["serviceAccountName"] == account["metadata"]["name"]
-        for spec in pod_specs(lws).values()
-    )
+    """The leader's and the workers' own service accounts, neither with a token (issue 32)."""
+    accounts = manifest_objects(hyperpod, "ServingWeightsIdentity")  # the store owns the namespace
+    for account in accounts:
+        validate_core(account)
+        assert (
+            account["kind"] == "ServiceAccount" and account["automountServiceAccountToken"] is False
+        )
+    names = {spec["serviceAccountName"] for spec in pod_specs(lws).values()}
+    assert names == {account["metadata"]["name"] for account in accounts} and len(names) == 2
+    assert pod_specs(lws)["workerTemplate"]["serviceAccountName"].endswith("-vllm-worker")

@@ -5,6 +5,7 @@ API key file, the TLS files, DNS, the Service); one finding put back in its temp
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,32 +32,43 @@ def _replace(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def shadowing_copy(source: Assembly, destination: Path) -> Path:
-    """``source`` with the load-balanced Service named after the LeaderWorkerSet again (the
-    finding of d398b68: LWS then creates no headless Service)."""
+def patched_copy(
+    source: Assembly, destination: Path, patch: Callable[[dict[str, Any]], None]
+) -> Path:
+    """``source`` with its stack template changed by ``patch`` (in place), in ``destination``."""
     destination.mkdir()
     for entry in source.directory.iterdir():
         if entry.name.startswith("asset."):
             (destination / entry.name).symlink_to(entry)
     (destination / "manifest.json").write_text((source.directory / "manifest.json").read_text())
     template = json.loads(json.dumps(source.template))
-    for resource in template["Resources"].values():
-        if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource":
-            resource["Properties"] = _replace(
-                resource["Properties"],
-                f'"kind":"Service","metadata":{{"name":"{LWS}-api"',
-                f'"kind":"Service","metadata":{{"name":"{LWS}"',
-            )
-        if (
-            resource["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"
-            and resource["Properties"]["ObjectType"] == "service"
-        ):
-            resource["Properties"]["ObjectName"] = LWS
+    patch(template)
     stack_file = json.loads((source.directory / "manifest.json").read_text())["artifacts"][
         source.stack
     ]["properties"]["templateFile"]
     (destination / stack_file).write_text(json.dumps(template))
     return destination
+
+
+def shadowing_copy(source: Assembly, destination: Path) -> Path:
+    """``source`` with the load-balanced Service named after the LeaderWorkerSet again (the
+    finding of d398b68: LWS then creates no headless Service)."""
+
+    def shadow(template: dict[str, Any]) -> None:
+        for resource in template["Resources"].values():
+            if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource":
+                resource["Properties"] = _replace(
+                    resource["Properties"],
+                    f'"kind":"Service","metadata":{{"name":"{LWS}-api"',
+                    f'"kind":"Service","metadata":{{"name":"{LWS}"',
+                )
+            if (
+                resource["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"
+                and resource["Properties"]["ObjectType"] == "service"
+            ):
+                resource["Properties"]["ObjectName"] = LWS
+
+    return patched_copy(source, destination, shadow)
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +145,21 @@ def test_the_cli_names_a_setup_error_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
     assert main(["--charts", str(tmp_path / "none"), "--no-live"]) == 2
+
+
+def test_a_worker_without_its_service_account_is_rejected(reference_variant, tmp_path, capsys):
+    """The workers run as their own ServiceAccount (issue 32): the identity manifest must
+    declare it, or the admission controller rejects every worker pod."""
+
+    def drop_worker_account(template: dict[str, Any]) -> None:
+        for key, resource in template["Resources"].items():
+            if key.startswith("ServingWeightsIdentity"):
+                resource["Properties"] = _replace(
+                    resource["Properties"], f'"name":"{LWS}-vllm-worker"', f'"name":"{LWS}-other"'
+                )
+
+    directory = patched_copy(reference_variant, tmp_path / "copy", drop_worker_account)
+    assert main(["--assembly", str(directory), "--no-live"]) == 1
+    out = capsys.readouterr().out
+    assert "DOES NOT SERVE" in out and "pod.service-account-missing" in out
+    assert f"ServiceAccount inference/{LWS}-vllm-worker does not exist" in out

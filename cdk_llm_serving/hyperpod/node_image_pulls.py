@@ -1,0 +1,99 @@
+"""The ECR repositories a HyperPod node's role may pull images from (issue 32).
+
+The kubelet on a HyperPod node pulls with the node's role, the instance groups'
+``ExecutionRole``. Its AWS managed policy ``AmazonSageMakerClusterInstanceRolePolicy``
+grants CloudWatch, CloudWatch Logs, S3 (lifecycle scripts in ``sagemaker-*`` buckets) and
+SSM messages, no ECR action (https://docs.aws.amazon.com/sagemaker/latest/dg/security-iam-awsmanpol-AmazonSageMakerClusterInstanceRolePolicy.html),
+so the node policy grants the pulls itself: ``ecr:GetAuthorizationToken`` on ``*`` (it has
+no resource type), and ``ecr:BatchGetImage``, ``ecr:GetDownloadUrlForLayer``,
+``ecr:BatchCheckLayerAvailability`` on repository ARNs only (their resource type is
+``repository``, Service Authorization Reference, "Actions, resources, and condition keys
+for Amazon Elastic Container Registry"). The repositories (``assets/node_image_registries.json``
+cites each): the Region's EKS add-on registry, the EFA device plugin's repository, the
+inference operator's registry when it is installed, and each serving image, registered by
+the service that runs it (``HyperPodEksCluster.allow_image_pull``). Images outside ECR
+(``public.ecr.aws``, ``registry.k8s.io``, ``ghcr.io``, ``nvcr.io``, Docker Hub: LWS, KEDA,
+the load balancer controller, the NVIDIA device plugin, the router) need no IAM.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from importlib import resources
+from typing import TypedDict, cast
+
+from .._partitions import partition_of_region
+from ..model_sources import ContainerImage
+
+__all__ = [
+    "PULL_ACTIONS",
+    "addon_registry_arn",
+    "efa_device_plugin_repository_arn",
+    "inference_operator_registry_arn",
+    "is_ecr_like",
+    "repository_arn_of",
+]
+
+#: The pull actions that take a repository ARN.
+PULL_ACTIONS = (
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:GetDownloadUrlForLayer",
+)
+_HOST = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.(?:com|com\.cn|eu)$"
+)
+
+
+class _Registries(TypedDict):
+    eks_addon_registries: dict[str, str]
+    efa_device_plugin_repository: str
+    inference_operator_registries: dict[str, str]
+
+
+@functools.cache
+def _registries() -> _Registries:
+    text = resources.files(__package__).joinpath("assets/node_image_registries.json").read_text()
+    return cast(_Registries, json.loads(text))
+
+
+def _arn(host: str, repository: str) -> str:
+    match = _HOST.match(host)
+    assert match, host  # the data file's hosts (test_node_image_pulls)
+    region = match["region"]
+    partition = partition_of_region(region) or "aws"
+    return f"arn:{partition}:ecr:{region}:{match['account']}:repository/{repository}"
+
+
+def addon_registry_arn(region: str) -> str | None:
+    """Every repository of ``region``'s EKS add-on registry; ``None``: a Region AWS's table
+    does not list."""
+    host = _registries()["eks_addon_registries"].get(region)
+    return _arn(host, "*") if host is not None else None
+
+
+def inference_operator_registry_arn(region: str) -> str | None:
+    """Every repository of the inference operator's registry in ``region``, if it has one."""
+    host = _registries()["inference_operator_registries"].get(region)
+    return _arn(host, "*") if host is not None else None
+
+
+def efa_device_plugin_repository_arn() -> str:
+    """The EFA device plugin chart's image repository (one, in us-west-2, for every Region)."""
+    host, repository = _registries()["efa_device_plugin_repository"].split("/", 1)
+    return _arn(host, repository)
+
+
+def repository_arn_of(image: str | ContainerImage, partition: str) -> str | None:
+    """The ECR repository ARN of ``image``; ``None`` when it is not an ECR image URI that
+    can be read at synth (``is_ecr_like`` tells those apart)."""
+    source = image if isinstance(image, ContainerImage) else ContainerImage(image_uri=image)
+    return source.resolve_repository_arn(partition)
+
+
+def is_ecr_like(image: str | ContainerImage) -> bool:
+    """Whether ``image`` may be in ECR although its repository cannot be read (a token)."""
+    uri = image.image_uri if isinstance(image, ContainerImage) else image
+    return ".dkr.ecr." in uri or "${Token[" in uri
