@@ -69,7 +69,10 @@ from .device_plugins import (
     nvidia_values,
 )
 from .interfaces import IHyperPodCluster
-from .node_image_pulls import efa_device_plugin_repository_arn
+from .node_image_pulls import (
+    efa_device_plugin_repository_arn,
+    load_balancer_controller_repository_arn,
+)
 
 __all__ = ["HelmChartSource", "HyperPodServingAddons", "KedaInstallation"]
 
@@ -203,6 +206,9 @@ class HyperPodServingAddons(Construct):
         self.cluster = cluster
         self._validate(hyperpod_chart, chart_versions, load_balancer_controller)
         self._validate_chart_images(chart_images or {}, hyperpod_chart)
+        if isinstance(cluster, HyperPodEksCluster):
+            for image in sorted((chart_images or {}).values()):
+                cluster.allow_image_pull(image)  # a mirror in ECR needs the nodes' pull grant
         #: Chart name -> the image values ``chart_images`` sets in it.
         self._image_values: dict[str, dict[str, Any]] = {}
         for name, image in sorted((chart_images or {}).items()):
@@ -463,6 +469,8 @@ class HyperPodServingAddons(Construct):
             version=eks.AlbControllerVersion.V2_9_2,
         )
         controller.node.add_dependency(self.cluster.nodes_ready)
+        if isinstance(self.cluster, HyperPodEksCluster):
+            self.cluster.allow_registry_pull(load_balancer_controller_repository_arn())
         acknowledge_cdk_internals(
             controller,
             "The AWS Load Balancer Controller's own IAM policy (shipped with aws-cdk-lib's AlbController): it manages load balancers, target groups and security groups it names at run time.",

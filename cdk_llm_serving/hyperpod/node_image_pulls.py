@@ -13,7 +13,10 @@ cites each): the Region's EKS add-on registry, the EFA device plugin's repositor
 inference operator's registry when it is installed, and each serving image, registered by
 the service that runs it (``HyperPodEksCluster.allow_image_pull``). Images outside ECR
 (``public.ecr.aws``, ``registry.k8s.io``, ``ghcr.io``, ``nvcr.io``, Docker Hub: LWS, KEDA,
-the load balancer controller, the NVIDIA device plugin, the router) need no IAM.
+the NVIDIA device plugin, the router) need no IAM. The load balancer controller's image is in
+ECR: aws-cdk-lib's ``AlbController`` pulls it from us-west-2's add-on registry in every
+Region (``load_balancer_controller_repository_arn``), and the charts' images a user pins to
+an ECR mirror (``HyperPodServingAddons(chart_images=)``) are registered like serving images.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "PULL_ACTIONS",
     "addon_registry_arn",
     "efa_device_plugin_repository_arn",
+    "load_balancer_controller_repository_arn",
     "inference_operator_registry_arn",
     "is_ecr_like",
     "repository_arn_of",
@@ -50,6 +54,7 @@ _HOST = re.compile(
 class _Registries(TypedDict):
     eks_addon_registries: dict[str, str]
     efa_device_plugin_repository: str
+    load_balancer_controller_repository: str
     inference_operator_registries: dict[str, str]
 
 
@@ -83,6 +88,13 @@ def inference_operator_registry_arn(region: str) -> str | None:
 def efa_device_plugin_repository_arn() -> str:
     """The EFA device plugin chart's image repository (one, in us-west-2, for every Region)."""
     host, repository = _registries()["efa_device_plugin_repository"].split("/", 1)
+    return _arn(host, repository)
+
+
+def load_balancer_controller_repository_arn() -> str:
+    """The repository aws-cdk-lib's ``AlbController`` pulls the controller's image from
+    (us-west-2's add-on registry, whatever the stack's Region)."""
+    host, repository = _registries()["load_balancer_controller_repository"].split("/", 1)
     return _arn(host, repository)
 
 

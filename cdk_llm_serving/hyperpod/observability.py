@@ -177,6 +177,24 @@ class VllmObservability(Construct):
             description="PromQL query endpoint (SigV4, service aps)",
         )
         CfnOutput(self, "AlertsTopicArn", value=self.alerts_topic.topic_arn)
+        #: The workspace's Prometheus-compatible base URL without a trailing slash, for
+        #: clients that append ``/api/v1/query`` themselves (KEDA's ``prometheus`` scaler:
+        #: kedacore/keda ``pkg/scalers/prometheus_scaler.go``, ``"%s/api/v1/query"``).
+        #: ``PrometheusEndpoint`` ends in ``/`` (CloudFormation's ``AWS::APS::Workspace``
+        #: return values), which would give ``.../workspaces/<id>//api/v1/query``; AMP's
+        #: query URL is ``https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>/api/v1/query``
+        #: (https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-onboard-query-APIs.html).
+        self.server_address: str = Fn.join(
+            "",
+            [
+                "https://aps-workspaces.",
+                Aws.REGION,
+                ".",
+                Aws.URL_SUFFIX,
+                "/workspaces/",
+                self.workspace.attr_workspace_id,
+            ],
+        )
 
     # -- grants --------------------------------------------------------------------------
 

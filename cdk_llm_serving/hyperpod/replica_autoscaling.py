@@ -545,7 +545,7 @@ class VllmReplicaAutoscaling(Construct):
                         {
                             "type": "prometheus",
                             "metadata": {
-                                "serverAddress": self.observability.workspace.attr_prometheus_endpoint,
+                                "serverAddress": self.observability.server_address,
                                 "query": QUEUE_DEPTH_RULE,
                                 "threshold": str(self.threshold),
                                 "awsRegion": Aws.REGION,

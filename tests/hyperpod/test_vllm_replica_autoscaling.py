@@ -244,3 +244,45 @@ def test_the_gpu_group_has_room_for_a_surge_at_the_maximum(scaled_hyperpod):
     ]
     assert pools, "no NodePool"
     assert pools[0]["spec"]["limits"]["nvidia.com/gpu"] == str((3 + 1) * 2 * 8)
+
+
+def _resolved(value: object, attributes: dict[str, str]) -> str:
+    """A manifest's ``Fn::Join`` with its references replaced as CloudFormation would."""
+    if isinstance(value, str):
+        return value
+    assert isinstance(value, dict), value
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(_resolved(part, attributes) for part in parts)
+    if "Ref" in value:
+        return attributes[value["Ref"]]
+    logical_id, attribute = value["Fn::GetAtt"]
+    return attributes[attribute if attribute in attributes else f"{logical_id}.{attribute}"]
+
+
+def test_keda_queries_the_workspace_at_amp_s_own_query_url(scaled_hyperpod):
+    """KEDA's ``prometheus`` scaler appends ``/api/v1/query`` to ``serverAddress``
+    (kedacore/keda ``pkg/scalers/prometheus_scaler.go``); the result must be AMP's query URL,
+    ``PrometheusEndpoint`` (which ends in ``/``, CloudFormation's ``AWS::APS::Workspace``
+    return values) plus ``api/v1/query``: the endpoint itself as ``serverAddress`` gave
+    ``.../workspaces/<id>//api/v1/query``."""
+    (manifest,) = [
+        resource["Properties"]["Manifest"]
+        for key, resource in resources_of_type(
+            scaled_hyperpod, "Custom::AWSCDK-EKS-KubernetesResource"
+        ).items()
+        if "ReplicaAutoscalingScaledObject" in key
+    ]
+    workspace = "ws-0123abcd-4567-89ef-0123-456789abcdef"
+    attributes = {
+        "AWS::Region": "us-west-2",
+        "AWS::URLSuffix": "amazonaws.com",
+        "WorkspaceId": workspace,
+        "PrometheusEndpoint": f"https://aps-workspaces.us-west-2.amazonaws.com/workspaces/{workspace}/",
+    }
+    objects = json.loads(_resolved(manifest, attributes))
+    (scaled,) = [obj for obj in objects if obj["kind"] == "ScaledObject"]
+    (trigger,) = [t for t in scaled["spec"]["triggers"] if t["type"] == "prometheus"]
+    keda_url = f"{trigger['metadata']['serverAddress']}/api/v1/query"
+    amp_url = attributes["PrometheusEndpoint"] + "api/v1/query"
+    assert keda_url == amp_url

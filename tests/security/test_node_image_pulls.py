@@ -8,6 +8,7 @@ checked against the charts' own values (``../shared/charts``).
 from __future__ import annotations
 
 import json
+import re
 
 from aws_cdk.region_info import RegionInfo
 
@@ -20,6 +21,7 @@ from cdk_llm_serving.hyperpod.node_image_pulls import (
     addon_registry_arn,
     efa_device_plugin_repository_arn,
     inference_operator_registry_arn,
+    load_balancer_controller_repository_arn,
 )
 from stacks import add_reference_stacks
 from tests.support import yaml_files
@@ -62,6 +64,7 @@ def test_the_reference_nodes_pull_from_exactly_the_repositories_they_use(referen
     assert pulls == {
         "arn:aws:ecr:us-west-2:602401143452:repository/*",
         "arn:aws:ecr:us-west-2:602401143452:repository/eks/aws-efa-k8s-device-plugin",
+        "arn:aws:ecr:us-west-2:602401143452:repository/amazon/aws-load-balancer-controller",
         f"arn:aws:ecr:us-west-2:{dlc}:repository/{vllm_image_facts()['repository']}",
     }
     assert token == {"*"}
@@ -84,7 +87,55 @@ def test_an_image_outside_ecr_registers_nothing():
     stack = new_stack("Public")
     deepseek_service(stack, *small_cluster(stack), image="vllm/vllm-openai:v0.32.0")
     pulls, _ = _node_pulls(template_of(stack))
-    assert pulls == {addon_registry_arn("us-east-1"), efa_device_plugin_repository_arn()}
+    assert pulls == {
+        addon_registry_arn("us-east-1"),
+        efa_device_plugin_repository_arn(),
+        load_balancer_controller_repository_arn(),
+    }
+
+
+def _rendered_load_balancer_controller_repository(template: dict) -> str:
+    """The image repository aws-cdk-lib's AlbController writes into its chart's values."""
+    (chart,) = [
+        chart
+        for chart in resources_of_type(template, "Custom::AWSCDK-EKS-HelmChart").values()
+        if chart["Properties"].get("Chart") == "aws-load-balancer-controller"
+    ]
+    values = chart["Properties"]["Values"]
+    text = "".join(part for part in values["Fn::Join"][1] if isinstance(part, str))
+    match = re.search(r'"image":\{"repository":"([^"]+)"', text)
+    assert match, text
+    return match.group(1)
+
+
+def test_the_nodes_pull_the_load_balancer_controller_from_where_its_chart_names_it():
+    """Outside us-west-2 too (the stack here is in us-east-1): the controller's chart, as
+    aws-cdk-lib renders it, names a us-west-2 repository the Region's add-on registry grant
+    does not cover; the install waits for the pods, so a refused pull fails the deploy."""
+    stack = new_stack("Elsewhere")
+    small_cluster(stack)
+    template = template_of(stack)
+    host, repository = _rendered_load_balancer_controller_repository(template).split("/", 1)
+    account, region = host.split(".")[0], host.split(".")[3]
+    pulls, _ = _node_pulls(template)
+    assert f"arn:aws:ecr:{region}:{account}:repository/{repository}" in pulls
+    assert region != "us-east-1"  # what the Region's registry grant alone would miss
+
+
+def test_a_chart_image_mirrored_to_ecr_is_pulled_from_its_repository():
+    """``chart_images`` pinned to the user's own ECR mirror: the nodes may pull it."""
+    stack = new_stack("Mirror")
+    cluster = hyperpod_cluster(stack)
+    mirror = "111122223333.dkr.ecr.us-east-1.amazonaws.com/mirror/lws"
+    HyperPodServingAddons(
+        stack,
+        "Addons",
+        cluster=cluster,
+        chart_images={"lws": f"{mirror}:v0.8.0@sha256:{'a' * 64}"},
+    )
+    pulls, _ = _node_pulls(template_of(stack))
+    assert "arn:aws:ecr:us-east-1:111122223333:repository/mirror/lws" in pulls
+    assert "*" not in pulls
 
 
 def test_with_the_hyperpod_chart_the_nodes_pull_from_any_repository():
@@ -134,5 +185,6 @@ def test_the_inference_operator_adds_its_region_s_registry():
         addon_registry_arn("us-west-2"),
         efa_device_plugin_repository_arn(),
         f"arn:aws:ecr:us-west-2:{dlc}:repository/vllm",
+        load_balancer_controller_repository_arn(),
         operator,
     }
