@@ -6,7 +6,6 @@ the reason, without it."""
 
 from __future__ import annotations
 
-import datetime
 import http.server
 import shutil
 import socket
@@ -19,10 +18,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from cdk_llm_serving.hyperpod.prefix_routing import (
     PROXIED_PROBES,
@@ -31,6 +26,7 @@ from cdk_llm_serving.hyperpod.prefix_routing import (
     PrefixRouting,
     RouterDeployment,
 )
+from tests.support.tls import write_certificate
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed (make nginx)")
@@ -53,31 +49,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _certificate(directory: Path) -> None:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "router")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    (directory / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "tls.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
 
 
 class _Router(http.server.BaseHTTPRequestHandler):
@@ -105,7 +76,7 @@ class _Router(http.server.BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory):
     work = tmp_path_factory.mktemp("router-proxy")
-    _certificate(work)
+    write_certificate(work)
     router_port, tls_port = _free_port(), _free_port()
     deployment = RouterDeployment(
         routing=PrefixRouting(),
