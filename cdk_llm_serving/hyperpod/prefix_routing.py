@@ -304,6 +304,44 @@ def spread_over_nodes(labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def system_deployment(
+    metadata: dict[str, Any],
+    labels: dict[str, str],
+    replicas: int,
+    grace_seconds: int,
+    containers: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A Deployment of proxy pods on the system nodes, spread over nodes, one surge pod at a
+    time and none unavailable; its ServiceAccount (``metadata``'s name) has no token."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": metadata["name"],
+                    "automountServiceAccountToken": False,
+                    "securityContext": dict(PROXY_POD_SECURITY),
+                    "terminationGracePeriodSeconds": grace_seconds,
+                    "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
+                    "affinity": spread_over_nodes(labels),
+                    "containers": containers,
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
 def disruption_budget(metadata: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
     """A PodDisruptionBudget that lets one pod of ``labels`` go at a time."""
     return {
@@ -511,55 +549,37 @@ class RouterDeployment:
                 {"name": _PROXY_TMP_VOLUME, "mountPath": "/tmp"},
             ],
         }
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": self._metadata(),
-            "spec": {
-                "replicas": routing.replicas,
-                "selector": {"matchLabels": self.labels()},
-                "strategy": {
-                    "type": "RollingUpdate",
-                    "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
-                },
-                "template": {
-                    "metadata": {"labels": self.labels()},
-                    "spec": {
-                        "serviceAccountName": self.router_name,
-                        "automountServiceAccountToken": False,
-                        "securityContext": dict(PROXY_POD_SECURITY),
-                        "terminationGracePeriodSeconds": self.grace_seconds,
-                        "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
-                        "affinity": spread_over_nodes(self.labels()),
-                        "containers": [router, proxy],
-                        "volumes": [
-                            {
-                                "name": _TLS_VOLUME,
-                                "secret": {
-                                    "secretName": self.secret_name,
-                                    # Group-readable: the containers run as the nonroot user
-                                    # and the volume's files belong to fsGroup.
-                                    "defaultMode": 0o440,
-                                    "items": [
-                                        {"key": "tls.crt", "path": "tls.crt"},
-                                        {"key": "tls.key", "path": "tls.key"},
-                                        {"key": "ca.crt", "path": "ca.crt"},
-                                    ],
-                                },
-                            },
-                            {
-                                "name": _PROXY_CONFIG_VOLUME,
-                                "configMap": {"name": f"{self.router_name}-proxy"},
-                            },
-                            {
-                                "name": _PROXY_TMP_VOLUME,
-                                "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"},
-                            },
+        return system_deployment(
+            self._metadata(),
+            self.labels(),
+            routing.replicas,
+            self.grace_seconds,
+            [router, proxy],
+            [
+                {
+                    "name": _TLS_VOLUME,
+                    "secret": {
+                        "secretName": self.secret_name,
+                        # Group-readable: the containers run as the nonroot user
+                        # and the volume's files belong to fsGroup.
+                        "defaultMode": 0o440,
+                        "items": [
+                            {"key": "tls.crt", "path": "tls.crt"},
+                            {"key": "tls.key", "path": "tls.key"},
+                            {"key": "ca.crt", "path": "ca.crt"},
                         ],
                     },
                 },
-            },
-        }
+                {
+                    "name": _PROXY_CONFIG_VOLUME,
+                    "configMap": {"name": f"{self.router_name}-proxy"},
+                },
+                {
+                    "name": _PROXY_TMP_VOLUME,
+                    "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"},
+                },
+            ],
+        )
 
     def disruption_budget(self) -> dict[str, Any]:
         return disruption_budget(self._metadata(), self.labels())

@@ -68,16 +68,14 @@ from .constants import (
     PART_OF_LABEL,
     PART_OF_VALUE,
     ROLE_LABEL,
-    SYSTEM_NODE_ROLE,
     VLLM_API_PORT,
 )
 from .prefix_routing import (
     PROXY_IMAGE,
-    PROXY_POD_SECURITY,
     PROXY_SECURITY,
     disruption_budget,
     nginx_command,
-    spread_over_nodes,
+    system_deployment,
 )
 from .serving_security import IMDS_CIDR
 
@@ -231,38 +229,17 @@ class WakeProxyDeployment:
                 {"name": _TMP_VOLUME, "mountPath": "/tmp"},
             ],
         }
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": self._metadata(),
-            "spec": {
-                "replicas": WAKE_PROXY_REPLICAS,
-                "selector": {"matchLabels": self.labels()},
-                "strategy": {
-                    "type": "RollingUpdate",
-                    "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
-                },
-                "template": {
-                    "metadata": {"labels": self.labels()},
-                    "spec": {
-                        "serviceAccountName": self.proxy_name,
-                        "automountServiceAccountToken": False,
-                        "securityContext": dict(PROXY_POD_SECURITY),
-                        "terminationGracePeriodSeconds": self.grace_seconds,
-                        "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
-                        "affinity": spread_over_nodes(self.labels()),
-                        "containers": [proxy],
-                        "volumes": [
-                            {"name": _CONFIG_VOLUME, "configMap": {"name": self.proxy_name}},
-                            {
-                                "name": _TMP_VOLUME,
-                                "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"},
-                            },
-                        ],
-                    },
-                },
-            },
-        }
+        return system_deployment(
+            self._metadata(),
+            self.labels(),
+            WAKE_PROXY_REPLICAS,
+            self.grace_seconds,
+            [proxy],
+            [
+                {"name": _CONFIG_VOLUME, "configMap": {"name": self.proxy_name}},
+                {"name": _TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+            ],
+        )
 
     def network_policies(self) -> list[dict[str, Any]]:
         """The proxy: both ports from the VPC, out to the leaders' port and DNS only. The

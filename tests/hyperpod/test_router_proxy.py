@@ -7,15 +7,10 @@ the reason, without it."""
 from __future__ import annotations
 
 import http.server
-import shutil
-import socket
 import ssl
-import subprocess
 import threading
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -26,9 +21,9 @@ from cdk_llm_serving.hyperpod.prefix_routing import (
     PrefixRouting,
     RouterDeployment,
 )
+from tests.support.nginx import NGINX, free_port, running_nginx, wait_listening
 from tests.support.tls import write_certificate
 
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed (make nginx)")
 
 #: Routes of vllm-router 0.1.17 that manage or inspect workers (its binary's route table).
@@ -43,12 +38,6 @@ MANAGEMENT_ROUTES = [
     ("GET", "/get_server_info"),
     ("GET", "/health"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class _Router(http.server.BaseHTTPRequestHandler):
@@ -77,7 +66,7 @@ class _Router(http.server.BaseHTTPRequestHandler):
 def proxy(tmp_path_factory):
     work = tmp_path_factory.mktemp("router-proxy")
     write_certificate(work)
-    router_port, tls_port = _free_port(), _free_port()
+    router_port, tls_port = free_port(), free_port()
     deployment = RouterDeployment(
         routing=PrefixRouting(),
         name="svc",
@@ -94,30 +83,14 @@ def proxy(tmp_path_factory):
         .replace(f"listen {ROUTER_TLS_PORT} ssl", f"listen 127.0.0.1:{tls_port} ssl")
     )
     (work / "nginx.conf").write_text(config)
-    checked = subprocess.run(
-        [NGINX, "-e", "stderr", "-t", "-c", str(work / "nginx.conf")],
-        capture_output=True,
-        text=True,
-    )
-    assert checked.returncode == 0, checked.stderr
     server = http.server.ThreadingHTTPServer(("127.0.0.1", router_port), _Router)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    process = subprocess.Popen(
-        [NGINX, "-e", "stderr", "-c", str(work / "nginx.conf"), "-g", "daemon off;"],
-        stderr=subprocess.PIPE,
-    )
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", tls_port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    context = ssl.create_default_context(cafile=str(work / "tls.crt"))
-    context.check_hostname = False
-    yield f"https://127.0.0.1:{tls_port}", context
-    process.terminate()
-    process.wait(timeout=10)
-    server.shutdown()
+    with running_nginx(work / "nginx.conf"):
+        wait_listening(tls_port)
+        context = ssl.create_default_context(cafile=str(work / "tls.crt"))
+        context.check_hostname = False
+        yield f"https://127.0.0.1:{tls_port}", context
+        server.shutdown()
 
 
 def _request(proxy, method: str, path: str) -> int:

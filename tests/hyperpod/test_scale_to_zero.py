@@ -258,20 +258,38 @@ def test_zero_template_passes_cfn_lint(zero_template):
     assert not matches, "\n".join(map(str, matches))
 
 
-def _scaling(*, lbc: bool = True, **props):
-    """A VllmReplicaAutoscaling on a p5en group that node autoscaling grows from 0."""
+def _scaling(*, lbc: bool = True, fixed_nodes: bool = False, **props):
+    """A VllmReplicaAutoscaling on a p5en group that node autoscaling grows from 0 (or, with
+    ``fixed_nodes``, on 2 fixed nodes)."""
     from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
-    from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
-    from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
-    from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
     from cdk_llm_serving.hyperpod.observability import VllmObservability
     from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
     from tests.support.builders import new_stack
-    from tests.support.hyperpod import deepseek_service, model_store
+    from tests.support.hyperpod import deepseek_service, model_store, small_cluster
 
     routing = props.pop("routing", None)
     stack = new_stack("ZeroScaling")
-    cluster = HyperPodEksCluster(
+    if fixed_nodes:
+        cluster, addons, store = small_cluster(stack, gpu_count=2)
+    else:
+        cluster = _growing_cluster(stack)
+        addons = HyperPodServingAddons(
+            stack, "Addons", cluster=cluster, load_balancer_controller=lbc
+        )
+        store = model_store(stack, cluster)
+    service = deepseek_service(stack, cluster, addons, store, routing=routing)
+    observability = VllmObservability(stack, "Obs", service=service)
+    return VllmReplicaAutoscaling(
+        stack, "Scale", service=service, observability=observability, **props
+    )
+
+
+def _growing_cluster(stack):
+    from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+    from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
+    from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
+
+    return HyperPodEksCluster(
         stack,
         "HyperPod",
         instance_groups=[
@@ -280,12 +298,6 @@ def _scaling(*, lbc: bool = True, **props):
         ],
         kubernetes_version="1.35",
         node_autoscaling=NodeAutoscaling(),
-    )
-    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster, load_balancer_controller=lbc)
-    service = deepseek_service(stack, cluster, addons, model_store(stack, cluster), routing=routing)
-    observability = VllmObservability(stack, "Obs", service=service)
-    return VllmReplicaAutoscaling(
-        stack, "Scale", service=service, observability=observability, **props
     )
 
 
@@ -371,28 +383,12 @@ def test_a_wake_schedule_keda_would_refuse_is_refused():
 
 
 def test_scale_to_zero_on_fixed_nodes_with_a_replica_and_a_short_bound_is_refused_at_once():
-    from cdk_llm_serving.hyperpod.observability import VllmObservability
-    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
-    from tests.support.builders import new_stack
-    from tests.support.hyperpod import deepseek_service, small_cluster
-
-    stack = new_stack("Zero")
-    cluster, addons, store = small_cluster(stack, gpu_count=2)
-    service = deepseek_service(stack, cluster, addons, store)
-    observability = VllmObservability(stack, "Obs", service=service)
-    with pytest.raises(ConfigurationError) as caught:
-        VllmReplicaAutoscaling(
-            stack,
-            "Scale",
-            service=service,
-            observability=observability,
-            min_replicas=1,
-            max_replicas=2,
-            scale_to_zero=ScaleToZero(wake=_SCHEDULE, max_first_request_wait=Duration.minutes(5)),
-        )
-    problems: dict[str, str] = {}
-    for problem in caught.value.problems:
-        problems[problem.property] = problems.get(problem.property, "") + problem.allowed
+    problems = _refused(
+        fixed_nodes=True,
+        min_replicas=1,
+        max_replicas=2,
+        scale_to_zero=ScaleToZero(wake=_SCHEDULE, max_first_request_wait=Duration.minutes(5)),
+    )
     assert set(problems) == {"scale_to_zero", "scale_to_zero.max_first_request_wait"}
     assert "needs min_replicas=0" in problems["scale_to_zero"]
     assert "shrink to 0 nodes" in problems["scale_to_zero"]

@@ -7,10 +7,8 @@ with the reason, without it."""
 from __future__ import annotations
 
 import re
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -22,9 +20,9 @@ from cdk_llm_serving.hyperpod.wake_proxy import (
     WAKE_PROXY_PORT,
     WakeProxyDeployment,
 )
+from tests.support.nginx import NGINX, free_port, running_nginx, wait_listening
 from tests.support.tls import write_certificate
 
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 #: Debian builds stream as a dynamic module (libnginx-mod-stream); the pods' image has it built in.
 STREAM_MODULE = Path("/usr/lib/nginx/modules/ngx_stream_module.so")
 pytestmark = pytest.mark.skipif(
@@ -33,27 +31,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_listening(port: int) -> None:
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"nothing listens on {port}")
-
-
 class _Leader:
     """A TLS server on loopback standing in for vLLM's leader: answers ``pong`` to ``ping``."""
 
     def __init__(self, work: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.load_cert_chain(work / "tls.crt", work / "tls.key")
         self.sock = socket.create_server(("127.0.0.1", self.port))
@@ -93,8 +75,8 @@ def proxy(tmp_path_factory):
     work = tmp_path_factory.mktemp("wake-proxy")
     write_certificate(work, "leader")
     leader = _Leader(work)
-    down = _free_port()  # nothing listens: no leader runs
-    tcp, health, tcp_down = _free_port(), _free_port(), _free_port()
+    down = free_port()  # nothing listens: no leader runs
+    tcp, health, tcp_down = free_port(), free_port(), free_port()
     deployment = _deployment()
     base = deployment.proxy_config(upstream=f"127.0.0.1:{leader.port}", tmp_dir=str(work))
     assert f"listen {WAKE_PROXY_PORT};" in base and f"listen {WAKE_PROXY_HEALTH_PORT};" in base
@@ -109,21 +91,10 @@ def proxy(tmp_path_factory):
         + zero_server.replace(f"listen {WAKE_PROXY_PORT};", f"listen 127.0.0.1:{tcp_down};"),
     )
     (work / "nginx.conf").write_text(config)
-    checked = subprocess.run(
-        [NGINX, "-e", "stderr", "-t", "-c", str(work / "nginx.conf")],
-        capture_output=True,
-        text=True,
-    )
-    assert checked.returncode == 0, checked.stderr
-    process = subprocess.Popen(
-        [NGINX, "-e", "stderr", "-c", str(work / "nginx.conf"), "-g", "daemon off;"],
-        stderr=subprocess.PIPE,
-    )
-    _wait_listening(tcp)
-    yield {"tcp": tcp, "health": health, "down": tcp_down, "work": work}
-    process.terminate()
-    process.wait(timeout=10)
-    leader.close()
+    with running_nginx(work / "nginx.conf"):
+        wait_listening(tcp)
+        yield {"tcp": tcp, "health": health, "down": tcp_down, "work": work}
+        leader.close()
 
 
 def test_tls_passes_through_to_the_leader_untouched(proxy):
