@@ -28,7 +28,12 @@ What it deploys (on the system nodes, none on the GPU groups):
   the NLB's TCP health check keeps the proxy's targets healthy with or without replicas and
   never touches a leader;
 * NetworkPolicies: the proxy accepts both ports from the VPC only (like the leaders) and may
-  reach nothing but the leaders' API port and DNS; the leaders accept the API port from the
+  reach nothing but the leaders' API port and DNS. Its egress rule's pod selector is exactly
+  the ClusterIP Service's selector, on the port the leaders listen on: EKS's network policy
+  controller allows a Service's ClusterIP only then (aws/amazon-network-policy-controller-k8s
+  ``pkg/resolvers/endpoints.go``: "limited to tracking the services where the
+  service.spec.Selector matches the pod selector in the egress rules"; issues #194, #207).
+  The leaders accept the API port from the
   proxy pods by pod selector (an ``ipBlock`` is meant for cluster-external addresses: "Pod
   IPs are ephemeral and unpredictable", https://kubernetes.io/docs/concepts/services-networking/network-policies/#networkpolicy-resource).
 

@@ -152,6 +152,14 @@ def test_the_leaders_accept_the_proxy_and_the_proxy_the_vpc(zero_template):
     assert allowed(policies, proxy, leader, VLLM_API_PORT)
     assert not allowed(policies, proxy, leader, 22)
     assert not allowed(policies, proxy, Endpoint("169.254.169.254"), 80)
+    # EKS's policy controller admits the ClusterIP only for an egress selector equal to the
+    # Service's selector, on the pods' port (aws/amazon-network-policy-controller-k8s #194).
+    leaders_service = _wake_objects(zero_template)[("Service", "reference-moe-nvfp4-leaders")]
+    (proxy_policy,) = [p for p in policies if p["metadata"]["name"] == "reference-moe-nvfp4-wake"]
+    assert {
+        "to": [{"podSelector": {"matchLabels": leaders_service["spec"]["selector"]}}]
+    }.items() <= (proxy_policy["spec"]["egress"][0].items())
+    assert leaders_service["spec"]["ports"][0]["targetPort"] == VLLM_API_PORT
     vpc = Endpoint("10.0.9.9")
     assert allowed(policies, vpc, proxy, WAKE_PROXY_PORT)
     assert allowed(policies, vpc, proxy, WAKE_PROXY_HEALTH_PORT)
