@@ -497,19 +497,33 @@ class Player:
                 self._play_wake(scaled, lws_key, service_key)
 
     def _play_wake(self, scaled: dict[str, Any], lws_key: Any, service_key: Any) -> None:
-        """At 0 replicas the wake schedule opens: the wake signal fires, Karpenter adds the
-        replica's nodes, the replica places; the first request's wait against the stack's
-        retry budget (its ``FirstRequestWaitSeconds`` output)."""
+        """At 0 replicas the wake fires (a client connects to the NLB, whose targets are the
+        wake proxy's pods; or the wake schedule opens), Karpenter adds the replica's nodes, the
+        replica places and the proxy's leaders Service selects it; the first request's wait
+        against the stack's retry budget (its ``FirstRequestWaitSeconds`` output)."""
         world = self.world
         service = world.objects.get(service_key)
-        fires, missing = keda.wake_signal(scaled)
+        namespace = lws_key[1]
+        selector = ((service or {}).get("spec") or {}).get("selector") or {}
+        targets = sorted(
+            p.key[2]
+            for p in world.pods.values()
+            if p.key[1] == namespace and p.running and dns.selects(selector, p.labels)
+        )
+        fires, missing = keda.wake_signal(scaled, service, targets)
         if missing is not None:
             world.report(missing)
             return
-        world.current = f"(the wake schedule opens: KEDA wakes {lws_key[2]})"
+        on_connect = any(f.startswith("AWS/NetworkELB NewFlowCount") for f in fires)
+        world.current = (
+            f"(a client connects to the NLB: KEDA wakes {lws_key[2]})"
+            if on_connect
+            else f"(the wake schedule opens: KEDA wakes {lws_key[2]})"
+        )
         out = karpenter.scale_out(world, lws_key, 1)
         placed = [p for p in world.pods.values() if p.owner == lws_key and p.node is not None]
         pending = [p for p in world.pods.values() if p.owner == lws_key and p.node is None]
+        through = self._wake_path(service_key, placed) if on_connect else []
         for pod in pending:
             world.report(
                 Finding(
@@ -549,10 +563,40 @@ class Player:
                 *(f"wake signal: {f}" for f in fires),
                 *out,
                 f"replica placed: {len(placed)} pods on nodes, {len(pending)} pending",
+                *through,
                 f"first request waits: at least {floor} s for detection and health check, "
                 f"retry budget {budget} s (nodes, image, weights, engine included)",
             ]
         )
+
+    def _wake_path(self, service_key: Any, placed: list[Any]) -> list[str]:
+        """The woken replica behind the wake proxy: a ClusterIP Service (not the load-balanced
+        one, not headless) in the namespace selects its placed leader; a finding if none."""
+        world = self.world
+        namespace = service_key[1]
+        leaders = [p for p in placed if p.labels.get(lws.WORKER) == "0"]
+        for (_, ns, name), obj in world.of_kind("Service"):
+            spec = obj.get("spec") or {}
+            if ns != namespace or (ns, name) == service_key[1:] or spec.get("clusterIP") == "None":
+                continue
+            if spec.get("type", "ClusterIP") != "ClusterIP":
+                continue
+            chosen = [
+                p.key[2] for p in leaders if dns.selects(spec.get("selector") or {}, p.labels)
+            ]
+            if chosen:
+                return [f"through the wake proxy: Service {name} selects {', '.join(chosen)}"]
+        world.report(
+            Finding(
+                "keda.woken-replica-unreachable",
+                f"Service {service_key[2]}",
+                "the load balancer's targets are the wake proxy's pods, but no ClusterIP "
+                "Service selects the woken leader: the proxy has nowhere to pass clients to",
+                keda.WAKE_SOURCE,
+                "degrades",
+            )
+        )
+        return []
 
 
 # -- the live run's input ------------------------------------------------------------------------

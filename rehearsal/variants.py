@@ -67,7 +67,7 @@ VARIANTS: dict[str, Variant] = {
                 "llm-serving:reference-moe:max-replicas": "2",
                 "llm-serving:reference-moe:scale-to-zero": "true",
             },
-            "KEDA scales 0 to 2, woken by its schedule (KEDA cron)",
+            "KEDA scales 0 to 2, woken by a client's connection (the wake proxy, NLB NewFlowCount)",
         ),
         Variant(
             "inference-operator",

@@ -30,7 +30,7 @@ from cdk_llm_serving.hyperpod.prefix_routing import PrefixRouting
 from cdk_llm_serving.hyperpod.replica_autoscaling import (
     ScaleToZero,
     VllmReplicaAutoscaling,
-    WakeSchedule,
+    WakeOnConnect,
 )
 from cdk_llm_serving.hyperpod.tiered_storage import TieredStorage
 from cdk_llm_serving.model_sources import ModelData
@@ -61,11 +61,6 @@ LONG_CONTEXT_WORKLOAD = Workload(input_tokens=8192, output_tokens=512, request_r
 DPD_WORKER_IMAGE = "public.ecr.aws/deep-learning-containers/vllm:server-hyperpod-cuda-v1.1"
 
 
-#: The reference's serving window under scale to zero: weekdays 06:00-20:00 UTC (it serves
-#: about an hour after 06:00, ``VllmReplicaAutoscaling.first_request_wait``).
-REFERENCE_WAKE = WakeSchedule(start="0 6 * * 1-5", end="0 20 * * 1-5", timezone="UTC")
-
-
 @dataclass(frozen=True)
 class HyperPodSettings:
     weights_uri: str
@@ -74,7 +69,7 @@ class HyperPodSettings:
     #: Above ``replicas``, the GPU group holds this many replicas and KEDA scales between them.
     max_replicas: int = 1
     #: With KEDA (``max_replicas`` above ``replicas``): scale to zero replicas and nodes when
-    #: idle outside ``REFERENCE_WAKE`` (``ScaleToZero``).
+    #: idle, woken by a client's connection through the wake proxy (``WakeOnConnect``).
     scale_to_zero: bool = False
     #: With KEDA: vLLM's prefix-aware router in front of the replicas (``PrefixRouting``).
     #: Off by default: the router restarts while no leader is healthy (README "Prefix-aware
@@ -248,7 +243,7 @@ class HyperPodReferenceStack(Stack):
                 observability=self.observability,
                 min_replicas=0 if settings.scale_to_zero else settings.replicas,
                 max_replicas=settings.max_replicas,
-                scale_to_zero=ScaleToZero(wake=REFERENCE_WAKE) if settings.scale_to_zero else None,
+                scale_to_zero=ScaleToZero(wake=WakeOnConnect()) if settings.scale_to_zero else None,
             )
             self.dashboard.add_scaling_panels(self.autoscaling)
 

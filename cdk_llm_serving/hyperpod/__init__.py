@@ -41,7 +41,13 @@ from .node_autoscaling import NodeAutoscaling
 from .node_readiness import HyperPodNodesReady
 from .observability import VllmObservability
 from .prefix_routing import PrefixRouting, RouterPolicy
-from .replica_autoscaling import ScaleToZero, VllmReplicaAutoscaling, WakeSchedule, WakeTime
+from .replica_autoscaling import (
+    ScaleToZero,
+    VllmReplicaAutoscaling,
+    WakeOnConnect,
+    WakeSchedule,
+    WakeTime,
+)
 from .tiered_storage import TieredStorage
 
 __all__ = [
@@ -78,6 +84,7 @@ __all__ = [
     "VllmMultiNodeService",
     "VllmObservability",
     "VllmReplicaAutoscaling",
+    "WakeOnConnect",
     "WakeSchedule",
     "WakeTime",
 ]

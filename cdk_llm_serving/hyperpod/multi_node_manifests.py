@@ -492,6 +492,13 @@ def drain_before_stop(spec: dict[str, Any]) -> dict[str, int]:
     workers stopped first fails the requests it still holds. A request longer than the
     deregistration delay may be cut: the longest expected request must fit in it.
 
+    Behind the wake proxy (scale to zero's ``WakeOnConnect``, ``wake_proxy``) the leaders are
+    no NLB targets: clients' connections reach them through the proxy and a ClusterIP Service.
+    The same sleep holds there: a terminating leader's endpoint turns ``ready: false``
+    (``terminating: true``; https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/#conditions)
+    and gets no new connection, while the proxy's open connections to it keep going until
+    they end, within ``longest_request``, well inside the sleep.
+
     Returns the timings set (``pre_stop_seconds``, ``grace_seconds``).
     """
     pre_stop = NLB_DEREGISTRATION_DELAY_SECONDS + NLB_HEALTH_CHECK_INTERVAL_SECONDS

@@ -369,7 +369,8 @@ class VllmMultiNodeService(Construct):
         self.lws_manifest.node.add_dependency(addons.leader_worker_set)
         for prerequisite in prerequisites:
             self.lws_manifest.node.add_dependency(prerequisite)
-        # Annotations read at synth too: scale to zero names the load balancer afterwards.
+        # Annotations and spec read at synth too: scale to zero's wake proxy re-points the
+        # Service afterwards (``wake_proxy``).
         metadata = self.service["metadata"]
         service_object = {
             **self.service,
@@ -377,6 +378,7 @@ class VllmMultiNodeService(Construct):
                 **metadata,
                 "annotations": _Rendered.of(lambda: metadata["annotations"]),
             },
+            "spec": _Rendered.of(lambda: self.service["spec"]),
         }
         self.service_resource = self._manifest("Service", [service_object])
         if addons.load_balancer_controller is not None:

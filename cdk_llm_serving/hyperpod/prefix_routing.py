@@ -257,6 +257,101 @@ def leader_wildcard(name: str, namespace: str) -> str:
     return f"*.{name}.{namespace}.svc"
 
 
+def nginx_command(conf: str) -> list[str]:
+    """nginx in the foreground with ``conf``, reloaded every ``PROXY_RELOAD_SECONDS`` (files and
+    upstream names re-read) and stopped gracefully on SIGTERM (``quit`` lets open connections
+    finish; https://nginx.org/en/docs/control.html). Shared by the wake proxy (``wake_proxy``)."""
+    script = (
+        f"nginx -e stderr -c {conf} -g 'daemon off;' & "
+        f"trap 'nginx -e stderr -c {conf} -s quit; wait; exit 0' TERM INT; "
+        f"while true; do sleep {PROXY_RELOAD_SECONDS} & wait $!; "
+        f"nginx -e stderr -c {conf} -s reload; done"
+    )
+    return ["/bin/sh", "-c", script]
+
+
+#: A proxy container's security context: no privilege, read-only root, no capability.
+PROXY_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "privileged": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+#: A proxy pod's security context: the nonroot user, RuntimeDefault seccomp.
+PROXY_POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": NONROOT_ID,
+    "runAsGroup": NONROOT_ID,
+    "fsGroup": NONROOT_ID,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def spread_over_nodes(labels: dict[str, str]) -> dict[str, Any]:
+    """Preferred pod anti-affinity on the hostname: the pods with ``labels`` on different nodes."""
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": labels},
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                }
+            ]
+        }
+    }
+
+
+def system_deployment(
+    metadata: dict[str, Any],
+    labels: dict[str, str],
+    replicas: int,
+    grace_seconds: int,
+    containers: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A Deployment of proxy pods on the system nodes, spread over nodes, one surge pod at a
+    time and none unavailable; its ServiceAccount (``metadata``'s name) has no token."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": metadata["name"],
+                    "automountServiceAccountToken": False,
+                    "securityContext": dict(PROXY_POD_SECURITY),
+                    "terminationGracePeriodSeconds": grace_seconds,
+                    "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
+                    "affinity": spread_over_nodes(labels),
+                    "containers": containers,
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def disruption_budget(metadata: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """A PodDisruptionBudget that lets one pod of ``labels`` go at a time."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata,
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}},
+    }
+
+
 @dataclass(frozen=True)
 class RouterDeployment:
     """The router's Kubernetes objects for the multi-node service ``name`` (pure renderers).
@@ -327,14 +422,7 @@ class RouterDeployment:
         """The proxy container's command: nginx in the foreground, reloaded (the certificate
         re-read) every ``PROXY_RELOAD_SECONDS``, and stopped gracefully on SIGTERM (``quit``
         lets open requests finish; https://nginx.org/en/docs/control.html)."""
-        conf = f"{_PROXY_CONFIG_MOUNT}/nginx.conf"
-        script = (
-            f"nginx -e stderr -c {conf} -g 'daemon off;' & "
-            f"trap 'nginx -e stderr -c {conf} -s quit; wait; exit 0' TERM INT; "
-            f"while true; do sleep {PROXY_RELOAD_SECONDS} & wait $!; "
-            f"nginx -e stderr -c {conf} -s reload; done"
-        )
-        return ["/bin/sh", "-c", script]
+        return nginx_command(f"{_PROXY_CONFIG_MOUNT}/nginx.conf")
 
     def proxy_config(self, tls_dir: str = _TLS_MOUNT, tmp_dir: str = "/tmp") -> str:
         """nginx's configuration: TLS on ``ROUTER_TLS_PORT``, ``/v1/`` and the router's probes
@@ -417,12 +505,7 @@ class RouterDeployment:
     def deployment(self) -> dict[str, Any]:
         routing = self.routing
         router_resources = {"cpu": routing.cpu, "memory": routing.memory}
-        security = {
-            "allowPrivilegeEscalation": False,
-            "privileged": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        }
+        security = PROXY_SECURITY
         pre_stop = {"preStop": {"sleep": {"seconds": self.pre_stop_seconds}}}
         tls_mount = {"name": _TLS_VOLUME, "mountPath": _TLS_MOUNT, "readOnly": True}
         probe = {"path": "/readiness", "port": ROUTER_TLS_PORT, "scheme": "HTTPS"}
@@ -466,81 +549,40 @@ class RouterDeployment:
                 {"name": _PROXY_TMP_VOLUME, "mountPath": "/tmp"},
             ],
         }
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": self._metadata(),
-            "spec": {
-                "replicas": routing.replicas,
-                "selector": {"matchLabels": self.labels()},
-                "strategy": {
-                    "type": "RollingUpdate",
-                    "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
-                },
-                "template": {
-                    "metadata": {"labels": self.labels()},
-                    "spec": {
-                        "serviceAccountName": self.router_name,
-                        "automountServiceAccountToken": False,
-                        "securityContext": {
-                            "runAsNonRoot": True,
-                            "runAsUser": NONROOT_ID,
-                            "runAsGroup": NONROOT_ID,
-                            "fsGroup": NONROOT_ID,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
-                        "terminationGracePeriodSeconds": self.grace_seconds,
-                        "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
-                        "affinity": {
-                            "podAntiAffinity": {
-                                "preferredDuringSchedulingIgnoredDuringExecution": [
-                                    {
-                                        "weight": 100,
-                                        "podAffinityTerm": {
-                                            "labelSelector": {"matchLabels": self.labels()},
-                                            "topologyKey": "kubernetes.io/hostname",
-                                        },
-                                    }
-                                ]
-                            }
-                        },
-                        "containers": [router, proxy],
-                        "volumes": [
-                            {
-                                "name": _TLS_VOLUME,
-                                "secret": {
-                                    "secretName": self.secret_name,
-                                    # Group-readable: the containers run as the nonroot user
-                                    # and the volume's files belong to fsGroup.
-                                    "defaultMode": 0o440,
-                                    "items": [
-                                        {"key": "tls.crt", "path": "tls.crt"},
-                                        {"key": "tls.key", "path": "tls.key"},
-                                        {"key": "ca.crt", "path": "ca.crt"},
-                                    ],
-                                },
-                            },
-                            {
-                                "name": _PROXY_CONFIG_VOLUME,
-                                "configMap": {"name": f"{self.router_name}-proxy"},
-                            },
-                            {
-                                "name": _PROXY_TMP_VOLUME,
-                                "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"},
-                            },
+        return system_deployment(
+            self._metadata(),
+            self.labels(),
+            routing.replicas,
+            self.grace_seconds,
+            [router, proxy],
+            [
+                {
+                    "name": _TLS_VOLUME,
+                    "secret": {
+                        "secretName": self.secret_name,
+                        # Group-readable: the containers run as the nonroot user
+                        # and the volume's files belong to fsGroup.
+                        "defaultMode": 0o440,
+                        "items": [
+                            {"key": "tls.crt", "path": "tls.crt"},
+                            {"key": "tls.key", "path": "tls.key"},
+                            {"key": "ca.crt", "path": "ca.crt"},
                         ],
                     },
                 },
-            },
-        }
+                {
+                    "name": _PROXY_CONFIG_VOLUME,
+                    "configMap": {"name": f"{self.router_name}-proxy"},
+                },
+                {
+                    "name": _PROXY_TMP_VOLUME,
+                    "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"},
+                },
+            ],
+        )
 
     def disruption_budget(self) -> dict[str, Any]:
-        return {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": self._metadata(),
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": self.labels()}},
-        }
+        return disruption_budget(self._metadata(), self.labels())
 
     def network_policy(self) -> dict[str, Any]:
         """TLS and metrics from the VPC; egress anywhere but the instance metadata service."""

@@ -22,10 +22,12 @@ load balancer has deregistered it and its in-flight requests have finished
 (``multi_node_manifests.drain_before_stop``), and ``longest_request`` must fit in that window.
 
 Scale to zero is an explicit opt-in: ``min_replicas=0`` with
-``scale_to_zero=ScaleToZero(wake=WakeSchedule(...))``. The wake is a schedule, not a client's
-connection: no Network Load Balancer metric is documented to count a connection while its
-target group is empty (``WAKE_SOURCE``, decided in issue 30), so the service serves within the
-schedule's window and may go to zero outside it (see ``ScaleToZero`` and ``WakeSchedule``).
+``scale_to_zero=ScaleToZero(wake=...)``, one of two wakes. ``WakeOnConnect()``: a client's
+connection wakes the service; a small always-on proxy (``wake_proxy``) stays the NLB's
+registered target at zero replicas, so the connection counts in the NLB's ``NewFlowCount``,
+which KEDA watches. ``WakeSchedule(...)``: a schedule wakes it, and nothing else (no NLB metric
+is documented to count a connection while its target group is empty, ``WAKE_SOURCE``). See
+``ScaleToZero``, ``WakeOnConnect`` and ``WakeSchedule``.
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ import zoneinfo
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations, Aws, CfnOutput, Duration
+from aws_cdk import Annotations, Aws, CfnOutput, Duration, Fn
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from .._cdk.durations import Span
+from .._cdk.nag import acknowledge_wildcard_resources
 from .._cdk.validation import check_at_least, whole_seconds
 from ..errors import Problems, checked_props
 from .constants import KEDA_API_VERSION, LWS_API_VERSION, QUEUE_DEPTH_RULE
@@ -54,8 +57,17 @@ from .multi_node_manifests import (
 from .multi_node_service import VllmMultiNodeService
 from .node_readiness import group_budget
 from .observability import VllmObservability
+from .prefix_routing import PROXY_IMAGE
+from .wake_proxy import WakeProxyDeployment
 
-__all__ = ["ScaleToZero", "VllmReplicaAutoscaling", "WakeSchedule", "WakeTime"]
+__all__ = [
+    "ScaleToZero",
+    "VllmReplicaAutoscaling",
+    "WakeOnConnect",
+    "WakeSchedule",
+    "WakeTime",
+    "default_load_balancer_prefix",
+]
 
 #: ``longest_request``'s default: 5 minutes.
 _LONGEST_REQUEST = Span.of_seconds(300)
@@ -74,13 +86,19 @@ _MAX_FIRST_REQUEST_WAIT = Span.of_seconds(3600)
 #: https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-troubleshooting.html#elb-reset-count-metric);
 #: ``UnhealthyRoutingFlowCount`` counts fail-open routing, which needs registered (unhealthy)
 #: targets; ``RejectedFlowCount`` "flows (or connections) rejected by the load balancer" names
-#: no cause. So scale to zero wakes on a schedule (``WakeSchedule``), a signal that exists
-#: while nothing serves, and is refused without one.
+#: no cause. So a service at zero wakes either on a schedule (``WakeSchedule``), or on a
+#: connection to a target kept registered at zero (``WakeOnConnect``: the wake proxy, so the
+#: flow is one "from clients to targets"), and scale to zero is refused without a wake.
 WAKE_SOURCE = "https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-cloudwatch-metrics.html"
 #: Seconds from the schedule's start to KEDA's activation: KEDA asks each trigger whether it is
 #: active every ``pollingInterval``, 30 s by default
 #: (https://keda.sh/docs/2.17/reference/scaledobject-spec/#pollinginterval).
 WAKE_DETECTION_SECONDS = 30
+#: Seconds from a client's first attempt to KEDA seeing it (``WakeOnConnect``): ELB publishes
+#: its metrics "in 60-second intervals" (``WAKE_SOURCE``'s page) and KEDA polls every 30 s
+#: (``pollingInterval``'s default, above); the metric's arrival in CloudWatch after its minute
+#: is ASSUMED to take up to 60 s more.
+CONNECT_DETECTION_SECONDS = 60 + 60 + 30
 #: One field of a "Linux format cron" expression: numbers, names, ``*``, ``,``, ``-``, ``/``.
 _CRON_FIELD = re.compile(r"[0-9A-Za-z*,/-]+")
 #: Pulling and starting the vLLM image on a new node (ASSUMED: AWS's vLLM DLC is about 10-15 GB;
@@ -94,6 +112,17 @@ IMAGE_PULL_SECONDS = 300
 #: https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#healthcheck-healthy-threshold),
 #: so a woken replica takes traffic 2 intervals after it serves, not 3.
 WAKE_HEALTHY_THRESHOLD = 2
+#: What the AWS Load Balancer Controller drops from a Service's namespace and name when it
+#: names the NLB (kubernetes-sigs/aws-load-balancer-controller
+#: ``pkg/service/model_build_load_balancer.go``, ``invalidLoadBalancerNamePattern``).
+_NOT_ALNUM = re.compile("[^0-9A-Za-z]")
+
+
+def default_load_balancer_prefix(namespace: str, service_name: str) -> str:
+    """The controller's NLB name for a Service without ``aws-load-balancer-name``, up to its
+    hash: ``k8s-<namespace[:8]>-<name[:8]>-`` of the alphanumerics
+    (``buildLoadBalancerName``: ``fmt.Sprintf("k8s-%.8s-%.8s-%.10s", ...)``, same file)."""
+    return f"k8s-{_NOT_ALNUM.sub('', namespace)[:8]}-{_NOT_ALNUM.sub('', service_name)[:8]}-"
 
 
 @dataclass(frozen=True)
@@ -174,25 +203,95 @@ class WakeSchedule:
 
 
 @dataclass(frozen=True)
+class WakeOnConnect:
+    """Wake a service at zero replicas when a client connects to its load balancer.
+
+    The service's load-balanced Service selects the wake proxy's pods (``wake_proxy``: nginx
+    on the system nodes, a TCP pass-through to the leaders, TLS end to end) instead of the
+    leaders, so the NLB keeps registered, healthy targets at zero replicas and counts a
+    client's connection in ``NewFlowCount`` ("new flows (or connections) established from
+    clients to targets", ``WAKE_SOURCE``). KEDA's ``aws-cloudwatch`` scaler watches it and
+    activates the LeaderWorkerSet on any flow (``activationTargetMetricValue`` 0,
+    https://keda.sh/docs/2.17/scalers/aws-cloudwatch/; activation is what moves a target
+    between 0 and 1,
+    https://keda.sh/docs/2.17/concepts/scaling-deployments/#activating-and-scaling-thresholds).
+    No request is held: at zero the proxy closes the connection at once (no leader to dial),
+    and the client retries for ``VllmReplicaAutoscaling.first_request_wait``. Needs the AWS
+    Load Balancer Controller; refused with ``routing`` (the router is already the NLB's
+    always-on target, and its behaviour with no leader was not verified here).
+
+    ASSUMED: the NLB's own health checks are not client flows and do not count in
+    ``NewFlowCount`` (the page counts flows "from clients"), so an idle service still goes to
+    zero; a client that keeps connecting keeps it awake.
+
+    :param image: the wake proxy's nginx image. Default: ``prefix_routing.PROXY_IMAGE``.
+    """
+
+    image: str = PROXY_IMAGE
+
+    def validate(self, problems: Problems, prop: str) -> None:
+        if (
+            not isinstance(self.image, str)
+            or not self.image
+            or any(c.isspace() for c in self.image)
+        ):
+            problems.add(f"{prop}.image", self.image, "a container image reference")
+
+    @staticmethod
+    def trigger(dimension: str, authentication: str) -> dict[str, Any]:
+        """KEDA's ``aws-cloudwatch`` trigger on the NLB ``dimension``'s ``NewFlowCount``.
+
+        The target value is never reached, so it only moves the service between 0 and 1
+        replica (``activationTargetMetricValue``); queue depth scales beyond. KEDA's scaler
+        (kedacore/keda ``pkg/scalers/aws_cloudwatch_scaler.go``) takes the newest datapoint of
+        the window (``metricCollectionTime``, a multiple of ``metricStatPeriod``),
+        ``minMetricValue`` when CloudWatch has none (ELB reports nothing without traffic), and
+        is active when the value is above the activation value.
+        """
+        return {
+            "type": "aws-cloudwatch",
+            "metadata": {
+                "namespace": "AWS/NetworkELB",
+                "metricName": "NewFlowCount",
+                "dimensionName": "LoadBalancer",
+                "dimensionValue": dimension,
+                "metricStat": "Sum",
+                "metricStatPeriod": "60",
+                "metricCollectionTime": "120",
+                "targetMetricValue": "1000000",
+                "activationTargetMetricValue": "0",
+                "minMetricValue": "0",
+                "awsRegion": Aws.REGION,
+                "identityOwner": "operator",
+            },
+            "authenticationRef": {"name": authentication},
+        }
+
+
+@dataclass(frozen=True)
 class ScaleToZero:
     """Let ``VllmReplicaAutoscaling(min_replicas=0)`` remove the last replica when idle.
 
     KEDA's queue-depth trigger reads a serving replica, so at zero replicas it cannot wake the
-    service, and neither can the load balancer (``WAKE_SOURCE``: no NLB metric is documented to
-    count a connection while the target group is empty). The wake is therefore a schedule,
-    ``wake=WakeSchedule(...)``, and scale to zero without one is refused. Chosen over KEDA's
+    service, and neither can an NLB whose target group is empty (``WAKE_SOURCE``). The wake is
+    a client's connection through an always-on proxy (``wake=WakeOnConnect()``) or a schedule
+    (``wake=WakeSchedule(...)``); scale to zero without one is refused. Chosen over KEDA's
     HTTP add-on (its interceptor holds requests while a target scales from zero, but it routes
     HTTP by host: it would sit in the data path, in front of the TLS that vLLM terminates, with
     its own timeouts far below a GPU replica's cold start;
-    https://keda.sh/http-add-on/0.14/user-guide/autoscale-an-app/). The price: no request
-    wakes the service; one outside the window is refused, and the window's first requests wait
-    ``VllmReplicaAutoscaling.first_request_wait`` (also a stack output) after its start.
+    https://keda.sh/http-add-on/0.14/user-guide/autoscale-an-app/). The price: no request is
+    held. With ``WakeOnConnect`` a first client retries for
+    ``VllmReplicaAutoscaling.first_request_wait`` (also a stack output) and two small proxy
+    pods run on the system nodes; with ``WakeSchedule`` a request outside the window is
+    refused and the window's first requests wait ``first_request_wait`` after its start.
 
     With it on, the Service asks for ``WAKE_HEALTHY_THRESHOLD`` healthy checks, so a woken
     replica takes traffic sooner.
 
-    :param wake: when the service serves (``WakeSchedule``). Required: ``None`` is refused.
-    :param idle_after: how long the service has no queued request, outside its window, before
+    :param wake: what wakes the service (``WakeOnConnect`` or ``WakeSchedule``). Required:
+        ``None`` is refused.
+    :param idle_after: how long the service has no queued request (and, with
+        ``WakeOnConnect``, no new connection; outside its window with ``WakeSchedule``) before
         its last replica goes (KEDA's ``cooldownPeriod``); its nodes go ``consolidate_after``
         later (``NodeAutoscaling``). Idle GPU nodes cost their hourly price; a wake costs the
         first client ``first_request_wait``. Default: the wake time (so a service is never
@@ -203,20 +302,19 @@ class ScaleToZero:
         wake time above it is refused (raise it knowingly, or keep a replica). Default: 1 hour.
     """
 
-    wake: WakeSchedule | None = None
+    wake: WakeOnConnect | WakeSchedule | None = None
     idle_after: Duration | None = None
     node_start: Duration | None = None
     max_first_request_wait: Duration = _MAX_FIRST_REQUEST_WAIT.duration
 
     def validate(self, problems: Problems, prop: str) -> None:
-        """A wake schedule; durations in whole seconds, more than 0."""
-        if self.wake is None:
+        """A wake; durations in whole seconds, more than 0."""
+        if not isinstance(self.wake, WakeOnConnect | WakeSchedule):
             problems.add(
                 f"{prop}.wake",
-                None,
-                "a WakeSchedule(start=..., end=...): at zero replicas no series is scraped and "
-                "no load-balancer metric is documented to count a client's connection, so "
-                "nothing else would wake the service",
+                self.wake,
+                "WakeOnConnect() or WakeSchedule(start=..., end=...): at zero replicas no "
+                "series is scraped, so nothing else would wake the service",
             )
         else:
             self.wake.validate(problems, f"{prop}.wake")
@@ -241,7 +339,11 @@ class ScaleToZero:
             )
         )
         return WakeTime(
-            detection=WAKE_DETECTION_SECONDS,
+            detection=(
+                CONNECT_DETECTION_SECONDS
+                if isinstance(self.wake, WakeOnConnect)
+                else WAKE_DETECTION_SECONDS
+            ),
             node_start=node_start,
             image_pull=IMAGE_PULL_SECONDS,
             weights_and_engine=math.ceil(service.cold_start.total_seconds),
@@ -264,8 +366,9 @@ class VllmReplicaAutoscaling(Construct):
         delay (300 s) plus a health-check interval before it stops, so a request up to this
         long finishes; longer than the deregistration delay is refused (the NLB may cut the
         connection). Default: 5 minutes.
-    :param scale_to_zero: with ``min_replicas=0``: remove the last replica when idle outside
-        its wake schedule (``ScaleToZero``, ``WakeSchedule``). Needs a GPU group that node
+    :param scale_to_zero: with ``min_replicas=0``: remove the last replica when idle, woken by
+        a client's connection or a schedule (``ScaleToZero``, ``WakeOnConnect``,
+        ``WakeSchedule``). Needs a GPU group that node
         autoscaling may shrink to 0 nodes. Default:
         ``None`` (at least one replica serves).
     """
@@ -344,8 +447,17 @@ class VllmReplicaAutoscaling(Construct):
         #: KEDA's cooldown before the last replica goes (``ScaleToZero.idle_after``); ``None``
         #: without scale to zero.
         self.idle_after_seconds: int | None = None
+        #: With ``WakeOnConnect``: the wake proxy (``wake_proxy``), its manifest, the NLB's name
+        #: prefix and ``LoadBalancer`` dimension KEDA watches, and KEDA's CloudWatch policy.
+        self.wake_proxy: WakeProxyDeployment | None = None
+        self.wake_proxy_manifest: eks.KubernetesManifest | None = None
+        self.load_balancer_name_prefix: str | None = None
+        self.load_balancer_dimension: str | None = None
+        self.wake_policy: iam.ManagedPolicy | None = None
         if self.wake is not None and scale_to_zero is not None:
-            self._wake_on_schedule(scale_to_zero)
+            self._prepare_wake(scale_to_zero)
+            if isinstance(scale_to_zero.wake, WakeOnConnect):
+                self._wake_on_connect(scale_to_zero.wake, keda.operator_role)
         self.manifest = eks.KubernetesManifest(
             self,
             "ScaledObject",
@@ -361,6 +473,8 @@ class VllmReplicaAutoscaling(Construct):
             observability.rules,
         ):
             self.manifest.node.add_dependency(dependency)
+        if self.wake_policy is not None:
+            self.manifest.node.add_dependency(self.wake_policy)
 
     @property
     def first_request_wait(self) -> Duration | None:
@@ -368,7 +482,7 @@ class VllmReplicaAutoscaling(Construct):
         from zero (``wake``); ``None`` without scale to zero."""
         return Duration.seconds(self.wake.total_seconds) if self.wake is not None else None
 
-    def _wake_on_schedule(self, options: ScaleToZero) -> None:
+    def _prepare_wake(self, options: ScaleToZero) -> None:
         """KEDA's cooldown before the last replica goes, the NLB's healthy threshold, the wait."""
         service, wake = self.service, self.wake
         assert wake is not None
@@ -393,17 +507,84 @@ class VllmReplicaAutoscaling(Construct):
             "FirstRequestWaitSeconds",
             value=str(wake.total_seconds),
             description=(
-                f"How long after its wake schedule's start {service.name} serves from zero "
-                "replicas (nodes, image, weights, engine, health check): the first requests' "
-                "retry budget"
+                f"Retry budget of a first request to {service.name} after idle: the wake from "
+                "zero replicas (detection, nodes, image, weights, engine, health check)"
+                if isinstance(options.wake, WakeOnConnect)
+                else f"How long after its wake schedule's start {service.name} serves from "
+                "zero replicas (nodes, image, weights, engine, health check): the first "
+                "requests' retry budget"
             ),
         )
 
+    def _wake_on_connect(self, wake: WakeOnConnect, operator_role: iam.IRole) -> None:
+        """The wake proxy in front of the leaders, the NLB's CloudWatch dimension, KEDA's read."""
+        service = self.service
+        self.wake_proxy = WakeProxyDeployment(
+            name=service.name,
+            namespace=service.namespace,
+            leader_labels=tuple(service.workload.leader_labels().items()),
+            vpc_cidr=service.vpc_cidr,
+            longest_request_seconds=whole_seconds(self.longest_request, _LONGEST_REQUEST),
+            pre_stop_seconds=self.drain["pre_stop_seconds"],
+            grace_seconds=self.drain["grace_seconds"],
+            image=wake.image,
+        )
+        # The Service's spec and annotations are read at synth: re-pointed here.
+        self.wake_proxy.front(service.service)
+        self.wake_proxy_manifest = eks.KubernetesManifest(
+            self,
+            "WakeProxy",
+            cluster=service.cluster.eks_cluster,
+            manifest=self.wake_proxy.manifests(),
+            overwrite=True,
+        )
+        self.wake_proxy_manifest.node.add_dependency(service.network_policy_resource)
+        service.service_resource.node.add_dependency(self.wake_proxy_manifest)
+        self.load_balancer_name_prefix = default_load_balancer_prefix(
+            service.namespace, service.workload.service_name
+        )
+        # The NLB keeps the controller's own name, ``k8s-<ns>-<name>-<10 hex>``; its DNS name
+        # is ``<lb name>-<id>.elb.<region>.amazonaws.com`` and its CloudWatch dimension
+        # ``LoadBalancer`` is ``net/<lb name>/<id>`` (the tail of its ARN; ``WAKE_SOURCE``'s
+        # page, "Metric dimensions"). Cut from the hostname after the known prefix; no rename
+        # (the controller ignores ``aws-load-balancer-name`` set after the Service exists: "If
+        # you modify this annotation after service creation, there is no effect", its
+        # annotations page), so turning the wake on keeps a running service's NLB and hostname.
+        after_prefix = Fn.select(
+            1, Fn.split(self.load_balancer_name_prefix, service.load_balancer_hostname)
+        )
+        hash_and_id = Fn.split("-", Fn.select(0, Fn.split(".", after_prefix)))
+        self.load_balancer_dimension = (
+            f"net/{self.load_balancer_name_prefix}{Fn.select(0, hash_and_id)}"
+            f"/{Fn.select(1, hash_and_id)}"
+        )
+        # ``GetMetricData`` is what KEDA's aws-cloudwatch scaler calls (kedacore/keda
+        # ``pkg/scalers/aws_cloudwatch_scaler.go``); CloudWatch's read actions take no resource
+        # ARN ("Actions, resources, and condition keys for Amazon CloudWatch",
+        # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html).
+        self.wake_policy = iam.ManagedPolicy(
+            self,
+            "WakePolicy",
+            description=f"KEDA operator: reads the NLB metric that wakes {service.name}",
+            statements=[iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"])],
+            roles=[operator_role],
+        )
+        acknowledge_wildcard_resources(
+            self.wake_policy,
+            ["*"],
+            "cloudwatch:GetMetricData supports no resource-level permissions",
+        )
+
     def _wake_triggers(self) -> list[dict[str, Any]]:
-        """The wake schedule's ``cron`` trigger: one replica within the window. Queue depth
-        scales beyond it; outside it the service may go to zero."""
-        assert self.scale_to_zero is not None and self.scale_to_zero.wake is not None
-        return [self.scale_to_zero.wake.trigger()]
+        """The wake's trigger: ``NewFlowCount`` of the NLB (``WakeOnConnect``), or the
+        schedule's ``cron`` (one replica within the window). Queue depth scales beyond."""
+        assert self.scale_to_zero is not None
+        wake = self.scale_to_zero.wake
+        if isinstance(wake, WakeOnConnect):
+            assert self.load_balancer_dimension is not None
+            return [wake.trigger(self.load_balancer_dimension, f"{self.service.name}-amp")]
+        assert wake is not None
+        return [wake.trigger()]
 
     def _validate(
         self,
@@ -426,8 +607,9 @@ class VllmReplicaAutoscaling(Construct):
             problems.add(
                 "min_replicas",
                 min_replicas,
-                "must be at least 1, or 0 with scale_to_zero=ScaleToZero() (a LeaderWorkerSet "
-                "at 0 cannot report its queue: scale to zero wakes on a WakeSchedule)",
+                "must be at least 1, or 0 with scale_to_zero=ScaleToZero(wake=...) (a "
+                "LeaderWorkerSet at 0 cannot report its queue: WakeOnConnect or WakeSchedule "
+                "wakes it)",
             )
         if self.wake is not None:
             self._validate_scale_to_zero(problems, service, min_replicas)
@@ -484,6 +666,23 @@ class VllmReplicaAutoscaling(Construct):
                 f"needs GPU group {service.group.name!r} created with count=0 (it has "
                 f"{service.group.count}): Karpenter removes only the nodes it added",
             )
+        if isinstance(options.wake, WakeOnConnect):
+            if service.addons.load_balancer_controller is None:
+                problems.add(
+                    "scale_to_zero.wake",
+                    "WakeOnConnect()",
+                    "needs the AWS Load Balancer Controller (HyperPodServingAddons): the wake "
+                    "proxy's NLB targets and the NewFlowCount metric are its load balancer's; "
+                    "use WakeSchedule(...) without it",
+                )
+            if service.router is not None:
+                problems.add(
+                    "scale_to_zero.wake",
+                    "WakeOnConnect()",
+                    f"cannot be combined with routing on service {service.name!r}: the router "
+                    "is already the load balancer's target, in front of the leaders (turn "
+                    "routing off, or use WakeSchedule(...))",
+                )
         limit = whole_seconds(options.max_first_request_wait, _MAX_FIRST_REQUEST_WAIT)
         if wake.total_seconds > limit:
             problems.add(

@@ -125,21 +125,36 @@ def reconcile(world: World) -> bool:
 #: KEDA polls each trigger every ``pollingInterval``, 30 s unless the ScaledObject sets it
 #: (https://keda.sh/docs/2.17/reference/scaledobject-spec/#pollinginterval).
 POLLING_INTERVAL = 30
-WAKE_SOURCE = "https://keda.sh/docs/2.17/scalers/cron/; https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-cloudwatch-metrics.html"
+WAKE_SOURCE = "https://keda.sh/docs/2.17/scalers/cron/; https://keda.sh/docs/2.17/scalers/aws-cloudwatch/; https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-cloudwatch-metrics.html"
 _HEALTHY = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
 _INTERVAL = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval"
 
 
-def wake_signal(scaled: dict[str, Any]) -> tuple[list[str], Finding | None]:
+def load_balancer_dimension(service: dict[str, Any] | None) -> str:
+    """The ``LoadBalancer`` dimension of the Service's NLB: ``net/<name>/<id>`` of its hostname
+    ``<name>-<id>.elb.<region>.amazonaws.com`` (ELB's CloudWatch metrics page, "Metric
+    dimensions"); empty before the controller has created it."""
+    ingress = (((service or {}).get("status") or {}).get("loadBalancer") or {}).get("ingress")
+    hostname = str((ingress or [{}])[0].get("hostname", ""))
+    lb_name, _, lb_id = hostname.split(".", 1)[0].rpartition("-")
+    return f"net/{lb_name}/{lb_id}" if lb_name else ""
+
+
+def wake_signal(
+    scaled: dict[str, Any], service: dict[str, Any] | None, targets: list[str]
+) -> tuple[list[str], Finding | None]:
     """What wakes a ScaledObject at ``minReplicaCount`` 0: triggers that read something other
     than the replicas themselves. A ``prometheus`` trigger reads the workload's own series
     (none exist at 0 replicas). A ``cron`` trigger wakes at its start. An ``aws-cloudwatch``
-    trigger on ``AWS/NetworkELB`` does not count: at 0 replicas the target group is empty,
-    and no NLB metric is documented to count a connection then (issue 30, decided).
+    trigger on ``AWS/NetworkELB`` ``NewFlowCount`` counts flows "from clients to targets":
+    it wakes only if it names the Service's NLB and the Service still has running targets
+    (``targets``, the pods it selects at 0 replicas: the wake proxy's), since no NLB metric is
+    documented to count a connection to an empty target group (issue 30).
     Returns (what fires, in words) and a finding when nothing would."""
     spec = scaled.get("spec") or {}
     name = (scaled.get("metadata") or {}).get("name", "?")
     resource = f"ScaledObject {name}"
+    expected = load_balancer_dimension(service)
     fires: list[str] = []
     for trigger in spec.get("triggers") or []:
         meta = trigger.get("metadata") or {}
@@ -150,19 +165,32 @@ def wake_signal(scaled: dict[str, Any]) -> tuple[list[str], Finding | None]:
             )
         elif trigger.get("type") == "aws-cloudwatch":
             if meta.get("namespace") == "AWS/NetworkELB":
-                return fires, Finding(
-                    "keda.wake-on-empty-load-balancer",
-                    resource,
-                    f"the wake trigger reads AWS/NetworkELB {meta.get('metricName')}: no AWS page "
-                    "documents that a connection to an NLB whose target group has no target "
-                    "counts in it, so the service may never wake",
-                    WAKE_SOURCE,
-                    "degrades",
-                )
+                if not targets:
+                    return fires, Finding(
+                        "keda.wake-on-empty-load-balancer",
+                        resource,
+                        f"the wake trigger reads AWS/NetworkELB {meta.get('metricName')}, but at 0 "
+                        "replicas the Service selects no running pod: no AWS page documents that "
+                        "a connection to an NLB whose target group has no target counts in it, "
+                        "so the service may never wake",
+                        WAKE_SOURCE,
+                        "degrades",
+                    )
+                value = str(meta.get("dimensionValue", ""))
+                if meta.get("dimensionName") == "LoadBalancer" and value != expected:
+                    return fires, Finding(
+                        "keda.wake-signal-elsewhere",
+                        resource,
+                        f"the wake trigger watches {value or 'no load balancer'}, not the "
+                        f"Service's NLB ({expected or 'none yet'})",
+                        WAKE_SOURCE,
+                        "degrades",
+                    )
             if str(meta.get("activationTargetMetricValue", "")) != "":
                 fires.append(
                     f"{meta.get('namespace')} {meta.get('metricName')} > "
-                    f"{meta.get('activationTargetMetricValue')}"
+                    f"{meta.get('activationTargetMetricValue')} on {meta.get('dimensionValue')} "
+                    f"(targets: {', '.join(targets) or '-'})"
                 )
     if not fires:
         return fires, Finding(
@@ -177,8 +205,9 @@ def wake_signal(scaled: dict[str, Any]) -> tuple[list[str], Finding | None]:
 
 
 def wake_detection_seconds(scaled: dict[str, Any]) -> int:
-    """The shortest time from the wake (a cron window's start) to KEDA's activation: one
-    polling interval, plus one metric period for an ``aws-cloudwatch`` wake trigger."""
+    """The shortest time from the wake (a cron window's start, a client's connection) to
+    KEDA's activation: one polling interval, plus one metric period for an ``aws-cloudwatch``
+    wake trigger (CloudWatch's own delivery delay comes on top)."""
     spec = scaled.get("spec") or {}
     polling = int(spec.get("pollingInterval", POLLING_INTERVAL))
     periods = [

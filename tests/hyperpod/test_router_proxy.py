@@ -6,23 +6,13 @@ the reason, without it."""
 
 from __future__ import annotations
 
-import datetime
 import http.server
-import shutil
-import socket
 import ssl
-import subprocess
 import threading
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from cdk_llm_serving.hyperpod.prefix_routing import (
     PROXIED_PROBES,
@@ -31,8 +21,9 @@ from cdk_llm_serving.hyperpod.prefix_routing import (
     PrefixRouting,
     RouterDeployment,
 )
+from tests.support.nginx import NGINX, free_port, running_nginx, wait_listening
+from tests.support.tls import write_certificate
 
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed (make nginx)")
 
 #: Routes of vllm-router 0.1.17 that manage or inspect workers (its binary's route table).
@@ -47,37 +38,6 @@ MANAGEMENT_ROUTES = [
     ("GET", "/get_server_info"),
     ("GET", "/health"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _certificate(directory: Path) -> None:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "router")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    (directory / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "tls.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
 
 
 class _Router(http.server.BaseHTTPRequestHandler):
@@ -105,8 +65,8 @@ class _Router(http.server.BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory):
     work = tmp_path_factory.mktemp("router-proxy")
-    _certificate(work)
-    router_port, tls_port = _free_port(), _free_port()
+    write_certificate(work)
+    router_port, tls_port = free_port(), free_port()
     deployment = RouterDeployment(
         routing=PrefixRouting(),
         name="svc",
@@ -123,30 +83,14 @@ def proxy(tmp_path_factory):
         .replace(f"listen {ROUTER_TLS_PORT} ssl", f"listen 127.0.0.1:{tls_port} ssl")
     )
     (work / "nginx.conf").write_text(config)
-    checked = subprocess.run(
-        [NGINX, "-e", "stderr", "-t", "-c", str(work / "nginx.conf")],
-        capture_output=True,
-        text=True,
-    )
-    assert checked.returncode == 0, checked.stderr
     server = http.server.ThreadingHTTPServer(("127.0.0.1", router_port), _Router)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    process = subprocess.Popen(
-        [NGINX, "-e", "stderr", "-c", str(work / "nginx.conf"), "-g", "daemon off;"],
-        stderr=subprocess.PIPE,
-    )
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", tls_port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    context = ssl.create_default_context(cafile=str(work / "tls.crt"))
-    context.check_hostname = False
-    yield f"https://127.0.0.1:{tls_port}", context
-    process.terminate()
-    process.wait(timeout=10)
-    server.shutdown()
+    with running_nginx(work / "nginx.conf"):
+        wait_listening(tls_port)
+        context = ssl.create_default_context(cafile=str(work / "tls.crt"))
+        context.check_hostname = False
+        yield f"https://127.0.0.1:{tls_port}", context
+        server.shutdown()
 
 
 def _request(proxy, method: str, path: str) -> int:

@@ -1,4 +1,5 @@
-"""Scale to zero (#30): an explicit opt-in, woken on a schedule, with a bounded wake."""
+"""Scale to zero (#30): an explicit opt-in, woken by a client's connection through the wake
+proxy (the reference) or on a schedule, with a bounded wake."""
 
 from __future__ import annotations
 
@@ -9,24 +10,35 @@ import pytest
 from aws_cdk import Duration
 
 from cdk_llm_serving import ConfigurationError
-from cdk_llm_serving.hyperpod.constants import KEDA_API_VERSION, KEDA_CHART
+from cdk_llm_serving.hyperpod.constants import (
+    KEDA_API_VERSION,
+    KEDA_CHART,
+    ROLE_LABEL,
+    SYSTEM_NODE_ROLE,
+    VLLM_API_PORT,
+)
 from cdk_llm_serving.hyperpod.replica_autoscaling import (
     WAKE_HEALTHY_THRESHOLD,
     ScaleToZero,
+    WakeOnConnect,
     WakeSchedule,
+    default_load_balancer_prefix,
 )
-from stacks.hyperpod_reference_stack import REFERENCE_WAKE
+from cdk_llm_serving.hyperpod.wake_proxy import WAKE_PROXY_HEALTH_PORT, WAKE_PROXY_PORT
 from stacks.reference_app import add_reference_stacks
 from tests.support.app import new_app
 from tests.support.hyperpod import chart_crd_schema, published_chart
-from tests.support.kubernetes_schemas import concretize
+from tests.support.kubernetes_schemas import concretize, validate_core
 from tests.support.linting import lint_template
+from tests.support.network_policy import Endpoint, allowed
 from tests.support.template_helpers import manifest_objects, resources_of_type
 
 _ZERO = {
     "llm-serving:reference-moe:max-replicas": "2",
     "llm-serving:reference-moe:scale-to-zero": "true",
 }
+_SCHEDULE = WakeSchedule(start="0 6 * * 1-5", end="0 20 * * 1-5", timezone="UTC")
+_PREFIX = "service.beta.kubernetes.io/aws-load-balancer"
 
 
 @pytest.fixture(scope="module")
@@ -54,47 +66,157 @@ def _scaled_object(template: dict) -> dict:
     return scaled
 
 
-def test_the_last_replica_may_go_and_the_schedule_wakes_it(zero_template):
+def _wake_objects(template: dict) -> dict[tuple[str, str], dict]:
+    return {
+        (o["kind"], o["metadata"]["name"]): o
+        for o in manifest_objects(template, "ReplicaAutoscalingWakeProxy")
+    }
+
+
+def test_the_last_replica_may_go_and_a_connection_wakes_it(zero_template):
     spec = _scaled_object(zero_template)["spec"]
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 2)
     queue, wake = spec["triggers"]
     assert queue["type"] == "prometheus"
-    assert wake == {
-        "type": "cron",
-        "metadata": {
-            "timezone": REFERENCE_WAKE.timezone,
-            "start": REFERENCE_WAKE.start,
-            "end": REFERENCE_WAKE.end,
-            "desiredReplicas": "1",
-        },
-    }
+    meta = wake["metadata"]
+    assert wake["type"] == "aws-cloudwatch"
+    assert (meta["namespace"], meta["metricName"], meta["dimensionName"]) == (
+        "AWS/NetworkELB",
+        "NewFlowCount",
+        "LoadBalancer",
+    )
+    # net/k8s-<ns8>-<name8>-<hash>/<id>, hash and id read from the hostname at deploy time
+    assert meta["dimensionValue"].startswith("net/k8s-inferenc-referenc-")
+    assert meta["activationTargetMetricValue"] == "0"
+    assert wake["authenticationRef"] == queue["authenticationRef"]
     (service,) = manifest_objects(zero_template, "ServingService")
-    threshold = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold"
-    assert service["metadata"]["annotations"][threshold] == str(WAKE_HEALTHY_THRESHOLD)
+    annotations = service["metadata"]["annotations"]
+    # The NLB keeps the controller's own name (a name set later would be ignored).
+    assert f"{_PREFIX}-name" not in annotations
+    assert annotations[f"{_PREFIX}-healthcheck-healthy-threshold"] == str(WAKE_HEALTHY_THRESHOLD)
+
+
+def test_the_load_balancer_targets_the_always_on_wake_proxy(zero_template):
+    """At zero replicas the NLB keeps registered, healthy targets: the proxy's pods, checked
+    over TCP on their health port; the proxy passes TCP to a ClusterIP on the leaders."""
+    (service,) = manifest_objects(zero_template, "ServingService")
+    (lws,) = manifest_objects(zero_template, "ServingLeaderWorkerSet")
+    objects = _wake_objects(zero_template)
+    deployment = objects[("Deployment", "reference-moe-nvfp4-wake")]
+    proxy_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"] == proxy_labels
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == [WAKE_PROXY_PORT]
+    annotations = service["metadata"]["annotations"]
+    assert annotations[f"{_PREFIX}-healthcheck-protocol"] == "TCP"
+    assert annotations[f"{_PREFIX}-healthcheck-port"] == str(WAKE_PROXY_HEALTH_PORT)
+    assert f"{_PREFIX}-healthcheck-path" not in annotations
+    pod = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["nodeSelector"] == {ROLE_LABEL: SYSTEM_NODE_ROLE}
+    assert pod["automountServiceAccountToken"] is False
+    template = lws["spec"]["leaderWorkerTemplate"]
+    leader = template.get("leaderTemplate") or template["workerTemplate"]
+    leaders = objects[("Service", "reference-moe-nvfp4-leaders")]
+    assert leaders["spec"]["type"] == "ClusterIP"
+    assert all(leader["metadata"]["labels"][k] == v for k, v in leaders["spec"]["selector"].items())
+    assert [p["port"] for p in leaders["spec"]["ports"]] == [VLLM_API_PORT]
+    assert ("PodDisruptionBudget", "reference-moe-nvfp4-wake") in objects
+    for obj in objects.values():
+        validate_core(obj)
+
+
+def test_the_leaders_accept_the_proxy_and_the_proxy_the_vpc(zero_template):
+    policies = [
+        o
+        for o in [
+            *manifest_objects(zero_template, "ServingNetworkPolicies"),
+            *_wake_objects(zero_template).values(),
+        ]
+        if o["kind"] == "NetworkPolicy"
+    ]
+    # The VPC's CIDR is a deploy-time value: the reference VPC's, for the semantics.
+    policies = json.loads(json.dumps(policies).replace('"deploy-time-value"', '"10.0.0.0/16"'))
+    (lws,) = manifest_objects(zero_template, "ServingLeaderWorkerSet")
+    template = lws["spec"]["leaderWorkerTemplate"]
+    leader_labels = (template.get("leaderTemplate") or template["workerTemplate"])["metadata"][
+        "labels"
+    ]
+    proxy_labels = _wake_objects(zero_template)[("Deployment", "reference-moe-nvfp4-wake")]["spec"][
+        "template"
+    ]["metadata"]["labels"]
+    namespace = lws["metadata"]["namespace"]
+    leader = Endpoint("10.0.5.5", leader_labels, namespace)
+    # A pod address outside the VPC's CIDR (custom networking): only the pod selector admits it.
+    proxy = Endpoint("100.64.0.6", proxy_labels, namespace)
+    outside = Endpoint("192.0.2.1")
+    assert allowed(policies, proxy, leader, VLLM_API_PORT)
+    assert not allowed(policies, proxy, leader, 22)
+    assert not allowed(policies, proxy, Endpoint("169.254.169.254"), 80)
+    # EKS's policy controller admits the ClusterIP only for an egress selector equal to the
+    # Service's selector, on the pods' port (aws/amazon-network-policy-controller-k8s #194).
+    leaders_service = _wake_objects(zero_template)[("Service", "reference-moe-nvfp4-leaders")]
+    (proxy_policy,) = [p for p in policies if p["metadata"]["name"] == "reference-moe-nvfp4-wake"]
+    assert {
+        "to": [{"podSelector": {"matchLabels": leaders_service["spec"]["selector"]}}]
+    }.items() <= (proxy_policy["spec"]["egress"][0].items())
+    assert leaders_service["spec"]["ports"][0]["targetPort"] == VLLM_API_PORT
+    vpc = Endpoint("10.0.9.9")
+    assert allowed(policies, vpc, proxy, WAKE_PROXY_PORT)
+    assert allowed(policies, vpc, proxy, WAKE_PROXY_HEALTH_PORT)
+    assert not allowed(policies, outside, proxy, WAKE_PROXY_PORT)
+
+
+def test_the_controller_s_default_name_is_what_its_source_builds():
+    """kubernetes-sigs/aws-load-balancer-controller ``buildLoadBalancerName``:
+    ``k8s-%.8s-%.8s-%.10s`` of the namespace's and name's alphanumerics."""
+    assert default_load_balancer_prefix("inference", "reference-moe-nvfp4-api") == (
+        "k8s-inferenc-referenc-"
+    )
+    assert default_load_balancer_prefix("a-b", "x.y-z") == "k8s-ab-xyz-"
+
+
+def test_the_dimension_is_cut_from_the_load_balancer_hostname(zero_template):
+    """The ScaledObject's manifest splits the Service's hostname after the name's known prefix,
+    then on ``.`` and ``-`` (hash, id)."""
+    text = json.dumps(
+        [
+            v
+            for k, v in resources_of_type(
+                zero_template, "Custom::AWSCDK-EKS-KubernetesResource"
+            ).items()
+            if k.startswith("ReplicaAutoscalingScaledObject")
+        ]
+    )
+    assert '"k8s-inferenc-referenc-"' in text and '"Fn::Split": [".", ' in text
+    assert '"Fn::Split": ["-", ' in text
+    assert "ServingLoadBalancerHostname" in text
 
 
 def test_the_first_request_wait_is_the_wake_and_idle_covers_it(zero_app):
     template, stack = zero_app
     autoscaling = stack.autoscaling
     wake = autoscaling.wake
+    assert wake.detection == 60 + 60 + 30  # ELB's period, its landing (ASSUMED), KEDA's poll
     assert wake.weights_and_engine >= stack.service.cold_start.total_seconds
     (output,) = [v for k, v in template["Outputs"].items() if "FirstRequestWaitSeconds" in k]
     assert output["Value"] == str(wake.total_seconds)
+    assert "Retry budget" in output["Description"]
     assert autoscaling.first_request_wait.to_seconds() == wake.total_seconds
     # The reference wakes in under the default bound of an hour (nodes dominate).
     assert 1800 < wake.total_seconds <= 3600
     assert _scaled_object(template)["spec"]["cooldownPeriod"] == wake.total_seconds
 
 
-def test_keda_reads_no_cloudwatch_metric(zero_template):
-    """The wake is a schedule: KEDA's operator needs no CloudWatch read."""
+def test_keda_may_read_cloudwatch_and_nothing_more(zero_template):
     statements = [
         s
         for p in resources_of_type(zero_template, "AWS::IAM::ManagedPolicy").values()
         for s in p["Properties"]["PolicyDocument"]["Statement"]
         if "cloudwatch" in json.dumps(s["Action"])
     ]
-    assert statements == []
+    assert statements == [
+        {"Action": "cloudwatch:GetMetricData", "Effect": "Allow", "Resource": "*"}
+    ]
 
 
 def test_the_wake_triggers_match_keda_s_crd(zero_template, shared_dir):
@@ -103,9 +225,28 @@ def test_the_wake_triggers_match_keda_s_crd(zero_template, shared_dir):
     scaled = _scaled_object(zero_template)
     jsonschema.validate(concretize(scaled), schema)
     broken = json.loads(json.dumps(scaled))
-    broken["spec"]["triggers"][1]["metadata"]["desiredReplicas"] = 1  # a string map
+    broken["spec"]["triggers"][1]["metadata"]["metricStatPeriod"] = 60  # a string map
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(concretize(broken), schema)
+
+
+def test_the_wake_trigger_keeps_keda_s_own_parsing_rules(zero_template):
+    """kedacore/keda ``pkg/scalers/aws_cloudwatch_scaler.go``: ``targetMetricValue`` and
+    ``minMetricValue`` are required, ``metricStatPeriod`` is 1, 5, 10, 30 or a multiple of 60,
+    ``metricCollectionTime`` a multiple of it, ``metricStat`` a CloudWatch statistic."""
+    import botocore.session
+
+    statistics = (
+        botocore.session.get_session().get_service_model("cloudwatch").shape_for("Statistic").enum
+    )
+    for trigger in _scaled_object(zero_template)["spec"]["triggers"][1:]:
+        meta = trigger["metadata"]
+        period, window = int(meta["metricStatPeriod"]), int(meta["metricCollectionTime"])
+        assert period in (1, 5, 10, 30) or period % 60 == 0
+        assert window > 0 and window % period == 0
+        assert meta["metricStat"] in statistics
+        assert float(meta["targetMetricValue"]) > float(meta["activationTargetMetricValue"])
+        float(meta["minMetricValue"])
 
 
 def test_the_healthy_threshold_is_one_the_elb_api_takes():
@@ -125,43 +266,115 @@ def test_zero_template_passes_cfn_lint(zero_template):
     assert not matches, "\n".join(map(str, matches))
 
 
-def _problems(**props) -> dict[str, str]:
+def _scaling(*, lbc: bool = True, fixed_nodes: bool = False, **props):
+    """A VllmReplicaAutoscaling on a p5en group that node autoscaling grows from 0 (or, with
+    ``fixed_nodes``, on 2 fixed nodes)."""
+    from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
     from cdk_llm_serving.hyperpod.observability import VllmObservability
     from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
     from tests.support.builders import new_stack
-    from tests.support.hyperpod import deepseek_service, small_cluster
+    from tests.support.hyperpod import deepseek_service, model_store, small_cluster
 
-    stack = new_stack("Zero")
-    cluster, addons, store = small_cluster(stack, gpu_count=2)
-    service = deepseek_service(stack, cluster, addons, store)
-    observability = VllmObservability(stack, "Obs", service=service)
-    with pytest.raises(ConfigurationError) as caught:
-        VllmReplicaAutoscaling(
-            stack, "Scale", service=service, observability=observability, **props
+    routing = props.pop("routing", None)
+    stack = new_stack("ZeroScaling")
+    if fixed_nodes:
+        cluster, addons, store = small_cluster(stack, gpu_count=2)
+    else:
+        cluster = _growing_cluster(stack)
+        addons = HyperPodServingAddons(
+            stack, "Addons", cluster=cluster, load_balancer_controller=lbc
         )
+        store = model_store(stack, cluster)
+    service = deepseek_service(stack, cluster, addons, store, routing=routing)
+    observability = VllmObservability(stack, "Obs", service=service)
+    return VllmReplicaAutoscaling(
+        stack, "Scale", service=service, observability=observability, **props
+    )
+
+
+def _growing_cluster(stack):
+    from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+    from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
+    from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
+
+    return HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        instance_groups=[
+            HyperPodInstanceGroup.system(),
+            HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 0, max_count=3),
+        ],
+        kubernetes_version="1.35",
+        node_autoscaling=NodeAutoscaling(),
+    )
+
+
+def _refused(**props) -> dict[str, str]:
+    with pytest.raises(ConfigurationError) as caught:
+        _scaling(**props)
     found: dict[str, str] = {}
     for problem in caught.value.problems:
         found[problem.property] = found.get(problem.property, "") + problem.allowed + "\n"
     return found
 
 
+def test_a_wake_schedule_still_wakes_on_keda_s_cron_without_a_proxy():
+    scaling = _scaling(min_replicas=0, max_replicas=2, scale_to_zero=ScaleToZero(wake=_SCHEDULE))
+    (_, scaled) = scaling.keda_objects()
+    assert scaled["spec"]["triggers"][1] == {
+        "type": "cron",
+        "metadata": {
+            "timezone": "UTC",
+            "start": _SCHEDULE.start,
+            "end": _SCHEDULE.end,
+            "desiredReplicas": "1",
+        },
+    }
+    assert scaling.wake is not None and scaling.wake.detection == 30  # KEDA's poll alone
+    assert scaling.wake_proxy is None and scaling.wake_policy is None
+    service = scaling.service.service
+    assert service["spec"]["selector"] == scaling.service.workload.leader_labels()
+    annotations = service["metadata"]["annotations"]
+    assert annotations[f"{_PREFIX}-healthcheck-healthy-threshold"] == str(WAKE_HEALTHY_THRESHOLD)
+
+
 def test_min_zero_without_the_opt_in_is_refused():
-    problems = _problems(min_replicas=0, max_replicas=2)
+    problems = _refused(min_replicas=0, max_replicas=2)
     assert set(problems) == {"min_replicas"}
-    assert "scale_to_zero=ScaleToZero()" in problems["min_replicas"]
+    assert "scale_to_zero=ScaleToZero(wake=...)" in problems["min_replicas"]
 
 
-def test_scale_to_zero_without_a_wake_schedule_is_refused():
-    """Issue 30's decision: no load-balancer metric is documented to count a connection while
-    the target group is empty, so the opt-in needs a schedule."""
-    problems = _problems(min_replicas=0, max_replicas=2, scale_to_zero=ScaleToZero())
-    assert "scale_to_zero.wake" in problems
-    assert "no load-balancer metric is documented" in problems["scale_to_zero.wake"]
+def test_scale_to_zero_without_a_wake_is_refused():
+    """Issue 30: at zero nothing scraped reports, so the opt-in needs a wake."""
+    problems = _refused(min_replicas=0, max_replicas=2, scale_to_zero=ScaleToZero())
+    assert set(problems) == {"scale_to_zero.wake"}
+    assert "WakeOnConnect() or WakeSchedule" in problems["scale_to_zero.wake"]
+
+
+def test_wake_on_connect_without_the_load_balancer_controller_is_refused():
+    problems = _refused(
+        lbc=False, min_replicas=0, max_replicas=2, scale_to_zero=ScaleToZero(wake=WakeOnConnect())
+    )
+    assert set(problems) == {"scale_to_zero.wake"}
+    assert "AWS Load Balancer Controller" in problems["scale_to_zero.wake"]
+
+
+def test_wake_on_connect_with_prefix_routing_is_refused():
+    """The router is already the NLB's always-on target: refused, with the way out named."""
+    problems = _refused(
+        routing=True,
+        min_replicas=0,
+        max_replicas=2,
+        scale_to_zero=ScaleToZero(wake=WakeOnConnect()),
+    )
+    assert set(problems) == {"scale_to_zero.wake"}
+    assert "cannot be combined with routing" in problems["scale_to_zero.wake"]
+    assert "WakeSchedule" in problems["scale_to_zero.wake"]
 
 
 def test_a_wake_schedule_keda_would_refuse_is_refused():
     """KEDA's cron scaler: 5-field cron, start and end apart, an IANA time zone."""
-    problems = _problems(
+    problems = _refused(
         min_replicas=0,
         max_replicas=2,
         scale_to_zero=ScaleToZero(
@@ -178,10 +391,11 @@ def test_a_wake_schedule_keda_would_refuse_is_refused():
 
 
 def test_scale_to_zero_on_fixed_nodes_with_a_replica_and_a_short_bound_is_refused_at_once():
-    problems = _problems(
+    problems = _refused(
+        fixed_nodes=True,
         min_replicas=1,
         max_replicas=2,
-        scale_to_zero=ScaleToZero(wake=REFERENCE_WAKE, max_first_request_wait=Duration.minutes(5)),
+        scale_to_zero=ScaleToZero(wake=_SCHEDULE, max_first_request_wait=Duration.minutes(5)),
     )
     assert set(problems) == {"scale_to_zero", "scale_to_zero.max_first_request_wait"}
     assert "needs min_replicas=0" in problems["scale_to_zero"]

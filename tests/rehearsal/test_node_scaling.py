@@ -75,28 +75,39 @@ def _played_zero():
     return play(built, weight_bytes=reference_weight_bytes())
 
 
-def test_scale_to_zero_removes_every_node_and_the_schedule_wakes_a_replica():
-    """keda-zero (issue 30): scale-in to 0 leaves no GPU node; the wake schedule opens (KEDA's
-    cron trigger), Karpenter adds the replica's 2 nodes, it places, within the retry budget."""
+def test_scale_to_zero_removes_every_node_and_a_connection_wakes_a_replica():
+    """keda-zero (issue 30): scale-in to 0 leaves no GPU node; a client connects to the NLB,
+    whose targets are the wake proxy's running pods (NewFlowCount counts it), KEDA wakes the
+    LeaderWorkerSet, Karpenter adds the replica's 2 nodes, it places behind the proxy's
+    leaders Service, within the retry budget."""
     result = _played_zero()
     assert result.blocking == [], "\n".join(map(str, result.findings))
     assert not {
         "keda.no-wake-signal",
         "keda.wake-on-empty-load-balancer",
+        "keda.wake-signal-elsewhere",
+        "keda.woken-replica-unreachable",
         "keda.no-retry-budget",
     } & set(result.rules)
     events = result.world.facts["scale_play"]
     scale_in, wake = events.index("scale-in to 0:"), events.index("wake from zero:")
     assert sum("empty: removed" in e for e in events[scale_in:wake]) == 4  # all 2 x 2 nodes
     woken = events[wake:]
-    assert any(e.startswith("wake signal: cron 0 6 * * 1-5 .. 0 20 * * 1-5 (UTC)") for e in woken)
+    (signal,) = [e for e in woken if e.startswith("wake signal: ")]
+    assert signal.startswith("wake signal: AWS/NetworkELB NewFlowCount > 0 on net/k8s-")
+    assert "targets: reference-moe-nvfp4-wake-0, reference-moe-nvfp4-wake-1" in signal
     assert sum(e.startswith("launch ") for e in woken) == 2
     assert "replica placed: 2 pods on nodes, 0 pending" in woken
+    assert (
+        "through the wake proxy: Service reference-moe-nvfp4-leaders selects reference-moe-nvfp4-0"
+        in woken
+    )
 
 
-def test_a_scaled_object_at_zero_without_a_schedule_never_wakes():
-    """The rule fails the ScaledObject with only its queue trigger, and one woken by the NLB's
-    metrics (undocumented for an empty target group: issue 30's decision)."""
+def test_a_scaled_object_at_zero_without_a_live_target_or_its_own_nlb_never_wakes():
+    """The rules fail a ScaledObject with only its queue trigger, one woken by the NLB's
+    metric while the Service selects no running pod (undocumented for an empty target group:
+    issue 30), and one that watches another load balancer; a cron trigger wakes."""
     import copy
 
     from rehearsal.controllers import keda
@@ -104,20 +115,21 @@ def test_a_scaled_object_at_zero_without_a_schedule_never_wakes():
     world = _played_zero().world
     ((_, namespace, name), scaled) = next(iter(world.of_kind("ScaledObject")))
     service = world.objects[("Service", namespace, f"{name}-api")]
-    fires, missing = keda.wake_signal(scaled)
+    targets = ["reference-moe-nvfp4-wake-0"]
+    fires, missing = keda.wake_signal(scaled, service, targets)
     assert missing is None and len(fires) == 1
     queue_only = copy.deepcopy(scaled)
     queue_only["spec"]["triggers"] = queue_only["spec"]["triggers"][:1]
-    assert keda.wake_signal(queue_only)[1].rule == "keda.no-wake-signal"
-    on_the_nlb = copy.deepcopy(scaled)
-    on_the_nlb["spec"]["triggers"][1] = {
-        "type": "aws-cloudwatch",
-        "metadata": {
-            "namespace": "AWS/NetworkELB",
-            "metricName": "NewFlowCount",
-            "activationTargetMetricValue": "0",
-        },
+    assert keda.wake_signal(queue_only, service, targets)[1].rule == "keda.no-wake-signal"
+    assert keda.wake_signal(scaled, service, [])[1].rule == "keda.wake-on-empty-load-balancer"
+    elsewhere = copy.deepcopy(scaled)
+    elsewhere["spec"]["triggers"][1]["metadata"]["dimensionValue"] = "net/other/0123"
+    assert keda.wake_signal(elsewhere, service, targets)[1].rule == "keda.wake-signal-elsewhere"
+    on_schedule = copy.deepcopy(scaled)
+    on_schedule["spec"]["triggers"][1] = {
+        "type": "cron",
+        "metadata": {"timezone": "UTC", "start": "0 6 * * *", "end": "0 20 * * *"},
     }
-    assert keda.wake_signal(on_the_nlb)[1].rule == "keda.wake-on-empty-load-balancer"
+    assert keda.wake_signal(on_schedule, service, [])[1] is None
     # the healthy threshold the stack sets: 2 checks of 10 s, not the controller's 3
     assert keda.health_check_seconds(service) == 20
