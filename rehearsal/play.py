@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import re
 import string
 import tempfile
 import time
@@ -703,6 +704,42 @@ def _routed_leaders(
     return [p for p in serving if p.key[1] == namespace and p.labels.get(lws.WORKER) == "0"]
 
 
+#: A TCP pass-through's upstream in an nginx ``stream`` configuration (the wake proxy's,
+#: ``cdk_llm_serving.hyperpod.wake_proxy``): ``proxy_pass <service>.<namespace>.svc...:<port>;``.
+_PROXY_PASS = re.compile(r"proxy_pass ([a-z0-9-]+)\.([a-z0-9-]+)\.svc\.cluster\.local:(\d+);")
+
+
+def _proxied_leaders(
+    world: World, namespace: str, serving: list[PodState]
+) -> tuple[list[PodState], int | None]:
+    """The leaders behind a TCP pass-through proxy (the wake proxy) that a LoadBalancer
+    Service selects instead of them: the pods the proxy's upstream Service selects, and the
+    port it passes to. The live client then dials those leaders on that port: the proxy
+    passes TCP unchanged (TLS and the key check are the leader's), and its own behaviour is
+    run with real nginx in tests/hyperpod/test_wake_proxy.py."""
+    for (_, config_namespace, _name), config_map in world.of_kind("ConfigMap"):
+        if config_namespace != namespace:
+            continue
+        for text in (config_map.get("data") or {}).values():
+            match = _PROXY_PASS.search(str(text))
+            if match is None or match.group(2) != namespace:
+                continue
+            upstream = world.get("Service", namespace, match.group(1))
+            if upstream is None:
+                continue
+            selector = (upstream.get("spec") or {}).get("selector") or {}
+            leaders = [
+                p for p in serving if p.key[1] == namespace and dns.selects(selector, p.labels)
+            ]
+            ports = (upstream.get("spec") or {}).get("ports") or [{}]
+            by_port = {int(p.get("port", 0)): p for p in ports}
+            chosen = by_port.get(int(match.group(3)), ports[0])
+            target = chosen.get("targetPort", chosen.get("port"))
+            if leaders and isinstance(target, int):
+                return leaders, target
+    return [], None
+
+
 def _service_address(world: World, serving: list[PodState]) -> ServiceAddress:
     for key, service in world.of_kind("Service"):
         spec = service.get("spec") or {}
@@ -712,13 +749,18 @@ def _service_address(world: World, serving: list[PodState]) -> ServiceAddress:
             if p.key[1] == key[1] and dns.selects(spec.get("selector") or {}, p.labels)
         ]
         routed = []
+        proxied: int | None = None
         if spec.get("type") == "LoadBalancer" and not selected:
             routed = _routed_leaders(world, key[1], spec.get("selector") or {}, serving)
             selected = routed
+        if spec.get("type") == "LoadBalancer" and not selected:
+            selected, proxied = _proxied_leaders(world, key[1], serving)
         if spec.get("type") != "LoadBalancer" or not selected:
             continue
         port = (spec.get("ports") or [{}])[0]
         target = port.get("targetPort", port.get("port"))
+        if proxied is not None:
+            target = proxied
         if routed:
             target = next(
                 int(p["containerPort"])

@@ -48,7 +48,7 @@ from .._cdk.durations import Span
 from .._cdk.nag import acknowledge_wildcard_resources
 from .._cdk.validation import check_at_least, whole_seconds
 from ..errors import Problems, checked_props
-from .constants import KEDA_API_VERSION, LWS_API_VERSION, QUEUE_DEPTH_RULE
+from .constants import KEDA_API_VERSION, LWS_API_VERSION, QUEUE_DEPTH_RULE, REQUESTS_RUNNING_RULE
 from .multi_node_manifests import (
     NLB_DEREGISTRATION_DELAY_SECONDS,
     NLB_HEALTH_CHECK_INTERVAL_SECONDS,
@@ -58,7 +58,7 @@ from .multi_node_service import VllmMultiNodeService
 from .node_readiness import group_budget
 from .observability import VllmObservability
 from .prefix_routing import PROXY_IMAGE
-from .wake_proxy import WakeProxyDeployment
+from .wake_proxy import WAKE_PROXY_TIMEOUT_MARGIN_SECONDS, WakeProxyDeployment
 
 __all__ = [
     "ScaleToZero",
@@ -69,6 +69,10 @@ __all__ = [
     "default_load_balancer_prefix",
 ]
 
+#: The running-requests trigger's threshold (``_running_trigger``): above the running requests
+#: of any fleet (vLLM's ``max_num_seqs`` is at most a few thousand a replica), so it asks for
+#: one replica at most.
+RUNNING_TRIGGER_THRESHOLD = 1_000_000
 #: ``longest_request``'s default: 5 minutes.
 _LONGEST_REQUEST = Span.of_seconds(300)
 #: ``ScaleToZero.max_first_request_wait``'s default: 1 hour.
@@ -524,7 +528,8 @@ class VllmReplicaAutoscaling(Construct):
             namespace=service.namespace,
             leader_labels=tuple(service.workload.leader_labels().items()),
             vpc_cidr=service.vpc_cidr,
-            longest_request_seconds=whole_seconds(self.longest_request, _LONGEST_REQUEST),
+            longest_request_seconds=whole_seconds(self.longest_request, _LONGEST_REQUEST)
+            + WAKE_PROXY_TIMEOUT_MARGIN_SECONDS,
             pre_stop_seconds=self.drain["pre_stop_seconds"],
             grace_seconds=self.drain["grace_seconds"],
             image=wake.image,
@@ -574,6 +579,30 @@ class VllmReplicaAutoscaling(Construct):
             ["*"],
             "cloudwatch:GetMetricData supports no resource-level permissions",
         )
+
+    def _running_trigger(self, name: str) -> dict[str, Any]:
+        """Keeps a service scaled to zero from going while a request runs.
+
+        Queue depth is 0 and ``NewFlowCount`` is 0 for a client that sends one request after
+        another over kept-alive connections: without this trigger, such a service would go to
+        zero under its running requests. KEDA's scaler is active while the query's value is
+        above ``activationThreshold`` (default 0; https://keda.sh/docs/2.17/concepts/scaling-deployments/#activating-and-scaling-thresholds),
+        and the HPA asks for ``ceil(value / threshold)`` replicas from it (``AverageValue``;
+        https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#algorithm-details):
+        with ``RUNNING_TRIGGER_THRESHOLD`` above any running count it asks for 1 at most, so
+        queue depth alone scales beyond one replica."""
+        return {
+            "type": "prometheus",
+            "metadata": {
+                "serverAddress": self.observability.server_address,
+                "query": REQUESTS_RUNNING_RULE,
+                "threshold": str(RUNNING_TRIGGER_THRESHOLD),
+                "activationThreshold": "0",
+                "awsRegion": Aws.REGION,
+                "identityOwner": "operator",
+            },
+            "authenticationRef": {"name": f"{name}-amp"},
+        }
 
     def _wake_triggers(self) -> list[dict[str, Any]]:
         """The wake's trigger: ``NewFlowCount`` of the NLB (``WakeOnConnect``), or the
@@ -753,6 +782,7 @@ class VllmReplicaAutoscaling(Construct):
                             "authenticationRef": {"name": f"{name}-amp"},
                         },
                         *(self._wake_triggers() if self.wake is not None else []),
+                        *([self._running_trigger(name)] if self.wake is not None else []),
                     ],
                 },
             },

@@ -39,7 +39,8 @@ What it deploys (on the system nodes, none on the GPU groups):
 
 nginx's own configuration: ``proxy_timeout`` (the longest silence between two reads or
 writes before the connection is closed, default 10 minutes) is the service's
-``longest_request`` (a non-streamed generation writes nothing until it ends), and
+``longest_request`` plus ``WAKE_PROXY_TIMEOUT_MARGIN_SECONDS`` (a non-streamed generation
+writes nothing until it ends), and
 ``proxy_connect_timeout`` is short (``WAKE_PROXY_CONNECT_TIMEOUT_SECONDS``): an in-cluster
 connect to a running leader takes milliseconds, and a client's first attempt at zero is
 answered by a close, not a hang. The proxy resolves the ClusterIP Service's name when it
@@ -52,12 +53,19 @@ packages' configure arguments), so the pods' configuration loads no module. ASSU
 in the image here (no registry access); Debian's nginx, which the tests run, has stream as a
 dynamic module (``libnginx-mod-stream``), so only the tests' copy says ``load_module``.
 
-Drain-safe scale-in still holds through the proxy: a terminating leader's endpoint turns
+Drain-safe scale-in through the proxy: a terminating leader's endpoint turns
 ``ready: false`` (``serving`` while its probe passes, ``terminating: true``; "EndpointSlices",
 https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/#conditions), so
-kube-proxy sends it no new connection, while the connections the proxy opened before keep
-going to it; the leader's preStop sleep (``multi_node_manifests.drain_before_stop``) keeps it
-serving them for longer than ``longest_request``.
+while another leader is ready kube-proxy sends it no new connection, while the connections
+the proxy opened before keep going to it; the leader's preStop sleep
+(``multi_node_manifests.drain_before_stop``) keeps it serving them for longer than
+``longest_request``. Not for the last leader (1 -> 0): with no ready endpoint, kube-proxy
+sends new connections to serving-terminating ones (kubernetes/kubernetes
+``pkg/proxy/topology.go``, ``CategorizeEndpoints``), so a request that arrives during the
+last leader's preStop is accepted and may be cut at its end; its new flow wakes the service
+again, and the client retries within the first-request wait. Scale-in to zero happens only
+after ``idle_after`` with no flow, no queued and no running request (``_running_trigger``
+in ``replica_autoscaling``), which makes that rare, not impossible.
 
 Cost: two small pods (``WAKE_PROXY_RESOURCES``) on the system nodes, always on, and one
 in-cluster TCP hop.
@@ -98,6 +106,11 @@ WAKE_PROXY_HEALTH_PORT = 8081
 WAKE_PROXY_REPLICAS = 2
 #: How long the proxy waits for a leader to accept (in-cluster: milliseconds when one runs).
 WAKE_PROXY_CONNECT_TIMEOUT_SECONDS = 5
+#: ``proxy_timeout`` is ``longest_request`` plus this, so a non-streamed request at the limit
+#: is not cut by the proxy; with ``longest_request`` at most the NLB's 300 s deregistration
+#: delay, it stays below the NLB's 350 s TCP idle timeout ("Network Load Balancers", idle
+#: timeout, https://docs.aws.amazon.com/elasticloadbalancing/latest/network/network-load-balancers.html#connection-idle-timeout).
+WAKE_PROXY_TIMEOUT_MARGIN_SECONDS = 30
 #: Each proxy pod's requests and limits: one nginx worker relaying bytes.
 WAKE_PROXY_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
 _CONFIG_MOUNT = "/etc/wake-proxy"

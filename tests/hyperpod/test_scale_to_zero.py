@@ -4,6 +4,8 @@ proxy (the reference) or on a schedule, with a bounded wake."""
 from __future__ import annotations
 
 import json
+import math
+import re
 
 import jsonschema
 import pytest
@@ -13,6 +15,7 @@ from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.constants import (
     KEDA_API_VERSION,
     KEDA_CHART,
+    REQUESTS_RUNNING_RULE,
     ROLE_LABEL,
     SYSTEM_NODE_ROLE,
     VLLM_API_PORT,
@@ -76,8 +79,8 @@ def _wake_objects(template: dict) -> dict[tuple[str, str], dict]:
 def test_the_last_replica_may_go_and_a_connection_wakes_it(zero_template):
     spec = _scaled_object(zero_template)["spec"]
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 2)
-    queue, wake = spec["triggers"]
-    assert queue["type"] == "prometheus"
+    queue, wake, running = spec["triggers"]
+    assert queue["type"] == "prometheus" and running["type"] == "prometheus"
     meta = wake["metadata"]
     assert wake["type"] == "aws-cloudwatch"
     assert (meta["namespace"], meta["metricName"], meta["dimensionName"]) == (
@@ -239,7 +242,9 @@ def test_the_wake_trigger_keeps_keda_s_own_parsing_rules(zero_template):
     statistics = (
         botocore.session.get_session().get_service_model("cloudwatch").shape_for("Statistic").enum
     )
-    for trigger in _scaled_object(zero_template)["spec"]["triggers"][1:]:
+    for trigger in _scaled_object(zero_template)["spec"]["triggers"]:
+        if trigger["type"] != "aws-cloudwatch":
+            continue
         meta = trigger["metadata"]
         period, window = int(meta["metricStatPeriod"]), int(meta["metricCollectionTime"])
         assert period in (1, 5, 10, 30) or period % 60 == 0
@@ -738,3 +743,39 @@ def test_promtool_fires_the_wake_alarm_only_for_demand_without_a_replica(zero_ap
             case([{"series": active, "values": "0x120"}], fires=False),
         ],
     )
+
+
+def test_a_running_request_keeps_the_last_replica(zero_template):
+    """A client sending request after request over kept-alive connections makes no new flow
+    and queues nothing: the running-requests trigger keeps the service active (KEDA:
+    active while the value is above ``activationThreshold``), and asks for one replica at
+    most (``ceil(running / threshold)``), for either wake."""
+    triggers = _scaled_object(zero_template)["spec"]["triggers"]
+    (running,) = [
+        t
+        for t in triggers
+        if t["type"] == "prometheus" and t["metadata"]["query"] != "vllm:requests_waiting"
+    ]
+    meta = running["metadata"]
+    assert meta["query"] == REQUESTS_RUNNING_RULE and meta["activationThreshold"] == "0"
+    most_running = 4096 * 2  # far above vLLM's max_num_seqs a replica, at max_replicas 2
+    assert math.ceil(most_running / float(meta["threshold"])) == 1
+    (queue,) = [t for t in triggers if t["metadata"].get("query") == "vllm:requests_waiting"]
+    assert {
+        k: v for k, v in meta.items() if k not in ("query", "threshold", "activationThreshold")
+    } == {k: v for k, v in queue["metadata"].items() if k not in ("query", "threshold")}
+    rules = json.dumps(resources_of_type(zero_template, "AWS::APS::RuleGroupsNamespace"))
+    assert f"record: {REQUESTS_RUNNING_RULE}" in rules  # the workspace records it
+    scheduled = _scaling(min_replicas=0, max_replicas=2, scale_to_zero=ScaleToZero(wake=_SCHEDULE))
+    (_, scaled) = scheduled.keda_objects()
+    assert [t["type"] for t in scaled["spec"]["triggers"]] == ["prometheus", "cron", "prometheus"]
+
+
+def test_the_proxy_outlasts_the_longest_request_within_the_nlb_s_idle_timeout(zero_template):
+    """nginx closes a connection silent for ``proxy_timeout``: a non-streamed request at
+    ``longest_request`` (300 s, the default) must not be cut by it, and the NLB's TCP idle
+    timeout (350 s) must not cut it first."""
+    (config_map,) = [o for o in _wake_objects(zero_template).values() if o["kind"] == "ConfigMap"]
+    (config,) = config_map["data"].values()
+    seconds = int(re.search(r"proxy_timeout (\d+)s;", config).group(1))
+    assert 300 < seconds < 350
