@@ -69,9 +69,9 @@ __all__ = [
     "default_load_balancer_prefix",
 ]
 
-#: The running-requests trigger's threshold (``_running_trigger``): above the running requests
-#: of any fleet (vLLM's ``max_num_seqs`` is at most a few thousand a replica), so it asks for
-#: one replica at most.
+#: The running-requests trigger's threshold (``_running_trigger``): the trigger asks for
+#: ``ceil(running / threshold)`` replicas, so it asks for a second replica only once a million
+#: requests run at once; queue depth, not this trigger, scales beyond one replica.
 RUNNING_TRIGGER_THRESHOLD = 1_000_000
 #: ``longest_request``'s default: 5 minutes.
 _LONGEST_REQUEST = Span.of_seconds(300)
@@ -591,13 +591,22 @@ class VllmReplicaAutoscaling(Construct):
         https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#algorithm-details):
         with ``RUNNING_TRIGGER_THRESHOLD`` above any running count it asks for 1 at most, so
         queue depth alone scales beyond one replica."""
+        return self._prometheus_trigger(
+            name, REQUESTS_RUNNING_RULE, RUNNING_TRIGGER_THRESHOLD, activationThreshold="0"
+        )
+
+    def _prometheus_trigger(
+        self, name: str, query: str, threshold: int, **extra: str
+    ) -> dict[str, Any]:
+        """A KEDA ``prometheus`` trigger on this service's AMP workspace, signed with the
+        operator's Pod Identity (``<name>-amp`` TriggerAuthentication)."""
         return {
             "type": "prometheus",
             "metadata": {
                 "serverAddress": self.observability.server_address,
-                "query": REQUESTS_RUNNING_RULE,
-                "threshold": str(RUNNING_TRIGGER_THRESHOLD),
-                "activationThreshold": "0",
+                "query": query,
+                "threshold": str(threshold),
+                **extra,
                 "awsRegion": Aws.REGION,
                 "identityOwner": "operator",
             },
@@ -770,17 +779,7 @@ class VllmReplicaAutoscaling(Construct):
                         }
                     },
                     "triggers": [
-                        {
-                            "type": "prometheus",
-                            "metadata": {
-                                "serverAddress": self.observability.server_address,
-                                "query": QUEUE_DEPTH_RULE,
-                                "threshold": str(self.threshold),
-                                "awsRegion": Aws.REGION,
-                                "identityOwner": "operator",
-                            },
-                            "authenticationRef": {"name": f"{name}-amp"},
-                        },
+                        self._prometheus_trigger(name, QUEUE_DEPTH_RULE, self.threshold),
                         *(self._wake_triggers() if self.wake is not None else []),
                         *([self._running_trigger(name)] if self.wake is not None else []),
                     ],

@@ -758,7 +758,7 @@ def test_a_running_request_keeps_the_last_replica(zero_template):
     ]
     meta = running["metadata"]
     assert meta["query"] == REQUESTS_RUNNING_RULE and meta["activationThreshold"] == "0"
-    most_running = 4096 * 2  # far above vLLM's max_num_seqs a replica, at max_replicas 2
+    most_running = 4096 * 2  # an illustrative busy fleet of 2 replicas
     assert math.ceil(most_running / float(meta["threshold"])) == 1
     (queue,) = [t for t in triggers if t["metadata"].get("query") == "vllm:requests_waiting"]
     assert {
