@@ -47,7 +47,9 @@ def warn_if_tag_only(
 _REFERENCE = re.compile(
     r"^(?:(?P<registry>[^/]+)/)?(?P<repository>[^:@]+)(?::(?P<tag>[\w][\w.-]*))?$"
 )
-_ECR_REGISTRY = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.")
+#: A private Amazon ECR registry host, ``<account>.dkr.ecr.<region>.<domain>`` (the domain
+#: may be a deploy-time ``AWS::URLSuffix``): also read by ``hyperpod.node_image_pulls``.
+ECR_REGISTRY = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.")
 
 
 def how_to_pin(image_uri: str) -> str:
@@ -67,7 +69,7 @@ def how_to_pin(image_uri: str) -> str:
     )
     if registry and "." not in registry and ":" not in registry and registry != "localhost":
         registry, repository = "", f"{registry}/{repository}"  # docker.io/<user>/<name>
-    ecr_registry = _ECR_REGISTRY.match(registry)
+    ecr_registry = ECR_REGISTRY.match(registry)
     if ecr_registry:
         # The registry's domain may be a deploy-time value (``AWS::URLSuffix``): no crane then.
         # Read from the text (a string token is ``${Token[...]}``, the CDK guide's "Tokens and

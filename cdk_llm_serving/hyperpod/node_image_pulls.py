@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from importlib import resources
 from typing import TypedDict, cast
 
 from .._partitions import partition_of_region
-from ..model_sources import ContainerImage
+from ..model_sources import ECR_REGISTRY, ContainerImage
 
 __all__ = [
     "PULL_ACTIONS",
@@ -46,9 +45,6 @@ PULL_ACTIONS = (
     "ecr:BatchGetImage",
     "ecr:GetDownloadUrlForLayer",
 )
-_HOST = re.compile(
-    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.(?:com|com\.cn|eu)$"
-)
 
 
 class _Registries(TypedDict):
@@ -65,7 +61,7 @@ def _registries() -> _Registries:
 
 
 def _arn(host: str, repository: str) -> str:
-    match = _HOST.match(host)
+    match = ECR_REGISTRY.match(host)
     assert match, host  # the data file's hosts (test_node_image_pulls)
     region = match["region"]
     partition = partition_of_region(region) or "aws"

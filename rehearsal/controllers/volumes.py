@@ -66,6 +66,27 @@ def _has_daemon(world: World, annotation: str, value: str) -> bool:
     )
 
 
+def admission_problem(world: World, pod: PodState) -> Finding | None:
+    """Why the API server rejects a LeaderWorkerSet pod before any volume mounts: the
+    ServiceAccount admission controller refuses a pod whose account does not exist
+    (``SERVICE_ACCOUNT_SOURCE``). Played for the serving pods, whose accounts the library
+    names (the leader's and the workers', issue 32)."""
+    account = pod.spec.get("serviceAccountName")
+    namespace = pod.key[1]
+    if (
+        pod.owner[0] != "LeaderWorkerSet"
+        or account in (None, "default")
+        or world.get("ServiceAccount", namespace, str(account)) is not None
+    ):
+        return None
+    return _pod_finding(
+        pod,
+        "pod.service-account-missing",
+        f"ServiceAccount {namespace}/{account} does not exist: the pod is rejected",
+        SERVICE_ACCOUNT_SOURCE,
+    )
+
+
 def _pod_finding(pod: PodState, rule: str, message: str, source: str) -> Finding:
     return Finding(rule, f"Pod {pod.key[1]}/{pod.key[2]}", message, source)
 
@@ -77,18 +98,9 @@ def mount(
     (keep-going mode, after the finding is reported) skips the node-plugin checks."""
     namespace, node = pod.key[1], str(pod.node)
     volumes: dict[str, dict[str, bytes]] = {}
-    account = pod.spec.get("serviceAccountName")
-    if (
-        pod.owner[0] == "LeaderWorkerSet"
-        and account not in (None, "default")
-        and world.get("ServiceAccount", namespace, str(account)) is None
-    ):
-        # The ServiceAccount admission controller rejects a pod whose account does not exist.
-        return volumes, _pod_finding(
-            pod, "pod.service-account-missing",
-            f"ServiceAccount {namespace}/{account} does not exist: the pod is rejected",
-            SERVICE_ACCOUNT_SOURCE,
-        )  # fmt: skip
+    rejected = admission_problem(world, pod)
+    if rejected is not None:
+        return volumes, rejected
     for volume in pod.spec.get("volumes") or []:
         name = volume["name"]
         if "emptyDir" in volume:
