@@ -24,12 +24,12 @@ from cdk_llm_serving.hyperpod.inference_features import (
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.multi_node_service import VllmMultiNodeService
-from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
+from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoScaling
 from cdk_llm_serving.hyperpod.observability import VllmObservability
 from cdk_llm_serving.hyperpod.prefix_routing import PrefixRouting
 from cdk_llm_serving.hyperpod.replica_autoscaling import (
     ScaleToZero,
-    VllmReplicaAutoscaling,
+    VllmReplicaAutoScaling,
     WakeOnConnect,
 )
 from cdk_llm_serving.hyperpod.tiered_storage import TieredStorage
@@ -176,7 +176,7 @@ class HyperPodReferenceStack(Stack):
             ),
             # In EKS standard support to 2027-03-27; the default, 1.33, costs extended support.
             kubernetes_version="1.35",
-            node_autoscaling=NodeAutoscaling() if scaled else None,
+            node_autoscaling=NodeAutoScaling() if scaled else None,
         )
         chart = (
             HelmChartSource.from_directory(settings.hyperpod_chart_dir)
@@ -236,7 +236,7 @@ class HyperPodReferenceStack(Stack):
         self.observability = VllmObservability(self, "Observability", service=self.service)
         self.dashboard = VllmDashboard(self, "Dashboard", observability=self.observability)
         if settings.max_replicas > settings.replicas:
-            self.autoscaling = VllmReplicaAutoscaling(
+            self.autoscaling = VllmReplicaAutoScaling(
                 self,
                 "ReplicaAutoscaling",
                 service=self.service,

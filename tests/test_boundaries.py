@@ -10,7 +10,7 @@ from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.node_readiness import group_budget, wait_budget
 from cdk_llm_serving.planning import PlanningError, plan
 from cdk_llm_serving.planning.objective import Objective
-from cdk_llm_serving.sagemaker.fleet_utilization import (
+from cdk_llm_serving.core.fleet_utilization import (
     PoolCapacity,
     fleet_utilization_queries,
     weighted_backlog_queries,

@@ -114,6 +114,21 @@ def test_constructs_never_import_ops():
             assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}"
 
 
+def test_each_serving_path_imports_only_the_shared_core():
+    """``hyperpod/`` imports nothing from ``sagemaker/`` (nor the reverse), and ``core/``
+    imports neither path: the shared endpoint code lives in ``core/``."""
+    forbidden = {"hyperpod": "sagemaker", "sagemaker": "hyperpod", "core": ("sagemaker", "hyperpod")}
+    for subpackage, others in forbidden.items():
+        for path in (PACKAGE / subpackage).rglob("*.py"):
+            bad = [
+                name
+                for name in _imports(path)
+                for other in ((others,) if isinstance(others, str) else others)
+                if name.startswith(f"cdk_llm_serving.{other}")
+            ]
+            assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
 def test_no_function_level_imports_inside_the_package():
     """The package's own modules are imported at module level: no cycle hides in a function.
     (The CLI loads its boto3-backed commands lazily, which keeps ``plan`` fast.)"""

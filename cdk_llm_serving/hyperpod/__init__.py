@@ -4,7 +4,7 @@
 ``HyperPodServingAddons`` (device plugins, LeaderWorkerSet, load balancer controller, and
 once per cluster KEDA and the metrics scraper's cluster role),
 ``FsxModelStore`` (weights on FSx for Lustre), ``VllmMultiNodeService`` (multi-node vLLM),
-``VllmObservability``, ``VllmDashboard`` and ``VllmReplicaAutoscaling``; for models that fit
+``VllmObservability``, ``VllmDashboard`` and ``VllmReplicaAutoScaling``; for models that fit
 one node, ``HyperPodInferenceEndpoint`` through AWS's inference operator
 (``HyperPodInferenceOperator``, installed once per cluster). The serving
 constructs take ``IHyperPodCluster``: a ``HyperPodEksCluster`` or
@@ -20,7 +20,7 @@ from .addons import HelmChartSource, HyperPodServingAddons, KedaInstallation
 from .capacity import GpuNodeLedger
 from .cluster import HyperPodEksCluster
 from .dashboard import VllmDashboard
-from .inference_dashboard import InferenceEndpointAlerts, InferenceEndpointDashboard
+from .inference_dashboard import InferenceEndpointAlarms, InferenceEndpointDashboard
 from .inference_endpoint import HyperPodInferenceEndpoint, InferenceAutoScaling
 from .inference_features import (
     InferenceKvCache,
@@ -37,13 +37,13 @@ from .model_store import FsxModelStore
 from .multi_node_manifests import MultiNodeWorkload
 from .multi_node_placement import MultiNodePlacement
 from .multi_node_service import Exposure, VllmMultiNodeService
-from .node_autoscaling import NodeAutoscaling
+from .node_autoscaling import NodeAutoScaling
 from .node_readiness import HyperPodNodesReady
 from .observability import VllmObservability
 from .prefix_routing import PrefixRouting, RouterPolicy
 from .replica_autoscaling import (
     ScaleToZero,
-    VllmReplicaAutoscaling,
+    VllmReplicaAutoScaling,
     WakeOnConnect,
     WakeSchedule,
     WakeTime,
@@ -63,7 +63,7 @@ __all__ = [
     "HyperPodServingAddons",
     "IHyperPodCluster",
     "InferenceAutoScaling",
-    "InferenceEndpointAlerts",
+    "InferenceEndpointAlarms",
     "InferenceEndpointDashboard",
     "InferenceKvCache",
     "InferencePrefillDecode",
@@ -74,7 +74,7 @@ __all__ = [
     "KvCacheL2Backend",
     "MultiNodePlacement",
     "MultiNodeWorkload",
-    "NodeAutoscaling",
+    "NodeAutoScaling",
     "PrefixRouting",
     "RouterPolicy",
     "RoutingStrategy",
@@ -83,7 +83,7 @@ __all__ = [
     "VllmDashboard",
     "VllmMultiNodeService",
     "VllmObservability",
-    "VllmReplicaAutoscaling",
+    "VllmReplicaAutoScaling",
     "WakeOnConnect",
     "WakeSchedule",
     "WakeTime",

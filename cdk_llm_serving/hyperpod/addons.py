@@ -14,7 +14,7 @@
 * AWS Load Balancer Controller (internal NLB/ALB for the serving endpoint), pinned.
 * Cluster-wide pieces that services request and that exist once per cluster, however many
   services use them: KEDA with its operator's Pod Identity (``enable_keda``, for
-  ``VllmReplicaAutoscaling``) and the Amazon Managed Prometheus scraper's ClusterRole and
+  ``VllmReplicaAutoScaling``) and the Amazon Managed Prometheus scraper's ClusterRole and
   binding (``enable_scraper_access``, for ``VllmObservability``), and cert-manager
   (``enable_cert_manager``: the multi-node service's TLS certificates and the inference
   operator both need it; two installations of one add-on on a cluster are refused by EKS).
@@ -240,7 +240,7 @@ class HyperPodServingAddons(Construct):
         role to one namespace/service account, https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html;
         a second is refused with ResourceInUseException, EKS API reference
         CreatePodIdentityAssociation), and the chart's CRDs and namespace exist once per
-        cluster: every ``VllmReplicaAutoscaling`` shares these.
+        cluster: every ``VllmReplicaAutoScaling`` shares these.
         """
         if self._keda is None:
             self._keda = self._render_keda()

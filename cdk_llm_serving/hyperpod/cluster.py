@@ -67,7 +67,7 @@ from .constants import (
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 from .kubernetes_version import KubernetesVersion
-from .node_autoscaling import AUTOSCALER_ACTIONS, NodeAutoscaling, validate_autoscaled_groups
+from .node_autoscaling import AUTOSCALER_ACTIONS, NodeAutoScaling, validate_autoscaled_groups
 from .node_image_pulls import PULL_ACTIONS, addon_registry_arn, is_ecr_like, repository_arn_of
 from .node_readiness import HyperPodNodesReady
 from .tiered_storage import TieredStorage
@@ -348,7 +348,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         gpu_availability_zone_id: str | None = None,
         gpu_subnet_cidr: str | None = None,
         tiered_storage: TieredStorage | None = None,
-        node_autoscaling: NodeAutoscaling | None = None,
+        node_autoscaling: NodeAutoScaling | None = None,
     ) -> None:
         super().__init__(scope, id)
         check_template_limits(self)
@@ -499,7 +499,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         *,
         cluster_name: str | None = None,
         addons: Mapping[str, str | None] | None = None,
-        node_autoscaling: NodeAutoscaling | None = None,
+        node_autoscaling: NodeAutoScaling | None = None,
     ) -> KubernetesVersion:
         """Every input's problems at once; the Kubernetes version, typed."""
         problems = Problems(f"HyperPodEksCluster '{self.node.path}'")

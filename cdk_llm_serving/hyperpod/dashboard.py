@@ -44,7 +44,7 @@ from .observability import (
 )
 
 if TYPE_CHECKING:
-    from .replica_autoscaling import VllmReplicaAutoscaling
+    from .replica_autoscaling import VllmReplicaAutoScaling
 
 WIDGET_CODE = Path(__file__).parents[1] / "_cdk" / "assets" / "amp_widget"
 
@@ -128,7 +128,7 @@ class VllmDashboard(Construct):
             self, observability.workspace, "Draws vLLM SLO charts from Amazon Managed Prometheus"
         )
 
-    def add_scaling_panels(self, autoscaling: VllmReplicaAutoscaling) -> None:
+    def add_scaling_panels(self, autoscaling: VllmReplicaAutoScaling) -> None:
         """Serving, asked-for and pending replicas of ``autoscaling`` and the alarm on pending
         replicas (``node_panels``); the rules live in this dashboard's workspace."""
         #: The scaling rules and alarm (``node_panels.scaling_rule_groups``).

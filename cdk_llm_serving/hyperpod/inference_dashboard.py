@@ -35,7 +35,7 @@ pinned vLLM (0.32.0) registers them (prometheus_client adds ``_total`` to counte
   required tokens" falls back to local recompute); ``vllm:nixl_num_failed_transfers`` and
   ``vllm:nixl_xfer_time_seconds`` (nixl/stats.py): failed transfers and their duration.
 
-``InferenceEndpointAlerts`` puts Prometheus alerting rules for the endpoint in the same
+``InferenceEndpointAlarms`` puts Prometheus alerting rules for the endpoint in the same
 workspace, one or more per path: the colocated workers' queue; under P/D the prefill queue, the
 decode queue, the decode pods' KV cache and failed KV transfers; with a KV-cache tier, a tier
 that answers no lookup. The workspace's alert manager routes them (``VllmObservability``'s
@@ -62,7 +62,7 @@ from ..sagemaker.dashboard import pools_row
 from .dashboard import promql_widget_function
 from .inference_endpoint import HyperPodInferenceEndpoint
 
-__all__ = ["InferenceEndpointAlerts", "InferenceEndpointDashboard"]
+__all__ = ["InferenceEndpointAlarms", "InferenceEndpointDashboard"]
 
 #: The roles' pods under P/D. ASSUMED (see the module doc): each role's pod names carry the role.
 ROLES = ("prefill", "decode")
@@ -159,7 +159,7 @@ def cache_panels(endpoint: HyperPodInferenceEndpoint) -> list[CachePanel]:
     return panels
 
 
-class InferenceEndpointAlerts(Construct):
+class InferenceEndpointAlarms(Construct):
     """Prometheus alerting rules of ``endpoint``'s paths in ``prometheus_workspace``.
 
     When to add it: with the workspace the operator's metrics reach (as for
@@ -200,7 +200,7 @@ class InferenceEndpointAlerts(Construct):
         kv_cache_saturation: float = 0.95,
     ) -> None:
         super().__init__(scope, id)
-        problems = Problems(f"InferenceEndpointAlerts '{self.node.path}'")
+        problems = Problems(f"InferenceEndpointAlarms '{self.node.path}'")
         if isinstance(max_waiting_requests, bool) or max_waiting_requests < 1:
             problems.add("max_waiting_requests", max_waiting_requests, "an integer of at least 1")
         if not 0 < kv_cache_saturation <= 1:

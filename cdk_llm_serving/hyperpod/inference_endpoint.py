@@ -52,7 +52,7 @@ from ..planning.instance_types import InstanceType
 from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import PlanningError
 from ..planning.sizing import plan as plan_layout
-from ..sagemaker.endpoint_api import EndpointApi
+from ..core.endpoint_api import EndpointApi
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import PoolVllmPlan, derive_pool_config, warn_tensor_parallel_cost

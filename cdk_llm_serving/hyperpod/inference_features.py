@@ -43,7 +43,7 @@ from typing import Any
 
 from ..errors import Problems
 from ..planning.instance_types import InstanceType
-from ..sagemaker.endpoint_metrics import metric_name_problem
+from ..core.endpoint_metrics import metric_name_problem
 
 __all__ = [
     "InferenceAutoScaling",

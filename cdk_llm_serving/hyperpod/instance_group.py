@@ -78,7 +78,7 @@ class HyperPodInstanceGroup:
         on GPU groups.
     :param training_plan_arn: run on reserved capacity of a SageMaker training plan.
     :param max_count: the most nodes the group may grow to under cluster node autoscaling
-        (``HyperPodEksCluster(node_autoscaling=NodeAutoscaling())``): HyperPod's managed
+        (``HyperPodEksCluster(node_autoscaling=NodeAutoScaling())``): HyperPod's managed
         Karpenter adds whole nodes for pending serving pods and removes empty ones, and
         ``count`` is then what the group is created with. AWS's advice is 0: "You must start
         with 0 nodes in your instance group and let Karpenter handle the autoscaling. If you

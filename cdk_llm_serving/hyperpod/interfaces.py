@@ -3,7 +3,7 @@
 ``HyperPodEksCluster`` implements it, and so does the object
 ``HyperPodEksCluster.from_cluster_attributes`` returns for a cluster this app did not
 create. ``HyperPodServingAddons``, ``FsxModelStore``, ``VllmMultiNodeService``,
-``VllmObservability`` and ``VllmReplicaAutoscaling`` take this interface.
+``VllmObservability`` and ``VllmReplicaAutoScaling`` take this interface.
 """
 
 from __future__ import annotations

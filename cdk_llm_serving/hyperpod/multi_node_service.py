@@ -205,7 +205,7 @@ class VllmMultiNodeService(Construct):
         (``"@cdk-llm-serving/hyperpod:multiNodePrefixRouting": true``) on at ``replicas`` > 1;
         otherwise off (one replica has nothing to choose from, and a stack made before the flag
         keeps its load balancer on the leaders). Give it explicitly when an autoscaler adds the
-        replicas (``VllmReplicaAutoscaling`` with ``replicas=1``).
+        replicas (``VllmReplicaAutoScaling`` with ``replicas=1``).
     :param quantization: Deprecated: use ``weight_format``.
     :param model_store: Deprecated: use ``weights`` (an ``FsxModelStore``).
     :param stream_from: Deprecated: use ``weights`` (a ``ModelData``).
@@ -476,7 +476,7 @@ class VllmMultiNodeService(Construct):
 
     def hand_replicas_to(self, autoscaler: Construct) -> None:
         """Leave ``spec.replicas`` out of the LeaderWorkerSet: ``autoscaler`` (e.g.
-        ``VllmReplicaAutoscaling``'s KEDA ScaledObject) sets it through the scale subresource.
+        ``VllmReplicaAutoScaling``'s KEDA ScaledObject) sets it through the scale subresource.
 
         A manifest that states ``replicas`` puts it back at every stack update (aws-cdk-lib's
         kubectl handler runs ``kubectl apply`` of the whole manifest on Update,

@@ -1,6 +1,6 @@
-"""``NodeAutoscaling``: GPU nodes follow the serving pods (HyperPod's managed Karpenter).
+"""``NodeAutoScaling``: GPU nodes follow the serving pods (HyperPod's managed Karpenter).
 
-With ``HyperPodEksCluster(node_autoscaling=NodeAutoscaling())`` the HyperPod cluster gets
+With ``HyperPodEksCluster(node_autoscaling=NodeAutoScaling())`` the HyperPod cluster gets
 ``AutoScaling: {Mode: Enable, AutoScalerType: Karpenter}`` and a ``ClusterRole`` HyperPod
 assumes to add and remove nodes (CloudFormation's ``AWS::SageMaker::Cluster`` schema as
 cfn-lint ships it; botocore's SageMaker model: the role "must have permissions for
@@ -57,7 +57,7 @@ from .instance_group import HyperPodInstanceGroup
 __all__ = [
     "HYPERPOD_NODE_CLASS_API_VERSION",
     "KARPENTER_NODE_POOL_API_VERSION",
-    "NodeAutoscaling",
+    "NodeAutoScaling",
 ]
 
 #: HyperPod's Karpenter node class (AWS docs, "Create a NodeClass").
@@ -82,7 +82,7 @@ _CONSOLIDATE_AFTER = Span.of_seconds(600)
 
 
 @dataclass(frozen=True)
-class NodeAutoscaling:
+class NodeAutoScaling:
     """Cluster node autoscaling with HyperPod's managed Karpenter (see the module doc).
 
     :param consolidate_after: how long a node stays empty (no serving pod) before Karpenter
@@ -207,7 +207,7 @@ def _gpus(group: HyperPodInstanceGroup) -> int:
 
 
 def validate_autoscaled_groups(
-    problems: Problems, groups: Sequence[HyperPodInstanceGroup], autoscaling: NodeAutoscaling | None
+    problems: Problems, groups: Sequence[HyperPodInstanceGroup], autoscaling: NodeAutoScaling | None
 ) -> None:
     """Autoscaled groups need cluster autoscaling, and cluster autoscaling an autoscaled group."""
     scaled = [group.name for group in groups if group.autoscaled]
@@ -216,13 +216,13 @@ def validate_autoscaled_groups(
             "node_autoscaling",
             None,
             f"instance groups {', '.join(repr(n) for n in scaled)} set max_count: give "
-            "node_autoscaling=NodeAutoscaling() so HyperPod's Karpenter can grow them",
+            "node_autoscaling=NodeAutoScaling() so HyperPod's Karpenter can grow them",
         )
     if autoscaling is not None:
         autoscaling.validate(problems, "node_autoscaling")
         if not scaled:
             problems.add(
                 "node_autoscaling",
-                "NodeAutoscaling(...)",
+                "NodeAutoScaling(...)",
                 "needs a GPU group that may grow: give one HyperPodInstanceGroup.gpu(..., max_count=N)",
             )

@@ -41,7 +41,7 @@ the ScaledObject asks for a replica: ``keda_scaler_active`` (1 active, 0 not; la
 kedacore/keda ``pkg/metricscollector/prommetrics.go``; "Integrate with Prometheus",
 https://keda.sh/docs/2.17/integrations/prometheus/), scraped by ``VllmObservability``'s
 ``keda-operator`` job. Demand (a trigger active: the wake schedule's window) with no replica
-serving for longer than the wake from zero (``VllmReplicaAutoscaling.wake``) means the woken
+serving for longer than the wake from zero (``VllmReplicaAutoScaling.wake``) means the woken
 replica found no nodes: capacity is scarce, or the group is at its ``max_count``.
 """
 
@@ -60,7 +60,7 @@ from .constants import QUEUE_DEPTH_RULE
 from .multi_node_manifests import NLB_HEALTH_CHECK_INTERVAL_SECONDS
 from .node_readiness import group_budget
 from .observability import _YAML_OPTIONS, KEDA_OPERATOR_JOB, KUBELET_JOB
-from .replica_autoscaling import IMAGE_PULL_SECONDS, WAKE_HEALTHY_THRESHOLD, VllmReplicaAutoscaling
+from .replica_autoscaling import IMAGE_PULL_SECONDS, WAKE_HEALTHY_THRESHOLD, VllmReplicaAutoScaling
 
 #: ``VllmDashboard.promql_widget``: (title, query, unit, threshold) -> a widget.
 PromqlWidget = Callable[[str, str, str, "float | None"], cloudwatch.IWidget]
@@ -85,7 +85,7 @@ _NODES_UP = f'up{{job="{KUBELET_JOB}"}} == 1'
 _UP = 'up{job="vllm"}'
 
 
-def scale_out_seconds(autoscaling: VllmReplicaAutoscaling) -> int:
+def scale_out_seconds(autoscaling: VllmReplicaAutoScaling) -> int:
     """How long one more replica takes to serve: its nodes, image, weights and engine, the
     health check (``ScaleToZero``'s wake figures, without the wake's detection)."""
     if autoscaling.wake is not None:
@@ -104,7 +104,7 @@ def scale_out_seconds(autoscaling: VllmReplicaAutoscaling) -> int:
     )
 
 
-def _recording_rules(autoscaling: VllmReplicaAutoscaling) -> list[dict[str, str]]:
+def _recording_rules(autoscaling: VllmReplicaAutoScaling) -> list[dict[str, str]]:
     low, high, threshold = (
         max(autoscaling.min_replicas, 1),
         autoscaling.max_replicas,
@@ -145,7 +145,7 @@ def _recording_rules(autoscaling: VllmReplicaAutoscaling) -> list[dict[str, str]
     return rules
 
 
-def _wake_alerts(autoscaling: VllmReplicaAutoscaling) -> list[dict[str, object]]:
+def _wake_alerts(autoscaling: VllmReplicaAutoScaling) -> list[dict[str, object]]:
     """``WAKE_ALERT``: a trigger asks for a replica and none serves, longer than the wake."""
     wake = autoscaling.wake
     if wake is None:
@@ -170,7 +170,7 @@ def _wake_alerts(autoscaling: VllmReplicaAutoscaling) -> list[dict[str, object]]
     ]
 
 
-def scaling_rule_groups(autoscaling: VllmReplicaAutoscaling) -> str:
+def scaling_rule_groups(autoscaling: VllmReplicaAutoScaling) -> str:
     """Recording rules for serving, desired and pending replicas, and the pending alarm."""
     name = autoscaling.service.name
     minutes = math.ceil(scale_out_seconds(autoscaling) / 60)
@@ -204,7 +204,7 @@ def add_scaling_panels(
     parent: Construct,
     board: cloudwatch.Dashboard,
     promql_widget: PromqlWidget,
-    autoscaling: VllmReplicaAutoscaling,
+    autoscaling: VllmReplicaAutoScaling,
 ) -> aps.CfnRuleGroupsNamespace:
     """The scaling rules and alarm in the workspace (under ``parent``), and their panels on
     ``board`` (drawn with ``promql_widget``, the dashboard's own)."""

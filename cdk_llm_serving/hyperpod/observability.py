@@ -203,7 +203,7 @@ class VllmObservability(Construct):
 
         CDK's grant adds the statement to the grantee's default (inline) policy; where inline
         policies are refused (HIPAA.Security ``IAMNoInlinePolicy``), attach
-        ``query_statement()`` in a managed policy instead, as ``VllmReplicaAutoscaling`` does
+        ``query_statement()`` in a managed policy instead, as ``VllmReplicaAutoScaling`` does
         for KEDA's operator role.
         """
         return iam.Grant.add_to_principal(

@@ -1,4 +1,4 @@
-"""``VllmReplicaAutoscaling``: more LeaderWorkerSet replicas when requests queue up.
+"""``VllmReplicaAutoScaling``: more LeaderWorkerSet replicas when requests queue up.
 
 KEDA scales the LeaderWorkerSet (it has a scale subresource) on the queue depth that
 ``VllmObservability`` records in Amazon Managed Prometheus: ``vllm:requests_waiting``
@@ -62,7 +62,7 @@ from .wake_proxy import WAKE_PROXY_TIMEOUT_MARGIN_SECONDS, WakeProxyDeployment
 
 __all__ = [
     "ScaleToZero",
-    "VllmReplicaAutoscaling",
+    "VllmReplicaAutoScaling",
     "WakeOnConnect",
     "WakeSchedule",
     "WakeTime",
@@ -163,7 +163,7 @@ class WakeSchedule:
     goes to zero once idle for ``ScaleToZero.idle_after``; a request then is refused, and
     nothing wakes the service before the next ``start`` (``WAKE_SOURCE``: no load-balancer
     metric is documented to count it). The first request is served
-    ``VllmReplicaAutoscaling.first_request_wait`` after ``start``: set ``start`` that much
+    ``VllmReplicaAutoScaling.first_request_wait`` after ``start``: set ``start`` that much
     before the hours clients expect.
 
     :param start: cron expression of the window's start, e.g. ``"0 7 * * 1-5"``.
@@ -220,7 +220,7 @@ class WakeOnConnect:
     between 0 and 1,
     https://keda.sh/docs/2.17/concepts/scaling-deployments/#activating-and-scaling-thresholds).
     No request is held: at zero the proxy closes the connection at once (no leader to dial),
-    and the client retries for ``VllmReplicaAutoscaling.first_request_wait``. Needs the AWS
+    and the client retries for ``VllmReplicaAutoScaling.first_request_wait``. Needs the AWS
     Load Balancer Controller; refused with ``routing`` (the router is already the NLB's
     always-on target, and its behaviour with no leader was not verified here).
 
@@ -274,7 +274,7 @@ class WakeOnConnect:
 
 @dataclass(frozen=True)
 class ScaleToZero:
-    """Let ``VllmReplicaAutoscaling(min_replicas=0)`` remove the last replica when idle.
+    """Let ``VllmReplicaAutoScaling(min_replicas=0)`` remove the last replica when idle.
 
     KEDA's queue-depth trigger reads a serving replica, so at zero replicas it cannot wake the
     service, and neither can an NLB whose target group is empty (``WAKE_SOURCE``). The wake is
@@ -285,7 +285,7 @@ class ScaleToZero:
     its own timeouts far below a GPU replica's cold start;
     https://keda.sh/http-add-on/0.14/user-guide/autoscale-an-app/). The price: no request is
     held. With ``WakeOnConnect`` a first client retries for
-    ``VllmReplicaAutoscaling.first_request_wait`` (also a stack output) and two small proxy
+    ``VllmReplicaAutoScaling.first_request_wait`` (also a stack output) and two small proxy
     pods run on the system nodes; with ``WakeSchedule`` a request outside the window is
     refused and the window's first requests wait ``first_request_wait`` after its start.
 
@@ -297,7 +297,7 @@ class ScaleToZero:
     :param idle_after: how long the service has no queued request (and, with
         ``WakeOnConnect``, no new connection; outside its window with ``WakeSchedule``) before
         its last replica goes (KEDA's ``cooldownPeriod``); its nodes go ``consolidate_after``
-        later (``NodeAutoscaling``). Idle GPU nodes cost their hourly price; a wake costs the
+        later (``NodeAutoScaling``). Idle GPU nodes cost their hourly price; a wake costs the
         first client ``first_request_wait``. Default: the wake time (so a service is never
         stopped for less time than it takes to start), at least 15 minutes.
     :param node_start: how long HyperPod takes to add the replica's nodes. Default: the
@@ -355,7 +355,7 @@ class ScaleToZero:
         )
 
 
-class VllmReplicaAutoscaling(Construct):
+class VllmReplicaAutoScaling(Construct):
     """Scale replicas of ``service`` between ``min_replicas`` and what the GPU group holds.
 
     :param service: the service to scale; its add-ons install KEDA once for all services.
@@ -634,7 +634,7 @@ class VllmReplicaAutoscaling(Construct):
         max_replicas: int,
         longest_request: Duration,
     ) -> None:
-        problems = Problems(f"VllmReplicaAutoscaling '{self.node.path}'")
+        problems = Problems(f"VllmReplicaAutoScaling '{self.node.path}'")
         if observability.service is not service:
             problems.add(
                 "observability",
@@ -695,7 +695,7 @@ class VllmReplicaAutoscaling(Construct):
                 "ScaleToZero(...)",
                 f"needs GPU group {service.group.name!r} to shrink to 0 nodes: give it "
                 "max_count (HyperPodInstanceGroup.gpu(..., count=0, max_count=N)) and the cluster "
-                "node_autoscaling=NodeAutoscaling(); else its nodes idle at 0 replicas",
+                "node_autoscaling=NodeAutoScaling(); else its nodes idle at 0 replicas",
             )
         elif service.group.count != 0:
             problems.add(

@@ -6,7 +6,7 @@ autoscaling, alarms, dashboards, inference components and safe updates.
 """
 
 from .alarms import PoolEndpointAlarms
-from .async_inference import AsyncInference
+from ..core.async_inference import AsyncInference
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .dashboard import PoolEndpointDashboard
 from .deployment import (
@@ -16,8 +16,8 @@ from .deployment import (
     RollingDeployment,
     TrafficShift,
 )
-from .endpoint_api import IPoolEndpoint
-from .endpoint_metrics import MetricOptions
+from ..core.endpoint_api import IPoolEndpoint
+from ..core.endpoint_metrics import MetricOptions
 from .endpoint_options import (
     InferenceComponentEndpointKeywords,
     PoolEndpointKeywords,
@@ -29,7 +29,7 @@ from .instance_pool import InstancePool
 from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
 from .staging_endpoints import EvalGate, StagingCopy, StagingEndpoints
-from .token_metrics import TokenMetricNames
+from ..core.token_metrics import TokenMetricNames
 from .update_rules import autoscaled_update_problems
 from .vllm_pool_endpoint import VllmPool, VllmPoolEndpoint
 

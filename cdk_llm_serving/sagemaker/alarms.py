@@ -14,10 +14,10 @@ from .._cdk.durations import Span, seconds
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
-from .endpoint_api import IPoolEndpoint
-from .endpoint_metrics import FIVE_MINUTES
-from .fleet_utilization import NAMESPACE
-from .token_metrics import TokenMetricNames, TokenQueries
+from ..core.endpoint_api import IPoolEndpoint
+from ..core.endpoint_metrics import FIVE_MINUTES
+from ..core.fleet_utilization import NAMESPACE
+from ..core.token_metrics import TokenMetricNames, TokenQueries
 
 #: The defaults, in plain seconds (``Span.of_seconds``: their answers need no kernel call).
 _DEFAULT_LATENCY_P99 = Span.of_seconds(60)

@@ -26,8 +26,8 @@ from constructs import Construct
 from .._cdk.durations import Span
 from .._cdk.validation import seconds_of
 from ..errors import Problems, checked_props
-from .async_inference import AsyncInference
-from .fleet_utilization import (
+from ..core.async_inference import AsyncInference
+from ..core.fleet_utilization import (
     MAX_ALARM_METRICS,
     MAX_WEIGHTED_POOLS,
     METRICS_PER_POOL,

@@ -14,19 +14,19 @@ from .._cdk.validation import is_unresolved
 from ..errors import Problems, checked_props
 from ..planning.instance_types import InstanceType
 from .alarms import alarms_made_for
-from .endpoint_api import EndpointApi, IPoolEndpoint
-from .endpoint_metrics import EndpointMetrics
-from .fleet_utilization import (
+from ..core.endpoint_api import EndpointApi, IPoolEndpoint
+from ..core.endpoint_metrics import EndpointMetrics
+from ..core.fleet_utilization import (
     CONCURRENCY_METRIC,
     CONCURRENCY_SAMPLE_SECONDS,
     NAMESPACE,
     MetricQuery,
     instance_count_expression,
 )
-from .graph_widget import GraphWidget, Line, expression_line, metric_line
-from .promql_charts import PromQLCharts
-from .token_metrics import TokenMetricNames, TokenQueries
-from .widget_grid import AlarmStatusCell, Cell, TextCell, WidgetGrid, dashboard_body
+from ..core.graph_widget import GraphWidget, Line, expression_line, metric_line
+from ..core.promql_charts import PromQLCharts
+from ..core.token_metrics import TokenMetricNames, TokenQueries
+from ..core.widget_grid import AlarmStatusCell, Cell, TextCell, WidgetGrid, dashboard_body
 
 _WIDTH = 24
 _SMALL = 4

@@ -16,7 +16,7 @@ from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_name, check_one_of, check_range, seconds_of
 from ..errors import Problems, check_keywords, check_types, typed_dict_keys
 from ..planning.catalog import Catalog
-from .async_inference import AsyncInference
+from ..core.async_inference import AsyncInference
 from .deployment import EndpointDeployment
 
 #: The two ``Duration`` defaults, in plain seconds (``Span.of_seconds``: read without the kernel).

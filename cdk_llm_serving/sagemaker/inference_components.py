@@ -26,7 +26,7 @@ from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
 from ._instance_facts import instance_spec
-from .endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
+from ..core.endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
 from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .pool_sizing import plan_one_instance
 from .serving_model import ServingModel, add_artifact_statements

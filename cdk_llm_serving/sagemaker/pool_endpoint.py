@@ -45,7 +45,7 @@ from .deployment import (
     outside_fleet_share,
     rolling_for_scarce_gpus,
 )
-from .endpoint_api import EndpointApi, IPoolEndpoint
+from ..core.endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import (
     PROVISION_TIMEOUT_DEFAULT,
     ROLLBACK_LATENCY_THRESHOLD_DEFAULT,
@@ -54,7 +54,7 @@ from .endpoint_options import (
     PoolEndpointOptions,
 )
 from .engine_batch import EngineBatch, batch_of_environment, vllm_default_max_num_seqs
-from .fleet_utilization import (
+from ..core.fleet_utilization import (
     MetricQuery,
     PoolCapacity,
     concurrency_sample_seconds,

@@ -41,7 +41,7 @@ from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import Goal, PoolVllmPlan, derive_pool_config, warn_tensor_parallel_cost
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
-from .endpoint_api import EndpointApi, IPoolEndpoint
+from ..core.endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import PoolEndpointKeywords, PoolEndpointOptions
 from .engine_batch import EngineBatch, choose_batch
 from .instance_pool import InstancePool, hosting_instance_type

@@ -9,7 +9,7 @@ from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
 from cdk_llm_serving.hyperpod.observability import VllmObservability
-from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoScaling
 from tests.support.builders import new_stack
 from tests.support.hyperpod import deepseek_service, imported_cluster, small_cluster
 
@@ -104,7 +104,7 @@ def _autoscaled_pair(gpu_nodes: int, first_max: int | None = None):
         for i in range(2)
     ]
     scalings = [
-        VllmReplicaAutoscaling(
+        VllmReplicaAutoScaling(
             stack,
             f"Scale{i}",
             service=service,

@@ -11,7 +11,7 @@ from cdk_llm_serving.hyperpod._facts import chart_pins
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.constants import KEDA_CHART, KEDA_OPERATOR_ACCOUNT
 from cdk_llm_serving.hyperpod.observability import VllmObservability
-from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoScaling
 from tests.support import yaml_files
 from tests.support.builders import new_stack, template_of
 from tests.support.hyperpod import (
@@ -28,10 +28,10 @@ from tests.support.template_helpers import (
 )
 
 
-def _scaled_service(stack, cluster, addons, store, id: str, name: str) -> VllmReplicaAutoscaling:
+def _scaled_service(stack, cluster, addons, store, id: str, name: str) -> VllmReplicaAutoScaling:
     service = deepseek_service(stack, cluster, addons, store, id=id, replicas=1, name=name)
     observability = VllmObservability(stack, f"{id}Obs", service=service)
-    return VllmReplicaAutoscaling(
+    return VllmReplicaAutoScaling(
         stack,
         f"{id}Scale",
         service=service,

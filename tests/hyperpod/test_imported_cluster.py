@@ -10,7 +10,7 @@ from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
 from cdk_llm_serving.hyperpod.interfaces import IHyperPodCluster
 from cdk_llm_serving.hyperpod.observability import VllmObservability
-from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoScaling
 from tests.support.builders import new_stack, template_of
 from tests.support.hyperpod import deepseek_service, imported_cluster, model_store
 from tests.support.template_helpers import manifest_objects, resources_of_type
@@ -22,7 +22,7 @@ def test_a_service_deploys_onto_an_imported_cluster():
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster, load_balancer_controller=False)
     service = deepseek_service(stack, cluster, addons, model_store(stack, cluster))
     observability = VllmObservability(stack, "Obs", service=service)
-    VllmReplicaAutoscaling(
+    VllmReplicaAutoScaling(
         stack,
         "Scale",
         service=service,

@@ -1,4 +1,4 @@
-"""InferenceEndpointAlerts (#29): an alert per path of an operator endpoint (colocated workers;
+"""InferenceEndpointAlarms (#29): an alert per path of an operator endpoint (colocated workers;
 prefill pods, decode pods and the KV transfer under P/D; the tiered KV cache), on the series the
 pinned vLLM registers, each checked and unit-tested by promtool."""
 
@@ -15,7 +15,7 @@ from aws_cdk import aws_aps as aps
 from aws_cdk.assertions import Template
 
 from cdk_llm_serving.errors import ConfigurationError
-from cdk_llm_serving.hyperpod import InferenceEndpointAlerts
+from cdk_llm_serving.hyperpod import InferenceEndpointAlarms
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.inference_features import InferenceKvCache, InferencePrefillDecode
@@ -35,18 +35,18 @@ PD = InferencePrefillDecode(
 )
 
 
-def _alerts(**props) -> InferenceEndpointAlerts:
+def _alerts(**props) -> InferenceEndpointAlarms:
     stack = new_stack()
     cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     endpoint = gpt_oss_120b_endpoint(stack, addons, **props)
     workspace = aps.CfnWorkspace(stack, "Workspace")
-    return InferenceEndpointAlerts(
+    return InferenceEndpointAlarms(
         stack, "Alerts", endpoint=endpoint, prometheus_workspace=workspace
     )
 
 
-def _by_name(alerts: InferenceEndpointAlerts) -> dict[str, dict]:
+def _by_name(alerts: InferenceEndpointAlarms) -> dict[str, dict]:
     return {rule["alert"]: rule for rule in alerts.alerts()}
 
 
@@ -90,7 +90,7 @@ def test_bad_thresholds_are_refused_at_once():
         stack = new_stack()
         cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
         addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
-        InferenceEndpointAlerts(
+        InferenceEndpointAlarms(
             stack,
             "Alerts",
             endpoint=gpt_oss_120b_endpoint(stack, addons),

@@ -14,14 +14,14 @@ import pytest
 from aws_cdk import Duration, Stack
 
 from cdk_llm_serving import ConfigurationError
-from cdk_llm_serving.hyperpod import HyperPodEksCluster, HyperPodInstanceGroup, NodeAutoscaling
+from cdk_llm_serving.hyperpod import HyperPodEksCluster, HyperPodInstanceGroup, NodeAutoScaling
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.multi_node_manifests import (
     NLB_DEREGISTRATION_DELAY_SECONDS,
     NLB_HEALTH_CHECK_INTERVAL_SECONDS,
 )
 from cdk_llm_serving.hyperpod.observability import VllmObservability
-from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoScaling
 from tests.support import yaml_files
 from tests.support.builders import new_stack
 from tests.support.cfn_schemas import resource_schema
@@ -51,18 +51,18 @@ def _autoscaled(stack: Stack, max_count: int = 4) -> HyperPodEksCluster:
         "HyperPod",
         instance_groups=_groups(max_count),
         kubernetes_version="1.35",
-        node_autoscaling=NodeAutoscaling(),
+        node_autoscaling=NodeAutoScaling(),
     )
 
 
 @pytest.fixture(scope="module")
-def scaled() -> tuple[Stack, VllmReplicaAutoscaling, dict]:
-    stack = new_stack("NodeAutoscaling")
+def scaled() -> tuple[Stack, VllmReplicaAutoScaling, dict]:
+    stack = new_stack("NodeAutoScaling")
     cluster = _autoscaled(stack)
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     service = deepseek_service(stack, cluster, addons, model_store(stack, cluster))
     observability = VllmObservability(stack, "Obs", service=service)
-    scaling = VllmReplicaAutoscaling(
+    scaling = VllmReplicaAutoScaling(
         stack, "Scale", service=service, observability=observability, max_replicas=4
     )
     from aws_cdk import App
@@ -178,7 +178,7 @@ def test_max_replicas_may_exceed_today_s_nodes_up_to_max_count(scaled):
     service = deepseek_service(stack, cluster, addons, model_store(stack, cluster))
     observability = VllmObservability(stack, "Obs", service=service)
     with pytest.raises(ConfigurationError) as caught:
-        VllmReplicaAutoscaling(
+        VllmReplicaAutoScaling(
             stack, "Scale", service=service, observability=observability, max_replicas=3
         )
     assert "at its max_count" in str(caught.value)
@@ -257,7 +257,7 @@ def test_cluster_autoscaling_needs_a_group_that_may_grow():
             "HyperPod",
             instance_groups=_groups(None, count=2),
             kubernetes_version="1.35",
-            node_autoscaling=NodeAutoscaling(),
+            node_autoscaling=NodeAutoScaling(),
         )
     assert [p.property for p in caught.value.problems] == ["node_autoscaling"]
 
@@ -269,7 +269,7 @@ def test_a_request_longer_than_the_deregistration_delay_is_refused():
     service = deepseek_service(stack, cluster, addons, model_store(stack, cluster))
     observability = VllmObservability(stack, "Obs", service=service)
     with pytest.raises(ConfigurationError) as caught:
-        VllmReplicaAutoscaling(
+        VllmReplicaAutoScaling(
             stack,
             "Scale",
             service=service,

@@ -272,11 +272,11 @@ def test_zero_template_passes_cfn_lint(zero_template):
 
 
 def _scaling(*, lbc: bool = True, fixed_nodes: bool = False, **props):
-    """A VllmReplicaAutoscaling on a p5en group that node autoscaling grows from 0 (or, with
+    """A VllmReplicaAutoScaling on a p5en group that node autoscaling grows from 0 (or, with
     ``fixed_nodes``, on 2 fixed nodes)."""
     from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
     from cdk_llm_serving.hyperpod.observability import VllmObservability
-    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoScaling
     from tests.support.builders import new_stack
     from tests.support.hyperpod import deepseek_service, model_store, small_cluster
 
@@ -292,7 +292,7 @@ def _scaling(*, lbc: bool = True, fixed_nodes: bool = False, **props):
         store = model_store(stack, cluster)
     service = deepseek_service(stack, cluster, addons, store, routing=routing)
     observability = VllmObservability(stack, "Obs", service=service)
-    return VllmReplicaAutoscaling(
+    return VllmReplicaAutoScaling(
         stack, "Scale", service=service, observability=observability, **props
     )
 
@@ -300,7 +300,7 @@ def _scaling(*, lbc: bool = True, fixed_nodes: bool = False, **props):
 def _growing_cluster(stack):
     from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
     from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
-    from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoscaling
+    from cdk_llm_serving.hyperpod.node_autoscaling import NodeAutoScaling
 
     return HyperPodEksCluster(
         stack,
@@ -310,7 +310,7 @@ def _growing_cluster(stack):
             HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 0, max_count=3),
         ],
         kubernetes_version="1.35",
-        node_autoscaling=NodeAutoscaling(),
+        node_autoscaling=NodeAutoScaling(),
     )
 
 

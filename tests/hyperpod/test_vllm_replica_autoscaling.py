@@ -146,7 +146,7 @@ def test_scaled_template_passes_cfn_lint(scaled_hyperpod):
 
 def test_replicas_are_bounded_by_the_gpu_group():
     from cdk_llm_serving.hyperpod.observability import VllmObservability
-    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoScaling
     from tests.support.builders import new_stack
     from tests.support.hyperpod import deepseek_service, small_cluster
 
@@ -155,7 +155,7 @@ def test_replicas_are_bounded_by_the_gpu_group():
     service = deepseek_service(stack, cluster, addons, store)
     observability = VllmObservability(stack, "Obs", service=service)
     with pytest.raises(ConfigurationError) as caught:
-        VllmReplicaAutoscaling(
+        VllmReplicaAutoScaling(
             stack,
             "Scale",
             service=service,
@@ -172,7 +172,7 @@ def test_replicas_are_bounded_by_the_gpu_group():
 def test_observability_of_another_service_is_refused():
     """KEDA reads the queue depth the observability records: it must watch this service."""
     from cdk_llm_serving.hyperpod.observability import VllmObservability
-    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoScaling
     from tests.support.builders import new_stack
     from tests.support.hyperpod import deepseek_service, small_cluster
 
@@ -182,7 +182,7 @@ def test_observability_of_another_service_is_refused():
     second = deepseek_service(stack, cluster, addons, store, id="Second", name="second", replicas=1)
     watching_second = VllmObservability(stack, "Obs", service=second)
     with pytest.raises(ConfigurationError) as caught:
-        VllmReplicaAutoscaling(stack, "Scale", service=first, observability=watching_second)
+        VllmReplicaAutoScaling(stack, "Scale", service=first, observability=watching_second)
     assert [p.property for p in caught.value.problems] == ["observability"]
 
 
@@ -199,7 +199,7 @@ def test_a_rollout_at_the_maximum_that_has_no_room_to_surge_is_warned(gpu_count,
     """One node per replica, max 2: the group needs 3 nodes for a rollout at 2 replicas to
     surge; with fewer, LWS's surge replica stays Pending until KEDA scales below the maximum."""
     from cdk_llm_serving.hyperpod.observability import VllmObservability
-    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoscaling
+    from cdk_llm_serving.hyperpod.replica_autoscaling import VllmReplicaAutoScaling
     from tests.support.builders import new_stack
     from tests.support.hyperpod import deepseek_service, small_cluster
 
@@ -207,7 +207,7 @@ def test_a_rollout_at_the_maximum_that_has_no_room_to_surge_is_warned(gpu_count,
     cluster, addons, store = small_cluster(stack, gpu_count=gpu_count)
     service = deepseek_service(stack, cluster, addons, store)
     observability = VllmObservability(stack, "Obs", service=service)
-    VllmReplicaAutoscaling(
+    VllmReplicaAutoScaling(
         stack, "Scale", service=service, observability=observability, min_replicas=1, max_replicas=2
     )
     stalls = [w for w in _warning_ids(stack) if "has no room for the surge replica" in w]

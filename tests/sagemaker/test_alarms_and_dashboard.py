@@ -23,7 +23,7 @@ from cdk_llm_serving import (
     VllmConfig,
     VllmPoolEndpoint,
 )
-from cdk_llm_serving.sagemaker.promql_charts import CHART_CODE
+from cdk_llm_serving.core.promql_charts import CHART_CODE
 from tests.support.builders import IMAGE, new_stack, pool_endpoint, sized_pools, template_of
 from tests.support.linting import lint_template
 from tests.support.metric_math import evaluate_queries
@@ -205,7 +205,7 @@ def test_token_latency_alarms_are_promql_per_pool(pool_template):
 
 
 def test_alarms_and_charts_query_the_one_table_of_stored_names(pool_template):
-    from cdk_llm_serving.sagemaker.token_metrics import STORED_NAMES
+    from cdk_llm_serving.core.token_metrics import STORED_NAMES
 
     body = json.dumps(pool_template)
     for metric in STORED_NAMES.values():

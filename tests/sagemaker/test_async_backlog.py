@@ -13,7 +13,7 @@ import pytest
 from aws_cdk import aws_s3 as s3
 
 from cdk_llm_serving import AsyncInference, ConfigurationError, InstancePool
-from cdk_llm_serving.sagemaker.fleet_utilization import (
+from cdk_llm_serving.core.fleet_utilization import (
     BACKLOG_PER_INSTANCE_METRIC,
     HOST_COUNT_METRIC,
     HOST_NAMESPACE,

@@ -441,7 +441,7 @@ def test_a_reserved_variant_names_the_reservations_instance_type_not_pools():
     """AWS: "The InstanceType field set in the ProductionVariants must match the InstanceType
     of your training plan" (use-training-plan-for-inference-endpoints-using-api-cli-sdk); pools
     replace InstanceType (realtime-endpoints-heterogeneous), so the reserved variant has none."""
-    from cdk_llm_serving.sagemaker.fleet_utilization import MetricQuery
+    from cdk_llm_serving.core.fleet_utilization import MetricQuery
     from tests.support.builders import new_stack, template_of
     from tests.support.linting import lint_template
     from tests.support.template_helpers import only_resource

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from cdk_llm_serving import ConfigurationError, InstancePool
-from cdk_llm_serving.sagemaker.fleet_utilization import (
+from cdk_llm_serving.core.fleet_utilization import (
     MAX_ALARM_METRICS,
     PoolCapacity,
     concurrency_sample_seconds,

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from cdk_llm_serving import InstancePool, PoolEndpointAlarms, PoolEndpointDashboard
-from cdk_llm_serving.sagemaker.graph_widget import SAME, expression_line, metric_line, shorten
-from cdk_llm_serving.sagemaker.promql_charts import PromQLCharts
+from cdk_llm_serving.core.graph_widget import SAME, expression_line, metric_line, shorten
+from cdk_llm_serving.core.promql_charts import PromQLCharts
 from tests.support.builders import new_stack, pool_endpoint, template_of
 from tests.support.template_helpers import flatten, only_resource, resources_of_type
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cdk_llm_serving.sagemaker.fleet_utilization import HOST_INSTANCE_TYPE_CHECK
+from cdk_llm_serving.core.fleet_utilization import HOST_INSTANCE_TYPE_CHECK
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "cdk_llm_serving" / "sagemaker", ROOT / "rehearsal" / "sagemaker"]

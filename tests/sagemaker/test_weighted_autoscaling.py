@@ -8,7 +8,7 @@ import botocore.session
 import pytest
 
 from cdk_llm_serving import ConfigurationError, InstancePool
-from cdk_llm_serving.sagemaker.fleet_utilization import MAX_ALARM_METRICS
+from cdk_llm_serving.core.fleet_utilization import MAX_ALARM_METRICS
 from tests.support.builders import new_stack, pool_endpoint, template_of
 from tests.support.metric_math import evaluate, evaluate_queries
 from tests.support.template_helpers import only_resource, resources_of_type

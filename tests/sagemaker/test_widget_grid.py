@@ -13,8 +13,8 @@ from aws_cdk import aws_sns as sns
 
 from cdk_llm_serving._cdk.durations import human, seconds
 from cdk_llm_serving._cdk.stacks import region_of_stack, stack_of
-from cdk_llm_serving.sagemaker.graph_widget import GraphWidget, metric_line
-from cdk_llm_serving.sagemaker.widget_grid import (
+from cdk_llm_serving.core.graph_widget import GraphWidget, metric_line
+from cdk_llm_serving.core.widget_grid import (
     AlarmStatusCell,
     CustomCell,
     TextCell,

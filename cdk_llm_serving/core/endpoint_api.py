@@ -17,7 +17,7 @@ from .endpoint_metrics import EndpointMetrics, MetricOptions
 from .graph_widget import Line
 
 if TYPE_CHECKING:
-    from .autoscaling import EndpointAutoScaling
+    from ..sagemaker.autoscaling import EndpointAutoScaling
 
 
 class IPoolEndpoint(Protocol):
