@@ -1,14 +1,8 @@
 """``cdk-llm-serving`` (or ``python -m cdk_llm_serving``): the library's command line.
 
-``plan``   will a model fit an instance type, with which parallelism, how fast it
-           starts and what it costs (pure Python: no AWS call, no CDK).
-``fleet``      per-pool instance counts of an endpoint, fallback and cost (boto3).
-``recommend``  start / wait for a SageMaker inference recommendation job, turn it into a pool file.
-``smoke``  stream two chat completions from an OpenAI-compatible endpoint and check
-           tool calls and reasoning; report TTFT, inter-token latency and tokens/s.
-``eval``   score one copy on the user's eval tasks (answers, tool calls, refusals, formats),
-           delta to a reference copy, gate: exit 15 when a copy misses a threshold.
-``addons check``  is every EKS add-on version the library pins offered in your account (boto3).
+``plan`` sizes a model on an instance type (no AWS call, no CDK); ``fleet``, ``recommend`` and
+``addons check`` read AWS with boto3; ``smoke`` and ``eval`` send requests to an
+OpenAI-compatible endpoint. Exit statuses: ``exit_codes``; design notes: docs/design/cli.md.
 """
 
 from __future__ import annotations
@@ -17,18 +11,18 @@ import argparse
 import json
 import os
 import sys
-import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any, TypeVar
 
 from .. import __version__
-from ..errors import DEPRECATED_REMOVED_IN, ConfigurationError
+from ..errors import ConfigurationError
 from ..planning.cli_support import positive_float, positive_int
 from ..planning.cold_start import loading_paths
 from ..planning.models import presets, weight_formats
 from .exit_codes import (
     EXIT_ADDON_NOT_OFFERED,
+    EXIT_CHECK_FAILED,
     EXIT_NO_CREDENTIALS,
     EXIT_OUTPUT_CLOSED,
     EXIT_USAGE,
@@ -42,74 +36,13 @@ Clients = Mapping[str, Any]
 
 
 def _plan_command(args: argparse.Namespace) -> int:
-    from ..planning.cli_support import (
-        error_as_dict,
-        error_text,
-        objective_inputs,
-        plan_catalog,
-        plan_model,
-    )
+    from ..planning.cli_support import error_as_dict, error_text
     from ..planning.cold_start import estimate_cold_start
     from ..planning.cost import estimate_cost
-    from ..planning.models import ModelSpec
-    from ..planning.objective import Objective
     from ..planning.report import objective_cost, plan_as_dict, plan_as_table
-    from ..planning.sizing import plan
-    from ..planning.throughput import plan_for_throughput
 
-    weight_format = args.weight_format
-    if args.quantization is not None:  # the old flag, for one release
-        weight_format = args.quantization
-        print(
-            f"warning: --quantization is deprecated; use --weight-format (removed in {DEPRECATED_REMOVED_IN})",
-            file=sys.stderr,
-        )
-    if args.layout is not None:  # the old flag, for one release
-        print(
-            "warning: --layout is deprecated; use --objective min-gpus (smallest) or "
-            f"tokens-per-dollar with --itl (throughput) (removed in {DEPRECATED_REMOVED_IN})",
-            file=sys.stderr,
-        )
     try:
-        workload, targets, objective = objective_inputs(args)
-        if args.layout == "smallest":
-            objective = Objective.MIN_GPUS
-        catalog = plan_catalog(args.region, args.prices)
-        model = plan_model(args.model, args.model_config, args.model_index, weight_format)
-        max_context = args.max_context
-        if max_context is None and objective is Objective.MIN_GPUS:
-            max_context = ModelSpec.of(model).max_context  # the smallest layout, as before
-        options = {
-            "max_context": max_context,
-            "concurrency": workload.concurrency or 1,
-            "gpu_memory_utilization": args.gpu_memory_utilization,
-            "kv_cache_dtype": args.kv_cache_dtype,
-            "max_nodes": args.max_nodes,
-            "require_efa": not args.allow_without_efa,
-        }
-        if args.layout == "throughput":
-            with warnings.catch_warnings():  # the flag's own warning is printed above
-                warnings.simplefilter("ignore", DeprecationWarning)
-                result, _ = plan_for_throughput(
-                    model,
-                    weight_format,
-                    args.instance_type,
-                    workload=workload,
-                    itl_target_ms=args.itl_target_ms,
-                    catalog=catalog,
-                    **{**options, "kv_cache_dtype": args.kv_cache_dtype or "auto"},
-                )
-        else:
-            result = plan(
-                model,
-                weight_format,
-                args.instance_type,
-                catalog=catalog,
-                workload=workload,
-                targets=targets,
-                objective=objective,
-                **options,
-            )
+        result, workload, catalog = _plan(args)
     except (ConfigurationError, OSError) as error:  # PlanningError is a ConfigurationError
         if args.json:
             print(json.dumps(error_as_dict(error), indent=2, default=str))
@@ -131,6 +64,37 @@ def _plan_command(args: argparse.Namespace) -> int:
     else:
         print(plan_as_table(result, cold_start, cost, catalog))
     return 0
+
+
+def _plan(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The plan of ``plan``'s flags, the workload it was ranked at and the catalog it priced."""
+    from ..planning.cli_support import objective_inputs, plan_catalog, plan_model
+    from ..planning.models import ModelSpec
+    from ..planning.objective import Objective
+    from ..planning.sizing import plan
+
+    workload, targets, objective = objective_inputs(args)
+    catalog = plan_catalog(args.region, args.prices)
+    model = plan_model(args.model, args.model_config, args.model_index, args.weight_format)
+    max_context = args.max_context
+    if max_context is None and objective is Objective.MIN_GPUS:
+        max_context = ModelSpec.of(model).max_context  # --max-context's documented default
+    result = plan(
+        model,
+        args.weight_format,
+        args.instance_type,
+        catalog=catalog,
+        workload=workload,
+        targets=targets,
+        objective=objective,
+        max_context=max_context,
+        concurrency=workload.concurrency or 1,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        kv_cache_dtype=args.kv_cache_dtype,
+        max_nodes=args.max_nodes,
+        require_efa=not args.allow_without_efa,
+    )
+    return result, workload, catalog
 
 
 def _smoke_command(args: argparse.Namespace) -> int:
@@ -251,16 +215,7 @@ def _recommend_start(args: argparse.Namespace, clients: Clients | None = None) -
     from .recommend import RecommendationSpec, load_spec, start_recommendation
 
     values: dict[str, Any] = load_spec(args.spec) if args.spec else {}
-    for key in (
-        "name",
-        "model_s3_uri",
-        "output_s3_uri",
-        "role_arn",
-        "goal",
-        "framework",
-        "workload",
-        "dataset_s3_uri",
-    ):
+    for key in (f.name for f in fields(RecommendationSpec)):  # flags override the file
         if getattr(args, key, None) is not None:
             values[key] = getattr(args, key)
     if args.instance_type:
@@ -288,8 +243,7 @@ def _recommend_wait(args: argparse.Namespace, clients: Clients | None = None) ->
             ),
         )
     except JobFailed as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return _fail(args, str(error), EXIT_CHECK_FAILED)
     if job is None:
         return code
     print(f"{args.job}: Completed with {len(job.get('Recommendations', []))} recommendations")
@@ -307,17 +261,14 @@ def _recommend_to_pools(args: argparse.Namespace, clients: Clients | None = None
     )
     if job is None:
         return code
-    if job["AIRecommendationJobStatus"] != "Completed":
-        print(
-            f"error: recommendation job {args.job} is {job['AIRecommendationJobStatus']}, not Completed",
-            file=sys.stderr,
-        )
-        return 1
+    status = job["AIRecommendationJobStatus"]
+    if status != "Completed":
+        message = f"recommendation job {args.job} is {status}, not Completed"
+        return _fail(args, message, EXIT_CHECK_FAILED)
     try:
         pool_file = pools_from_job(job, args.goal)
     except ConfigurationError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return _fail(args, str(error), EXIT_CHECK_FAILED)
     pool_file.write(args.output)
     for priority, pool in enumerate(pool_file.pools, start=1):
         e = pool.expected
@@ -384,36 +335,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_plan(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``plan``: the capacity planner's options."""
-
+    """``plan``: the model, its format and the instance type, then the layout's limits."""
     planner = commands.add_parser("plan", help="size a model on an instance type")
     which = planner.add_mutually_exclusive_group(required=True)
     which.add_argument("--model", choices=sorted(presets()), help="model preset")
     which.add_argument("--model-config", help="a local Hugging Face config.json (no network)")
     planner.add_argument("--model-index", help="its model.safetensors.index.json, for exact sizes")
-    formats = planner.add_mutually_exclusive_group(required=True)
-    formats.add_argument(
-        "--weight-format", choices=list(weight_formats()), help="the weights' format"
-    )
-    formats.add_argument(
-        "--quantization",
-        choices=list(weight_formats()),
-        help="deprecated: use --weight-format (removed in 0.3.0)",
+    planner.add_argument(
+        "--weight-format", required=True, choices=list(weight_formats()), help="the weights' format"
     )
     planner.add_argument("--instance-type", required=True, help="e.g. ml.p6-b200.48xlarge")
     planner.add_argument(
         "--max-context",
         type=int,
         help="tokens per sequence, at least 1 (default: the model's maximum)",
-    )
-    planner.add_argument(
-        "--concurrency",
-        help="requests in flight across the deployment: that many sequences of --max-context "
-        "must fit, and the batch per engine is at most their share (default: one must fit, no cap)",
-    )
-    planner.add_argument(
-        "--request-rate",
-        help="requests per second (instead of --concurrency): how many copies of the plan serve it",
     )
     planner.add_argument(
         "--gpu-memory-utilization",
@@ -434,6 +369,32 @@ def _add_plan(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="most nodes one replica may span (default 16; 1 for a SageMaker endpoint)",
     )
     planner.add_argument(
+        "--allow-without-efa",
+        action="store_true",
+        help="allow layouts across nodes of types without EFA",
+    )
+    planner.add_argument(
+        "--loading-path",
+        choices=loading_paths(),
+        help="how weights reach the GPUs (default: s3_download on one node, fsx_lustre on several)",
+    )
+    _add_plan_objective(planner)
+    _add_plan_output_options(planner)
+    planner.set_defaults(handler=_plan_command)
+
+
+def _add_plan_objective(planner: argparse.ArgumentParser) -> None:
+    """The workload ``plan`` ranks layouts at, its latency targets and the objective."""
+    planner.add_argument(
+        "--concurrency",
+        help="requests in flight across the deployment: that many sequences of --max-context "
+        "must fit, and the batch per engine is at most their share (default: one must fit, no cap)",
+    )
+    planner.add_argument(
+        "--request-rate",
+        help="requests per second (instead of --concurrency): how many copies of the plan serve it",
+    )
+    planner.add_argument(
         "--objective",
         metavar="{tokens-per-dollar,min-gpus}",
         help="tokens-per-dollar (default): the layout with the most output tokens per dollar "
@@ -445,23 +406,6 @@ def _add_plan(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "--tpot",
         help="time-per-output-token target, (end-to-end - TTFT) / (output - 1), milliseconds",
     )
-    planner.add_argument(
-        "--layout",
-        choices=["smallest", "throughput"],
-        help="deprecated (removed in 0.3.0): use --objective",
-    )
-    planner.add_argument(
-        "--allow-without-efa",
-        action="store_true",
-        help="allow layouts across nodes of types without EFA",
-    )
-    planner.add_argument(
-        "--loading-path",
-        choices=loading_paths(),
-        help="how weights reach the GPUs (default: s3_download on one node, fsx_lustre on several)",
-    )
-    _add_plan_output_options(planner)
-    planner.set_defaults(handler=_plan_command)
 
 
 def _add_plan_output_options(planner: argparse.ArgumentParser) -> None:

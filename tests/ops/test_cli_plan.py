@@ -101,27 +101,6 @@ def test_plan_that_cannot_fit_exits_2_with_the_explanation(capsys):
     )
 
 
-def test_the_old_quantization_flag_still_plans_with_a_deprecation_note(capsys):
-    new = [*GPT_OSS_20B_ON_L4, "--max-context", "8192", "--json"]
-    assert main(new) == 0
-    planned, quiet = capsys.readouterr()
-    assert quiet == ""
-    old = [arg if arg != "--weight-format" else "--quantization" for arg in new]
-    assert main(old) == 0
-    out, err = capsys.readouterr()
-    assert json.loads(out) == json.loads(planned)
-    assert err == (
-        "warning: --quantization is deprecated; use --weight-format (removed in 0.3.0)\n"
-    )
-
-
-def test_the_old_and_new_format_flags_are_one_or_the_other(capsys):
-    with pytest.raises(SystemExit) as exited:
-        main([*GPT_OSS_20B_ON_L4, "--quantization", "bf16"])
-    assert exited.value.code == 2
-    assert "not allowed with argument --weight-format" in capsys.readouterr().err
-
-
 def test_module_runs_without_loading_the_cdk():
     """The planner CLI must start fast: no jsii runtime, no aws_cdk import."""
     code = (
@@ -204,7 +183,7 @@ def test_bad_model_config_is_reported_as_problems(tmp_path, capsys):
     }
 
 
-def test_throughput_layout_trades_tensor_parallel_size_for_batch(capsys):
+def test_an_itl_target_trades_tensor_parallel_size_for_batch(capsys):
     args = [
         "plan",
         "--model",
@@ -225,7 +204,7 @@ def test_throughput_layout_trades_tensor_parallel_size_for_batch(capsys):
     ]
     assert main([*args, "--objective", "min-gpus"]) == 0
     smallest = json.loads(capsys.readouterr().out)
-    assert main([*args, "--layout", "throughput"]) == 0
+    assert main([*args, "--objective", "tokens-per-dollar", "--itl", "20"]) == 0
     best = json.loads(capsys.readouterr().out)
     assert smallest["tensor_parallel_size"] == 2 and best["tensor_parallel_size"] == 8
     assert best["decode"]["meets_target"] and not smallest["decode"]["meets_target"]
