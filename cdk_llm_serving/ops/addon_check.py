@@ -1,15 +1,8 @@
 """``addons check``: is every EKS add-on version the library pins offered for a Kubernetes version?
 
-No AWS page lists add-on versions per Kubernetes version (``hyperpod/assets/hyperpod.json``
-says which pins are confirmed and from where), and a pin EKS does not offer fails only at
-deploy time (``InvalidParameterException ... Addon aws-fsx-csi-driver specified is not
-supported in 1.33 kubernetes version``, github.com/aws/containers-roadmap issue 2625). EKS's
-``DescribeAddonVersions`` with ``addonName`` and ``kubernetesVersion`` (paginated by
-``nextToken``) lists the versions it offers for that Kubernetes version, each with
-``compatibilities[].clusterVersion`` and ``defaultVersion``
-(https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html; shapes:
-botocore's ``eks`` service model, which the tests validate against). A version in the answer
-is offered. It needs no cluster, only ``eks:DescribeAddonVersions``.
+A pin EKS does not offer fails only at deploy time; ``DescribeAddonVersions`` lists what it
+offers (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html).
+Why and how: docs/design/cli.md, "Add-on pins".
 """
 
 from __future__ import annotations

@@ -1,20 +1,5 @@
-"""The command line checks its own arguments before it calls AWS (issue 31).
-
-Without these checks a bad endpoint name, region or output path reached AWS (or boto3's
-credential chain) first and came back as a credentials or service error that does not name
-the argument. Each rule reads its limit from the artifact AWS ships rather than from a copy:
-
-- **Region names**: a region must match one partition's ``regionRegex`` in botocore's
-  ``data/partitions.json`` (what botocore itself uses to resolve an endpoint for a region it
-  has no entry for), so a region newer than the installed botocore still passes while
-  ``US-EAST-1`` or ``us-east-99x`` does not.
-- **Names and ARNs**: the ``pattern`` and ``max`` of the shape each operation takes in
-  botocore's ``sagemaker`` service model (``DescribeEndpoint.EndpointName``,
-  ``DescribeAIRecommendationJob.AIRecommendationJobName``, ``RoleArn``). A shape's pattern is
-  matched whole: the service model writes them without anchors.
-- **Output paths**: a file the command writes must not be a directory, and its directory must
-  exist (otherwise the command would do its AWS work and then fail to save it).
-"""
+"""The command line's checks of names, regions and output paths, before any AWS call; each
+limit is read from what botocore ships (docs/design/cli.md, "Argument checks")."""
 
 from __future__ import annotations
 
@@ -48,6 +33,11 @@ _REGION_ARGUMENTS = {
 }
 #: Output file arguments -> their flag.
 _OUTPUT_ARGUMENTS = {"output": "--output", "save_prices": "--save-prices"}
+#: Positional names -> the botocore shape they must fit (operation, member, what they name).
+_NAME_ARGUMENTS = {
+    "endpoint": ("DescribeEndpoint", "EndpointName", "an endpoint name"),
+    "job": ("DescribeAIRecommendationJob", "AIRecommendationJobName", "a recommendation job name"),
+}
 
 
 def region_problem(region: str) -> str | None:
@@ -122,24 +112,8 @@ def check_arguments(args: argparse.Namespace) -> None:
     problems = Problems("command line")
     for dest, flag in _REGION_ARGUMENTS.items():
         check_region(problems, flag, getattr(args, dest, None))
-    if args.command == "fleet":
-        check_sagemaker_name(
-            problems,
-            "endpoint",
-            args.endpoint,
-            "DescribeEndpoint",
-            "EndpointName",
-            "an endpoint name",
-        )
-    if args.command == "recommend" and args.step in ("wait", "to-pools"):
-        check_sagemaker_name(
-            problems,
-            "job",
-            args.job,
-            "DescribeAIRecommendationJob",
-            "AIRecommendationJobName",
-            "a recommendation job name",
-        )
+    for dest, (operation, member, what) in _NAME_ARGUMENTS.items():
+        check_sagemaker_name(problems, dest, getattr(args, dest, None), operation, member, what)
     for dest, flag in _OUTPUT_ARGUMENTS.items():
         check_output_path(problems, flag, getattr(args, dest, None))
     problems.raise_if_any()

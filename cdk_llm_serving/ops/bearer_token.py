@@ -1,21 +1,6 @@
-"""SageMaker bearer tokens for the OpenAI-compatible ``/openai/v1`` path, made as AWS makes them.
-
-Follows AWS's published generator, ``sagemaker.core.token_generator.generate_token``
-(repository aws/sagemaker-python-sdk, file
-``sagemaker-core/src/sagemaker/core/token_generator/token_generator.py``, ``_generate_token``):
-
-* a ``POST`` to the global host ``https://sagemaker.amazonaws.com/`` with the query
-  ``Action=CallWithBearerToken`` and a ``host`` header, presigned with SigV4 *query*
-  authentication for the service ``sagemaker`` in the caller's region (the region appears
-  only in the credential scope);
-* the presigned URL without its ``https://`` scheme, with ``&Version=1`` appended after
-  signing;
-* standard base64 (with padding) of that text, prefixed with ``sagemaker-api-key-``.
-
-Lifetime: 1 s to 43,200 s (12 hours; the generator refuses anything else, and AWS's guide
-realtime-endpoints-openai-compatible.html says tokens last up to 12 hours).
-
-We depend on botocore only: the ``sagemaker-core`` package brings pandas, scipy and more.
+"""SageMaker bearer tokens for the OpenAI-compatible ``/openai/v1`` path, made as AWS's generator
+makes them (aws/sagemaker-python-sdk, ``sagemaker-core/src/sagemaker/core/token_generator/
+token_generator.py``) with botocore only; the steps: docs/design/cli.md, "SageMaker bearer tokens".
 """
 
 from __future__ import annotations
@@ -29,9 +14,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, ReadOnlyCredentials
 from botocore.session import get_session
 
-from ..errors import ConfigurationError, Problem
+from ..errors import Problems
 
-#: The global SageMaker host the generator signs for (not the regional runtime host).
+#: The global host the generator signs for (not the regional runtime host).
 TOKEN_HOST = "sagemaker.amazonaws.com"
 TOKEN_SERVICE = "sagemaker"
 TOKEN_ACTION = "CallWithBearerToken"
@@ -62,17 +47,11 @@ def generate_bearer_token(
     :param expiry: the token's lifetime, 1 s to 12 h. Default: 12 hours (as AWS's generator).
     """
     seconds = int(expiry.total_seconds())
+    problems = Problems("generate_bearer_token")
     if not 1 <= seconds <= MAX_TOKEN_SECONDS or seconds != expiry.total_seconds():
-        raise ConfigurationError(
-            "generate_bearer_token",
-            [
-                Problem(
-                    "expiry",
-                    expiry.total_seconds(),
-                    f"token lifetime must be a whole number of seconds from 1 to {MAX_TOKEN_SECONDS}",
-                )
-            ],
-        )
+        allowed = f"token lifetime must be a whole number of seconds from 1 to {MAX_TOKEN_SECONDS}"
+        problems.add("expiry", expiry.total_seconds(), allowed)
+    problems.raise_if_any()
     session = get_session()
     region = region or os.environ.get("AWS_REGION") or session.get_config_variable("region")
     if not region:

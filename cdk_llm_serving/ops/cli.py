@@ -126,12 +126,13 @@ def _smoke_command(args: argparse.Namespace) -> int:
 def _auth_headers(args: argparse.Namespace) -> dict[str, str]:
     """The bearer token ``smoke`` and ``eval`` send: ``--bearer-token``, a SageMaker token
     made for ``--sagemaker-region``, or ``--api-key`` / ``LLM_SERVING_API_KEY``."""
-    from .smoke import API_KEY_ENV, sagemaker_bearer_token
+    from .bearer_token import generate_bearer_token
+    from .smoke import API_KEY_ENV
 
     if args.bearer_token:
         return {"Authorization": f"Bearer {args.bearer_token}"}
     if args.sagemaker_region:
-        return {"Authorization": f"Bearer {sagemaker_bearer_token(args.sagemaker_region)}"}
+        return {"Authorization": f"Bearer {generate_bearer_token(args.sagemaker_region)}"}
     if args.api_key or os.environ.get(API_KEY_ENV):
         return {"Authorization": f"Bearer {args.api_key or os.environ[API_KEY_ENV]}"}
     return {}
@@ -584,12 +585,9 @@ def _add_addons(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def main(argv: Sequence[str] | None = None, *, clients: Clients | None = None) -> int:
-    """``clients`` lets tests hand in (stubbed) boto3 clients; by default boto3 makes them.
-
-    Output piped into a reader that stops early (``| head``) ends the command quietly with
-    ``EXIT_OUTPUT_CLOSED`` instead of a ``BrokenPipeError`` traceback: standard output is
-    pointed at ``/dev/null`` so the interpreter's last flush cannot raise again, as Python's
-    documentation advises (https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    """``clients`` lets tests hand in (stubbed) boto3 clients. A reader that closes the output
+    early (``| head``) ends the command with ``EXIT_OUTPUT_CLOSED``, not a traceback
+    (https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
     try:
         code = _main(argv, clients)
         sys.stdout.flush()  # a block-buffered pipe fails here, not at the print

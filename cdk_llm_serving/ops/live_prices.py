@@ -1,15 +1,8 @@
-"""On-demand SageMaker hosting prices of a region from the AWS Price List API (``fleet --live-prices``).
+"""On-demand SageMaker hosting prices of a region from the AWS Price List API (``fleet
+--live-prices``): ``GetProducts``, https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html.
 
-``GetProducts`` on service code ``AmazonSageMaker``, filtered by ``regionCode`` and
-``instanceName``; a product's on-demand price is ``terms.OnDemand.*.priceDimensions.*.
-pricePerUnit.USD`` (Price List API reference:
-https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html).
-The Price List API answers from ``us-east-1`` whatever region it prices.
-
-UNCONFIRMED, and kept in the constants below so they are easy to change: the attribute
-names ``instanceName`` / ``regionCode`` for SageMaker, and that real-time hosting products
-are the ones whose ``usagetype`` contains ``Host:`` (training and notebooks share instance
-names). A type without a hosting product keeps the catalog's price.
+UNCONFIRMED: the attribute names and the hosting usage marker below (docs/design/cli.md,
+"Live prices"); a type without a hosting product keeps the catalog's price.
 """
 
 from __future__ import annotations
@@ -23,18 +16,13 @@ from typing import Any
 from ..planning.catalog import Catalog
 from .fleet import FleetStatus, VariantStatus
 
+#: The Price List API answers from us-east-1 whatever region it prices.
 PRICING_ENDPOINT_REGION = "us-east-1"
 SERVICE_CODE = "AmazonSageMaker"
 INSTANCE_ATTRIBUTE = "instanceName"
 REGION_ATTRIBUTE = "regionCode"
+#: Real-time hosting products (training and notebooks share the instance names).
 HOSTING_USAGE_MARKER = "Host:"
-
-
-def _filters(region: str, instance_type: str) -> list[dict[str, str]]:
-    return [
-        {"Type": "TERM_MATCH", "Field": REGION_ATTRIBUTE, "Value": region},
-        {"Type": "TERM_MATCH", "Field": INSTANCE_ATTRIBUTE, "Value": instance_type},
-    ]
 
 
 def _on_demand_usd(product: dict[str, Any]) -> float | None:
@@ -53,23 +41,20 @@ def _is_hosting(product: dict[str, Any]) -> bool:
 
 def hosting_price(pricing: Any, region: str, instance_type: str) -> float | None:
     """The on-demand hourly price of ``instance_type`` for real-time hosting in ``region``."""
-    token: str | None = None
-    while True:
-        request: dict[str, Any] = {
-            "ServiceCode": SERVICE_CODE,
-            "Filters": _filters(region, instance_type),
-        }
-        if token:
-            request["NextToken"] = token
-        response = pricing.get_products(**request)
-        for raw in response.get("PriceList", []):
+    filters = [
+        {"Type": "TERM_MATCH", "Field": REGION_ATTRIBUTE, "Value": region},
+        {"Type": "TERM_MATCH", "Field": INSTANCE_ATTRIBUTE, "Value": instance_type},
+    ]
+    pages = pricing.get_paginator("get_products").paginate(
+        ServiceCode=SERVICE_CODE, Filters=filters
+    )
+    for page in pages:
+        for raw in page.get("PriceList", []):
             product = json.loads(raw) if isinstance(raw, str) else raw
             price = _on_demand_usd(product) if _is_hosting(product) else None
             if price is not None:
                 return price
-        token = response.get("NextToken")
-        if not token:
-            return None
+    return None
 
 
 def hosting_prices(pricing: Any, region: str, instance_types: Iterable[str]) -> dict[str, float]:

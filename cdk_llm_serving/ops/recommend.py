@@ -29,9 +29,9 @@ from ..planning.instance_types import InstanceType
 from ..planning.pool_file import ExpectedPerformance, PoolFile, RecommendedPool
 from .arguments import check_sagemaker_name
 
-#: The API's performance-target metric for each goal.
 #: The workload configuration a job creates is named after the job, with this suffix.
 WORKLOAD_SUFFIX = "-workload"
+#: The API's performance-target metric for each goal.
 GOAL_METRICS: dict[Goal, str] = {"cost": "cost", "latency": "ttft-ms", "throughput": "throughput"}
 TERMINAL = {"Completed", "Failed", "Stopped"}
 
@@ -101,8 +101,7 @@ class RecommendationSpec:
 
     def _check_names(self, found: Problems) -> None:
         """The job name, the workload configuration named after it and the role ARN against
-        the shapes of botocore's sagemaker model (issue 31: before, AWS refused them after the
-        credential lookup, in words that do not name the key)."""
+        botocore's sagemaker model, before the credential lookup."""
         job, workload = "CreateAIRecommendationJob", "CreateAIWorkloadConfig"
         if check_sagemaker_name(
             found, "name", self.name, job, "AIRecommendationJobName", "a job name"

@@ -1,15 +1,6 @@
-"""Smoke test of an OpenAI-compatible endpoint: answer shape and streaming latency.
-
-Two streaming chat completions: one offering a tool (the answer must carry a parsed
-tool call with JSON arguments), one asking for step-by-step reasoning (reasoning must
-arrive separately from the answer, as vLLM's reasoning parsers send it). For each it
-measures time to first token, inter-token latency p50/p90/p99 and output tokens/s.
-
-Requests name the shared client model name; on a pool endpoint any copy may answer, and
-each response's ``model`` field says which copy did (reported per request).
-
-Standard library only (plus botocore for SageMaker bearer tokens), so it runs anywhere
-the package is installed.
+"""Smoke test of an OpenAI-compatible endpoint: a tool call and separated reasoning in two
+streamed chat completions, with TTFT, inter-token latency and tokens/s (docs/design/cli.md,
+"smoke"). Standard library only: the eval gate's Lambda runs it too.
 """
 
 from __future__ import annotations
@@ -27,16 +18,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bearer_token import generate_bearer_token
 from .exit_codes import EXIT_HTTP_ERROR, EXIT_UNREACHABLE, EXIT_USAGE
 
-#: Environment variable ``smoke`` reads the API key from when no flag gives one (keeps the
-#: key out of shell history and process listings). Not ``OPENAI_API_KEY``: that one usually
-#: holds a key for another service, which must not be sent to this endpoint.
+#: The API key when no flag gives one; not ``OPENAI_API_KEY``, which holds another service's key.
 API_KEY_ENV = "LLM_SERVING_API_KEY"
-#: Environment variable naming a PEM file of CA certificates that ``smoke`` verifies the
-#: endpoint's TLS certificate against (the HyperPod service's ``ca.crt``) when no
-#: ``--ca-bundle`` is given. Without either, the system's trusted CAs.
+#: A PEM file of CA certificates trusted besides the system's when no ``--ca-bundle`` is given.
 CA_BUNDLE_ENV = "CDK_LLM_SERVING_CA_BUNDLE"
 TOOL_NAME = "get_weather"
 TOOL: dict[str, Any] = {
@@ -105,14 +91,8 @@ def sse_events(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
 
 
 def tls_context(ca_bundle: str | None) -> ssl.SSLContext:
-    """Certificate and host name verification on, against the system CAs and ``ca_bundle``.
-
-    The bundle is trusted in addition to the system's CAs (``load_verify_locations`` on a
-    default context, https://docs.python.org/3/library/ssl.html#ssl.SSLContext.load_verify_locations;
-    ``create_default_context(cafile=...)`` would trust the bundle alone), so one shell setting
-    reaches a HyperPod service and SageMaker or ACM-certified URLs alike. Raises
-    ``SmokeError`` (bad input) when the bundle cannot be read as PEM certificates.
-    """
+    """Verification on, against the system's CAs *and* ``ca_bundle`` (``load_verify_locations``,
+    https://docs.python.org/3/library/ssl.html#ssl.SSLContext.load_verify_locations)."""
     context = ssl.create_default_context()
     if ca_bundle:
         try:
@@ -136,12 +116,8 @@ def is_loopback(host: str) -> bool:
 
 
 def plaintext_problem(base_url: str, headers: dict[str, str], ca_bundle: str | None) -> str | None:
-    """Why ``base_url`` must not be used as given (``None`` when it may).
-
-    An ``http://`` URL with a CA bundle (the bundle verifies TLS, so the URL is likely a
-    mistyped ``https://``), or with a key or token to send to a host that is not this one's
-    loopback (the key would cross the network in plaintext; a local port-forward may).
-    """
+    """Why ``base_url`` must not be used as given: an ``http://`` URL with a CA bundle (a
+    mistyped ``https://``), or with a key to send to a host that is not loopback."""
     parts = urllib.parse.urlsplit(base_url)
     if parts.scheme != "http":
         return None
@@ -249,19 +225,10 @@ def check_reasoning(result: StreamResult) -> Check:
 
 
 def check_copy(name: str, result: StreamResult) -> Check:
-    """Which copy answered: vLLM reports its first served name, the copy's own (``served_names``).
-
-    Any copy may answer a request for the shared name; a response without a ``model`` field
-    cannot say which did.
-    """
+    """Which copy answered: vLLM reports its first served name, the copy's own (``served_names``)."""
     if not result.model:
         return Check(f"{name}: answering copy", False, "the response names no model")
     return Check(f"{name}: answering copy", True, result.model)
-
-
-def sagemaker_bearer_token(region: str) -> str:
-    """A 12-hour bearer token for SageMaker's ``/openai/v1`` path (``bearer_token``)."""
-    return generate_bearer_token(region)
 
 
 def run_smoke(
