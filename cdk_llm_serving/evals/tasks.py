@@ -1,42 +1,7 @@
 """Eval task files: the user's own tasks, in YAML or JSON, validated with every problem at once.
 
-A task file (``version: 1``) holds ``tasks``; each task is scored as the share of its samples
-that pass (points of 100) and gated on its delta to a reference copy::
-
-    version: 1
-    tasks:
-      - name: arithmetic              # unique; the name results and thresholds use
-        threshold_points: 2           # the most the score may fall below the reference's (default 2)
-        min_score: 50                 # optional: an absolute floor (points), reference or not
-        max_tokens: 512               # per request (default 512)
-        system: "You are terse."      # optional system message
-        tools: [...]                  # optional: OpenAI "tools" offered with every sample
-        samples:
-          - id: mul                   # optional (default: the sample's position)
-            prompt: "What is 17 * 23?"     # or messages: [{role: user, content: ...}, ...]
-            answer: {exact: "391", require_reasoning: true}   # or {pattern: "\\\\b391\\\\b"}
-
-Each sample has exactly one check:
-
-``answer``
-    ``exact`` (the final answer, stripped, equals it) or ``pattern`` (a Python regular
-    expression found in it, ``re.search``). The final answer is the message's ``content`` as
-    the server sent it: a server's reasoning parser moves the reasoning to
-    ``reasoning_content``, so a copy whose parser is off, or fails, carries the reasoning in
-    ``content`` and fails an ``exact`` check. ``require_reasoning: true`` also fails an answer
-    that came with no ``reasoning_content``.
-``tool_call``
-    ``name`` (the first tool call's function) and optional ``arguments`` (compared as JSON
-    values, key order ignored). The call's arguments must parse as JSON and validate against
-    the offered tool's ``parameters`` schema (JSON Schema, checked with ``jsonschema``).
-    ``tool_call: {none: true}`` passes when the answer calls no tool.
-``refusal``
-    ``true``: the answer must refuse (a ``refusal`` field, or content matching one of the
-    task's ``refusal_patterns``, case-insensitive; default ``DEFAULT_REFUSAL_PATTERNS``);
-    ``false``: it must not (over-refusal).
-``format``
-    ``json_schema`` (the content parses as JSON and validates against the schema) or
-    ``pattern`` (the stripped content matches the regular expression in full, ``re.fullmatch``).
+The format (``version: 1``, ``tasks``, each sample's one check: ``answer``, ``tool_call``,
+``refusal`` or ``format``) is documented in docs/design/cli.md, "The task file".
 """
 
 from __future__ import annotations

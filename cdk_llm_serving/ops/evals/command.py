@@ -1,11 +1,5 @@
-"""``cdk-llm-serving eval``: arguments and the command (registered by ``ops.cli``).
-
-Exit statuses (``exit_codes``): 0 every task passed its gate (or had none); 15 a task fell
-more than its ``threshold_points`` below the reference copy, under its ``min_score``, or
-answers came from another copy than ``--expect-copy``; 2 bad input (one ``error:`` line
-listing every problem of a task file); 11/12 the copy could not be reached / answered an
-HTTP error; 9 no AWS credentials for ``--sagemaker-region``.
-"""
+"""``cdk-llm-serving eval``: arguments and the command (registered by ``ops.cli``); exit 15
+(``EXIT_GATE_FAILED``) when a task misses its gate or answers came from another copy."""
 
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
-"""The eval gate as a Lambda handler: every staging copy scored, each gated on its delta to the
-first (the reference copy). ``StagingEndpoints.eval_gate`` deploys it; an integ-tests-alpha
-assertion invokes it and fails the deployment unless it returns ``"gate": "PASS"``.
-
-Event::
-
-    {"tasks": {...a task file, parsed...},
-     "copies": [{"base_url": ..., "model": ..., "expect_copy": ...}, ...],   # first: reference
-     "auth": "sagemaker" | "none",   # a SageMaker bearer token from the function's role
-     "timeout": 300}
-
-Returns ``{"gate": "PASS" | "FAIL", "failures": [...], "copies": [{"copy", "scores", "deltas"}]}``
-(a malformed event is ``"gate": "ERROR"`` with the problems, so the assertion fails with them).
-Runs with the standard library, botocore (in the Lambda runtime) and ``jsonschema`` (bundled).
+"""The eval gate as a Lambda handler (``StagingEndpoints.eval_gate``): every staging copy scored,
+each gated on its delta to the first; the event and the answer: docs/design/cli.md, "The gate".
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """One eval run against one copy: estimate, requests, scores, deltas to a reference, the gate.
 
-Every request is a streamed chat completion sent by ``smoke.stream_chat`` (the same client,
-authentication, TLS checks and latency figures as ``cdk-llm-serving smoke``), one at a time,
-``temperature: 0``. Each answer records the response's ``model``: the answering copy (vLLM
-reports the first served name, the copy's own: ``served_names``).
+Requests go through ``smoke.stream_chat`` one at a time with ``temperature: 0``; each answer
+records the response's ``model``, the answering copy.
 """
 
 from __future__ import annotations

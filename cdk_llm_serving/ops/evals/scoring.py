@@ -1,12 +1,6 @@
-"""Scorers: one answer against its sample's check (``tasks`` documents the checks).
-
-An answer is what ``smoke.stream_chat`` collected from the stream: ``content`` and
-``reasoning`` as the server separated them (vLLM's reasoning parser sends the reasoning as
-``reasoning_content``, vLLM docs "Reasoning Outputs":
-https://docs.vllm.ai/en/latest/features/reasoning_outputs.html), the tool calls as the server's
-tool-call parser sent them (``tool_calls`` deltas, https://docs.vllm.ai/en/latest/features/tool_calling.html),
-and the response's ``model`` (the answering copy). Nothing is re-parsed here: a copy whose parser
-failed is scored on what its clients would receive.
+"""Scorers: one answer against its sample's check, scored on what the copy's parsers sent
+(``reasoning_content``: https://docs.vllm.ai/en/latest/features/reasoning_outputs.html,
+``tool_calls``: https://docs.vllm.ai/en/latest/features/tool_calling.html), nothing re-parsed.
 """
 
 from __future__ import annotations
