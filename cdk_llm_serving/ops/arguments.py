@@ -15,6 +15,7 @@ from botocore.model import ServiceModel
 
 from .._partitions import known_regions, partition_of_region
 from ..errors import Problems
+from .smoke import base_url_problem
 
 __all__ = [
     "check_arguments",
@@ -116,4 +117,7 @@ def check_arguments(args: argparse.Namespace) -> None:
         check_sagemaker_name(problems, dest, getattr(args, dest, None), operation, member, what)
     for dest, flag in _OUTPUT_ARGUMENTS.items():
         check_output_path(problems, flag, getattr(args, dest, None))
+    base_url = getattr(args, "base_url", None)
+    if base_url is not None and (problem := base_url_problem(base_url)):
+        problems.add("--base-url", base_url, problem)
     problems.raise_if_any()

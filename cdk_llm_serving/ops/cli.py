@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, fields
 from typing import Any, TypeVar
 
 from .. import __version__
+from .._extras import MissingExtraError
 from ..errors import ConfigurationError
 from ..planning.cli_support import positive_float, positive_int
 from ..planning.cold_start import loading_paths
@@ -98,29 +100,34 @@ def _plan(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
 
 def _smoke_command(args: argparse.Namespace) -> int:
-    from .smoke import (
-        CA_BUNDLE_ENV,
-        SmokeError,
-        base_url_problem,
-        format_report,
-        report,
-        safe_run,
-    )
+    from .smoke import format_report, report, run_smoke
 
-    problem = base_url_problem(args.base_url)
-    if problem:
-        return _fail(args, f"--base-url {args.base_url!r}: {problem}", EXIT_USAGE)
+    def smoke(headers: dict[str, str], tls: ssl.SSLContext | None) -> int:
+        checks, results = run_smoke(args.base_url, args.model, headers, args.timeout, context=tls)
+        data = report(checks, results)
+        print(json.dumps(data, indent=2) if args.json else format_report(data))
+        return 0 if all(check.passed for check in checks) else EXIT_CHECK_FAILED
+
+    return _endpoint_command(args, smoke)
+
+
+def _endpoint_command(
+    args: argparse.Namespace, work: Callable[[dict[str, str], ssl.SSLContext | None], int]
+) -> int:
+    """``work`` with ``--base-url``'s headers and TLS context; the endpoint's failures and
+    missing credentials for a bearer token are one error line."""
+    from .bearer_token import BearerTokenError
+    from .smoke import CA_BUNDLE_ENV, SmokeError, connection
+
+    ca_bundle = args.ca_bundle or os.environ.get(CA_BUNDLE_ENV) or None
     try:
         headers = _auth_headers(args)
-        ca_bundle = args.ca_bundle or os.environ.get(CA_BUNDLE_ENV) or None
-        checks, results = safe_run(args.base_url, args.model, headers, args.timeout, ca_bundle)
+        with connection(args.base_url, headers, ca_bundle) as tls:
+            return work(headers, tls)
     except SmokeError as error:
         return _fail(args, str(error), error.exit_code)
-    except RuntimeError as error:  # no credentials for a SageMaker bearer token
+    except BearerTokenError as error:
         return _fail(args, str(error), EXIT_NO_CREDENTIALS)
-    data = report(checks, results)
-    print(json.dumps(data, indent=2) if args.json else format_report(data))
-    return 0 if all(check.passed for check in checks) else 1
 
 
 def _auth_headers(args: argparse.Namespace) -> dict[str, str]:
@@ -139,9 +146,9 @@ def _auth_headers(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _eval_command(args: argparse.Namespace) -> int:
-    from .evals.command import run_eval
+    from .evals.command import prepare_eval
 
-    return run_eval(args, _auth_headers, _fail)
+    return _endpoint_command(args, prepare_eval(args))
 
 
 def _sagemaker(args: argparse.Namespace, clients: Clients | None) -> Any:
@@ -611,6 +618,8 @@ def _main(argv: Sequence[str] | None, clients: Clients | None) -> int:
         return _fail(args, str(error), EXIT_USAGE, [asdict(p) for p in error.problems])
     except (FileNotFoundError, PermissionError, IsADirectoryError) as error:
         return _fail(args, f"{error.filename}: {error.strerror}", EXIT_USAGE)
+    except MissingExtraError as error:  # eval without jsonschema
+        return _fail(args, str(error), EXIT_USAGE)
 
 
 def _one_line(message: str) -> str:

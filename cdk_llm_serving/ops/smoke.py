@@ -323,35 +323,18 @@ def base_url_problem(base_url: str) -> str | None:
     return None
 
 
-def safe_run(
-    base_url: str,
-    model: str,
-    headers: dict[str, str],
-    timeout: float,
-    ca_bundle: str | None = None,
-) -> tuple[list[Check], dict[str, StreamResult]]:
-    """``run_smoke`` with TLS verified (``tls_context``); failures become ``SmokeError``."""
-    context = checked_context(base_url, headers, ca_bundle)
-    with request_errors(base_url, ca_bundle):
-        return run_smoke(base_url, model, headers, timeout, context=context)
-
-
-def checked_context(
+@contextmanager
+def connection(
     base_url: str, headers: dict[str, str], ca_bundle: str | None
-) -> ssl.SSLContext | None:
-    """The TLS context for ``base_url`` (``None`` for http://); ``SmokeError`` when the URL
-    must not be used as given (``plaintext_problem``)."""
+) -> Iterator[ssl.SSLContext | None]:
+    """The TLS context for requests to ``base_url`` (``None`` for http://); a URL that must not
+    be used as given (``plaintext_problem``) and failures of the requests as ``SmokeError``."""
     problem = plaintext_problem(base_url, headers, ca_bundle)
     if problem:
         raise SmokeError(problem, EXIT_USAGE)
-    return tls_context(ca_bundle) if base_url.startswith("https:") else None
-
-
-@contextmanager
-def request_errors(base_url: str, ca_bundle: str | None) -> Iterator[None]:
-    """HTTP, TLS and connection failures of requests to ``base_url`` as ``SmokeError``."""
+    context = tls_context(ca_bundle) if base_url.startswith("https:") else None
     try:
-        yield
+        yield context
     except urllib.error.HTTPError as error:
         body = error.read().decode("utf-8", "replace")[:300]
         raise SmokeError(f"HTTP {error.code} from {base_url}: {body}", EXIT_HTTP_ERROR) from None

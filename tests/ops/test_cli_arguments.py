@@ -1,4 +1,4 @@
-"""Issue 31, command line: names, regions and output paths are checked before any AWS call
+"""Command line: names, regions and output paths are checked before any AWS call
 (each case reached AWS or boto3's credential chain before, and failed with an error that did
 not name the argument), against botocore's own data; and output piped to a reader that stops
 early ends without a traceback. Runs the real command line in a subprocess with no AWS

@@ -1,4 +1,4 @@
-"""Issue 15, CLI: bad input is one ``error:`` line with a distinct documented exit status,
+"""CLI: bad input is one ``error:`` line with a distinct documented exit status,
 JSON under ``--json``, never a traceback nor Python's own wording. Runs the real command
 line in a subprocess (what a user sees), with no AWS credentials or region."""
 
@@ -84,13 +84,13 @@ CASES = [
         "malformed --base-url",
         lambda t: ["smoke", "--base-url", "localhost:8000/v1", "--model", "m"],
         EXIT_USAGE,
-        "error: --base-url 'localhost:8000/v1': must be an http:// or https:// URL",
+        "error: command line: 1 problem; --base-url = 'localhost:8000/v1': must be an http:// or https:// URL",
     ),
     (
         "--base-url with a bad port",
         lambda t: ["smoke", "--base-url", "http://lb:80a/v1", "--model", "m"],
         EXIT_USAGE,
-        "error: --base-url 'http://lb:80a/v1': not a URL",
+        "error: command line: 1 problem; --base-url = 'http://lb:80a/v1': not a URL",
     ),
     (
         "unreachable endpoint",
@@ -147,7 +147,8 @@ def test_errors_are_json_under_json(tmp_path):
     result = cli("smoke", "--base-url", "ftp://x/v1", "--model", "m", "--json", home=tmp_path)
     assert result.returncode == EXIT_USAGE
     data = json.loads(result.stdout)
-    assert data["exit_code"] == EXIT_USAGE and data["error"].startswith("--base-url 'ftp://x/v1'")
+    assert data["exit_code"] == EXIT_USAGE
+    assert [(p["property"], p["value"]) for p in data["problems"]] == [("--base-url", "ftp://x/v1")]
 
 
 def test_help_documents_every_exit_status(tmp_path):

@@ -5,23 +5,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
+from ssl import SSLContext
 from typing import Any
 
-from ..._extras import MissingExtraError, require_extra
-from ...errors import ConfigurationError
+from ..._extras import require_extra
 from ...evals.tasks import example_path, load_tasks
 from ...planning.catalog import default_catalog
-from ..exit_codes import EXIT_GATE_FAILED, EXIT_NO_CREDENTIALS, EXIT_USAGE
-from ..smoke import (
-    CA_BUNDLE_ENV,
-    SmokeError,
-    base_url_problem,
-    checked_context,
-    request_errors,
-)
+from ..exit_codes import EXIT_GATE_FAILED
 from .run import (
     estimate,
     format_results,
@@ -76,59 +68,44 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
 
-def run_eval(
-    args: argparse.Namespace,
-    auth_headers: Callable[[argparse.Namespace], dict[str, str]],
-    fail: Callable[[argparse.Namespace, str, int], int],
-) -> int:
-    problem = base_url_problem(args.base_url)
-    if problem:
-        return fail(args, f"--base-url {args.base_url!r}: {problem}", EXIT_USAGE)
-    try:
-        require_extra("eval", "jsonschema", "cdk-llm-serving eval")
-    except MissingExtraError as error:
-        return fail(args, str(error), EXIT_USAGE)
-    tasks = load_tasks(example_path() if args.example else args.tasks)  # ConfigurationError
+def prepare_eval(args: argparse.Namespace) -> Callable[[dict[str, str], SSLContext | None], int]:
+    """The eval of ``args`` to run once connected; its input is read and checked first
+    (``ConfigurationError`` for a bad task file, reference or instance type)."""
+    require_extra("eval", "jsonschema", "cdk-llm-serving eval")
+    tasks = load_tasks(example_path() if args.example else args.tasks)
     reference = read_reference(args.reference, tasks) if args.reference else {}
     price = _price(args)
-    ca_bundle = args.ca_bundle or os.environ.get(CA_BUNDLE_ENV) or None
-    try:
-        headers = auth_headers(args)
-        context = checked_context(args.base_url, headers, ca_bundle)
+
+    def run(headers: dict[str, str], tls: SSLContext | None) -> int:
         print(
             estimate(tasks, instance_type=args.instance_type, price_per_hour=price).line(),
             file=sys.stderr,
         )
-        with request_errors(args.base_url, ca_bundle):
-            smoke, ttft, speed = smoke_figures(
-                args.base_url, args.model, headers, args.timeout, context
-            )
-            planned = estimate(tasks, ttft, speed, args.instance_type, price)
-            print(planned.line(), file=sys.stderr)
-            if args.estimate_only:
-                return 0
-            results = run_tasks(tasks, args.base_url, args.model, headers, args.timeout, context)
-    except SmokeError as error:
-        return fail(args, str(error), error.exit_code)
-    except RuntimeError as error:  # no credentials for a SageMaker bearer token
-        return fail(args, str(error), EXIT_NO_CREDENTIALS)
-    for result in results:
-        result.reference_score = reference.get(result.task.name)
-    data = results_as_dict(
-        tasks,
-        results,
-        base_url=args.base_url,
-        model=args.model,
-        smoke=smoke,
-        planned=planned,
-        expect_copy=args.expect_copy,
-        reference=args.reference,
-    )
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2)
-    print(json.dumps(data, indent=2) if args.json else format_results(data))
-    return EXIT_GATE_FAILED if gate_failures(results, args.expect_copy) else 0
+        smoke, ttft, speed = smoke_figures(args.base_url, args.model, headers, args.timeout, tls)
+        planned = estimate(tasks, ttft, speed, args.instance_type, price)
+        print(planned.line(), file=sys.stderr)
+        if args.estimate_only:
+            return 0
+        results = run_tasks(tasks, args.base_url, args.model, headers, args.timeout, tls)
+        for result in results:
+            result.reference_score = reference.get(result.task.name)
+        data = results_as_dict(
+            tasks,
+            results,
+            base_url=args.base_url,
+            model=args.model,
+            smoke=smoke,
+            planned=planned,
+            expect_copy=args.expect_copy,
+            reference=args.reference,
+        )
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as handle:
+                json.dump(data, handle, indent=2)
+        print(json.dumps(data, indent=2) if args.json else format_results(data))
+        return EXIT_GATE_FAILED if gate_failures(results, args.expect_copy) else 0
+
+    return run
 
 
 def _price(args: argparse.Namespace) -> float | None:
@@ -140,6 +117,3 @@ def _price(args: argparse.Namespace) -> float | None:
         catalog = catalog.for_region(args.price_region)
     price: Any = catalog.get(args.instance_type).price_per_hour
     return float(price)
-
-
-__all__ = ["ConfigurationError", "add_arguments", "run_eval"]

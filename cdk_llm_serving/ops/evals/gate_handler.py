@@ -11,7 +11,7 @@ from typing import Any
 from ...errors import ConfigurationError, Problem
 from ...evals.tasks import parse_tasks
 from ..bearer_token import generate_bearer_token
-from ..smoke import SmokeError, checked_context, request_errors
+from ..smoke import SmokeError, connection
 from .run import gate_failures, run_tasks
 
 DEFAULT_TIMEOUT = 300.0
@@ -32,11 +32,8 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
     report: list[dict[str, Any]] = []
     for index, copy in enumerate(copies):
         try:
-            context_ = checked_context(copy["base_url"], headers, None)
-            with request_errors(copy["base_url"], None):
-                results = run_tasks(
-                    tasks, copy["base_url"], copy["model"], headers, timeout, context_
-                )
+            with connection(copy["base_url"], headers, None) as tls:
+                results = run_tasks(tasks, copy["base_url"], copy["model"], headers, timeout, tls)
         except SmokeError as error:
             failures.append(f"{copy['expect_copy']}: {error}")
             report.append({"copy": copy["expect_copy"], "error": str(error)})
