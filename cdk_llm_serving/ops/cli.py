@@ -151,15 +151,7 @@ def _eval_command(args: argparse.Namespace) -> int:
     return _endpoint_command(args, prepare_eval(args))
 
 
-def _sagemaker(args: argparse.Namespace, clients: Clients | None) -> Any:
-    if clients and "sagemaker" in clients:
-        return clients["sagemaker"]
-    return _boto3_client("sagemaker", args.region)
-
-
-def _aws_call(
-    doing: str, call: Callable[[], T], args: argparse.Namespace | None = None
-) -> tuple[T | None, int]:
+def _aws_call(args: argparse.Namespace, doing: str, call: Callable[[], T]) -> tuple[T | None, int]:
     """Run ``call``; an AWS error becomes one line on stderr (JSON on stdout under
     ``--json``) and a distinct exit status."""
     from .aws_errors import describe_failure
@@ -168,25 +160,25 @@ def _aws_call(
         return call(), 0
     except Exception as error:  # noqa: BLE001 - describe_failure re-raises what is not AWS's
         failure = describe_failure(error, doing)
-        return None, _fail(args or argparse.Namespace(), failure.message, failure.exit_code)
+        return None, _fail(args, failure.message, failure.exit_code)
 
 
-def _fleet_command(args: argparse.Namespace, clients: Clients | None = None) -> int:
+def _fleet_command(args: argparse.Namespace, clients: Clients) -> int:
     from .aws_errors import EXIT_FALLBACK
     from .fleet import fleet_as_dict, fleet_status, format_fleet
 
     status, code = _aws_call(
-        f"describe endpoint {args.endpoint!r}",
-        lambda: fleet_status(_sagemaker(args, clients), args.endpoint),
         args,
+        f"describe endpoint {args.endpoint!r}",
+        lambda: fleet_status(_client(clients, "sagemaker", args.region), args.endpoint),
     )
     if status is None:
         return code
     if args.live_prices:
         status, code = _aws_call(
+            args,
             "read prices from the AWS Price List API",
             lambda: _live_prices(args, clients, status),
-            args,
         )
         if status is None:
             return code
@@ -194,10 +186,8 @@ def _fleet_command(args: argparse.Namespace, clients: Clients | None = None) -> 
     return EXIT_FALLBACK if args.fail_on_fallback and status.on_fallback else 0
 
 
-def _live_prices(args: argparse.Namespace, clients: Clients | None, status: Any) -> Any:
+def _live_prices(args: argparse.Namespace, clients: Clients, status: Any) -> Any:
     """Reprice the fleet with the Price List API's on-demand prices of the endpoint's region."""
-    import boto3
-
     from ..planning.catalog import default_catalog
     from .live_prices import (
         PRICING_ENDPOINT_REGION,
@@ -207,10 +197,8 @@ def _live_prices(args: argparse.Namespace, clients: Clients | None, status: Any)
         reprice,
     )
 
-    pricing = (clients or {}).get("pricing") or boto3.client(
-        "pricing", region_name=PRICING_ENDPOINT_REGION
-    )
-    region = args.region or _sagemaker(args, clients).meta.region_name
+    pricing = _client(clients, "pricing", PRICING_ENDPOINT_REGION)
+    region = args.region or _client(clients, "sagemaker", args.region).meta.region_name
     types = pool_types(status)
     catalog = live_catalog(default_catalog(), pricing, region, types)
     if args.save_prices:
@@ -219,7 +207,7 @@ def _live_prices(args: argparse.Namespace, clients: Clients | None, status: Any)
     return reprice(status, catalog)
 
 
-def _recommend_start(args: argparse.Namespace, clients: Clients | None = None) -> int:
+def _recommend_start(args: argparse.Namespace, clients: Clients) -> int:
     from .recommend import RecommendationSpec, load_spec, start_recommendation
 
     values: dict[str, Any] = load_spec(args.spec) if args.spec else {}
@@ -230,8 +218,9 @@ def _recommend_start(args: argparse.Namespace, clients: Clients | None = None) -
         values["instance_types"] = args.instance_type
     spec = RecommendationSpec.from_mapping(values).validate()  # ConfigurationError: main()
     arn, code = _aws_call(
+        args,
         f"start recommendation job {spec.name!r}",
-        lambda: start_recommendation(_sagemaker(args, clients), spec),
+        lambda: start_recommendation(_client(clients, "sagemaker", args.region), spec),
     )
     if code:
         return code
@@ -239,15 +228,19 @@ def _recommend_start(args: argparse.Namespace, clients: Clients | None = None) -
     return 0
 
 
-def _recommend_wait(args: argparse.Namespace, clients: Clients | None = None) -> int:
+def _recommend_wait(args: argparse.Namespace, clients: Clients) -> int:
     from .recommend import JobFailed, wait_for_job
 
-    sleep = (clients or {}).get("sleep", __import__("time").sleep)
+    sleep = clients.get("sleep", __import__("time").sleep)
     try:
         job, code = _aws_call(
+            args,
             f"describe recommendation job {args.job!r}",
             lambda: wait_for_job(
-                _sagemaker(args, clients), args.job, poll_seconds=args.poll_seconds, sleep=sleep
+                _client(clients, "sagemaker", args.region),
+                args.job,
+                poll_seconds=args.poll_seconds,
+                sleep=sleep,
             ),
         )
     except JobFailed as error:
@@ -258,12 +251,13 @@ def _recommend_wait(args: argparse.Namespace, clients: Clients | None = None) ->
     return 0
 
 
-def _recommend_to_pools(args: argparse.Namespace, clients: Clients | None = None) -> int:
+def _recommend_to_pools(args: argparse.Namespace, clients: Clients) -> int:
     from .recommend import pools_from_job
 
     job, code = _aws_call(
+        args,
         f"describe recommendation job {args.job!r}",
-        lambda: _sagemaker(args, clients).describe_ai_recommendation_job(
+        lambda: _client(clients, "sagemaker", args.region).describe_ai_recommendation_job(
             AIRecommendationJobName=args.job
         ),
     )
@@ -287,7 +281,7 @@ def _recommend_to_pools(args: argparse.Namespace, clients: Clients | None = None
     return 0
 
 
-def _addons_check(args: argparse.Namespace, clients: Clients | None = None) -> int:
+def _addons_check(args: argparse.Namespace, clients: Clients) -> int:
     from .addon_check import (
         check_pins,
         check_versions,
@@ -298,15 +292,14 @@ def _addons_check(args: argparse.Namespace, clients: Clients | None = None) -> i
 
     versions = check_versions(args.kubernetes_version)
     overrides = parse_overrides(args.addon_versions, versions)
-    eks = (clients or {}).get("eks")
     checks, code = _aws_call(
-        "list EKS add-on versions (DescribeAddonVersions)",
-        lambda: check_pins(eks or _boto3_client("eks", args.region), versions, overrides),
         args,
+        "list EKS add-on versions (DescribeAddonVersions)",
+        lambda: check_pins(_client(clients, "eks", args.region), versions, overrides),
     )
     if checks is None:
         return code
-    region = args.region or (eks.meta.region_name if eks else None)
+    region = args.region or (clients["eks"].meta.region_name if "eks" in clients else None)
     print(
         json.dumps(checks_as_dict(region, checks), indent=2)
         if args.json
@@ -315,7 +308,10 @@ def _addons_check(args: argparse.Namespace, clients: Clients | None = None) -> i
     return 0 if all(check.offered for check in checks) else EXIT_ADDON_NOT_OFFERED
 
 
-def _boto3_client(service: str, region: str | None) -> Any:
+def _client(clients: Clients, service: str, region: str | None) -> Any:
+    """A test's stubbed client for ``service``, else boto3's, retrying the SDK's standard way."""
+    if service in clients:
+        return clients[service]
     import boto3
 
     from .aws_errors import RETRY_CONFIG
@@ -612,7 +608,7 @@ def _main(argv: Sequence[str] | None, clients: Clients | None) -> int:
     try:
         check_arguments(args)  # names, regions and paths, before any AWS call
         if getattr(args, "aws", False):
-            return int(args.handler(args, clients))
+            return int(args.handler(args, clients or {}))
         return int(args.handler(args))
     except ConfigurationError as error:  # bad input found by a command: one line, no traceback
         return _fail(args, str(error), EXIT_USAGE, [asdict(p) for p in error.problems])
