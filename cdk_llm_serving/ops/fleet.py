@@ -8,7 +8,7 @@ first, set by ``ServingModel(client_model_name=...)``; else ``SM_VLLM_SERVED_MOD
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -171,18 +171,7 @@ def fleet_as_dict(status: FleetStatus) -> dict[str, Any]:
             "model": v.model,
             "on_fallback": v.on_fallback,
             "hourly_cost": round(v.hourly_cost, 2) if v.hourly_cost is not None else None,
-            "pools": [
-                {
-                    "priority": p.priority,
-                    "instance_type": p.instance_type,
-                    "instances": p.instances,
-                    "preferred": p.preferred,
-                    "model_override": p.model_override,
-                    "served_name": p.served_name,
-                    "price_per_hour": p.price_per_hour,
-                }
-                for p in v.pools
-            ],
+            "pools": [{**asdict(p), "preferred": p.preferred} for p in v.pools],
         }
 
     return {

@@ -106,22 +106,13 @@ class RecommendationSpec:
         if check_sagemaker_name(
             found, "name", self.name, job, "AIRecommendationJobName", "a job name"
         ):
+            workload_name = f"{self.name}{WORKLOAD_SUFFIX}"
+            what = f"the job name plus {WORKLOAD_SUFFIX!r} (the workload configuration's name)"
             check_sagemaker_name(
-                found,
-                "name",
-                f"{self.name}{WORKLOAD_SUFFIX}",
-                workload,
-                "AIWorkloadConfigName",
-                f"the job name plus {WORKLOAD_SUFFIX!r} (the workload configuration's name)",
+                found, "name", workload_name, workload, "AIWorkloadConfigName", what
             )
-        check_sagemaker_name(
-            found,
-            "role_arn",
-            self.role_arn,
-            job,
-            "RoleArn",
-            "a role ARN (arn:aws:iam::<account>:role/<name>, not a role name)",
-        )
+        role = "a role ARN (arn:aws:iam::<account>:role/<name>, not a role name)"
+        check_sagemaker_name(found, "role_arn", self.role_arn, job, "RoleArn", role)
 
     def validate(self) -> RecommendationSpec:
         """This spec, or a ``ConfigurationError`` listing every one of its ``problems()``."""
@@ -320,16 +311,13 @@ def pools_from_job(job: Mapping[str, Any], goal: Goal | None = None) -> PoolFile
         if best is None or _order_key(goal)(pool) < _order_key(goal)(best):
             pools[instance_type] = pool
     if not pools:
-        raise ConfigurationError(
-            "recommendation job",
-            [
-                Problem(
-                    "job",
-                    job.get("AIRecommendationJobName"),
-                    "has no recommendations with an instance type",
-                )
-            ],
+        problems = Problems("recommendation job")
+        problems.add(
+            "job",
+            job.get("AIRecommendationJobName"),
+            "has no recommendations with an instance type",
         )
+        problems.raise_if_any()
     ordered = sorted(pools.values(), key=_order_key(goal))[:5]
     return PoolFile(job=job.get("AIRecommendationJobName", ""), goal=goal, pools=tuple(ordered))
 

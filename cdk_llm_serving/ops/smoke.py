@@ -57,6 +57,10 @@ class StreamResult:
     refusal: str = ""
 
     @property
+    def ttft_ms(self) -> float | None:
+        return None if self.ttft_seconds is None else round(self.ttft_seconds * 1000, 1)
+
+    @property
     def tokens_per_second(self) -> float:
         generating = self.total_seconds - (self.ttft_seconds or 0.0)
         return self.output_tokens / generating if generating > 0 else 0.0
@@ -273,7 +277,7 @@ def report(checks: list[Check], results: dict[str, StreamResult]) -> dict[str, A
         "requests": {
             name: {
                 "model": r.model,
-                "ttft_ms": round(r.ttft_seconds * 1000, 1) if r.ttft_seconds is not None else None,
+                "ttft_ms": r.ttft_ms,
                 "itl_ms": {
                     f"p{q}": (
                         round(v * 1000, 2)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import ssl
 from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...errors import ConfigurationError, Problem
+from ...errors import Problems
 from ...evals.tasks import Task, TaskSet
 from ..smoke import StreamResult, percentile, report, run_smoke, stream_chat
 from .scoring import score
@@ -136,7 +136,6 @@ def run_tasks(
     headers: dict[str, str],
     timeout: float,
     context: ssl.SSLContext | None = None,
-    on_answer: Callable[[Task, SampleResult], None] | None = None,
 ) -> list[TaskResult]:
     """Every sample of every task, one request at a time, scored."""
     results = []
@@ -159,15 +158,11 @@ def run_tasks(
                 passed=verdict.passed,
                 detail=verdict.detail,
                 model=answer.model,
-                ttft_ms=round(answer.ttft_seconds * 1000, 1)
-                if answer.ttft_seconds is not None
-                else None,
+                ttft_ms=answer.ttft_ms,
                 output_tokens=answer.output_tokens,
                 seconds=round(answer.total_seconds, 3),
             )
             result.samples.append(entry)
-            if on_answer:
-                on_answer(task, entry)
         results.append(result)
     return results
 
@@ -188,47 +183,31 @@ def smoke_figures(
 
 
 def read_reference(path: str, tasks: TaskSet) -> dict[str, float]:
-    """Task name -> the reference copy's score, from an earlier run's results file.
-
-    Refused (``ConfigurationError``) when the file is not a results file, lacks a task, or
-    scored another version of a task (its samples, tools or system message changed)."""
+    """Task name -> the reference copy's score, from an earlier run's results file; refused
+    when it is no results file, lacks a task, or scored another version of a task."""
+    problems = Problems(f"reference {path}")
     with open(path, encoding="utf-8") as handle:
         try:
             data = json.load(handle)
         except json.JSONDecodeError as error:
-            raise ConfigurationError(
-                f"reference {path}", [Problem("(file)", path, f"a results file, JSON ({error})")]
-            ) from None
-    if not isinstance(data, Mapping) or data.get("results_version") != RESULTS_VERSION:
-        raise ConfigurationError(
-            f"reference {path}",
-            [Problem("results_version", _get(data, "results_version"), f"{RESULTS_VERSION}")],
-        )
+            data = None
+            problems.add("(file)", path, f"a results file, JSON ({error})")
+    if not problems and (
+        not isinstance(data, Mapping) or data.get("results_version") != RESULTS_VERSION
+    ):
+        version = data.get("results_version") if isinstance(data, Mapping) else None
+        problems.add("results_version", version, f"{RESULTS_VERSION}")
+    problems.raise_if_any()
     scored = {t["name"]: t for t in data.get("tasks", []) if isinstance(t, Mapping)}
-    problems = []
-    found = {}
     for task in tasks.tasks:
         entry = scored.get(task.name)
         if entry is None:
-            problems.append(Problem(f"tasks.{task.name}", None, "scored in the reference run"))
+            problems.add(f"tasks.{task.name}", None, "scored in the reference run")
         elif entry.get("digest") != task.digest:
-            problems.append(
-                Problem(
-                    f"tasks.{task.name}.digest",
-                    entry.get("digest"),
-                    f"{task.digest}: the reference scored another version of the task; "
-                    "run the reference copy again",
-                )
-            )
-        else:
-            found[task.name] = float(entry["score"])
-    if problems:
-        raise ConfigurationError(f"reference {path}", problems)
-    return found
-
-
-def _get(data: Any, key: str) -> Any:
-    return data.get(key) if isinstance(data, Mapping) else None
+            allowed = f"{task.digest}: the reference scored another version of the task; run the reference copy again"
+            problems.add(f"tasks.{task.name}.digest", entry.get("digest"), allowed)
+    problems.raise_if_any()
+    return {task.name: float(scored[task.name]["score"]) for task in tasks.tasks}
 
 
 def attribution(results: list[TaskResult]) -> dict[str, int]:
@@ -272,12 +251,8 @@ def results_as_dict(
         "expected_copy": expect_copy,
         "reference": reference,
         "estimate": {
-            "requests": planned.requests,
-            "prompt_tokens": planned.prompt_tokens,
-            "max_output_tokens": planned.max_output_tokens,
+            **asdict(planned),
             "seconds": round(planned.seconds, 1) if planned.seconds is not None else None,
-            "instance_type": planned.instance_type,
-            "price_per_hour": planned.price_per_hour,
             "cost": planned.cost,
         },
         "latency": smoke["requests"],
