@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, Problem
+from ..errors import ConfigurationError, Problem, Problems
 
 TASK_FILE_VERSION = 1
 DEFAULT_THRESHOLD_POINTS = 2.0
@@ -88,27 +88,21 @@ def load_tasks(path: str | Path) -> TaskSet:
     import yaml  # not in the gate's Lambda, which receives tasks already parsed
 
     text = Path(path).read_text(encoding="utf-8")  # OSError: the CLI's "error:" line
-    where = f"task file {path}"
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise ConfigurationError(
-            where, [Problem("(file)", str(path), f"YAML or JSON ({_one_line(error)})")]
-        ) from None
+        allowed = f"YAML or JSON ({' '.join(str(error).split())})"
+        problem = Problem("(file)", str(path), allowed)
+        raise ConfigurationError(f"task file {path}", [problem]) from None
     return parse_tasks(data, str(path))
 
 
 def parse_tasks(data: Any, source: str = "(tasks)") -> TaskSet:
-    problems: list[Problem] = []
-
-    def add(prop: str, value: Any, allowed: str) -> None:
-        problems.append(Problem(prop, value, allowed))
-
+    problems = Problems(f"task file {source}")
+    add = problems.add
     if not isinstance(data, Mapping):
-        raise ConfigurationError(
-            f"task file {source}",
-            [Problem("(file)", type(data).__name__, "a mapping with version and tasks")],
-        )
+        add("(file)", type(data).__name__, "a mapping with version and tasks")
+        problems.raise_if_any()
     if data.get("version") != TASK_FILE_VERSION:
         add("version", data.get("version"), f"{TASK_FILE_VERSION}")
     for key in sorted(set(data) - {"version", "tasks"}):
@@ -127,8 +121,7 @@ def parse_tasks(data: Any, source: str = "(tasks)") -> TaskSet:
             add(f"tasks[{t}].name", task.name, "unique task names")
         seen.add(task.name)
         tasks.append(task)
-    if problems:
-        raise ConfigurationError(f"task file {source}", problems)
+    problems.raise_if_any()
     return TaskSet(source, tuple(tasks))
 
 
@@ -292,21 +285,27 @@ def _check_tool_call(
     if expect["name"] not in offered:
         add(f"{at}.name", expect["name"], f"one of the offered tools: {', '.join(sorted(offered))}")
         return
-    if "arguments" in expect:
-        from jsonschema import Draft202012Validator
+    if "arguments" not in expect:
+        return
+    arguments, parameters = expect["arguments"], parameters_of(offered[expect["name"]])
+    if not isinstance(arguments, Mapping):
+        add(f"{at}.arguments", arguments, "a mapping (the arguments as a JSON object)")
+    elif error := schema_error(parameters, dict(arguments)):
+        allowed = f"arguments valid against {expect['name']}'s parameters ({error})"
+        add(f"{at}.arguments", dict(arguments), allowed)
 
-        arguments = expect["arguments"]
-        if not isinstance(arguments, Mapping):
-            add(f"{at}.arguments", arguments, "a mapping (the arguments as a JSON object)")
-            return
-        schema = offered[expect["name"]].get("parameters", {"type": "object"})
-        errors = sorted(Draft202012Validator(schema).iter_errors(dict(arguments)), key=str)
-        if errors:
-            add(
-                f"{at}.arguments",
-                dict(arguments),
-                f"arguments valid against {expect['name']}'s parameters ({errors[0].message})",
-            )
+
+def parameters_of(function: Mapping[str, Any]) -> Any:
+    """A tool function's ``parameters`` schema (any JSON object without one)."""
+    return function.get("parameters", {"type": "object"})
+
+
+def schema_error(schema: Any, value: Any) -> str | None:
+    """The first (by text) reason ``value`` fails the JSON Schema ``schema``, else ``None``."""
+    from jsonschema import Draft202012Validator
+
+    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=str)
+    return errors[0].message if errors else None
 
 
 def _is_function_tool(tool: Any) -> bool:
@@ -367,7 +366,3 @@ def _number(at: str, value: Any, add: Add) -> float | None:
         add(at, value, "a number of points from 0 to 100")
         return None
     return float(value)
-
-
-def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split())

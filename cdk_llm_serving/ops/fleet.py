@@ -85,15 +85,18 @@ def _variants(
                     instance_type=instance_type,
                     instances=running.get(instance_type, 0),
                     model_override=declared_pool.get("ModelNameOverride"),
-                    price_per_hour=catalog.get(instance_type).price_per_hour
-                    if instance_type in catalog
-                    else None,
+                    price_per_hour=hourly_price(catalog, instance_type),
                 )
             )
         variants.append(
             VariantStatus(summary["VariantName"], declared.get("ModelName"), tuple(pools), pending)
         )
     return tuple(variants)
+
+
+def hourly_price(catalog: Catalog, instance_type: str) -> float | None:
+    """The catalog's $/h of ``instance_type`` (``None``: not in the catalog)."""
+    return catalog.get(instance_type).price_per_hour if instance_type in catalog else None
 
 
 def served_name(environment: dict[str, str]) -> str | None:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..planning.catalog import Catalog
-from .fleet import FleetStatus, VariantStatus
+from .fleet import FleetStatus, VariantStatus, hourly_price
 
 #: The Price List API answers from us-east-1 whatever region it prices.
 PRICING_ENDPOINT_REGION = "us-east-1"
@@ -88,22 +88,16 @@ def pool_types(status: FleetStatus) -> list[str]:
 def reprice(status: FleetStatus, catalog: Catalog) -> FleetStatus:
     """``status`` with each pool's hourly price from ``catalog``."""
 
-    def pools(variant: VariantStatus) -> VariantStatus:
-        priced = tuple(
-            replace(
-                pool,
-                price_per_hour=catalog.get(pool.instance_type).price_per_hour
-                if pool.instance_type in catalog
-                else None,
-            )
-            for pool in variant.pools
-        )
-        return replace(variant, pools=priced)
+    def priced(variant: VariantStatus) -> VariantStatus:
+        pools = [
+            replace(p, price_per_hour=hourly_price(catalog, p.instance_type)) for p in variant.pools
+        ]
+        return replace(variant, pools=tuple(pools))
 
     return replace(
         status,
-        variants=tuple(pools(v) for v in status.variants),
-        pending=tuple(pools(v) for v in status.pending),
+        variants=tuple(priced(v) for v in status.variants),
+        pending=tuple(priced(v) for v in status.pending),
         price_source=catalog.price_source,
     )
 

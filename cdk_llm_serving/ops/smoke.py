@@ -194,38 +194,29 @@ def stream_chat(
 
 
 def check_tool_call(result: StreamResult) -> Check:
+    name = "tool call parsed"
     if not result.tool_calls:
-        return Check(
-            "tool call parsed",
-            False,
-            "no tool_calls in the stream (is --enable-auto-tool-choice with a --tool-call-parser set?)",
-        )
+        hint = "is --enable-auto-tool-choice with a --tool-call-parser set?"
+        return Check(name, False, f"no tool_calls in the stream ({hint})")
     call = result.tool_calls[min(result.tool_calls)]
     try:
         arguments = json.loads(call["arguments"] or "{}")
     except json.JSONDecodeError:
-        return Check(
-            "tool call parsed", False, f"arguments are not JSON: {call['arguments'][:80]!r}"
-        )
+        return Check(name, False, f"arguments are not JSON: {call['arguments'][:80]!r}")
     if call["name"] != TOOL_NAME:
-        return Check("tool call parsed", False, f"called {call['name']!r}, not {TOOL_NAME!r}")
-    return Check("tool call parsed", True, f"{call['name']}({json.dumps(arguments)})")
+        return Check(name, False, f"called {call['name']!r}, not {TOOL_NAME!r}")
+    return Check(name, True, f"{call['name']}({json.dumps(arguments)})")
 
 
 def check_reasoning(result: StreamResult) -> Check:
+    name = "reasoning separated"
     if not result.reasoning:
-        return Check(
-            "reasoning separated",
-            False,
-            "no reasoning_content in the stream (is --reasoning-parser set?)",
-        )
+        hint = "is --reasoning-parser set?"
+        return Check(name, False, f"no reasoning_content in the stream ({hint})")
     if result.reasoning.strip() and result.reasoning.strip() in result.content:
-        return Check("reasoning separated", False, "the reasoning also appears in the answer")
-    return Check(
-        "reasoning separated",
-        True,
-        f"{len(result.reasoning)} characters of reasoning, answer {result.content.strip()[:40]!r}",
-    )
+        return Check(name, False, "the reasoning also appears in the answer")
+    answer = result.content.strip()[:40]
+    return Check(name, True, f"{len(result.reasoning)} characters of reasoning, answer {answer!r}")
 
 
 def check_copy(name: str, result: StreamResult) -> Check:
@@ -295,16 +286,20 @@ def report(checks: list[Check], results: dict[str, StreamResult]) -> dict[str, A
 
 
 def format_report(data: dict[str, Any]) -> str:
-    lines = []
-    for check in data["checks"]:
-        lines.append(f"{'PASS' if check['passed'] else 'FAIL'}  {check['name']}: {check['detail']}")
-    for name, r in data["requests"].items():
-        itl = r["itl_ms"]
-        lines.append(
-            f"{name:<10} copy={r['model']} ttft={r['ttft_ms']} ms  itl p50/p90/p99={itl['p50']}/{itl['p90']}/{itl['p99']} ms  "
-            f"{r['output_tokens']} tokens  {r['tokens_per_second']} tokens/s"
-        )
-    return "\n".join(lines)
+    lines = [
+        f"{'PASS' if c['passed'] else 'FAIL'}  {c['name']}: {c['detail']}" for c in data["checks"]
+    ]
+    return "\n".join(lines + [request_line(name, r) for name, r in data["requests"].items()])
+
+
+def request_line(name: str, r: dict[str, Any]) -> str:
+    """One request of ``report``: the answering copy and its latency figures."""
+    itl = r["itl_ms"]
+    return (
+        f"{name:<10} copy={r['model']} ttft={r['ttft_ms']} ms  itl p50/p90/p99="
+        f"{itl['p50']}/{itl['p90']}/{itl['p99']} ms  "
+        f"{r['output_tokens']} tokens  {r['tokens_per_second']} tokens/s"
+    )
 
 
 class SmokeError(RuntimeError):

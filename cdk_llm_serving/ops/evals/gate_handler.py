@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import ConfigurationError, Problem
+from ...errors import ConfigurationError, Problems
 from ...evals.tasks import parse_tasks
 from ..bearer_token import generate_bearer_token
 from ..smoke import SmokeError, connection
@@ -57,19 +57,14 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
 
 
 def _copies(raw: Any) -> list[dict[str, str]]:
-    problems = []
-    copies = []
+    """The event's copies, the reference first; ``ConfigurationError`` naming each bad one."""
+    problems = Problems("gate event")
+    keys = ("base_url", "model", "expect_copy")
     if not isinstance(raw, list) or not raw:
-        raise ConfigurationError(
-            "gate event", [Problem("copies", raw, "a non-empty list, the reference copy first")]
-        )
+        problems.add("copies", raw, "a non-empty list, the reference copy first")
+        problems.raise_if_any()
     for i, copy in enumerate(raw):
-        if not isinstance(copy, Mapping) or not all(
-            isinstance(copy.get(k), str) for k in ("base_url", "model", "expect_copy")
-        ):
-            problems.append(Problem(f"copies[{i}]", copy, "{base_url, model, expect_copy}"))
-            continue
-        copies.append({k: copy[k] for k in ("base_url", "model", "expect_copy")})
-    if problems:
-        raise ConfigurationError("gate event", problems)
-    return copies
+        if not isinstance(copy, Mapping) or not all(isinstance(copy.get(k), str) for k in keys):
+            problems.add(f"copies[{i}]", copy, "{base_url, model, expect_copy}")
+    problems.raise_if_any()
+    return [{k: copy[k] for k in keys} for copy in raw]

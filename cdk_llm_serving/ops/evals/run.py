@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import Problems
 from ...evals.tasks import Task, TaskSet
-from ..smoke import StreamResult, percentile, report, run_smoke, stream_chat
+from ..smoke import StreamResult, percentile, report, request_line, run_smoke, stream_chat
 from .scoring import score
 
 #: Results file format (``--output``, ``--json``): a later run reads it as ``--reference``.
@@ -296,12 +296,7 @@ def format_results(data: dict[str, Any]) -> str:
         for a in t["answers"]:
             if not a["passed"]:
                 lines.append(f"    FAIL {a['id']} ({a['model']}): {a['detail']}")
-    for name, r in data["latency"].items():
-        itl = r["itl_ms"]
-        lines.append(
-            f"latency {name:<10} ttft={r['ttft_ms']} ms  itl p50/p90/p99="
-            f"{itl['p50']}/{itl['p90']}/{itl['p99']} ms  {r['tokens_per_second']} tokens/s"
-        )
+    lines += [f"latency {request_line(name, r)}" for name, r in data["latency"].items()]
     gate = data["gate"]
     lines.append(
         "gate: PASS"

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...evals.tasks import Sample, Task
+from ...evals.tasks import Sample, Task, parameters_of, schema_error
 from ..smoke import StreamResult
 
 
@@ -47,8 +47,6 @@ def _answer(expect: Mapping[str, Any], answer: StreamResult) -> Verdict:
 
 
 def _tool_call(sample: Sample, answer: StreamResult) -> Verdict:
-    from jsonschema import Draft202012Validator
-
     expect = sample.expect
     if expect.get("none"):
         if answer.tool_calls:
@@ -65,12 +63,8 @@ def _tool_call(sample: Sample, answer: StreamResult) -> Verdict:
     except json.JSONDecodeError:
         return Verdict(False, f"arguments are not JSON: {_short(call['arguments'])!r}")
     tool = next(t["function"] for t in sample.tools if t["function"]["name"] == call["name"])
-    errors = sorted(
-        Draft202012Validator(tool.get("parameters", {"type": "object"})).iter_errors(arguments),
-        key=str,
-    )
-    if errors:
-        return Verdict(False, f"arguments fail {call['name']}'s schema: {errors[0].message}")
+    if error := schema_error(parameters_of(tool), arguments):
+        return Verdict(False, f"arguments fail {call['name']}'s schema: {error}")
     if "arguments" in expect and arguments != expect["arguments"]:
         return Verdict(
             False,
@@ -98,15 +92,12 @@ def _format(expect: Mapping[str, Any], answer: StreamResult) -> Verdict:
         if re.fullmatch(expect["pattern"], text):
             return Verdict(True, "matches")
         return Verdict(False, f"{_short(text)!r} does not match {expect['pattern']!r} in full")
-    from jsonschema import Draft202012Validator
-
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
         return Verdict(False, f"not JSON: {_short(text)!r}")
-    errors = sorted(Draft202012Validator(expect["json_schema"]).iter_errors(value), key=str)
-    if errors:
-        return Verdict(False, f"JSON fails the schema: {errors[0].message}")
+    if error := schema_error(expect["json_schema"], value):
+        return Verdict(False, f"JSON fails the schema: {error}")
     return Verdict(True, "JSON valid against the schema")
 
 
