@@ -6,9 +6,9 @@ The format (``version: 1``, ``tasks``, each sample's one check: ``answer``, ``to
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,18 +29,8 @@ DEFAULT_REFUSAL_PATTERNS = (
     r"\bI am sorry\b",
     r"\b(?:not able|unable) to (?:help|assist|provide)\b",
 )
-_ROLES = ("system", "user", "assistant", "tool")
-_TASK_KEYS = {
-    "name",
-    "threshold_points",
-    "min_score",
-    "max_tokens",
-    "system",
-    "tools",
-    "refusal_patterns",
-    "samples",
-}
-_SAMPLE_KEYS = {"id", "prompt", "messages", "tools", *CHECKS}
+#: The task file's JSON Schema; every description in it is what a problem says is allowed.
+SCHEMA_PATH = Path(__file__).with_name("task_file.schema.json")
 #: Records one problem: (property, value, what is allowed).
 Add = Callable[[str, Any, str], None]
 
@@ -98,201 +88,153 @@ def load_tasks(path: str | Path) -> TaskSet:
 
 
 def parse_tasks(data: Any, source: str = "(tasks)") -> TaskSet:
+    """The tasks of a parsed task file; ``ConfigurationError`` listing every problem: the
+    schema's (``task_file.schema.json``), then what a schema cannot say (``_check_meaning``)."""
     problems = Problems(f"task file {source}")
-    add = problems.add
-    if not isinstance(data, Mapping):
-        add("(file)", type(data).__name__, "a mapping with version and tasks")
-        problems.raise_if_any()
-    if data.get("version") != TASK_FILE_VERSION:
-        add("version", data.get("version"), f"{TASK_FILE_VERSION}")
-    for key in sorted(set(data) - {"version", "tasks"}):
-        add(key, data[key], "no other top-level keys than version and tasks")
-    raw_tasks = data.get("tasks")
-    tasks: list[Task] = []
-    if not isinstance(raw_tasks, list) or not raw_tasks:
-        add("tasks", raw_tasks, "a non-empty list of tasks")
-        raw_tasks = []
-    seen: set[str] = set()
-    for t, raw in enumerate(raw_tasks):
-        task = _parse_task(f"tasks[{t}]", raw, add)
-        if task is None:
-            continue
-        if task.name in seen:
-            add(f"tasks[{t}].name", task.name, "unique task names")
-        seen.add(task.name)
-        tasks.append(task)
+    errors = _validator().iter_errors(data)
+    said: set[tuple[str, str]] = set()  # a part failing two ways with one description
+    for error in sorted(errors, key=lambda e: [(isinstance(p, str), p) for p in e.absolute_path]):
+        for prop, value, allowed in _problems_of(error):
+            if (prop, allowed) not in said:
+                said.add((prop, allowed))
+                problems.add(prop, value, allowed)
+    _check_meaning(data, problems.add)
     problems.raise_if_any()
-    return TaskSet(source, tuple(tasks))
+    return TaskSet(source, tuple(_task(raw) for raw in data["tasks"]))
 
 
-def _parse_task(at: str, raw: Any, add: Add) -> Task | None:
-    if not isinstance(raw, Mapping):
-        add(at, raw, "a mapping with name and samples")
-        return None
-    for key in sorted(set(raw) - _TASK_KEYS):
-        add(f"{at}.{key}", raw[key], f"one of {', '.join(sorted(_TASK_KEYS))}")
-    name = raw.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", name):
-        add(f"{at}.name", name, "1-63 letters, digits, '.', '_' or '-', starting alphanumeric")
-        name = f"#{at}"
-    threshold = _number(f"{at}.threshold_points", raw.get("threshold_points"), add)
-    min_score = _number(f"{at}.min_score", raw.get("min_score"), add)
-    max_tokens = raw.get("max_tokens", DEFAULT_MAX_TOKENS)
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        add(f"{at}.max_tokens", max_tokens, "a whole number of at least 1")
-        max_tokens = DEFAULT_MAX_TOKENS
-    system = raw.get("system")
-    if system is not None and not isinstance(system, str):
-        add(f"{at}.system", system, "a string")
-        system = None
-    patterns = raw.get("refusal_patterns", list(DEFAULT_REFUSAL_PATTERNS))
-    if not isinstance(patterns, list) or not patterns:
-        add(f"{at}.refusal_patterns", patterns, "a non-empty list of regular expressions")
-        patterns = list(DEFAULT_REFUSAL_PATTERNS)
-    for p, pattern in enumerate(patterns):
-        _regex(f"{at}.refusal_patterns[{p}]", pattern, add)
-    task_tools = _tools(f"{at}.tools", raw.get("tools", []), add)
-    raw_samples = raw.get("samples")
-    if not isinstance(raw_samples, list) or not raw_samples:
-        add(f"{at}.samples", raw_samples, "a non-empty list of samples")
-        raw_samples = []
-    samples: list[Sample] = []
-    ids: set[str] = set()
-    for s, raw_sample in enumerate(raw_samples):
-        sample = _parse_sample(f"{at}.samples[{s}]", s, raw_sample, system, task_tools, add)
-        if sample is None:
-            continue
-        if sample.id in ids:
-            add(f"{at}.samples[{s}].id", sample.id, "unique sample ids within the task")
-        ids.add(sample.id)
-        samples.append(sample)
-    digest = hashlib.sha256(
-        json.dumps(
-            {"samples": raw_samples, "system": system, "tools": raw.get("tools", [])},
-            sort_keys=True,
-            default=str,
-        ).encode()
-    ).hexdigest()[:16]
-    return Task(
-        name=name,
-        samples=tuple(samples),
-        threshold_points=DEFAULT_THRESHOLD_POINTS if threshold is None else threshold,
-        min_score=min_score,
-        max_tokens=max_tokens,
-        refusal_patterns=tuple(p for p in patterns if isinstance(p, str)),
-        digest=digest,
+@functools.cache
+def _validator() -> Any:
+    try:
+        from jsonschema import Draft202012Validator
+    except ImportError:
+        from .._extras import require_extra  # a clear error naming the extra
+
+        require_extra("eval", "jsonschema", "reading an eval task file")
+        raise
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def _problems_of(error: Any) -> list[tuple[str, Any, str]]:
+    """One schema error as (property, value, what is allowed): the failing part's description;
+    a missing or unknown key is named by its own path."""
+    at = list(error.absolute_path)
+    known: Mapping[str, Any] = error.schema.get("properties", {})
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if error.message.startswith(repr(k))]
+        return [(_where([*at, k]), None, known[k].get("description", "required")) for k in missing]
+    if error.validator == "additionalProperties":
+        allowed = f"one of {', '.join(sorted(known))}"
+        return [
+            (_where([*at, k]), error.instance[k], allowed) for k in error.instance if k not in known
+        ]
+    allowed = error.schema.get("description", error.message)
+    return [(_where(at), error.instance, f"{allowed} ({error.cause})" if error.cause else allowed)]
+
+
+def _where(path: Sequence[str | int]) -> str:
+    """``["tasks", 0, "name"]`` -> ``tasks[0].name`` (the whole file: ``(file)``)."""
+    return (
+        "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "(file)"
     )
 
 
-def _parse_sample(
-    at: str,
-    index: int,
-    raw: Any,
-    system: str | None,
-    task_tools: tuple[Mapping[str, Any], ...],
-    add: Add,
-) -> Sample | None:
-    if not isinstance(raw, Mapping):
-        add(at, raw, "a mapping with prompt (or messages) and one check")
-        return None
-    for key in sorted(set(raw) - _SAMPLE_KEYS):
-        add(f"{at}.{key}", raw[key], f"one of {', '.join(sorted(_SAMPLE_KEYS))}")
-    sample_id = str(raw.get("id", index))
-    messages: list[Mapping[str, Any]] = [{"role": "system", "content": system}] if system else []
-    if ("prompt" in raw) == ("messages" in raw):
-        add(
-            at,
-            sorted(k for k in raw if k in ("prompt", "messages")),
-            "prompt or messages, not both",
-        )
-    elif "prompt" in raw:
-        if not isinstance(raw["prompt"], str) or not raw["prompt"]:
-            add(f"{at}.prompt", raw["prompt"], "a non-empty string")
-        messages.append({"role": "user", "content": raw["prompt"]})
-    else:
-        raw_messages = raw["messages"]
-        if not isinstance(raw_messages, list) or not raw_messages:
-            add(f"{at}.messages", raw_messages, "a non-empty list of {role, content}")
-            raw_messages = []
-        for m, message in enumerate(raw_messages):
-            if not isinstance(message, Mapping) or message.get("role") not in _ROLES:
-                add(
-                    f"{at}.messages[{m}]",
-                    message,
-                    f"a mapping with role one of {', '.join(_ROLES)}",
-                )
-                continue
-            messages.append(dict(message))
-    tools = task_tools + _tools(f"{at}.tools", raw.get("tools", []), add)
-    checks = [key for key in CHECKS if key in raw]
-    if len(checks) != 1:
-        add(at, checks, f"exactly one check: {', '.join(CHECKS)}")
-        return None
-    check = checks[0]
-    expect = raw[check]
-    _check_expectation(f"{at}.{check}", check, expect, tools, add)
-    return Sample(sample_id, tuple(messages), check, expect, tools)
+def _check_meaning(data: Any, add: Add) -> None:
+    """What the schema cannot say: unique task names and sample ids, valid embedded JSON
+    Schemas, expected tool calls to offered tools with arguments their schema accepts."""
+    names: set[Any] = set()
+    for t, task in _mappings(data, "tasks"):
+        at = f"tasks[{t}]"
+        _unique(names, task.get("name"), f"{at}.name", "unique task names", add)
+        task_tools = _offered(f"{at}.tools", task, add)
+        ids: set[Any] = set()
+        for s, sample in _mappings(task, "samples"):
+            where = f"{at}.samples[{s}]"
+            _unique(
+                ids,
+                str(sample.get("id", s)),
+                f"{where}.id",
+                "unique sample ids within the task",
+                add,
+            )
+            offered = {**task_tools, **_offered(f"{where}.tools", sample, add)}
+            if isinstance(sample.get("tool_call"), Mapping):
+                _check_tool_call(f"{where}.tool_call", sample["tool_call"], offered, add)
+            if isinstance(sample.get("format"), Mapping) and "json_schema" in sample["format"]:
+                _check_schema(f"{where}.format.json_schema", sample["format"]["json_schema"], add)
 
 
-def _check_expectation(
-    at: str, check: str, expect: Any, tools: Sequence[Mapping[str, Any]], add: Add
-) -> None:
-    if check == "refusal":
-        if not isinstance(expect, bool):
-            add(at, expect, "true (must refuse) or false (must not)")
-        return
-    if not isinstance(expect, Mapping):
-        add(at, expect, "a mapping")
-        return
-    if check == "answer":
-        keys = [k for k in ("exact", "pattern") if k in expect]
-        if len(keys) != 1 or set(expect) - {"exact", "pattern", "require_reasoning"}:
-            add(at, dict(expect), "exact or pattern (one), and optional require_reasoning")
-        if "exact" in expect and not isinstance(expect["exact"], str | int | float):
-            add(f"{at}.exact", expect["exact"], "a string")
-        if "pattern" in expect:
-            _regex(f"{at}.pattern", expect["pattern"], add)
-        if not isinstance(expect.get("require_reasoning", False), bool):
-            add(f"{at}.require_reasoning", expect["require_reasoning"], "true or false")
-    elif check == "format":
-        keys = [k for k in ("json_schema", "pattern") if k in expect]
-        if len(keys) != 1 or len(expect) != 1:
-            add(at, dict(expect), "json_schema or pattern (one)")
-        if "pattern" in expect:
-            _regex(f"{at}.pattern", expect["pattern"], add)
-        if "json_schema" in expect:
-            _schema(f"{at}.json_schema", expect["json_schema"], add)
-    elif check == "tool_call":
-        _check_tool_call(at, expect, tools, add)
+def _mappings(parent: Any, key: str) -> list[tuple[int, Mapping[str, Any]]]:
+    """The mappings of the list ``parent[key]`` with their index (others: the schema's problems)."""
+    items = parent.get(key) if isinstance(parent, Mapping) else None
+    return (
+        [(i, x) for i, x in enumerate(items) if isinstance(x, Mapping)]
+        if isinstance(items, list)
+        else []
+    )
+
+
+def _unique(seen: set[Any], value: Any, at: str, allowed: str, add: Add) -> None:
+    if isinstance(value, str) and value in seen:
+        add(at, value, allowed)
+    seen.add(value if isinstance(value, str) else None)
+
+
+def _offered(at: str, owner: Mapping[str, Any], add: Add) -> dict[str, Mapping[str, Any]]:
+    """``owner``'s function tools by name, each one's ``parameters`` checked as a JSON Schema."""
+    offered = {}
+    for i, tool in _mappings(owner, "tools"):
+        function = tool.get("function")
+        if (
+            tool.get("type") == "function"
+            and isinstance(function, Mapping)
+            and isinstance(function.get("name"), str)
+        ):
+            if "parameters" in function:
+                _check_schema(f"{at}[{i}].function.parameters", function["parameters"], add)
+            offered[function["name"]] = function
+    return offered
 
 
 def _check_tool_call(
-    at: str, expect: Mapping[str, Any], tools: Sequence[Mapping[str, Any]], add: Add
+    at: str, expect: Mapping[str, Any], offered: Mapping[str, Any], add: Add
 ) -> None:
-    if expect.get("none") is True:
-        if len(expect) != 1:
-            add(at, dict(expect), "none: true alone, or name and optional arguments")
+    name = expect.get("name")
+    if not isinstance(name, str) or "none" in expect:  # a malformed call: the schema's problem
         return
-    if set(expect) - {"name", "arguments"} or not isinstance(expect.get("name"), str):
-        add(at, dict(expect), "name (a string) and optional arguments, or none: true")
+    if name not in offered:
+        tools = f"one of the offered tools: {', '.join(sorted(offered))}"
+        add(
+            f"{at}.name",
+            name,
+            tools if offered else "a tool offered in the task's or sample's tools",
+        )
         return
-    offered = {
-        tool["function"]["name"]: tool["function"] for tool in tools if _is_function_tool(tool)
-    }
-    if not offered:
-        add(f"{at}.name", expect["name"], "a tool offered in the task's or sample's tools")
-        return
-    if expect["name"] not in offered:
-        add(f"{at}.name", expect["name"], f"one of the offered tools: {', '.join(sorted(offered))}")
-        return
-    if "arguments" not in expect:
-        return
-    arguments, parameters = expect["arguments"], parameters_of(offered[expect["name"]])
-    if not isinstance(arguments, Mapping):
-        add(f"{at}.arguments", arguments, "a mapping (the arguments as a JSON object)")
-    elif error := schema_error(parameters, dict(arguments)):
-        allowed = f"arguments valid against {expect['name']}'s parameters ({error})"
-        add(f"{at}.arguments", dict(arguments), allowed)
+    arguments = expect.get("arguments")
+    if isinstance(arguments, Mapping) and (
+        error := schema_error(parameters_of(offered[name]), dict(arguments))
+    ):
+        add(
+            f"{at}.arguments",
+            dict(arguments),
+            f"arguments valid against {name}'s parameters ({error})",
+        )
+
+
+def _check_schema(at: str, schema: Any, add: Add) -> None:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if isinstance(schema, Mapping | bool):  # another type: the task file schema's problem
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as error:
+            add(
+                at,
+                dict(schema) if isinstance(schema, Mapping) else schema,
+                f"a valid JSON Schema ({error.message})",
+            )
 
 
 def parameters_of(function: Mapping[str, Any]) -> Any:
@@ -308,61 +250,31 @@ def schema_error(schema: Any, value: Any) -> str | None:
     return errors[0].message if errors else None
 
 
-def _is_function_tool(tool: Any) -> bool:
-    return (
-        isinstance(tool, Mapping)
-        and tool.get("type") == "function"
-        and isinstance(tool.get("function"), Mapping)
-        and isinstance(tool["function"].get("name"), str)
+def _task(raw: Mapping[str, Any]) -> Task:
+    """A task of a valid file; its digest hashes its samples, system message and tools."""
+    system, tools = raw.get("system"), raw.get("tools", [])
+    content = {"samples": raw["samples"], "system": system, "tools": tools}
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
+    threshold, min_score = raw.get("threshold_points"), raw.get("min_score")
+    return Task(
+        name=raw["name"],
+        samples=tuple(_sample(s, i, system, tuple(tools)) for i, s in enumerate(raw["samples"])),
+        threshold_points=DEFAULT_THRESHOLD_POINTS if threshold is None else float(threshold),
+        min_score=None if min_score is None else float(min_score),
+        max_tokens=raw.get("max_tokens", DEFAULT_MAX_TOKENS),
+        refusal_patterns=tuple(raw.get("refusal_patterns", DEFAULT_REFUSAL_PATTERNS)),
+        digest=digest[:16],
     )
 
 
-def _tools(at: str, raw: Any, add: Add) -> tuple[Mapping[str, Any], ...]:
-    if not isinstance(raw, list):
-        add(at, raw, "a list of OpenAI tools ({type: function, function: {name, parameters}})")
-        return ()
-    tools = []
-    for i, tool in enumerate(raw):
-        if not _is_function_tool(tool):
-            add(f"{at}[{i}]", tool, "{type: function, function: {name, parameters}}")
-            continue
-        if "parameters" in tool["function"]:
-            _schema(f"{at}[{i}].function.parameters", tool["function"]["parameters"], add)
-        tools.append(tool)
-    return tuple(tools)
-
-
-def _schema(at: str, schema: Any, add: Add) -> None:
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    if not isinstance(schema, Mapping | bool):
-        add(at, schema, "a JSON Schema (a mapping)")
-        return
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as error:
-        add(
-            at,
-            dict(schema) if isinstance(schema, Mapping) else schema,
-            f"a valid JSON Schema ({error.message})",
-        )
-
-
-def _regex(at: str, pattern: Any, add: Add) -> None:
-    if not isinstance(pattern, str):
-        add(at, pattern, "a regular expression (string)")
-        return
-    try:
-        re.compile(pattern)
-    except re.error as error:
-        add(at, pattern, f"a valid Python regular expression ({error})")
-
-
-def _number(at: str, value: Any, add: Add) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
-        add(at, value, "a number of points from 0 to 100")
-        return None
-    return float(value)
+def _sample(
+    raw: Mapping[str, Any], index: int, system: str | None, tools: tuple[Mapping[str, Any], ...]
+) -> Sample:
+    messages: list[Mapping[str, Any]] = [{"role": "system", "content": system}] if system else []
+    if "prompt" in raw:
+        messages.append({"role": "user", "content": raw["prompt"]})
+    else:
+        messages += [dict(message) for message in raw["messages"]]
+    check = next(key for key in CHECKS if key in raw)
+    sample_tools = tools + tuple(raw.get("tools", []))
+    return Sample(str(raw.get("id", index)), tuple(messages), check, raw[check], sample_tools)

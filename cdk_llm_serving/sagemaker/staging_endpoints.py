@@ -56,6 +56,7 @@ _GATE_MODULES = (
     "ops/evals/scoring.py",
     "evals/__init__.py",
     "evals/tasks.py",
+    "evals/task_file.schema.json",
 )
 #: ``jsonschema`` and what it imports (the ``[eval]`` extra), copied from this environment; the
 #: function's runtime is this interpreter's Python (``rpds`` is a compiled extension).
