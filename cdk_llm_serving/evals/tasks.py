@@ -1,8 +1,5 @@
-"""Eval task files: the user's own tasks, in YAML or JSON, validated with every problem at once.
-
-The format (``version: 1``, ``tasks``, each sample's one check: ``answer``, ``tool_call``,
-``refusal`` or ``format``) is documented in docs/design/cli.md, "The task file".
-"""
+"""Eval task files: the user's own tasks in YAML or JSON, checked against ``task_file.schema.json``
+with every problem at once (the format: docs/design/cli.md, "The task file")."""
 
 from __future__ import annotations
 

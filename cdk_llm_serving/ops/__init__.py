@@ -1,4 +1,1 @@
-"""Operations with boto3 and the command line: fleet status, recommendations, smoke tests.
-
-Plain Python (no CDK import); the constructs never import this package.
-"""
+"""The command line and its operations (boto3, HTTP): plain Python, never imported by the constructs."""

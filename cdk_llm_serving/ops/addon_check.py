@@ -1,9 +1,6 @@
-"""``addons check``: is every EKS add-on version the library pins offered for a Kubernetes version?
-
-A pin EKS does not offer fails only at deploy time; ``DescribeAddonVersions`` lists what it
-offers (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html).
-Why and how: docs/design/cli.md, "Add-on pins".
-"""
+"""``addons check``: is every pinned EKS add-on version offered for a Kubernetes version
+(``DescribeAddonVersions``, https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html;
+why: docs/design/cli.md, "Add-on pins")?"""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""``cdk-llm-serving`` (or ``python -m cdk_llm_serving``): the library's command line.
-
-``plan`` sizes a model on an instance type (no AWS call, no CDK); ``fleet``, ``recommend`` and
-``addons check`` read AWS with boto3; ``smoke`` and ``eval`` send requests to an
-OpenAI-compatible endpoint. Exit statuses: ``exit_codes``; design notes: docs/design/cli.md.
-"""
+"""``cdk-llm-serving`` (or ``python -m cdk_llm_serving``): ``plan``, ``fleet``, ``recommend``,
+``smoke``, ``eval`` and ``addons check``. Exit statuses: ``exit_codes``; design: docs/design/cli.md."""
 
 from __future__ import annotations
 
@@ -189,22 +185,16 @@ def _fleet_command(args: argparse.Namespace, clients: Clients) -> int:
 def _live_prices(args: argparse.Namespace, clients: Clients, status: Any) -> Any:
     """Reprice the fleet with the Price List API's on-demand prices of the endpoint's region."""
     from ..planning.catalog import default_catalog
-    from .live_prices import (
-        PRICING_ENDPOINT_REGION,
-        live_catalog,
-        pool_types,
-        price_file,
-        reprice,
-    )
+    from . import live_prices
 
-    pricing = _client(clients, "pricing", PRICING_ENDPOINT_REGION)
+    pricing = _client(clients, "pricing", live_prices.PRICING_ENDPOINT_REGION)
     region = args.region or _client(clients, "sagemaker", args.region).meta.region_name
-    types = pool_types(status)
-    catalog = live_catalog(default_catalog(), pricing, region, types)
+    types = live_prices.pool_types(status)
+    catalog = live_prices.live_catalog(default_catalog(), pricing, region, types)
     if args.save_prices:
         with open(args.save_prices, "w") as handle:
-            json.dump(price_file(catalog, types), handle, indent=2)
-    return reprice(status, catalog)
+            json.dump(live_prices.price_file(catalog, types), handle, indent=2)
+    return live_prices.reprice(status, catalog)
 
 
 def _recommend_start(args: argparse.Namespace, clients: Clients) -> int:
@@ -282,29 +272,20 @@ def _recommend_to_pools(args: argparse.Namespace, clients: Clients) -> int:
 
 
 def _addons_check(args: argparse.Namespace, clients: Clients) -> int:
-    from .addon_check import (
-        check_pins,
-        check_versions,
-        checks_as_dict,
-        format_checks,
-        parse_overrides,
-    )
+    from . import addon_check
 
-    versions = check_versions(args.kubernetes_version)
-    overrides = parse_overrides(args.addon_versions, versions)
+    versions = addon_check.check_versions(args.kubernetes_version)
+    overrides = addon_check.parse_overrides(args.addon_versions, versions)
     checks, code = _aws_call(
         args,
         "list EKS add-on versions (DescribeAddonVersions)",
-        lambda: check_pins(_client(clients, "eks", args.region), versions, overrides),
+        lambda: addon_check.check_pins(_client(clients, "eks", args.region), versions, overrides),
     )
     if checks is None:
         return code
     region = args.region or (clients["eks"].meta.region_name if "eks" in clients else None)
-    print(
-        json.dumps(checks_as_dict(region, checks), indent=2)
-        if args.json
-        else format_checks(region, checks)
-    )
+    data = addon_check.checks_as_dict(region, checks)
+    print(json.dumps(data, indent=2) if args.json else addon_check.format_checks(region, checks))
     return 0 if all(check.offered for check in checks) else EXIT_ADDON_NOT_OFFERED
 
 

@@ -7,32 +7,23 @@ from __future__ import annotations
 from typing import Final
 
 EXIT_OK: Final = 0
-#: A check failed (``smoke``) or a recommendation job failed / is not complete.
 EXIT_CHECK_FAILED: Final = 1
-#: Bad input: an unknown option, a value out of range, a missing or malformed file.
 EXIT_USAGE: Final = 2
-#: ``fleet --fail-on-fallback``: instances run on a fallback pool.
 EXIT_FALLBACK: Final = 3
 EXIT_THROTTLED: Final = 4
 EXIT_ACCESS_DENIED: Final = 5
 EXIT_NOT_FOUND: Final = 6
-#: AWS refused the request's parameters (``ValidationException``).
 EXIT_INVALID: Final = 7
 EXIT_AWS_OTHER: Final = 8
 EXIT_NO_CREDENTIALS: Final = 9
 EXIT_NO_REGION: Final = 10
-#: The endpoint or AWS could not be reached (DNS, connection, timeout).
 EXIT_UNREACHABLE: Final = 11
-#: The endpoint answered with an HTTP error status.
 EXIT_HTTP_ERROR: Final = 12
-#: ``addons check``: EKS does not offer a pinned add-on version for that Kubernetes version.
 EXIT_ADDON_NOT_OFFERED: Final = 13
-#: The reader of standard output closed it before the command had written everything (``| head``).
 EXIT_OUTPUT_CLOSED: Final = 14
-#: ``eval``: a task's score fell below its threshold (or answers came from another copy).
 EXIT_GATE_FAILED: Final = 15
 
-#: For ``--help``: status -> meaning.
+#: Each status's meaning, as ``--help`` and the README list them.
 MEANINGS: Final = {
     EXIT_OK: "success",
     EXIT_CHECK_FAILED: "a check or job failed",

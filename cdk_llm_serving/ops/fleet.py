@@ -1,9 +1,4 @@
-"""What an instance-pool endpoint runs on right now, and what it costs.
-
-Each pool also shows the copy of the model it serves: the name its responses carry,
-read from the model's container environment (``CDK_LLM_SERVING_SERVED_NAMES``, copy name
-first, set by ``ServingModel(client_model_name=...)``; else ``SM_VLLM_SERVED_MODEL_NAME``).
-"""
+"""What an instance-pool endpoint runs on, per pool; what it costs; which copy each pool answers as."""
 
 from __future__ import annotations
 
@@ -100,7 +95,8 @@ def hourly_price(catalog: Catalog, instance_type: str) -> float | None:
 
 
 def served_name(environment: dict[str, str]) -> str | None:
-    """The first name a model's container serves (what responses report), if it says."""
+    """The first name a model's container serves, what its responses report
+    (``CDK_LLM_SERVING_SERVED_NAMES``, else ``SM_VLLM_SERVED_MODEL_NAME``)."""
     names = environment.get("CDK_LLM_SERVING_SERVED_NAMES")
     if names:
         try:

@@ -1,9 +1,5 @@
-"""From SageMaker's inference recommendations to instance pools.
-
-A recommendation job benchmarks a model on up to three instance types for one goal and
-reports, per instance type, a deployment (image, model channels, environment) and its
-expected performance (TTFT, inter-token latency, throughput, cost).
-"""
+"""From SageMaker's inference recommendations to instance pools (docs/design/cli.md,
+"Recommendations to pools")."""
 
 from __future__ import annotations
 

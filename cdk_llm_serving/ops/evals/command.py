@@ -14,15 +14,7 @@ from ..._extras import require_extra
 from ...evals.tasks import example_path, load_tasks
 from ...planning.catalog import default_catalog
 from ..exit_codes import EXIT_GATE_FAILED
-from .run import (
-    estimate,
-    format_results,
-    gate_failures,
-    read_reference,
-    results_as_dict,
-    run_tasks,
-    smoke_figures,
-)
+from . import run
 
 
 def add_arguments(command: argparse.ArgumentParser) -> None:
@@ -73,23 +65,25 @@ def prepare_eval(args: argparse.Namespace) -> Callable[[dict[str, str], SSLConte
     (``ConfigurationError`` for a bad task file, reference or instance type)."""
     require_extra("eval", "jsonschema", "cdk-llm-serving eval")
     tasks = load_tasks(example_path() if args.example else args.tasks)
-    reference = read_reference(args.reference, tasks) if args.reference else {}
+    reference = run.read_reference(args.reference, tasks) if args.reference else {}
     price = _price(args)
 
-    def run(headers: dict[str, str], tls: SSLContext | None) -> int:
+    def evaluate(headers: dict[str, str], tls: SSLContext | None) -> int:
         print(
-            estimate(tasks, instance_type=args.instance_type, price_per_hour=price).line(),
+            run.estimate(tasks, instance_type=args.instance_type, price_per_hour=price).line(),
             file=sys.stderr,
         )
-        smoke, ttft, speed = smoke_figures(args.base_url, args.model, headers, args.timeout, tls)
-        planned = estimate(tasks, ttft, speed, args.instance_type, price)
+        smoke, ttft, speed = run.smoke_figures(
+            args.base_url, args.model, headers, args.timeout, tls
+        )
+        planned = run.estimate(tasks, ttft, speed, args.instance_type, price)
         print(planned.line(), file=sys.stderr)
         if args.estimate_only:
             return 0
-        results = run_tasks(tasks, args.base_url, args.model, headers, args.timeout, tls)
+        results = run.run_tasks(tasks, args.base_url, args.model, headers, args.timeout, tls)
         for result in results:
             result.reference_score = reference.get(result.task.name)
-        data = results_as_dict(
+        data = run.results_as_dict(
             tasks,
             results,
             base_url=args.base_url,
@@ -102,10 +96,10 @@ def prepare_eval(args: argparse.Namespace) -> Callable[[dict[str, str], SSLConte
         if args.output:
             with open(args.output, "w", encoding="utf-8") as handle:
                 json.dump(data, handle, indent=2)
-        print(json.dumps(data, indent=2) if args.json else format_results(data))
-        return EXIT_GATE_FAILED if gate_failures(results, args.expect_copy) else 0
+        print(json.dumps(data, indent=2) if args.json else run.format_results(data))
+        return EXIT_GATE_FAILED if run.gate_failures(results, args.expect_copy) else 0
 
-    return run
+    return evaluate
 
 
 def _price(args: argparse.Namespace) -> float | None:

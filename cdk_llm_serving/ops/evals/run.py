@@ -1,8 +1,5 @@
-"""One eval run against one copy: estimate, requests, scores, deltas to a reference, the gate.
-
-Requests go through ``smoke.stream_chat`` one at a time with ``temperature: 0``; each answer
-records the response's ``model``, the answering copy.
-"""
+"""One eval run against one copy: estimate, requests (``smoke.stream_chat``, one at a time,
+``temperature: 0``), scores, deltas to a reference, the gate."""
 
 from __future__ import annotations
 
