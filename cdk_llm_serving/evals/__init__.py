@@ -1,2 +1,1 @@
-"""Eval task files (``tasks``): plain Python, read by ``cdk-llm-serving eval`` (``ops.evals``)
-and validated at synth time by ``StagingEndpoints.eval_gate``."""
+"""Eval task files (``tasks``), read by ``cdk-llm-serving eval`` and ``StagingEndpoints.eval_gate``."""

@@ -132,13 +132,11 @@ def _auth_headers(args: argparse.Namespace) -> dict[str, str]:
     from .bearer_token import generate_bearer_token
     from .smoke import API_KEY_ENV
 
-    if args.bearer_token:
-        return {"Authorization": f"Bearer {args.bearer_token}"}
-    if args.sagemaker_region:
-        return {"Authorization": f"Bearer {generate_bearer_token(args.sagemaker_region)}"}
-    if args.api_key or os.environ.get(API_KEY_ENV):
-        return {"Authorization": f"Bearer {args.api_key or os.environ[API_KEY_ENV]}"}
-    return {}
+    if args.sagemaker_region:  # the three flags are mutually exclusive
+        token = generate_bearer_token(args.sagemaker_region)
+    else:
+        token = args.bearer_token or args.api_key or os.environ.get(API_KEY_ENV)
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def _eval_command(args: argparse.Namespace) -> int:
@@ -610,12 +608,7 @@ def _fail(
 ) -> int:
     """One ``error:`` line on stderr (and the error as JSON on stdout under ``--json``)."""
     if getattr(args, "json", False):
-        print(
-            json.dumps(
-                {"error": message, "exit_code": code, "problems": problems or []},
-                indent=2,
-                default=str,
-            )
-        )
+        data = {"error": message, "exit_code": code, "problems": problems or []}
+        print(json.dumps(data, indent=2, default=str))
     print(f"error: {_one_line(message)}", file=sys.stderr)
     return code

@@ -49,8 +49,7 @@ class RecommendationSpec:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RecommendationSpec:
-        """The spec from flags and/or a YAML file; ``ConfigurationError`` lists every unknown,
-        missing or wrongly typed key (never Python's own ``__init__()`` wording)."""
+        """The spec from flags and a YAML file; every unknown, missing or mistyped key refused."""
         problems = Problems("recommendation spec")
         fields = {f.name: f for f in dataclasses.fields(cls)}
         check_keywords(problems, "spec", {k: v for k, v in data.items() if k not in fields}, fields)
@@ -119,8 +118,7 @@ class RecommendationSpec:
 
 
 def load_spec(path: str) -> dict[str, Any]:
-    """The keys of a ``--spec`` YAML file; ``ConfigurationError`` when it is missing,
-    unreadable, not YAML, or not a mapping."""
+    """The keys of a ``--spec`` YAML file (``ConfigurationError``: unreadable, or not a mapping)."""
     problems = Problems("recommendation spec")
     try:
         with open(path) as handle:
@@ -252,11 +250,8 @@ def expected_performance(entries: list[dict[str, Any]]) -> ExpectedPerformance:
 
 
 def capacity(entries: list[dict[str, Any]], expected: ExpectedPerformance) -> float | None:
-    """Concurrent requests one instance sustained: the reported concurrency, else Little's law.
-
-    Each request decodes one token per inter-token interval, so an instance producing
-    ``throughput`` tokens/s holds ``throughput x ITL`` requests at once.
-    """
+    """Concurrent requests one instance sustained: the reported concurrency, else Little's law
+    (throughput x ITL: each request decodes one token per inter-token interval)."""
     reported = _metric_value(entries, "concurrency", "concurrent")
     if reported:
         return reported[0]

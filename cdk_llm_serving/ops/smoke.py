@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .exit_codes import EXIT_HTTP_ERROR, EXIT_UNREACHABLE, EXIT_USAGE
@@ -59,6 +59,11 @@ class StreamResult:
     @property
     def ttft_ms(self) -> float | None:
         return None if self.ttft_seconds is None else round(self.ttft_seconds * 1000, 1)
+
+    def itl_ms(self) -> dict[str, float | None]:
+        """Inter-token latency p50, p90 and p99 in milliseconds."""
+        found = {q: percentile(self.inter_token_seconds, q) for q in (50, 90, 99)}
+        return {f"p{q}": None if v is None else round(v * 1000, 2) for q, v in found.items()}
 
     @property
     def tokens_per_second(self) -> float:
@@ -235,25 +240,11 @@ def run_smoke(
     context: ssl.SSLContext | None = None,
 ) -> tuple[list[Check], dict[str, StreamResult]]:
     common = {"model": model, "max_tokens": max_tokens, "temperature": 0}
-    tool = stream_chat(
-        base_url,
-        headers,
-        {
-            **common,
-            "messages": [{"role": "user", "content": TOOL_PROMPT}],
-            "tools": [TOOL],
-            "tool_choice": "auto",
-        },
-        timeout,
-        context,
-    )
-    reasoning = stream_chat(
-        base_url,
-        headers,
-        {**common, "messages": [{"role": "user", "content": REASONING_PROMPT}]},
-        timeout,
-        context,
-    )
+    ask_tool = {**common, "messages": [{"role": "user", "content": TOOL_PROMPT}]}
+    tool_body = {**ask_tool, "tools": [TOOL], "tool_choice": "auto"}
+    tool = stream_chat(base_url, headers, tool_body, timeout, context)
+    reasoning_body = {**common, "messages": [{"role": "user", "content": REASONING_PROMPT}]}
+    reasoning = stream_chat(base_url, headers, reasoning_body, timeout, context)
     checks = [check_tool_call(tool), check_reasoning(reasoning)]
     checks += [
         check_copy(name, result) for name, result in (("tools", tool), ("reasoning", reasoning))
@@ -263,20 +254,13 @@ def run_smoke(
 
 def report(checks: list[Check], results: dict[str, StreamResult]) -> dict[str, Any]:
     return {
-        "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in checks],
+        "checks": [asdict(check) for check in checks],
         "copies": sorted({r.model for r in results.values() if r.model}),
         "requests": {
             name: {
                 "model": r.model,
                 "ttft_ms": r.ttft_ms,
-                "itl_ms": {
-                    f"p{q}": (
-                        round(v * 1000, 2)
-                        if (v := percentile(r.inter_token_seconds, q)) is not None
-                        else None
-                    )
-                    for q in (50, 90, 99)
-                },
+                "itl_ms": r.itl_ms(),
                 "output_tokens": r.output_tokens,
                 "tokens_per_second": round(r.tokens_per_second, 1),
             }

@@ -1,2 +1,1 @@
-"""``cdk-llm-serving eval``: the user's own evals against one copy, a delta to a reference copy,
-and a gate (``run``; task files: ``tasks``; scorers: ``scoring``)."""
+"""``cdk-llm-serving eval``: one copy scored on the user's tasks, deltas to a reference, a gate."""

@@ -104,9 +104,8 @@ def estimate(
     instance_type: str | None = None,
     price_per_hour: float | None = None,
 ) -> Estimate:
-    """Requests × tokens of a run; time when the copy's speed is known (smoke measures it first).
-
-    Time is an upper bound: each request is taken to run to its ``max_tokens``."""
+    """Requests and tokens of a run and, at the copy's measured speed, an upper bound on its
+    time (each request runs to its ``max_tokens``)."""
     prompt_chars = sum(
         len(json.dumps(list(s.messages))) + len(json.dumps(list(s.tools)))
         for task in tasks.tasks
