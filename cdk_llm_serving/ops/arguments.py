@@ -17,15 +17,6 @@ from .._partitions import known_regions, partition_of_region
 from ..errors import Problems
 from .smoke import base_url_problem
 
-__all__ = [
-    "check_arguments",
-    "check_output_path",
-    "check_region",
-    "check_sagemaker_name",
-    "region_problem",
-    "sagemaker_member_limits",
-]
-
 #: Argument (``argparse`` destination) -> its flag, for the messages.
 _REGION_ARGUMENTS = {
     "region": "--region",
@@ -52,15 +43,6 @@ def region_problem(region: str) -> str | None:
         "not an AWS region name (like us-east-1; the regions of botocore's partitions.json: "
         f"{', '.join(known[:4])}, ...){hint}"
     )
-
-
-def check_region(problems: Problems, flag: str, region: str | None) -> None:
-    """Add a problem when ``region`` is given and is not a region name."""
-    if region is None:
-        return
-    problem = region_problem(region)
-    if problem:
-        problems.add(flag, region, problem)
 
 
 @functools.cache
@@ -112,7 +94,9 @@ def check_arguments(args: argparse.Namespace) -> None:
     any AWS call or credential lookup."""
     problems = Problems("command line")
     for dest, flag in _REGION_ARGUMENTS.items():
-        check_region(problems, flag, getattr(args, dest, None))
+        region = getattr(args, dest, None)
+        if region is not None and (problem := region_problem(region)):
+            problems.add(flag, region, problem)
     for dest, (operation, member, what) in _NAME_ARGUMENTS.items():
         check_sagemaker_name(problems, dest, getattr(args, dest, None), operation, member, what)
     for dest, flag in _OUTPUT_ARGUMENTS.items():

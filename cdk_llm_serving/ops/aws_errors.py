@@ -17,7 +17,6 @@ from botocore.exceptions import (
 from .exit_codes import (
     EXIT_ACCESS_DENIED,
     EXIT_AWS_OTHER,
-    EXIT_FALLBACK,
     EXIT_INVALID,
     EXIT_NO_CREDENTIALS,
     EXIT_NO_REGION,
@@ -28,8 +27,6 @@ from .exit_codes import (
 
 #: Standard-mode retries with backoff for throttling and transient errors.
 RETRY_CONFIG = Config(retries={"mode": "standard", "max_attempts": 8})
-
-__all__ = ["EXIT_FALLBACK", "RETRY_CONFIG", "AwsFailure", "describe_failure"]
 
 _BY_CODE = {
     "ThrottlingException": EXIT_THROTTLED,

@@ -21,6 +21,7 @@ from ..planning.models import presets, weight_formats
 from .exit_codes import (
     EXIT_ADDON_NOT_OFFERED,
     EXIT_CHECK_FAILED,
+    EXIT_FALLBACK,
     EXIT_NO_CREDENTIALS,
     EXIT_OUTPUT_CLOSED,
     EXIT_USAGE,
@@ -158,7 +159,6 @@ def _aws_call(args: argparse.Namespace, doing: str, call: Callable[[], T]) -> tu
 
 
 def _fleet_command(args: argparse.Namespace, clients: Clients) -> int:
-    from .aws_errors import EXIT_FALLBACK
     from .fleet import fleet_as_dict, fleet_status, format_fleet
 
     status, code = _aws_call(
