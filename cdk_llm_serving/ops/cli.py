@@ -133,6 +133,7 @@ def _auth_headers(args: argparse.Namespace) -> dict[str, str]:
     from .bearer_token import generate_bearer_token
     from .smoke import API_KEY_ENV
 
+    token: str | None
     if args.sagemaker_region:  # the three flags are mutually exclusive
         token = generate_bearer_token(args.sagemaker_region)
     else:
