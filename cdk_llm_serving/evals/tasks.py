@@ -120,7 +120,10 @@ def _problems_of(error: Any) -> list[tuple[str, Any, str]]:
     known: Mapping[str, Any] = error.schema.get("properties", {})
     if error.validator == "required":
         missing = [k for k in error.validator_value if error.message.startswith(repr(k))]
-        return [(_where([*at, k]), None, known[k].get("description", "required")) for k in missing]
+        return [
+            (_where([*at, k]), None, known.get(k, {}).get("description", "required"))
+            for k in missing
+        ]
     if error.validator == "additionalProperties":
         allowed = f"one of {', '.join(sorted(known))}"
         return [
@@ -140,21 +143,16 @@ def _where(path: Sequence[str | int]) -> str:
 def _check_meaning(data: Any, add: Add) -> None:
     """What the schema cannot say: unique task names and sample ids, valid embedded JSON
     Schemas, expected tool calls to offered tools with arguments their schema accepts."""
-    names: set[Any] = set()
+    names: set[str] = set()
     for t, task in _mappings(data, "tasks"):
         at = f"tasks[{t}]"
         _unique(names, task.get("name"), f"{at}.name", "unique task names", add)
         task_tools = _offered(f"{at}.tools", task, add)
-        ids: set[Any] = set()
+        ids: set[str] = set()
         for s, sample in _mappings(task, "samples"):
             where = f"{at}.samples[{s}]"
-            _unique(
-                ids,
-                str(sample.get("id", s)),
-                f"{where}.id",
-                "unique sample ids within the task",
-                add,
-            )
+            sample_id = str(sample.get("id", s))
+            _unique(ids, sample_id, f"{where}.id", "unique sample ids within the task", add)
             offered = {**task_tools, **_offered(f"{where}.tools", sample, add)}
             if isinstance(sample.get("tool_call"), Mapping):
                 _check_tool_call(f"{where}.tool_call", sample["tool_call"], offered, add)
@@ -172,10 +170,11 @@ def _mappings(parent: Any, key: str) -> list[tuple[int, Mapping[str, Any]]]:
     )
 
 
-def _unique(seen: set[Any], value: Any, at: str, allowed: str, add: Add) -> None:
-    if isinstance(value, str) and value in seen:
-        add(at, value, allowed)
-    seen.add(value if isinstance(value, str) else None)
+def _unique(seen: set[str], value: Any, at: str, allowed: str, add: Add) -> None:
+    if isinstance(value, str):  # another type: the schema's problem
+        if value in seen:
+            add(at, value, allowed)
+        seen.add(value)
 
 
 def _offered(at: str, owner: Mapping[str, Any], add: Add) -> dict[str, Mapping[str, Any]]:
@@ -201,22 +200,18 @@ def _check_tool_call(
     if not isinstance(name, str) or "none" in expect:  # a malformed call: the schema's problem
         return
     if name not in offered:
-        tools = f"one of the offered tools: {', '.join(sorted(offered))}"
-        add(
-            f"{at}.name",
-            name,
-            tools if offered else "a tool offered in the task's or sample's tools",
-        )
+        allowed = "a tool offered in the task's or sample's tools"
+        if offered:
+            allowed = f"one of the offered tools: {', '.join(sorted(offered))}"
+        add(f"{at}.name", name, allowed)
         return
     arguments = expect.get("arguments")
-    if isinstance(arguments, Mapping) and (
-        error := schema_error(parameters_of(offered[name]), dict(arguments))
-    ):
-        add(
-            f"{at}.arguments",
-            dict(arguments),
-            f"arguments valid against {name}'s parameters ({error})",
-        )
+    if not isinstance(arguments, Mapping):  # none expected, or the schema's problem
+        return
+    error = schema_error(parameters_of(offered[name]), dict(arguments))
+    if error:
+        allowed = f"arguments valid against {name}'s parameters ({error})"
+        add(f"{at}.arguments", dict(arguments), allowed)
 
 
 def _check_schema(at: str, schema: Any, add: Add) -> None:
@@ -227,11 +222,8 @@ def _check_schema(at: str, schema: Any, add: Add) -> None:
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as error:
-            add(
-                at,
-                dict(schema) if isinstance(schema, Mapping) else schema,
-                f"a valid JSON Schema ({error.message})",
-            )
+            value = dict(schema) if isinstance(schema, Mapping) else schema
+            add(at, value, f"a valid JSON Schema ({error.message})")
 
 
 def parameters_of(function: Mapping[str, Any]) -> Any:
