@@ -23,9 +23,6 @@ from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from .._cdk.durations import Span
-from .._cdk.validation import seconds_of
-from ..errors import Problems, checked_props
 from ..core.async_inference import AsyncInference
 from ..core.fleet_utilization import (
     MAX_ALARM_METRICS,
@@ -37,6 +34,7 @@ from ..core.fleet_utilization import (
     as_math_expression,
     weighted_backlog_queries,
 )
+from ..errors import Problems, checked_props
 from .instance_pool import InstancePool
 
 
@@ -67,11 +65,6 @@ class ScalableEndpoint(Protocol):
 
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
-
-
-#: The cooldown defaults, in plain seconds (``Span.of_seconds``: read without the kernel).
-_SCALE_OUT_COOLDOWN = Span.of_seconds(60)
-_SCALE_IN_COOLDOWN = Span.of_seconds(900)
 
 
 class AutoScalingOptions(TypedDict, total=False):
@@ -110,13 +103,13 @@ class EndpointAutoScaling(Construct):
         max_capacity: int,
         target_utilization: float = 0.7,
         target_backlog_per_instance: float = 5.0,
-        scale_out_cooldown: Duration = _SCALE_OUT_COOLDOWN.duration,
-        scale_in_cooldown: Duration = _SCALE_IN_COOLDOWN.duration,
+        scale_out_cooldown: Duration = Duration.minutes(1),
+        scale_in_cooldown: Duration = Duration.minutes(15),
     ) -> None:
         super().__init__(scope, id)
-        # Each cooldown read once, here, as whole seconds (what the policy is written with).
-        out_cooldown = seconds_of(scale_out_cooldown, _SCALE_OUT_COOLDOWN)
-        in_cooldown = seconds_of(scale_in_cooldown, _SCALE_IN_COOLDOWN)
+        # Whole seconds, what the policy is written with.
+        out_cooldown = int(scale_out_cooldown.to_seconds())
+        in_cooldown = int(scale_in_cooldown.to_seconds())
         self.endpoint = endpoint
         is_async = endpoint.async_inference is not None
         capacities = endpoint.pool_capacities()
@@ -131,20 +124,7 @@ class EndpointAutoScaling(Construct):
             capacities,
         )
 
-        # The L1 without RoleARN: Application Auto Scaling then uses (and creates, once per
-        # account) its SageMaker service-linked role; the L2 would add a role of its own.
-        self.scalable_target = appscaling.CfnScalableTarget(
-            self,
-            "Target",
-            service_namespace="sagemaker",
-            resource_id=f"endpoint/{endpoint.endpoint_name}/variant/{endpoint.variant_name}",
-            scalable_dimension=SCALABLE_DIMENSION,
-            min_capacity=min_capacity,
-            max_capacity=max_capacity,
-        )
-        # ``CfnResource.add_resource_dependency``: the DependsOn ``node.add_dependency`` writes,
-        # in one call to the kernel instead of two.
-        self.scalable_target.add_resource_dependency(endpoint.cfn_endpoint)
+        self.scalable_target = self._scalable_target(min_capacity, max_capacity)
         self._fleet_queries: list[MetricQuery] | None = None
         self._fleet_metric: cloudwatch.IMetric | None = None
         #: The weighted backlog's queries (asynchronous endpoints on several pools), else None.
@@ -161,6 +141,22 @@ class EndpointAutoScaling(Construct):
             self.cfn_policy = self._weighted_utilization_policy(
                 target_utilization, out_cooldown, in_cooldown
             )
+
+    def _scalable_target(self, min_capacity: int, max_capacity: int) -> appscaling.CfnScalableTarget:
+        """The L1 without ``RoleARN``: Application Auto Scaling uses its SageMaker service-linked
+        role; the L2 would add a role of its own."""
+        endpoint = self.endpoint
+        target = appscaling.CfnScalableTarget(
+            self,
+            "Target",
+            service_namespace="sagemaker",
+            resource_id=f"endpoint/{endpoint.endpoint_name}/variant/{endpoint.variant_name}",
+            scalable_dimension=SCALABLE_DIMENSION,
+            min_capacity=min_capacity,
+            max_capacity=max_capacity,
+        )
+        target.add_resource_dependency(endpoint.cfn_endpoint)
+        return target
 
     def _weighted_utilization_policy(
         self, target: float, out_cooldown: int | None, in_cooldown: int | None
@@ -193,8 +189,7 @@ class EndpointAutoScaling(Construct):
     @property
     def fleet_utilization(self) -> cloudwatch.IMetric | None:
         """The tracked utilization as a CloudWatch metric (for alarms and graphs); ``None``
-        when the endpoint scales on its backlog. Built on first use: the policy is written
-        from the queries themselves, and the metric objects cost a dozen jsii calls."""
+        when the endpoint scales on its backlog."""
         if self._fleet_queries is None:
             return None
         if self._fleet_metric is None:
