@@ -81,7 +81,7 @@ def test_the_rule_group_lands_in_the_workspace():
     alarms = _alarms(prefill_decode=PD)
     template = Template.from_stack(alarms.node.scope)  # type: ignore[arg-type]
     (namespace,) = template.find_resources("AWS::APS::RuleGroupsNamespace").values()
-    assert namespace["Properties"]["Name"].endswith("-alarms")
+    assert namespace["Properties"]["Name"].endswith("-alerts")
     assert "InferenceKvTransferFailing" in namespace["Properties"]["Data"]
 
 
