@@ -94,7 +94,10 @@ def pools_row(
         chart(
             "Instances per pool",
             5,
-            [endpoint.metric_pool_instances(instance_type=t).with_(label=label) for label, t in pools],
+            [
+                endpoint.metric_pool_instances(instance_type=t).with_(label=label)
+                for label, t in pools
+            ],
         ),
         chart(
             "Invocations per pool",
@@ -109,7 +112,10 @@ def pools_row(
         chart(
             "Concurrency / instance per pool",
             5,
-            [endpoint.metric_concurrent_requests(instance_type=t, label=label) for label, t in pools],
+            [
+                endpoint.metric_concurrent_requests(instance_type=t, label=label)
+                for label, t in pools
+            ],
         ),
         chart(
             "GPU utilization (%) per pool",

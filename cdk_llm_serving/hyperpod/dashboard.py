@@ -40,6 +40,7 @@ from .observability import (
 if TYPE_CHECKING:
     from .replica_autoscaling import VllmReplicaAutoScaling
 
+
 class _Panel(NamedTuple):
     """One chart: a recorded series and, for a series with an alarm, the alarm's threshold."""
 

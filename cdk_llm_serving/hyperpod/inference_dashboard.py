@@ -208,7 +208,9 @@ class InferenceEndpointAlarms(Construct):
 
     def _rule(self, name: str, path: str, for_: str, expr: str, summary: str) -> dict[str, Any]:
         labels = {"severity": "page", "endpoint": self.endpoint.name, "path": path}
-        return alarm_rule(name, expr, for_=for_, labels=labels, summary=f"{self.endpoint.name}: {summary}")
+        return alarm_rule(
+            name, expr, for_=for_, labels=labels, summary=f"{self.endpoint.name}: {summary}"
+        )
 
     def _queue_depth(self, role: str | None) -> tuple[str, str]:
         """The expression and summary of a queue-depth alarm on the workers or a P/D role."""
@@ -224,7 +226,9 @@ class InferenceEndpointAlarms(Construct):
         decode = pod_selector(self.endpoint, "decode")
         return [
             *(
-                self._rule(f"Inference{role.title()}QueueDepthHigh", role, "5m", *self._queue_depth(role))
+                self._rule(
+                    f"Inference{role.title()}QueueDepthHigh", role, "5m", *self._queue_depth(role)
+                )
                 for role in ROLES
             ),
             self._rule(

@@ -412,7 +412,10 @@ class VllmObservability(Construct):
         recording = _recording_rules() + (_router_recording_rules() if self.service.router else [])
         return rule_file(
             {"name": f"{name}-recording", "interval": "1m", "rules": recording},
-            {"name": f"{name}-alerts", "rules": self._alarm_rules(ttft, max_waiting, kv_saturation)},
+            {
+                "name": f"{name}-alerts",
+                "rules": self._alarm_rules(ttft, max_waiting, kv_saturation),
+            },
         )
 
     def _alarm_rules(

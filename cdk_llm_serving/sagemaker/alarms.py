@@ -20,6 +20,8 @@ from ..planning.instance_types import InstanceType
 
 #: Period of the fallback alarm's datapoints (and the token alarms' pending period).
 _FIVE_MINUTES = Duration.minutes(5)
+#: Default p99 inter-token latency that alarms (200 ms: 5 tokens/s per stream).
+_INTER_TOKEN_P99 = Duration.millis(200)
 
 
 class PoolEndpointAlarms(Construct):
@@ -60,7 +62,7 @@ class PoolEndpointAlarms(Construct):
         scaling_metric_missing: bool = True,
         fallback_after: Duration | None = Duration.hours(1),
         ttft_p99_threshold: Duration | None = Duration.seconds(2),
-        inter_token_p99_threshold: Duration | None = Duration.millis(200),
+        inter_token_p99_threshold: Duration | None = _INTER_TOKEN_P99,
         token_metric_names: TokenMetricNames | None = None,
         actions: Sequence[cloudwatch.IAlarmAction] = (),
     ) -> None:

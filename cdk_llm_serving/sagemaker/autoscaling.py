@@ -117,7 +117,10 @@ class EndpointAutoScaling(Construct):
         self._check_pools(problems, is_async, capacities)
         problems.raise_if_any()
         # Whole seconds, what the policy is written with.
-        self._cooldowns = (int(scale_out_cooldown.to_seconds()), int(scale_in_cooldown.to_seconds()))
+        self._cooldowns = (
+            int(scale_out_cooldown.to_seconds()),
+            int(scale_in_cooldown.to_seconds()),
+        )
         self.scalable_target = self._scalable_target(min_capacity, max_capacity)
         #: The weighted utilization's queries (real-time endpoints), else None.
         self.fleet_queries: list[MetricQuery] | None = None
@@ -130,7 +133,10 @@ class EndpointAutoScaling(Construct):
         else:
             self.fleet_queries = endpoint.fleet_utilization_queries()
             self.cfn_policy = self._target_tracking(
-                "WeightedUtilization", "weighted-utilization", target_utilization, self.fleet_queries
+                "WeightedUtilization",
+                "weighted-utilization",
+                target_utilization,
+                self.fleet_queries,
             )
 
     @property
@@ -144,7 +150,9 @@ class EndpointAutoScaling(Construct):
         when the endpoint scales on its backlog."""
         return as_math_expression(self.fleet_queries) if self.fleet_queries else None
 
-    def _scalable_target(self, min_capacity: int, max_capacity: int) -> appscaling.CfnScalableTarget:
+    def _scalable_target(
+        self, min_capacity: int, max_capacity: int
+    ) -> appscaling.CfnScalableTarget:
         """The L1 without ``RoleARN``: Application Auto Scaling uses its SageMaker service-linked
         role; the L2 would add a role of its own."""
         endpoint = self.endpoint

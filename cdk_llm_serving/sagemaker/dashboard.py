@@ -49,7 +49,9 @@ class PoolEndpointDashboard(ServingDashboard):
     ) -> None:
         super().__init__(scope, id, dashboard_name=dashboard_name)
         region = region_of(endpoint)
-        self.add_widgets(cloudwatch.TextWidget(markdown=_header(endpoint), width=FULL_WIDTH, height=3))
+        self.add_widgets(
+            cloudwatch.TextWidget(markdown=_header(endpoint), width=FULL_WIDTH, height=3)
+        )
         self.add_widgets(*_fleet_row(endpoint, region))
         self.add_widgets(*pools_row(endpoint, list(endpoint.instance_types), region=region))
         self.charts: PromQLCharts | None = None
@@ -72,7 +74,9 @@ def _fleet_row(endpoint: IPoolEndpoint, region: str) -> list[cloudwatch.IWidget]
                 region=region,
                 left=[utilization],
                 left_annotations=[
-                    cloudwatch.HorizontalAnnotation(value=scaling.target_utilization, label="target")
+                    cloudwatch.HorizontalAnnotation(
+                        value=scaling.target_utilization, label="target"
+                    )
                 ],
                 left_y_axis=cloudwatch.YAxisProps(min=0),
                 width=12,
@@ -83,7 +87,10 @@ def _fleet_row(endpoint: IPoolEndpoint, region: str) -> list[cloudwatch.IWidget]
             title="Invocations and errors (all pools)",
             region=region,
             left=[endpoint.metric_invocations()],
-            right=[endpoint.metric_invocation_4xx_errors(), endpoint.metric_invocation_5xx_errors()],
+            right=[
+                endpoint.metric_invocation_4xx_errors(),
+                endpoint.metric_invocation_5xx_errors(),
+            ],
             width=FULL_WIDTH - 12 if widgets else FULL_WIDTH,
         )
     )
