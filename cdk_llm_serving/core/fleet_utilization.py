@@ -64,10 +64,10 @@ def _number(value: float) -> str:
     return f"{value:.6g}"
 
 
-def _check_fleet(subject: str, pools: Sequence[PoolCapacity]) -> None:
-    """A fleet to weigh: at least one pool, each sustaining some load. No pool leaves an
-    expression of empty sums (``IF(()>0,()/())``, which CloudWatch refuses); a capacity of 0
-    divides the backlog's weights by zero."""
+def _check_fleet(subject: str, pools: Sequence[PoolCapacity], metrics: int, why: str) -> None:
+    """A fleet to weigh: at least one pool, each sustaining some load, and at most
+    ``MAX_ALARM_METRICS`` metrics in all. No pool leaves an expression of empty sums
+    (``IF(()>0,()/())``, which CloudWatch refuses); a capacity of 0 divides the weights by zero."""
     problems = [
         Problem(f"pools[{index}].max_concurrency", pool.max_concurrency, "must be above 0")
         for index, pool in enumerate(pools)
@@ -75,6 +75,8 @@ def _check_fleet(subject: str, pools: Sequence[PoolCapacity]) -> None:
     ]
     if not pools:
         problems.append(Problem("pools", [], "needs at least one pool to weigh"))
+    elif metrics > MAX_ALARM_METRICS:
+        problems.append(Problem("pools", [str(pool.instance_type) for pool in pools], why))
     if problems:
         raise ConfigurationError(subject, problems)
 
@@ -102,20 +104,14 @@ def fleet_utilization_queries(
     ``InstanceType``; a variant without pools (one instance type, e.g. on a capacity
     reservation) publishes the variant's series only (one pool then).
     """
-    _check_fleet("fleet utilization", pools)
+    _check_fleet(
+        "fleet utilization",
+        pools,
+        len(pools) * METRICS_PER_POOL,
+        f"{METRICS_PER_POOL} metrics per pool and at most {MAX_ALARM_METRICS} in a target-tracking metric: at most {MAX_WEIGHTED_POOLS} pools",
+    )
     queries: list[MetricQuery] = []
     load_terms, capacity_terms = [], []
-    if len(pools) * METRICS_PER_POOL > MAX_ALARM_METRICS:
-        raise ConfigurationError(
-            "fleet utilization",
-            [
-                Problem(
-                    "pools",
-                    [str(pool.instance_type) for pool in pools],
-                    f"{METRICS_PER_POOL} metrics per pool and at most {MAX_ALARM_METRICS} in a target-tracking metric: at most {MAX_WEIGHTED_POOLS} pools",
-                )
-            ],
-        )
     for index, pool in enumerate(pools, start=1):
         dims: tuple[tuple[str, str], ...] = (
             ("EndpointName", endpoint_name),
@@ -129,7 +125,6 @@ def fleet_utilization_queries(
         ]
         load_terms.append(f"FILL(load{index},0)")
         capacity_terms.append(f"FILL(samples{index},0)*{_number(pool.max_concurrency)}")
-    # Written without spaces: the expression is in the template twice (policy, dashboard).
     load, capacity = "+".join(load_terms), "+".join(capacity_terms)
     queries.append(
         MetricQuery(
@@ -172,18 +167,12 @@ def weighted_backlog_queries(
     a pooled endpoint (check: ``HOST_INSTANCE_TYPE_CHECK``). Derivation:
     docs/design/observability.md ("Weighted backlog").
     """
-    _check_fleet("weighted backlog", pools)
-    if len(pools) + 1 > MAX_ALARM_METRICS:
-        raise ConfigurationError(
-            "weighted backlog",
-            [
-                Problem(
-                    "pools",
-                    [str(pool.instance_type) for pool in pools],
-                    f"one metric per pool plus the backlog, at most {MAX_ALARM_METRICS}",
-                )
-            ],
-        )
+    _check_fleet(
+        "weighted backlog",
+        pools,
+        len(pools) + 1,
+        f"one metric per pool plus the backlog, at most {MAX_ALARM_METRICS}",
+    )
     first = pools[0].max_concurrency
     queries = [
         MetricQuery(

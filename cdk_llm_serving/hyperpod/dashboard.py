@@ -6,7 +6,6 @@ thresholds drawn are the ones the alarms use.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -42,36 +41,22 @@ if TYPE_CHECKING:
 
 
 class _Panel(NamedTuple):
-    """One chart: a recorded series and, for a series with an alarm, the alarm's threshold."""
+    """One chart: a recorded series and, for a series with an alarm, the ``VllmObservability``
+    attribute holding the alarm's threshold."""
 
     title: str
     query: str
     unit: str
-    threshold: Callable[[VllmObservability], float] | None
+    threshold: str | None
 
 
 PANELS: tuple[_Panel, ...] = (
-    _Panel(
-        "Time to first token p99",
-        TTFT_P99_RULE,
-        " s",
-        lambda observability: observability.ttft_p99_threshold_seconds,
-    ),
+    _Panel("Time to first token p99", TTFT_P99_RULE, " s", "ttft_p99_threshold_seconds"),
     _Panel("Inter-token latency p99", INTER_TOKEN_P99_RULE, " s", None),
     _Panel("End-to-end latency p99", E2E_P99_RULE, " s", None),
-    _Panel(
-        "Requests waiting (queue depth)",
-        QUEUE_DEPTH_RULE,
-        "",
-        lambda observability: observability.max_waiting_requests,
-    ),
+    _Panel("Requests waiting (queue depth)", QUEUE_DEPTH_RULE, "", "max_waiting_requests"),
     _Panel("Requests running", REQUESTS_RUNNING_RULE, "", None),
-    _Panel(
-        "KV-cache usage",
-        KV_CACHE_USAGE_RULE,
-        "",
-        lambda observability: observability.kv_cache_saturation,
-    ),
+    _Panel("KV-cache usage", KV_CACHE_USAGE_RULE, "", "kv_cache_saturation"),
     _Panel("Generated tokens per second", GENERATION_TOKENS_RATE_RULE, "", None),
     _Panel("Speculative-decoding acceptance rate", SPEC_ACCEPTANCE_RULE, "", None),
     _Panel("Prefix-cache hit rate (GPU)", PREFIX_CACHE_HIT_RATE_RULE, "", None),
@@ -119,7 +104,7 @@ class VllmDashboard(ServingDashboard):
                     panel.title,
                     panel.query,
                     unit=panel.unit,
-                    threshold=panel.threshold(observability) if panel.threshold else None,
+                    threshold=getattr(observability, panel.threshold) if panel.threshold else None,
                 )
                 for panel in panels
             ]

@@ -286,27 +286,18 @@ class VllmObservability(Construct):
         """Prometheus scrape configuration: the service's leader pods, the API port, /metrics,
         over HTTPS (``scheme``, ``tls_config``: AMP-collector-how-to.html, scraper configuration)."""
         seconds = f"{int(interval.to_seconds())}s"
-        keep = [
-            (prometheus_pod_label(APP_NAME_LABEL), self.service.name),
-            (prometheus_pod_label(ROLE_LABEL), LEADER_POD_ROLE),
-            ("__meta_kubernetes_pod_container_port_number", str(VLLM_API_PORT)),
-        ]
-        relabel: list[dict[str, Any]] = [
-            {"source_labels": [label], "regex": regex, "action": "keep"} for label, regex in keep
-        ]
-        relabel.append({"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"})
-        job = {
-            "job_name": "vllm",
-            "metrics_path": VLLM_METRICS_PATH,
-            # vLLM serves HTTPS only (serving_tls); the leader's CA is made in the cluster at
-            # deploy time, so the collector cannot verify it: encrypted, not authenticated.
-            "scheme": "https",
-            "tls_config": {"insecure_skip_verify": True},
-            "kubernetes_sd_configs": [
-                {"role": "pod", "namespaces": {"names": [self.service.namespace]}}
+        # vLLM serves HTTPS only (serving_tls); the leader's CA is made in the cluster at
+        # deploy time, so the collector cannot verify it: encrypted, not authenticated.
+        job = _pod_job(
+            "vllm",
+            self.service.namespace,
+            [
+                (prometheus_pod_label(APP_NAME_LABEL), self.service.name),
+                (prometheus_pod_label(ROLE_LABEL), LEADER_POD_ROLE),
+                ("__meta_kubernetes_pod_container_port_number", str(VLLM_API_PORT)),
             ],
-            "relabel_configs": relabel,
-        }
+            tls={"scheme": "https", "tls_config": {"insecure_skip_verify": True}},
+        )
         jobs = [job, *self._router_job(), self._node_job(), *self._extra_jobs]
         document = {"global": {"scrape_interval": seconds}, "scrape_configs": jobs}
         return yaml_text(document)
@@ -351,27 +342,11 @@ class VllmObservability(Construct):
         Idempotent: once per scraper."""
         if any(job["job_name"] == KEDA_OPERATOR_JOB for job in self._extra_jobs):
             return
-        self._extra_jobs.append(
-            {
-                "job_name": KEDA_OPERATOR_JOB,
-                "metrics_path": "/metrics",
-                "kubernetes_sd_configs": [
-                    {"role": "pod", "namespaces": {"names": [KEDA_NAMESPACE]}}
-                ],
-                "relabel_configs": [
-                    {
-                        "source_labels": [prometheus_pod_label("app")],
-                        "regex": KEDA_OPERATOR_NAME,
-                        "action": "keep",
-                    },
-                    {
-                        "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                        "regex": "metrics",
-                        "action": "keep",
-                    },
-                ],
-            }
-        )
+        keep = [
+            (prometheus_pod_label("app"), KEDA_OPERATOR_NAME),
+            ("__meta_kubernetes_pod_container_port_name", "metrics"),
+        ]
+        self._extra_jobs.append(_pod_job(KEDA_OPERATOR_JOB, KEDA_NAMESPACE, keep, pod_label=False))
         self.scraper.scrape_configuration = self._scrape_blob()
 
     def _scrape_blob(self) -> aps.CfnScraper.ScrapeConfigurationProperty:
@@ -391,20 +366,7 @@ class VllmObservability(Construct):
             (prometheus_pod_label(APP_NAME_LABEL), router.router_name),
             ("__meta_kubernetes_pod_container_port_number", str(ROUTER_METRICS_PORT)),
         ]
-        relabel: list[dict[str, Any]] = [
-            {"source_labels": [label], "regex": regex, "action": "keep"} for label, regex in keep
-        ]
-        relabel.append({"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"})
-        return [
-            {
-                "job_name": "vllm-router",
-                "metrics_path": VLLM_METRICS_PATH,
-                "kubernetes_sd_configs": [
-                    {"role": "pod", "namespaces": {"names": [self.service.namespace]}}
-                ],
-                "relabel_configs": relabel,
-            }
-        ]
+        return [_pod_job("vllm-router", self.service.namespace, keep)]
 
     def rule_groups(self, ttft: Duration, max_waiting: int, kv_saturation: float) -> str:
         """Recording rules for the serving SLOs and the alarms on them (Prometheus rule file)."""
@@ -474,6 +436,30 @@ class VllmObservability(Construct):
             .replace("TOPIC_ARN", self.alarm_topic.topic_arn)
             .replace("REGION", Aws.REGION)
         )
+
+
+def _pod_job(
+    name: str,
+    namespace: str,
+    keep: list[tuple[str, str]],
+    *,
+    tls: Mapping[str, Any] | None = None,
+    pod_label: bool = True,
+) -> dict[str, Any]:
+    """A scrape job of the pods in ``namespace`` whose ``keep`` labels match, at /metrics,
+    each series labelled with its ``pod`` unless ``pod_label`` is false."""
+    relabel: list[dict[str, Any]] = [
+        {"source_labels": [label], "regex": regex, "action": "keep"} for label, regex in keep
+    ]
+    if pod_label:
+        relabel.append({"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"})
+    return {
+        "job_name": name,
+        "metrics_path": VLLM_METRICS_PATH,
+        **(tls or {}),
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]}}],
+        "relabel_configs": relabel,
+    }
 
 
 def yaml_text(document: object) -> str:
