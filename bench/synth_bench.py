@@ -308,7 +308,7 @@ def _report(results: Results, rounds: int) -> None:
     print(
         f"\nper endpoint: {_per_endpoint(results, 'pool', 'bytes') / 1000:.1f} KB as written, "
         f"{_per_endpoint(results, 'pool', 'minified') / 1000:.1f} KB with "
-        f"suppressTemplateIndentation (target <= 25 KB), "
+        f"suppressTemplateIndentation, "
         f"{_per_endpoint(results, 'pool', 'resources'):.0f} resources"
     )
     print(

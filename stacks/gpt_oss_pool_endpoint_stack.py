@@ -22,7 +22,7 @@ from cdk_llm_serving import (
     VllmPoolEndpoint,
     WeightFormat,
 )
-from cdk_llm_serving._cdk.alerts_topic import encrypted_alerts_topic
+from cdk_llm_serving._cdk.alarm_topic import encrypted_alarm_topic
 
 #: AWS's vLLM deep-learning container for SageMaker: repository and tag. The account that hosts
 #: it differs by region; ``ContainerImage.from_dlc`` takes it from aws-cdk-lib's region facts.
@@ -122,7 +122,7 @@ class GptOssPoolEndpointStack(Stack):
         ``cloudwatch.amazonaws.com`` use the key (docs.aws.amazon.com/sns/latest/dg/
         sns-key-management.html#compatibility-with-aws-services).
         """
-        return encrypted_alerts_topic(
+        return encrypted_alarm_topic(
             self,
             publisher="cloudwatch.amazonaws.com",
             key_description="Encrypts the endpoint's alarm notifications",

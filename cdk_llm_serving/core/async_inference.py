@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 from aws_cdk import aws_iam as iam
@@ -10,13 +9,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
-from constructs import Construct
 
-from .._cdk.deprecation import warn_deprecated
 from .._cdk.role_grants import resource_account_condition
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_range
-from ..errors import DEPRECATED_REMOVED_IN, Problems
+from ..errors import Problems
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,21 +88,6 @@ class AsyncInference:
             if topic is not None:
                 grant = grant.combine(topic.grant_publish(grantee))
         return grant
-
-    def grant_to(self, role: iam.IGrantable) -> iam.Grant:
-        """Deprecated: use ``grant_write_results`` (the same grant; removed in 0.3.0). Warns at
-        synth time on the grantee when it is a construct (a role), else with a
-        ``DeprecationWarning``."""
-        if isinstance(role, Construct):
-            warn_deprecated(role, "AsyncInference.grant_to", "grant_write_results(grantee)")
-        else:
-            warnings.warn(
-                "AsyncInference.grant_to is deprecated; use grant_write_results "
-                f"(removed in {DEPRECATED_REMOVED_IN})",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        return self.grant_write_results(role)
 
     def to_cfn(self) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty:
         assert self.output_bucket is not None

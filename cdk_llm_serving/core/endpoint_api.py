@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, Unpack
+from typing import Protocol, Unpack
 
 from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -14,10 +14,25 @@ from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
 from .async_inference import AsyncInference
 from .endpoint_metrics import EndpointMetrics, MetricOptions
-from .graph_widget import Line
+from .fleet_utilization import MetricQuery
 
-if TYPE_CHECKING:
-    from ..sagemaker.autoscaling import EndpointAutoScaling
+
+class IEndpointScaling(Protocol):
+    """What alarms and dashboards read of an endpoint's instance-count scaling
+    (``EndpointAutoScaling``): the weighted utilization it tracks, if it tracks one."""
+
+    @property
+    def target_utilization(self) -> float: ...
+
+    @property
+    def fleet_queries(self) -> list[MetricQuery] | None:
+        """The utilization's metric-math queries (``None``: it scales on something else)."""
+        ...
+
+    @property
+    def fleet_utilization(self) -> cloudwatch.IMetric | None:
+        """The same utilization as one metric (``None`` as above)."""
+        ...
 
 
 class IPoolEndpoint(Protocol):
@@ -26,7 +41,7 @@ class IPoolEndpoint(Protocol):
 
     What ``PoolEndpointAlarms`` and ``PoolEndpointDashboard`` read: the names, the pools'
     instance types (most preferred first; an import states them), whether the endpoint
-    publishes detailed observability, its autoscaling and rollback alarms, and its metrics.
+    publishes detailed observability, its auto scaling and rollback alarms, and its metrics.
     """
 
     @property
@@ -52,7 +67,7 @@ class IPoolEndpoint(Protocol):
         ...
 
     @property
-    def auto_scaling(self) -> EndpointAutoScaling | None:
+    def auto_scaling(self) -> IEndpointScaling | None:
         """The instance-count scaling made here (``None``: none, or not made here)."""
         ...
 
@@ -82,10 +97,6 @@ class IPoolEndpoint(Protocol):
         namespace: str | None = None,
         **options: Unpack[MetricOptions],
     ) -> cloudwatch.Metric: ...
-
-    def metric_line(
-        self, metric_name: str, *, instance_type: InstanceType | str | None = None, **options: Any
-    ) -> Line: ...
 
     def metric_invocations(
         self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
@@ -139,7 +150,7 @@ class EndpointApi(EndpointMetrics):
     endpoint_arn: str
     async_inference: AsyncInference | None
     #: The region of the endpoint's stack when the construct holds it already (its model's,
-    #: read once there); ``None``: ask the stack (``dashboard.region_of``).
+    #: read once there); ``None``: ask the stack (``core.dashboard.region_of``).
     stack_region: str | None = None
 
     @property

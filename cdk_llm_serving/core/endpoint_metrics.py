@@ -8,16 +8,13 @@ With instance pools SageMaker adds an ``InstanceType`` dimension to the variant'
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
-from typing import Any, TypedDict, Unpack, cast
+from typing import TypedDict, Unpack
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
-from .._cdk.durations import Span
-from .._cdk.validation import whole_seconds
 from ..errors import ConfigurationError, Problem, refuse_unknown_options
 from ..planning.instance_types import InstanceType
 from .fleet_utilization import (
@@ -25,7 +22,6 @@ from .fleet_utilization import (
     CONCURRENCY_SAMPLE_SECONDS,
     instance_count_expression,
 )
-from .graph_widget import Line, metric_line
 
 INVOCATION_NAMESPACE = "AWS/SageMaker"
 UTILIZATION_NAMESPACE = "/aws/sagemaker/Endpoints"
@@ -91,16 +87,13 @@ class MetricOptions(TypedDict, total=False):
     region: str
 
 
-#: Durations are immutable: one object serves every metric (each ``Duration.minutes`` call is
-#: a round trip to the jsii kernel). The periods this module and the alarms use, in plain
-#: seconds (``Span.of_seconds``: read without the kernel).
-ONE_MINUTE = Span.of_seconds(60)
-FIVE_MINUTES = Span.of_seconds(300)
-_ONE_MINUTE = ONE_MINUTE.duration
+#: The period of every metric here unless asked otherwise.
+ONE_MINUTE = Duration.minutes(1)
 
 
 class EndpointMetrics:
-    """``metric*`` methods for anything with an ``endpoint_name`` and a ``variant_name``.
+    """SageMaker's metric source: ``metric*`` methods for anything with an ``endpoint_name`` and
+    a ``variant_name``, each returning a ``cloudwatch.Metric`` or ``MathExpression``.
 
     Every method takes ``instance_type`` (one pool alone) and CloudWatch's metric options
     as keywords, in the same order, as aws-cdk-lib's ``metric*`` methods do.
@@ -109,18 +102,11 @@ class EndpointMetrics:
     endpoint_name: str
     variant_name: str
     #: Seconds between two ``ConcurrentRequestsPerModel`` samples of one instance
-    #: (``fleet_utilization.concurrency_sample_seconds``; an endpoint made here sets it from its
-    #: metrics options). Default: 10, AWS's high-resolution interval without enhanced metrics.
+    #: (``fleet_utilization.concurrency_sample_seconds``). Default: AWS's 10-second interval.
     concurrency_sample_seconds: int = CONCURRENCY_SAMPLE_SECONDS
-    #: Whether the variant's series carry ``InstanceType`` (it runs on instance pools). A
-    #: variant on one instance type without pools (a capacity reservation) publishes the
-    #: variant's series only, and ``instance_type=`` then reads those.
+    #: Whether the variant's series carry ``InstanceType`` (it runs on instance pools); without
+    #: pools (a capacity reservation) ``instance_type=`` reads the variant's own series.
     per_pool_dimension: bool = True
-
-    @functools.cached_property
-    def _metric_memo(self) -> dict[tuple[Any, ...], Any]:
-        """The metrics made so far, by their arguments (made on first use)."""
-        return {}
 
     def metric(
         self,
@@ -130,34 +116,13 @@ class EndpointMetrics:
         namespace: str | None = None,
         **options: Unpack[MetricOptions],
     ) -> cloudwatch.Metric:
-        """A metric of this variant; the namespace follows the metric unless given.
-
-        The same arguments give the same object: a ``Metric`` is immutable (``with_`` makes a
-        new one), and the rollback alarms and ``PoolEndpointAlarms`` ask for the same metrics.
-        """
-        namespace = namespace or namespace_of(metric_name)
+        """A metric of this variant; the namespace follows the metric unless given."""
+        dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
         if not self.per_pool_dimension:
             instance_type = None
-        dimensions = {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}
-        key = (namespace, metric_name, instance_type, *sorted(options.items()))
-        try:
-            hash(key)
-        except TypeError:  # a value of the wrong type: ``build_metric`` reports it
-            return build_metric(namespace, metric_name, dimensions, instance_type, options)
-        made = self._metric_memo
-        if key not in made:
-            made[key] = build_metric(namespace, metric_name, dimensions, instance_type, options)
-        return cast(cloudwatch.Metric, made[key])
-
-    def metric_line(
-        self, metric_name: str, *, instance_type: InstanceType | str | None = None, **options: Any
-    ) -> Line:
-        """The same metric as a dashboard ``metrics`` line (``graph_widget``): period and
-        statistic come from the widget unless ``options`` say otherwise."""
-        dimensions = [("EndpointName", self.endpoint_name), ("VariantName", self.variant_name)]
-        if instance_type is not None and self.per_pool_dimension:
-            dimensions.append(("InstanceType", instance_type))
-        return metric_line(namespace_of(metric_name), metric_name, dimensions, **options)
+        return build_metric(
+            namespace or namespace_of(metric_name), metric_name, dimensions, instance_type, options
+        )
 
     def metric_invocations(
         self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
@@ -189,7 +154,7 @@ class EndpointMetrics:
         self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
     ) -> cloudwatch.Metric:
         """Concurrent requests per instance (``ConcurrentRequestsPerModel``, average)."""
-        return self.metric("ConcurrentRequestsPerModel", instance_type=instance_type, **options)
+        return self.metric(CONCURRENCY_METRIC, instance_type=instance_type, **options)
 
     def metric_gpu_utilization(
         self, *, instance_type: InstanceType | str | None = None, **options: Unpack[MetricOptions]
@@ -204,16 +169,14 @@ class EndpointMetrics:
         return self.metric("GPUMemoryUtilization", instance_type=instance_type, **options)
 
     def metric_pool_instances(
-        self, *, instance_type: InstanceType | str, period: Duration = ONE_MINUTE.duration
+        self, *, instance_type: InstanceType | str, period: Duration = ONE_MINUTE
     ) -> cloudwatch.MathExpression:
         """Instances of one pool, idle ones included: each reports its concurrency every
         ``concurrency_sample_seconds``, so samples x interval / period (see ``fleet_utilization``)."""
         samples = pool_samples_id(instance_type)
         return cloudwatch.MathExpression(
             expression=instance_count_expression(
-                samples,
-                self.concurrency_sample_seconds,
-                whole_seconds(period, ONE_MINUTE, FIVE_MINUTES),
+                samples, self.concurrency_sample_seconds, int(period.to_seconds())
             ),
             using_metrics={
                 samples: self.metric(
@@ -230,33 +193,21 @@ class EndpointMetrics:
     def metric_variant_total(
         self, metric_name: str, instance_types: Sequence[InstanceType | str], *, label: str
     ) -> cloudwatch.IMetric:
-        """The variant's Sum of ``metric_name`` from the series that certainly exist.
-
-        With pools, AWS documents the per-``InstanceType`` series
-        (realtime-endpoints-heterogeneous.html, "Monitor instance pools"); whether the
-        two-dimension {EndpointName, VariantName} series is still published beside them it
-        does not say (UNCONFIRMED[variant-series-with-pools]). So the total is metric math over the pools' series,
-        ``FILL(…, 0)`` on each (an empty pool publishes nothing); the alarms on it breach on
-        high values only, so a filled 0 in an outage reads as "no errors", as missing data
-        (``NOT_BREACHING``) would. Without pools (or pools not known: an import) the
-        variant's own series.
-        """
+        """The variant's Sum of ``metric_name``: ``FILL(…, 0)`` summed over the pools' series
+        (UNCONFIRMED[variant-series-with-pools] that the variant's own series exists beside
+        them; docs/design/observability.md). Without pools, the variant's own series."""
         if not instance_types or not self.per_pool_dimension:
             return self.metric(metric_name, statistic="Sum")
-        key = ("total", metric_name, tuple(instance_types), label)
-        if key in self._metric_memo:  # the rollback alarm and PoolEndpointAlarms share it
-            return cast(cloudwatch.IMetric, self._metric_memo[key])
         ids = _pool_ids(metric_name, instance_types)
-        self._metric_memo[key] = total = cloudwatch.MathExpression(
+        return cloudwatch.MathExpression(
             expression="+".join(f"FILL({i},0)" for i in ids),
             using_metrics={
                 i: self.metric(metric_name, instance_type=t, statistic="Sum")
                 for i, t in ids.items()
             },
             label=label,
-            period=_ONE_MINUTE,
+            period=ONE_MINUTE,
         )
-        return total
 
     def metric_variant_worst(
         self,
@@ -268,23 +219,19 @@ class EndpointMetrics:
     ) -> cloudwatch.IMetric:
         """The worst pool's ``statistic`` (e.g. p99) of ``metric_name``: ``MAX`` over the pools'
         series (an upper bound of the fleet's percentile; percentiles do not add). Without
-        pools, the variant's own series (see ``metric_variant_total``)."""
+        pools, the variant's own series."""
         if not instance_types or not self.per_pool_dimension:
             return self.metric(metric_name, statistic=statistic)
-        key = ("worst", metric_name, tuple(instance_types), statistic, label)
-        if key in self._metric_memo:
-            return cast(cloudwatch.IMetric, self._metric_memo[key])
         ids = _pool_ids(metric_name, instance_types)
-        self._metric_memo[key] = worst = cloudwatch.MathExpression(
+        return cloudwatch.MathExpression(
             expression=f"MAX([{','.join(ids)}])",
             using_metrics={
                 i: self.metric(metric_name, instance_type=t, statistic=statistic)
                 for i, t in ids.items()
             },
             label=label,
-            period=_ONE_MINUTE,
+            period=ONE_MINUTE,
         )
-        return worst
 
 
 def _pool_ids(
@@ -323,7 +270,7 @@ def build_metric(
         )
     if instance_type is not None:
         dimensions = {**dimensions, "InstanceType": instance_type}
-    settings: MetricOptions = {"statistic": "Average", "period": _ONE_MINUTE}
+    settings: MetricOptions = {"statistic": "Average", "period": ONE_MINUTE}
     settings.update(options)
     return cloudwatch.Metric(
         namespace=namespace, metric_name=metric_name, dimensions_map=dimensions, **settings

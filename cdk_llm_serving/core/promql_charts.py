@@ -1,19 +1,10 @@
-"""PromQL charts on a CloudWatch dashboard: a custom widget querying CloudWatch's PromQL API.
+"""PromQL charts on a CloudWatch dashboard: custom widgets drawn by one chart function.
 
-aws-cdk-lib 2.275 has no PromQL graph widget, so each chart is a CloudWatch custom widget
-backed by one small function. It is the project's PromQL chart function
-(``_cdk/assets/amp_widget``, which both serving paths' dashboards run), pointed at CloudWatch's
-Prometheus-compatible endpoint ``https://monitoring.<region>.<url suffix>`` and signing for
-SigV4 service ``monitoring`` (see ``token_metrics`` for the AWS sources). Its role may call
-``cloudwatch:QueryMetrics``, ``cloudwatch:GetMetricData`` and ``cloudwatch:ListMetrics``: the
-"Required permissions" of SageMaker's PromQL endpoint
-(https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-detailed-observability-promql.html,
-"PromQL endpoint and authentication"; Grafana's guide names only the latter two,
-https://docs.aws.amazon.com/grafana/latest/userguide/cloudwatch-promql.html). ASSUMED: like the
-other two, QueryMetrics has no resource-level permissions, so ``*``; for GetMetricData and
-ListMetrics AWS says "specify a wildcard character (*) as the resource",
-https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/permissions-reference-cw.html)
-and write its own log group.
+aws-cdk-lib has no PromQL graph widget, so every PromQL chart of both serving paths is a
+``cloudwatch.CustomWidget`` backed by the function in ``_cdk/assets/amp_widget``, pointed at one
+Prometheus-compatible source: CloudWatch's PromQL API (SageMaker detailed observability) or an
+Amazon Managed Prometheus workspace (HyperPod). Sources and permissions:
+``docs/design/observability.md`` ("PromQL charts").
 """
 
 from __future__ import annotations
@@ -21,84 +12,82 @@ from __future__ import annotations
 from pathlib import Path
 
 from aws_cdk import CfnResource, Stack
+from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from .._cdk.stacks import stack_of
 from .._cdk.widget_function import WidgetFunctionSpec, widget_function
-from .widget_grid import CustomCell
 
 #: The chart function's code (standard library + botocore, in the Lambda Python runtime).
 CHART_CODE = Path(__file__).parents[1] / "_cdk" / "assets" / "amp_widget"
+#: The construct id of the stack's one CloudWatch PromQL chart function (``PromQLCharts.of``).
+SINGLETON_ID = "CdkLlmServingPromQLCharts"
+#: CloudWatch's PromQL API permissions; ASSUMED: ``QueryMetrics`` has no resource-level
+#: permissions, like the other two (docs/design/observability.md, "PromQL charts").
+_CLOUDWATCH_PROMQL_ACTIONS = [
+    "cloudwatch:QueryMetrics",
+    "cloudwatch:GetMetricData",
+    "cloudwatch:ListMetrics",
+]
 
 
-class PromQLCharts(Construct):
-    """The function behind PromQL custom widgets; ``chart`` makes a widget.
+class PromQLCharts:
+    """One PromQL source and the function that draws its charts; ``chart`` makes a widget.
 
-    One per stack (``of``): its role reads CloudWatch metrics of the account and region,
-    which is what every dashboard of the stack needs, so dashboards share it.
+    :param function: the chart function (``of`` or ``of_workspace`` make it).
     """
 
-    #: The construct id of the stack's single instance.
-    SINGLETON_ID = "CdkLlmServingPromQLCharts"
+    def __init__(self, function: lambda_.IFunction) -> None:
+        self.function = function
 
     @classmethod
     def of(cls, scope: Construct) -> PromQLCharts:
-        """The stack's chart function, created on first use (found in the construct tree after)."""
+        """CloudWatch's PromQL API (SigV4 service ``monitoring``): one function per stack,
+        created on first use, since its read-only role serves every dashboard of the stack."""
         stack = stack_of(scope)
-        found = stack.node.try_find_child(cls.SINGLETON_ID)
-        return found if isinstance(found, PromQLCharts) else cls(stack, cls.SINGLETON_ID)
+        holder = stack.node.try_find_child(SINGLETON_ID)
+        if holder is None:
+            holder = Construct(stack, SINGLETON_ID)
+            _cloudwatch_chart_function(holder)
+        return cls(holder.node.find_child("Chart"))  # type: ignore[arg-type]
 
-    def __init__(self, scope: Construct, id: str) -> None:
-        super().__init__(scope, id)
-        self._function_arn: str | None = None
-        stack = Stack.of(self)
-        self.function = widget_function(
-            self,
-            "Chart",
-            WidgetFunctionSpec(
-                code=CHART_CODE,
-                description="CloudWatch custom widget: PromQL charts from CloudWatch (detailed observability)",
-                role_description="Draws PromQL charts of SageMaker detailed-observability metrics",
-                statements=[
-                    iam.PolicyStatement(
-                        actions=[
-                            "cloudwatch:QueryMetrics",
-                            "cloudwatch:GetMetricData",
-                            "cloudwatch:ListMetrics",
-                        ],
-                        resources=["*"],
-                    )
-                ],
-                environment={
-                    "PROMETHEUS_ENDPOINT": f"https://monitoring.{stack.region}.{stack.url_suffix}",
-                    "SIGV4_SERVICE": "monitoring",
-                },
-                wildcards=["*"],
-                wildcard_reason="CloudWatch QueryMetrics/GetMetricData/ListMetrics have no resource-level permissions.",
-            ),
+    @classmethod
+    def of_workspace(
+        cls, scope: Construct, workspace: aps.CfnWorkspace, role_description: str
+    ) -> PromQLCharts:
+        """An Amazon Managed Prometheus workspace: a function ``Widget`` under ``scope`` that may
+        query that workspace only (``aps:QueryMetrics`` on its ARN)."""
+        spec = WidgetFunctionSpec(
+            code=CHART_CODE,
+            description="CloudWatch custom widget: PromQL charts from Amazon Managed Prometheus",
+            role_description=role_description,
+            statements=[
+                iam.PolicyStatement(actions=["aps:QueryMetrics"], resources=[workspace.attr_arn])
+            ],
+            environment={"PROMETHEUS_ENDPOINT": workspace.attr_prometheus_endpoint},
         )
-        # cfn-lint's IAM action list (W3037) predates cloudwatch:QueryMetrics, which AWS's
-        # PromQL endpoint requires (above): that one rule is silenced on this policy alone.
-        policy = self.function.role.node.find_child("Policy") if self.function.role else None
-        cfn_policy = policy.node.default_child if policy is not None else None
-        if isinstance(cfn_policy, CfnResource):
-            cfn_policy.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
+        return cls(widget_function(scope, "Widget", spec))
 
-    @property
-    def function_arn(self) -> str:
-        """The function's ARN (a token), read from the kernel once for every chart."""
-        if self._function_arn is None:
-            self._function_arn = self.function.function_arn
-        return self._function_arn
-
-    def chart(self, title: str, query: str, unit: str, width: int) -> cloudwatch.CustomWidget:
-        """The chart as an aws-cdk-lib widget, for ``Dashboard.add_widgets``."""
+    def chart(
+        self,
+        title: str,
+        query: str,
+        *,
+        unit: str = "",
+        width: int = 12,
+        threshold: float | None = None,
+    ) -> cloudwatch.CustomWidget:
+        """A chart of ``query`` (a line per series; a dashed line at ``threshold``)."""
+        params: dict[str, object] = {"query": query, "title": title, "unit": unit}
+        if threshold is not None:
+            params["threshold"] = threshold
         return cloudwatch.CustomWidget(
-            function_arn=self.function_arn,
+            function_arn=self.function.function_arn,
             title=title,
-            params=_params(title, query, unit),
+            params=params,
             width=width,
             height=6,
             update_on_refresh=True,
@@ -106,17 +95,29 @@ class PromQLCharts(Construct):
             update_on_time_range_change=True,
         )
 
-    def cell(self, title: str, query: str, unit: str, width: int) -> CustomCell:
-        """The same chart as a ``widget_grid`` cell (the same widget body, built in Python)."""
-        return CustomCell(
-            function_arn=self.function_arn,
-            title=title,
-            params=_params(title, query, unit),
-            width=width,
-            height=6,
-        )
 
-
-def _params(title: str, query: str, unit: str) -> dict[str, str]:
-    # The chart function reads no unit as "" (``params.get("unit", "")``).
-    return {"query": query, "title": title, **({"unit": unit} if unit else {})}
+def _cloudwatch_chart_function(scope: Construct) -> lambda_.Function:
+    """The function ``Chart`` reading CloudWatch's PromQL endpoint of the stack's region."""
+    stack = Stack.of(scope)
+    function = widget_function(
+        scope,
+        "Chart",
+        WidgetFunctionSpec(
+            code=CHART_CODE,
+            description="CloudWatch custom widget: PromQL charts from CloudWatch (detailed observability)",
+            role_description="Draws PromQL charts of SageMaker detailed-observability metrics",
+            statements=[iam.PolicyStatement(actions=_CLOUDWATCH_PROMQL_ACTIONS, resources=["*"])],
+            environment={
+                "PROMETHEUS_ENDPOINT": f"https://monitoring.{stack.region}.{stack.url_suffix}",
+                "SIGV4_SERVICE": "monitoring",
+            },
+            wildcards=["*"],
+            wildcard_reason="CloudWatch QueryMetrics/GetMetricData/ListMetrics have no resource-level permissions.",
+        ),
+    )
+    # cfn-lint's IAM action list (W3037) predates cloudwatch:QueryMetrics: silenced on this policy.
+    policy = function.role.node.find_child("Policy") if function.role else None
+    cfn_policy = policy.node.default_child if policy is not None else None
+    if isinstance(cfn_policy, CfnResource):
+        cfn_policy.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3037"]}})
+    return function

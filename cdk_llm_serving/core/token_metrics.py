@@ -1,42 +1,14 @@
 """Token-level latency and throughput of a pool endpoint, as PromQL over detailed observability.
 
-Route chosen: SageMaker's detailed observability (``MetricsConfig.EnableDetailedObservability``,
-on by default here) scrapes the vLLM container's Prometheus endpoint and publishes "native
-vLLM ... metrics — including tokens per second, time to first token (TTFT), inter-token
-latency" to CloudWatch as OpenTelemetry metrics, queryable with PromQL only ("These are not
-Prometheus metrics ... natively stored in CloudWatch as OTel metric data and are queryable
-using PromQL syntax"):
-https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch-detailed-observability.html,
-https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/SageMaker-AI-Insights-Metrics.html.
-Every data point carries ``aws.sagemaker.endpoint.name``, ``aws.sagemaker.variant.name`` and
-``@resource.host.type`` (the instance type, i.e. the pool):
-https://docs.aws.amazon.com/sagemaker/latest/dg/inference-monitoring.html ("OpenTelemetry
-metric labels"). So there is no classic namespace/dimension metric to put in a
-``cloudwatch.Metric``; alarms are PromQL alarms (aws-cdk-lib ``cloudwatch.PromQLAlarm``,
-``AWS::CloudWatch::Alarm`` ``EvaluationCriteria.PromQLCriteria``) and charts query CloudWatch's
-Prometheus-compatible API (``https://monitoring.<region>.amazonaws.com/api/v1/query_range``,
-SigV4 service ``monitoring``; permissions in ``promql_charts``). CloudWatch's PromQL follows
-Prometheus 3.0, so dotted label names are quoted.
-
-The names, in ``STORED_NAMES`` (the one table): AWS's OpenTelemetry metrics reference names
-only derived aggregates for the framework layer (``OutputTokensPerSecond``, TTFT, ...), not the
-series it stores. AWS's own PromQL example for a vLLM endpoint settles the histograms: "# TTFT
-P99 ``histogram_quantile(0.99, rate(vllm:time_to_first_token_seconds{"aws.sagemaker.endpoint
-.name"=...}[5m]))``" (AWS Machine Learning Blog, "Monitor and debug generative AI inference with
-SageMaker detailed metrics and Insights dashboard on CloudWatch", 2026-06, "Step 4: Query
-metrics with PromQL"), i.e. vLLM's histogram under its base name, without ``_bucket``, as a
-native histogram (an OTel histogram kept whole) queried without ``le``. The same post queries
-the gauges under vLLM's names (``vllm:kv_cache_usage_perc``, ``vllm:num_requests_running``).
-UNCONFIRMED[token-counter-name]: the counter's name. Nothing of AWS's shows one; ``vllm:generation_tokens_total``
-(vLLM's exposition name, suffix kept) is chosen, as a public script that reads detailed
-observability's PromQL endpoint does. Check what an endpoint stores with (``pip install
-awscurl``; AWS's blog uses it for this endpoint)::
-
-    awscurl --service monitoring --region REGION \\
-      "https://monitoring.REGION.amazonaws.com/api/v1/label/__name__/values" | tr ',' '\\n' | grep vllm:
-
-and, if the names differ, pass ``TokenMetricNames(...)`` to ``PoolEndpointAlarms`` and
-``PoolEndpointDashboard`` (``native_histograms=False`` queries ``<name>_bucket`` by ``le``).
+SageMaker's detailed observability scrapes the vLLM container's metrics into CloudWatch as
+OpenTelemetry data, queryable with PromQL only, each point labelled with the endpoint, the
+variant and ``@resource.host.type`` (the pool):
+https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch-detailed-observability.html.
+So alarms are ``cloudwatch.PromQLAlarm`` and charts ``PromQLCharts``. The stored names are in
+``STORED_NAMES``; UNCONFIRMED[token-counter-name]: the counter's name (no AWS example shows
+one). Check what an endpoint stores with ``awscurl`` (docs/design/observability.md, "Token
+metrics") and, if the names differ, pass ``TokenMetricNames(...)`` to ``PoolEndpointAlarms``
+and ``PoolEndpointDashboard``.
 """
 
 from __future__ import annotations
@@ -90,7 +62,7 @@ STORED_NAMES: dict[str, StoredMetric] = {
         exposed=("vllm:generation_tokens_total",),
         stored="vllm:generation_tokens_total",
         kind="counter",
-        source="UNCONFIRMED[token-counter-name] (no AWS example of a counter); check with the awscurl command above",
+        source="UNCONFIRMED[token-counter-name] (no AWS example of a counter); check with awscurl (docs/design/observability.md)",
     ),
 }
 

@@ -484,7 +484,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 "autoscaling",
                 "InferenceAutoScaling(...)",
                 "none with prefill_decode: the operator scales the roles on their own "
-                "(prefill_decode.prefill_autoscaling / decode_autoscaling)",
+                "(prefill_decode.prefill_auto_scaling / decode_auto_scaling)",
             )
         listed = [str(t) for t in self.instance_types]
         groups = self._role_groups()

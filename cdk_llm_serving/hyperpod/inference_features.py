@@ -1,37 +1,11 @@
-"""The inference operator's KV cache, intelligent routing and prefill/decode specs, typed.
+"""The inference operator's KV cache, intelligent routing, prefill/decode and auto scaling specs, typed.
 
 Each renders one field of ``InferenceEndpointConfig`` (CRD ``inference.sagemaker.aws.amazon.com/v1``
 in aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/charts/inference-operator/config/crd``):
-
-* ``InferenceKvCache`` -> ``kvCacheSpec``: ``enableL1Cache`` (CPU offloading, CRD default true),
-  ``enableL2Cache`` and ``l2CacheSpec.l2CacheBackend`` (CRD pattern ``(?i)redis|tieredstorage``),
-  ``l2CacheSpec.l2CacheLocalUrl`` (the Redis URL; "not required if ``tieredstorage`` is selected").
-* ``InferenceRouting`` -> ``intelligentRoutingSpec``: ``enabled``, ``routingStrategy`` (CRD enum
-  ``prefixaware`` (default), ``kvaware``, ``session``, ``roundrobin``). The CRD says routing "is
-  currently not supported for existing deployments. Adding this configuration to an existing
-  deployment will be rejected" and "once set, the enabled field cannot be modified".
-* ``InferencePrefillDecode`` -> ``pdSpec``: its presence "enables DPD mode, creating separate
-  prefill and decode Deployments"; ``prefillSpec``/``decodingSpec`` (both required) with
-  ``replicas`` (minimum 1), ``nodeSelector``, ``resources`` ("must include GPU resource requests
-  for DPD to function"), ``args``; ``routingThreshold`` (minimum 0, default 4096: requests of at
-  least that many input tokens take the disaggregated path, 0 always); ``topologySpec.sameAZ``
-  (default true, "required for optimal EFA latency"); ``autoScalingSpec.prefillAutoScaling`` /
-  ``decodingAutoScaling``.
-
-What AWS documents about them (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-caching-routing.html):
-KV caching and intelligent routing "currently support only vLLM-based inference containers"
-(the endpoint's worker is AWS's SageMaker vLLM container or one that reads ``SM_VLLM_*`` like it);
-L1 uses "CPU memory for low-latency local reuse", L2 "Redis or managed tiered storage ... for
-node-level cache sharing"; AWS's announcement reports "up to 40%" lower time to first token
-and "up to 25%" lower compute cost "for long context prompts and multi-turn chat conversations
-using our internal tools" (AWS Machine Learning blog, "Managed Tiered KV Cache and Intelligent
-Routing for Amazon SageMaker HyperPod", November 2025). Disaggregated prefill and decode
-(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html)
-moves the KV cache between the roles over EFA with GPU-Direct RDMA (LMCache and NIXL), needs a
-worker image with vLLM, LMCache, NIXL and the EFA libfabric provider (AWS lists
-``public.ecr.aws/deep-learning-containers/vllm:server-hyperpod-cuda-v1.1`` and LMCache's image),
-and the operator at v3.2 or later (its troubleshooting page: older versions restart the pods with
-``EngineDeadError``).
+``kvCacheSpec``, ``intelligentRoutingSpec``, ``pdSpec`` and ``autoScalingSpec``. What the CRD
+and AWS's pages say of each field (sagemaker-hyperpod-model-deployment-caching-routing.html,
+sagemaker-hyperpod-model-deployment-dpd.html): docs/design/observability.md ("Inference
+operator specs").
 """
 
 from __future__ import annotations
@@ -41,9 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.endpoint_metrics import metric_name_problem
 from ..errors import Problems
 from ..planning.instance_types import InstanceType
-from ..core.endpoint_metrics import metric_name_problem
 
 __all__ = [
     "InferenceAutoScaling",
@@ -59,9 +33,8 @@ __all__ = [
 class InferenceAutoScaling:
     """``autoScalingSpec``: KEDA scales the worker pods on a CloudWatch metric of the endpoint.
 
-    The defaults follow AWS's example for the operator (``AWS/SageMaker`` ``Invocations``,
-    ``metricStat: Sum``, ``metricType: Average``, i.e. invocations per pod per collection
-    period; https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-autoscaling.html).
+    The defaults follow AWS's example (invocations per pod per collection period:
+    https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-autoscaling.html).
 
     :param max_replicas: at most the listed GPU groups' nodes (one pod per node).
     :param min_replicas: 0 scales to zero (``activation_value`` wakes it). Default: 1.
@@ -282,8 +255,8 @@ class InferencePrefillDecode:
     :param routing_threshold: requests of at least this many input tokens take the
         disaggregated path; shorter ones prefill on the decoder (0: always). Default: 4096 (CRD).
     :param same_availability_zone: ``topologySpec.sameAZ``. Default: ``True`` (CRD; EFA needs it).
-    :param prefill_autoscaling: ``InferenceAutoScaling`` of the prefill pods. Default: none.
-    :param decode_autoscaling: ``InferenceAutoScaling`` of the decode pods. Default: none.
+    :param prefill_auto_scaling: ``InferenceAutoScaling`` of the prefill pods. Default: none.
+    :param decode_auto_scaling: ``InferenceAutoScaling`` of the decode pods. Default: none.
     """
 
     prefill_instance_type: InstanceType | str
@@ -292,8 +265,8 @@ class InferencePrefillDecode:
     decode_replicas: int = 1
     routing_threshold: int = DEFAULT_ROUTING_THRESHOLD
     same_availability_zone: bool = True
-    prefill_autoscaling: InferenceAutoScaling | None = None
-    decode_autoscaling: InferenceAutoScaling | None = None
+    prefill_auto_scaling: InferenceAutoScaling | None = None
+    decode_auto_scaling: InferenceAutoScaling | None = None
 
     def roles(self) -> dict[str, tuple[InstanceType | str, int, InferenceAutoScaling | None]]:
         """``prefill`` and ``decode``: each role's type, replicas and autoscaling."""
@@ -301,9 +274,9 @@ class InferencePrefillDecode:
             "prefill": (
                 self.prefill_instance_type,
                 self.prefill_replicas,
-                self.prefill_autoscaling,
+                self.prefill_auto_scaling,
             ),
-            "decode": (self.decode_instance_type, self.decode_replicas, self.decode_autoscaling),
+            "decode": (self.decode_instance_type, self.decode_replicas, self.decode_auto_scaling),
         }
 
     def ceiling(self, role: str) -> int:
@@ -316,7 +289,7 @@ class InferencePrefillDecode:
             if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
                 problems.add(f"{prop}.{role}_replicas", replicas, "an integer of at least 1 (CRD)")
             if autoscaling is not None:
-                autoscaling.validate(problems, f"{prop}.{role}_autoscaling")
+                autoscaling.validate(problems, f"{prop}.{role}_auto_scaling")
         threshold = self.routing_threshold
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
             problems.add(

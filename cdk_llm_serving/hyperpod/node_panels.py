@@ -1,69 +1,31 @@
-"""Scaling panels and the capacity alarm of a KEDA-scaled service (``VllmDashboard.add_scaling_panels``).
+"""Scaling panels and the capacity alarms of a KEDA-scaled service (``VllmDashboard.add_scaling_panels``).
 
-Sources. Every series here is one the service's AMP workspace holds: the managed scraper
-scrapes each serving leader (one per replica), the nodes of the service's GPU group and, under
-autoscaling, KEDA's operator (``VllmObservability``), so
-
-* serving replicas = the leaders that answer a scrape: ``count(up{job="vllm"} == 1)``
-  (Prometheus sets ``up`` per scraped target, 1 when the scrape succeeded,
-  https://prometheus.io/docs/concepts/jobs_instances/#automatically-generated-labels-and-time-series);
-* replicas KEDA asks for = the HPA's rule for KEDA's ``prometheus`` trigger (an external
-  metric with an ``AverageValue`` target): ``ceil(queue depth / threshold)``, held between
-  the autoscaling's minimum and maximum (Kubernetes, "Horizontal Pod Autoscaling",
-  algorithm details,
-  https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#algorithm-details;
-  KEDA's ``metricType`` defaults to ``AverageValue``,
-  https://keda.sh/docs/2.17/reference/scaledobject-spec/#triggers), and at least 1 while a
-  replica serves;
-* pending replicas = asked for minus serving: a replica that waits for nodes (Karpenter
-  adding them), for its image, weights and engine;
-* nodes of the service's GPU group = its nodes whose kubelet answers a scrape through the API
-  server's proxy: ``count by (group) (up{job="kubelet"} == 1)`` (``VllmObservability``'s
-  ``kubelet`` job, the ``group`` label from the node's ``cdk-llm-serving/group`` label that
-  ``HyperPodEksCluster`` sets); a node HyperPod's Karpenter adds or removes appears or leaves
-  within a scrape interval;
-* scale events = how often that node count and the serving replicas changed in the last hour
-  (PromQL ``changes``, https://prometheus.io/docs/prometheus/latest/querying/functions/#changes).
-  Karpenter's own events are not read: HyperPod runs it outside the cluster ("Autoscaling on
-  SageMaker HyperPod EKS",
-  https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html)
-  and documents no metrics of it.
-
-The alarm (``VllmReplicasPending``): pending replicas above 0 for longer than one replica's
-scale-out (new nodes, image, weights, engine; ``ScaleToZero``'s wake without its detection
-part, the same figures). It is an AMP alerting rule, routed by the workspace's alert
-manager to the service's alerts topic like the SLO alerts.
-
-The wake alarm (``VllmWokenWithoutReplica``, scale to zero only): at zero there is no leader,
-so queue depth and pending replicas say nothing. KEDA's operator says whether a trigger of
-the ScaledObject asks for a replica: ``keda_scaler_active`` (1 active, 0 not; labels
-``namespace``, ``scaledObject``, ``scaler``, ``triggerIndex``, ``metric``, ``type``;
-kedacore/keda ``pkg/metricscollector/prommetrics.go``; "Integrate with Prometheus",
-https://keda.sh/docs/2.17/integrations/prometheus/), scraped by ``VllmObservability``'s
-``keda-operator`` job. Demand (a trigger active: the wake schedule's window) with no replica
-serving for longer than the wake from zero (``VllmReplicaAutoScaling.wake``) means the woken
-replica found no nodes: capacity is scarce, or the group is at its ``max_count``.
+Every series is one the service's AMP workspace holds (``VllmObservability`` scrapes the
+leaders, the GPU group's kubelets and KEDA's operator): serving replicas (``up`` of the
+leaders), the replicas KEDA asks for (the HPA's rule for an ``AverageValue`` target), pending
+replicas (their difference), the group's nodes and how often both changed. Two alarms:
+``VllmReplicasPending`` (replicas pend longer than a scale-out takes) and, with scale to zero,
+``VllmWokenWithoutReplica`` (a KEDA trigger is active and no replica serves after the wake).
+Each series' source: docs/design/observability.md ("Scaling panels").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from typing import Any
 
-import yaml
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from ..core.dashboard import FULL_WIDTH, ServingDashboard
+from ..core.promql_charts import PromQLCharts
 from .constants import QUEUE_DEPTH_RULE
 from .multi_node_manifests import NLB_HEALTH_CHECK_INTERVAL_SECONDS
 from .node_readiness import group_budget
-from .observability import _YAML_OPTIONS, KEDA_OPERATOR_JOB, KUBELET_JOB
+from .observability import KEDA_OPERATOR_JOB, KUBELET_JOB, alarm_rule, rule_file
 from .replica_autoscaling import IMAGE_PULL_SECONDS, WAKE_HEALTHY_THRESHOLD, VllmReplicaAutoScaling
-
-#: ``VllmDashboard.promql_widget``: (title, query, unit, threshold) -> a widget.
-PromqlWidget = Callable[[str, str, str, "float | None"], cloudwatch.IWidget]
 
 __all__ = ["PENDING_ALERT", "WAKE_ALERT", "scale_out_seconds", "scaling_rule_groups"]
 
@@ -85,12 +47,12 @@ _NODES_UP = f'up{{job="{KUBELET_JOB}"}} == 1'
 _UP = 'up{job="vllm"}'
 
 
-def scale_out_seconds(autoscaling: VllmReplicaAutoScaling) -> int:
+def scale_out_seconds(auto_scaling: VllmReplicaAutoScaling) -> int:
     """How long one more replica takes to serve: its nodes, image, weights and engine, the
     health check (``ScaleToZero``'s wake figures, without the wake's detection)."""
-    if autoscaling.wake is not None:
-        return autoscaling.wake.total_seconds - autoscaling.wake.detection
-    service = autoscaling.service
+    if auto_scaling.wake is not None:
+        return auto_scaling.wake.total_seconds - auto_scaling.wake.detection
+    service = auto_scaling.service
     nodes = (
         int(group_budget(dataclasses.replace(service.group, count=service.nodes)).to_seconds())
         if service.group.autoscaled
@@ -104,16 +66,16 @@ def scale_out_seconds(autoscaling: VllmReplicaAutoScaling) -> int:
     )
 
 
-def _recording_rules(autoscaling: VllmReplicaAutoScaling) -> list[dict[str, str]]:
+def _recording_rules(auto_scaling: VllmReplicaAutoScaling) -> list[dict[str, str]]:
     low, high, threshold = (
-        max(autoscaling.min_replicas, 1),
-        autoscaling.max_replicas,
-        autoscaling.threshold,
+        max(auto_scaling.min_replicas, 1),
+        auto_scaling.max_replicas,
+        auto_scaling.threshold,
     )
     serving = f"(count({_UP} == 1) or vector(0))"
     desired = (
         f"clamp(ceil(sum({QUEUE_DEPTH_RULE}) / {threshold}), {low}, {high})"
-        if autoscaling.min_replicas >= 1
+        if auto_scaling.min_replicas >= 1
         # at zero nothing is recorded: the wake itself is KEDA's, from the load balancer
         else f"(clamp(ceil(sum({QUEUE_DEPTH_RULE}) / {threshold}), {low}, {high}) or vector(0))"
     )
@@ -129,14 +91,14 @@ def _recording_rules(autoscaling: VllmReplicaAutoScaling) -> list[dict[str, str]
             "record": GROUP_NODES_RULE,
             "expr": (
                 f"count by (group) ({_NODES_UP}) or "
-                f'label_replace(vector(0), "group", "{autoscaling.service.group.name}", "", "")'
+                f'label_replace(vector(0), "group", "{auto_scaling.service.group.name}", "", "")'
             ),
         },
         {"record": NODE_CHANGES_RULE, "expr": f"changes({GROUP_NODES_RULE}[1h])"},
         {"record": REPLICA_CHANGES_RULE, "expr": f"changes({SERVING_REPLICAS_RULE}[1h])"},
     ]
-    if autoscaling.wake is not None:
-        service = autoscaling.service
+    if auto_scaling.wake is not None:
+        service = auto_scaling.service
         active = (
             f'keda_scaler_active{{job="{KEDA_OPERATOR_JOB}",namespace="{service.namespace}",'
             f'scaledObject="{service.name}"}}'
@@ -145,140 +107,113 @@ def _recording_rules(autoscaling: VllmReplicaAutoScaling) -> list[dict[str, str]
     return rules
 
 
-def _wake_alerts(autoscaling: VllmReplicaAutoScaling) -> list[dict[str, object]]:
+def _wake_alarms(auto_scaling: VllmReplicaAutoScaling) -> list[dict[str, Any]]:
     """``WAKE_ALERT``: a trigger asks for a replica and none serves, longer than the wake."""
-    wake = autoscaling.wake
+    wake = auto_scaling.wake
     if wake is None:
         return []
-    name = autoscaling.service.name
+    name = auto_scaling.service.name
     minutes = math.ceil(wake.total_seconds / 60)
     return [
-        {
-            "alert": WAKE_ALERT,
-            "expr": f"{WAKE_DEMAND_RULE} > 0 and on() {SERVING_REPLICAS_RULE} == 0",
-            "for": f"{minutes}m",
-            "labels": {"severity": "warning", "service": name},
-            "annotations": {
-                "summary": (
-                    f"{name}: woken from zero (a KEDA trigger is active) but no replica serves "
-                    f"after the wake time ({minutes} min): GPU group "
-                    f"{autoscaling.service.group.name!r} got no nodes (capacity scarce, or at "
-                    "its max_count); every request is refused"
-                )
-            },
-        }
+        alarm_rule(
+            WAKE_ALERT,
+            f"{WAKE_DEMAND_RULE} > 0 and on() {SERVING_REPLICAS_RULE} == 0",
+            for_=f"{minutes}m",
+            labels={"severity": "warning", "service": name},
+            summary=(
+                f"{name}: woken from zero (a KEDA trigger is active) but no replica serves "
+                f"after the wake time ({minutes} min): GPU group "
+                f"{auto_scaling.service.group.name!r} got no nodes (capacity scarce, or at "
+                "its max_count); every request is refused"
+            ),
+        )
     ]
 
 
-def scaling_rule_groups(autoscaling: VllmReplicaAutoScaling) -> str:
+def scaling_rule_groups(auto_scaling: VllmReplicaAutoScaling) -> str:
     """Recording rules for serving, desired and pending replicas, and the pending alarm."""
-    name = autoscaling.service.name
-    minutes = math.ceil(scale_out_seconds(autoscaling) / 60)
-    alert = {
-        "alert": PENDING_ALERT,
-        "expr": f"{PENDING_REPLICAS_RULE} > 0",
-        "for": f"{minutes}m",
-        "labels": {"severity": "warning", "service": name},
-        "annotations": {
-            "summary": (
-                f"{name}: replicas pending longer than a scale-out takes ({minutes} min): "
-                f"GPU group {autoscaling.service.group.name!r} cannot grow (capacity scarce, "
-                "or at its max_count); the serving replicas carry the load and requests queue"
-            )
-        },
-    }
-    alerts = [alert, *_wake_alerts(autoscaling)]
-    document = {
-        "groups": [
-            {
-                "name": f"{name}-scaling",
-                "interval": "1m",
-                "rules": [*_recording_rules(autoscaling), *alerts],
-            }
-        ]
-    }
-    return str(yaml.safe_dump(document, **_YAML_OPTIONS))
+    name = auto_scaling.service.name
+    minutes = math.ceil(scale_out_seconds(auto_scaling) / 60)
+    pending = alarm_rule(
+        PENDING_ALERT,
+        f"{PENDING_REPLICAS_RULE} > 0",
+        for_=f"{minutes}m",
+        labels={"severity": "warning", "service": name},
+        summary=(
+            f"{name}: replicas pending longer than a scale-out takes ({minutes} min): "
+            f"GPU group {auto_scaling.service.group.name!r} cannot grow (capacity scarce, "
+            "or at its max_count); the serving replicas carry the load and requests queue"
+        ),
+    )
+    rules = [*_recording_rules(auto_scaling), pending, *_wake_alarms(auto_scaling)]
+    return rule_file({"name": f"{name}-scaling", "interval": "1m", "rules": rules})
 
 
 def add_scaling_panels(
-    parent: Construct,
-    board: cloudwatch.Dashboard,
-    promql_widget: PromqlWidget,
-    autoscaling: VllmReplicaAutoScaling,
+    dashboard: ServingDashboard, charts: PromQLCharts, auto_scaling: VllmReplicaAutoScaling
 ) -> aps.CfnRuleGroupsNamespace:
-    """The scaling rules and alarm in the workspace (under ``parent``), and their panels on
-    ``board`` (drawn with ``promql_widget``, the dashboard's own)."""
-    observability = autoscaling.observability
-    scope = Construct(parent, "Scaling")
+    """The scaling rules and alarms in the workspace (under ``dashboard``), and their panels."""
     rules = aps.CfnRuleGroupsNamespace(
-        scope,
+        Construct(dashboard, "Scaling"),
         "Rules",
-        name=f"{autoscaling.service.name}-scaling",
-        workspace=observability.workspace.attr_arn,
-        data=scaling_rule_groups(autoscaling),
+        name=f"{auto_scaling.service.name}-scaling",
+        workspace=auto_scaling.observability.workspace.attr_arn,
+        data=scaling_rule_groups(auto_scaling),
     )
-    minutes = math.ceil(scale_out_seconds(autoscaling) / 60)
-    wake = autoscaling.wake
-    board.add_widgets(
-        cloudwatch.TextWidget(
-            markdown=(
-                f"## Scaling: {autoscaling.min_replicas}-{autoscaling.max_replicas} replicas of "
-                f"{autoscaling.service.nodes} node(s) in group `{autoscaling.service.group.name}`\n"
-                f"One more replica serves after about {minutes} min (nodes, image, weights, engine). "
-                + (
-                    f"From zero, a first request waits up to {math.ceil(wake.total_seconds / 60)} min "
-                    "(clients retry that long). "
-                    if wake is not None
-                    else ""
-                )
-                + f"`{PENDING_ALERT}` fires when replicas pend longer: the group cannot grow"
-                + (
-                    f"; `{WAKE_ALERT}` when a wake from zero finds no nodes."
-                    if wake is not None
-                    else "."
-                )
-            ),
-            width=24,
-            height=2,
-        )
-    )
-    group = autoscaling.service.group
+    minutes = math.ceil(scale_out_seconds(auto_scaling) / 60)
+    dashboard.add_widgets(_scaling_header(auto_scaling, minutes))
+    group = auto_scaling.service.group
     panels = [
         ("Serving replicas", SERVING_REPLICAS_RULE, None),
-        ("Replicas KEDA asks for", DESIRED_REPLICAS_RULE, float(autoscaling.max_replicas)),
+        ("Replicas KEDA asks for", DESIRED_REPLICAS_RULE, float(auto_scaling.max_replicas)),
         ("Pending replicas (waiting for nodes or starting)", PENDING_REPLICAS_RULE, None),
         (f"Nodes in group {group.name}", GROUP_NODES_RULE, float(group.capacity)),
         ("Node-count changes in the last hour", NODE_CHANGES_RULE, None),
         ("Serving-replica changes in the last hour", REPLICA_CHANGES_RULE, None),
     ]
     widgets: list[cloudwatch.IWidget] = [
-        promql_widget(title, query, "", threshold) for title, query, threshold in panels
+        charts.chart(title, query, threshold=threshold) for title, query, threshold in panels
     ]
     widgets.append(
-        cloudwatch.TextWidget(
-            markdown=(
-                "### Time to serve after scale-out\n"
-                f"Estimated {minutes} min. Measured: the length of each spell of *Pending "
-                "replicas* above 0."
-            ),
-            width=12,
-            height=6,
+        _note(
+            "### Time to serve after scale-out\n"
+            f"Estimated {minutes} min. Measured: the length of each spell of *Pending "
+            "replicas* above 0."
         )
     )
     if len(widgets) % 2:
         widgets.append(
-            cloudwatch.TextWidget(
-                markdown=(
-                    "### Scale events\n"
-                    "A change of the node count is HyperPod's Karpenter adding or removing a "
-                    f"node of `{group.name}` (its kubelet answers, or stops answering, the "
-                    "scraper); a change of the serving replicas is KEDA's scale-out or a "
-                    "drained scale-in."
-                ),
-                width=12,
-                height=6,
+            _note(
+                "### Scale events\n"
+                "A change of the node count is HyperPod's Karpenter adding or removing a "
+                f"node of `{group.name}` (its kubelet answers, or stops answering, the "
+                "scraper); a change of the serving replicas is KEDA's scale-out or a "
+                "drained scale-in."
             )
         )
-    for left, right in zip(widgets[::2], widgets[1::2], strict=True):
-        board.add_widgets(left, right)
+    dashboard.add_in_pairs(widgets)
     return rules
+
+
+def _scaling_header(auto_scaling: VllmReplicaAutoScaling, minutes: int) -> cloudwatch.TextWidget:
+    """The replica range, the time one more replica takes, and what each alarm means."""
+    wake, service = auto_scaling.wake, auto_scaling.service
+    from_zero = (
+        f"From zero, a first request waits up to {math.ceil(wake.total_seconds / 60)} min "
+        "(clients retry that long). "
+        if wake is not None
+        else ""
+    )
+    markdown = (
+        f"## Scaling: {auto_scaling.min_replicas}-{auto_scaling.max_replicas} replicas of "
+        f"{service.nodes} node(s) in group `{service.group.name}`\n"
+        f"One more replica serves after about {minutes} min (nodes, image, weights, engine). "
+        + from_zero
+        + f"`{PENDING_ALERT}` fires when replicas pend longer: the group cannot grow"
+        + (f"; `{WAKE_ALERT}` when a wake from zero finds no nodes." if wake is not None else ".")
+    )
+    return cloudwatch.TextWidget(markdown=markdown, width=FULL_WIDTH, height=2)
+
+
+def _note(markdown: str) -> cloudwatch.TextWidget:
+    return cloudwatch.TextWidget(markdown=markdown, width=12, height=6)

@@ -1,24 +1,17 @@
 """``VllmObservability``: vLLM's Prometheus metrics into Amazon Managed Service for Prometheus.
 
-Collector choice: the AMP managed scraper (``AWS::APS::Scraper``). It runs outside the
-cluster, so nothing extra takes GPU-node resources, it is created by CloudFormation
-with the stack, and it keeps vLLM's histograms whole: TTFT and inter-token latency
-percentiles are exact PromQL ``histogram_quantile`` results, where agents that turn
-Prometheus histograms into CloudWatch metrics keep only sums and counts.
-
-Recording rules publish p99 TTFT, inter-token and end-to-end latency, queue depth,
-KV-cache usage, token throughput, the speculative-decoding acceptance rate, the prefix-cache
-hit rate and the host-memory KV offload's hit rate and traffic; alerting
-rules fire on TTFT p99, queue depth and KV-cache saturation, routed by the workspace's
-alert manager to an encrypted SNS topic.
-
-The scraper reaches the cluster as the Kubernetes user ``aps-collector-user``; that user's
-ClusterRole and binding are cluster-wide, so ``HyperPodServingAddons`` holds them, once.
+The AMP managed scraper (``AWS::APS::Scraper``) collects them, outside the cluster and with
+vLLM's histograms whole (why this collector: docs/design/observability.md, "vLLM on
+HyperPod"). Recording rules publish the SLO series; alerting rules (``alarm_rule``) fire on
+TTFT p99, queue depth and KV-cache saturation, routed by the workspace's alert manager to an
+encrypted SNS topic. The scraper's Kubernetes user is cluster-wide: ``HyperPodServingAddons``
+holds its ClusterRole.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -29,7 +22,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from .._cdk.alerts_topic import encrypted_alerts_topic
+from .._cdk.alarm_topic import encrypted_alarm_topic
 from .._cdk.validation import check_at_least
 from ..errors import Problems, checked_props
 from .constants import (
@@ -68,7 +61,6 @@ from .interfaces import IHyperPodCluster
 from .multi_node_service import VllmMultiNodeService
 from .prefix_routing import ROUTER_METRICS_PORT
 
-_YAML_OPTIONS: dict[str, Any] = {"sort_keys": False, "width": 1_000_000}
 #: The scrape job of the service's GPU nodes (``VllmObservability._node_job``): ``up`` per node.
 KUBELET_JOB = "kubelet"
 #: The scrape job of KEDA's operator (``VllmObservability.scrape_keda_operator``).
@@ -77,14 +69,9 @@ KEDA_OPERATOR_JOB = "keda-operator"
 #: default configuration names it (``VllmObservability._node_job``).
 _COLLECTOR_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
-# -- prefix cache and KV offload (issue 29) ---------------------------------------------------
-# vLLM 0.32.0's counters (prometheus_client adds ``_total`` to a Counter's name):
-# ``vllm:prefix_cache_queries`` / ``_hits`` count prompt tokens looked up in / found in the GPU
-# prefix cache, ``vllm:external_prefix_cache_queries`` / ``_hits`` those the KV connector (the
-# host-memory offload) was asked for / supplied (vllm/v1/metrics/loggers.py,
-# ``PrometheusStatLogger``); ``vllm:kv_offload_load_bytes`` / ``_store_bytes`` the bytes copied
-# host->GPU / GPU->host by the offloading connector
-# (vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py).
+# -- prefix cache and KV offload: vLLM 0.32.0's counters (vllm/v1/metrics/loggers.py;
+# vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py; what each counts:
+# docs/design/observability.md, "vLLM on HyperPod").
 VLLM_PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
 VLLM_PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
 VLLM_EXTERNAL_PREFIX_CACHE_QUERIES = "vllm:external_prefix_cache_queries_total"
@@ -99,11 +86,8 @@ OFFLOAD_HIT_RATE_RULE = "vllm:kv_offload_hit_rate"
 OFFLOAD_LOAD_RATE_RULE = "vllm:kv_offload_load_bytes_per_second"
 #: Bytes per second stored from GPU memory into host memory.
 OFFLOAD_STORE_RATE_RULE = "vllm:kv_offload_store_bytes_per_second"
-# The prefix-aware router's series (``prefix_routing``; vllm-router 0.1.17's Prometheus
-# endpoint, read from a running router: ``vllm_router_processed_requests_total{worker}``,
-# ``vllm_router_worker_health{worker}`` 1/0, and
-# ``vllm_router_prefix_routing_decisions_total{policy,stage,outcome}`` with the outcomes
-# ``prefix_hit``, ``prefix_miss``, ``load_imbalance`` and ``missing_tokens``).
+# The prefix-aware router's series (``prefix_routing``; vllm-router 0.1.17's /metrics, read
+# from a running router; labels and outcomes: docs/design/observability.md).
 ROUTER_PROCESSED_REQUESTS = "vllm_router_processed_requests_total"
 ROUTER_WORKER_HEALTH = "vllm_router_worker_health"
 ROUTER_PREFIX_DECISIONS = "vllm_router_prefix_routing_decisions_total"
@@ -116,13 +100,13 @@ ROUTER_HEALTHY_RULE = "vllm_router:healthy_replicas"
 
 
 class VllmObservability(Construct):
-    """Scrape the service's leaders, record its SLO series, alert on them.
+    """Scrape the service's leaders, record its SLO series, alarm on them.
 
     :param service: the vLLM service to watch; its cluster hosts the scraper and its add-ons
         hold the scraper's cluster role.
-    :param ttft_p99_threshold: TTFT p99 that alerts (5 minutes). Default: 2 seconds.
-    :param max_waiting_requests: queued requests that alert (5 minutes). Default: 32.
-    :param kv_cache_saturation: KV-cache usage (0-1) that alerts (10 minutes). Default: 0.95.
+    :param ttft_p99_threshold: TTFT p99 that alarms (5 minutes). Default: 2 seconds.
+    :param max_waiting_requests: queued requests that alarm (5 minutes). Default: 32.
+    :param kv_cache_saturation: KV-cache usage (0-1) that alarms (10 minutes). Default: 0.95.
     :param scrape_interval: Default: 30 seconds.
     """
 
@@ -147,14 +131,14 @@ class VllmObservability(Construct):
         self.max_waiting_requests = max_waiting_requests
         self.kv_cache_saturation = kv_cache_saturation
 
-        self.alerts_topic = self._render_alerts_topic()
+        self.alarm_topic = self._render_alarm_topic()
         self.workspace = aps.CfnWorkspace(
             self,
             "Workspace",
             alias=f"{service.name}-metrics",
             alert_manager_definition=self.alert_manager_definition(),
         )
-        # The metrics history outlives the stack, as the alerts topic and its key do.
+        # The metrics history outlives the stack, as the alarm topic and its key do.
         self.workspace.apply_removal_policy(RemovalPolicy.RETAIN)
         self.rules = aps.CfnRuleGroupsNamespace(
             self,
@@ -170,21 +154,14 @@ class VllmObservability(Construct):
         self.access_entry = self._render_scraper_access(service.cluster)
         #: The scraper user's cluster-wide rights, shared by every service on the cluster.
         self.rbac = service.addons.enable_scraper_access()
-        CfnOutput(
-            self,
-            "PrometheusQueryUrl",
-            value=f"{self.workspace.attr_prometheus_endpoint}api/v1/query",
-            description="PromQL query endpoint (SigV4, service aps)",
-        )
-        CfnOutput(self, "AlertsTopicArn", value=self.alerts_topic.topic_arn)
-        #: The workspace's Prometheus-compatible base URL without a trailing slash, for
-        #: clients that append ``/api/v1/query`` themselves (KEDA's ``prometheus`` scaler:
-        #: kedacore/keda ``pkg/scalers/prometheus_scaler.go``, ``"%s/api/v1/query"``).
-        #: ``PrometheusEndpoint`` ends in ``/`` (CloudFormation's ``AWS::APS::Workspace``
-        #: return values), which would give ``.../workspaces/<id>//api/v1/query``; AMP's
-        #: query URL is ``https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>/api/v1/query``
-        #: (https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-onboard-query-APIs.html).
-        self.server_address: str = Fn.join(
+        self._render_outputs()
+
+    @property
+    def server_address(self) -> str:
+        """The workspace's Prometheus-compatible base URL without a trailing slash, for clients
+        that append ``/api/v1/query`` themselves (KEDA's ``prometheus`` scaler); the
+        workspace's ``PrometheusEndpoint`` ends in ``/`` (AMP-onboard-query-APIs.html)."""
+        return Fn.join(
             "",
             [
                 "https://aps-workspaces.",
@@ -195,6 +172,15 @@ class VllmObservability(Construct):
                 self.workspace.attr_workspace_id,
             ],
         )
+
+    def _render_outputs(self) -> None:
+        CfnOutput(
+            self,
+            "PrometheusQueryUrl",
+            value=f"{self.workspace.attr_prometheus_endpoint}api/v1/query",
+            description="PromQL query endpoint (SigV4, service aps)",
+        )
+        CfnOutput(self, "AlertsTopicArn", value=self.alarm_topic.topic_arn)
 
     # -- grants --------------------------------------------------------------------------
 
@@ -241,9 +227,9 @@ class VllmObservability(Construct):
 
     # -- render --------------------------------------------------------------------------
 
-    def _render_alerts_topic(self) -> sns.Topic:
+    def _render_alarm_topic(self) -> sns.Topic:
         """An SNS topic, encrypted with a key AMP may use, that only AMP of this account publishes to."""
-        topic = encrypted_alerts_topic(
+        topic = encrypted_alarm_topic(
             self,
             publisher="aps.amazonaws.com",
             key_description="Encrypts vLLM alert notifications",
@@ -297,56 +283,32 @@ class VllmObservability(Construct):
     # -- configuration documents ---------------------------------------------------------
 
     def scrape_configuration(self, interval: Duration) -> str:
-        """Prometheus scrape configuration: the service's leader pods, the API port, /metrics.
-
-        Over HTTPS: the managed collector takes ``scheme`` and ``tls_config`` (AMP user guide,
-        https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html, scraper
-        configuration; the CloudWatch collector built on it lists both as supported,
-        https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/managed-prometheus-collectors-scraper-configuration.html).
-        """
+        """Prometheus scrape configuration: the service's leader pods, the API port, /metrics,
+        over HTTPS (``scheme``, ``tls_config``: AMP-collector-how-to.html, scraper configuration)."""
         seconds = f"{int(interval.to_seconds())}s"
-        keep = [
-            (prometheus_pod_label(APP_NAME_LABEL), self.service.name),
-            (prometheus_pod_label(ROLE_LABEL), LEADER_POD_ROLE),
-            ("__meta_kubernetes_pod_container_port_number", str(VLLM_API_PORT)),
-        ]
-        relabel: list[dict[str, Any]] = [
-            {"source_labels": [label], "regex": regex, "action": "keep"} for label, regex in keep
-        ]
-        relabel.append({"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"})
-        job = {
-            "job_name": "vllm",
-            "metrics_path": VLLM_METRICS_PATH,
-            # vLLM serves HTTPS only (serving_tls). The collector cannot verify the leader's
-            # certificate: its CA is made in the cluster at deploy time, so no CA file or
-            # value exists at synth time for the configuration to name, and the collector runs
-            # outside the cluster. Encrypted, not authenticated; /metrics carries no key.
-            "scheme": "https",
-            "tls_config": {"insecure_skip_verify": True},
-            "kubernetes_sd_configs": [
-                {"role": "pod", "namespaces": {"names": [self.service.namespace]}}
+        # vLLM serves HTTPS only (serving_tls); the leader's CA is made in the cluster at
+        # deploy time, so the collector cannot verify it: encrypted, not authenticated.
+        job = _pod_job(
+            "vllm",
+            self.service.namespace,
+            [
+                (prometheus_pod_label(APP_NAME_LABEL), self.service.name),
+                (prometheus_pod_label(ROLE_LABEL), LEADER_POD_ROLE),
+                ("__meta_kubernetes_pod_container_port_number", str(VLLM_API_PORT)),
             ],
-            "relabel_configs": relabel,
-        }
+            tls={"scheme": "https", "tls_config": {"insecure_skip_verify": True}},
+        )
         jobs = [job, *self._router_job(), self._node_job(), *self._extra_jobs]
         document = {"global": {"scrape_interval": seconds}, "scrape_configs": jobs}
-        return str(yaml.safe_dump(document, **_YAML_OPTIONS))
+        return yaml_text(document)
 
     def _node_job(self) -> dict[str, Any]:
         """Each node of the service's GPU group through the API server's proxy to its kubelet,
-        labelled ``group``: ``up`` per node is the group's node count (issue 30's panels).
+        labelled ``group``: ``up`` per node is the group's node count (``node_panels``).
 
-        The address, path and token are those of the ``cadvisor`` job in AWS's default managed
-        collector configuration (``aws amp get-default-scraper-configuration``, AMP user guide,
-        "Set up managed collectors for Amazon EKS", scraper configuration,
-        https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html):
-        ``role: node``, ``__address__`` ``kubernetes.default.svc:443``, ``__metrics_path__``
-        ``/api/v1/nodes/<node>/proxy/metrics...``, the collector's service-account token; the
-        scraper's ClusterRole has ``nodes/proxy`` (``HyperPodServingAddons``). The kubelet's own
-        series are dropped after the scrape (``metric_relabel_configs``): ``up`` is written per
-        target whatever the scrape returns
-        (https://prometheus.io/docs/concepts/jobs_instances/#automatically-generated-labels-and-time-series),
-        so the count costs one series per node.
+        Address, path and token as AWS's default collector's ``cadvisor`` job
+        (AMP-collector-how-to.html); the kubelet's own series are dropped, ``up`` stays
+        (docs/design/observability.md, "vLLM on HyperPod").
         """
         group = prometheus_node_label(GROUP_LABEL)
         return {
@@ -380,27 +342,11 @@ class VllmObservability(Construct):
         Idempotent: once per scraper."""
         if any(job["job_name"] == KEDA_OPERATOR_JOB for job in self._extra_jobs):
             return
-        self._extra_jobs.append(
-            {
-                "job_name": KEDA_OPERATOR_JOB,
-                "metrics_path": "/metrics",
-                "kubernetes_sd_configs": [
-                    {"role": "pod", "namespaces": {"names": [KEDA_NAMESPACE]}}
-                ],
-                "relabel_configs": [
-                    {
-                        "source_labels": [prometheus_pod_label("app")],
-                        "regex": KEDA_OPERATOR_NAME,
-                        "action": "keep",
-                    },
-                    {
-                        "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                        "regex": "metrics",
-                        "action": "keep",
-                    },
-                ],
-            }
-        )
+        keep = [
+            (prometheus_pod_label("app"), KEDA_OPERATOR_NAME),
+            ("__meta_kubernetes_pod_container_port_name", "metrics"),
+        ]
+        self._extra_jobs.append(_pod_job(KEDA_OPERATOR_JOB, KEDA_NAMESPACE, keep, pod_label=False))
         self.scraper.scrape_configuration = self._scrape_blob()
 
     def _scrape_blob(self) -> aps.CfnScraper.ScrapeConfigurationProperty:
@@ -420,83 +366,54 @@ class VllmObservability(Construct):
             (prometheus_pod_label(APP_NAME_LABEL), router.router_name),
             ("__meta_kubernetes_pod_container_port_number", str(ROUTER_METRICS_PORT)),
         ]
-        relabel: list[dict[str, Any]] = [
-            {"source_labels": [label], "regex": regex, "action": "keep"} for label, regex in keep
-        ]
-        relabel.append({"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"})
-        return [
-            {
-                "job_name": "vllm-router",
-                "metrics_path": VLLM_METRICS_PATH,
-                "kubernetes_sd_configs": [
-                    {"role": "pod", "namespaces": {"names": [self.service.namespace]}}
-                ],
-                "relabel_configs": relabel,
-            }
-        ]
+        return [_pod_job("vllm-router", self.service.namespace, keep)]
 
     def rule_groups(self, ttft: Duration, max_waiting: int, kv_saturation: float) -> str:
-        """Recording rules for the serving SLOs and the alerts on them (Prometheus rule file)."""
+        """Recording rules for the serving SLOs and the alarms on them (Prometheus rule file)."""
         name = self.service.name
-        return str(
-            yaml.safe_dump(
-                {
-                    "groups": [
-                        {
-                            "name": f"{name}-recording",
-                            "interval": "1m",
-                            "rules": _recording_rules()
-                            + (_router_recording_rules() if self.service.router else []),
-                        },
-                        {
-                            "name": f"{name}-alerts",
-                            "rules": self._alert_rules(ttft, max_waiting, kv_saturation),
-                        },
-                    ]
-                },
-                **_YAML_OPTIONS,
-            )
+        recording = _recording_rules() + (_router_recording_rules() if self.service.router else [])
+        return rule_file(
+            {"name": f"{name}-recording", "interval": "1m", "rules": recording},
+            {
+                "name": f"{name}-alerts",
+                "rules": self._alarm_rules(ttft, max_waiting, kv_saturation),
+            },
         )
 
-    def _alert_rules(
+    def _alarm_rules(
         self, ttft: Duration, max_waiting: int, kv_saturation: float
     ) -> list[dict[str, Any]]:
         """TTFT p99, queue depth and KV-cache saturation above their thresholds."""
         name = self.service.name
         labels = {"severity": "warning", "service": name}
+        seconds = ttft.to_seconds()
         return [
-            {
-                "alert": "VllmTtftP99High",
-                "expr": f"{TTFT_P99_RULE} > {ttft.to_seconds():g}",
-                "for": "5m",
-                "labels": dict(labels),
-                "annotations": {
-                    "summary": f"{name}: time to first token p99 above {ttft.to_seconds():g} s"
-                },
-            },
-            {
-                "alert": "VllmQueueDepthHigh",
-                "expr": f"{QUEUE_DEPTH_RULE} > {max_waiting}",
-                "for": "5m",
-                "labels": dict(labels),
-                "annotations": {
-                    "summary": f"{name}: more than {max_waiting} requests waiting for a slot"
-                },
-            },
-            {
-                "alert": "VllmKvCacheSaturated",
-                "expr": f"{KV_CACHE_USAGE_RULE} > {kv_saturation:g}",
-                "for": "10m",
-                "labels": dict(labels),
-                "annotations": {
-                    "summary": f"{name}: KV cache above {kv_saturation:.0%}: requests queue or get preempted"
-                },
-            },
+            alarm_rule(
+                "VllmTtftP99High",
+                f"{TTFT_P99_RULE} > {seconds:g}",
+                for_="5m",
+                labels=labels,
+                summary=f"{name}: time to first token p99 above {seconds:g} s",
+            ),
+            alarm_rule(
+                "VllmQueueDepthHigh",
+                f"{QUEUE_DEPTH_RULE} > {max_waiting}",
+                for_="5m",
+                labels=labels,
+                summary=f"{name}: more than {max_waiting} requests waiting for a slot",
+            ),
+            alarm_rule(
+                "VllmKvCacheSaturated",
+                f"{KV_CACHE_USAGE_RULE} > {kv_saturation:g}",
+                for_="10m",
+                labels=labels,
+                summary=f"{name}: KV cache above {kv_saturation:.0%}: requests queue or get preempted",
+            ),
         ]
 
     def alert_manager_definition(self) -> str:
-        """Alert manager configuration (AMP's format: the config as a YAML block): every alert to SNS."""
-        config = yaml.safe_dump(
+        """Alert manager configuration (AMP's format: the config as a YAML block): every alarm to SNS."""
+        config = yaml_text(
             {
                 "route": {"receiver": "sns", "group_by": ["alertname", "service"]},
                 "receivers": [
@@ -511,15 +428,62 @@ class VllmObservability(Construct):
                         ],
                     }
                 ],
-            },
-            **_YAML_OPTIONS,
+            }
         )
         block = "".join(f"  {line}\n" for line in config.splitlines())
         return (
             ("alertmanager_config: |\n" + block)
-            .replace("TOPIC_ARN", self.alerts_topic.topic_arn)
+            .replace("TOPIC_ARN", self.alarm_topic.topic_arn)
             .replace("REGION", Aws.REGION)
         )
+
+
+def _pod_job(
+    name: str,
+    namespace: str,
+    keep: list[tuple[str, str]],
+    *,
+    tls: Mapping[str, Any] | None = None,
+    pod_label: bool = True,
+) -> dict[str, Any]:
+    """A scrape job of the pods in ``namespace`` whose ``keep`` labels match, at /metrics,
+    each series labelled with its ``pod`` unless ``pod_label`` is false."""
+    relabel: list[dict[str, Any]] = [
+        {"source_labels": [label], "regex": regex, "action": "keep"} for label, regex in keep
+    ]
+    if pod_label:
+        relabel.append({"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"})
+    return {
+        "job_name": name,
+        "metrics_path": VLLM_METRICS_PATH,
+        **(tls or {}),
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]}}],
+        "relabel_configs": relabel,
+    }
+
+
+def yaml_text(document: object) -> str:
+    """A YAML document as Prometheus and AMP read it: keys in order, no line wrapping."""
+    return str(yaml.safe_dump(document, sort_keys=False, width=1_000_000))
+
+
+def alarm_rule(
+    name: str, expr: str, *, for_: str, labels: Mapping[str, str], summary: str
+) -> dict[str, Any]:
+    """One Prometheus alerting rule: the way every HyperPod alarm is written (the workspace's
+    alert manager routes it; ``VllmObservability`` sends each to its alarm topic)."""
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": for_,
+        "labels": dict(labels),
+        "annotations": {"summary": summary},
+    }
+
+
+def rule_file(*groups: Mapping[str, Any]) -> str:
+    """A Prometheus rule file of ``groups`` (an ``AWS::APS::RuleGroupsNamespace``'s data)."""
+    return yaml_text({"groups": [dict(group) for group in groups]})
 
 
 def _router_recording_rules() -> list[dict[str, str]]:

@@ -10,26 +10,18 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from .._cdk.durations import Span, seconds
+from ..core.endpoint_api import IPoolEndpoint
+from ..core.endpoint_metrics import ONE_MINUTE
+from ..core.fleet_utilization import NAMESPACE
+from ..core.token_metrics import TokenMetricNames, TokenQueries
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
-from ..core.endpoint_api import IPoolEndpoint
-from ..core.endpoint_metrics import FIVE_MINUTES
-from ..core.fleet_utilization import NAMESPACE
-from ..core.token_metrics import TokenMetricNames, TokenQueries
 
-#: The defaults, in plain seconds (``Span.of_seconds``: their answers need no kernel call).
-_DEFAULT_LATENCY_P99 = Span.of_seconds(60)
-_DEFAULT_FALLBACK_AFTER = Span.of_seconds(3600)
-_DEFAULT_TTFT_P99 = Span.of_seconds(2)
+#: Period of the fallback alarm's datapoints (and the token alarms' pending period).
+_FIVE_MINUTES = Duration.minutes(5)
 #: Default p99 inter-token latency that alarms (200 ms: 5 tokens/s per stream).
-_DEFAULT_INTER_TOKEN_P99 = Span.of_seconds(0.2)
-#: Period of the fallback alarm's datapoints (one ``metric_pool_instances`` knows).
-_FALLBACK_PERIOD = FIVE_MINUTES
-#: Durations are immutable: one object per value for every alarm (each ``Duration.minutes``
-#: is a round trip to the jsii kernel).
-_ONE_MINUTE = Duration.minutes(1)
+_INTER_TOKEN_P99 = Duration.millis(200)
 
 
 class PoolEndpointAlarms(Construct):
@@ -66,42 +58,39 @@ class PoolEndpointAlarms(Construct):
         *,
         endpoint: IPoolEndpoint,
         error_rate_threshold: float | None = 0.05,
-        latency_p99_threshold: Duration | None = _DEFAULT_LATENCY_P99.duration,
+        latency_p99_threshold: Duration | None = Duration.minutes(1),
         scaling_metric_missing: bool = True,
-        fallback_after: Duration | None = _DEFAULT_FALLBACK_AFTER.duration,
-        ttft_p99_threshold: Duration | None = _DEFAULT_TTFT_P99.duration,
-        inter_token_p99_threshold: Duration | None = _DEFAULT_INTER_TOKEN_P99.duration,
+        fallback_after: Duration | None = Duration.hours(1),
+        ttft_p99_threshold: Duration | None = Duration.seconds(2),
+        inter_token_p99_threshold: Duration | None = _INTER_TOKEN_P99,
         token_metric_names: TokenMetricNames | None = None,
         actions: Sequence[cloudwatch.IAlarmAction] = (),
     ) -> None:
         super().__init__(scope, id)
         self.endpoint = endpoint
-        # Each duration read once, here (a default's seconds are plain numbers already).
-        latency = _read(latency_p99_threshold, _DEFAULT_LATENCY_P99, integral=False)
-        after = _read(fallback_after, _DEFAULT_FALLBACK_AFTER, integral=True)
-        ttft = _read(ttft_p99_threshold, _DEFAULT_TTFT_P99, integral=False)
-        inter_token = _read(inter_token_p99_threshold, _DEFAULT_INTER_TOKEN_P99, integral=False)
         self._validate(
             error_rate_threshold,
-            after,
-            latency_p99_threshold=latency,
-            ttft_p99_threshold=ttft,
-            inter_token_p99_threshold=inter_token,
+            fallback_after,
+            latency_p99_threshold=latency_p99_threshold,
+            ttft_p99_threshold=ttft_p99_threshold,
+            inter_token_p99_threshold=inter_token_p99_threshold,
         )
         self.error_rate = (
             self._error_rate(error_rate_threshold) if error_rate_threshold is not None else None
         )
-        self.latency_p99 = self._latency_p99(latency) if latency is not None else None
+        self.latency_p99 = (
+            self._latency_p99(latency_p99_threshold) if latency_p99_threshold is not None else None
+        )
         self.scaling_metric_missing = (
             self._scaling_metric_missing() if scaling_metric_missing else None
         )
         self.running_on_fallback: dict[str, cloudwatch.Alarm] = {}
-        if after is not None:
-            self._fallback_alarms(after)
+        if fallback_after is not None:
+            self._fallback_alarms(fallback_after)
         self.token_latency: dict[str, cloudwatch.PromQLAlarm] = {}
         if endpoint.detailed_observability:
             names = token_metric_names or TokenMetricNames()
-            self._token_alarms(names, ttft, inter_token)
+            self._token_alarms(names, ttft_p99_threshold, inter_token_p99_threshold)
         for alarm in self.alarms:
             for action in actions:
                 alarm.add_alarm_action(action)
@@ -110,21 +99,21 @@ class PoolEndpointAlarms(Construct):
     def _validate(
         self,
         error_rate_threshold: float | None,
-        fallback_after: Span | None,
-        **thresholds: Span | None,
+        fallback_after: Duration | None,
+        **thresholds: Duration | None,
     ) -> None:
         """Every problem at once; ``thresholds`` are latencies that must be positive."""
         problems = Problems(lambda: f"PoolEndpointAlarms '{self.node.path}'")
         if error_rate_threshold is not None and not (0 < error_rate_threshold <= 1):
             problems.add("error_rate_threshold", error_rate_threshold, "must be in (0, 1]")
         for prop, value in thresholds.items():
-            if value is not None and value.seconds <= 0:
-                problems.add(prop, value.human(), "must be positive")
-        if fallback_after is not None and fallback_after.seconds < _FALLBACK_PERIOD.seconds:
+            if value is not None and value.to_seconds(integral=False) <= 0:
+                problems.add(prop, value.to_human_string(), "must be positive")
+        if fallback_after is not None and fallback_after.to_seconds() < _FIVE_MINUTES.to_seconds():
             problems.add(
                 "fallback_after",
-                fallback_after.human(),
-                f"must be at least {_FALLBACK_PERIOD.human()} (the alarm's period)",
+                fallback_after.to_human_string(),
+                f"must be at least {_FIVE_MINUTES.to_human_string()} (the alarm's period)",
             )
         problems.raise_if_any()
 
@@ -140,7 +129,7 @@ class PoolEndpointAlarms(Construct):
                     "errors": variant_total(endpoint, "Invocation5XXErrors", "5xx errors"),
                 },
                 label="5xx error rate",
-                period=_ONE_MINUTE,
+                period=ONE_MINUTE,
             ),
             threshold=threshold,
             evaluation_periods=5,
@@ -150,19 +139,18 @@ class PoolEndpointAlarms(Construct):
             alarm_description=f"{endpoint.endpoint_name}: more than {threshold:.0%} of invocations fail with 5xx",
         )
 
-    def _latency_p99(self, threshold: Span) -> cloudwatch.Alarm:
-        # Whole seconds, as before: a fraction is refused by aws-cdk-lib's own answer.
-        whole = threshold.seconds if threshold.seconds % 1 == 0 else seconds(threshold.duration)
+    def _latency_p99(self, threshold: Duration) -> cloudwatch.Alarm:
+        # Whole seconds: aws-cdk-lib refuses a fraction (``to_seconds``).
         return cloudwatch.Alarm(
             self,
             "LatencyP99",
             metric=variant_worst_p99(self.endpoint, "ModelLatency"),
-            threshold=whole * 1_000_000,
+            threshold=threshold.to_seconds() * 1_000_000,
             evaluation_periods=5,
             datapoints_to_alarm=3,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"{self.endpoint.endpoint_name}: p99 model latency above {threshold.human()}",
+            alarm_description=f"{self.endpoint.endpoint_name}: p99 model latency above {threshold.to_human_string()}",
         )
 
     def _scaling_metric_missing(self) -> cloudwatch.Alarm | None:
@@ -184,7 +172,7 @@ class PoolEndpointAlarms(Construct):
                 metric_name=query.metric_name or "",
                 dimensions_map=dict(query.dimensions),
                 statistic=query.statistic,
-                period=_ONE_MINUTE,
+                period=ONE_MINUTE,
             )
             for query in queries
             if query.statistic == "SampleCount"
@@ -196,7 +184,7 @@ class PoolEndpointAlarms(Construct):
                 expression="+".join(f"FILL({id},0)" for id in samples),
                 using_metrics=samples,
                 label="concurrency samples the scaling policy reads",
-                period=_ONE_MINUTE,
+                period=ONE_MINUTE,
             ),
             threshold=0,
             evaluation_periods=5,
@@ -206,7 +194,7 @@ class PoolEndpointAlarms(Construct):
         )
 
     def _token_alarms(
-        self, names: TokenMetricNames, ttft: Span | None, inter_token: Span | None
+        self, names: TokenMetricNames, ttft: Duration | None, inter_token: Duration | None
     ) -> None:
         """p99 TTFT and inter-token latency per pool; each breaching pool is a contributor."""
         queries = TokenQueries(self.endpoint.endpoint_name, self.endpoint.variant_name, names)
@@ -216,14 +204,14 @@ class PoolEndpointAlarms(Construct):
         ):
             if threshold is None:
                 continue
-            limit = threshold.seconds
+            limit = threshold.to_seconds(integral=False)
             self.token_latency[key] = cloudwatch.PromQLAlarm(
                 self,
                 key,
                 query=f"{query} > {limit:g}",
-                evaluation_interval=_ONE_MINUTE,
-                pending_period=_FALLBACK_PERIOD.duration,
-                alarm_description=f"{self.endpoint.endpoint_name}: p99 {what} above {threshold.human()} on a pool for 5 minutes",
+                evaluation_interval=ONE_MINUTE,
+                pending_period=_FIVE_MINUTES,
+                alarm_description=f"{self.endpoint.endpoint_name}: p99 {what} above {threshold.to_human_string()} on a pool for 5 minutes",
             )
 
     @property
@@ -237,12 +225,12 @@ class PoolEndpointAlarms(Construct):
         ]
         return [alarm for alarm in found if alarm is not None]
 
-    def _fallback_alarms(self, after: Span) -> None:
+    def _fallback_alarms(self, after: Duration) -> None:
         types = list(self.endpoint.instance_types)
         if not types:
             return
         primary = types[0]
-        periods = max(1, math.ceil(after.seconds / _FALLBACK_PERIOD.seconds))
+        periods = max(1, math.ceil(after.to_seconds() / _FIVE_MINUTES.to_seconds()))
         for priority, instance_type in enumerate(types[1:], start=2):
             served = self.endpoint.served_model_name_on(instance_type)
             copy = f", serving {served}" if served else ""
@@ -250,7 +238,7 @@ class PoolEndpointAlarms(Construct):
                 self,
                 f"RunningOnFallback{priority}",
                 metric=self.endpoint.metric_pool_instances(
-                    instance_type=instance_type, period=_FALLBACK_PERIOD.duration
+                    instance_type=instance_type, period=_FIVE_MINUTES
                 ),
                 threshold=0,
                 evaluation_periods=periods,
@@ -258,7 +246,7 @@ class PoolEndpointAlarms(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 alarm_description=(
                     f"{self.endpoint.endpoint_name}: fallback pool {priority} ({instance_type}{copy}) "
-                    f"has held instances for {after.human()} instead of {primary}."
+                    f"has held instances for {after.to_human_string()} instead of {primary}."
                     f"{_price_note(instance_type, primary, self.endpoint.catalog)}"
                 ),
             )
@@ -294,11 +282,6 @@ def variant_worst_p99(endpoint: IPoolEndpoint, metric_name: str) -> cloudwatch.I
     return endpoint.metric_variant_worst(
         metric_name, endpoint.instance_types, statistic="p99", label=f"{metric_name} p99"
     )
-
-
-def _read(value: Duration | None, default: Span, *, integral: bool) -> Span | None:
-    """``value``'s seconds (``None``: the alarm is off), read once per construct."""
-    return None if value is None else default.given(value, integral=integral)
 
 
 def _price_note(fallback: InstanceType | str, primary: InstanceType | str, catalog: Catalog) -> str:

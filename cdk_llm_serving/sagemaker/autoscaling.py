@@ -23,9 +23,6 @@ from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from .._cdk.durations import Span
-from .._cdk.validation import seconds_of
-from ..errors import Problems, checked_props
 from ..core.async_inference import AsyncInference
 from ..core.fleet_utilization import (
     MAX_ALARM_METRICS,
@@ -37,11 +34,12 @@ from ..core.fleet_utilization import (
     as_math_expression,
     weighted_backlog_queries,
 )
+from ..errors import Problems, checked_props
 from .instance_pool import InstancePool
 
 
 class ScalableEndpoint(Protocol):
-    """What autoscaling reads of an endpoint (``InstancePoolEndpoint`` provides it)."""
+    """What auto scaling reads of an endpoint (``InstancePoolEndpoint`` provides it)."""
 
     @property
     def endpoint_name(self) -> str: ...
@@ -67,11 +65,6 @@ class ScalableEndpoint(Protocol):
 
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
-
-
-#: The cooldown defaults, in plain seconds (``Span.of_seconds``: read without the kernel).
-_SCALE_OUT_COOLDOWN = Span.of_seconds(60)
-_SCALE_IN_COOLDOWN = Span.of_seconds(900)
 
 
 class AutoScalingOptions(TypedDict, total=False):
@@ -110,30 +103,60 @@ class EndpointAutoScaling(Construct):
         max_capacity: int,
         target_utilization: float = 0.7,
         target_backlog_per_instance: float = 5.0,
-        scale_out_cooldown: Duration = _SCALE_OUT_COOLDOWN.duration,
-        scale_in_cooldown: Duration = _SCALE_IN_COOLDOWN.duration,
+        scale_out_cooldown: Duration = Duration.minutes(1),
+        scale_in_cooldown: Duration = Duration.minutes(15),
     ) -> None:
         super().__init__(scope, id)
-        # Each cooldown read once, here, as whole seconds (what the policy is written with).
-        out_cooldown = seconds_of(scale_out_cooldown, _SCALE_OUT_COOLDOWN)
-        in_cooldown = seconds_of(scale_in_cooldown, _SCALE_IN_COOLDOWN)
         self.endpoint = endpoint
+        self.target_utilization = target_utilization
         is_async = endpoint.async_inference is not None
         capacities = endpoint.pool_capacities()
-        self._validate(
-            min_capacity,
-            max_capacity,
-            target_utilization,
-            target_backlog_per_instance,
-            out_cooldown,
-            in_cooldown,
-            is_async,
-            capacities,
+        problems = Problems(lambda: f"EndpointAutoScaling '{self.node.path}'")
+        _check_capacity(problems, min_capacity, max_capacity, is_async)
+        _check_targets(problems, target_utilization, target_backlog_per_instance)
+        self._check_pools(problems, is_async, capacities)
+        problems.raise_if_any()
+        # Whole seconds, what the policy is written with.
+        self._cooldowns = (
+            int(scale_out_cooldown.to_seconds()),
+            int(scale_in_cooldown.to_seconds()),
         )
+        self.scalable_target = self._scalable_target(min_capacity, max_capacity)
+        #: The weighted utilization's queries (real-time endpoints), else None.
+        self.fleet_queries: list[MetricQuery] | None = None
+        #: The weighted backlog's queries (asynchronous endpoints on several pools), else None.
+        self.backlog_queries: list[MetricQuery] | None = None
+        if is_async:
+            self.cfn_policy = self._backlog_policy(target_backlog_per_instance, capacities)
+            if min_capacity == 0:
+                self._scale_out_from_zero()
+        else:
+            self.fleet_queries = endpoint.fleet_utilization_queries()
+            self.cfn_policy = self._target_tracking(
+                "WeightedUtilization",
+                "weighted-utilization",
+                target_utilization,
+                self.fleet_queries,
+            )
 
-        # The L1 without RoleARN: Application Auto Scaling then uses (and creates, once per
-        # account) its SageMaker service-linked role; the L2 would add a role of its own.
-        self.scalable_target = appscaling.CfnScalableTarget(
+    @property
+    def tracks_fleet_utilization(self) -> bool:
+        """Whether the policy tracks the weighted utilization (real-time endpoints)."""
+        return self.fleet_queries is not None
+
+    @property
+    def fleet_utilization(self) -> cloudwatch.IMetric | None:
+        """The tracked utilization as a CloudWatch metric (for alarms and graphs); ``None``
+        when the endpoint scales on its backlog."""
+        return as_math_expression(self.fleet_queries) if self.fleet_queries else None
+
+    def _scalable_target(
+        self, min_capacity: int, max_capacity: int
+    ) -> appscaling.CfnScalableTarget:
+        """The L1 without ``RoleARN``: Application Auto Scaling uses its SageMaker service-linked
+        role; the L2 would add a role of its own."""
+        endpoint = self.endpoint
+        target = appscaling.CfnScalableTarget(
             self,
             "Target",
             service_namespace="sagemaker",
@@ -142,133 +165,49 @@ class EndpointAutoScaling(Construct):
             min_capacity=min_capacity,
             max_capacity=max_capacity,
         )
-        # ``CfnResource.add_resource_dependency``: the DependsOn ``node.add_dependency`` writes,
-        # in one call to the kernel instead of two.
-        self.scalable_target.add_resource_dependency(endpoint.cfn_endpoint)
-        self._fleet_queries: list[MetricQuery] | None = None
-        self._fleet_metric: cloudwatch.IMetric | None = None
-        #: The weighted backlog's queries (asynchronous endpoints on several pools), else None.
-        self.backlog_queries: list[MetricQuery] | None = None
-        self.target_utilization = target_utilization
+        target.add_resource_dependency(endpoint.cfn_endpoint)
+        return target
 
-        if is_async:
-            self.cfn_policy = self._backlog_policy(
-                target_backlog_per_instance, out_cooldown, in_cooldown, capacities
-            )
-            if min_capacity == 0:
-                self._scale_out_from_zero()
-        else:
-            self.cfn_policy = self._weighted_utilization_policy(
-                target_utilization, out_cooldown, in_cooldown
-            )
-
-    def _weighted_utilization_policy(
-        self, target: float, out_cooldown: int | None, in_cooldown: int | None
-    ) -> appscaling.CfnScalingPolicy:
-        """Target tracking on the fleet's weighted utilization (see ``fleet_utilization``)."""
-        queries = self.endpoint.fleet_utilization_queries()
-        self._fleet_queries = queries
-        return self._target_tracking(
-            "WeightedUtilization",
-            "weighted-utilization",
-            target,
-            out_cooldown,
-            in_cooldown,
-            appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
-                metrics=[_to_cfn(query) for query in queries]
-            ),
-        )
-
-    @property
-    def fleet_queries(self) -> list[MetricQuery] | None:
-        """The metric-math queries of the weighted utilization this policy tracks (``None``:
-        an asynchronous endpoint's backlog policy)."""
-        return self._fleet_queries
-
-    @property
-    def tracks_fleet_utilization(self) -> bool:
-        """Whether the policy tracks the weighted utilization (real-time endpoints)."""
-        return self._fleet_queries is not None
-
-    @property
-    def fleet_utilization(self) -> cloudwatch.IMetric | None:
-        """The tracked utilization as a CloudWatch metric (for alarms and graphs); ``None``
-        when the endpoint scales on its backlog. Built on first use: the policy is written
-        from the queries themselves, and the metric objects cost a dozen jsii calls."""
-        if self._fleet_queries is None:
-            return None
-        if self._fleet_metric is None:
-            self._fleet_metric = as_math_expression(self._fleet_queries)
-        return self._fleet_metric
-
-    def _validate(
-        self,
-        min_capacity: int,
-        max_capacity: int,
-        target: float,
-        backlog: float,
-        out_cooldown: int | None,
-        in_cooldown: int | None,
-        is_async: bool,
-        capacities: list[float | None],
+    def _check_pools(
+        self, problems: Problems, is_async: bool, capacities: list[float | None]
     ) -> None:
-        problems = Problems(lambda: f"EndpointAutoScaling '{self.node.path}'")
-        lowest = 0 if is_async else 1
-        if min_capacity < lowest:
-            kind = "asynchronous" if is_async else "real-time"
-            problems.add(
-                "min_capacity", min_capacity, f"must be at least {lowest} for a {kind} endpoint"
-            )
-        if max_capacity < max(min_capacity, 1):
-            problems.add(
-                "max_capacity",
-                max_capacity,
-                f"must be at least 1 and at least min_capacity ({min_capacity})",
-            )
-        if not (isinstance(target, (int, float)) and math.isfinite(target) and 0 < target <= 1):
-            problems.add("target_utilization", target, "must be in (0, 1]")
-        if not (math.isfinite(backlog) and backlog > 0):
-            problems.add("target_backlog_per_instance", backlog, "must be a positive number")
-        for prop, cooldown in (
-            ("scale_out_cooldown", out_cooldown),
-            ("scale_in_cooldown", in_cooldown),
-        ):
-            if (cooldown or 0) < 0:
-                problems.add(prop, cooldown, "must not be negative")
-        if not is_async and len(self.endpoint.pools) > MAX_WEIGHTED_POOLS:
+        """At most five weighted pools, and what one instance of each sustains where weighed."""
+        pools = self.endpoint.pools
+        if not is_async and len(pools) > MAX_WEIGHTED_POOLS:
             problems.add(
                 "endpoint.pools",
-                [pool.instance_type for pool in self.endpoint.pools],
-                f"weighted autoscaling reads {METRICS_PER_POOL} metrics per pool and a CloudWatch alarm at most {MAX_ALARM_METRICS}: at most {MAX_WEIGHTED_POOLS} pools",
+                [pool.instance_type for pool in pools],
+                f"weighted auto scaling reads {METRICS_PER_POOL} metrics per pool and a CloudWatch alarm at most {MAX_ALARM_METRICS}: at most {MAX_WEIGHTED_POOLS} pools",
             )
-        # Each pool's capacity weighs it: in the real-time utilization always, in an
-        # asynchronous endpoint's backlog once there are several pools.
-        if not is_async or self._weighs_backlog():
-            why = (
-                "the backlog of several pools is weighed by what one instance of each sustains"
-                if is_async
-                else "autoscaling needs what one instance sustains"
-            )
-            for index, (pool, capacity) in enumerate(
-                zip(self.endpoint.pools, capacities, strict=True)
-            ):
-                if capacity is None:
-                    problems.add(
-                        f"pools[{index}].max_concurrency",
-                        None,
-                        f"{pool.instance_type}: {why}; set max_concurrency or give the pool's model a sizing",
-                    )
-        problems.raise_if_any()
+        if is_async and not self._weighs_backlog():
+            return
+        why = (
+            "the backlog of several pools is weighed by what one instance of each sustains"
+            if is_async
+            else "auto scaling needs what one instance sustains"
+        )
+        for index, (pool, capacity) in enumerate(zip(pools, capacities, strict=True)):
+            if capacity is None:
+                problems.add(
+                    f"pools[{index}].max_concurrency",
+                    None,
+                    f"{pool.instance_type}: {why}; set max_concurrency or give the pool's model a sizing",
+                )
 
     def _target_tracking(
         self,
         id: str,
         suffix: str,
         target: float,
-        out_cooldown: int | None,
-        in_cooldown: int | None,
-        metric: appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty,
+        queries: list[MetricQuery] | None,
+        metric: appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty | None = None,
     ) -> appscaling.CfnScalingPolicy:
+        """Target tracking on ``queries`` (metric math), or on ``metric`` as given."""
+        if queries is not None:
+            metric = appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+                metrics=[_to_cfn(query) for query in queries]
+            )
+        out_cooldown, in_cooldown = self._cooldowns
         return appscaling.CfnScalingPolicy(
             self,
             id,
@@ -288,65 +227,41 @@ class EndpointAutoScaling(Construct):
         return self.endpoint.per_pool_dimension and len(self.endpoint.pools) > 1
 
     def _backlog_policy(
-        self,
-        backlog: float,
-        out_cooldown: int | None,
-        in_cooldown: int | None,
-        capacities: list[float | None],
+        self, backlog: float, capacities: list[float | None]
     ) -> appscaling.CfnScalingPolicy:
         """Target tracking on the backlog per instance; on several pools, per instance of the
         first pool's size (``weighted_backlog_queries``); on one, AWS's metric as it is."""
+        endpoint = self.endpoint
         if self._weighs_backlog():
-            queries = weighted_backlog_queries(
-                self.endpoint.endpoint_name,
-                self.endpoint.variant_name,
+            self.backlog_queries = weighted_backlog_queries(
+                endpoint.endpoint_name,
+                endpoint.variant_name,
                 [
                     PoolCapacity(pool.instance_type, float(capacity or 0))
-                    for pool, capacity in zip(self.endpoint.pools, capacities, strict=True)
+                    for pool, capacity in zip(endpoint.pools, capacities, strict=True)
                 ],
             )
-            self.backlog_queries = queries
-            return self._target_tracking(
-                "BacklogPerInstance",
-                "backlog-per-instance",
-                backlog,
-                out_cooldown,
-                in_cooldown,
-                appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
-                    metrics=[_to_cfn(query) for query in queries]
-                ),
-            )
+        own = appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+            metric_name="ApproximateBacklogSizePerInstance",
+            namespace=NAMESPACE,
+            statistic="Average",
+            dimensions=[
+                appscaling.CfnScalingPolicy.MetricDimensionProperty(
+                    name="EndpointName", value=endpoint.endpoint_name
+                )
+            ],
+        )
         return self._target_tracking(
-            "BacklogPerInstance",
-            "backlog-per-instance",
-            backlog,
-            out_cooldown,
-            in_cooldown,
-            appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
-                metric_name="ApproximateBacklogSizePerInstance",
-                namespace=NAMESPACE,
-                statistic="Average",  # one pool: AWS's metric (``_weighs_backlog``)
-                dimensions=[
-                    appscaling.CfnScalingPolicy.MetricDimensionProperty(
-                        name="EndpointName", value=self.endpoint.endpoint_name
-                    )
-                ],
-            ),
+            "BacklogPerInstance", "backlog-per-instance", backlog, self.backlog_queries, own
         )
 
     def _scale_out_from_zero(self) -> None:
         """At zero instances the backlog-per-instance metric is empty; this brings the first back."""
-        backlog_without_capacity = cloudwatch.Metric(
-            namespace=NAMESPACE,
-            metric_name="HasBacklogWithoutCapacity",
-            dimensions_map={"EndpointName": self.endpoint.endpoint_name},
-            statistic="Average",
-            period=Duration.minutes(1),
-        )
+        name = self.endpoint.endpoint_name
         policy = appscaling.CfnScalingPolicy(
             self,
             "ScaleOutFromZero",
-            policy_name=f"{self.endpoint.endpoint_name}-scale-out-from-zero",
+            policy_name=f"{name}-scale-out-from-zero",
             policy_type="StepScaling",
             scaling_target_id=self.scalable_target.ref,
             step_scaling_policy_configuration=appscaling.CfnScalingPolicy.StepScalingPolicyConfigurationProperty(
@@ -363,16 +278,38 @@ class EndpointAutoScaling(Construct):
         alarm = cloudwatch.Alarm(
             self,
             "BacklogWithoutCapacity",
-            metric=backlog_without_capacity,
+            metric=cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name="HasBacklogWithoutCapacity",
+                dimensions_map={"EndpointName": name},
+                statistic="Average",
+                period=Duration.minutes(1),
+            ),
             threshold=0.5,
             evaluation_periods=2,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"{self.endpoint.endpoint_name}: requests wait while no instance runs; adds the first instance",
+            alarm_description=f"{name}: requests wait while no instance runs; adds the first instance",
         )
         cfn_alarm = alarm.node.default_child
         cfn_alarm.alarm_actions = [policy.ref]  # type: ignore[union-attr]
         self.scale_out_from_zero = policy
+
+
+def _check_capacity(problems: Problems, low: int, high: int, is_async: bool) -> None:
+    lowest = 0 if is_async else 1
+    if low < lowest:
+        kind = "asynchronous" if is_async else "real-time"
+        problems.add("min_capacity", low, f"must be at least {lowest} for a {kind} endpoint")
+    if high < max(low, 1):
+        problems.add("max_capacity", high, f"must be at least 1 and at least min_capacity ({low})")
+
+
+def _check_targets(problems: Problems, target: float, backlog: float) -> None:
+    if not (isinstance(target, (int, float)) and math.isfinite(target) and 0 < target <= 1):
+        problems.add("target_utilization", target, "must be in (0, 1]")
+    if not (math.isfinite(backlog) and backlog > 0):
+        problems.add("target_backlog_per_instance", backlog, "must be a positive number")
 
 
 def _to_cfn(

@@ -2,57 +2,28 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
-from aws_cdk import Aws, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from .._cdk.stacks import region_of_stack
-from .._cdk.validation import is_unresolved
-from ..errors import Problems, checked_props
-from ..planning.instance_types import InstanceType
-from .alarms import alarms_made_for
-from ..core.endpoint_api import EndpointApi, IPoolEndpoint
-from ..core.endpoint_metrics import EndpointMetrics
-from ..core.fleet_utilization import (
-    CONCURRENCY_METRIC,
-    CONCURRENCY_SAMPLE_SECONDS,
-    NAMESPACE,
-    MetricQuery,
-    instance_count_expression,
-)
-from ..core.graph_widget import GraphWidget, Line, expression_line, metric_line
+from ..core.dashboard import FULL_WIDTH, ServingDashboard, pools_row, region_of
+from ..core.endpoint_api import IPoolEndpoint
 from ..core.promql_charts import PromQLCharts
 from ..core.token_metrics import TokenMetricNames, TokenQueries
-from ..core.widget_grid import AlarmStatusCell, Cell, TextCell, WidgetGrid, dashboard_body
-
-_WIDTH = 24
-_SMALL = 4
-#: The time range the dashboard opens with: the last 3 hours (the body's ``start``, an ISO 8601
-#: duration before now, as aws-cdk-lib writes ``default_interval=Duration.hours(3)``).
-_START = "-PT3H"
-#: Dashboard names aws-cdk-lib's ``Dashboard`` accepts (``aws-cloudwatch/lib/dashboard.js``):
-#: "It can only contain alphanumerics, dash (-) and underscore (_)".
-_NAME = re.compile(r"[\w-]+")
+from ..errors import checked_props
+from .alarms import alarms_made_for
 
 
-class PoolEndpointDashboard(Construct):
+class PoolEndpointDashboard(ServingDashboard):
     """Fleet utilization against its target, the pools side by side, token latency, alarms.
 
     One row of charts with a line per pool (most preferred first): instances (idle ones
     included), invocations, model latency p99, concurrency per instance, GPU utilization.
     With detailed observability, a row of token-level charts per pool from its PromQL
     metrics (``token_metrics``): time to first token p50/p99, inter-token latency p50/p99,
-    generated tokens per second.
-
-    The body is written whole at construction (``widget_grid``), the same body aws-cdk-lib's
-    ``Dashboard`` writes for these widgets, at a fraction of the synth cost: ``dashboard`` is
-    the ``aws_cloudwatch.CfnDashboard`` (at ``node.default_child.node.default_child``, where
-    the ``Dashboard``'s was), not a ``Dashboard`` to add widgets to; ``dashboard_name`` and
-    ``dashboard_arn`` are the ``Dashboard``'s attributes. For charts of your own, make a
-    dashboard of your own (``pools_row`` gives the per-pool charts as widgets).
+    generated tokens per second. ``dashboard`` is the ``cloudwatch.Dashboard``; add charts
+    of your own with ``add_widgets``.
 
     :param endpoint: the endpoint to show: an ``InstancePoolEndpoint``, a ``VllmPoolEndpoint``, an
         ``InferenceComponentEndpoint`` or an import (``InstancePoolEndpoint.from_endpoint_name``
@@ -76,147 +47,75 @@ class PoolEndpointDashboard(Construct):
         dashboard_name: str | None = None,
         token_metric_names: TokenMetricNames | None = None,
     ) -> None:
-        super().__init__(scope, id)
-        _check_name(self, dashboard_name)
-        region = region_of(endpoint)  # asked once, for every chart
-        rows: list[Sequence[Cell]] = [
-            [TextCell(_header(endpoint), width=_WIDTH, height=3)],
-            self._fleet_row(endpoint, region),
-            pools_row(endpoint, list(endpoint.instance_types), region=region),
-        ]
+        super().__init__(scope, id, dashboard_name=dashboard_name)
+        region = region_of(endpoint)
+        self.add_widgets(
+            cloudwatch.TextWidget(markdown=_header(endpoint), width=FULL_WIDTH, height=3)
+        )
+        self.add_widgets(*_fleet_row(endpoint, region))
+        self.add_widgets(*pools_row(endpoint, list(endpoint.instance_types), region=region))
         self.charts: PromQLCharts | None = None
         if endpoint.detailed_observability:
             self.charts = PromQLCharts.of(scope)
             names = token_metric_names or TokenMetricNames()
-            rows.append(self._token_row(endpoint, self.charts, names))
-        shown = list(alarms) or _alarms_of(endpoint)
-        if shown:
-            arns = [alarm.alarm_arn for alarm in shown]
-            rows.append([AlarmStatusCell(arns, title="Alarms", width=_WIDTH, height=3)])
-        # The construct tree of aws-cdk-lib's ``Dashboard`` (``Resource/Resource``), so the
-        # logical ID, ``node.default_child.node.default_child`` and the body stay as they were.
-        self.dashboard = cloudwatch.CfnDashboard(
-            Construct(self, "Resource"),
-            "Resource",
-            dashboard_name=dashboard_name,
-            dashboard_body=dashboard_body(WidgetGrid(rows), start=_START),
-        )
+            self.add_widgets(*_token_row(endpoint, self.charts, names))
+        self.add_alarm_status(list(alarms) or _alarms_of(endpoint))
 
-    @property
-    def dashboard_name(self) -> str:
-        """The dashboard's name (``Ref``)."""
-        return self.dashboard.ref
 
-    @property
-    def dashboard_arn(self) -> str:
-        """The dashboard's ARN (dashboards are global: no region), as ``Dashboard.dashboard_arn``."""
-        return Stack.of(self).format_arn(
-            service="cloudwatch", resource="dashboard", region="", resource_name=self.dashboard.ref
-        )
-
-    def _fleet_row(self, endpoint: IPoolEndpoint, region: str) -> list[Cell]:
-        widgets: list[Cell] = []
-        scaling = endpoint.auto_scaling
-        if scaling is not None and scaling.tracks_fleet_utilization:
-            # The axis as aws-cdk-lib writes it (the body's default for it is not documented).
-            target_line = {"value": scaling.target_utilization, "label": "target", "yAxis": "left"}
-            widgets.append(
-                GraphWidget(
-                    title="Fleet utilization vs target",
-                    region=region,
-                    lines=_query_lines(scaling.fleet_queries or [], "Sum"),
-                    stat="Sum",
-                    width=12,
-                    properties={
-                        "annotations": {"horizontal": [target_line]},
-                        "yAxis": {"left": {"min": 0}},
-                    },
-                )
-            )
-        right = {"yAxis": "right"}
+def _fleet_row(endpoint: IPoolEndpoint, region: str) -> list[cloudwatch.IWidget]:
+    """The utilization the scaling policy tracks against its target, and the invocations."""
+    widgets: list[cloudwatch.IWidget] = []
+    scaling = endpoint.auto_scaling
+    utilization = scaling.fleet_utilization if scaling is not None else None
+    if scaling is not None and utilization is not None:
         widgets.append(
-            GraphWidget(
-                title="Invocations and errors (all pools)",
+            cloudwatch.GraphWidget(
+                title="Fleet utilization vs target",
                 region=region,
-                lines=[
-                    endpoint.metric_line("Invocations"),
-                    endpoint.metric_line("Invocation4XXErrors", **right),
-                    endpoint.metric_line("Invocation5XXErrors", **right),
+                left=[utilization],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=scaling.target_utilization, label="target"
+                    )
                 ],
-                stat="Sum",
-                width=_WIDTH - 12 if widgets else _WIDTH,
+                left_y_axis=cloudwatch.YAxisProps(min=0),
+                width=12,
             )
         )
-        return widgets
-
-    def _token_row(
-        self, endpoint: IPoolEndpoint, charts: PromQLCharts, names: TokenMetricNames
-    ) -> list[Cell]:
-        """Token-level latency and throughput, a line per pool (instance type)."""
-        queries = TokenQueries(endpoint.endpoint_name, endpoint.variant_name, names)
-        return [
-            charts.cell(
-                "Time to first token p50/p99 per pool",
-                _quantiles(queries.ttft(0.5), queries.ttft(0.99)),
-                " s",
-                8,
-            ),
-            charts.cell(
-                "Inter-token latency p50/p99 per pool",
-                _quantiles(queries.inter_token(0.5), queries.inter_token(0.99)),
-                " s",
-                8,
-            ),
-            charts.cell("Generated tokens/s per pool", queries.tokens_per_second(), "", 8),
-        ]
-
-
-def pools_row(
-    endpoint: EndpointMetrics | IPoolEndpoint,
-    instance_types: Sequence[InstanceType | str],
-    *,
-    region: str | None = None,
-) -> list[GraphWidget]:
-    """One chart per measure, one line per instance type (labelled ``<priority>: <type>``).
-
-    Any endpoint whose metrics carry ``InstanceType`` (pool endpoints, the HyperPod inference
-    operator's registered endpoints). Instances are counted from concurrency samples, idle
-    ones included (``EndpointMetrics.metric_pool_instances``). ``region``: the endpoint's
-    stack's region, when the caller has it already (else asked, ``region_of``).
-    """
-    pools = [(f"{p}: {t}", t) for p, t in enumerate(instance_types, start=1)]
-    if region is None:
-        region = region_of(endpoint)
-
-    def chart(title: str, metric_name: str, width: int, stat: str | None = None) -> GraphWidget:
-        lines = [
-            endpoint.metric_line(metric_name, instance_type=t, label=label) for label, t in pools
-        ]
-        return GraphWidget(title=title, region=region, lines=lines, stat=stat, width=width)
-
-    # Ids need only be unique within the widget: s1, s2... by priority. The sample interval
-    # is the endpoint's (``EndpointMetrics.concurrency_sample_seconds``).
-    interval = getattr(endpoint, "concurrency_sample_seconds", CONCURRENCY_SAMPLE_SECONDS)
-    counts = [
-        expression_line(instance_count_expression(f"s{p}", interval, 60), label=label)
-        for p, (label, _) in enumerate(pools, start=1)
-    ]
-    samples = [
-        endpoint.metric_line(CONCURRENCY_METRIC, instance_type=t, id=f"s{p}", visible=False)
-        for p, (_, t) in enumerate(pools, start=1)
-    ]
-    return [
-        GraphWidget(
-            title="Instances per pool",
+    widgets.append(
+        cloudwatch.GraphWidget(
+            title="Invocations and errors (all pools)",
             region=region,
-            lines=counts + samples,
-            stat="SampleCount",
-            width=_SMALL + 1,
+            left=[endpoint.metric_invocations()],
+            right=[
+                endpoint.metric_invocation_4xx_errors(),
+                endpoint.metric_invocation_5xx_errors(),
+            ],
+            width=FULL_WIDTH - 12 if widgets else FULL_WIDTH,
+        )
+    )
+    return widgets
+
+
+def _token_row(
+    endpoint: IPoolEndpoint, charts: PromQLCharts, names: TokenMetricNames
+) -> list[cloudwatch.IWidget]:
+    """Token-level latency and throughput, a line per pool (instance type)."""
+    queries = TokenQueries(endpoint.endpoint_name, endpoint.variant_name, names)
+    return [
+        charts.chart(
+            "Time to first token p50/p99 per pool",
+            _quantiles(queries.ttft(0.5), queries.ttft(0.99)),
+            unit=" s",
+            width=8,
         ),
-        chart("Invocations per pool", "Invocations", _SMALL + 1, "Sum"),
-        chart("Model latency p99 (µs) per pool", "ModelLatency", _SMALL, "p99"),
-        chart("Concurrency / instance per pool", CONCURRENCY_METRIC, _SMALL + 1),
-        chart("GPU utilization (%) per pool", "GPUUtilization", _SMALL + 1),
+        charts.chart(
+            "Inter-token latency p50/p99 per pool",
+            _quantiles(queries.inter_token(0.5), queries.inter_token(0.99)),
+            unit=" s",
+            width=8,
+        ),
+        charts.chart("Generated tokens/s per pool", queries.tokens_per_second(), width=8),
     ]
 
 
@@ -229,36 +128,6 @@ def _alarms_of(endpoint: IPoolEndpoint) -> list[cloudwatch.IAlarm]:
         for made in alarms_made_for(watched):
             shown += [alarm for alarm in made.alarms if all(alarm is not s for s in shown)]
     return shown
-
-
-def region_of(scope: object) -> str:
-    """The stack's region: a literal when the stack has one, else the ``AWS::Region`` token
-    (an endpoint's ``stack_region`` when it holds it already)."""
-    if isinstance(scope, EndpointApi) and scope.stack_region is not None:
-        return scope.stack_region
-    return region_of_stack(scope) if isinstance(scope, Construct) else Aws.REGION
-
-
-def _query_lines(queries: Sequence[MetricQuery], stat: str) -> list[Line]:
-    """The scaling policy's queries as graph lines: the expression shown, its inputs hidden
-    (their statistic written where it is not the widget's ``stat``)."""
-    lines = [
-        expression_line(q.expression, label=q.label)
-        for q in queries
-        if q.expression is not None and q.return_data
-    ]
-    return lines + [
-        metric_line(
-            NAMESPACE,
-            q.metric_name or "",
-            q.dimensions,
-            id=q.id,
-            visible=False,
-            **({} if q.statistic == stat else {"stat": q.statistic}),
-        )
-        for q in queries
-        if q.expression is None
-    ]
 
 
 def _quantiles(p50: str, p99: str) -> str:
@@ -283,11 +152,3 @@ def _header(endpoint: IPoolEndpoint) -> str:
 
 def _serving(served_model_name: str | None) -> str:
     return f" serving `{served_model_name}`" if served_model_name else ""
-
-
-def _check_name(dashboard: PoolEndpointDashboard, name: str | None) -> None:
-    if name is None or is_unresolved(name) or _NAME.fullmatch(name):
-        return
-    problems = Problems(f"PoolEndpointDashboard '{dashboard.node.path}'")
-    problems.add("dashboard_name", name, "only letters, digits, '-' and '_'")
-    problems.raise_if_any()

@@ -1,4 +1,4 @@
-"""InferenceEndpointDashboard's KV-cache, routing and P/D row (#29): its series are the ones the
+"""InferenceEndpointDashboard's KV-cache, routing and P/D row: its series are the ones the
 pinned vLLM registers (read from the real package in ``.venv/vllm``)."""
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ def _all_specs_endpoint(stack: Stack, addons: HyperPodServingAddons):
             prefill_instance_type="ml.p5en.48xlarge",
             decode_instance_type="ml.p5en.48xlarge",
             routing_threshold=8192,
-            decode_autoscaling=None,
+            decode_auto_scaling=None,
         ),
         replicas=1,
     )
@@ -339,7 +339,7 @@ def test_the_roles_pods_must_fit_their_groups_nodes():
             prefill_decode=InferencePrefillDecode(
                 prefill_instance_type="ml.p5en.48xlarge",
                 decode_instance_type="ml.p5en.48xlarge",
-                decode_autoscaling=InferenceAutoScaling(max_replicas=2),
+                decode_auto_scaling=InferenceAutoScaling(max_replicas=2),
             ),
         )
     assert "at most 2 pod(s) on group h200" in str(raised.value)
@@ -354,7 +354,7 @@ def test_prefill_decode_reserves_its_nodes_and_scales_each_role(crd_schema):
         prefill_decode=InferencePrefillDecode(
             prefill_instance_type="ml.p5.48xlarge",
             decode_instance_type="ml.p5en.48xlarge",
-            decode_autoscaling=InferenceAutoScaling(min_replicas=1, max_replicas=2),
+            decode_auto_scaling=InferenceAutoScaling(min_replicas=1, max_replicas=2),
         ),
     )
     assert cluster.free_gpu_nodes("h200") == 0 and cluster.free_gpu_nodes("h100") == 0

@@ -1,4 +1,4 @@
-"""Prefix-cache hit rate and host-memory KV offload traffic (issue 29): recorded in Amazon
+"""Prefix-cache hit rate and host-memory KV offload traffic: recorded in Amazon
 Managed Prometheus from vLLM 0.32's counters, checked by promtool, drawn on the dashboard."""
 
 from __future__ import annotations

@@ -10,12 +10,13 @@ import xml.etree.ElementTree as ET
 import pytest
 from botocore.credentials import Credentials
 
-from cdk_llm_serving.hyperpod.dashboard import PANELS, WIDGET_CODE
+from cdk_llm_serving.core.promql_charts import CHART_CODE
+from cdk_llm_serving.hyperpod.dashboard import PANELS
 from tests.support.template_helpers import actions_of, flatten, policy_statements
 
 
 def widget_module():
-    spec = importlib.util.spec_from_file_location("amp_widget", WIDGET_CODE / "index.py")
+    spec = importlib.util.spec_from_file_location("amp_widget", CHART_CODE / "index.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module

@@ -1,4 +1,4 @@
-"""vLLM metrics to Amazon Managed Prometheus: scraper, recording and alerting rules, alerts to SNS."""
+"""vLLM metrics to Amazon Managed Prometheus: scraper, recording and alerting rules, alarms to SNS."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def hyperpod(reference_templates) -> dict:
     return reference_templates["ReferenceMoeHyperPod"]
 
 
-def test_rules_record_the_slo_series_and_alert_on_them(hyperpod):
+def test_rules_record_the_slo_series_and_alarm_on_them(hyperpod):
     _, rules = only_resource(hyperpod, "AWS::APS::RuleGroupsNamespace")
     groups = yaml.safe_load(rules["Properties"]["Data"])["groups"]
     recorded = {r["record"]: r["expr"] for r in groups[0]["rules"]}
@@ -47,7 +47,7 @@ def test_rules_record_the_slo_series_and_alert_on_them(hyperpod):
     )
 
 
-def test_alerts_go_to_an_encrypted_topic(hyperpod):
+def test_alarms_go_to_an_encrypted_topic(hyperpod):
     _, workspace = only_resource(hyperpod, "AWS::APS::Workspace")
     config = yaml.safe_load(
         yaml.safe_load(flatten(workspace["Properties"]["AlertManagerDefinition"]))[

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_s3 as s3
 from botocore.credentials import Credentials
 
@@ -325,18 +326,27 @@ def test_token_charts_query_cloudwatch_promql_with_read_only_metrics_access(pool
     assert "/us-west-2/monitoring/aws4_request" in request.get_header("Authorization")
 
 
-def test_the_dashboard_is_the_l1_at_the_l2s_path_with_the_l2s_attributes():
+def test_the_dashboard_is_a_cloudwatch_dashboard_users_add_charts_to():
     stack = new_stack("NamedDashboard")
     endpoint = pool_endpoint(stack)
     dashboard = PoolEndpointDashboard(
         stack, "Dashboard", endpoint=endpoint, dashboard_name="llm-pool_1"
     )
-    assert dashboard.node.default_child.node.default_child is dashboard.dashboard
+    assert isinstance(dashboard.dashboard, cloudwatch.Dashboard)
+    assert dashboard.node.default_child is dashboard.dashboard
+    # A sixth chart of the user's own, on the construct or on its dashboard.
+    dashboard.add_widgets(
+        cloudwatch.GraphWidget(title="Mine", left=[endpoint.metric_gpu_memory_utilization()])
+    )
+    dashboard.dashboard.add_widgets(cloudwatch.TextWidget(markdown="# runbook", width=24))
     logical_id, body = only_resource(template_of(stack), "AWS::CloudWatch::Dashboard")
+    assert logical_id.startswith("Dashboard")  # "Resource" ids stay out of logical IDs
     assert body["Properties"]["DashboardName"] == "llm-pool_1"
+    widgets = json.loads(flatten(body["Properties"]["DashboardBody"], "<token>"))["widgets"]
+    assert [w["properties"].get("title") for w in widgets[-2:]] == ["Mine", None]
     assert stack.resolve(dashboard.dashboard_name) == {"Ref": logical_id}
     arn = json.dumps(stack.resolve(dashboard.dashboard_arn))
-    assert ":cloudwatch::" in arn and f':dashboard/", {{"Ref": "{logical_id}"}}' in arn
+    assert ":cloudwatch::" in arn and ":dashboard/llm-pool_1" in arn
 
 
 def test_a_dashboard_name_aws_would_refuse_is_a_configuration_error():

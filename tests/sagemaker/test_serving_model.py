@@ -209,15 +209,13 @@ def test_grant_artifacts_to_is_the_deprecated_name_and_still_grants():
     assert any("s3:GetObject" in actions_of(s) for s in statements)
 
 
-def test_async_inference_grants_results_to_a_grantee_and_grant_to_warns():
+def test_async_inference_grants_results_to_a_grantee():
     stack = new_stack()
     results = AsyncInference(
         output_bucket=s3.Bucket(stack, "Out"), success_topic=sns.Topic(stack, "Done")
     )
     client = _client(stack)
     assert isinstance(results.grant_write_results(client), iam.Grant)
-    assert isinstance(results.grant_to(client), iam.Grant)
-    assert _warning_ids(client) == ["cdk-llm-serving:deprecated:AsyncInference.grant_to"]
     statements = policy_statements(
         template_of(stack), stack.get_logical_id(client.node.default_child)
     )

@@ -182,7 +182,7 @@ def test_every_pool_needs_a_capacity():
         pools=[InstancePool("ml.p5.48xlarge", max_concurrency=20), InstancePool("ml.g6e.12xlarge")]
     )
     assert problems == [
-        "pools[1].max_concurrency = None: ml.g6e.12xlarge: autoscaling needs what one instance sustains; set max_concurrency or give the pool's model a sizing"
+        "pools[1].max_concurrency = None: ml.g6e.12xlarge: auto scaling needs what one instance sustains; set max_concurrency or give the pool's model a sizing"
     ]
 
 

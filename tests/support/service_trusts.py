@@ -70,7 +70,7 @@ UNCONDITIONED: dict[tuple[str, str, str], str] = {
         "CloudWatch alarms publishing to the encrypted topic: SNS's key policy for AWS "
         "publishers has no condition (sns-key-management.html#compatibility-with-aws-services) "
         "and a kms:CallerAccount condition is reported to break CloudWatch's publishing; who "
-        "publishes is limited on the topic (_cdk/alerts_topic.py)."
+        "publishes is limited on the topic (_cdk/alarm_topic.py)."
     ),
     ("key", "aps.amazonaws.com", "ObservabilityAlertsKey"): (
         "Amazon Managed Service for Prometheus's alert manager publishing to the encrypted "

@@ -9,18 +9,14 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 
-def encrypted_alerts_topic(
+def encrypted_alarm_topic(
     scope: Construct, *, publisher: str, key_description: str, display_name: str
 ) -> sns.Topic:
     """Topic ``Alerts`` and key ``AlertsKey`` in ``scope``, both retained (subscriptions survive).
 
-    A service publishes to an encrypted topic only when the key policy lets its principal use
-    the key (docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services).
-    The key statement has no ``aws:SourceAccount``/``aws:SourceArn`` condition: SNS's key
-    policy for publishing services has none, and no page documents which of those keys
-    reach KMS when SNS uses the key for CloudWatch or AMP (a ``kms:CallerAccount`` condition
-    is reported to break CloudWatch's publishing). Who may publish is limited on the topic's
-    own policy instead (AMP: ``aws:SourceAccount``, ``observability.py``).
+    ``publisher`` may use the key (docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services);
+    who may publish is limited on the topic's policy instead of the key's (why:
+    docs/design/observability.md, "Alarm topic").
     """
     key = kms.Key(
         scope,

@@ -1,4 +1,4 @@
-"""InferenceEndpointAlarms (#29): an alert per path of an operator endpoint (colocated workers;
+"""InferenceEndpointAlarms: an alarm per path of an operator endpoint (colocated workers;
 prefill pods, decode pods and the KV transfer under P/D; the tiered KV cache), on the series the
 pinned vLLM registers, each checked and unit-tested by promtool."""
 
@@ -35,25 +35,25 @@ PD = InferencePrefillDecode(
 )
 
 
-def _alerts(**props) -> InferenceEndpointAlarms:
+def _alarms(**props) -> InferenceEndpointAlarms:
     stack = new_stack()
     cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     endpoint = gpt_oss_120b_endpoint(stack, addons, **props)
     workspace = aps.CfnWorkspace(stack, "Workspace")
     return InferenceEndpointAlarms(
-        stack, "Alerts", endpoint=endpoint, prometheus_workspace=workspace
+        stack, "Alarms", endpoint=endpoint, prometheus_workspace=workspace
     )
 
 
-def _by_name(alerts: InferenceEndpointAlarms) -> dict[str, dict]:
-    return {rule["alert"]: rule for rule in alerts.alerts()}
+def _by_name(alarms: InferenceEndpointAlarms) -> dict[str, dict]:
+    return {rule["alert"]: rule for rule in alarms.alarm_rules()}
 
 
-def test_each_path_has_its_alert():
-    colocated = _by_name(_alerts())
+def test_each_path_has_its_alarm():
+    colocated = _by_name(_alarms())
     assert set(colocated) == {"InferenceQueueDepthHigh"}
-    pd = _by_name(_alerts(prefill_decode=PD, kv_cache=InferenceKvCache.l1_only()))
+    pd = _by_name(_alarms(prefill_decode=PD, kv_cache=InferenceKvCache.l1_only()))
     assert {name: rule["labels"]["path"] for name, rule in pd.items()} == {
         "InferencePrefillQueueDepthHigh": "prefill",
         "InferenceDecodeQueueDepthHigh": "decode",
@@ -65,11 +65,11 @@ def test_each_path_has_its_alert():
 
 
 def test_every_series_is_one_the_pinned_vllm_registers():
-    alerts = _alerts(prefill_decode=PD, kv_cache=InferenceKvCache.l1_only())
+    alarms = _alarms(prefill_decode=PD, kv_cache=InferenceKvCache.l1_only())
     source = pinned_vllm_metrics_source()
     names = {
         re.sub(r"_(total|sum|count|bucket)$", "", name)
-        for rule in alerts.alerts()
+        for rule in alarms.alarm_rules()
         for name in re.findall(r"vllm:[a-z_]+", rule["expr"])
     }
     assert "vllm:nixl_num_failed_transfers" in names and "vllm:kv_cache_usage_perc" in names
@@ -78,8 +78,8 @@ def test_every_series_is_one_the_pinned_vllm_registers():
 
 
 def test_the_rule_group_lands_in_the_workspace():
-    alerts = _alerts(prefill_decode=PD)
-    template = Template.from_stack(alerts.node.scope)  # type: ignore[arg-type]
+    alarms = _alarms(prefill_decode=PD)
+    template = Template.from_stack(alarms.node.scope)  # type: ignore[arg-type]
     (namespace,) = template.find_resources("AWS::APS::RuleGroupsNamespace").values()
     assert namespace["Properties"]["Name"].endswith("-alerts")
     assert "InferenceKvTransferFailing" in namespace["Properties"]["Data"]
@@ -92,7 +92,7 @@ def test_bad_thresholds_are_refused_at_once():
         addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
         InferenceEndpointAlarms(
             stack,
-            "Alerts",
+            "Alarms",
             endpoint=gpt_oss_120b_endpoint(stack, addons),
             prometheus_workspace=aps.CfnWorkspace(stack, "Workspace"),
             max_waiting_requests=0,
@@ -103,26 +103,26 @@ def test_bad_thresholds_are_refused_at_once():
 
 
 @needs_promtool
-def test_promtool_fires_each_pd_alert_on_its_path_only(tmp_path: Path):
+def test_promtool_fires_each_pd_alarm_on_its_path_only(tmp_path: Path):
     """40 requests waiting on the decode pod, 2 on the prefill pod; a decode pod's KV cache at
-    97 %; 3 failed transfers a minute: the decode, KV-cache and transfer alerts fire, the
+    97 %; 3 failed transfers a minute: the decode, KV-cache and transfer alarms fire, the
     prefill one does not; with lookups but no hits the tier alert fires after 30 minutes."""
-    alerts = _alerts(prefill_decode=PD, kv_cache=InferenceKvCache.l1_only())
-    name = alerts.endpoint.name
-    (tmp_path / "rules.yaml").write_text(alerts.rule_groups())
+    alarms = _alarms(prefill_decode=PD, kv_cache=InferenceKvCache.l1_only())
+    name = alarms.endpoint.name
+    (tmp_path / "rules.yaml").write_text(alarms.rule_groups())
     checked = subprocess.run(
         ["promtool", "check", "rules", str(tmp_path / "rules.yaml")],
         capture_output=True,
         text=True,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    labels = f'namespace="{alerts.endpoint.namespace}"'
+    labels = f'namespace="{alarms.endpoint.namespace}"'
     prefill, decode = f'pod="{name}-prefill-0",{labels}', f'pod="{name}-decode-0",{labels}'
 
     def firing(alert: str, path: str) -> dict:
         return {
             "exp_labels": {"severity": "page", "endpoint": name, "path": path},
-            "exp_annotations": {"summary": _by_name(alerts)[alert]["annotations"]["summary"]},
+            "exp_annotations": {"summary": _by_name(alarms)[alert]["annotations"]["summary"]},
         }
 
     tests = {
