@@ -80,7 +80,8 @@ def step_arithmetic(plan: Plan, step: DecodeStep) -> str:
 
 def curve_text(estimate: ThroughputEstimate) -> str:
     points = ", ".join(
-        f"{p.batch}: {p.itl_ms:,.1f} ms / {p.tokens_per_second:,.0f} tok/s" for p in estimate.curve
+        f"{p.batch}: {p.itl_ms:,.1f} ms / {p.replica_tokens_per_second:,.0f} tok/s"
+        for p in estimate.curve
     )
     return f"batch: ITL / replica tokens/s (prefill included) -> {points}"
 
@@ -138,7 +139,7 @@ def decode_as_dict(
     if chosen is not None:
         step, points = chosen.step, objective_curve(plan, catalog)
     else:
-        step, points = estimate.chosen.step, tuple(p.point for p in estimate.curve)
+        step, points = estimate.chosen.step, estimate.curve
     context = estimate.workload.mean_context if chosen is None else step.context
     return {
         "workload": {"input_tokens": estimate.workload.input_tokens, "output_tokens": estimate.workload.output_tokens},

@@ -96,15 +96,7 @@ def layouts_table(plan: Plan) -> str:
     perf = plan.performance
     if perf is None:
         return ""
-    chosen = layout_text(
-        plan.nodes,
-        plan.tensor_parallel,
-        plan.pipeline_parallel,
-        plan.data_parallel,
-        plan.expert_parallel,
-        plan.kv_cache_dtype,
-    )
-    rows = [LAYOUT_HEADER, _layout_row(chosen + " *", perf, "chosen")]
+    rows = [LAYOUT_HEADER, _layout_row(layout_text(plan) + " *", perf, "chosen")]
     rows += [_layout_row(c.layout_text, c.performance, c.loses_because) for c in plan.candidates]
     widths = [max(len(row[i]) for row in rows) for i in range(len(LAYOUT_HEADER) - 1)]
     return "\n".join(
