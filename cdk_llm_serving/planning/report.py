@@ -155,8 +155,24 @@ def plan_as_dict(plan: Plan, cold_start: ColdStart, cost: CostEstimate) -> dict[
 def plan_as_table(
     plan: Plan, cold_start: ColdStart, cost: CostEstimate, catalog: Catalog | None = None
 ) -> str:
-    instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
     rows = [
+        *_layout_rows(plan, catalog),
+        *_cost_rows(plan, cold_start, cost, catalog),
+        *_choice_rows(plan),
+        *[("warning", warning) for warning in plan.warnings],
+    ]
+    width = max(len(label) for label, _ in rows)
+    text = "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+    layouts = layouts_table(plan)
+    if layouts:
+        text += f"\n\nlayouts ({plan.objective}; * = chosen)\n{layouts}"
+    return text
+
+
+def _layout_rows(plan: Plan, catalog: Catalog | None) -> list[tuple[str, str]]:
+    """What is laid out where: model, instance, weights, KV cache, nodes, parallelism."""
+    instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
+    return [
         ("model", f"{plan.model} in {plan.weight_format}"),
         (
             "instance",
@@ -180,6 +196,14 @@ def plan_as_table(
             "capacity",
             f"{plan.kv_tokens_per_replica:,} KV tokens per replica; {plan.sequences_at_max_context} sequences of {plan.max_context:,} tokens at once",
         ),
+    ]
+
+
+def _cost_rows(
+    plan: Plan, cold_start: ColdStart, cost: CostEstimate, catalog: Catalog | None
+) -> list[tuple[str, str]]:
+    """Cold start, timeouts, cost, throughput and the decode arithmetic behind it."""
+    return [
         (
             "cold start",
             f"~{cold_start.total_seconds / 60:.1f} min via {cold_start.path} (download {cold_start.download_seconds:.0f} s, load {cold_start.load_seconds:.0f} s, engine {cold_start.engine_start_seconds:.0f} s)",
@@ -196,30 +220,26 @@ def plan_as_table(
         *_decode_rows(plan, cost, catalog),
         ("prices", cost.price_source),
     ]
+
+
+#: Labels of the published effects, no wider than the table's others.
+_EFFECT_LABELS = {
+    "tiered_kv_cache_and_intelligent_routing": "cache+routing",
+    "prefill_decode_disaggregation": "P/D effect",
+}
+
+
+def _choice_rows(plan: Plan) -> list[tuple[str, str]]:
+    """The targets, the disaggregation advice and what AWS publishes about the features."""
+    rows = []
     if plan.targets is not None and plan.targets.any:
         shown = [f"{k} {v:g}" for k, v in plan.targets.as_dict().items() if v is not None]
         rows.append(("targets", ", ".join(shown)))
     if plan.disaggregation is not None:
         verdict = "pays" if plan.disaggregation.pays else "does not pay"
-        rows.append(
-            (
-                "disaggregate",
-                f"{verdict}: {plan.disaggregation.reason} ({plan.disaggregation.source})",
-            )
-        )
-    # Labels no wider than the others: the table's first column keeps its width.
-    labels = {
-        "tiered_kv_cache_and_intelligent_routing": "cache+routing",
-        "prefill_decode_disaggregation": "P/D effect",
-    }
-    rows += [(labels[e.feature], e.text()) for e in published_effects(plan)]
-    rows += [("warning", warning) for warning in plan.warnings]
-    width = max(len(label) for label, _ in rows)
-    text = "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
-    layouts = layouts_table(plan)
-    if layouts:
-        text += f"\n\nlayouts ({plan.objective}; * = chosen)\n{layouts}"
-    return text
+        reason = f"{plan.disaggregation.reason} ({plan.disaggregation.source})"
+        rows.append(("disaggregate", f"{verdict}: {reason}"))
+    return rows + [(_EFFECT_LABELS[e.feature], e.text()) for e in published_effects(plan)]
 
 
 def _replicas_text(plan: Plan) -> str:

@@ -30,7 +30,7 @@ KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 #: ``native`` is vLLM's own CPU offloading (``OffloadingConnector``), ``lmcache`` hands the
 #: blocks to a separately run LMCache server.
 KV_OFFLOADING_BACKENDS = ("native", "lmcache")
-#: Flags with a typed field, in the order they are rendered.
+#: Flags with a typed field (the field's name with ``_``), in the order they are rendered.
 TYPED_FLAGS = (
     "model",
     "served-model-name",
@@ -63,6 +63,13 @@ class VllmConfigError(ConfigurationError):
         super().__init__("VllmConfig", list(found))
 
 
+def _draft_length_problems(tokens: int) -> list[Problem]:
+    """vLLM drafts at least one token per step."""
+    if tokens < 1:
+        return [Problem("speculative.num_speculative_tokens", tokens, "must be at least 1")]
+    return []
+
+
 @dataclass(frozen=True)
 class MtpSpeculation:
     """Multi-token prediction with the model's own MTP layers (DeepSeek-V3, the reference MoE, ...)."""
@@ -74,15 +81,7 @@ class MtpSpeculation:
         return {"method": "mtp", "num_speculative_tokens": self.num_speculative_tokens}
 
     def problems(self) -> list[Problem]:
-        if self.num_speculative_tokens < 1:
-            return [
-                Problem(
-                    "speculative.num_speculative_tokens",
-                    self.num_speculative_tokens,
-                    "must be at least 1",
-                )
-            ]
-        return []
+        return _draft_length_problems(self.num_speculative_tokens)
 
 
 @dataclass(frozen=True)
@@ -110,15 +109,7 @@ class Eagle3Speculation:
                     "EAGLE-3 needs the draft model's location",
                 )
             )
-        if self.num_speculative_tokens < 1:
-            found.append(
-                Problem(
-                    "speculative.num_speculative_tokens",
-                    self.num_speculative_tokens,
-                    "must be at least 1",
-                )
-            )
-        return found
+        return found + _draft_length_problems(self.num_speculative_tokens)
 
 
 @dataclass(frozen=True)
@@ -139,15 +130,7 @@ class NgramSpeculation:
         }
 
     def problems(self) -> list[Problem]:
-        found: list[Problem] = []
-        if self.num_speculative_tokens < 1:
-            found.append(
-                Problem(
-                    "speculative.num_speculative_tokens",
-                    self.num_speculative_tokens,
-                    "must be at least 1",
-                )
-            )
+        found = _draft_length_problems(self.num_speculative_tokens)
         if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
             found.append(
                 Problem(
@@ -228,36 +211,21 @@ class VllmConfig:
             if self.enable_auto_tool_choice is not None
             else self.tool_call_parser is not None
         )
-        values: dict[str, FlagValue | None] = dict(
-            [
-                ("model", self.model),
-                ("served-model-name", self.served_model_name),
-                ("tensor-parallel-size", self.tensor_parallel_size),
-                ("pipeline-parallel-size", self.pipeline_parallel_size),
-                ("data-parallel-size", self.data_parallel_size),
-                ("enable-expert-parallel", self.enable_expert_parallel),
-                ("quantization", self.quantization),
-                (
-                    "speculative-config",
-                    _compact_json(self.speculative.to_json_dict()) if self.speculative else None,
-                ),
-                ("reasoning-parser", self.reasoning_parser),
-                ("enable-auto-tool-choice", auto_tool_choice),
-                ("tool-call-parser", self.tool_call_parser),
-                ("max-model-len", self.max_model_len),
-                ("max-num-seqs", self.max_num_seqs),
-                ("gpu-memory-utilization", self.gpu_memory_utilization),
-                ("kv-cache-dtype", self.kv_cache_dtype),
-                ("kv-offloading-size", self.kv_offloading_size),
-                ("kv-offloading-backend", self.kv_offloading_backend),
-                ("load-format", self.load_format),
-            ]
-        )
-        ordered = [(name, values[name]) for name in TYPED_FLAGS] + sorted(
-            _negated(name, value) for name, value in self.extra_flags.items()
-        )
+        derived: dict[str, FlagValue | None] = {
+            "speculative-config": (
+                _compact_json(self.speculative.to_json_dict()) if self.speculative else None
+            ),
+            "enable-auto-tool-choice": auto_tool_choice,
+        }
+        typed = [
+            (name, derived[name] if name in derived else getattr(self, name.replace("-", "_")))
+            for name in TYPED_FLAGS
+        ]
+        extra = sorted(_negated(name, value) for name, value in self.extra_flags.items())
         return [
-            (name, value) for name, value in ordered if value is not None and value is not False
+            (name, value)
+            for name, value in typed + extra
+            if value is not None and value is not False
         ]
 
     def to_args(self) -> list[str]:
