@@ -1,43 +1,11 @@
 """A ``ModelSpec`` from a local Hugging Face ``config.json`` (and optional safetensors index).
 
-Reads only local files (no network at plan time), and reads them strictly: every field the
-sizing needs is present, or the config is refused with one ``ModelConfigError`` naming every
-missing or invalid field. A field may be left out only where the architecture's own
-configuration class in Hugging Face transformers derives it from other fields or gives it a
-value that does not depend on the model's size (``FAMILIES``: e.g. ``LlamaConfig`` sets
-``num_key_value_heads = num_attention_heads`` and ``head_dim = hidden_size //
-num_attention_heads`` when they are absent, ``tie_word_embeddings = False``). The size
-constants those classes default to (``LlamaConfig.intermediate_size = 11008``,
-``MixtralConfig.num_local_experts = 8``, ...) describe the one reference checkpoint each class
-was written for (Llama-2-7B, Mixtral-8x7B), so applying them to another checkpoint is exactly
-the silent mis-sizing this refuses (a Llama-3.1-70B config without ``intermediate_size`` was
-planned at 26.4 instead of 131.4 GiB; a Mixtral config without ``num_local_experts`` as dense).
-Sources: huggingface/transformers ``src/transformers/models/<arch>/configuration_<arch>.py``.
-
-MoE fields per family (``FAMILIES``): Mixtral / gpt-oss (``num_local_experts``,
-``num_experts_per_tok`` or gpt-oss's ``experts_per_token``, experts of ``intermediate_size``),
-Qwen2-MoE / Qwen3-MoE (``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
-Qwen2-MoE's ``shared_expert_intermediate_size``, ``decoder_sparse_step``,
-``mlp_only_layers``), DeepSeek-V2/V3 and Kimi-K2 (``n_routed_experts``, ``n_shared_experts``,
-``moe_intermediate_size``, ``first_k_dense_replace``, ``moe_layer_freq``, MLA:
-``kv_lora_rank``, ``q_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
-``v_head_dim``), Llama-4 (``num_local_experts``, one shared expert, ``interleave_moe_layer_step``
-or ``moe_layers``, dense layers of ``intermediate_size_mlp``). MTP layers as
-``num_nextn_predict_layers``; multimodal configs through their ``text_config``.
-
-``quantization_config`` (or a ModelOpt ``hf_quant_config.json`` beside ``config.json``) is read
-into the weight format (``checkpoint_format``, ``quantization_format``); a method the planner
-has no format for is refused, naming the methods it knows.
-
-Parameter counts come from the architecture (SwiGLU MLPs: 3 matrices; biases and norms
-ignored, well under 0.1 %): embeddings + output head (unless tied) + per-layer attention +
-dense MLPs + routed and shared experts and routers + MTP layers. Active parameters count the
-``k`` routed experts per token and leave out the MTP layers. Embeddings and head are the
-``high_precision_params_b`` (quantized checkpoints keep them in BF16). With
-``model.safetensors.index.json``, the index's ``metadata.total_size`` (the checkpoint's exact
-bytes) replaces the architecture's total. Checked against published figures: the shipped
-``tests/data/deepseek-r1-config.json`` counts 683B total (DeepSeek: 671B + 14B MTP = 685B) and
-37.6B active (DeepSeek: 37B); Llama-3.1-70B's config counts 70.6B.
+Reads only local files, strictly: every field the sizing needs is present, or one
+``ModelConfigError`` names every missing or invalid field. A field may be left out only where
+the architecture's transformers config class derives it (``FAMILIES``); its size defaults
+describe one reference checkpoint and would silently mis-size another. Parameters are counted
+from the architecture (SwiGLU MLPs, experts, MLA, MTP layers). Why, per family, and the checks
+against published counts: docs/design/planner.md, "A model from a Hugging Face config.json".
 """
 
 from __future__ import annotations
@@ -190,11 +158,9 @@ FAMILIES["llama4"] = FAMILIES["llama4_text"]
 #: decoder family above that derives it.
 _GENERIC_DEFAULTS: Mapping[str, Any] = {"head_dim": "hidden/heads", "moe_layer_freq": 1}
 
-#: quantization_config.quant_method -> weight format. Names as vLLM spells its methods
-#: (vllm-project/vllm vllm/model_executor/layers/quantization/__init__.py,
-#: QUANTIZATION_METHODS: fp8, fbgemm_fp8, modelopt, modelopt_fp4, mxfp4, awq, awq_marlin,
-#: gptq, gptq_marlin, compressed-tensors, ...). ``compressed-tensors`` and ``modelopt`` name a
-#: family of schemes: read further in ``_quantization``. AWQ / GPTQ are 4-bit here (``bits``).
+#: quantization_config.quant_method -> weight format, in vLLM's names
+#: (vllm/model_executor/layers/quantization/__init__.py). ``compressed-tensors`` and
+#: ``modelopt`` name families of schemes: read further in ``_quantization``.
 QUANT_METHODS = {
     "fp8": "fp8",
     "fbgemm_fp8": "fp8",
@@ -379,9 +345,8 @@ def _quantization(
 def _compressed_tensors(quant: dict[str, Any], problems: Problems) -> str:
     """llm-compressor's ``config_groups.*.weights`` ({num_bits, type}) as a weight format.
 
-    ASSUMED from the llm-compressor / compressed-tensors schemes vLLM loads
-    (vllm/model_executor/layers/quantization/compressed_tensors): float 8-bit = FP8, float
-    4-bit in groups of 16 = NVFP4, int 4-bit = INT4 weight-only (W4A16).
+    ASSUMED from the schemes vLLM loads (vllm/model_executor/layers/quantization/
+    compressed_tensors): float 8-bit = FP8, float 4-bit = NVFP4, int 4-bit = INT4 (W4A16).
     """
     groups = quant.get("config_groups")
     found: set[str] = set()
@@ -417,10 +382,8 @@ def spec_fields(
 
     ``bytes_per_param`` maps weight formats to their storage cost (``weight_formats()``),
     handed in so this module needs nothing of ``models`` (which builds the spec).
-    ``weight_format``: the format the user will serve; refused when the config's
-    ``quantization_config`` says the checkpoint is stored in another (quantized) format - vLLM
-    loads a quantized checkpoint in its own format; only a BF16 checkpoint can be quantized
-    on load (``--quantization fp8``).
+    ``weight_format``: the format the user will serve; refused when the checkpoint is stored
+    quantized in another (vLLM serves a quantized checkpoint as stored).
     """
     path = Path(path)
     subject = f"model config {path}"
@@ -486,8 +449,7 @@ def _mlp_figures(r: _Reader, hidden: int, layers: int) -> dict[str, int]:
         return {"mlp": mlp, "moe_layers": moe_layers, "experts": experts, "top_k": top_k,
                 "expert": 3 * hidden * inter, "shared": 3 * hidden * inter}  # fmt: skip
     # deepseek: layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0
-    # (DeepSeek's reference modeling, as vllm-project/vllm vllm/model_executor/models/
-    # deepseek_v2.py DeepseekV2DecoderLayer applies it).
+    # (vllm/model_executor/models/deepseek_v2.py, DeepseekV2DecoderLayer).
     experts = r.count("n_routed_experts")
     top_k = r.count("num_experts_per_tok")
     inter = r.count("moe_intermediate_size")

@@ -1,17 +1,8 @@
 """``InstanceType``: an instance type name checked once, carrying what the library knows of it.
 
-One catalog of facts for every construct and the planner:
-
-* where SageMaker takes the type, from botocore's SageMaker service model (the enum of
-  ``InstancePool.InstanceType`` for endpoint variants, of
-  ``ClusterInstanceGroupSpecification.InstanceType`` for HyperPod instance groups; see
-  ``_cdk.service_limits``, which reads botocore's JSON and imports no CDK);
-* what it carries (GPUs, GPU memory, EFA devices, vCPUs, price), from the planner's
-  default catalog (``planning/data/instances.json``) when it has the type.
-
-A name neither botocore nor the catalog knows is refused at construction with the library's
-closest-match message. ``InstanceType`` is a ``str``: it renders, hashes and compares as the
-plain name, so a template is the same whichever of the two a user passes.
+Where SageMaker takes it comes from botocore's service model (``_cdk.service_limits``); what it
+carries from the planner's default catalog. It is a ``str``, so a template is the same whichever
+a user passes (docs/design/planner.md, "Instance types").
 """
 
 from __future__ import annotations
@@ -26,9 +17,7 @@ from .catalog import InstanceSpec, default_catalog
 
 __all__ = ["InstanceType"]
 
-#: Families with NVIDIA GPUs: the P and G accelerated-computing families (and Gr6, G6 with a
-#: higher memory ratio, NVIDIA L4) — aws.amazon.com/ec2/instance-types/ ("Accelerated
-#: Computing"); G4ad, with AMD GPUs, is not offered by SageMaker (botocore's enums).
+#: Families with NVIDIA GPUs: P, G and Gr6 (aws.amazon.com/ec2/instance-types/).
 _NVIDIA_FAMILY: Final = re.compile(r"^ml\.(?:p\d|g\d|gr6)")
 
 

@@ -264,7 +264,8 @@ class OperatingPoint:
 def operating_point(
     plan: Plan, batch: int, workload: Workload, catalog: Catalog | None = None
 ) -> OperatingPoint:
-    """TTFT, ITL, TPOT and tokens/s of ``plan`` at ``batch`` per engine (module docstring)."""
+    """TTFT, ITL, TPOT and tokens/s of ``plan`` at ``batch`` per engine:
+    ITL = step, TPOT = (cycle - TTFT) / (O - 1), cycle = O·step + B·prefill."""
     step = decode_step(plan, batch, workload.mean_context, catalog=catalog)
     prefill = prefill_seconds(plan, workload.input_tokens, catalog)
     cycle = workload.output_tokens * step.step_s + batch * prefill

@@ -198,7 +198,7 @@ class ModelSizing:
 
     The model and the weight format are checked when the sizing is made (a ``ConfigurationError``
     naming the closest presets or formats) and kept as typed values (``ModelSpec``,
-    ``WeightFormat``); positional use is unchanged: ``ModelSizing("gpt-oss-20b", "bf16")``.
+    ``WeightFormat``): ``ModelSizing("gpt-oss-20b", "bf16")``.
 
     :param model: a ``ModelSpec`` or the name of a preset.
     :param weight_format: the weight format the server loads: a ``WeightFormat`` or its name
@@ -221,8 +221,7 @@ class ModelSizing:
     kv_cache_dtype: str
     tensor_parallel_size: int | None
 
-    # The one place of the defaults (the fields above have none; ``dataclasses.replace`` and
-    # positional use go through here).
+    # The one place of the defaults (``dataclasses.replace`` goes through here too).
     def __init__(
         self,
         model: ModelSpec | str,
@@ -265,12 +264,9 @@ class ModelSizing:
         catalog: Catalog | None = None,
         single_instance: bool | None = None,
     ) -> Plan:
-        """Plan on ``instance_type``; ``single_instance`` defaults to ``max_nodes == 1`` (an
-        endpoint instance hosts a whole copy, so no multi-node alternative is suggested).
-
-        Objective ``MIN_GPUS``: a sizing is a promise that the model fits, and its users
-        (inference components' accelerator counts, pool capacities) need the fewest GPUs that
-        hold it; the layout a server runs comes from ``vllm.pool_strategy`` or ``plan()``."""
+        """The smallest layout on ``instance_type`` (objective ``MIN_GPUS``: a sizing promises
+        the model fits; its users count GPUs). ``single_instance`` defaults to
+        ``max_nodes == 1`` (an endpoint instance hosts a whole copy)."""
         return plan(
             self.model,
             self.weight_format,
@@ -336,11 +332,8 @@ def layout_across_nodes(model: ModelSpec, tensor_parallel: int, nodes: int) -> L
 
 def weight_bytes_per_gpu(model: ModelSpec, fmt: WeightFormat, layout: Layout) -> float:
     """One GPU's share of the weights: across nodes, the routed experts over every GPU of an
-    expert-parallel layout and the rest over one replica's GPUs (replicated in each
-    data-parallel rank). Within one node each engine is still counted with all the experts
-    over its own GPUs (conservative: crediting the node's other engines would make a MoE's
-    smallest single-node layout tensor 1 x data 8, a change to single-node serving this does
-    not make)."""
+    expert-parallel layout and the rest over one replica's GPUs. Within one node each engine
+    counts all the experts over its own GPUs (conservative: docs/design/planner.md, "Sizing")."""
     total = weight_bytes(model, fmt)
     if not layout.expert_parallel:
         return total / layout.gpus_per_replica

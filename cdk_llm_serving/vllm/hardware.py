@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import Problem
+from ..errors import Problem, Problems
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.instance_types import InstanceType
 from ..planning.models import ModelSpec, WeightFormat, weight_formats
@@ -62,13 +62,8 @@ def check_on_hardware(
         problems += _model_problems(config, spec)
     speculative = config.speculative
     if isinstance(speculative, Eagle3Speculation) and speculative.draft_model == config.model:
-        problems.append(
-            Problem(
-                "speculative.draft_model",
-                speculative.draft_model,
-                "the draft model must differ from the served model",
-            )
-        )
+        allowed = "the draft model must differ from the served model"
+        problems.append(Problem("speculative.draft_model", speculative.draft_model, allowed))
     # A format the caller has not checked yet gets no note (its own check names it).
     fmt = (
         weight_formats().get(str(weight_format))
@@ -85,24 +80,17 @@ def _layout_problems(config: VllmConfig, instance: InstanceSpec, nodes: int) -> 
     pp = config.pipeline_parallel_size or 1
     dp = config.data_parallel_size or 1
     gpus, used = instance.gpus * nodes, tp * pp * dp
-    found: list[Problem] = []
+    found = Problems("VllmConfig")
     if used > gpus or gpus % used:
-        found.append(
-            Problem(
-                "tensor_parallel_size x pipeline_parallel_size x data_parallel_size",
-                f"{tp} x {pp} x {dp} = {used}",
-                f"must divide the {gpus} GPUs of {nodes} x {instance.instance_type}",
-            )
+        found.add(
+            "tensor_parallel_size x pipeline_parallel_size x data_parallel_size",
+            f"{tp} x {pp} x {dp} = {used}",
+            f"must divide the {gpus} GPUs of {nodes} x {instance.instance_type}",
         )
     if tp > instance.gpus:
-        found.append(
-            Problem(
-                "tensor_parallel_size",
-                tp,
-                f"tensor parallelism stays within a node: at most {instance.gpus} on {instance.instance_type}",
-            )
-        )
-    return found
+        allowed = f"tensor parallelism stays within a node: at most {instance.gpus} on {instance.instance_type}"
+        found.add("tensor_parallel_size", tp, allowed)
+    return list(found.problems())
 
 
 def _model_problems(config: VllmConfig, spec: ModelSpec) -> list[Problem]:
@@ -143,13 +131,8 @@ def _flag_int(config: VllmConfig, name: str) -> int:
 
 
 def _parallel_refusals(config: VllmConfig) -> list[Problem]:
-    """Combinations vLLM's ``ParallelConfig`` refuses at start (so the pods would crash-loop).
-
-    vllm-project/vllm ``vllm/config/parallel.py``, ``ParallelConfig._validate_parallel_config``:
-    "data_parallel_size_local (...) must be <= data_parallel_size", "enable_expert_parallel
-    must be True to use EPLB", "PCP does not support data parallelism yet."; and
-    "Elastic EP is not supported with pipeline parallelism" (same file).
-    """
+    """Combinations vLLM's ``ParallelConfig`` refuses at start, so the pods would crash-loop
+    (``ParallelConfig._validate_parallel_config`` in vllm/config/parallel.py)."""
     dp = config.data_parallel_size or 1
     pp = config.pipeline_parallel_size or 1
     flags = config.extra_flags
@@ -184,16 +167,8 @@ def _parallel_refusals(config: VllmConfig) -> list[Problem]:
 
 
 def speculation_with_pipeline_note(config: VllmConfig) -> str | None:
-    """Why speculative decoding with pipeline parallelism > 1 may not start, or ``None``.
-
-    Not refused by vLLM's configuration, but unverified at run time: the V1 runner asserts one
-    sampled token per request when it passes tokens between pipeline stages with async
-    scheduling (vllm-project/vllm ``vllm/v1/worker/gpu_model_runner.py``,
-    ``_pp_broadcast_prev_sampled_token_ids``: "PP+async expects sampled_token_ids to have
-    shape [num_reqs, 1]"), and Model Runner V2's parity tracker (vllm-project/vllm#47172, per
-    the vLLM blog post on MRV2 becoming the default in v0.29) lists MTP with pipeline
-    parallelism as open work.
-    """
+    """Why speculative decoding with pipeline parallelism > 1 may not start, or ``None``: vLLM
+    accepts it, but it is unverified at run time (docs/design/vllm-config.md)."""
     if config.speculative is None or (config.pipeline_parallel_size or 1) <= 1:
         return None
     return (

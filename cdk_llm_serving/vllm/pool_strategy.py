@@ -1,25 +1,11 @@
 """Derive one vLLM configuration per instance pool from a single declaration.
 
-For each pool, in order: the first allowed weight format that the planner says fits
-one instance (full weights first, then the quantized copies the user supplied; for the
-``cost`` goal, the most compact copy first); the tensor-parallel size: the one the base
-configuration sets (the user's wins), else for the ``cost`` and ``throughput`` goals the
-planner's choice (``plan(objective=TOKENS_PER_DOLLAR)``: the most output tokens per dollar at
-the planner's default workload on one instance, ``planning.objective``), and for ``latency``
-tensor parallelism over all the type's GPUs (the largest size that divides the attention
-heads: each step over the most GPUs, the lowest inter-token latency); leftover GPUs become
-data-parallel engines; expert parallelism for MoE models on several GPUs; speculative
-decoding where the pool asks for throughput (MTP when the model has MTP layers, else the base
-config's method, else n-gram). Every copy's served name says what it is:
-``<base>-<format>-tp<N>[-<speculation>]``.
-
-A user's tensor-parallel size that serves fewer than half the tokens per dollar of the
-planner's choice is kept, with ``PoolVllmPlan.tensor_parallel_warning`` saying so; constructs
-add it as the ``cdk-llm-serving:tensorParallelCostsThroughput`` warning
-(``warn_tensor_parallel_cost``).
-
-``Goal`` is the library's one goal type (``planning.goals``, which says what each goal means
-here and in the recommendation pool file).
+Per pool: the first allowed weight format that fits one instance (for ``cost``, the most
+compact first); the configuration's tensor-parallel size, else all the GPUs for ``latency``,
+else the planner's choice; speculative decoding for ``throughput``; a served name
+``<base>-<format>-tp<N>[-<speculation>]``. A pinned size serving fewer than half the planner's
+tokens per dollar is kept with a warning (docs/design/vllm-config.md, "One configuration per
+pool"). ``Goal`` is the library's one goal type (``planning.goals``).
 """
 
 from __future__ import annotations
