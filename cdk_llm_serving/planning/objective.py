@@ -155,54 +155,26 @@ class Performance:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A layout that fits but is not the chosen one, with its performance and why it loses.
-
-    Its layout is its plan's (``nodes``, ``tensor_parallel``, ... read from ``plan``)."""
+    """A layout that fits but is not the chosen one (``plan``), its performance and why it
+    loses."""
 
     plan: Plan
     performance: Performance
     loses_because: str
 
     @property
-    def nodes(self) -> int:
-        return self.plan.nodes
-
-    @property
-    def tensor_parallel(self) -> int:
-        return self.plan.tensor_parallel
-
-    @property
-    def pipeline_parallel(self) -> int:
-        return self.plan.pipeline_parallel
-
-    @property
-    def data_parallel(self) -> int:
-        return self.plan.data_parallel
-
-    @property
-    def expert_parallel(self) -> bool:
-        return self.plan.expert_parallel
-
-    @property
-    def kv_cache_dtype(self) -> str:
-        return self.plan.kv_cache_dtype
-
-    @property
-    def gpus_per_replica(self) -> int:
-        return self.tensor_parallel * self.pipeline_parallel
-
-    @property
     def layout_text(self) -> str:
         return layout_text(self.plan)
 
     def as_dict(self) -> dict[str, object]:
+        plan = self.plan
         return {
-            "nodes": self.nodes,
-            "tensor_parallel_size": self.tensor_parallel,
-            "pipeline_parallel_size": self.pipeline_parallel,
-            "data_parallel_size": self.data_parallel,
-            "enable_expert_parallel": self.expert_parallel,
-            "kv_cache_dtype": self.kv_cache_dtype,
+            "nodes": plan.nodes,
+            "tensor_parallel_size": plan.tensor_parallel,
+            "pipeline_parallel_size": plan.pipeline_parallel,
+            "data_parallel_size": plan.data_parallel,
+            "enable_expert_parallel": plan.expert_parallel,
+            "kv_cache_dtype": plan.kv_cache_dtype,
             "performance": self.performance.as_dict(),
             "loses_because": self.loses_because,
         }

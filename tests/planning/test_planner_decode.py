@@ -44,7 +44,7 @@ def test_batch_one_reads_exactly_the_active_parameters():
 
 
 def test_reference_model_decode_counts_touched_experts_and_one_stage():
-    """Issue 16: at batch 32 one rank touches about half the routed experts; across 2 nodes the
+    """At batch 32 one rank touches about half the routed experts; across 2 nodes the
     model runs 2 data-parallel ranks whose 64 tokens touch about 3/4 of them, sharded over both
     nodes, so each rank's GPUs read half of that."""
     result = plan("reference-2.4t-a95b", "nvfp4", "ml.p6-b200.48xlarge", max_context=131072)
@@ -139,7 +139,7 @@ def test_all_to_all_across_nodes_spans_every_rank_over_efa():
 
 
 def test_routed_experts_turn_compute_bound_at_the_measured_grouped_gemm_share():
-    """Issue 28: Qwen3-235B-A22B FP8 on 4 x H200 at batch 1024 touches every expert; its
+    """Qwen3-235B-A22B FP8 on 4 x H200 at batch 1024 touches every expert; its
     routed experts' FLOPs then run at the measured grouped-GEMM share of FP8 peak (0.22 on
     H200, data/gpus.json), not the dense GEMMs' 40 %, and bound the expert part of the step."""
     result = plan("qwen3-235b-a22b", "fp8", "ml.p5en.48xlarge", tensor_parallel=4, max_context=2048)
@@ -161,7 +161,7 @@ def test_routed_experts_turn_compute_bound_at_the_measured_grouped_gemm_share():
 
 
 def test_tensor_parallel_all_reduce_grows_with_the_tensor_parallel_size():
-    """Issue 28: two all-reduces per layer of batch x hidden x 2 bytes; none at TP1, and the ring
+    """Two all-reduces per layer of batch x hidden x 2 bytes; none at TP1, and the ring
     moves 2 (tp-1)/tp of the message, so splitting 70B eight ways is no longer free."""
     steps = {
         tp: decode_step(
