@@ -14,15 +14,8 @@ from ..errors import ConfigurationError, Problems, check_choice
 GIB = 1024**3
 
 
-class UnknownInstanceTypeError(ConfigurationError, KeyError):
-    """An instance type the catalog has no spec for (``Catalog.get``).
-
-    Also a ``KeyError`` for one release, so code that caught the ``KeyError`` ``get`` raised
-    before keeps working; catch ``ConfigurationError`` (or test ``in catalog``) instead.
-    """
-
-    def __str__(self) -> str:  # ValueError's text, not KeyError's quoted repr
-        return Exception.__str__(self)
+class UnknownInstanceTypeError(ConfigurationError):
+    """An instance type the catalog has no spec for (``Catalog.get``)."""
 
 
 def load_data(name: str) -> dict[str, Any]:

@@ -42,6 +42,21 @@ MAX_BATCH = 1024
 DEFAULT_ITL_TARGET_MS = 50.0
 
 
+def _count(value: object) -> bool:
+    """An ``int`` of at least 1 (a ``bool`` is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def positive_number(value: object) -> bool:
+    """A finite ``int`` or ``float`` above 0 (a ``bool`` is not one)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
 @dataclass(frozen=True)
 class Workload:
     """Tokens per request: ``input_tokens`` of prompt, ``output_tokens`` generated; and the
@@ -58,21 +73,11 @@ class Workload:
     def __post_init__(self) -> None:
         problems = Problems("Workload")
         for name in ("input_tokens", "output_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                problems.add(name, value, "an integer of at least 1")
-        if self.concurrency is not None and (
-            isinstance(self.concurrency, bool)
-            or not isinstance(self.concurrency, int)
-            or self.concurrency < 1
-        ):
+            if not _count(getattr(self, name)):
+                problems.add(name, getattr(self, name), "an integer of at least 1")
+        if self.concurrency is not None and not _count(self.concurrency):
             problems.add("concurrency", self.concurrency, "an integer of at least 1, or None")
-        if self.request_rate is not None and (
-            isinstance(self.request_rate, bool)
-            or not isinstance(self.request_rate, int | float)
-            or not math.isfinite(self.request_rate)
-            or self.request_rate <= 0
-        ):
+        if self.request_rate is not None and not positive_number(self.request_rate):
             problems.add("request_rate", self.request_rate, "a positive number, or None")
         if self.concurrency is not None and self.request_rate is not None:
             problems.add(

@@ -30,7 +30,7 @@ class Family:
     ``defaults``: the fields its transformers config class fills in when absent, each as a
     value or a rule over other fields (``"heads"``: ``num_attention_heads``; ``"hidden/heads"``:
     ``hidden_size // num_attention_heads``). Every other field the sizing reads is required.
-    ``source``: the config class that says so.
+    ``source``: the config class that says so (under ``_HF`` unless it says otherwise).
     """
 
     name: str
@@ -39,115 +39,60 @@ class Family:
     defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
-_DERIVED_GQA = {"num_key_value_heads": "heads", "head_dim": "hidden/heads"}
+_UNTIED = {"tie_word_embeddings": False}
+_HEAD_DIM = {"head_dim": "hidden/heads"}
+_SPARSE = {"decoder_sparse_step": 1, "mlp_only_layers": [], **_UNTIED, **_HEAD_DIM}
+_DEEPSEEK = {"moe_layer_freq": 1, **_UNTIED, "num_nextn_predict_layers": 0}
+_QWEN_HEAD_DIM = "head_dim = hidden_size // num_attention_heads as the Qwen modeling files"
 
-#: model_type -> family. Defaults cited per class; families not listed are read with no
-#: defaults (every field required) except ``head_dim``, see ``_GENERIC``.
+#: model_type -> family (why each default, and each required field: docs/design/planner.md).
 FAMILIES: dict[str, Family] = {
     "llama": Family(
         "Llama",
         "dense",
-        f"{_HF}/llama/configuration_llama.py (LlamaConfig.__post_init__: num_key_value_heads "
-        "= num_attention_heads, head_dim = hidden_size // num_attention_heads; "
-        "tie_word_embeddings = False)",
-        {**_DERIVED_GQA, "tie_word_embeddings": False},
+        f"{_HF}/llama/configuration_llama.py (LlamaConfig.__post_init__)",
+        {"num_key_value_heads": "heads", **_HEAD_DIM, **_UNTIED},
     ),
     "mistral": Family(
-        "Mistral",
-        "dense",
-        f"{_HF}/mistral/configuration_mistral.py (head_dim = hidden_size // "
-        "num_attention_heads; tie_word_embeddings = False; num_key_value_heads defaults to the "
-        "constant 8 of Mistral-7B, so it is required)",
-        {"head_dim": "hidden/heads", "tie_word_embeddings": False},
+        "Mistral", "dense", f"{_HF}/mistral/configuration_mistral.py", {**_HEAD_DIM, **_UNTIED}
     ),
     "qwen2": Family(
         "Qwen2",
         "dense",
-        f"{_HF}/qwen2/configuration_qwen2.py (tie_word_embeddings = False; "
-        "num_key_value_heads defaults to the constant 32, so it is required). ASSUMED: "
-        "head_dim = hidden_size // num_attention_heads, the class defines no head_dim and the "
-        "Qwen modeling files compute it so (qwen3_moe/modeling_qwen3_moe.py)",
-        {"head_dim": "hidden/heads", "tie_word_embeddings": False},
+        f"{_HF}/qwen2/configuration_qwen2.py; ASSUMED: {_QWEN_HEAD_DIM}",
+        {**_HEAD_DIM, **_UNTIED},
     ),
-    "qwen3": Family(
-        "Qwen3",
-        "dense",
-        f"{_HF}/qwen3/configuration_qwen3.py (tie_word_embeddings = False; head_dim and "
-        "num_key_value_heads default to the constants 128 and 32, so they are required)",
-        {"tie_word_embeddings": False},
-    ),
+    "qwen3": Family("Qwen3", "dense", f"{_HF}/qwen3/configuration_qwen3.py", _UNTIED),
     "mixtral": Family(
-        "Mixtral",
-        "mixtral",
-        f"{_HF}/mixtral/configuration_mixtral.py (head_dim = hidden_size // "
-        "num_attention_heads when None; tie_word_embeddings = False; num_local_experts / "
-        "num_experts_per_tok / num_key_value_heads default to Mixtral-8x7B's 8 / 2 / 8, so "
-        "they are required)",
-        {"head_dim": "hidden/heads", "tie_word_embeddings": False},
+        "Mixtral", "mixtral", f"{_HF}/mixtral/configuration_mixtral.py", {**_HEAD_DIM, **_UNTIED}
     ),
-    "gpt_oss": Family(
-        "gpt-oss",
-        "mixtral",
-        f"{_HF}/gpt_oss/configuration_gpt_oss.py (tie_word_embeddings = False; experts of "
-        "intermediate_size; head_dim / num_local_experts default to gpt-oss-120b's constants, "
-        "so they are required)",
-        {"tie_word_embeddings": False},
-    ),
+    "gpt_oss": Family("gpt-oss", "mixtral", f"{_HF}/gpt_oss/configuration_gpt_oss.py", _UNTIED),
     "qwen2_moe": Family(
         "Qwen2-MoE",
         "qwen_moe",
-        f"{_HF}/qwen2_moe/configuration_qwen2_moe.py (decoder_sparse_step = 1, "
-        "mlp_only_layers = [], tie_word_embeddings = False; expert sizes and counts default to "
-        "Qwen1.5-MoE-A2.7B's, so they are required). ASSUMED: head_dim = hidden_size // "
-        "num_attention_heads as in the Qwen modeling files",
-        {
-            "decoder_sparse_step": 1,
-            "mlp_only_layers": [],
-            "tie_word_embeddings": False,
-            "head_dim": "hidden/heads",
-        },
+        f"{_HF}/qwen2_moe/configuration_qwen2_moe.py; ASSUMED: {_QWEN_HEAD_DIM}",
+        _SPARSE,
     ),
     "qwen3_moe": Family(
         "Qwen3-MoE",
         "qwen_moe",
-        f"{_HF}/qwen3_moe/configuration_qwen3_moe.py (decoder_sparse_step = 1, "
-        "mlp_only_layers = [], tie_word_embeddings = False; no shared expert) and "
-        "qwen3_moe/modeling_qwen3_moe.py (head_dim = hidden_size // num_attention_heads "
-        "when absent)",
-        {
-            "decoder_sparse_step": 1,
-            "mlp_only_layers": [],
-            "tie_word_embeddings": False,
-            "head_dim": "hidden/heads",
-        },
+        f"{_HF}/qwen3_moe/configuration_qwen3_moe.py and modeling_qwen3_moe.py",
+        _SPARSE,
     ),
     "deepseek_v2": Family(
-        "DeepSeek-V2",
-        "deepseek",
-        f"{_HF}/deepseek_v2/configuration_deepseek_v2.py (moe_layer_freq = 1, "
-        "tie_word_embeddings = False; expert counts, first_k_dense_replace and the MLA ranks "
-        "default to one checkpoint's, so they are required)",
-        {"moe_layer_freq": 1, "tie_word_embeddings": False, "num_nextn_predict_layers": 0},
+        "DeepSeek-V2", "deepseek", f"{_HF}/deepseek_v2/configuration_deepseek_v2.py", _DEEPSEEK
     ),
     "deepseek_v3": Family(
         "DeepSeek-V3",
         "deepseek",
-        f"{_HF}/deepseek_v3/configuration_deepseek_v3.py (tie_word_embeddings = False; expert "
-        "counts, first_k_dense_replace and the MLA ranks default to DeepSeek-V3's, so they are "
-        "required). moe_layer_freq = 1 as in DeepseekV2Config (V3's class has no such field: "
-        "every layer after the dense ones is MoE); num_nextn_predict_layers absent = no MTP "
-        "layers in the checkpoint",
-        {"moe_layer_freq": 1, "tie_word_embeddings": False, "num_nextn_predict_layers": 0},
+        f"{_HF}/deepseek_v3/configuration_deepseek_v3.py (moe_layer_freq: DeepseekV2Config's)",
+        _DEEPSEEK,
     ),
     "llama4_text": Family(
         "Llama-4",
         "llama4",
-        f"{_HF}/llama4/configuration_llama4.py (Llama4TextConfig: interleave_moe_layer_step = "
-        "1, moe_layers = every interleave_moe_layer_step-th layer, tie_word_embeddings = "
-        "False, one shared expert of intermediate_size per MoE layer; head_dim, "
-        "num_key_value_heads and expert counts default to Scout's constants, so they are "
-        "required)",
-        {"interleave_moe_layer_step": 1, "tie_word_embeddings": False},
+        f"{_HF}/llama4/configuration_llama4.py (Llama4TextConfig)",
+        {"interleave_moe_layer_step": 1, **_UNTIED},
     ),
 }
 FAMILIES["kimi_k2"] = FAMILIES["deepseek_v3"]  # Kimi-K2 ships DeepseekV3ForCausalLM

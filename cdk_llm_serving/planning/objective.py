@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import Problems
 from .catalog import GIB, Catalog, InstanceSpec
-from .decode import MAX_BATCH, DecodeStep, Workload, decode_step
+from .decode import MAX_BATCH, DecodeStep, Workload, decode_step, positive_number
 from .prefill import (
     disaggregation_for,
     max_num_batched_tokens,
@@ -46,6 +46,8 @@ NODE_TOLERANCE = 0.03
 #: Hopper 9.0, Blackwell 10.x). ASSUMED: not on Ampere, where attention dequantizes it
 #: (vLLM docs/features/quantization/quantized_kvcache.md).
 FP8_KV_MIN_CAPABILITY = (8, 9)
+#: The latency targets: field, label, unit, and the decimals a missed value is shown with.
+TARGETS = (("ttft_s", "TTFT", "s", 2), ("itl_ms", "ITL", "ms", 1), ("tpot_ms", "TPOT", "ms", 1))
 
 
 @dataclass(frozen=True)
@@ -65,12 +67,7 @@ class LatencyTargets:
         problems = Problems("LatencyTargets")
         for name in ("ttft_s", "itl_ms", "tpot_ms"):
             value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value <= 0
-            ):
+            if value is not None and not positive_number(value):
                 problems.add(name, value, "a positive number, or None for no target")
         problems.raise_if_any()
 
@@ -78,16 +75,21 @@ class LatencyTargets:
     def any(self) -> bool:
         return any(v is not None for v in (self.ttft_s, self.itl_ms, self.tpot_ms))
 
-    def misses(self, ttft_s: float, itl_ms: float, tpot_ms: float) -> tuple[str, ...]:
-        """The targets missed, as text (``TPOT 140 ms > 100 ms``)."""
-        missed = []
-        if self.ttft_s is not None and ttft_s > self.ttft_s:
-            missed.append(f"TTFT {ttft_s:.2f} s > {self.ttft_s:g} s")
-        if self.itl_ms is not None and itl_ms > self.itl_ms:
-            missed.append(f"ITL {itl_ms:.1f} ms > {self.itl_ms:g} ms")
-        if self.tpot_ms is not None and tpot_ms > self.tpot_ms:
-            missed.append(f"TPOT {tpot_ms:.1f} ms > {self.tpot_ms:g} ms")
-        return tuple(missed)
+    def missed(self, latency: OperatingPoint | Performance) -> list[tuple[str, str, str, int]]:
+        """The ``TARGETS`` that ``latency`` (a point or a performance) misses."""
+        return [
+            entry
+            for entry in TARGETS
+            if (target := getattr(self, entry[0])) is not None
+            and getattr(latency, entry[0]) > target
+        ]
+
+    def misses(self, latency: OperatingPoint | Performance) -> tuple[str, ...]:
+        """The targets missed, as text (``TPOT 140.0 ms > 100 ms``)."""
+        return tuple(
+            f"{label} {getattr(latency, name):.{digits}f} {unit} > {getattr(self, name):g} {unit}"
+            for name, label, unit, digits in self.missed(latency)
+        )
 
     def as_dict(self) -> dict[str, float | None]:
         return {"ttft_s": self.ttft_s, "itl_ms": self.itl_ms, "tpot_ms": self.tpot_ms}
@@ -279,30 +281,26 @@ def evaluate(
     """The largest batch meeting ``targets`` (bisection) and what the plan serves at it."""
     instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
     limit, limited_by = batch_limit(plan, workload, instance)
-
-    def misses(point: OperatingPoint) -> tuple[str, ...]:
-        return targets.misses(point.ttft_s, point.itl_ms, point.tpot_ms)
-
     best = operating_point(plan, limit, workload, catalog)
-    if misses(best):
+    if targets.misses(best):
         low = operating_point(plan, 1, workload, catalog)
-        if misses(low):
+        if targets.misses(low):
             best, limited_by = low, "targets (missed even at batch 1)"
         else:
             lo, hi = 1, limit  # lo meets, hi misses
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if misses(operating_point(plan, mid, workload, catalog)):
+                if targets.misses(operating_point(plan, mid, workload, catalog)):
                     hi = mid
                 else:
                     lo = mid
             best = operating_point(plan, lo, workload, catalog)
             limited_by = (
                 "targets ("
-                + "; ".join(misses(operating_point(plan, hi, workload, catalog)))
+                + "; ".join(targets.misses(operating_point(plan, hi, workload, catalog)))
                 + f" at batch {hi})"
             )
-    missed = misses(best)
+    missed = targets.misses(best)
     price = instance.price_per_hour * plan.nodes if instance.price_per_hour > 0 else None
     replicas = None
     if workload.request_rate is not None:
@@ -343,14 +341,8 @@ def _score(plan: Plan, perf: Performance) -> tuple[bool, float, int, bool, float
 
 def _closeness(targets: LatencyTargets, perf: Performance) -> float:
     """How far a missing layout is from its targets (worst ratio; lower is closer)."""
-    ratios = [1.0]
-    if targets.ttft_s is not None:
-        ratios.append(perf.ttft_s / targets.ttft_s)
-    if targets.itl_ms is not None:
-        ratios.append(perf.itl_ms / targets.itl_ms)
-    if targets.tpot_ms is not None:
-        ratios.append(perf.tpot_ms / targets.tpot_ms)
-    return max(ratios)
+    given = [(name, getattr(targets, name)) for name, *_ in TARGETS]
+    return max([1.0] + [getattr(perf, name) / t for name, t in given if t is not None])
 
 
 def fitted_layouts(
@@ -507,13 +499,11 @@ def _what_would_meet(plan: Plan, perf: Performance, search: _Search) -> str:
     other = _cheapest_other_type(plan, search)
     if other is not None:
         would.append(other)
-    relaxed = []
-    if targets.ttft_s is not None and perf.ttft_s > targets.ttft_s:
-        relaxed.append(f"TTFT {math.ceil(perf.ttft_s * 10) / 10:g} s")
-    if targets.itl_ms is not None and perf.itl_ms > targets.itl_ms:
-        relaxed.append(f"ITL {math.ceil(perf.itl_ms):g} ms")
-    if targets.tpot_ms is not None and perf.tpot_ms > targets.tpot_ms:
-        relaxed.append(f"TPOT {math.ceil(perf.tpot_ms):g} ms")
+    step = {"s": 10, "ms": 1}  # relaxed to the next tenth of a second, or millisecond
+    relaxed = [
+        f"{label} {math.ceil(getattr(perf, name) * step[unit]) / step[unit]:g} {unit}"
+        for name, label, unit, _ in targets.missed(perf)
+    ]
     if relaxed:
         would.append("relaxed targets of " + ", ".join(relaxed) + " (this layout at batch 1)")
     return (
