@@ -20,22 +20,11 @@ from .prefill import (
     prefill_seconds,
     time_to_first_token,
 )
-from .sizing import Objective, Plan, _candidate_layouts, _fit_layout, objective_of
+from .sizing import Objective, Plan, _candidate_layouts, _fit_layout
 
 if TYPE_CHECKING:
     from .models import ModelSpec, WeightFormat
     from .sizing import _Request
-
-__all__ = [
-    "Candidate",
-    "LatencyTargets",
-    "Objective",
-    "OperatingPoint",
-    "Performance",
-    "choose",
-    "objective_of",
-    "operating_point",
-]
 
 #: Candidates kept besides the chosen layout.
 CANDIDATES_SHOWN = 4

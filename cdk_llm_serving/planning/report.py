@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from .catalog import GIB, Catalog
@@ -44,17 +44,9 @@ def objective_as_dict(plan: Plan) -> dict[str, Any] | None:
     """The objective's choice, its rivals and the disaggregation advice, for ``--json``."""
     if plan.performance is None:
         return None
-    workload = plan.workload
     return {
         "objective": str(plan.objective),
-        "workload": None
-        if workload is None
-        else {
-            "input_tokens": workload.input_tokens,
-            "output_tokens": workload.output_tokens,
-            "concurrency": workload.concurrency,
-            "request_rate": workload.request_rate,
-        },
+        "workload": None if plan.workload is None else asdict(plan.workload),
         "targets": plan.targets.as_dict() if plan.targets else None,
         "performance": plan.performance.as_dict(),
         "candidates": [candidate.as_dict() for candidate in plan.candidates],

@@ -23,15 +23,6 @@ from ..planning.sizing import Plan, PlanningError, tensor_parallel_options
 from ..planning.sizing import plan as plan_layout
 from .config import MtpSpeculation, NgramSpeculation, Speculation, VllmConfig
 
-__all__ = [
-    "Goal",
-    "PoolVllmPlan",
-    "derive_pool_config",
-    "speculation_for",
-    "tensor_parallel_cost_warning",
-    "warn_tensor_parallel_cost",
-]
-
 
 @dataclass(frozen=True)
 class PoolVllmPlan:
