@@ -9,10 +9,9 @@ from .catalog import GIB, Catalog
 from .cold_start import ColdStart
 from .cost import CostEstimate
 from .decode_report import (
-    chosen_point,
     curve_text,
     decode_as_dict,
-    objective_curve,
+    decode_points,
     objective_curve_text,
     speculation_estimates,
     speculation_text,
@@ -245,22 +244,17 @@ def _replicas_text(plan: Plan) -> str:
 def _decode_rows(
     plan: Plan, cost: CostEstimate, catalog: Catalog | None = None
 ) -> list[tuple[str, str]]:
-    """The decode step and curve of the objective's model (``decode_report.objective_curve``):
-    the same numbers as ``plan.performance``; the ITL-target curve only without a choice."""
+    """The decode step and curve (``decode_report.decode_points``) and speculation's effect."""
     if cost.estimate is None:
         return []
-    estimate = cost.estimate
-    chosen = chosen_point(plan, catalog)
-    if chosen is not None:
-        step, curve = chosen.step, objective_curve_text(plan, objective_curve(plan, catalog))
+    step, points = decode_points(plan, cost.estimate, catalog)
+    if plan.performance is None:
+        curve = curve_text(cost.estimate)
     else:
-        step, curve = estimate.chosen.step, curve_text(estimate)
+        curve = objective_curve_text(plan, points)
+    speculation = speculation_text(speculation_estimates(plan, step.batch, step.context))
     return [
         ("decode step", step_arithmetic(plan, step)),
         ("curve", curve),
-        (
-            "speculative",
-            speculation_text(speculation_estimates(plan, step.batch, step.context))
-            + " (not in the cost above)",
-        ),
+        ("speculative", speculation + " (not in the cost above)"),
     ]

@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import ConfigurationError, Problem, Problems, check_fields
 from .registry import flag_problems, name_problems, registry
@@ -69,9 +69,6 @@ class MtpSpeculation:
     num_speculative_tokens: int = 1
     method: str = field(default="mtp", init=False)
 
-    def to_json_dict(self) -> dict[str, object]:
-        return {"method": "mtp", "num_speculative_tokens": self.num_speculative_tokens}
-
     def problems(self) -> list[Problem]:
         return _draft_length_problems(self.num_speculative_tokens)
 
@@ -83,13 +80,6 @@ class Eagle3Speculation:
     draft_model: str
     num_speculative_tokens: int = 3
     method: str = field(default="eagle3", init=False)
-
-    def to_json_dict(self) -> dict[str, object]:
-        return {
-            "method": "eagle3",
-            "model": self.draft_model,
-            "num_speculative_tokens": self.num_speculative_tokens,
-        }
 
     def problems(self) -> list[Problem]:
         found: list[Problem] = []
@@ -112,14 +102,6 @@ class NgramSpeculation:
     prompt_lookup_max: int = 4
     prompt_lookup_min: int = 1
     method: str = field(default="ngram", init=False)
-
-    def to_json_dict(self) -> dict[str, object]:
-        return {
-            "method": "ngram",
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "prompt_lookup_max": self.prompt_lookup_max,
-            "prompt_lookup_min": self.prompt_lookup_min,
-        }
 
     def problems(self) -> list[Problem]:
         found = _draft_length_problems(self.num_speculative_tokens)
@@ -199,9 +181,7 @@ class VllmConfig:
             else self.tool_call_parser is not None
         )
         derived: dict[str, FlagValue | None] = {
-            "speculative-config": (
-                _compact_json(self.speculative.to_json_dict()) if self.speculative else None
-            ),
+            "speculative-config": _speculative_config(self.speculative),
             "enable-auto-tool-choice": auto_tool_choice,
         }
         typed = [
@@ -322,8 +302,14 @@ def sagemaker_variable(flag: str) -> str:
     return "SM_VLLM_" + flag.upper().replace("-", "_")
 
 
-def _compact_json(value: Mapping[str, object]) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+def _speculative_config(speculative: Speculation | None) -> str | None:
+    """vLLM's ``--speculative-config`` JSON: the method's fields, its draft model as ``model``."""
+    if speculative is None:
+        return None
+    fields = asdict(speculative)
+    if "draft_model" in fields:
+        fields["model"] = fields.pop("draft_model")
+    return json.dumps(fields, separators=(",", ":"), sort_keys=True)
 
 
 def _render(value: FlagValue) -> str:
