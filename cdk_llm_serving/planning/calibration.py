@@ -1,8 +1,7 @@
 """Published throughput measurements and what the planner predicts for each (``data/measurements.json``).
 
-``predict`` plans the measured layout and evaluates the decode model at the measured batch;
-``predict_own_layout`` lets the planner choose its layout. Prediction / measurement must stay
-within the data file's ``factor`` either way (docs/design/planner.md, "Cost, cold start and calibration").
+Prediction / measurement stays within the data file's ``factor`` either way, for the measured
+layout (``predict``) and for the planner's own (``predict_own_layout``; docs/design/planner.md).
 """
 
 from __future__ import annotations

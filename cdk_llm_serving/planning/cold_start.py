@@ -1,7 +1,6 @@
 """How long a replica takes from "instance ready" to "serving", from weight bytes and loading path.
 
-Download and load bandwidths per path are in ``data/loading.json``; timeouts are the estimate
-times ``safety_factor``, never below ``minimum_timeout_seconds`` (docs/design/planner.md).
+Bandwidths per path: ``data/loading.json``; timeouts: the estimate x ``safety_factor``.
 """
 
 from __future__ import annotations

@@ -97,12 +97,8 @@ class Workload:
 
 @dataclass(frozen=True)
 class DecodeStep:
-    """One decode step of one replica at ``batch`` sequences of ``context`` tokens.
-
-    ``memory_s`` and ``compute_s`` are the step's totals (every byte at the stage bandwidth,
-    every FLOP at its efficiency); the step itself is the sum of the parts' rooflines
-    (``attention_s + dense_s + experts_s + all_reduce_s + all_to_all_s``).
-    """
+    """One decode step of one replica at ``batch`` sequences of ``context`` tokens: the step is
+    the sum of its parts' rooflines; ``memory_s`` and ``compute_s`` are totals, for the report."""
 
     batch: int
     context: int

@@ -1,11 +1,8 @@
 """A ``ModelSpec`` from a local Hugging Face ``config.json`` (and optional safetensors index).
 
-Reads only local files, strictly: every field the sizing needs is present, or one
-``ModelConfigError`` names every missing or invalid field. A field may be left out only where
-the architecture's transformers config class derives it (``FAMILIES``); its size defaults
-describe one reference checkpoint and would silently mis-size another. Parameters are counted
-from the architecture (SwiGLU MLPs, experts, MLA, MTP layers). Why, per family, and the checks
-against published counts: docs/design/planner.md, "A model from a Hugging Face config.json".
+Reads local files strictly: every field the sizing needs is present, or one
+``ModelConfigError`` names every problem. A field may be left out only where the family's
+transformers config class derives it (``FAMILIES``); why: docs/design/planner.md.
 """
 
 from __future__ import annotations
@@ -325,10 +322,8 @@ def spec_fields(
 ) -> dict[str, Any]:
     """``ModelSpec`` fields from ``config.json`` at ``path``; raises ``ModelConfigError``.
 
-    ``bytes_per_param`` maps weight formats to their storage cost (``weight_formats()``),
-    handed in so this module needs nothing of ``models`` (which builds the spec).
-    ``weight_format``: the format the user will serve; refused when the checkpoint is stored
-    quantized in another (vLLM serves a quantized checkpoint as stored).
+    ``bytes_per_param``: each weight format's storage cost (so this module needs no ``models``).
+    ``weight_format``: refused when the checkpoint is stored quantized in another format.
     """
     path = Path(path)
     subject = f"model config {path}"

@@ -110,25 +110,13 @@ class InstanceType(CheckedName):
 
     def check_hosting(self, problems: Problems, prop: str) -> bool:
         """Adds a problem unless an endpoint variant takes the type; returns whether it does."""
-        if self.sagemaker_hosting:
-            return True
-        check_choice(
-            problems,
-            prop,
-            self.name,
-            sorted(_known()[0]),
-            "SageMaker production-variant instance types",
-        )
-        return False
+        what = "SageMaker production-variant instance types"
+        return check_choice(problems, prop, self.name, sorted(_known()[0]), what)
 
     def check_hyperpod(self, problems: Problems, prop: str) -> bool:
         """Adds a problem unless a HyperPod instance group takes the type; returns whether it does."""
-        if self.hyperpod:
-            return True
-        check_choice(
-            problems, prop, self.name, sorted(_known()[1]), "HyperPod cluster instance types"
-        )
-        return False
+        what = "HyperPod cluster instance types"
+        return check_choice(problems, prop, self.name, sorted(_known()[1]), what)
 
 
 def _check_known(problems: Problems, prop: str, value: object) -> bool:

@@ -8,7 +8,7 @@ TTFT at a batch) and how layouts are ranked: docs/design/planner.md, "Objective"
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..errors import Problems
@@ -54,7 +54,7 @@ class LatencyTargets:
 
     def __post_init__(self) -> None:
         problems = Problems("LatencyTargets")
-        for name in ("ttft_s", "itl_ms", "tpot_ms"):
+        for name, *_ in TARGETS:
             value = getattr(self, name)
             if value is not None and not positive_number(value):
                 problems.add(name, value, "a positive number, or None for no target")
@@ -62,7 +62,7 @@ class LatencyTargets:
 
     @property
     def any(self) -> bool:
-        return any(v is not None for v in (self.ttft_s, self.itl_ms, self.tpot_ms))
+        return any(getattr(self, name) is not None for name, *_ in TARGETS)
 
     def missed(self, latency: OperatingPoint | Performance) -> list[tuple[str, str, str, int]]:
         """The ``TARGETS`` that ``latency`` (a point or a performance) misses."""
@@ -81,7 +81,7 @@ class LatencyTargets:
         )
 
     def as_dict(self) -> dict[str, float | None]:
-        return {"ttft_s": self.ttft_s, "itl_ms": self.itl_ms, "tpot_ms": self.tpot_ms}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

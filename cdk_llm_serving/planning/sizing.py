@@ -1,10 +1,8 @@
 """Will a model fit, on how many nodes, with which parallelism: the memory arithmetic.
 
-Per GPU, vLLM may use ``memory x gpu_memory_utilization``; less a fixed runtime reserve
-(``RUNTIME_RESERVE_GIB``) and the GPU's shard of the weights, the rest holds the KV cache. A
-layout fits when the weights fit and the KV cache holds ``concurrency`` sequences of
-``max_context`` tokens. The layouts tried, and how expert parallelism shards a MoE model's
-weights: docs/design/planner.md, "Sizing".
+Per GPU, ``memory x gpu_memory_utilization`` less a runtime reserve and the weights' shard holds
+the KV cache; a layout fits when it holds ``concurrency`` sequences of ``max_context`` tokens.
+The layouts tried: docs/design/planner.md, "Sizing".
 """
 
 from __future__ import annotations

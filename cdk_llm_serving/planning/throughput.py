@@ -1,10 +1,7 @@
 """The inter-token-latency curve of a plan over batch sizes, and the batch that meets a target.
 
-Each point is ``objective.operating_point`` (one engine holding ``batch`` requests of a
-``Workload``). Batches run in powers of two from 1 up to what the plan's KV cache holds at the
-workload's peak context, capped at ``decode.MAX_BATCH``. The chosen batch is the largest whose
-ITL meets the target; when even batch 1 misses it, batch 1 is chosen and ``meets_target`` is
-false.
+Points are ``objective.operating_point`` at powers of two up to what the KV cache holds (at
+most ``decode.MAX_BATCH``); the chosen batch is the largest meeting the target, else batch 1.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """How a multi-node vLLM replica starts inside a LeaderWorkerSet group.
 
-``native`` (default): every pod runs ``vllm serve``, workers ``--headless``; one data-parallel
-rank per node for MoE models (``data_parallel_size`` > 1), else pipeline stages. ``ray``: the
-leader starts a Ray head (pipeline layout only). LeaderWorkerSet gives every pod
-``LWS_LEADER_ADDRESS`` and ``LWS_WORKER_INDEX``; Kubernetes expands ``$(VAR)`` in ``args``
-(``$$`` escapes a ``$``). Sources: docs/design/vllm-config.md, "A multi-node replica".
+``native`` (default): every pod runs ``vllm serve`` (workers ``--headless``), one data-parallel
+rank per node or pipeline stages; ``ray``: a Ray head on the leader. Kubernetes expands
+``$(VAR)`` in ``args`` (``$$`` escapes a ``$``). docs/design/vllm-config.md says more.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Derive one vLLM configuration per instance pool from a single declaration.
-
-Per pool: the first allowed weight format that fits one instance (for ``cost``, the most
-compact first); the configuration's tensor-parallel size, else all the GPUs for ``latency``,
-else the planner's choice; speculative decoding for ``throughput``; a served name
-``<base>-<format>-tp<N>[-<speculation>]``. A pinned size serving fewer than half the planner's
-tokens per dollar is kept with a warning (docs/design/vllm-config.md, "One configuration per
-pool"). ``Goal`` is the library's one goal type (``planning.goals``).
+"""Derive one vLLM configuration per instance pool from a single declaration: the weight
+format, the layout, speculative decoding by ``Goal`` (``planning.goals``), and a served name
+that says which copy it is (docs/design/vllm-config.md, "One configuration per pool").
 """
 
 from __future__ import annotations
