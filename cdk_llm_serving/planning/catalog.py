@@ -40,12 +40,17 @@ class Gpu:
 
     def grouped_gemm_share(self, precision: str) -> float | None:
         """Measured share of dense peak for MoE expert GEMMs at ``precision``; ``None`` if absent."""
-        table = dict(self.grouped_gemm_efficiency)
-        return table.get(precision)
+        return dict(self.grouped_gemm_efficiency).get(precision)
 
     @property
     def memory_bytes(self) -> float:
         return self.memory_gib * GIB
+
+    @property
+    def large_batch_defaults(self) -> bool:
+        """Whether vLLM's OpenAI server takes its larger batch defaults here: at least 70 GiB,
+        not an A100 (``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py)."""
+        return self.memory_gib >= 70 and "a100" not in self.name.lower()
 
     def peak_flops(self, precision: str) -> float:
         """Dense tensor-core FLOP/s at ``precision`` (``bf16``, ``fp8``, ``fp4``); BF16 if absent."""

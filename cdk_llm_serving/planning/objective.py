@@ -185,12 +185,8 @@ def layout_text(plan: Plan) -> str:
 
 
 def default_max_num_seqs(instance: InstanceSpec) -> int:
-    """vLLM's default ``--max-num-seqs`` for the OpenAI server: 1024 on GPUs of at least 70 GiB
-    other than A100, else 256 (``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py,
-    https://github.com/vllm-project/vllm)."""
-    if instance.gpu.memory_gib >= 70 and "a100" not in instance.gpu.name.lower():
-        return MAX_BATCH
-    return 256
+    """vLLM's default ``--max-num-seqs`` for the OpenAI server (``Gpu.large_batch_defaults``)."""
+    return MAX_BATCH if instance.gpu.large_batch_defaults else 256
 
 
 def kv_dtypes_for(instance: InstanceSpec) -> tuple[str, ...]:

@@ -47,11 +47,8 @@ def prefill_seconds(plan: Plan, input_tokens: int, catalog: Catalog | None = Non
 
 
 def max_num_batched_tokens(instance: InstanceSpec) -> int:
-    """vLLM's default token budget per step for the OpenAI server: 8192 on
-    GPUs of at least 70 GiB other than A100, else 2048 (vllm/engine/arg_utils.py)."""
-    if instance.gpu.memory_gib >= 70 and "a100" not in instance.gpu.name.lower():
-        return 8192
-    return 2048
+    """vLLM's default token budget per step for the OpenAI server (``Gpu.large_batch_defaults``)."""
+    return 8192 if instance.gpu.large_batch_defaults else 2048
 
 
 def time_to_first_token(

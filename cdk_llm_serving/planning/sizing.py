@@ -194,9 +194,8 @@ class Plan:
 class ModelSizing:
     """What a deployment promises about a model, so constructs can check it fits.
 
-    The model and the weight format are checked when the sizing is made (a ``ConfigurationError``
-    naming the closest presets or formats) and kept as typed values (``ModelSpec``,
-    ``WeightFormat``): ``ModelSizing("gpt-oss-20b", "bf16")``.
+    The model and the weight format are checked when it is made (the closest names on a typo)
+    and kept as typed values: ``ModelSizing("gpt-oss-20b", "bf16")``.
 
     :param model: a ``ModelSpec`` or the name of a preset.
     :param weight_format: the weight format the server loads: a ``WeightFormat`` or its name

@@ -135,9 +135,8 @@ class VllmConfig:
     :param enable_auto_tool_choice: let the model decide to call tools. Default: on when a
         ``tool_call_parser`` is set (it needs one).
     :param max_model_len: longest context.
-    :param max_num_seqs: most sequences one engine batches (vLLM's ``--max-num-seqs``; its
-        default depends on the GPU: ``EngineArgs`` batch defaults in vllm/engine/arg_utils.py).
-        ``VllmMultiNodeService`` sets the planner's chosen batch when this is ``None``.
+    :param max_num_seqs: most sequences one engine batches (``--max-num-seqs``). Default:
+        vLLM's, by GPU (``VllmMultiNodeService`` sets the planner's chosen batch).
     :param gpu_memory_utilization: vLLM's share of GPU memory, in (0, 1].
     :param kv_cache_dtype: ``auto`` or an FP8 type.
     :param kv_offloading_size: GiB of host memory for vLLM's KV-cache offloading

@@ -94,8 +94,10 @@ def _data_parallel_flags() -> list[str]:
     ]
 
 
-def _pipeline_flags(rank: str) -> list[str]:
+def _pipeline_flags(rank: str, nodes: int) -> list[str]:
     return [
+        "--nnodes",
+        str(nodes),
         "--node-rank",
         rank,
         "--master-addr",
@@ -113,36 +115,19 @@ def leader_command(config: VllmConfig, nodes: int, startup: Startup = "native") 
     if is_data_parallel(config, nodes):
         return PodCommand(["vllm"], [*serve, *_data_parallel_flags()])
     if startup == "native":
-        return PodCommand(["vllm"], [*serve, "--nnodes", str(nodes), *_pipeline_flags("0")])
+        return PodCommand(["vllm"], [*serve, *_pipeline_flags("0", nodes)])
     script = f"ray start --head --port={RAY_PORT} && exec vllm {shlex.join([*serve, '--distributed-executor-backend', 'ray'])}"
     return PodCommand(["/bin/sh", "-c"], [script])
 
 
 def worker_command(config: VllmConfig, nodes: int, startup: Startup = "native") -> PodCommand:
     _check(config, nodes, startup)
-    serve = ["serve", *config.to_args()]
+    serve, rank = ["serve", *config.to_args()], "$(LWS_WORKER_INDEX)"
     if is_data_parallel(config, nodes):
-        return PodCommand(
-            ["vllm"],
-            [
-                *serve,
-                *_data_parallel_flags(),
-                "--data-parallel-start-rank",
-                "$(LWS_WORKER_INDEX)",
-                "--headless",
-            ],
-        )
+        start = ["--data-parallel-start-rank", rank]
+        return PodCommand(["vllm"], [*serve, *_data_parallel_flags(), *start, "--headless"])
     if startup == "native":
-        return PodCommand(
-            ["vllm"],
-            [
-                *serve,
-                "--nnodes",
-                str(nodes),
-                *_pipeline_flags("$(LWS_WORKER_INDEX)"),
-                "--headless",
-            ],
-        )
+        return PodCommand(["vllm"], [*serve, *_pipeline_flags(rank, nodes), "--headless"])
     return PodCommand(
         ["/bin/sh", "-c"], [f"exec ray start --address=$(LWS_LEADER_ADDRESS):{RAY_PORT} --block"]
     )
