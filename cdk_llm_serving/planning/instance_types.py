@@ -66,8 +66,6 @@ class InstanceType(CheckedName):
     def _check(cls, problems: Problems, prop: str, value: object) -> bool:
         return _check_known(problems, prop, value)
 
-    # -- facts ------------------------------------------------------------------------
-
     @property
     def family(self) -> str:
         """``p5`` of ``ml.p5.48xlarge``."""
@@ -105,8 +103,6 @@ class InstanceType(CheckedName):
     def nvidia_gpu(self) -> bool:
         """Whether the type carries NVIDIA GPUs (so it runs CUDA images)."""
         return bool(_NVIDIA_FAMILY.match(self))
-
-    # -- where it may be used ------------------------------------------------------------
 
     def check_hosting(self, problems: Problems, prop: str) -> bool:
         """Adds a problem unless an endpoint variant takes the type; returns whether it does."""

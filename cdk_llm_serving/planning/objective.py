@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..errors import Problems
+from . import sizing
 from .catalog import GIB, Catalog, InstanceSpec
 from .decode import MAX_BATCH, DecodeStep, Workload, decode_step, positive_number
 from .prefill import (
@@ -146,8 +147,7 @@ class Performance:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A layout that fits but is not the chosen one (``plan``), its performance and why it
-    loses."""
+    """A layout that fits but is not chosen (``plan``), its performance and why it loses."""
 
     plan: Plan
     performance: Performance
@@ -511,3 +511,6 @@ def _cheapest_other_type(plan: Plan, search: _Search) -> str | None:
         return None
     usd, name, fitted = min(others, key=lambda item: item[0])
     return f"{name} ({layout_text(fitted)}, ${usd:,.2f} per million output tokens)"
+
+
+sizing._CHOOSE = choose  # plan() searches through this (sizing cannot import this module)

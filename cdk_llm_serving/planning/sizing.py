@@ -8,18 +8,15 @@ The layouts tried: docs/design/planner.md, "Sizing".
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigurationError, Problem
 from .catalog import GIB, Catalog, InstanceSpec, default_catalog
 from .instance_types import InstanceType
 from .models import ModelSpec, WeightFormat, preset, presets, weight_format, weight_formats
 from .moe import routed_expert_bytes
-
-if TYPE_CHECKING:
-    from .decode import Workload
-    from .objective import LatencyTargets
 
 
 class Objective(enum.Enum):
@@ -47,6 +44,8 @@ def objective_of(value: Objective | str) -> Objective:
     )
 
 
+#: The objective search, set when ``objective`` loads (it builds on this module).
+_CHOOSE: Callable[..., Plan] | None = None
 #: GiB per GPU kept out of the KV cache for the CUDA context, activations and CUDA graphs.
 RUNTIME_RESERVE_GIB = 2.0
 #: Most nodes a plan may span.
@@ -386,8 +385,8 @@ def plan(
     tensor_parallel: int | None = None,
     single_instance: bool = False,
     require_efa: bool = True,
-    workload: Workload | None = None,
-    targets: LatencyTargets | None = None,
+    workload: Any = None,
+    targets: Any = None,
     objective: Objective | str | None = None,
 ) -> Plan:
     """The layout of ``model`` in ``weight_format`` on ``instance_type`` the objective picks;
@@ -404,13 +403,11 @@ def plan(
     :param tensor_parallel: a divisor of the heads, at most the node's GPUs. Default: searched.
     :param single_instance: one copy per instance (a SageMaker endpoint). Default: False.
     :param require_efa: layouts across nodes only with EFA. Default: True.
-    :param workload: the requests served. Default: ``Workload()``, on the fewest nodes.
+    :param workload: the requests served (``Workload``). Default: ``Workload()``, fewest nodes.
     :param targets: the ``LatencyTargets`` to meet. Default: none.
     :param objective: ``TOKENS_PER_DOLLAR`` (default) or ``MIN_GPUS`` (the smallest layout
         that fits); how each searches: ``objective.py``, docs/design/planner.md.
     """
-    from .objective import choose  # objective.py builds on this module
-
     chosen = Objective.TOKENS_PER_DOLLAR if objective is None else objective_of(objective)
     spec, fmt = ModelSpec.of(model), WeightFormat.of(weight_format)
     catalog = catalog or default_catalog()
@@ -429,7 +426,8 @@ def plan(
         require_efa,
     )
     smallest = _smallest_fit(spec, fmt, instance, request, catalog)
-    return choose(smallest, request, workload, targets, chosen, kv_cache_dtype is None, catalog)
+    assert _CHOOSE is not None, "planning.objective sets the search when it loads"
+    return _CHOOSE(smallest, request, workload, targets, chosen, kv_cache_dtype is None, catalog)
 
 
 def _smallest_fit(

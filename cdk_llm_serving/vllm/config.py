@@ -170,8 +170,6 @@ class VllmConfig:
     load_format: str | None = None
     extra_flags: Mapping[str, FlagValue] = field(default_factory=dict)
 
-    # -- the one mapping --------------------------------------------------------------
-
     def server_flags(self) -> list[tuple[str, FlagValue]]:
         """``(flag, value)`` pairs in a fixed order; ``True`` means a bare flag."""
         auto_tool_choice = (
@@ -214,8 +212,6 @@ class VllmConfig:
             sagemaker_variable(name): ("true" if value is True else _render(value))
             for name, value in self.server_flags()
         }
-
-    # -- checks -----------------------------------------------------------------------
 
     def problems(self) -> list[Problem]:
         """Every problem of this configuration, each a ``Problem`` named by field (wrong

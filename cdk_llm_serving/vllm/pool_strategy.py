@@ -21,8 +21,7 @@ from .config import MtpSpeculation, NgramSpeculation, Speculation, VllmConfig
 
 @dataclass(frozen=True)
 class PoolVllmPlan:
-    """What one pool runs: its instance type, the weight format chosen, the derived vLLM
-    configuration and the planner's layout."""
+    """What one pool runs: instance type, weight format, vLLM configuration, planned layout."""
 
     instance_type: str
     weight_format: str
