@@ -21,7 +21,8 @@ from .prefill import (
     prefill_seconds,
     time_to_first_token,
 )
-from .sizing import Objective, Plan, _candidate_layouts, _fit_layout
+from .sizing import Objective as Objective  # re-exported: the objective is chosen here
+from .sizing import Plan, _candidate_layouts, _fit_layout
 
 if TYPE_CHECKING:
     from .models import ModelSpec, WeightFormat
@@ -327,7 +328,8 @@ def _score(plan: Plan, perf: Performance) -> tuple[bool, float, int, bool, float
 def _closeness(targets: LatencyTargets, perf: Performance) -> float:
     """How far a missing layout is from its targets (worst ratio; lower is closer)."""
     given = [(name, getattr(targets, name)) for name, *_ in TARGETS]
-    return max([1.0] + [getattr(perf, name) / t for name, t in given if t is not None])
+    ratios: list[float] = [getattr(perf, name) / t for name, t in given if t is not None]
+    return max([1.0, *ratios])
 
 
 def fitted_layouts(
@@ -350,12 +352,11 @@ def fitted_layouts(
 
 @dataclass(frozen=True)
 class _Search:
-    """One ``plan()`` search: what must fit, for which workload, targets and objective."""
+    """One ``plan()`` search: what must fit, for which workload and targets."""
 
     request: _Request
     workload: Workload
     targets: LatencyTargets
-    objective: Objective
     #: Whether the KV-cache dtype is searched (``kv_dtypes_for``) or the request's.
     kv_open: bool
     catalog: Catalog
@@ -381,13 +382,12 @@ def choose(
         request,
         workload or Workload(),
         targets or LatencyTargets(),
-        objective,
         kv_open=kv_unset and workload is not None and objective is Objective.TOKENS_PER_DOLLAR,
         catalog=catalog,
     )
     ranked = _ranked(smallest, search, fewest_nodes=workload is None)
     if objective is Objective.MIN_GPUS:
-        plan, perf = _as_ranked(smallest, ranked, search)
+        plan, perf = _smallest_as_ranked(smallest, ranked, search)
     else:
         plan, perf = ranked[0]
     others = [item for item in ranked if item[0] is not plan][:CANDIDATES_SHOWN]
@@ -433,7 +433,7 @@ def _ranked(smallest: Plan, search: _Search, fewest_nodes: bool) -> list[tuple[P
     return ranked
 
 
-def _as_ranked(
+def _smallest_as_ranked(
     smallest: Plan, ranked: list[tuple[Plan, Performance]], search: _Search
 ) -> tuple[Plan, Performance]:
     """``MIN_GPUS``: the smallest layout as the search evaluated it."""
@@ -475,7 +475,8 @@ def _loses_because(
 def _what_would_meet(plan: Plan, perf: Performance, search: _Search) -> str:
     """Nothing meets the targets: what would (FP8 KV, another type, the relaxed targets)."""
     spec, fmt, instance = plan.model_spec, plan.format_spec, plan.instance_spec
-    targets, would = search.targets, []
+    targets = search.targets
+    would: list[str] = []
     fp8_untried = not search.kv_open and search.request.kv_dtype != "fp8"
     if fp8_untried and "fp8" in kv_dtypes_for(instance):
         fp8 = fitted_layouts(spec, fmt, instance, search.request, ("fp8",))

@@ -242,7 +242,9 @@ class VllmConfig:
             found.add("served_model_name", name, "must be a non-empty name without whitespace")
         found.extend(self.speculative.problems() if self.speculative else ())
         props = ("tool_call_parser", "reasoning_parser", "quantization")
-        found.extend(name_problems(*(getattr(self, prop) for prop in props), props))
+        found.extend(
+            name_problems(self.tool_call_parser, self.reasoning_parser, self.quantization, props)
+        )
         self._extra_flag_problems(found)
         return list(found.problems())
 

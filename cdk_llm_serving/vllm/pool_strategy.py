@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import Problems, check_choice, check_literal
 from ..planning.catalog import Catalog, default_catalog
-from ..planning.goals import Goal
+from ..planning.goals import Goal as Goal  # re-exported: the library's one goal type
 from ..planning.instance_types import InstanceType
 from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import Plan, PlanningError, tensor_parallel_options
