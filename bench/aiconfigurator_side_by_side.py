@@ -20,8 +20,7 @@ hands AIConfigurator the directory (its ``--model-path`` takes a local directory
 ``config.json``); AIConfigurator then reports ``quant_algo=fp8``.
 
 The planner's side calls ``cdk_llm_serving.planning.plan`` with a ``Workload`` and
-``LatencyTargets`` (issue 28's objective). Until that API is on the branch, the planner column
-says so and the AIConfigurator column still prints.
+``LatencyTargets`` (its tokens-per-dollar objective).
 
     python bench/aiconfigurator_side_by_side.py            # both sides, the recorded AIC results
     python bench/aiconfigurator_side_by_side.py --run      # run AIConfigurator now (needs its venv)
@@ -44,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "bench" / "aiconfigurator_cases.json"
 AIC_VENV = ROOT / ".venv" / "aiconfigurator"
 AIC_BIN = AIC_VENV / "bin" / "aiconfigurator"
-#: The planner should land within this factor of AIConfigurator's tokens/s per GPU (issue 28).
+#: The planner should land within this factor of AIConfigurator's tokens/s per GPU.
 TARGET_RATIO = 1.5
 
 
@@ -211,8 +210,8 @@ def recorded() -> dict[str, Any]:
 
 
 def planner_side(case: Case) -> dict[str, Any]:
-    """The planner's chosen layout at the case's workload and targets (issue 28's API)."""
-    from cdk_llm_serving.planning import LatencyTargets, Workload, plan  # type: ignore[attr-defined]
+    """The planner's chosen layout at the case's workload and targets."""
+    from cdk_llm_serving.planning import LatencyTargets, Workload, plan
 
     p = plan(
         case.model,
@@ -267,8 +266,6 @@ def report(data: dict[str, Any]) -> list[dict[str, Any]]:
         try:
             ours: dict[str, Any] | None = planner_side(case)
             why = ""
-        except ImportError as error:
-            ours, why = None, f"planner API not on this branch ({error})"
         except Exception as error:  # a refused plan is a result too
             ours, why = None, f"planner refused: {str(error).splitlines()[0]}"
         left = f"{aic['id']:26} {_layout(aic):16} {aic['batch']:>5} {aic['tokens_per_second_per_gpu']:>10.1f} | "

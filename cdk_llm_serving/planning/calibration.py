@@ -1,14 +1,7 @@
 """Published throughput measurements and what the planner predicts for each (``data/measurements.json``).
 
-Each measurement names a model preset, weight format, instance type, tensor-parallel size,
-KV-cache dtype, concurrency (or ``None`` for a maximum-load run), input/output tokens and the
-measured output tokens/s of one replica, with its source URL and date. ``predict`` plans the
-same layout and evaluates the decode model (``decode.py``) at that batch; the ratio
-prediction / measurement must stay within the data file's ``factor`` either way.
-
-``predict_own_layout`` lets the planner choose the layout (``plan(..., workload=)``, objective
-tokens per dollar on one node) at the measured workload; ``own_layout_ratios`` compares per GPU
-(the planner's layout may differ from the measured one).
+Prediction / measurement stays within the data file's ``factor`` either way, for the measured
+layout (``predict``) and for the planner's own (``predict_own_layout``; docs/design/planner.md).
 """
 
 from __future__ import annotations

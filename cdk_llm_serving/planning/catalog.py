@@ -14,15 +14,8 @@ from ..errors import ConfigurationError, Problems, check_choice
 GIB = 1024**3
 
 
-class UnknownInstanceTypeError(ConfigurationError, KeyError):
-    """An instance type the catalog has no spec for (``Catalog.get``).
-
-    Also a ``KeyError`` for one release, so code that caught the ``KeyError`` ``get`` raised
-    before keeps working; catch ``ConfigurationError`` (or test ``in catalog``) instead.
-    """
-
-    def __str__(self) -> str:  # ValueError's text, not KeyError's quoted repr
-        return Exception.__str__(self)
+class UnknownInstanceTypeError(ConfigurationError):
+    """An instance type the catalog has no spec for (``Catalog.get``)."""
 
 
 def load_data(name: str) -> dict[str, Any]:
@@ -47,12 +40,17 @@ class Gpu:
 
     def grouped_gemm_share(self, precision: str) -> float | None:
         """Measured share of dense peak for MoE expert GEMMs at ``precision``; ``None`` if absent."""
-        table = dict(self.grouped_gemm_efficiency)
-        return table.get(precision)
+        return dict(self.grouped_gemm_efficiency).get(precision)
 
     @property
     def memory_bytes(self) -> float:
         return self.memory_gib * GIB
+
+    @property
+    def large_batch_defaults(self) -> bool:
+        """Whether vLLM's OpenAI server takes its larger batch defaults here: at least 70 GiB,
+        not an A100 (``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py)."""
+        return self.memory_gib >= 70 and "a100" not in self.name.lower()
 
     def peak_flops(self, precision: str) -> float:
         """Dense tensor-core FLOP/s at ``precision`` (``bf16``, ``fp8``, ``fp4``); BF16 if absent."""

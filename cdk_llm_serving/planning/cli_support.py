@@ -11,8 +11,8 @@ from ..errors import ConfigurationError, Problems
 from .catalog import GIB, Catalog, default_catalog
 from .decode import Workload
 from .models import ModelSpec
-from .objective import LatencyTargets, Objective, objective_of
-from .sizing import PlanningError
+from .objective import LatencyTargets
+from .sizing import Objective, PlanningError, objective_of
 
 
 def positive_int(text: str) -> int:

@@ -1,11 +1,6 @@
 """How long a replica takes from "instance ready" to "serving", from weight bytes and loading path.
 
-Each path has a download bandwidth (to local disk, if the path downloads first) and a
-load bandwidth (into GPU memory), per instance, in ``data/loading.json``. A node of a
-multi-node replica loads only its shard, except on SageMaker's download path, which
-copies the whole prefix to every instance. ``engine_start_seconds`` covers CUDA
-context, NCCL set-up, KV-cache allocation and CUDA-graph capture. Timeouts are the
-estimate times ``safety_factor``, never below ``minimum_timeout_seconds``.
+Bandwidths per path: ``data/loading.json``; timeouts: the estimate x ``safety_factor``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""What a deployment costs per hour and per million output tokens.
-
-Throughput, when not measured, comes from ``throughput.estimate_throughput``: the decode
-model of ``decode.py`` (dense weights once, the routed experts a batch touches, KV reads,
-one pipeline stage's bandwidth at a time, compute and all-to-all bounds, prefill), at the
-largest batch that meets an inter-token-latency target and fits the plan's KV cache::
+"""What a deployment costs per hour and per million output tokens::
 
     $ per M tokens = fleet $ per hour / (tokens_per_s x 3600) x 1e6
 
-Give ``batch`` and ``context_tokens`` to price a fixed decode batch instead (decode only, no
-prefill), or ``output_tokens_per_second`` to use a measurement.
+Throughput comes from a measurement (``output_tokens_per_second``), a fixed decode batch
+(``batch``, no prefill) or the inter-token-latency curve (``throughput.estimate_throughput``).
 """
 
 from __future__ import annotations

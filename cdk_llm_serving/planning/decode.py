@@ -1,67 +1,13 @@
 """Decode speed of one replica: what a step reads, computes and sends, and how long it takes.
 
-Per decode step of a batch of ``B`` sequences, each with ``C`` tokens of context:
+The step is the sum of its parts, each its own roofline (a layer's kernels run one after
+another)::
 
-- **memory**: the dense weights once, the routed experts the batch touches
-  (``moe.expected_distinct_experts``), and every sequence's KV cache. MLA's latent cache is
-  replicated on every tensor-parallel rank (each rank reads all of it); GQA's is split by KV
-  head. Pipeline stages run one after another for a given batch, so a step streams the
-  replica's bytes through the bandwidth of **one stage's** GPUs (``tensor_parallel`` GPUs),
-  not all the replica's GPUs at once::
+    step = KV read + max(dense weights read, dense GEMM FLOPs)
+         + max(touched experts read, expert grouped-GEMM FLOPs) + all-reduce + all-to-all
 
-      memory_s = (dense + touched experts + B·C·kv_bytes·kv_replication)
-                 / (tensor_parallel · GPU bandwidth · BANDWIDTH_EFFICIENCY)
-
-- **compute**: ``2 · params · tokens`` FLOPs at the weight format's tensor-core peak (FP4 /
-  FP8 when native, else BF16), one stage at a time. The dense GEMMs (attention projections,
-  shared experts, head) reach ``COMPUTE_EFFICIENCY`` of peak; the routed experts' grouped
-  GEMM reaches less: its many small per-expert GEMMs run at the GPU's measured
-  ``Gpu.grouped_gemm_efficiency`` (``data/gpus.json``, read from AIConfigurator's
-  silicon-measured vLLM fused-MoE table; ``COMPUTE_EFFICIENCY`` where not measured). At
-  large batch, as the tokens per expert grow, the experts turn from weight-read bound to
-  compute bound (AIConfigurator's table shows the switch near 1-2k tokens per step).
-- **all-reduce** (tensor parallelism): vLLM's row-parallel layers sum their partial outputs
-  over the tensor-parallel group after attention and after the MLP (``RowParallelLinear``
-  with ``reduce_results``, vllm/model_executor/layers/linear.py), two all-reduces per layer
-  (one in a MoE layer with expert parallelism, whose experts use the all-to-all below) of
-  ``tokens · hidden · 2 bytes``. A ring all-reduce moves ``2 (tp-1)/tp`` of the message per
-  GPU (NCCL's bus bandwidth, github.com/NVIDIA/nccl-tests doc/PERFORMANCE.md) over NVLink at
-  ``LINK_EFFICIENCY``, plus ``COLLECTIVE_LATENCY_S`` per call.
-- **all-to-all** (expert parallelism): each token's hidden state goes to its ``k`` experts
-  and back (``2 · k · hidden · 2 bytes`` per MoE layer), ``(ep-1)/ep`` of it off the GPU, over
-  NVLink (``Gpu.link_gb_per_s``) within a node or EFA (the instance's network bandwidth)
-  across nodes.
-
-With data parallelism and expert parallelism (``ep = tensor_parallel x data_parallel``; a
-MoE across nodes, or a node split into engines) the ranks step together through the MoE
-layers: the experts touched are those of all ``data_parallel x B`` tokens, sharded over all
-``ep`` GPUs, so a rank's GPUs read ``1/data_parallel`` of them (``DecodeStep.expert_bytes``
-is that share), and the all-to-all carries every rank's tokens.
-
-**The step is the sum of its parts**, each part its own roofline::
-
-    step = KV read (attention)
-         + max(dense weights read, dense GEMM FLOPs)
-         + max(touched experts read, expert grouped-GEMM FLOPs)
-         + all-reduce + all-to-all
-
-A layer's kernels run one after another (attention, then the GEMMs, then the collective), so
-their times add; overlapping them needs micro-batching the engine does not do by default.
-AIConfigurator models a step the same way, as the sum of its operations' latencies
-(``generation_ops`` in aic-core/src/aiconfigurator_core/sdk/models/moe.py and llama.py,
-summed in sdk/backends/base_backend.py; github.com/ai-dynamo/aiconfigurator).
-Inter-token latency (ITL) is the step. Prefill (``prefill.prefill_seconds``) is compute-bound
-plus its all-reduces. With continuous batching a replica holding ``B`` requests of ``I``
-input and ``O`` output tokens emits ``B·O`` tokens in ``O·step + B·prefill``.
-
-Not modelled: attention FLOPs over long contexts, sliding-window layers (KV read counted in
-full), kernel-launch and element-wise overheads, routing skew, overlap of pipeline
-micro-batches, and one engine release's kernel for one format on one GPU running far below
-the others (AIConfigurator measures vLLM 0.24's block-scaled FP8 projections on B200 at
-2.5 % of speed-of-light; ``bench/aiconfigurator_cases.json``'s Qwen3-235B B200 note). The
-two efficiencies are calibrated against published measurements (``calibration.py``); the
-grouped-GEMM shares and the collective latency are measured figures (``data/gpus.json``,
-``COLLECTIVE_LATENCY_S``).
+Bytes stream through one pipeline stage's GPUs at a time. The model, its sources and what it
+leaves out: docs/design/planner.md, "The decode step".
 """
 
 from __future__ import annotations
@@ -75,33 +21,40 @@ from .models import ModelSpec, WeightFormat
 from .moe import dense_params_b, dense_weight_bytes, expert_weight_bytes
 from .sizing import Plan
 
-#: Share of peak HBM bandwidth decode kernels reach. ASSUMED (no single published figure):
-#: chosen with ``COMPUTE_EFFICIENCY`` so the planner lands within ``measurements.json``'s
-#: factor of every recorded measurement (``tests/planning/test_planner_calibration.py``).
+#: Share of peak HBM bandwidth decode kernels reach. ASSUMED: calibrated with
+#: ``COMPUTE_EFFICIENCY`` against ``data/measurements.json`` (docs/design/planner.md).
 BANDWIDTH_EFFICIENCY = 0.5
 #: Share of dense tensor-core peak that batched decode and prefill GEMMs reach. ASSUMED,
 #: calibrated as ``BANDWIDTH_EFFICIENCY`` is.
 COMPUTE_EFFICIENCY = 0.4
 #: Bytes per activation value sent in the all-to-all and the all-reduce (BF16).
 ACTIVATION_BYTES = 2
-#: Share of the per-direction NVLink (or PCIe) bandwidth a ring all-reduce's bus bandwidth
-#: (github.com/NVIDIA/nccl-tests doc/PERFORMANCE.md defines the measure) reaches on large
-#: messages, and the all-to-all within a node. ASSUMED 0.8: AIConfigurator's measured vLLM
-#: all-reduce of its largest message on 8 H200s (custom_allreduce_perf.parquet, below) gives
-#: a bus bandwidth of 0.81 of 450 GB/s if its ``message_size`` counts BF16 values
-#: (UNCONFIRMED: the table does not name its unit).
+#: Share of NVLink bandwidth that ring all-reduces and the in-node all-to-all reach. ASSUMED
+#: from AIConfigurator's measured all-reduce (UNCONFIRMED unit: docs/design/planner.md).
 LINK_EFFICIENCY = 0.8
-#: Fixed cost of one tensor-parallel all-reduce: vLLM's custom all-reduce under CUDA graphs
-#: takes 4.4-4.7 us for messages up to 2 KiB on 2-8 H200s in AIConfigurator's measured table
-#: (aic-core/src/aiconfigurator_core/systems/data/h200_sxm/comm/vllm/0.24.0/
-#: custom_allreduce_perf.parquet, github.com/ai-dynamo/aiconfigurator, read 2026-12-02).
+#: Fixed cost of one tensor-parallel all-reduce: AIConfigurator's measured vLLM custom
+#: all-reduce on H200s (docs/design/planner.md, "The constants").
 COLLECTIVE_LATENCY_S = 4.5e-6
-#: Most sequences one engine runs at once: vLLM's default ``--max-num-seqs`` on GPUs with at
-#: least 70 GiB other than A100 (``EngineArgs`` batch defaults in vllm/engine/arg_utils.py,
-#: https://github.com/vllm-project/vllm); smaller GPUs and A100 default to 256.
+#: Most sequences one engine runs at once: vLLM's default ``--max-num-seqs`` on GPUs of at
+#: least 70 GiB other than A100 (vllm/engine/arg_utils.py); 256 on the others.
 MAX_BATCH = 1024
 #: Default inter-token-latency target for picking a batch: 50 ms = 20 tokens/s per user.
 DEFAULT_ITL_TARGET_MS = 50.0
+
+
+def _count(value: object) -> bool:
+    """An ``int`` of at least 1 (a ``bool`` is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def positive_number(value: object) -> bool:
+    """A finite ``int`` or ``float`` above 0 (a ``bool`` is not one)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
 
 
 @dataclass(frozen=True)
@@ -120,21 +73,11 @@ class Workload:
     def __post_init__(self) -> None:
         problems = Problems("Workload")
         for name in ("input_tokens", "output_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                problems.add(name, value, "an integer of at least 1")
-        if self.concurrency is not None and (
-            isinstance(self.concurrency, bool)
-            or not isinstance(self.concurrency, int)
-            or self.concurrency < 1
-        ):
+            if not _count(getattr(self, name)):
+                problems.add(name, getattr(self, name), "an integer of at least 1")
+        if self.concurrency is not None and not _count(self.concurrency):
             problems.add("concurrency", self.concurrency, "an integer of at least 1, or None")
-        if self.request_rate is not None and (
-            isinstance(self.request_rate, bool)
-            or not isinstance(self.request_rate, int | float)
-            or not math.isfinite(self.request_rate)
-            or self.request_rate <= 0
-        ):
+        if self.request_rate is not None and not positive_number(self.request_rate):
             problems.add("request_rate", self.request_rate, "a positive number, or None")
         if self.concurrency is not None and self.request_rate is not None:
             problems.add(
@@ -154,12 +97,8 @@ class Workload:
 
 @dataclass(frozen=True)
 class DecodeStep:
-    """One decode step of one replica at ``batch`` sequences of ``context`` tokens.
-
-    ``memory_s`` and ``compute_s`` are the step's totals (every byte at the stage bandwidth,
-    every FLOP at its efficiency); the step itself is the sum of the parts' rooflines
-    (``attention_s + dense_s + experts_s + all_reduce_s + all_to_all_s``, module docstring).
-    """
+    """One decode step of one replica at ``batch`` sequences of ``context`` tokens: the step is
+    the sum of its parts' rooflines; ``memory_s`` and ``compute_s`` are totals, for the report."""
 
     batch: int
     context: int
@@ -243,7 +182,8 @@ def all_to_all_seconds(plan: Plan, spec: ModelSpec, instance: InstanceSpec, toke
 
 
 def all_reduce_seconds(plan: Plan, spec: ModelSpec, instance: InstanceSpec, tokens: int) -> float:
-    """The tensor-parallel all-reduces of ``tokens`` tokens through every layer (module docstring)."""
+    """The tensor-parallel all-reduces of ``tokens`` tokens through every layer: two per layer
+    (one per MoE layer with expert parallelism), each a ring over NVLink plus a fixed cost."""
     tp = plan.tensor_parallel
     if tp <= 1:
         return 0.0

@@ -1,10 +1,5 @@
-"""The decode arithmetic of a plan as text and JSON: what a step reads, the curve, speculation.
-
-With an objective's choice (``plan.performance``) the rows come from the model behind it,
-``objective.operating_point``: the step at the chosen ``max_num_seqs`` and the curve of TTFT,
-ITL, TPOT and tokens/s over batches up to the plan's batch limit (``objective_curve``). Only a
-plan without one (never from ``plan()``, which always chooses) falls back to the ITL-target
-curve of ``throughput.estimate_throughput``, which is the same function at other batches.
+"""The decode arithmetic of a plan as text and JSON: what a step reads, the curve, speculation
+(``decode_points``: the objective's model, or the ITL-target curve of a plan without a choice).
 """
 
 from __future__ import annotations
@@ -41,6 +36,17 @@ def chosen_point(plan: Plan, catalog: Catalog | None = None) -> OperatingPoint |
         return None
     workload = plan.workload or Workload()
     return operating_point(plan, plan.performance.max_num_seqs, workload, catalog)
+
+
+def decode_points(
+    plan: Plan, estimate: ThroughputEstimate, catalog: Catalog | None = None
+) -> tuple[DecodeStep, tuple[OperatingPoint, ...]]:
+    """The step and curve a report shows: the objective's (``chosen_point``, ``objective_curve``:
+    the numbers of ``plan.performance``), or without a choice ``estimate``'s ITL-target curve."""
+    chosen = chosen_point(plan, catalog)
+    if chosen is None:
+        return estimate.chosen.step, estimate.curve
+    return chosen.step, objective_curve(plan, catalog)
 
 
 def objective_curve_text(plan: Plan, points: tuple[OperatingPoint, ...]) -> str:
@@ -80,7 +86,8 @@ def step_arithmetic(plan: Plan, step: DecodeStep) -> str:
 
 def curve_text(estimate: ThroughputEstimate) -> str:
     points = ", ".join(
-        f"{p.batch}: {p.itl_ms:,.1f} ms / {p.tokens_per_second:,.0f} tok/s" for p in estimate.curve
+        f"{p.batch}: {p.itl_ms:,.1f} ms / {p.replica_tokens_per_second:,.0f} tok/s"
+        for p in estimate.curve
     )
     return f"batch: ITL / replica tokens/s (prefill included) -> {points}"
 
@@ -132,14 +139,8 @@ def _point_dict(point: OperatingPoint) -> dict[str, Any]:
 def decode_as_dict(
     plan: Plan, estimate: ThroughputEstimate, catalog: Catalog | None = None
 ) -> dict[str, Any]:
-    """The step at the objective's batch and the objective's curve (``objective_curve``); the
-    ``itl_target_ms`` check is ``estimate``'s (the ``--itl-target-ms`` curve), same model."""
-    chosen = chosen_point(plan, catalog)
-    if chosen is not None:
-        step, points = chosen.step, objective_curve(plan, catalog)
-    else:
-        step, points = estimate.chosen.step, tuple(p.point for p in estimate.curve)
-    context = estimate.workload.mean_context if chosen is None else step.context
+    """``decode_points`` as JSON; the ``itl_target_ms`` check is ``estimate``'s."""
+    step, points = decode_points(plan, estimate, catalog)
     return {
         "workload": {"input_tokens": estimate.workload.input_tokens, "output_tokens": estimate.workload.output_tokens},
         "itl_target_ms": estimate.itl_target_ms,
@@ -151,6 +152,6 @@ def decode_as_dict(
         "speculative": [
             {"method": e.method.name, "draft_tokens": e.method.draft_tokens, "acceptance_rate": e.method.acceptance_rate,
              "speedup": round(e.speedup, 2), "itl_ms": round(e.itl_ms, 2), "source": e.method.source}
-            for e in speculation_estimates(plan, step.batch, context)
+            for e in speculation_estimates(plan, step.batch, step.context)
         ],
     }  # fmt: skip

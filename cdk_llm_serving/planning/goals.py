@@ -1,25 +1,8 @@
 """``Goal``: what a deployment is optimized for, one type for the whole library.
 
-The same three words mean the same aim wherever a goal is taken:
-
-* ``"cost"``: the lowest cost per token served;
-* ``"latency"``: the fastest answer to each request (time to first token, inter-token latency);
-* ``"throughput"``: the most tokens per second.
-
-Where each is used:
-
-* a SageMaker inference recommendation job (``ops.recommend``, ``recommend start --goal``) is
-  benchmarked for the goal's metric, and ``recommend to-pools`` orders the pools it found by
-  it (cheapest per million tokens first, lowest time to first token first, highest tokens per
-  second first); the pool file records it (``planning.pool_file``);
-* one pool's vLLM settings (``vllm.pool_strategy.derive_pool_config``, ``VllmPool.goal``), the
-  instance type being chosen already: ``latency`` keeps the first allowed weight format that
-  fits, without speculative decoding; ``throughput`` adds speculative decoding (MTP when the
-  model has MTP layers, else the base configuration's method, else n-gram); ``cost`` tries
-  the most compact allowed format first (formats the pool's GPUs run natively before those they
-  emulate), so more of the memory holds KV cache and one instance serves more requests at
-  once, without speculative decoding (its draft tokens spend GPU time a busy pool needs for
-  real ones).
+``cost``: the lowest cost per token served; ``latency``: the fastest answer to each request;
+``throughput``: the most tokens per second. What each means for a recommendation job and for
+one pool's vLLM settings: docs/design/planner.md, "Goals".
 """
 
 from __future__ import annotations

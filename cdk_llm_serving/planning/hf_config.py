@@ -1,43 +1,8 @@
 """A ``ModelSpec`` from a local Hugging Face ``config.json`` (and optional safetensors index).
 
-Reads only local files (no network at plan time), and reads them strictly: every field the
-sizing needs is present, or the config is refused with one ``ModelConfigError`` naming every
-missing or invalid field. A field may be left out only where the architecture's own
-configuration class in Hugging Face transformers derives it from other fields or gives it a
-value that does not depend on the model's size (``FAMILIES``: e.g. ``LlamaConfig`` sets
-``num_key_value_heads = num_attention_heads`` and ``head_dim = hidden_size //
-num_attention_heads`` when they are absent, ``tie_word_embeddings = False``). The size
-constants those classes default to (``LlamaConfig.intermediate_size = 11008``,
-``MixtralConfig.num_local_experts = 8``, ...) describe the one reference checkpoint each class
-was written for (Llama-2-7B, Mixtral-8x7B), so applying them to another checkpoint is exactly
-the silent mis-sizing this refuses (a Llama-3.1-70B config without ``intermediate_size`` was
-planned at 26.4 instead of 131.4 GiB; a Mixtral config without ``num_local_experts`` as dense).
-Sources: huggingface/transformers ``src/transformers/models/<arch>/configuration_<arch>.py``.
-
-MoE fields per family (``FAMILIES``): Mixtral / gpt-oss (``num_local_experts``,
-``num_experts_per_tok`` or gpt-oss's ``experts_per_token``, experts of ``intermediate_size``),
-Qwen2-MoE / Qwen3-MoE (``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
-Qwen2-MoE's ``shared_expert_intermediate_size``, ``decoder_sparse_step``,
-``mlp_only_layers``), DeepSeek-V2/V3 and Kimi-K2 (``n_routed_experts``, ``n_shared_experts``,
-``moe_intermediate_size``, ``first_k_dense_replace``, ``moe_layer_freq``, MLA:
-``kv_lora_rank``, ``q_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``,
-``v_head_dim``), Llama-4 (``num_local_experts``, one shared expert, ``interleave_moe_layer_step``
-or ``moe_layers``, dense layers of ``intermediate_size_mlp``). MTP layers as
-``num_nextn_predict_layers``; multimodal configs through their ``text_config``.
-
-``quantization_config`` (or a ModelOpt ``hf_quant_config.json`` beside ``config.json``) is read
-into the weight format (``checkpoint_format``, ``quantization_format``); a method the planner
-has no format for is refused, naming the methods it knows.
-
-Parameter counts come from the architecture (SwiGLU MLPs: 3 matrices; biases and norms
-ignored, well under 0.1 %): embeddings + output head (unless tied) + per-layer attention +
-dense MLPs + routed and shared experts and routers + MTP layers. Active parameters count the
-``k`` routed experts per token and leave out the MTP layers. Embeddings and head are the
-``high_precision_params_b`` (quantized checkpoints keep them in BF16). With
-``model.safetensors.index.json``, the index's ``metadata.total_size`` (the checkpoint's exact
-bytes) replaces the architecture's total. Checked against published figures: the shipped
-``tests/data/deepseek-r1-config.json`` counts 683B total (DeepSeek: 671B + 14B MTP = 685B) and
-37.6B active (DeepSeek: 37B); Llama-3.1-70B's config counts 70.6B.
+Reads local files strictly: every field the sizing needs is present, or one
+``ModelConfigError`` names every problem. A field may be left out only where the family's
+transformers config class derives it (``FAMILIES``); why: docs/design/planner.md.
 """
 
 from __future__ import annotations
@@ -62,7 +27,7 @@ class Family:
     ``defaults``: the fields its transformers config class fills in when absent, each as a
     value or a rule over other fields (``"heads"``: ``num_attention_heads``; ``"hidden/heads"``:
     ``hidden_size // num_attention_heads``). Every other field the sizing reads is required.
-    ``source``: the config class that says so.
+    ``source``: the config class that says so (under ``_HF`` unless it says otherwise).
     """
 
     name: str
@@ -71,115 +36,60 @@ class Family:
     defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
-_DERIVED_GQA = {"num_key_value_heads": "heads", "head_dim": "hidden/heads"}
+_UNTIED = {"tie_word_embeddings": False}
+_HEAD_DIM = {"head_dim": "hidden/heads"}
+_SPARSE = {"decoder_sparse_step": 1, "mlp_only_layers": [], **_UNTIED, **_HEAD_DIM}
+_DEEPSEEK = {"moe_layer_freq": 1, **_UNTIED, "num_nextn_predict_layers": 0}
+_QWEN_HEAD_DIM = "head_dim = hidden_size // num_attention_heads as the Qwen modeling files"
 
-#: model_type -> family. Defaults cited per class; families not listed are read with no
-#: defaults (every field required) except ``head_dim``, see ``_GENERIC``.
+#: model_type -> family (why each default, and each required field: docs/design/planner.md).
 FAMILIES: dict[str, Family] = {
     "llama": Family(
         "Llama",
         "dense",
-        f"{_HF}/llama/configuration_llama.py (LlamaConfig.__post_init__: num_key_value_heads "
-        "= num_attention_heads, head_dim = hidden_size // num_attention_heads; "
-        "tie_word_embeddings = False)",
-        {**_DERIVED_GQA, "tie_word_embeddings": False},
+        f"{_HF}/llama/configuration_llama.py (LlamaConfig.__post_init__)",
+        {"num_key_value_heads": "heads", **_HEAD_DIM, **_UNTIED},
     ),
     "mistral": Family(
-        "Mistral",
-        "dense",
-        f"{_HF}/mistral/configuration_mistral.py (head_dim = hidden_size // "
-        "num_attention_heads; tie_word_embeddings = False; num_key_value_heads defaults to the "
-        "constant 8 of Mistral-7B, so it is required)",
-        {"head_dim": "hidden/heads", "tie_word_embeddings": False},
+        "Mistral", "dense", f"{_HF}/mistral/configuration_mistral.py", {**_HEAD_DIM, **_UNTIED}
     ),
     "qwen2": Family(
         "Qwen2",
         "dense",
-        f"{_HF}/qwen2/configuration_qwen2.py (tie_word_embeddings = False; "
-        "num_key_value_heads defaults to the constant 32, so it is required). ASSUMED: "
-        "head_dim = hidden_size // num_attention_heads, the class defines no head_dim and the "
-        "Qwen modeling files compute it so (qwen3_moe/modeling_qwen3_moe.py)",
-        {"head_dim": "hidden/heads", "tie_word_embeddings": False},
+        f"{_HF}/qwen2/configuration_qwen2.py; ASSUMED: {_QWEN_HEAD_DIM}",
+        {**_HEAD_DIM, **_UNTIED},
     ),
-    "qwen3": Family(
-        "Qwen3",
-        "dense",
-        f"{_HF}/qwen3/configuration_qwen3.py (tie_word_embeddings = False; head_dim and "
-        "num_key_value_heads default to the constants 128 and 32, so they are required)",
-        {"tie_word_embeddings": False},
-    ),
+    "qwen3": Family("Qwen3", "dense", f"{_HF}/qwen3/configuration_qwen3.py", _UNTIED),
     "mixtral": Family(
-        "Mixtral",
-        "mixtral",
-        f"{_HF}/mixtral/configuration_mixtral.py (head_dim = hidden_size // "
-        "num_attention_heads when None; tie_word_embeddings = False; num_local_experts / "
-        "num_experts_per_tok / num_key_value_heads default to Mixtral-8x7B's 8 / 2 / 8, so "
-        "they are required)",
-        {"head_dim": "hidden/heads", "tie_word_embeddings": False},
+        "Mixtral", "mixtral", f"{_HF}/mixtral/configuration_mixtral.py", {**_HEAD_DIM, **_UNTIED}
     ),
-    "gpt_oss": Family(
-        "gpt-oss",
-        "mixtral",
-        f"{_HF}/gpt_oss/configuration_gpt_oss.py (tie_word_embeddings = False; experts of "
-        "intermediate_size; head_dim / num_local_experts default to gpt-oss-120b's constants, "
-        "so they are required)",
-        {"tie_word_embeddings": False},
-    ),
+    "gpt_oss": Family("gpt-oss", "mixtral", f"{_HF}/gpt_oss/configuration_gpt_oss.py", _UNTIED),
     "qwen2_moe": Family(
         "Qwen2-MoE",
         "qwen_moe",
-        f"{_HF}/qwen2_moe/configuration_qwen2_moe.py (decoder_sparse_step = 1, "
-        "mlp_only_layers = [], tie_word_embeddings = False; expert sizes and counts default to "
-        "Qwen1.5-MoE-A2.7B's, so they are required). ASSUMED: head_dim = hidden_size // "
-        "num_attention_heads as in the Qwen modeling files",
-        {
-            "decoder_sparse_step": 1,
-            "mlp_only_layers": [],
-            "tie_word_embeddings": False,
-            "head_dim": "hidden/heads",
-        },
+        f"{_HF}/qwen2_moe/configuration_qwen2_moe.py; ASSUMED: {_QWEN_HEAD_DIM}",
+        _SPARSE,
     ),
     "qwen3_moe": Family(
         "Qwen3-MoE",
         "qwen_moe",
-        f"{_HF}/qwen3_moe/configuration_qwen3_moe.py (decoder_sparse_step = 1, "
-        "mlp_only_layers = [], tie_word_embeddings = False; no shared expert) and "
-        "qwen3_moe/modeling_qwen3_moe.py (head_dim = hidden_size // num_attention_heads "
-        "when absent)",
-        {
-            "decoder_sparse_step": 1,
-            "mlp_only_layers": [],
-            "tie_word_embeddings": False,
-            "head_dim": "hidden/heads",
-        },
+        f"{_HF}/qwen3_moe/configuration_qwen3_moe.py and modeling_qwen3_moe.py",
+        _SPARSE,
     ),
     "deepseek_v2": Family(
-        "DeepSeek-V2",
-        "deepseek",
-        f"{_HF}/deepseek_v2/configuration_deepseek_v2.py (moe_layer_freq = 1, "
-        "tie_word_embeddings = False; expert counts, first_k_dense_replace and the MLA ranks "
-        "default to one checkpoint's, so they are required)",
-        {"moe_layer_freq": 1, "tie_word_embeddings": False, "num_nextn_predict_layers": 0},
+        "DeepSeek-V2", "deepseek", f"{_HF}/deepseek_v2/configuration_deepseek_v2.py", _DEEPSEEK
     ),
     "deepseek_v3": Family(
         "DeepSeek-V3",
         "deepseek",
-        f"{_HF}/deepseek_v3/configuration_deepseek_v3.py (tie_word_embeddings = False; expert "
-        "counts, first_k_dense_replace and the MLA ranks default to DeepSeek-V3's, so they are "
-        "required). moe_layer_freq = 1 as in DeepseekV2Config (V3's class has no such field: "
-        "every layer after the dense ones is MoE); num_nextn_predict_layers absent = no MTP "
-        "layers in the checkpoint",
-        {"moe_layer_freq": 1, "tie_word_embeddings": False, "num_nextn_predict_layers": 0},
+        f"{_HF}/deepseek_v3/configuration_deepseek_v3.py (moe_layer_freq: DeepseekV2Config's)",
+        _DEEPSEEK,
     ),
     "llama4_text": Family(
         "Llama-4",
         "llama4",
-        f"{_HF}/llama4/configuration_llama4.py (Llama4TextConfig: interleave_moe_layer_step = "
-        "1, moe_layers = every interleave_moe_layer_step-th layer, tie_word_embeddings = "
-        "False, one shared expert of intermediate_size per MoE layer; head_dim, "
-        "num_key_value_heads and expert counts default to Scout's constants, so they are "
-        "required)",
-        {"interleave_moe_layer_step": 1, "tie_word_embeddings": False},
+        f"{_HF}/llama4/configuration_llama4.py (Llama4TextConfig)",
+        {"interleave_moe_layer_step": 1, **_UNTIED},
     ),
 }
 FAMILIES["kimi_k2"] = FAMILIES["deepseek_v3"]  # Kimi-K2 ships DeepseekV3ForCausalLM
@@ -190,11 +100,9 @@ FAMILIES["llama4"] = FAMILIES["llama4_text"]
 #: decoder family above that derives it.
 _GENERIC_DEFAULTS: Mapping[str, Any] = {"head_dim": "hidden/heads", "moe_layer_freq": 1}
 
-#: quantization_config.quant_method -> weight format. Names as vLLM spells its methods
-#: (vllm-project/vllm vllm/model_executor/layers/quantization/__init__.py,
-#: QUANTIZATION_METHODS: fp8, fbgemm_fp8, modelopt, modelopt_fp4, mxfp4, awq, awq_marlin,
-#: gptq, gptq_marlin, compressed-tensors, ...). ``compressed-tensors`` and ``modelopt`` name a
-#: family of schemes: read further in ``_quantization``. AWQ / GPTQ are 4-bit here (``bits``).
+#: quantization_config.quant_method -> weight format, in vLLM's names
+#: (vllm/model_executor/layers/quantization/__init__.py). ``compressed-tensors`` and
+#: ``modelopt`` name families of schemes: read further in ``_quantization``.
 QUANT_METHODS = {
     "fp8": "fp8",
     "fbgemm_fp8": "fp8",
@@ -379,9 +287,8 @@ def _quantization(
 def _compressed_tensors(quant: dict[str, Any], problems: Problems) -> str:
     """llm-compressor's ``config_groups.*.weights`` ({num_bits, type}) as a weight format.
 
-    ASSUMED from the llm-compressor / compressed-tensors schemes vLLM loads
-    (vllm/model_executor/layers/quantization/compressed_tensors): float 8-bit = FP8, float
-    4-bit in groups of 16 = NVFP4, int 4-bit = INT4 weight-only (W4A16).
+    ASSUMED from the schemes vLLM loads (vllm/model_executor/layers/quantization/
+    compressed_tensors): float 8-bit = FP8, float 4-bit = NVFP4, int 4-bit = INT4 (W4A16).
     """
     groups = quant.get("config_groups")
     found: set[str] = set()
@@ -415,12 +322,8 @@ def spec_fields(
 ) -> dict[str, Any]:
     """``ModelSpec`` fields from ``config.json`` at ``path``; raises ``ModelConfigError``.
 
-    ``bytes_per_param`` maps weight formats to their storage cost (``weight_formats()``),
-    handed in so this module needs nothing of ``models`` (which builds the spec).
-    ``weight_format``: the format the user will serve; refused when the config's
-    ``quantization_config`` says the checkpoint is stored in another (quantized) format - vLLM
-    loads a quantized checkpoint in its own format; only a BF16 checkpoint can be quantized
-    on load (``--quantization fp8``).
+    ``bytes_per_param``: each weight format's storage cost (so this module needs no ``models``).
+    ``weight_format``: refused when the checkpoint is stored quantized in another format.
     """
     path = Path(path)
     subject = f"model config {path}"
@@ -486,8 +389,7 @@ def _mlp_figures(r: _Reader, hidden: int, layers: int) -> dict[str, int]:
         return {"mlp": mlp, "moe_layers": moe_layers, "experts": experts, "top_k": top_k,
                 "expert": 3 * hidden * inter, "shared": 3 * hidden * inter}  # fmt: skip
     # deepseek: layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0
-    # (DeepSeek's reference modeling, as vllm-project/vllm vllm/model_executor/models/
-    # deepseek_v2.py DeepseekV2DecoderLayer applies it).
+    # (vllm/model_executor/models/deepseek_v2.py, DeepseekV2DecoderLayer).
     experts = r.count("n_routed_experts")
     top_k = r.count("num_experts_per_tok")
     inter = r.count("moe_intermediate_size")

@@ -1,17 +1,8 @@
 """``InstanceType``: an instance type name checked once, carrying what the library knows of it.
 
-One catalog of facts for every construct and the planner:
-
-* where SageMaker takes the type, from botocore's SageMaker service model (the enum of
-  ``InstancePool.InstanceType`` for endpoint variants, of
-  ``ClusterInstanceGroupSpecification.InstanceType`` for HyperPod instance groups; see
-  ``_cdk.service_limits``, which reads botocore's JSON and imports no CDK);
-* what it carries (GPUs, GPU memory, EFA devices, vCPUs, price), from the planner's
-  default catalog (``planning/data/instances.json``) when it has the type.
-
-A name neither botocore nor the catalog knows is refused at construction with the library's
-closest-match message. ``InstanceType`` is a ``str``: it renders, hashes and compares as the
-plain name, so a template is the same whichever of the two a user passes.
+Where SageMaker takes it comes from botocore's service model (``_cdk.service_limits``); what it
+carries from the planner's default catalog. It is a ``str``, so a template is the same whichever
+a user passes (docs/design/planner.md, "Instance types").
 """
 
 from __future__ import annotations
@@ -26,9 +17,7 @@ from .catalog import InstanceSpec, default_catalog
 
 __all__ = ["InstanceType"]
 
-#: Families with NVIDIA GPUs: the P and G accelerated-computing families (and Gr6, G6 with a
-#: higher memory ratio, NVIDIA L4) — aws.amazon.com/ec2/instance-types/ ("Accelerated
-#: Computing"); G4ad, with AMD GPUs, is not offered by SageMaker (botocore's enums).
+#: Families with NVIDIA GPUs: P, G and Gr6 (aws.amazon.com/ec2/instance-types/).
 _NVIDIA_FAMILY: Final = re.compile(r"^ml\.(?:p\d|g\d|gr6)")
 
 
@@ -77,8 +66,6 @@ class InstanceType(CheckedName):
     def _check(cls, problems: Problems, prop: str, value: object) -> bool:
         return _check_known(problems, prop, value)
 
-    # -- facts ------------------------------------------------------------------------
-
     @property
     def family(self) -> str:
         """``p5`` of ``ml.p5.48xlarge``."""
@@ -117,29 +104,15 @@ class InstanceType(CheckedName):
         """Whether the type carries NVIDIA GPUs (so it runs CUDA images)."""
         return bool(_NVIDIA_FAMILY.match(self))
 
-    # -- where it may be used ------------------------------------------------------------
-
     def check_hosting(self, problems: Problems, prop: str) -> bool:
         """Adds a problem unless an endpoint variant takes the type; returns whether it does."""
-        if self.sagemaker_hosting:
-            return True
-        check_choice(
-            problems,
-            prop,
-            self.name,
-            sorted(_known()[0]),
-            "SageMaker production-variant instance types",
-        )
-        return False
+        what = "SageMaker production-variant instance types"
+        return check_choice(problems, prop, self.name, sorted(_known()[0]), what)
 
     def check_hyperpod(self, problems: Problems, prop: str) -> bool:
         """Adds a problem unless a HyperPod instance group takes the type; returns whether it does."""
-        if self.hyperpod:
-            return True
-        check_choice(
-            problems, prop, self.name, sorted(_known()[1]), "HyperPod cluster instance types"
-        )
-        return False
+        what = "HyperPod cluster instance types"
+        return check_choice(problems, prop, self.name, sorted(_known()[1]), what)
 
 
 def _check_known(problems: Problems, prop: str, value: object) -> bool:

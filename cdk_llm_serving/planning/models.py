@@ -75,13 +75,9 @@ class ModelSpec:
         index_path: str | Path | None = None,
         weight_format: WeightFormat | str | None = None,
     ) -> ModelSpec:
-        """A spec from a local Hugging Face ``config.json`` (+ optional safetensors index).
-
-        See ``hf_config.spec_fields``: every field the sizing needs present, the checkpoint's
-        format from its ``quantization_config``; raises ``ModelConfigError`` naming every
-        problem of a config it cannot use, or a ``weight_format`` (default: none given, the
-        checkpoint's own) other than the quantized checkpoint's. Reads local files only.
-        """
+        """A spec from a local Hugging Face ``config.json`` (+ optional safetensors index);
+        ``ModelConfigError`` names every problem, among them a ``weight_format`` other than a
+        quantized checkpoint's own (``hf_config.spec_fields``). Reads local files only."""
         costs = {name: fmt.bytes_per_param for name, fmt in weight_formats().items()}
         fmt = None if weight_format is None else str(WeightFormat.of(weight_format))
         return cls(**spec_fields(path, index_path, costs, fmt))

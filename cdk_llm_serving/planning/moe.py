@@ -1,20 +1,9 @@
 """How many routed experts a decode step touches, and how many bytes of weights it reads.
 
-A decode step of a batch of ``B`` tokens reads the dense weights (attention, shared experts,
-dense layers, embeddings, head) once, and in every MoE layer the weights of each expert at
-least one token was routed to. With ``E`` experts and top-``k`` routing, the expected number
-of distinct experts touched per layer is::
-
-    E · (1 - (1 - k/E)^B)
-
-Derivation (the expected number of occupied bins): a token picks ``k`` of the ``E`` experts,
-so it misses a given expert with probability ``1 - k/E``. Under uniform, independent routing
-all ``B`` tokens miss it with probability ``(1 - k/E)^B``. By linearity of expectation, the
-expected count of experts hit by at least one token is ``E`` times the chance that one is hit.
-(Exact when each token's ``k`` experts are a uniformly random ``k``-subset; the tokens need
-only be independent of each other.) At ``B = 1`` this is ``k``: the active parameters. As
-``B`` grows it approaches ``E``: the whole model. Real routers are not uniform; skewed
-routing touches fewer distinct experts, so this is the pessimistic (more bytes) side.
+With ``E`` experts and top-``k`` routing, ``B`` tokens touch ``E · (1 - (1 - k/E)^B)`` distinct
+experts per layer on average under uniform routing: ``k`` at ``B = 1``, approaching ``E``.
+Skewed routing touches fewer, so this is the pessimistic side (derivation:
+docs/design/planner.md, "Routed experts a step touches").
 """
 
 from __future__ import annotations

@@ -1,86 +1,44 @@
 """The planner's objective: among every layout that fits, the one with the most output tokens
 per dollar that meets the latency targets (``plan(..., workload=, targets=, objective=)``).
 
-Searched, per instance type: every tensor-parallel size vLLM accepts on a node (the node's
-other GPUs data-parallel engines), the layouts across nodes (``sizing.layout_across_nodes``:
-pipeline stages for a dense model, data-parallel ranks with experts over all GPUs for a MoE),
-expert parallelism as ``sizing`` applies it, the KV-cache dtype (``auto`` and, when the
-caller did not fix it and the GPU has FP8 tensor cores, ``fp8``), and the batch per engine
-(vLLM's ``--max-num-seqs``), from 1 to the smallest of: what the KV cache holds at the
-workload's input + output tokens, vLLM's default ``max_num_seqs`` (``default_max_num_seqs``),
-and the workload's concurrency spread over the engines.
-
-Latency of one engine at batch ``B`` (``decode.py`` for the step, ``prefill.py`` for prefill):
-
-- **ITL** (inter-token latency): the gap between two consecutive output tokens of a request,
-  the decode step of the batch (what vLLM's ``vllm:inter_token_latency_seconds`` records).
-- **TPOT** (time per output token): ``(end-to-end - TTFT) / (output tokens - 1)``, the mean
-  over a request's life, which also pays for the other requests' prefills interleaved with
-  its decode (the definition of vLLM's ``benchmarks/serve`` and of AIConfigurator). With
-  continuous batching at a full batch, a request lives one cycle ``O·step + B·prefill``
-  (Little's law: ``B`` requests in flight, ``B`` finishing per cycle), so
-  ``TPOT = (cycle - TTFT) / (O - 1)``.
-- **TTFT**: ``prefill.time_to_first_token``.
-
-The throughput of an engine is ``B·O / cycle``; of the plan, that times its engines. Latency
-only rises with the batch and throughput with it too, so the chosen batch is the largest that
-meets every target (found by bisection). Layouts are ranked by tokens per dollar (all on one
-instance type: tokens/s per node); ties go to fewer nodes, then the BF16 KV cache, and a layout
-of fewer nodes within ``NODE_TOLERANCE`` of the best wins. Without a workload (``plan()``'s
-default ``Workload()`` is then used to rank), the search keeps the fewest nodes that fit and
-the KV dtype given: more nodes or a lower-precision KV cache need a workload to justify them.
-
-When no layout meets the targets, the plan is still returned (the layout closest to them,
-``Performance.meets_targets`` false) with ``Plan.unmet`` saying what would meet them: an FP8
-KV cache, another instance type of the catalog, or the relaxed target.
+What is searched (layouts, KV-cache dtype, batch per engine), the latency model (ITL, TPOT,
+TTFT at a batch) and how layouts are ranked: docs/design/planner.md, "Objective".
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..errors import Problems
 from . import sizing
 from .catalog import GIB, Catalog, InstanceSpec
-from .decode import MAX_BATCH, DecodeStep, Workload, decode_step
+from .decode import MAX_BATCH, DecodeStep, Workload, decode_step, positive_number
 from .prefill import (
     disaggregation_for,
     max_num_batched_tokens,
     prefill_seconds,
     time_to_first_token,
 )
-from .sizing import Objective, Plan, _candidate_layouts, _fit_layout, objective_of
+from .sizing import Objective as Objective  # re-exported: the objective is chosen here
+from .sizing import Plan, _candidate_layouts, _fit_layout
 
 if TYPE_CHECKING:
     from .models import ModelSpec, WeightFormat
-    from .prefill import Disaggregation
-    from .sizing import Layout, _Request
-
-__all__ = [
-    "Candidate",
-    "LatencyTargets",
-    "Objective",
-    "OperatingPoint",
-    "Performance",
-    "choose",
-    "objective_of",
-    "operating_point",
-]
+    from .sizing import _Request
 
 #: Candidates kept besides the chosen layout.
 CANDIDATES_SHOWN = 4
-#: A layout of fewer nodes within this share of the best tokens per dollar is chosen instead
-#: (a few per cent of modelled throughput does not justify buying nodes; ASSUMED margin, about
-#: the decode model's resolution between neighbouring layouts).
+#: A layout of fewer nodes within this share of the best tokens per dollar is chosen instead.
+#: ASSUMED margin, about the decode model's resolution between neighbouring layouts.
 NODE_TOLERANCE = 0.03
-#: GPU compute capability from which the planner offers an FP8 KV cache: FP8 tensor cores
-#: (Ada 8.9, Hopper 9.0, Blackwell 10.x). vLLM's FP8 KV cache: docs/features/quantization/
-#: quantized_kvcache.md (https://github.com/vllm-project/vllm). ASSUMED: vLLM also stores FP8
-#: KV on Ampere, but without FP8 tensor cores attention dequantizes it; the planner does not
-#: offer it there.
+#: GPU compute capability from which an FP8 KV cache is offered: FP8 tensor cores (Ada 8.9,
+#: Hopper 9.0, Blackwell 10.x). ASSUMED: not on Ampere, where attention dequantizes it
+#: (vLLM docs/features/quantization/quantized_kvcache.md).
 FP8_KV_MIN_CAPABILITY = (8, 9)
+#: The latency targets: field, label, unit, and the decimals a missed value is shown with.
+TARGETS = (("ttft_s", "TTFT", "s", 2), ("itl_ms", "ITL", "ms", 1), ("tpot_ms", "TPOT", "ms", 1))
 
 
 @dataclass(frozen=True)
@@ -98,34 +56,34 @@ class LatencyTargets:
 
     def __post_init__(self) -> None:
         problems = Problems("LatencyTargets")
-        for name in ("ttft_s", "itl_ms", "tpot_ms"):
+        for name, *_ in TARGETS:
             value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value <= 0
-            ):
+            if value is not None and not positive_number(value):
                 problems.add(name, value, "a positive number, or None for no target")
         problems.raise_if_any()
 
     @property
     def any(self) -> bool:
-        return any(v is not None for v in (self.ttft_s, self.itl_ms, self.tpot_ms))
+        return any(getattr(self, name) is not None for name, *_ in TARGETS)
 
-    def misses(self, ttft_s: float, itl_ms: float, tpot_ms: float) -> tuple[str, ...]:
-        """The targets missed, as text (``TPOT 140 ms > 100 ms``)."""
-        missed = []
-        if self.ttft_s is not None and ttft_s > self.ttft_s:
-            missed.append(f"TTFT {ttft_s:.2f} s > {self.ttft_s:g} s")
-        if self.itl_ms is not None and itl_ms > self.itl_ms:
-            missed.append(f"ITL {itl_ms:.1f} ms > {self.itl_ms:g} ms")
-        if self.tpot_ms is not None and tpot_ms > self.tpot_ms:
-            missed.append(f"TPOT {tpot_ms:.1f} ms > {self.tpot_ms:g} ms")
-        return tuple(missed)
+    def missed(self, latency: OperatingPoint | Performance) -> list[tuple[str, str, str, int]]:
+        """The ``TARGETS`` that ``latency`` (a point or a performance) misses."""
+        return [
+            entry
+            for entry in TARGETS
+            if (target := getattr(self, entry[0])) is not None
+            and getattr(latency, entry[0]) > target
+        ]
+
+    def misses(self, latency: OperatingPoint | Performance) -> tuple[str, ...]:
+        """The targets missed, as text (``TPOT 140.0 ms > 100 ms``)."""
+        return tuple(
+            f"{label} {getattr(latency, name):.{digits}f} {unit} > {getattr(self, name):g} {unit}"
+            for name, label, unit, digits in self.missed(latency)
+        )
 
     def as_dict(self) -> dict[str, float | None]:
-        return {"ttft_s": self.ttft_s, "itl_ms": self.itl_ms, "tpot_ms": self.tpot_ms}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -190,85 +148,46 @@ class Performance:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A layout that fits but is not the chosen one, with its performance and why it loses.
-
-    Its layout is its plan's (``nodes``, ``tensor_parallel``, ... read from ``plan``)."""
+    """A layout that fits but is not chosen (``plan``), its performance and why it loses."""
 
     plan: Plan
     performance: Performance
     loses_because: str
 
     @property
-    def nodes(self) -> int:
-        return self.plan.nodes
-
-    @property
-    def tensor_parallel(self) -> int:
-        return self.plan.tensor_parallel
-
-    @property
-    def pipeline_parallel(self) -> int:
-        return self.plan.pipeline_parallel
-
-    @property
-    def data_parallel(self) -> int:
-        return self.plan.data_parallel
-
-    @property
-    def expert_parallel(self) -> bool:
-        return self.plan.expert_parallel
-
-    @property
-    def kv_cache_dtype(self) -> str:
-        return self.plan.kv_cache_dtype
-
-    @property
-    def gpus_per_replica(self) -> int:
-        return self.tensor_parallel * self.pipeline_parallel
-
-    @property
     def layout_text(self) -> str:
-        return layout_text(
-            self.nodes,
-            self.tensor_parallel,
-            self.pipeline_parallel,
-            self.data_parallel,
-            self.expert_parallel,
-            self.kv_cache_dtype,
-        )
+        return layout_text(self.plan)
 
     def as_dict(self) -> dict[str, object]:
+        plan = self.plan
         return {
-            "nodes": self.nodes,
-            "tensor_parallel_size": self.tensor_parallel,
-            "pipeline_parallel_size": self.pipeline_parallel,
-            "data_parallel_size": self.data_parallel,
-            "enable_expert_parallel": self.expert_parallel,
-            "kv_cache_dtype": self.kv_cache_dtype,
+            "nodes": plan.nodes,
+            "tensor_parallel_size": plan.tensor_parallel,
+            "pipeline_parallel_size": plan.pipeline_parallel,
+            "data_parallel_size": plan.data_parallel,
+            "enable_expert_parallel": plan.expert_parallel,
+            "kv_cache_dtype": plan.kv_cache_dtype,
             "performance": self.performance.as_dict(),
             "loses_because": self.loses_because,
         }
 
 
-def layout_text(nodes: int, tp: int, pp: int, dp: int, ep: bool, kv: str) -> str:
-    parts = [f"TP{tp}"]
-    if pp > 1:
-        parts.append(f"PP{pp}")
-    if dp > 1:
-        parts.append(f"DP{dp}")
-    text = "x".join(parts) + (" EP" if ep else "")
-    if nodes > 1:
-        text += f" on {nodes} nodes"
-    return text + (" fp8-KV" if kv == "fp8" else "")
+def layout_text(plan: Plan) -> str:
+    """``TP4xDP2 EP on 2 nodes fp8-KV``: the plan's parallelism, short."""
+    parts = [f"TP{plan.tensor_parallel}"]
+    if plan.pipeline_parallel > 1:
+        parts.append(f"PP{plan.pipeline_parallel}")
+    if plan.data_parallel > 1:
+        parts.append(f"DP{plan.data_parallel}")
+    text = "x".join(parts) + (" EP" if plan.expert_parallel else "")
+    if plan.nodes > 1:
+        text += f" on {plan.nodes} nodes"
+    return text + (" fp8-KV" if plan.kv_cache_dtype == "fp8" else "")
 
 
 def default_max_num_seqs(instance: InstanceSpec) -> int:
-    """vLLM's default ``--max-num-seqs`` for the OpenAI server: 1024 on GPUs of at least 70 GiB
-    other than A100, else 256 (``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py,
-    https://github.com/vllm-project/vllm)."""
-    if instance.gpu.memory_gib >= 70 and "a100" not in instance.gpu.name.lower():
-        return MAX_BATCH
-    return 256
+    """vLLM's default ``--max-num-seqs`` for the OpenAI server (``Gpu.large_batch_defaults``)."""
+    return MAX_BATCH if instance.gpu.large_batch_defaults else 256
 
 
 def kv_dtypes_for(instance: InstanceSpec) -> tuple[str, ...]:
@@ -305,7 +224,8 @@ class OperatingPoint:
 def operating_point(
     plan: Plan, batch: int, workload: Workload, catalog: Catalog | None = None
 ) -> OperatingPoint:
-    """TTFT, ITL, TPOT and tokens/s of ``plan`` at ``batch`` per engine (module docstring)."""
+    """TTFT, ITL, TPOT and tokens/s of ``plan`` at ``batch`` per engine:
+    ITL = step, TPOT = (cycle - TTFT) / (O - 1), cycle = O·step + B·prefill."""
     step = decode_step(plan, batch, workload.mean_context, catalog=catalog)
     prefill = prefill_seconds(plan, workload.input_tokens, catalog)
     cycle = workload.output_tokens * step.step_s + batch * prefill
@@ -347,30 +267,26 @@ def evaluate(
     """The largest batch meeting ``targets`` (bisection) and what the plan serves at it."""
     instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
     limit, limited_by = batch_limit(plan, workload, instance)
-
-    def misses(point: OperatingPoint) -> tuple[str, ...]:
-        return targets.misses(point.ttft_s, point.itl_ms, point.tpot_ms)
-
     best = operating_point(plan, limit, workload, catalog)
-    if misses(best):
+    if targets.misses(best):
         low = operating_point(plan, 1, workload, catalog)
-        if misses(low):
+        if targets.misses(low):
             best, limited_by = low, "targets (missed even at batch 1)"
         else:
             lo, hi = 1, limit  # lo meets, hi misses
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if misses(operating_point(plan, mid, workload, catalog)):
+                if targets.misses(operating_point(plan, mid, workload, catalog)):
                     hi = mid
                 else:
                     lo = mid
             best = operating_point(plan, lo, workload, catalog)
             limited_by = (
                 "targets ("
-                + "; ".join(misses(operating_point(plan, hi, workload, catalog)))
+                + "; ".join(targets.misses(operating_point(plan, hi, workload, catalog)))
                 + f" at batch {hi})"
             )
-    missed = misses(best)
+    missed = targets.misses(best)
     price = instance.price_per_hour * plan.nodes if instance.price_per_hour > 0 else None
     replicas = None
     if workload.request_rate is not None:
@@ -411,14 +327,9 @@ def _score(plan: Plan, perf: Performance) -> tuple[bool, float, int, bool, float
 
 def _closeness(targets: LatencyTargets, perf: Performance) -> float:
     """How far a missing layout is from its targets (worst ratio; lower is closer)."""
-    ratios = [1.0]
-    if targets.ttft_s is not None:
-        ratios.append(perf.ttft_s / targets.ttft_s)
-    if targets.itl_ms is not None:
-        ratios.append(perf.itl_ms / targets.itl_ms)
-    if targets.tpot_ms is not None:
-        ratios.append(perf.tpot_ms / targets.tpot_ms)
-    return max(ratios)
+    given = [(name, getattr(targets, name)) for name, *_ in TARGETS]
+    ratios: list[float] = [getattr(perf, name) / t for name, t in given if t is not None]
+    return max([1.0, *ratios])
 
 
 def fitted_layouts(
@@ -432,83 +343,106 @@ def fitted_layouts(
     fitted = []
     for kv in kv_dtypes:
         kv_request = replace(request, kv_dtype=kv)
-        layouts: list[Layout] = _candidate_layouts(spec, instance, kv_request)
-        for layout in layouts:
+        for layout in _candidate_layouts(spec, instance, kv_request):
             found = _fit_layout(spec, fmt, instance, kv_request, layout)
             if found is not None:
                 fitted.append(found)
     return fitted
 
 
+@dataclass(frozen=True)
+class _Search:
+    """One ``plan()`` search: what must fit, for which workload and targets."""
+
+    request: _Request
+    workload: Workload
+    targets: LatencyTargets
+    #: Whether the KV-cache dtype is searched (``kv_dtypes_for``) or the request's.
+    kv_open: bool
+    catalog: Catalog
+
+    def evaluate(self, plan: Plan) -> Performance:
+        return evaluate(plan, self.workload, self.targets, self.catalog)
+
+
 def choose(
     smallest: Plan,
     request: _Request,
-    *,
     workload: Workload | None,
     targets: LatencyTargets | None,
     objective: Objective,
-    kv_open: bool,
-    workload_given: bool = True,
+    kv_unset: bool,
     catalog: Catalog,
 ) -> Plan:
-    """The plan the objective picks, with its performance, candidates and disaggregation."""
-    workload = workload or Workload()
-    targets = targets or LatencyTargets()
+    """``plan()``'s answer from its smallest fit: itself for ``MIN_GPUS`` without a workload or
+    targets, else the layout the objective picks, with performance, candidates, disaggregation."""
+    if objective is Objective.MIN_GPUS and workload is None and targets is None:
+        return smallest
+    search = _Search(
+        request,
+        workload or Workload(),
+        targets or LatencyTargets(),
+        kv_open=kv_unset and workload is not None and objective is Objective.TOKENS_PER_DOLLAR,
+        catalog=catalog,
+    )
+    ranked = _ranked(smallest, search, fewest_nodes=workload is None)
+    if objective is Objective.MIN_GPUS:
+        plan, perf = _smallest_as_ranked(smallest, ranked, search)
+    else:
+        plan, perf = ranked[0]
+    others = [item for item in ranked if item[0] is not plan][:CANDIDATES_SHOWN]
+    candidates = tuple(
+        Candidate(other, other_perf, _loses_because(other, other_perf, (plan, perf), objective))
+        for other, other_perf in others
+    )
+    unmet = None
+    if search.targets.any and not perf.meets_targets:
+        unmet = _what_would_meet(plan, perf, search)
+    return replace(
+        plan,
+        performance=perf,
+        candidates=candidates,
+        disaggregation=disaggregation_for(smallest.model_spec, search.workload, perf),
+        workload=search.workload,
+        targets=search.targets,
+        objective=objective,
+        unmet=unmet,
+        warnings=plan.warnings + ((unmet,) if unmet else ()),
+    )
+
+
+def _ranked(smallest: Plan, search: _Search, fewest_nodes: bool) -> list[tuple[Plan, Performance]]:
+    """Every layout that fits with its performance, best first: by ``_score``; when none meets
+    the targets, the closest first; fewer nodes within ``NODE_TOLERANCE`` of the best win."""
     spec, fmt, instance = smallest.model_spec, smallest.format_spec, smallest.instance_spec
-    kv_dtypes = kv_dtypes_for(instance) if kv_open else (request.kv_dtype,)
-    fitted = fitted_layouts(spec, fmt, instance, request, kv_dtypes) or [smallest]
-    if not workload_given:  # no workload to justify more nodes: the fewest that fit
+    kv_dtypes = kv_dtypes_for(instance) if search.kv_open else (search.request.kv_dtype,)
+    fitted = fitted_layouts(spec, fmt, instance, search.request, kv_dtypes) or [smallest]
+    if fewest_nodes:  # no workload to justify more nodes: the fewest that fit
         fitted = [plan for plan in fitted if plan.nodes == smallest.nodes] or [smallest]
-    scored = [(plan, evaluate(plan, workload, targets, catalog)) for plan in fitted]
+    scored = [(plan, search.evaluate(plan)) for plan in fitted]
     ranked = sorted(scored, key=lambda item: _score(*item), reverse=True)
-    if not ranked[0][1].meets_targets:  # nothing meets: the closest first
-        ranked.sort(key=lambda item: (_closeness(targets, item[1]), -_value(item[1])))
-    else:  # fewer nodes within NODE_TOLERANCE of the best tokens per dollar win
+    if not ranked[0][1].meets_targets:
+        ranked.sort(key=lambda item: (_closeness(search.targets, item[1]), -_value(item[1])))
+    else:
         top = _value(ranked[0][1]) * (1 - NODE_TOLERANCE)
         near = [item for item in ranked if item[1].meets_targets and _value(item[1]) >= top]
         fewest = min(item[0].nodes for item in near)
         first = next(item for item in near if item[0].nodes == fewest)
         ranked.remove(first)
         ranked.insert(0, first)
-    if objective is Objective.MIN_GPUS:
-        chosen = next(
-            (
-                item
-                for item in scored
-                if item[0].layout == smallest.layout
-                and item[0].kv_cache_dtype == smallest.kv_cache_dtype
-            ),
-            (smallest, evaluate(smallest, workload, targets, catalog)),
-        )
-    else:
-        chosen = ranked[0]
-    others = [item for item in ranked if item[0] is not chosen[0]][:CANDIDATES_SHOWN]
-    candidates = tuple(
-        Candidate(
-            plan=plan,
-            performance=perf,
-            loses_because=_loses_because(plan, perf, chosen, objective),
-        )
-        for plan, perf in others
+    return ranked
+
+
+def _smallest_as_ranked(
+    smallest: Plan, ranked: list[tuple[Plan, Performance]], search: _Search
+) -> tuple[Plan, Performance]:
+    """``MIN_GPUS``: the smallest layout as the search evaluated it."""
+    same = (
+        item
+        for item in ranked
+        if item[0].layout == smallest.layout and item[0].kv_cache_dtype == smallest.kv_cache_dtype
     )
-    plan, perf = chosen
-    unmet = None
-    warnings = list(plan.warnings)
-    if targets.any and not perf.meets_targets:
-        unmet = _what_would_meet(plan, perf, request, workload, targets, kv_open, catalog)
-        warnings.append(unmet)
-    disaggregation: Disaggregation = disaggregation_for(spec, workload, perf)
-    return replace(
-        plan,
-        performance=perf,
-        candidates=candidates,
-        disaggregation=disaggregation,
-        workload=workload,
-        targets=targets,
-        objective=objective,
-        unmet=unmet,
-        warnings=tuple(warnings),
-    )
+    return next(same, (smallest, search.evaluate(smallest)))
 
 
 def _loses_because(
@@ -521,23 +455,15 @@ def _loses_because(
     if not perf.meets_targets and best.meets_targets:
         return "misses " + "; ".join(perf.misses) + f" even at batch {perf.max_num_seqs}"
     if objective is Objective.MIN_GPUS:
-        return f"objective min-gpus keeps the smallest layout that fits ({layout_text(best_plan.nodes, best_plan.tensor_parallel, best_plan.pipeline_parallel, best_plan.data_parallel, best_plan.expert_parallel, best_plan.kv_cache_dtype)})"
+        return f"objective min-gpus keeps the smallest layout that fits ({layout_text(best_plan)})"
     mine, theirs = _value(perf), _value(best)
     unit = "tokens per dollar" if best.usd_per_hour is not None else "tokens/s per node"
     if theirs <= 0 or mine >= theirs * 0.995:
-        reason = (
-            "ties on "
-            + unit
-            + "; "
-            + (
-                "more nodes"
-                if plan.nodes > best_plan.nodes
-                else "FP8 KV cache (lower precision)"
-                if plan.kv_cache_dtype == "fp8"
-                else "ranked after"
-            )
-        )
-        return reason
+        if plan.nodes > best_plan.nodes:
+            return f"ties on {unit}; more nodes"
+        if plan.kv_cache_dtype == "fp8":
+            return f"ties on {unit}; FP8 KV cache (lower precision)"
+        return f"ties on {unit}; ranked after"
     share = (1 - mine / theirs) * 100
     return (
         f"{share:.0f} % fewer {unit}: batch {perf.max_num_seqs} per engine (limited by "
@@ -546,62 +472,46 @@ def _loses_because(
     )
 
 
-def _what_would_meet(
-    plan: Plan,
-    perf: Performance,
-    request: _Request,
-    workload: Workload,
-    targets: LatencyTargets,
-    kv_open: bool,
-    catalog: Catalog,
-) -> str:
+def _what_would_meet(plan: Plan, perf: Performance, search: _Search) -> str:
     """Nothing meets the targets: what would (FP8 KV, another type, the relaxed targets)."""
     spec, fmt, instance = plan.model_spec, plan.format_spec, plan.instance_spec
+    targets = search.targets
     would: list[str] = []
-    if not kv_open and request.kv_dtype != "fp8" and "fp8" in kv_dtypes_for(instance):
-        for fitted in fitted_layouts(spec, fmt, instance, request, ("fp8",)):
-            if evaluate(fitted, workload, targets, catalog).meets_targets:
-                would.append("an FP8 KV cache (kv_cache_dtype='fp8')")
-                break
-    others = []
-    for other in catalog:
-        if other.instance_type == instance.instance_type:
-            continue
-        for fitted in fitted_layouts(spec, fmt, other, request, kv_dtypes_for(other)):
-            other_perf = evaluate(fitted, workload, targets, catalog)
-            if other_perf.meets_targets and other_perf.usd_per_million_output_tokens is not None:
-                others.append(
-                    (
-                        other_perf.usd_per_million_output_tokens,
-                        other.instance_type,
-                        fitted,
-                        other_perf,
-                    )
-                )
-    if others:
-        usd, name, fitted, other_perf = min(others, key=lambda item: item[0])
-        text = layout_text(
-            fitted.nodes,
-            fitted.tensor_parallel,
-            fitted.pipeline_parallel,
-            fitted.data_parallel,
-            fitted.expert_parallel,
-            fitted.kv_cache_dtype,
-        )
-        would.append(f"{name} ({text}, ${usd:,.2f} per million output tokens)")
-    relaxed = []
-    if targets.ttft_s is not None and perf.ttft_s > targets.ttft_s:
-        relaxed.append(f"TTFT {math.ceil(perf.ttft_s * 10) / 10:g} s")
-    if targets.itl_ms is not None and perf.itl_ms > targets.itl_ms:
-        relaxed.append(f"ITL {math.ceil(perf.itl_ms):g} ms")
-    if targets.tpot_ms is not None and perf.tpot_ms > targets.tpot_ms:
-        relaxed.append(f"TPOT {math.ceil(perf.tpot_ms):g} ms")
+    fp8_untried = not search.kv_open and search.request.kv_dtype != "fp8"
+    if fp8_untried and "fp8" in kv_dtypes_for(instance):
+        fp8 = fitted_layouts(spec, fmt, instance, search.request, ("fp8",))
+        if any(search.evaluate(fitted).meets_targets for fitted in fp8):
+            would.append("an FP8 KV cache (kv_cache_dtype='fp8')")
+    other = _cheapest_other_type(plan, search)
+    if other is not None:
+        would.append(other)
+    step = {"s": 10, "ms": 1}  # relaxed to the next tenth of a second, or millisecond
+    relaxed = [
+        f"{label} {math.ceil(getattr(perf, name) * step[unit]) / step[unit]:g} {unit}"
+        for name, label, unit, _ in targets.missed(perf)
+    ]
     if relaxed:
         would.append("relaxed targets of " + ", ".join(relaxed) + " (this layout at batch 1)")
     return (
-        f"no layout of {spec.name} in {fmt.name} on {instance.instance_type} meets the targets "
-        f"({'; '.join(perf.misses)} at best); would meet them: " + "; ".join(would)
+        f"no layout of {plan.model} in {plan.weight_format} on {plan.instance_type} meets the "
+        f"targets ({'; '.join(perf.misses)} at best); would meet them: " + "; ".join(would)
     )
+
+
+def _cheapest_other_type(plan: Plan, search: _Search) -> str | None:
+    """The catalog's other instance type whose best layout meets the targets most cheaply."""
+    spec, fmt, others = plan.model_spec, plan.format_spec, []
+    for other in search.catalog:
+        if other.instance_type == plan.instance_type:
+            continue
+        for fitted in fitted_layouts(spec, fmt, other, search.request, kv_dtypes_for(other)):
+            perf = search.evaluate(fitted)
+            if perf.meets_targets and perf.usd_per_million_output_tokens is not None:
+                others.append((perf.usd_per_million_output_tokens, other.instance_type, fitted))
+    if not others:
+        return None
+    usd, name, fitted = min(others, key=lambda item: item[0])
+    return f"{name} ({layout_text(fitted)}, ${usd:,.2f} per million output tokens)"
 
 
 sizing._CHOOSE = choose  # plan() searches through this (sizing cannot import this module)

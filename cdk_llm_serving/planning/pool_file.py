@@ -1,21 +1,8 @@
 """The pool file: instance pools chosen by a SageMaker inference recommendation job.
 
-Versioned JSON (``format``/``version`` below), written by ``recommend to-pools`` and read
-by ``InstancePoolEndpoint.build_from_recommendation``::
-
-    {
-      "format": "cdk-llm-serving/pools", "version": 1,
-      "job": "<recommendation job name>", "goal": "cost" | "latency" | "throughput",
-      "pools": [                                   # most preferred first, 1-5 entries
-        {"instance_type": "ml.g6e.12xlarge",
-         "model_package_arn": "arn:...",           # or null
-         "image_uri": "...", "environment": {...},
-         "model_data_uri": "s3://bucket/prefix/",  # the deployment's model channel, or null
-         "max_concurrency": 24.0,                  # what one instance sustains (autoscaling weight)
-         "expected": {"ttft_ms": 180.0, "itl_ms": 21.0, "throughput_tokens_per_s": 1150.0,
-                      "cost_per_million_tokens": 2.9}}
-      ]
-    }
+Versioned JSON (``FORMAT``, ``VERSION``), written by ``recommend to-pools`` and read by
+``InstancePoolEndpoint.build_from_recommendation``; its fields are ``PoolFile``'s and
+``RecommendedPool``'s (an example: docs/design/planner.md, "The pool file").
 """
 
 from __future__ import annotations

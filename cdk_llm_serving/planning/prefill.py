@@ -1,37 +1,11 @@
 """Prefill: its compute-bound time, the time to first token at a batch, and whether
 disaggregating prefill from decode would pay for a workload.
 
-**Prefill** of one request of ``I`` input tokens is compute-bound:
-``2 · active params · I`` FLOPs at the weight format's dense tensor-core peak times
-``decode.COMPUTE_EFFICIENCY`` (the routed experts at the GPU's measured grouped-GEMM share,
-``decode.gemm_flops_per_second``), over one pipeline stage's ``tensor_parallel`` GPUs at a
-time, plus the tensor-parallel all-reduces of its ``I`` tokens (``decode.all_reduce_seconds``).
-Peaks are the GPUs' dense (not sparse) figures in ``data/gpus.json`` (NVIDIA's H100/H200
-and B200 datasheets, https://www.nvidia.com/en-us/data-center/h100/ and
-https://www.nvidia.com/en-us/data-center/dgx-b200/). Attention FLOPs (``∝ I²``) are not
-counted: below ~8k tokens they are a few per cent of the GEMMs for the models here.
-
-**TTFT** at a batch of ``B`` per engine, the rule (``time_to_first_token``): vLLM's scheduler
-runs chunked prefill (on by default in the V1 engine), each step carrying the running
-sequences' decode tokens and up to ``max_num_batched_tokens`` in all
-(``EngineArgs.get_batch_defaults``: 8192 on GPUs of at least 70 GiB other than A100, else
-2048; vllm/engine/arg_utils.py, https://github.com/vllm-project/vllm). A request's prefill
-therefore takes ``ceil(I / (budget - B))`` steps of the batch, and it queues behind the other
-requests' prefills: in steady state the engine spends ``ρ = B · prefill / cycle`` of its time
-prefilling (``cycle = O · step + B · prefill``), and a new request waits as in an M/D/1 queue
-(Pollaczek–Khinchine: ``ρ · prefill / (2 · (1 - ρ))``)::
-
-    TTFT = prefill + ρ · prefill / (2 · (1 - ρ)) + chunks · step
-
-ASSUMED: arrivals are random (Poisson); a burst of simultaneous requests (a benchmark's
-start) queues longer, ``B · prefill`` for the last of a full batch.
-
-**Disaggregation** (``disaggregation_for``): AWS's rule for HyperPod's Disaggregated Prefill
-and Decode (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html,
-"When DPD helps"): most benefit when *all* hold: a large dense model (70B+ parameters),
-4,000+ input tokens, sustained concurrency of 2+ requests per second, and 256+ output tokens;
-with short inputs, low concurrency or small models colocated serving "is simpler and performs
-well". A MoE model is outside that guidance: ``pays`` is false and the reason says so.
+Prefill is ``2 · active params · I`` FLOPs over one stage's GPUs plus its all-reduces. TTFT at
+a batch: own prefill, M/D/1 queueing behind the others' prefills (ASSUMED Poisson arrivals),
+and the decode steps its chunked-prefill chunks share. Disaggregation: AWS's "When DPD helps"
+conditions (``DISAGGREGATION_SOURCE``). Sources and derivations: docs/design/planner.md,
+"Prefill and time to first token".
 """
 
 from __future__ import annotations
@@ -73,17 +47,15 @@ def prefill_seconds(plan: Plan, input_tokens: int, catalog: Catalog | None = Non
 
 
 def max_num_batched_tokens(instance: InstanceSpec) -> int:
-    """vLLM's default token budget per step for the OpenAI server (see the module docstring)."""
-    if instance.gpu.memory_gib >= 70 and "a100" not in instance.gpu.name.lower():
-        return 8192
-    return 2048
+    """vLLM's default token budget per step for the OpenAI server (``Gpu.large_batch_defaults``)."""
+    return 8192 if instance.gpu.large_batch_defaults else 2048
 
 
 def time_to_first_token(
     prefill_s: float, step_s: float, batch: int, cycle_s: float, input_tokens: int, budget: int
 ) -> float:
     """TTFT at ``batch`` sequences per engine: own prefill, M/D/1 queueing behind the others'
-    prefills, and the decode steps its prefill chunks share (the module docstring's rule)."""
+    prefills, and the decode steps its prefill chunks share."""
     rho = min(0.99, batch * prefill_s / cycle_s) if cycle_s > 0 else 0.0
     wait = rho * prefill_s / (2 * (1 - rho))
     chunks = math.ceil(input_tokens / max(1, budget - batch))
@@ -103,7 +75,7 @@ class Disaggregation:
 
 
 def disaggregation_for(spec: ModelSpec, workload: Workload, performance: Any) -> Disaggregation:
-    """AWS's rule (module docstring). The request rate is the workload's, or, without one, what
+    """AWS's rule (``DISAGGREGATION_SOURCE``). The request rate is the workload's, or, without one, what
     the plan serves at its chosen batch (a steadily loaded deployment)."""
     rate = workload.request_rate
     if rate is None and performance is not None:

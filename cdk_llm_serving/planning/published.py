@@ -1,22 +1,6 @@
 """What AWS publishes about the inference operator's tiered KV cache, intelligent routing and
-disaggregated prefill/decode, beside a plan (``plan`` CLI, ``--json``): published figures and what
-they assume, never the planner's model.
-
-* **Tiered KV cache + intelligent routing**: AWS's announcement reports time to first token "up
-  to 40%" lower, higher throughput and compute cost "up to 25%" lower "when used for long context
-  prompts and multi-turn chat conversations using our internal tools" (AWS Machine Learning
-  blog, "Managed Tiered KV Cache and Intelligent Routing for Amazon SageMaker HyperPod",
-  November 2025, ``CACHE_ROUTING_FIGURES_SOURCE``). The gain comes from prompt prefixes that
-  repeat (a conversation's earlier turns, shared system prompts, the same document asked about
-  again): a ``Workload`` does not say how often they repeat, so the planner does not apply the
-  figure to its numbers. What it costs: the L2 tier on managed tiered storage takes
-  ``TieredStorage.memory_percentage`` of every node's memory (the library's default 5 %); L1 is
-  CPU memory of the worker's node, sized by the operator (no published figure).
-* **Disaggregated prefill and decode**: AWS's DPD page (``prefill.DISAGGREGATION_SOURCE``)
-  publishes conditions, not a figure: "more predictable latency under mixed traffic", each phase
-  scaled on its own, and "Inter-token latency (ITL) improvement scales with input length";
-  ``plan.disaggregation`` applies its conditions to the workload. What it costs: a node per role
-  at least (two where colocated serving needs one) and the KV transfer over EFA.
+disaggregated prefill/decode, beside a plan (``plan`` CLI, ``--json``): published figures and
+what they assume, never the planner's model (docs/design/planner.md, "What AWS publishes").
 """
 
 from __future__ import annotations
@@ -83,7 +67,7 @@ class PublishedEffect:
 
 
 def published_effects(plan: Plan) -> list[PublishedEffect]:
-    """The tiered KV cache with routing, and P/D, for ``plan``'s workload (module doc)."""
+    """The tiered KV cache with routing, and P/D, for ``plan``'s workload."""
     workload = plan.workload
     prompt = (
         f"{workload.input_tokens:,}-token prompts declared; how often their prefixes repeat is "

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from .catalog import GIB, Catalog
 from .cold_start import ColdStart
 from .cost import CostEstimate
 from .decode_report import (
-    chosen_point,
     curve_text,
     decode_as_dict,
-    objective_curve,
+    decode_points,
     objective_curve_text,
     speculation_estimates,
     speculation_text,
@@ -44,17 +43,9 @@ def objective_as_dict(plan: Plan) -> dict[str, Any] | None:
     """The objective's choice, its rivals and the disaggregation advice, for ``--json``."""
     if plan.performance is None:
         return None
-    workload = plan.workload
     return {
         "objective": str(plan.objective),
-        "workload": None
-        if workload is None
-        else {
-            "input_tokens": workload.input_tokens,
-            "output_tokens": workload.output_tokens,
-            "concurrency": workload.concurrency,
-            "request_rate": workload.request_rate,
-        },
+        "workload": None if plan.workload is None else asdict(plan.workload),
         "targets": plan.targets.as_dict() if plan.targets else None,
         "performance": plan.performance.as_dict(),
         "candidates": [candidate.as_dict() for candidate in plan.candidates],
@@ -96,15 +87,7 @@ def layouts_table(plan: Plan) -> str:
     perf = plan.performance
     if perf is None:
         return ""
-    chosen = layout_text(
-        plan.nodes,
-        plan.tensor_parallel,
-        plan.pipeline_parallel,
-        plan.data_parallel,
-        plan.expert_parallel,
-        plan.kv_cache_dtype,
-    )
-    rows = [LAYOUT_HEADER, _layout_row(chosen + " *", perf, "chosen")]
+    rows = [LAYOUT_HEADER, _layout_row(layout_text(plan) + " *", perf, "chosen")]
     rows += [_layout_row(c.layout_text, c.performance, c.loses_because) for c in plan.candidates]
     widths = [max(len(row[i]) for row in rows) for i in range(len(LAYOUT_HEADER) - 1)]
     return "\n".join(
@@ -163,8 +146,24 @@ def plan_as_dict(plan: Plan, cold_start: ColdStart, cost: CostEstimate) -> dict[
 def plan_as_table(
     plan: Plan, cold_start: ColdStart, cost: CostEstimate, catalog: Catalog | None = None
 ) -> str:
-    instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
     rows = [
+        *_layout_rows(plan, catalog),
+        *_cost_rows(plan, cold_start, cost, catalog),
+        *_choice_rows(plan),
+        *[("warning", warning) for warning in plan.warnings],
+    ]
+    width = max(len(label) for label, _ in rows)
+    text = "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+    layouts = layouts_table(plan)
+    if layouts:
+        text += f"\n\nlayouts ({plan.objective}; * = chosen)\n{layouts}"
+    return text
+
+
+def _layout_rows(plan: Plan, catalog: Catalog | None) -> list[tuple[str, str]]:
+    """What is laid out where: model, instance, weights, KV cache, nodes, parallelism."""
+    instance = catalog.get(plan.instance_type) if catalog else plan.instance_spec
+    return [
         ("model", f"{plan.model} in {plan.weight_format}"),
         (
             "instance",
@@ -188,6 +187,14 @@ def plan_as_table(
             "capacity",
             f"{plan.kv_tokens_per_replica:,} KV tokens per replica; {plan.sequences_at_max_context} sequences of {plan.max_context:,} tokens at once",
         ),
+    ]
+
+
+def _cost_rows(
+    plan: Plan, cold_start: ColdStart, cost: CostEstimate, catalog: Catalog | None
+) -> list[tuple[str, str]]:
+    """Cold start, timeouts, cost, throughput and the decode arithmetic behind it."""
+    return [
         (
             "cold start",
             f"~{cold_start.total_seconds / 60:.1f} min via {cold_start.path} (download {cold_start.download_seconds:.0f} s, load {cold_start.load_seconds:.0f} s, engine {cold_start.engine_start_seconds:.0f} s)",
@@ -204,30 +211,26 @@ def plan_as_table(
         *_decode_rows(plan, cost, catalog),
         ("prices", cost.price_source),
     ]
+
+
+#: Labels of the published effects, no wider than the table's others.
+_EFFECT_LABELS = {
+    "tiered_kv_cache_and_intelligent_routing": "cache+routing",
+    "prefill_decode_disaggregation": "P/D effect",
+}
+
+
+def _choice_rows(plan: Plan) -> list[tuple[str, str]]:
+    """The targets, the disaggregation advice and what AWS publishes about the features."""
+    rows = []
     if plan.targets is not None and plan.targets.any:
         shown = [f"{k} {v:g}" for k, v in plan.targets.as_dict().items() if v is not None]
         rows.append(("targets", ", ".join(shown)))
     if plan.disaggregation is not None:
         verdict = "pays" if plan.disaggregation.pays else "does not pay"
-        rows.append(
-            (
-                "disaggregate",
-                f"{verdict}: {plan.disaggregation.reason} ({plan.disaggregation.source})",
-            )
-        )
-    # Labels no wider than the others: the table's first column keeps its width.
-    labels = {
-        "tiered_kv_cache_and_intelligent_routing": "cache+routing",
-        "prefill_decode_disaggregation": "P/D effect",
-    }
-    rows += [(labels[e.feature], e.text()) for e in published_effects(plan)]
-    rows += [("warning", warning) for warning in plan.warnings]
-    width = max(len(label) for label, _ in rows)
-    text = "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
-    layouts = layouts_table(plan)
-    if layouts:
-        text += f"\n\nlayouts ({plan.objective}; * = chosen)\n{layouts}"
-    return text
+        reason = f"{plan.disaggregation.reason} ({plan.disaggregation.source})"
+        rows.append(("disaggregate", f"{verdict}: {reason}"))
+    return rows + [(_EFFECT_LABELS[e.feature], e.text()) for e in published_effects(plan)]
 
 
 def _replicas_text(plan: Plan) -> str:
@@ -241,22 +244,17 @@ def _replicas_text(plan: Plan) -> str:
 def _decode_rows(
     plan: Plan, cost: CostEstimate, catalog: Catalog | None = None
 ) -> list[tuple[str, str]]:
-    """The decode step and curve of the objective's model (``decode_report.objective_curve``):
-    the same numbers as ``plan.performance``; the ITL-target curve only without a choice."""
+    """The decode step and curve (``decode_report.decode_points``) and speculation's effect."""
     if cost.estimate is None:
         return []
-    estimate = cost.estimate
-    chosen = chosen_point(plan, catalog)
-    if chosen is not None:
-        step, curve = chosen.step, objective_curve_text(plan, objective_curve(plan, catalog))
+    step, points = decode_points(plan, cost.estimate, catalog)
+    if plan.performance is None:
+        curve = curve_text(cost.estimate)
     else:
-        step, curve = estimate.chosen.step, curve_text(estimate)
+        curve = objective_curve_text(plan, points)
+    speculation = speculation_text(speculation_estimates(plan, step.batch, step.context))
     return [
         ("decode step", step_arithmetic(plan, step)),
         ("curve", curve),
-        (
-            "speculative",
-            speculation_text(speculation_estimates(plan, step.batch, step.context))
-            + " (not in the cost above)",
-        ),
+        ("speculative", speculation + " (not in the cost above)"),
     ]

@@ -1,47 +1,18 @@
 """Will a model fit, on how many nodes, with which parallelism: the memory arithmetic.
 
-Per GPU, vLLM may use ``memory x gpu_memory_utilization``. From that come a fixed
-runtime reserve (CUDA context, activations, CUDA graphs: ``RUNTIME_RESERVE_GIB``),
-the GPU's shard of the weights, and what remains holds the KV cache. A layout fits
-when the weights fit and the KV cache holds ``concurrency`` sequences of
-``max_context`` tokens.
-
-Layouts tried, smallest first: tensor parallelism within one node (a divisor of the
-attention heads, up to the node's GPUs; the node's other GPUs become data-parallel
-replicas), then the whole node tensor-parallel across nodes (``layout_across_nodes``): a
-dense model pipeline-parallel over the nodes, a MoE model data-parallel (one rank per node)
-with its experts sharded over every GPU, the layout ``VllmMultiNodeService`` runs (vLLM's
-multi-node MoE layout, vllm-project/vllm ``docs/serving/data_parallel_deployment.md``; MTP
-speculative decoding is not verified with pipeline parallelism > 1). MoE models get expert
-parallelism whenever more than one GPU serves them.
-
-Per GPU, with expert parallelism the routed experts are sharded over all
-``tensor x pipeline x data`` GPUs, while the other weights (attention, dense layers, shared
-experts, embeddings) are sharded only over a replica's ``tensor x pipeline`` GPUs and
-replicated in every data-parallel rank (vLLM ``docs/serving/expert_parallel_deployment.md``:
-attention is data-parallel, experts expert-parallel). Each data-parallel rank keeps its own
-KV cache for its own requests: a layout fits when one rank holds a ``max_context`` sequence
-and all ranks together hold ``concurrency`` of them.
-Layouts across nodes are tried only on instance types with EFA (``require_efa``), and a
-single-instance target (a SageMaker endpoint: ``single_instance``) gets no multi-node
-alternative when nothing fits. Alternatives are ``Alternative`` records (``str()`` gives the
-text) so tools can act on them.
+Per GPU, ``memory x gpu_memory_utilization`` less a runtime reserve and the weights' shard holds
+the KV cache; a layout fits when it holds ``concurrency`` sequences of ``max_context`` tokens.
+The layouts tried: docs/design/planner.md, "Sizing".
 """
 
 from __future__ import annotations
 
 import enum
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import (
-    DEPRECATED_REMOVED_IN,
-    ConfigurationError,
-    Problem,
-    renamed_arguments,
-)
+from ..errors import ConfigurationError, Problem
 from .catalog import GIB, Catalog, InstanceSpec, default_catalog
 from .instance_types import InstanceType
 from .models import ModelSpec, WeightFormat, preset, presets, weight_format, weight_formats
@@ -53,7 +24,7 @@ class Objective(enum.Enum):
 
     #: The most output tokens per dollar meeting the latency targets (default).
     TOKENS_PER_DOLLAR = "tokens-per-dollar"
-    #: The smallest layout that fits (the planner's answer before issue 28).
+    #: The smallest layout that fits.
     MIN_GPUS = "min-gpus"
 
     def __str__(self) -> str:
@@ -73,11 +44,8 @@ def objective_of(value: Objective | str) -> Objective:
     )
 
 
-#: The objective search (``objective.choose``), registered by ``objective.py`` when the
-#: ``planning`` package loads (``planning/__init__`` imports it): sizing stays below the
-#: decode model in the import graph.
+#: The objective search, set when ``objective`` loads (it builds on this module).
 _CHOOSE: Callable[..., Plan] | None = None
-
 #: GiB per GPU kept out of the KV cache for the CUDA context, activations and CUDA graphs.
 RUNTIME_RESERVE_GIB = 2.0
 #: Most nodes a plan may span.
@@ -225,9 +193,8 @@ class Plan:
 class ModelSizing:
     """What a deployment promises about a model, so constructs can check it fits.
 
-    The model and the weight format are checked when the sizing is made (a ``ConfigurationError``
-    naming the closest presets or formats) and kept as typed values (``ModelSpec``,
-    ``WeightFormat``); positional use is unchanged: ``ModelSizing("gpt-oss-20b", "bf16")``.
+    The model and the weight format are checked when it is made (the closest names on a typo)
+    and kept as typed values: ``ModelSizing("gpt-oss-20b", "bf16")``.
 
     :param model: a ``ModelSpec`` or the name of a preset.
     :param weight_format: the weight format the server loads: a ``WeightFormat`` or its name
@@ -238,8 +205,6 @@ class ModelSizing:
     :param kv_cache_dtype: ``auto`` (BF16) or ``fp8``. Default: ``auto``.
     :param tensor_parallel_size: the tensor-parallel size the server is configured with, so the
         plan describes that layout. Default: the smallest that fits.
-
-    ``quantization=`` is the deprecated name of ``weight_format`` (until 0.3.0; warns).
     """
 
     #: The spec (a preset name given is converted).
@@ -252,9 +217,7 @@ class ModelSizing:
     kv_cache_dtype: str
     tensor_parallel_size: int | None
 
-    # The one place of the defaults (the fields above have none; ``dataclasses.replace`` and
-    # positional use go through here).
-    @renamed_arguments("ModelSizing", quantization="weight_format")
+    # The one place of the defaults (``dataclasses.replace`` goes through here too).
     def __init__(
         self,
         model: ModelSpec | str,
@@ -289,16 +252,6 @@ class ModelSizing:
             shown.append(f"{name}={value!r}")
         return f"ModelSizing({', '.join(shown)})"
 
-    @property
-    def quantization(self) -> str:
-        """Deprecated: use ``weight_format`` (removed in 0.3.0). The format's name."""
-        warnings.warn(
-            f"ModelSizing.quantization is deprecated; use weight_format (removed in {DEPRECATED_REMOVED_IN})",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return str(self.weight_format)
-
     def plan_on(
         self,
         instance_type: InstanceType | str,
@@ -307,12 +260,9 @@ class ModelSizing:
         catalog: Catalog | None = None,
         single_instance: bool | None = None,
     ) -> Plan:
-        """Plan on ``instance_type``; ``single_instance`` defaults to ``max_nodes == 1`` (an
-        endpoint instance hosts a whole copy, so no multi-node alternative is suggested).
-
-        Objective ``MIN_GPUS``: a sizing is a promise that the model fits, and its users
-        (inference components' accelerator counts, pool capacities) need the fewest GPUs that
-        hold it; the layout a server runs comes from ``vllm.pool_strategy`` or ``plan()``."""
+        """The smallest layout on ``instance_type`` (objective ``MIN_GPUS``: a sizing promises
+        the model fits; its users count GPUs). ``single_instance`` defaults to
+        ``max_nodes == 1`` (an endpoint instance hosts a whole copy)."""
         return plan(
             self.model,
             self.weight_format,
@@ -378,11 +328,8 @@ def layout_across_nodes(model: ModelSpec, tensor_parallel: int, nodes: int) -> L
 
 def weight_bytes_per_gpu(model: ModelSpec, fmt: WeightFormat, layout: Layout) -> float:
     """One GPU's share of the weights: across nodes, the routed experts over every GPU of an
-    expert-parallel layout and the rest over one replica's GPUs (replicated in each
-    data-parallel rank). Within one node each engine is still counted with all the experts
-    over its own GPUs (conservative: crediting the node's other engines would make a MoE's
-    smallest single-node layout tensor 1 x data 8, a change to single-node serving this does
-    not make)."""
+    expert-parallel layout and the rest over one replica's GPUs. Within one node each engine
+    counts all the experts over its own GPUs (conservative: docs/design/planner.md, "Sizing")."""
     total = weight_bytes(model, fmt)
     if not layout.expert_parallel:
         return total / layout.gpus_per_replica
@@ -424,7 +371,6 @@ def _candidate_layouts(model: ModelSpec, instance: InstanceSpec, request: _Reque
     return layouts
 
 
-@renamed_arguments("plan", quantization="weight_format")
 def plan(
     model: ModelSpec | str,
     weight_format: WeightFormat | str,
@@ -443,107 +389,78 @@ def plan(
     targets: Any = None,
     objective: Objective | str | None = None,
 ) -> Plan:
-    """The layout of ``model`` in ``weight_format`` on ``instance_type`` the objective picks.
+    """The layout of ``model`` in ``weight_format`` on ``instance_type`` the objective picks;
+    a ``PlanningError`` (what is needed, what is there, what would fit) when nothing fits.
 
-    ``objective`` (``objective.Objective``, default ``TOKENS_PER_DOLLAR``): among every layout
-    that fits, the one with the most output tokens per dollar for ``workload`` (default
-    ``Workload()``: 2,048 in / 512 out) meeting ``targets`` (``LatencyTargets``: TTFT, ITL,
-    TPOT; default none), with ``Plan.performance``, ``Plan.candidates`` (the next best and why
-    each loses) and ``Plan.disaggregation``; ``MIN_GPUS``: the smallest layout that fits (the
-    planner's answer before issue 28; ``performance`` is ``None`` unless a workload is given).
-    ``kv_cache_dtype`` left ``None`` lets the search try an FP8 KV cache where the GPU has FP8
-    tensor cores (``MIN_GPUS``: ``auto``). ``max_context`` defaults to the workload's input +
-    output tokens when a workload is given, else the model's maximum. See ``objective.py``.
-
-    Raises ``PlanningError`` with what is needed, what is there, and what would fit
-    (more nodes, another instance type, a smaller format) when nothing does; an unknown model,
-    format or instance type is a ``ConfigurationError`` naming the closest known ones.
-    ``tensor_parallel`` pins the tensor-parallel size (a divisor of the heads, at most the
-    node's GPUs); the node's other GPUs become data-parallel engines. ``single_instance``:
-    the target runs one copy per instance (a SageMaker endpoint), so no alternative spans
-    nodes. ``require_efa`` (default): layouts across nodes only on instance types with EFA;
-    pipeline stages or an expert all-to-all over plain TCP are rarely worth running.
-
-    :param model: a ``ModelSpec`` or the name of a preset.
-    :param weight_format: a ``WeightFormat`` or its name (``bf16``, ``fp8``, ...).
-    :param instance_type: an ``InstanceType`` or its name, looked up in ``catalog``.
-    ``quantization=`` is the deprecated name of ``weight_format`` (until 0.3.0; warns).
+    :param model: a ``ModelSpec`` or a preset's name; ``weight_format`` and ``instance_type``
+        likewise (an ``InstanceType`` is looked up in ``catalog``).
+    :param max_context: tokens per sequence. Default: the workload's peak, else the model's.
+    :param concurrency: sequences of ``max_context`` that must fit at once. Default: 1.
+    :param gpu_memory_utilization: vLLM's share of GPU memory. Default: 0.9.
+    :param kv_cache_dtype: ``auto`` or ``fp8``. Default: searched with a workload, else ``auto``.
+    :param max_nodes: most nodes a layout spans. Default: ``MAX_NODES``.
+    :param catalog: instance facts and prices. Default: ``default_catalog()``.
+    :param tensor_parallel: a divisor of the heads, at most the node's GPUs. Default: searched.
+    :param single_instance: one copy per instance (a SageMaker endpoint). Default: False.
+    :param require_efa: layouts across nodes only with EFA. Default: True.
+    :param workload: the requests served (``Workload``). Default: ``Workload()``, fewest nodes.
+    :param targets: the ``LatencyTargets`` to meet. Default: none.
+    :param objective: ``TOKENS_PER_DOLLAR`` (default) or ``MIN_GPUS`` (the smallest layout
+        that fits); how each searches: ``objective.py``, docs/design/planner.md.
     """
-    chosen_objective = Objective.TOKENS_PER_DOLLAR if objective is None else objective_of(objective)
-    spec = ModelSpec.of(model)
-    fmt = WeightFormat.of(weight_format)
+    chosen = Objective.TOKENS_PER_DOLLAR if objective is None else objective_of(objective)
+    spec, fmt = ModelSpec.of(model), WeightFormat.of(weight_format)
     catalog = catalog or default_catalog()
     instance = catalog.get(str(instance_type))
-    context = max_context
-    if context is None:
-        context = (
-            spec.max_context
-            if workload is None
-            else min(spec.max_context, workload.input_tokens + workload.output_tokens)
-        )
-    kv_dtype = "auto" if kv_cache_dtype is None else kv_cache_dtype
-    _check_inputs(spec, context, concurrency, gpu_memory_utilization, kv_dtype, max_nodes)
-    if tensor_parallel is not None and tensor_parallel not in tensor_parallel_options(
-        spec, instance.gpus
-    ):
-        raise PlanningError(
-            f"tensor_parallel={tensor_parallel} must be one of {tensor_parallel_options(spec, instance.gpus)} for {spec.name} on {instance_type}",
-            prop="tensor_parallel",
-            value=tensor_parallel,
-        )
+    if max_context is None:
+        whole = spec.max_context
+        max_context = whole if workload is None else min(whole, workload.peak_context)
     request = _Request(
-        context,
+        max_context,
         concurrency,
         gpu_memory_utilization,
-        kv_dtype,
+        "auto" if kv_cache_dtype is None else kv_cache_dtype,
         max_nodes,
         tensor_parallel,
         single_instance,
         require_efa,
     )
+    smallest = _smallest_fit(spec, fmt, instance, request, catalog)
+    assert _CHOOSE is not None, "planning.objective sets the search when it loads"
+    return _CHOOSE(smallest, request, workload, targets, chosen, kv_cache_dtype is None, catalog)
+
+
+def _smallest_fit(
+    spec: ModelSpec, fmt: WeightFormat, instance: InstanceSpec, request: _Request, catalog: Catalog
+) -> Plan:
+    """The smallest layout that fits; ``PlanningError`` for bad input or when none fits."""
+    _check_request(spec, instance, request)
     found = _fit(spec, fmt, instance, request)
     if found is None:
         raise _no_fit_error(spec, fmt, instance, request, catalog)
-    if chosen_objective is Objective.MIN_GPUS and workload is None and targets is None:
-        return found
-    assert _CHOOSE is not None, "planning.objective registers the search on import"
-    return _CHOOSE(
-        found,
-        request,
-        workload=workload,
-        targets=targets,
-        objective=chosen_objective,
-        kv_open=kv_cache_dtype is None
-        and workload is not None
-        and chosen_objective is Objective.TOKENS_PER_DOLLAR,
-        workload_given=workload is not None,
-        catalog=catalog,
-    )
+    return found
 
 
-def _check_inputs(
-    spec: ModelSpec,
-    context: int,
-    concurrency: int,
-    utilization: float,
-    kv_dtype: str,
-    max_nodes: int,
-) -> None:
+def _check_request(spec: ModelSpec, instance: InstanceSpec, request: _Request) -> None:
+    """One ``PlanningError`` for the first input out of range."""
+    context, kv_dtype = request.context, request.kv_dtype
     if context < 1 or context > spec.max_context:
         raise PlanningError(
             f"max_context={context} is outside 1..{spec.max_context}, the longest context {spec.name} supports (vLLM refuses a longer --max-model-len)",
             prop="max_context",
             value=context,
         )
-    if concurrency < 1:
+    if request.concurrency < 1:
         raise PlanningError(
-            f"concurrency={concurrency} must be at least 1", prop="concurrency", value=concurrency
+            f"concurrency={request.concurrency} must be at least 1",
+            prop="concurrency",
+            value=request.concurrency,
         )
-    if not 0 < utilization <= 1:
+    if not 0 < request.utilization <= 1:
         raise PlanningError(
-            f"gpu_memory_utilization={utilization} must be in (0, 1]",
+            f"gpu_memory_utilization={request.utilization} must be in (0, 1]",
             prop="gpu_memory_utilization",
-            value=utilization,
+            value=request.utilization,
         )
     if kv_dtype not in KV_CACHE_DTYPE_BYTES:
         raise PlanningError(
@@ -551,9 +468,18 @@ def _check_inputs(
             prop="kv_cache_dtype",
             value=kv_dtype,
         )
-    if max_nodes < 1:
+    if request.max_nodes < 1:
         raise PlanningError(
-            f"max_nodes={max_nodes} must be at least 1", prop="max_nodes", value=max_nodes
+            f"max_nodes={request.max_nodes} must be at least 1",
+            prop="max_nodes",
+            value=request.max_nodes,
+        )
+    options = tensor_parallel_options(spec, instance.gpus)
+    if request.tensor_parallel is not None and request.tensor_parallel not in options:
+        raise PlanningError(
+            f"tensor_parallel={request.tensor_parallel} must be one of {options} for {spec.name} on {instance.instance_type}",
+            prop="tensor_parallel",
+            value=request.tensor_parallel,
         )
 
 

@@ -1,28 +1,9 @@
 """Speculative decoding (MTP, EAGLE-3, n-gram) as a speed-up over plain decoding, shown separately.
 
-A verification step checks ``k`` drafted tokens per sequence; with a per-token acceptance
-rate ``α`` (independent positions) it yields on average::
-
-    τ = (1 - α^(k+1)) / (1 - α)   tokens per sequence per step
-
-(Leviathan, Kalman, Matias, "Fast Inference from Transformers via Speculative Decoding",
-ICML 2023, https://arxiv.org/abs/2211.17192, eq. 1). The step costs more than a plain decode
-step: the target model processes ``B·(k+1)`` tokens, so an MoE touches more experts
-(``moe.expected_distinct_experts`` at ``B·(k+1)`` tokens) and compute grows ``k+1`` fold, while
-weights and KV are still read once; the drafter adds ``k`` passes of about one decoder layer
-(MTP, EAGLE) or nothing (n-gram). Speed-up = ``τ · plain step / (verify step + draft)``, at the
-same batch. ITL per user = ``(verify step + draft) / τ``.
-
-Default acceptance per method (``DEFAULTS``), each with its source:
-
-- ``mtp``: ``k = 1``, ``α = 0.85``. DeepSeek-V3 technical report (arXiv:2412.19437, §5.4.3):
-  "the acceptance rate of the second token prediction ranges between 85% and 90%".
-- ``eagle3``: ``k = 3``, ``α = 0.63``. RedHatAI/gpt-oss-20b-speculator.eagle3 reaches an
-  acceptance length τ of 2.43-3.00 with k = 7 on MT-bench/HumanEval/GSM8K (table in the model
-  card of https://huggingface.co/nebius/EAGLE3-gpt-oss-20b); τ = 2.63 at k = 7 gives α ≈ 0.63.
-- ``ngram``: ``k = 3``, ``α = 0.35``. ASSUMED: n-gram acceptance depends on how much the output
-  repeats the prompt (high for code editing, low for open chat: https://specdecode-bench.github.io);
-  no single published figure. Pass your measured rate.
+A verification step of ``k`` drafted tokens at acceptance rate ``α`` yields
+``τ = (1 - α^(k+1)) / (1 - α)`` tokens per sequence (Leviathan et al., ICML 2023,
+https://arxiv.org/abs/2211.17192, eq. 1); speed-up = ``τ · plain step / (verify step + draft)``.
+Each default acceptance rate's source: docs/design/planner.md, "Speculative decoding".
 """
 
 from __future__ import annotations
@@ -49,6 +30,7 @@ DEFAULTS: dict[str, SpeculationMethod] = {
     "eagle3": SpeculationMethod(
         "eagle3", 3, 0.63, 1.0, "RedHatAI gpt-oss-20b EAGLE-3: tau 2.63 at k=7"
     ),
+    # ASSUMED: no single published figure; it depends on how much the output repeats the prompt.
     "ngram": SpeculationMethod("ngram", 3, 0.35, 0.0, "ASSUMED: workload-dependent"),
 }
 

@@ -1,11 +1,5 @@
-"""vLLM server configuration shared by the SageMaker and HyperPod paths (pure Python).
-
-What a user needs: ``VllmConfig`` (one typed server configuration, rendered as ``vllm serve``
-arguments or SageMaker ``SM_VLLM_*`` variables), its speculative-decoding types, the
-``VllmConfigError`` it raises (a ``ConfigurationError``), the checks against hardware
-(``check_on_hardware``) and the per-pool derivation (``derive_pool_config``, with the library's
-one ``Goal``).
-"""
+"""vLLM server configuration shared by the SageMaker and HyperPod paths (pure Python):
+``VllmConfig``, its checks against the hardware and the per-pool derivation."""
 
 from .config import (
     REMOVED_FLAGS,

@@ -1,14 +1,8 @@
 """``VllmConfig``: one typed vLLM server configuration for both deployment paths.
 
-``server_flags()`` is the single mapping from fields to vLLM flags. Both renderings
-come from it, so they cannot drift:
-
-* ``to_args()``: the ``vllm serve`` argument list (HyperPod), model first;
-* ``to_sagemaker_environment()``: the ``SM_VLLM_*`` variables that AWS's SageMaker vLLM
-  container turns back into flags (``SM_VLLM_MAX_MODEL_LEN=8192`` -> ``--max-model-len 8192``;
-  ``true`` -> a bare flag; a false boolean is left out in both renderings).
-
-Pure Python, no CDK: the planner and CLI use it too.
+``server_flags()`` is the single mapping from fields to vLLM flags; ``to_args()`` (``vllm
+serve``, HyperPod) and ``to_sagemaker_environment()`` (``SM_VLLM_*`` variables) both come from
+it, so they cannot drift (docs/design/vllm-config.md). Pure Python, no CDK.
 """
 
 from __future__ import annotations
@@ -17,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import ConfigurationError, Problem, Problems, check_fields
 from .registry import flag_problems, name_problems, registry
@@ -26,11 +20,9 @@ from .registry import flag_problems, name_problems, registry
 #: (recorded with vLLM's other registries in ``data/vllm_registry.json``).
 REMOVED_FLAGS: dict[str, str] = dict(registry().removed_flags)
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
-#: vLLM's KV-offloading backends (``KVOffloadingBackend`` in vllm/config/cache.py, vLLM 0.32.0):
-#: ``native`` is vLLM's own CPU offloading (``OffloadingConnector``), ``lmcache`` hands the
-#: blocks to a separately run LMCache server.
+#: vLLM's KV-offloading backends (``KVOffloadingBackend`` in vllm/config/cache.py).
 KV_OFFLOADING_BACKENDS = ("native", "lmcache")
-#: Flags with a typed field, in the order they are rendered.
+#: Flags with a typed field (the field's name with ``_``), in the order they are rendered.
 TYPED_FLAGS = (
     "model",
     "served-model-name",
@@ -63,6 +55,13 @@ class VllmConfigError(ConfigurationError):
         super().__init__("VllmConfig", list(found))
 
 
+def _draft_length_problems(tokens: int) -> list[Problem]:
+    """vLLM drafts at least one token per step."""
+    if tokens < 1:
+        return [Problem("speculative.num_speculative_tokens", tokens, "must be at least 1")]
+    return []
+
+
 @dataclass(frozen=True)
 class MtpSpeculation:
     """Multi-token prediction with the model's own MTP layers (DeepSeek-V3, the reference MoE, ...)."""
@@ -70,19 +69,8 @@ class MtpSpeculation:
     num_speculative_tokens: int = 1
     method: str = field(default="mtp", init=False)
 
-    def to_json_dict(self) -> dict[str, object]:
-        return {"method": "mtp", "num_speculative_tokens": self.num_speculative_tokens}
-
     def problems(self) -> list[Problem]:
-        if self.num_speculative_tokens < 1:
-            return [
-                Problem(
-                    "speculative.num_speculative_tokens",
-                    self.num_speculative_tokens,
-                    "must be at least 1",
-                )
-            ]
-        return []
+        return _draft_length_problems(self.num_speculative_tokens)
 
 
 @dataclass(frozen=True)
@@ -92,13 +80,6 @@ class Eagle3Speculation:
     draft_model: str
     num_speculative_tokens: int = 3
     method: str = field(default="eagle3", init=False)
-
-    def to_json_dict(self) -> dict[str, object]:
-        return {
-            "method": "eagle3",
-            "model": self.draft_model,
-            "num_speculative_tokens": self.num_speculative_tokens,
-        }
 
     def problems(self) -> list[Problem]:
         found: list[Problem] = []
@@ -110,15 +91,7 @@ class Eagle3Speculation:
                     "EAGLE-3 needs the draft model's location",
                 )
             )
-        if self.num_speculative_tokens < 1:
-            found.append(
-                Problem(
-                    "speculative.num_speculative_tokens",
-                    self.num_speculative_tokens,
-                    "must be at least 1",
-                )
-            )
-        return found
+        return found + _draft_length_problems(self.num_speculative_tokens)
 
 
 @dataclass(frozen=True)
@@ -130,24 +103,8 @@ class NgramSpeculation:
     prompt_lookup_min: int = 1
     method: str = field(default="ngram", init=False)
 
-    def to_json_dict(self) -> dict[str, object]:
-        return {
-            "method": "ngram",
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "prompt_lookup_max": self.prompt_lookup_max,
-            "prompt_lookup_min": self.prompt_lookup_min,
-        }
-
     def problems(self) -> list[Problem]:
-        found: list[Problem] = []
-        if self.num_speculative_tokens < 1:
-            found.append(
-                Problem(
-                    "speculative.num_speculative_tokens",
-                    self.num_speculative_tokens,
-                    "must be at least 1",
-                )
-            )
+        found = _draft_length_problems(self.num_speculative_tokens)
         if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
             found.append(
                 Problem(
@@ -178,23 +135,17 @@ class VllmConfig:
     :param enable_auto_tool_choice: let the model decide to call tools. Default: on when a
         ``tool_call_parser`` is set (it needs one).
     :param max_model_len: longest context.
-    :param max_num_seqs: most sequences one engine batches (vLLM's ``--max-num-seqs``; its
-        default depends on the GPU: ``EngineArgs`` batch defaults in vllm/engine/arg_utils.py).
-        ``VllmMultiNodeService`` sets the planner's chosen batch when this is ``None``.
+    :param max_num_seqs: most sequences one engine batches (``--max-num-seqs``). Default:
+        vLLM's, by GPU (``VllmMultiNodeService`` sets the planner's chosen batch).
     :param gpu_memory_utilization: vLLM's share of GPU memory, in (0, 1].
     :param kv_cache_dtype: ``auto`` or an FP8 type.
     :param kv_offloading_size: GiB of host memory for vLLM's KV-cache offloading
         (``--kv-offloading-size``): prefix-cache blocks evicted from GPU memory are kept in
-        host memory and loaded back on a hit instead of recomputed. The total of one engine:
-        vLLM splits it evenly over the engine's tensor- and pipeline-parallel ranks
-        (``CacheConfig.kv_offloading_size`` in vllm/config/cache.py; ``CPUOffloadingSpec`` in
-        vllm/v1/kv_offload/cpu/spec.py divides ``cpu_bytes_to_use`` by the world size; vLLM
-        0.32.0). Default: no offloading (``VllmMultiNodeService`` sizes it from the node's
-        memory, ``kv_offload``).
+        host memory. The total of one engine, split over its ranks by vLLM. Default: no
+        offloading (``VllmMultiNodeService`` sizes it from the node's memory, ``kv_offload``).
     :param kv_offloading_backend: ``native`` (vLLM's ``OffloadingConnector``) or ``lmcache``
-        (a separately run LMCache server owns the capacity); only with ``kv_offloading_size``
-        (vLLM ignores it otherwise: ``VllmConfig._post_init_kv_transfer_config`` in
-        vllm/config/vllm.py). Default: vLLM's, ``native``.
+        (a separately run LMCache server owns the capacity); only with ``kv_offloading_size``.
+        Default: vLLM's, ``native``.
     :param load_format: e.g. ``runai_streamer`` to stream weights from S3.
     :param extra_flags: further flags, by name without ``--`` (``True`` for a bare flag).
     """
@@ -219,8 +170,6 @@ class VllmConfig:
     load_format: str | None = None
     extra_flags: Mapping[str, FlagValue] = field(default_factory=dict)
 
-    # -- the one mapping --------------------------------------------------------------
-
     def server_flags(self) -> list[tuple[str, FlagValue]]:
         """``(flag, value)`` pairs in a fixed order; ``True`` means a bare flag."""
         auto_tool_choice = (
@@ -228,36 +177,19 @@ class VllmConfig:
             if self.enable_auto_tool_choice is not None
             else self.tool_call_parser is not None
         )
-        values: dict[str, FlagValue | None] = dict(
-            [
-                ("model", self.model),
-                ("served-model-name", self.served_model_name),
-                ("tensor-parallel-size", self.tensor_parallel_size),
-                ("pipeline-parallel-size", self.pipeline_parallel_size),
-                ("data-parallel-size", self.data_parallel_size),
-                ("enable-expert-parallel", self.enable_expert_parallel),
-                ("quantization", self.quantization),
-                (
-                    "speculative-config",
-                    _compact_json(self.speculative.to_json_dict()) if self.speculative else None,
-                ),
-                ("reasoning-parser", self.reasoning_parser),
-                ("enable-auto-tool-choice", auto_tool_choice),
-                ("tool-call-parser", self.tool_call_parser),
-                ("max-model-len", self.max_model_len),
-                ("max-num-seqs", self.max_num_seqs),
-                ("gpu-memory-utilization", self.gpu_memory_utilization),
-                ("kv-cache-dtype", self.kv_cache_dtype),
-                ("kv-offloading-size", self.kv_offloading_size),
-                ("kv-offloading-backend", self.kv_offloading_backend),
-                ("load-format", self.load_format),
-            ]
-        )
-        ordered = [(name, values[name]) for name in TYPED_FLAGS] + sorted(
-            _negated(name, value) for name, value in self.extra_flags.items()
-        )
+        derived: dict[str, FlagValue | None] = {
+            "speculative-config": _speculative_config(self.speculative),
+            "enable-auto-tool-choice": auto_tool_choice,
+        }
+        typed = [
+            (name, derived[name] if name in derived else getattr(self, name.replace("-", "_")))
+            for name in TYPED_FLAGS
+        ]
+        extra = sorted(_negated(name, value) for name, value in self.extra_flags.items())
         return [
-            (name, value) for name, value in ordered if value is not None and value is not False
+            (name, value)
+            for name, value in typed + extra
+            if value is not None and value is not False
         ]
 
     def to_args(self) -> list[str]:
@@ -281,116 +213,68 @@ class VllmConfig:
             for name, value in self.server_flags()
         }
 
-    # -- checks -----------------------------------------------------------------------
-
     def problems(self) -> list[Problem]:
         """Every problem of this configuration, each a ``Problem`` named by field (wrong
         types alone when there are any: the value checks compare values)."""
-        typed = Problems("VllmConfig")
-        check_fields(typed, "", self)  # wrong types first: the checks below compare values
-        if typed:
-            return list(typed.problems())
-        found: list[Problem] = []
+        found = Problems("VllmConfig")
+        check_fields(found, "", self)
+        if found:
+            return list(found.problems())
         if not self.model:
-            found.append(Problem("model", self.model, "must name the weights' location"))
+            found.add("model", self.model, "must name the weights' location")
         for prop in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
-            value = getattr(self, prop)
-            if value is not None and value < 1:
-                found.append(Problem(prop, value, "must be at least 1"))
+            if (value := getattr(self, prop)) is not None and value < 1:
+                found.add(prop, value, "must be at least 1")
         if self.gpu_memory_utilization is not None and not (0 < self.gpu_memory_utilization <= 1):
-            found.append(
-                Problem("gpu_memory_utilization", self.gpu_memory_utilization, "must be in (0, 1]")
-            )
-        if self.max_model_len is not None and self.max_model_len < 1:
-            found.append(Problem("max_model_len", self.max_model_len, "must be at least 1"))
-        if self.max_num_seqs is not None and self.max_num_seqs < 1:
-            found.append(Problem("max_num_seqs", self.max_num_seqs, "must be at least 1"))
+            found.add("gpu_memory_utilization", self.gpu_memory_utilization, "must be in (0, 1]")
+        for prop in ("max_model_len", "max_num_seqs"):
+            if (value := getattr(self, prop)) is not None and value < 1:
+                found.add(prop, value, "must be at least 1")
         if self.kv_cache_dtype is not None and self.kv_cache_dtype not in KV_CACHE_DTYPES:
-            found.append(
-                Problem(
-                    "kv_cache_dtype",
-                    self.kv_cache_dtype,
-                    f"must be one of {', '.join(KV_CACHE_DTYPES)}",
-                )
-            )
-        found += self._kv_offloading_problems()
+            allowed = f"must be one of {', '.join(KV_CACHE_DTYPES)}"
+            found.add("kv_cache_dtype", self.kv_cache_dtype, allowed)
+        self._kv_offloading_problems(found)
         if self.enable_auto_tool_choice and not self.tool_call_parser:
-            found.append(
-                Problem(
-                    "enable_auto_tool_choice",
-                    True,
-                    "vLLM refuses automatic tool choice without a tool_call_parser",
-                )
-            )
-        if self.served_model_name is not None and (
-            not self.served_model_name or any(c.isspace() for c in self.served_model_name)
-        ):
-            found.append(
-                Problem(
-                    "served_model_name",
-                    self.served_model_name,
-                    "must be a non-empty name without whitespace",
-                )
-            )
-        if self.speculative is not None:
-            found += self.speculative.problems()
-        found += name_problems(
-            self.tool_call_parser,
-            self.reasoning_parser,
-            self.quantization,
-            ("tool_call_parser", "reasoning_parser", "quantization"),
+            allowed = "vLLM refuses automatic tool choice without a tool_call_parser"
+            found.add("enable_auto_tool_choice", True, allowed)
+        name = self.served_model_name
+        if name is not None and (not name or any(c.isspace() for c in name)):
+            found.add("served_model_name", name, "must be a non-empty name without whitespace")
+        found.extend(self.speculative.problems() if self.speculative else ())
+        props = ("tool_call_parser", "reasoning_parser", "quantization")
+        found.extend(
+            name_problems(self.tool_call_parser, self.reasoning_parser, self.quantization, props)
         )
-        return found + self._extra_flag_problems()
+        self._extra_flag_problems(found)
+        return list(found.problems())
 
-    def _kv_offloading_problems(self) -> list[Problem]:
-        """A positive, finite size (vLLM raises on a zero ``cpu_bytes_to_use``:
-        ``CPUOffloadingSpec.__init__``); a known backend, and only with a size."""
-        found: list[Problem] = []
-        size = self.kv_offloading_size
+    def _kv_offloading_problems(self, found: Problems) -> None:
+        """A positive, finite size (vLLM raises on zero); a known backend, only with a size."""
+        size, backend = self.kv_offloading_size, self.kv_offloading_backend
         if size is not None and not (math.isfinite(size) and size > 0):
-            found.append(
-                Problem("kv_offloading_size", size, "GiB of host memory, a finite number above 0")
-            )
-        backend = self.kv_offloading_backend
+            found.add("kv_offloading_size", size, "GiB of host memory, a finite number above 0")
         if backend is not None and backend not in KV_OFFLOADING_BACKENDS:
-            found.append(
-                Problem(
-                    "kv_offloading_backend",
-                    backend,
-                    f"must be one of {', '.join(KV_OFFLOADING_BACKENDS)}",
-                )
-            )
+            allowed = f"must be one of {', '.join(KV_OFFLOADING_BACKENDS)}"
+            found.add("kv_offloading_backend", backend, allowed)
         elif backend is not None and size is None:
-            found.append(
-                Problem(
-                    "kv_offloading_backend",
-                    backend,
-                    "needs kv_offloading_size: vLLM offloads only when a size is set",
-                )
-            )
-        return found
+            allowed = "needs kv_offloading_size: vLLM offloads only when a size is set"
+            found.add("kv_offloading_backend", backend, allowed)
 
-    def _extra_flag_problems(self) -> list[Problem]:
+    def _extra_flag_problems(self, found: Problems) -> None:
         """Each extra flag: its name's form, removed, typed or not vLLM's; a finite value."""
-        found: list[Problem] = []
-        typed = set(TYPED_FLAGS)
         for name, value in self.extra_flags.items():
             prop = f"extra_flags[{name!r}]"
             if name.startswith("-") or not _FLAG_NAME.match(name):
-                found.append(
-                    Problem(
-                        prop, value, "flag names are lower case with hyphens and no leading '--'"
-                    )
-                )
+                allowed = "flag names are lower case with hyphens and no leading '--'"
+                found.add(prop, value, allowed)
             elif name in REMOVED_FLAGS:
-                found.append(Problem(prop, value, f"--{name} was {REMOVED_FLAGS[name]}"))
-            elif name in typed:
-                found.append(Problem(prop, value, f"--{name} has a typed field; set that instead"))
+                found.add(prop, value, f"--{name} was {REMOVED_FLAGS[name]}")
+            elif name in TYPED_FLAGS:
+                found.add(prop, value, f"--{name} has a typed field; set that instead")
             else:
-                found += flag_problems(prop, name, value)
+                found.extend(flag_problems(prop, name, value))
             if isinstance(value, float) and not math.isfinite(value):
-                found.append(Problem(prop, value, "must be finite"))
-        return found
+                found.add(prop, value, "must be finite")
 
     def validate(self) -> VllmConfig:
         found = self.problems()
@@ -403,10 +287,8 @@ class VllmConfig:
 
 
 def _negated(name: str, value: FlagValue) -> tuple[str, FlagValue]:
-    """An extra flag set to ``False``: ``--no-<flag>`` where vLLM has that form (a boolean
-    option, ``argparse.BooleanOptionalAction``; its default may be on, or vLLM's choice, as
-    prefix caching is), so the ``False`` reaches vLLM instead of disappearing. Any other
-    ``False`` flag is a bare ``store_true`` flag, off unless given: it is left out."""
+    """An extra flag set to ``False``: ``--no-<flag>`` where vLLM has that form, so the
+    ``False`` reaches vLLM; any other ``False`` flag is left out (off unless given)."""
     if value is False and name in registry().negatable_flags:
         return f"no-{name}", True
     return name, value
@@ -417,8 +299,14 @@ def sagemaker_variable(flag: str) -> str:
     return "SM_VLLM_" + flag.upper().replace("-", "_")
 
 
-def _compact_json(value: Mapping[str, object]) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+def _speculative_config(speculative: Speculation | None) -> str | None:
+    """vLLM's ``--speculative-config`` JSON: the method's fields, its draft model as ``model``."""
+    if speculative is None:
+        return None
+    fields = asdict(speculative)
+    if "draft_model" in fields:
+        fields["model"] = fields.pop("draft_model")
+    return json.dumps(fields, separators=(",", ":"), sort_keys=True)
 
 
 def _render(value: FlagValue) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import Problem
+from ..errors import Problem, Problems
 from ..planning.catalog import Catalog, InstanceSpec, default_catalog
 from ..planning.instance_types import InstanceType
 from ..planning.models import ModelSpec, WeightFormat, weight_formats
@@ -62,13 +62,8 @@ def check_on_hardware(
         problems += _model_problems(config, spec)
     speculative = config.speculative
     if isinstance(speculative, Eagle3Speculation) and speculative.draft_model == config.model:
-        problems.append(
-            Problem(
-                "speculative.draft_model",
-                speculative.draft_model,
-                "the draft model must differ from the served model",
-            )
-        )
+        allowed = "the draft model must differ from the served model"
+        problems.append(Problem("speculative.draft_model", speculative.draft_model, allowed))
     # A format the caller has not checked yet gets no note (its own check names it).
     fmt = (
         weight_formats().get(str(weight_format))
@@ -85,56 +80,36 @@ def _layout_problems(config: VllmConfig, instance: InstanceSpec, nodes: int) -> 
     pp = config.pipeline_parallel_size or 1
     dp = config.data_parallel_size or 1
     gpus, used = instance.gpus * nodes, tp * pp * dp
-    found: list[Problem] = []
+    found = Problems("VllmConfig")
     if used > gpus or gpus % used:
-        found.append(
-            Problem(
-                "tensor_parallel_size x pipeline_parallel_size x data_parallel_size",
-                f"{tp} x {pp} x {dp} = {used}",
-                f"must divide the {gpus} GPUs of {nodes} x {instance.instance_type}",
-            )
+        found.add(
+            "tensor_parallel_size x pipeline_parallel_size x data_parallel_size",
+            f"{tp} x {pp} x {dp} = {used}",
+            f"must divide the {gpus} GPUs of {nodes} x {instance.instance_type}",
         )
     if tp > instance.gpus:
-        found.append(
-            Problem(
-                "tensor_parallel_size",
-                tp,
-                f"tensor parallelism stays within a node: at most {instance.gpus} on {instance.instance_type}",
-            )
-        )
-    return found
+        allowed = f"tensor parallelism stays within a node: at most {instance.gpus} on {instance.instance_type}"
+        found.add("tensor_parallel_size", tp, allowed)
+    return list(found.problems())
 
 
 def _model_problems(config: VllmConfig, spec: ModelSpec) -> list[Problem]:
     """Heads that split over TP, MTP layers for MTP, context within the model's, experts for EP."""
-    tp = config.tensor_parallel_size or 1
-    checks: list[tuple[bool, str, object, str]] = [
-        (
-            spec.attention_heads % tp != 0,
-            "tensor_parallel_size",
-            tp,
-            f"must divide {spec.name}'s {spec.attention_heads} attention heads",
-        ),
-        (
-            isinstance(config.speculative, MtpSpeculation) and spec.mtp_layers < 1,
-            "speculative",
-            "mtp",
-            f"{spec.name} has no MTP layers; use EAGLE-3 with a draft model or n-gram",
-        ),
-        (
-            config.max_model_len is not None and config.max_model_len > spec.max_context,
-            "max_model_len",
-            config.max_model_len,
-            f"{spec.name} supports at most {spec.max_context} tokens",
-        ),
-        (
-            bool(config.enable_expert_parallel) and not spec.is_moe,
-            "enable_expert_parallel",
-            True,
-            f"{spec.name} is dense: it has no experts to shard",
-        ),
-    ]
-    return [Problem(prop, value, allowed) for failed, prop, value, allowed in checks if failed]
+    tp, found = config.tensor_parallel_size or 1, Problems("VllmConfig")
+    if spec.attention_heads % tp:
+        allowed = f"must divide {spec.name}'s {spec.attention_heads} attention heads"
+        found.add("tensor_parallel_size", tp, allowed)
+    if isinstance(config.speculative, MtpSpeculation) and spec.mtp_layers < 1:
+        allowed = f"{spec.name} has no MTP layers; use EAGLE-3 with a draft model or n-gram"
+        found.add("speculative", "mtp", allowed)
+    if config.max_model_len is not None and config.max_model_len > spec.max_context:
+        allowed = f"{spec.name} supports at most {spec.max_context} tokens"
+        found.add("max_model_len", config.max_model_len, allowed)
+    if config.enable_expert_parallel and not spec.is_moe:
+        found.add(
+            "enable_expert_parallel", True, f"{spec.name} is dense: it has no experts to shard"
+        )
+    return list(found.problems())
 
 
 def _flag_int(config: VllmConfig, name: str) -> int:
@@ -143,57 +118,30 @@ def _flag_int(config: VllmConfig, name: str) -> int:
 
 
 def _parallel_refusals(config: VllmConfig) -> list[Problem]:
-    """Combinations vLLM's ``ParallelConfig`` refuses at start (so the pods would crash-loop).
-
-    vllm-project/vllm ``vllm/config/parallel.py``, ``ParallelConfig._validate_parallel_config``:
-    "data_parallel_size_local (...) must be <= data_parallel_size", "enable_expert_parallel
-    must be True to use EPLB", "PCP does not support data parallelism yet."; and
-    "Elastic EP is not supported with pipeline parallelism" (same file).
-    """
+    """Combinations vLLM's ``ParallelConfig`` refuses at start, so the pods would crash-loop
+    (``ParallelConfig._validate_parallel_config`` in vllm/config/parallel.py)."""
     dp = config.data_parallel_size or 1
-    pp = config.pipeline_parallel_size or 1
-    flags = config.extra_flags
-    checks: list[tuple[bool, str, object, str]] = [
-        (
-            _flag_int(config, "data-parallel-size-local") > dp
-            and "data-parallel-size-local" in flags,
-            "extra_flags['data-parallel-size-local']",
-            flags.get("data-parallel-size-local"),
-            f"vLLM refuses more local data-parallel ranks than data_parallel_size ({dp})",
-        ),
-        (
-            bool(flags.get("enable-eplb")) and not config.enable_expert_parallel,
-            "extra_flags['enable-eplb']",
-            True,
-            "vLLM refuses expert load balancing without enable_expert_parallel",
-        ),
-        (
-            _flag_int(config, "prefill-context-parallel-size") > 1 and dp > 1,
-            "extra_flags['prefill-context-parallel-size']",
-            flags.get("prefill-context-parallel-size"),
-            "vLLM refuses prefill context parallelism with data parallelism",
-        ),
-        (
-            bool(flags.get("enable-elastic-ep")) and pp > 1,
-            "extra_flags['enable-elastic-ep']",
-            True,
-            "vLLM refuses elastic expert parallelism with pipeline parallelism",
-        ),
-    ]
-    return [Problem(prop, value, allowed) for failed, prop, value, allowed in checks if failed]
+    flags, found = config.extra_flags, Problems("VllmConfig")
+    local = "data-parallel-size-local"
+    if local in flags and _flag_int(config, local) > dp:
+        allowed = f"vLLM refuses more local data-parallel ranks than data_parallel_size ({dp})"
+        found.add(f"extra_flags[{local!r}]", flags[local], allowed)
+    if flags.get("enable-eplb") and not config.enable_expert_parallel:
+        allowed = "vLLM refuses expert load balancing without enable_expert_parallel"
+        found.add("extra_flags['enable-eplb']", True, allowed)
+    if _flag_int(config, "prefill-context-parallel-size") > 1 and dp > 1:
+        allowed = "vLLM refuses prefill context parallelism with data parallelism"
+        prop = "prefill-context-parallel-size"
+        found.add(f"extra_flags[{prop!r}]", flags.get(prop), allowed)
+    if flags.get("enable-elastic-ep") and (config.pipeline_parallel_size or 1) > 1:
+        allowed = "vLLM refuses elastic expert parallelism with pipeline parallelism"
+        found.add("extra_flags['enable-elastic-ep']", True, allowed)
+    return list(found.problems())
 
 
 def speculation_with_pipeline_note(config: VllmConfig) -> str | None:
-    """Why speculative decoding with pipeline parallelism > 1 may not start, or ``None``.
-
-    Not refused by vLLM's configuration, but unverified at run time: the V1 runner asserts one
-    sampled token per request when it passes tokens between pipeline stages with async
-    scheduling (vllm-project/vllm ``vllm/v1/worker/gpu_model_runner.py``,
-    ``_pp_broadcast_prev_sampled_token_ids``: "PP+async expects sampled_token_ids to have
-    shape [num_reqs, 1]"), and Model Runner V2's parity tracker (vllm-project/vllm#47172, per
-    the vLLM blog post on MRV2 becoming the default in v0.29) lists MTP with pipeline
-    parallelism as open work.
-    """
+    """Why speculative decoding with pipeline parallelism > 1 may not start, or ``None``: vLLM
+    accepts it, but it is unverified at run time (docs/design/vllm-config.md)."""
     if config.speculative is None or (config.pipeline_parallel_size or 1) <= 1:
         return None
     return (

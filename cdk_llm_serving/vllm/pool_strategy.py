@@ -1,25 +1,6 @@
-"""Derive one vLLM configuration per instance pool from a single declaration.
-
-For each pool, in order: the first allowed weight format that the planner says fits
-one instance (full weights first, then the quantized copies the user supplied; for the
-``cost`` goal, the most compact copy first); the tensor-parallel size: the one the base
-configuration sets (the user's wins), else for the ``cost`` and ``throughput`` goals the
-planner's choice (``plan(objective=TOKENS_PER_DOLLAR)``: the most output tokens per dollar at
-the planner's default workload on one instance, ``planning.objective``), and for ``latency``
-tensor parallelism over all the type's GPUs (the largest size that divides the attention
-heads: each step over the most GPUs, the lowest inter-token latency); leftover GPUs become
-data-parallel engines; expert parallelism for MoE models on several GPUs; speculative
-decoding where the pool asks for throughput (MTP when the model has MTP layers, else the base
-config's method, else n-gram). Every copy's served name says what it is:
-``<base>-<format>-tp<N>[-<speculation>]``.
-
-A user's tensor-parallel size that serves fewer than half the tokens per dollar of the
-planner's choice is kept, with ``PoolVllmPlan.tensor_parallel_warning`` saying so; constructs
-add it as the ``cdk-llm-serving:tensorParallelCostsThroughput`` warning
-(``warn_tensor_parallel_cost``).
-
-``Goal`` is the library's one goal type (``planning.goals``, which says what each goal means
-here and in the recommendation pool file).
+"""Derive one vLLM configuration per instance pool from a single declaration: the weight
+format, the layout, speculative decoding by ``Goal`` (``planning.goals``), and a served name
+that says which copy it is (docs/design/vllm-config.md, "One configuration per pool").
 """
 
 from __future__ import annotations
@@ -28,29 +9,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Problems, check_choice, check_literal, renamed_arguments
+from ..errors import Problems, check_choice, check_literal
 from ..planning.catalog import Catalog, default_catalog
-from ..planning.goals import Goal
+from ..planning.goals import Goal as Goal  # re-exported: the library's one goal type
 from ..planning.instance_types import InstanceType
 from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import Plan, PlanningError, tensor_parallel_options
 from ..planning.sizing import plan as plan_layout
 from .config import MtpSpeculation, NgramSpeculation, Speculation, VllmConfig
 
-__all__ = [
-    "Goal",
-    "PoolVllmPlan",
-    "derive_pool_config",
-    "speculation_for",
-    "tensor_parallel_cost_warning",
-    "warn_tensor_parallel_cost",
-]
-
 
 @dataclass(frozen=True)
 class PoolVllmPlan:
-    """What one pool runs: its instance type, the weight format chosen, the derived vLLM
-    configuration and the planner's layout."""
+    """What one pool runs: instance type, weight format, vLLM configuration, planned layout."""
 
     instance_type: str
     weight_format: str
@@ -102,7 +73,6 @@ def speculation_for(model: ModelSpec, base: VllmConfig) -> Speculation:
     return base.speculative or NgramSpeculation()
 
 
-@renamed_arguments("derive_pool_config", base="config")
 def derive_pool_config(
     config: VllmConfig,
     model: ModelSpec | str,
@@ -116,76 +86,100 @@ def derive_pool_config(
     allowed format fits or the catalog has no figures for ``instance_type``.
 
     :param config: the settings every pool shares; the derived ones replace its parallelism,
-        quantization, speculation and served name. (``base=`` is its deprecated name, until
-        0.3.0; warns.)
+        quantization, speculation and served name.
     :param model: a ``ModelSpec`` or the name of a preset.
     :param instance_type: the pool's ``InstanceType`` or its name.
     :param formats: the weight formats the user supplied copies of, most preferred first.
     :param goal: ``latency`` (default), ``throughput`` or ``cost`` (``planning.goals``).
     :param catalog: the instance facts to plan with. Default: the planner's default catalog.
     """
-    base = config
     problems = Problems("derive_pool_config")
     check_literal(problems, "goal", goal, Goal, "goals")
     parsed = [WeightFormat.parse(problems, f"formats[{i}]", v) for i, v in enumerate(formats)]
-    allowed = [fmt for fmt in parsed if fmt is not None]
     problems.raise_if_any()
     spec = ModelSpec.of(model)
     catalog = catalog or default_catalog()
-    if instance_type not in catalog:
-        known = Problems("catalog")
-        types = sorted(instance.instance_type for instance in catalog)
-        check_choice(known, "instance_type", str(instance_type), types, "catalog types")
-        raise PlanningError(
-            f"{instance_type}: {known.problems()[0].allowed} (the planner needs the type's "
-            "figures: add them with Catalog.with_instances)",
-            prop="instance_type",
-            value=str(instance_type),
-        )
+    _check_in_catalog(instance_type, catalog)
     errors: list[str] = []
-    widest = tensor_parallel_options(spec, catalog.get(instance_type).gpus)[-1]
-    pinned = base.tensor_parallel_size
-    kv_dtype = "fp8" if (base.kv_cache_dtype or "auto").startswith("fp8") else "auto"
+    allowed = [fmt for fmt in parsed if fmt is not None]
     for fmt in _in_goal_order(allowed, goal, catalog, str(instance_type)):
-
-        def fit(tensor_parallel: int | None, fmt: WeightFormat = fmt) -> Plan:
-            return plan_layout(
-                spec,
-                fmt,
-                instance_type,
-                max_context=base.max_model_len,
-                gpu_memory_utilization=base.gpu_memory_utilization or 0.9,
-                kv_cache_dtype=kv_dtype,
-                max_nodes=1,
-                catalog=catalog,
-                tensor_parallel=tensor_parallel,
-            )
-
         try:
-            best = fit(None)
-            chosen_tp = widest if pinned is None and goal == "latency" else pinned
-            fitted = best if chosen_tp is None else fit(chosen_tp)
+            fitted, best = _layouts(config, spec, fmt, instance_type, goal, catalog)
         except PlanningError as error:
             errors.append(str(error).split("\n")[0])
             continue
-        warning = tensor_parallel_cost_warning(fitted, best) if pinned is not None else None
-        tp, dp, name = fitted.tensor_parallel, fitted.data_parallel, fmt.name
-        speculative = speculation_for(spec, base) if goal == "throughput" else None
-        base_name = base.served_model_name or spec.name
-        served = f"{base_name}-{name}-tp{tp}" + (f"-{speculative.method}" if speculative else "")
-        derived = base.with_changes(
-            served_model_name=served,
-            tensor_parallel_size=tp,
-            data_parallel_size=dp if dp > 1 else None,
-            pipeline_parallel_size=None,
-            enable_expert_parallel=spec.is_moe and tp * dp > 1,
-            quantization=fmt.vllm_quantization,
-            speculative=speculative,
-        ).validate()
-        return PoolVllmPlan(instance_type, name, derived, fitted, warning)
+        pinned = config.tensor_parallel_size is not None
+        warning = tensor_parallel_cost_warning(fitted, best) if pinned else None
+        derived = _derived_config(config, spec, fmt, fitted, goal)
+        return PoolVllmPlan(instance_type, fmt.name, derived, fitted, warning)
     raise PlanningError(
         f"no allowed weight format of {spec.name} fits one {instance_type}: " + "; ".join(errors),
     )
+
+
+def _check_in_catalog(instance_type: InstanceType | str, catalog: Catalog) -> None:
+    """A ``PlanningError`` naming the closest types when the catalog lacks ``instance_type``."""
+    if instance_type in catalog:
+        return
+    known = Problems("catalog")
+    types = sorted(instance.instance_type for instance in catalog)
+    check_choice(known, "instance_type", str(instance_type), types, "catalog types")
+    raise PlanningError(
+        f"{instance_type}: {known.problems()[0].allowed} (the planner needs the type's "
+        "figures: add them with Catalog.with_instances)",
+        prop="instance_type",
+        value=str(instance_type),
+    )
+
+
+def _layouts(
+    config: VllmConfig,
+    spec: ModelSpec,
+    fmt: WeightFormat,
+    instance_type: InstanceType | str,
+    goal: Goal,
+    catalog: Catalog,
+) -> tuple[Plan, Plan]:
+    """(the layout the pool runs, the planner's choice) on one instance: the configuration's
+    tensor-parallel size, else all the GPUs for ``latency``, else the planner's choice."""
+
+    def fit(tensor_parallel: int | None) -> Plan:
+        return plan_layout(
+            spec,
+            fmt,
+            instance_type,
+            max_context=config.max_model_len,
+            gpu_memory_utilization=config.gpu_memory_utilization or 0.9,
+            kv_cache_dtype="fp8" if (config.kv_cache_dtype or "auto").startswith("fp8") else "auto",
+            max_nodes=1,
+            catalog=catalog,
+            tensor_parallel=tensor_parallel,
+        )
+
+    best = fit(None)
+    chosen = config.tensor_parallel_size
+    if chosen is None and goal == "latency":
+        chosen = tensor_parallel_options(spec, catalog.get(str(instance_type)).gpus)[-1]
+    return (best if chosen is None else fit(chosen)), best
+
+
+def _derived_config(
+    config: VllmConfig, spec: ModelSpec, fmt: WeightFormat, fitted: Plan, goal: Goal
+) -> VllmConfig:
+    """``config`` with the layout, quantization, speculation and served name of ``fitted``."""
+    tp, dp = fitted.tensor_parallel, fitted.data_parallel
+    speculative = speculation_for(spec, config) if goal == "throughput" else None
+    name = config.served_model_name or spec.name
+    served = f"{name}-{fmt.name}-tp{tp}" + (f"-{speculative.method}" if speculative else "")
+    return config.with_changes(
+        served_model_name=served,
+        tensor_parallel_size=tp,
+        data_parallel_size=dp if dp > 1 else None,
+        pipeline_parallel_size=None,
+        enable_expert_parallel=spec.is_moe and tp * dp > 1,
+        quantization=fmt.vllm_quantization,
+        speculative=speculative,
+    ).validate()
 
 
 def _in_goal_order(

@@ -1,8 +1,7 @@
 """What vLLM's server accepts (flags, parsers, quantization methods), from ``data/vllm_registry.json``.
 
-The file records vLLM's own registries with the vLLM version and the source files they were
-read from; ``tests/vllm/test_vllm_registry.py`` compares it with an installed vLLM. The
-checks here return lists of ``errors.Problem``, like ``VllmConfig.problems``.
+The file records vLLM's own registries and where they were read from
+(docs/design/vllm-config.md); the checks return lists of ``errors.Problem``.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import Problem
+from ..errors import Problem, Problems
 
 _DATA = Path(__file__).parent / "data" / "vllm_registry.json"
 #: Prefix of the variables AWS's SageMaker vLLM container turns into ``vllm serve`` flags.
@@ -101,55 +100,36 @@ def sagemaker_flags(environment: Mapping[str, str]) -> dict[str, tuple[str, str]
 
 
 def sagemaker_environment_problems(environment: Mapping[str, str]) -> Found:
-    """What vLLM would refuse at start in ``SM_VLLM_*`` variables written by hand.
-
-    Removed and unknown flags, flags the container sets itself, automatic tool choice
-    without a parser (``validate_parsed_serve_args`` in vLLM's ``cli_args.py``), and parser
-    or quantization names vLLM does not register.
-    """
+    """What vLLM would refuse at start in ``SM_VLLM_*`` variables written by hand: removed and
+    unknown flags, flags the container sets itself, automatic tool choice without a parser
+    (``validate_parsed_serve_args`` in vLLM's ``cli_args.py``), unregistered names."""
     flags = sagemaker_flags(environment)
-    found: Found = []
-    negatable = registry().negatable_flags
+    found = Problems("SageMaker vLLM environment")
+    known = registry()
     for flag, (key, value) in flags.items():
         prop = f"environment[{key!r}]"
-        if flag.startswith("no-") and flag[3:] in negatable:
+        if flag.startswith("no-") and flag[3:] in known.negatable_flags:
             if value.strip().lower() != "true":
-                found.append(Problem(prop, value, f"--{flag} is a bare flag: set it to true"))
-        elif value.strip().lower() == "false" and flag in negatable:
-            # AWS's sagemaker_args.py omits a "false" flag, so vLLM's default would stay.
-            found.append(
-                Problem(
-                    prop,
-                    value,
-                    f"AWS's container drops a false flag (sagemaker_args.py), leaving vLLM's "
-                    f"default; turn it off with {SAGEMAKER_PREFIX}NO_"
-                    f"{key[len(SAGEMAKER_PREFIX) :]}=true (--no-{flag})",
-                )
-            )
-        elif flag in registry().container_flags:
-            found.append(
-                Problem(
-                    prop,
-                    value,
-                    f"--{flag} is the container's own: {registry().container_flags[flag]}",
-                )
+                found.add(prop, value, f"--{flag} is a bare flag: set it to true")
+        elif value.strip().lower() == "false" and flag in known.negatable_flags:
+            turn_off = f"{SAGEMAKER_PREFIX}NO_{key[len(SAGEMAKER_PREFIX) :]}=true (--no-{flag})"
+            allowed = f"AWS's container drops a false flag (sagemaker_args.py), leaving vLLM's default; turn it off with {turn_off}"
+            found.add(prop, value, allowed)
+        elif flag in known.container_flags:
+            found.add(
+                prop, value, f"--{flag} is the container's own: {known.container_flags[flag]}"
             )
         else:
-            found += flag_problems(prop, flag, value)
+            found.extend(flag_problems(prop, flag, value))
     auto = flags.get("enable-auto-tool-choice")
     if auto is not None and auto[1].lower() == "true" and "tool-call-parser" not in flags:
-        found.append(
-            Problem(
-                f"environment[{auto[0]!r}]",
-                auto[1],
-                "vLLM refuses automatic tool choice without SM_VLLM_TOOL_CALL_PARSER",
-            )
-        )
+        allowed = "vLLM refuses automatic tool choice without SM_VLLM_TOOL_CALL_PARSER"
+        found.add(f"environment[{auto[0]!r}]", auto[1], allowed)
     names = [flags.get(name) for name in ("tool-call-parser", "reasoning-parser", "quantization")]
     values = [entry[1] if entry else None for entry in names]
     props = tuple(f"environment[{entry[0]!r}]" if entry else "" for entry in names)
-    found += name_problems(values[0], values[1], values[2], props)  # type: ignore[arg-type]
-    return found
+    found.extend(name_problems(values[0], values[1], values[2], props))  # type: ignore[arg-type]
+    return list(found.problems())
 
 
 def quantization_problems(

@@ -1,4 +1,4 @@
-"""The planner beside NVIDIA's AIConfigurator (issue 28; bench/aiconfigurator_side_by_side.py).
+"""The planner beside NVIDIA's AIConfigurator (bench/aiconfigurator_side_by_side.py).
 
 The comparison runs on AIConfigurator's recorded results (bench/aiconfigurator_cases.json), so
 it needs no AIConfigurator install; the recording itself is regenerated and compared when
@@ -63,16 +63,8 @@ def test_cases_name_presets_and_instances_the_planner_knows():
         assert instance.gpus == case.gpus
 
 
-def _planner_api() -> None:
-    try:
-        from cdk_llm_serving.planning import LatencyTargets, Workload, plan  # noqa: F401
-    except ImportError as error:
-        pytest.skip(f"the planner's objective API (issue 28, helper 'plan') is not here: {error}")
-
-
 @pytest.mark.parametrize("case_id", sorted(CASES))
 def test_the_planner_lands_within_1_5x_of_aiconfigurator(case_id):
-    _planner_api()
     entry = next(e for e in RECORDED["cases"] if e["aiconfigurator"]["id"] == case_id)
     ours = bench.planner_side(CASES[case_id])
     theirs = entry["aiconfigurator"]["tokens_per_second_per_gpu"]

@@ -7,7 +7,7 @@ engine at 50 % of peak HBM bandwidth and 40 % of tensor-core peak, while the mea
 come from NVIDIA-tuned TensorRT-LLM runs across engine versions; 2x separates "right
 order" from "wrong arithmetic" (the bug this replaced was 6x optimistic for the 2.4T MoE).
 The worst ratio at the time of writing is about 0.51 (Llama 3.3 70B FP8 on 2 x H100; 0.54
-before issue 28 added the tensor-parallel all-reduce and summed the step's parts).
+before the tensor-parallel all-reduce was modelled and the step's parts summed).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_worst_ratio_is_reported_honestly():
     assert by_id[worst] == pytest.approx(0.51, abs=0.005)
 
 
-# Issue 28: the same measurements with the planner choosing its own layout (objective tokens
+# The same measurements with the planner choosing its own layout (objective tokens
 # per dollar, one node, no latency target) at the measured workload, compared per GPU. The file
 # is iterated, so measurements "hfcfg" adds are checked too. Targets: at least 80 % within 2x,
 # none beyond 3x.

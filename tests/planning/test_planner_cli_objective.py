@@ -1,4 +1,4 @@
-"""Issue 28: ``cdk-llm-serving plan`` with a workload, latency targets and an objective."""
+"""``cdk-llm-serving plan`` with a workload, latency targets and an objective."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from cdk_llm_serving.ops.cli import main
 from cdk_llm_serving.ops.exit_codes import EXIT_USAGE
 
-ISSUE_CASE = [
+LLAMA_405B_1K = [
     "plan",
     "--model",
     "llama-3.1-405b",
@@ -27,7 +27,7 @@ ISSUE_CASE = [
 
 
 def test_table_shows_the_best_layouts_side_by_side(capsys):
-    assert main(ISSUE_CASE) == 0
+    assert main(LLAMA_405B_1K) == 0
     out = capsys.readouterr().out
     assert "tensor 8, pipeline 1, data 1" in out
     header = next(line for line in out.splitlines() if line.startswith("layout "))
@@ -38,7 +38,7 @@ def test_table_shows_the_best_layouts_side_by_side(capsys):
 
 
 def test_json_carries_the_choice_candidates_and_disaggregation(capsys):
-    assert main([*ISSUE_CASE, "--json"]) == 0
+    assert main([*LLAMA_405B_1K, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     choice = data["layout_choice"]
     assert data["tensor_parallel_size"] == 8 and choice["objective"] == "tokens-per-dollar"
@@ -52,7 +52,7 @@ def test_json_carries_the_choice_candidates_and_disaggregation(capsys):
 
 
 def test_min_gpus_keeps_the_smallest_layout(capsys):
-    assert main([*ISSUE_CASE, "--objective", "min-gpus", "--max-context", "2048", "--json"]) == 0
+    assert main([*LLAMA_405B_1K, "--objective", "min-gpus", "--max-context", "2048", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert (data["tensor_parallel_size"], data["data_parallel_size"]) == (4, 2)
 
@@ -60,7 +60,7 @@ def test_min_gpus_keeps_the_smallest_layout(capsys):
 def test_bad_arguments_are_one_error_line_with_exit_status_2(capsys):
     code = main(
         [
-            *ISSUE_CASE,
+            *LLAMA_405B_1K,
             "--itl",
             "20",
             "--concurrency",
@@ -79,10 +79,10 @@ def test_bad_arguments_are_one_error_line_with_exit_status_2(capsys):
 
 
 def test_decode_rows_come_from_the_model_behind_the_choice(capsys):
-    """Issue 28: the table's and the JSON's decode step and curve are the objective's
+    """The table's and the JSON's decode step and curve are the objective's
     (``objective.operating_point``), not the ITL-target curve: the step is at the chosen
     ``max_num_seqs`` and the curve's point there is ``Plan.performance``."""
-    assert main([*ISSUE_CASE, "--json"]) == 0
+    assert main([*LLAMA_405B_1K, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     perf, decode = data["layout_choice"]["performance"], data["decode"]
     assert decode["batch"] == perf["max_num_seqs"]
@@ -92,7 +92,7 @@ def test_decode_rows_come_from_the_model_behind_the_choice(capsys):
         shown = chosen["tokens_per_second" if key == "output_tokens_per_second" else key]
         assert shown == perf[key], key
     assert [p["batch"] for p in decode["curve"]][0] == 1  # the curve still starts at batch 1
-    assert main(ISSUE_CASE) == 0
+    assert main(LLAMA_405B_1K) == 0
     table = capsys.readouterr().out
     step_row = next(line for line in table.splitlines() if line.startswith("decode step"))
     assert (

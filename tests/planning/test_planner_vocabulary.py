@@ -1,18 +1,13 @@
-"""The planner's one name for the weight format (``weight_format``), its typed values, and the
-old ``quantization`` keyword that keeps working for one release with a DeprecationWarning."""
+"""The planner's one name for the weight format (``weight_format``) and its typed values."""
 
 from __future__ import annotations
 
-import re
 import warnings
 
 import pytest
 
 from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.planning import InstanceType, ModelSizing, ModelSpec, WeightFormat, plan
-from cdk_llm_serving.planning.throughput import plan_for_throughput
-
-DEPRECATED = re.escape("quantization is deprecated; use weight_format (removed in 0.3.0)")
 
 
 def _quietly(call):
@@ -41,38 +36,14 @@ def test_plan_takes_typed_values_and_names_alike():
     assert typed.weight_format == "mxfp4" and typed.instance_type == "ml.g6.xlarge"
 
 
-def test_plan_quantization_keyword_still_works_and_warns():
-    with pytest.warns(DeprecationWarning, match=f"plan: {DEPRECATED}") as caught:
-        old = plan(
-            "gpt-oss-20b", quantization="mxfp4", instance_type="ml.g6.xlarge", max_context=8192
-        )
-    assert caught[0].filename == __file__  # the warning points at the caller
-    assert old == plan("gpt-oss-20b", "mxfp4", "ml.g6.xlarge", max_context=8192)
-
-
-def test_plan_refuses_both_names_and_a_missing_format_as_configuration_errors():
-    with pytest.raises(ConfigurationError, match="deprecated name of weight_format"):
-        plan("gpt-oss-20b", "mxfp4", "ml.g6.xlarge", quantization="bf16")
-    # The new parameters stay required (a type checker flags a call without them).
+def test_plan_refuses_a_missing_format_and_unknown_names():
+    # The format and instance type are required (a type checker flags a call without them).
     with pytest.raises(TypeError, match="weight_format.*instance_type"):
         plan("gpt-oss-20b")  # type: ignore[call-arg]
     with pytest.raises(ConfigurationError, match="closest: ml.g6.xlarge"):
         plan("gpt-oss-20b", "mxfp4", "ml.g6.xlarg")
     with pytest.raises(ConfigurationError, match="weight formats must be one of"):
         plan("gpt-oss-20b", "mxfp5", "ml.g6.xlarge")
-
-
-def test_plan_for_throughput_says_weight_format_too():
-    """plan_for_throughput itself is deprecated (issue 28: plan() searches every layout)."""
-    with pytest.warns(DeprecationWarning, match="plan_for_throughput is deprecated"):
-        new = plan_for_throughput("gpt-oss-20b", "mxfp4", "ml.g6e.12xlarge")
-    with pytest.warns(DeprecationWarning, match=f"plan_for_throughput: {DEPRECATED}"):
-        old = plan_for_throughput(
-            "gpt-oss-20b", quantization="mxfp4", instance_type="ml.g6e.12xlarge"
-        )
-    assert old[0] == new[0]
-    with pytest.raises(TypeError, match="instance_type"):
-        plan_for_throughput("gpt-oss-20b", "mxfp4")  # type: ignore[call-arg]
 
 
 def test_model_sizing_positional_keyword_and_typed_forms_are_one_value():
@@ -91,16 +62,6 @@ def test_model_sizing_positional_keyword_and_typed_forms_are_one_value():
         "concurrency=1, gpu_memory_utilization=0.9, kv_cache_dtype='auto', "
         "tensor_parallel_size=None)"
     )
-
-
-def test_model_sizing_quantization_keyword_and_attribute_still_work_and_warn():
-    with pytest.warns(DeprecationWarning, match=f"ModelSizing: {DEPRECATED}"):
-        old = ModelSizing("gpt-oss-20b", quantization="int4", max_context=8192)
-    assert old == ModelSizing("gpt-oss-20b", "int4", max_context=8192)
-    with pytest.warns(DeprecationWarning, match=f"ModelSizing.{DEPRECATED}"):
-        assert old.quantization == "int4"
-    with pytest.raises(ConfigurationError, match="give only weight_format"):
-        ModelSizing("gpt-oss-20b", "int4", quantization="bf16")
 
 
 def test_model_sizing_checks_its_names_when_it_is_made():

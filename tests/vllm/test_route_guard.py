@@ -230,7 +230,7 @@ def test_keys_and_guard_compose_and_every_dollar_is_escaped(tmp_path):
     assert out.startswith(f"rc=0\nmiddleware={ROUTE_GUARD_MIDDLEWARE} ") and "k1" not in out
 
 
-#: Boundaries of the root path (issue 31): a root that is a prefix of ``/v1`` (``/v``), the
+#: Boundaries of the root path: a root that is a prefix of ``/v1`` (``/v``), the
 #: root ``/v1`` itself, a root with a trailing slash. (root_path, path, the route path)
 ROOT_PATH_BOUNDARIES = [
     ("/v", "/v1/models", "/v1/models"),  # "/v" is not a path segment of "/v1"

@@ -1,4 +1,4 @@
-"""Issue 31: a vLLM flag set to ``False`` never disappears silently. Where vLLM has a
+"""A vLLM flag set to ``False`` never disappears silently. Where vLLM has a
 ``--no-<flag>`` form (a boolean option whose default may be on, or vLLM's own choice, as prefix
 caching's is) the ``False`` becomes that form on the command line and, through AWS's SageMaker
 container, ``SM_VLLM_NO_<FLAG>=true``; a hand-written ``SM_VLLM_<FLAG>=false``, which AWS's
