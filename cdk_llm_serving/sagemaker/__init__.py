@@ -18,11 +18,7 @@ from .deployment import (
 )
 from ..core.endpoint_api import IPoolEndpoint
 from ..core.endpoint_metrics import MetricOptions
-from .endpoint_options import (
-    InferenceComponentEndpointKeywords,
-    PoolEndpointKeywords,
-    PoolEndpointOptions,
-)
+from .endpoint_options import PoolEndpointProps
 from .engine_batch import EngineBatch
 from .inference_components import ComponentSpecification, InferenceComponentOnPools
 from .instance_pool import InstancePool
@@ -45,7 +41,6 @@ __all__ = [
     "EngineBatch",
     "EvalGate",
     "InferenceComponentEndpoint",
-    "InferenceComponentEndpointKeywords",
     "InferenceComponentOnPools",
     "InstancePool",
     "InstancePoolEndpoint",
@@ -53,8 +48,7 @@ __all__ = [
     "MetricOptions",
     "PoolEndpointAlarms",
     "PoolEndpointDashboard",
-    "PoolEndpointKeywords",
-    "PoolEndpointOptions",
+    "PoolEndpointProps",
     "RollingDeployment",
     "ServingModel",
     "StagingCopy",

@@ -8,27 +8,23 @@ from typing import Literal
 from aws_cdk import Duration
 from aws_cdk import aws_sagemaker as sagemaker
 
-from .._cdk.durations import Span
 from .._cdk.service_limits import limits
-from .._cdk.validation import check_at_least, check_range, is_unresolved, whole_seconds
+from .._cdk.validation import check_at_least, check_range, is_unresolved, seconds_of
 from ..errors import Problems, check_literal
 
 CapacityType = Literal["INSTANCE_COUNT", "CAPACITY_PERCENT"]
 ShiftType = Literal["ALL_AT_ONCE", "CANARY", "LINEAR"]
 
 
-#: This module's ``Duration`` defaults, in plain seconds (``Span.of_seconds``).
-_FIVE_MINUTES = Span.of_seconds(300)
-_TEN_MINUTES = Span.of_seconds(600)
-_TWO_HOURS = Span.of_seconds(7200)
-_THREE_HOURS = Span.of_seconds(10800)
+_FIVE_MINUTES = Duration.minutes(5)
+_TEN_MINUTES = Duration.minutes(10)
+_TWO_HOURS = Duration.hours(2)
+_THREE_HOURS = Duration.hours(3)
 
 
 def _seconds(value: Duration) -> int:
-    """Whole seconds: a default of this module's without the kernel, else aws-cdk-lib's."""
-    if not isinstance(value, Duration):  # an int passes through, as ``seconds_of`` lets it
-        return value
-    return whole_seconds(value, _FIVE_MINUTES, _TEN_MINUTES, _TWO_HOURS, _THREE_HOURS)
+    """Whole seconds, as the API takes them (``seconds_of``; an int passes through)."""
+    return seconds_of(value) or 0
 
 
 @dataclass(frozen=True)
@@ -65,15 +61,15 @@ class TrafficShift:
     step: CapacitySize | None = None
 
     @classmethod
-    def all_at_once(cls, bake: Duration = _TEN_MINUTES.duration) -> TrafficShift:
+    def all_at_once(cls, bake: Duration = _TEN_MINUTES) -> TrafficShift:
         return cls("ALL_AT_ONCE", bake)
 
     @classmethod
-    def canary(cls, size: CapacitySize, wait: Duration = _TEN_MINUTES.duration) -> TrafficShift:
+    def canary(cls, size: CapacitySize, wait: Duration = _TEN_MINUTES) -> TrafficShift:
         return cls("CANARY", wait, size)
 
     @classmethod
-    def linear(cls, step: CapacitySize, wait: Duration = _FIVE_MINUTES.duration) -> TrafficShift:
+    def linear(cls, step: CapacitySize, wait: Duration = _FIVE_MINUTES) -> TrafficShift:
         return cls("LINEAR", wait, step)
 
     def validate(self, problems: Problems, prop: str) -> None:
@@ -138,8 +134,8 @@ class BlueGreenDeployment:
     """
 
     traffic: TrafficShift = field(default_factory=TrafficShift.all_at_once)
-    termination_wait: Duration = _FIVE_MINUTES.duration
-    maximum_execution_timeout: Duration = _TWO_HOURS.duration
+    termination_wait: Duration = _FIVE_MINUTES
+    maximum_execution_timeout: Duration = _TWO_HOURS
 
     def validate(self, problems: Problems, prop: str) -> None:
         self.traffic.validate(problems, f"{prop}.traffic")
@@ -190,8 +186,8 @@ class RollingDeployment:
     """
 
     maximum_batch_size: CapacitySize = field(default_factory=lambda: CapacitySize.instances(1))
-    wait: Duration = _FIVE_MINUTES.duration
-    maximum_execution_timeout: Duration = _THREE_HOURS.duration
+    wait: Duration = _FIVE_MINUTES
+    maximum_execution_timeout: Duration = _THREE_HOURS
     rollback_maximum_batch_size: CapacitySize | None = None
 
     def validate(self, problems: Problems, prop: str) -> None:

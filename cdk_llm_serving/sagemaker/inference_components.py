@@ -27,7 +27,7 @@ from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
 from ._instance_facts import instance_spec
 from ..core.endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
-from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
+from .pool_endpoint import InferenceComponentEndpoint
 from .pool_sizing import plan_one_instance
 from .serving_model import ServingModel, add_artifact_statements
 
@@ -130,8 +130,7 @@ def _render_startup(
 class InferenceComponentOnPools(Construct):
     """An inference component on an ``InferenceComponentEndpoint``.
 
-    :param endpoint: the endpoint that hosts it: an ``InferenceComponentEndpoint`` (or the
-        deprecated ``InstancePoolEndpoint(model=None, ...)``).
+    :param endpoint: the endpoint that hosts it.
     :param specifications: one per pool type, at most one per type, 1-5.
     :param copy_count: copies at creation. Default: 1.
     :param component_name: Default: derived from the construct path (stable, unique per stack).
@@ -145,7 +144,7 @@ class InferenceComponentOnPools(Construct):
         scope: Construct,
         id: str,
         *,
-        endpoint: InferenceComponentEndpoint | InstancePoolEndpoint,
+        endpoint: InferenceComponentEndpoint,
         specifications: Sequence[ComponentSpecification],
         copy_count: int = 1,
         component_name: str | None = None,
@@ -322,7 +321,7 @@ class InferenceComponentOnPools(Construct):
         each of the pool type that places the most (SageMaker places copies on any pool;
         managed instance scaling adds instances up to ``managed_instance_count``'s maximum).
         ``None`` without a managed maximum or when a pool's type is unknown."""
-        managed = self.endpoint.options.managed_instance_count
+        managed = self.endpoint.managed_instance_count
         per_type = [spec.copies_per_instance(self.endpoint.catalog) for spec in self.specifications]
         if managed is None or not per_type or None in per_type:
             return None
@@ -331,12 +330,13 @@ class InferenceComponentOnPools(Construct):
 
     def _check_placeable(self, problems: Problems, prop: str, copies: int) -> None:
         placeable = self.placeable_copies()
-        if placeable is not None and copies > placeable:
+        managed = self.endpoint.managed_instance_count
+        if placeable is not None and managed is not None and copies > placeable:
             problems.add(
                 prop,
                 copies,
                 f"at most {placeable}: the endpoint's managed_instance_count allows "
-                f"{self.endpoint.options.managed_instance_count[1]} instance(s), and the "  # type: ignore[index]
+                f"{managed[1]} instance(s), and the "
                 "specifications' GPUs and memory fit no more copies on them",
             )
 
@@ -344,12 +344,6 @@ class InferenceComponentOnPools(Construct):
         self, copy_count: int, startup: Duration | None, download: Duration | None
     ) -> None:
         problems = Problems(f"InferenceComponentOnPools '{self.node.path}'")
-        if not self.endpoint.hosts_inference_components:
-            problems.add(
-                "endpoint",
-                self.endpoint.node.path,
-                "must host inference components: an InferenceComponentEndpoint, not an endpoint with a model",
-            )
         check_name(
             problems,
             "component_name",

@@ -15,7 +15,6 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from .._cdk.arns import CLOUDWATCH_ALARM, KMS_KEY, ML_RESERVATION, SNS_TOPIC, check_arn
-from .._cdk.deprecation import warn_deprecated
 from .._cdk.endpoint_names import claim_endpoint_name
 from .._cdk.role_grants import (
     ExecutionRoleGrants,
@@ -46,13 +45,7 @@ from .deployment import (
     rolling_for_scarce_gpus,
 )
 from ..core.endpoint_api import EndpointApi, IPoolEndpoint
-from .endpoint_options import (
-    PROVISION_TIMEOUT_DEFAULT,
-    ROLLBACK_LATENCY_THRESHOLD_DEFAULT,
-    InferenceComponentEndpointKeywords,
-    PoolEndpointKeywords,
-    PoolEndpointOptions,
-)
+from .endpoint_options import PoolEndpointProps, validate, with_defaults
 from .engine_batch import EngineBatch, batch_of_environment, vllm_default_max_num_seqs
 from ..core.fleet_utilization import (
     MetricQuery,
@@ -86,7 +79,7 @@ class _PoolHost(Construct, EndpointApi):
     """What both kinds of pool endpoint share: the variant on pools, its checks, its resources.
 
     ``InstancePoolEndpoint`` hosts a model; ``InferenceComponentEndpoint`` hosts inference
-    components. The options are ``PoolEndpointOptions`` (the one place of their defaults).
+    components; both take ``PoolEndpointProps``.
     """
 
     #: The construct's name in error messages.
@@ -94,9 +87,6 @@ class _PoolHost(Construct, EndpointApi):
 
     #: The scaling of this endpoint, once ``auto_scale`` was called (model endpoints only).
     auto_scaling: EndpointAutoScaling | None
-    #: The options this endpoint was made with (defaults applied; ``catalog`` as given, the
-    #: resolved one is ``self.catalog``).
-    options: PoolEndpointOptions
 
     def _subject(self) -> str:
         return f"{self._KIND} '{self.node.path}'"
@@ -106,9 +96,9 @@ class _PoolHost(Construct, EndpointApi):
         scope: Construct,
         model: ServingModel | None,
         pools: Sequence[InstancePool],
-        options: PoolEndpointOptions,
+        props: PoolEndpointProps,
     ) -> None:
-        """Resolve, validate and render (``__init__`` of both kinds, after the options)."""
+        """Resolve, validate and render (``__init__`` of both kinds, after the props)."""
         # The same scope object as the model's has the same stack: no need to ask again.
         same_scope = model is not None and model._scope is scope
         self._stack = model._stack if model is not None and same_scope else stack_of(scope)
@@ -117,9 +107,9 @@ class _PoolHost(Construct, EndpointApi):
             self.stack_region = model._region
         else:
             check_template_limits(self._stack)
-        self._resolve(model, pools, options)
-        timeouts = self._validate(options)
-        self._render(options, timeouts)
+        self._resolve(model, pools, props)
+        timeouts = self._validate(props)
+        self._render(props, timeouts)
         # Here, not in auto_scale: the deployed scaling target blocks the update even when
         # this synth drops auto_scale (CloudFormation removes the target only in cleanup).
         self._check_against_deployed()
@@ -162,43 +152,45 @@ class _PoolHost(Construct, EndpointApi):
         self,
         model: ServingModel | None,
         pools: Sequence[InstancePool],
-        options: PoolEndpointOptions,
+        props: PoolEndpointProps,
     ) -> None:
         """Names and defaults that the checks and the resources share."""
-        self.options = options
         self.model = model
         self.pools: tuple[InstancePool, ...] = (
             tuple(pools) if isinstance(pools, list | tuple) else ()
         )
-        self.variant_name = options.variant_name
-        self.async_inference = options.async_inference
-        self.endpoint_name: str = options.endpoint_name or Names.unique_resource_name(
+        self.variant_name = props["variant_name"]
+        self.async_inference = props.get("async_inference")
+        self.endpoint_name: str = props.get("endpoint_name") or Names.unique_resource_name(
             self, max_length=63, separator="-"
         )
         self.hosts_inference_components = model is None
-        self.detailed_observability = options.detailed_observability
+        self.detailed_observability = props["detailed_observability"]
+        #: ``(min, max)`` instances of managed instance scaling (inference components only).
+        self.managed_instance_count = props.get("managed_instance_count")
         self.auto_scaling = None
-        self.catalog = options.catalog or default_catalog()
-        self.deployment: EndpointDeployment | None = options.deployment
+        self.catalog = props.get("catalog") or default_catalog()
+        instances = props["initial_instance_count"]
+        self.deployment: EndpointDeployment | None = props.get("deployment")
         if self.deployment is None and not self.hosts_inference_components:
-            self.deployment = self._default_deployment(options)
+            self.deployment = self._default_deployment(instances)
         elif self.deployment is not None and (
-            outside := outside_fleet_share(self.deployment, options.initial_instance_count)
+            outside := outside_fleet_share(self.deployment, instances)
         ):
             Annotations.of(self).add_warning_v2(
                 "cdk-llm-serving:rollingBatchOutsideFleetShare",
                 f"the deployment's {' and '.join(outside)} is outside AWS's share of the "
-                f"variant's {options.initial_instance_count} instance(s) at creation; SageMaker "
+                f"variant's {instances} instance(s) at creation; SageMaker "
                 "checks it against the count at update time",
             )
         self.concurrency_sample_seconds = concurrency_sample_seconds(
-            options.enhanced_metrics, options.metric_publish_frequency
+            props["enhanced_metrics"], props["metric_publish_frequency"]
         )
         # On a reservation the variant names its one InstanceType and no pools (see
         # ``_render_variant``): its series carry no InstanceType dimension.
-        self.per_pool_dimension = options.capacity_reservation_arn is None
+        self.per_pool_dimension = props.get("capacity_reservation_arn") is None
 
-    def _default_deployment(self, options: PoolEndpointOptions) -> EndpointDeployment:
+    def _default_deployment(self, instances: int) -> EndpointDeployment:
         """Rolling on GPU types (``deployment.rolling_for_scarce_gpus``), else blue/green.
 
         A single-instance GPU endpoint stays blue/green (no rolling batch is within AWS's
@@ -210,7 +202,7 @@ class _PoolHost(Construct, EndpointApi):
         )
         if not on_gpus:
             return BlueGreenDeployment()
-        rolling = rolling_for_scarce_gpus(options.initial_instance_count)
+        rolling = rolling_for_scarce_gpus(instances)
         if rolling is not None:
             return rolling
         Annotations.of(self).add_warning_v2(
@@ -221,40 +213,39 @@ class _PoolHost(Construct, EndpointApi):
         )
         return BlueGreenDeployment()
 
-    def _validate(self, options: PoolEndpointOptions) -> _Timeouts:
+    def _validate(self, props: PoolEndpointProps) -> _Timeouts:
         """Every problem at once; the start-up timeouts sized from the planner."""
         problems = Problems(self._subject)
         check_pools(problems, self.pools)
         check_pools_hardware(problems, self.pools, self.model, self.catalog)
-        check_component_mode(problems, self.pools, options, hosts=self.hosts_inference_components)
+        check_component_mode(problems, self.pools, props, hosts=self.hosts_inference_components)
         fits = check_pools_fit(self, problems, self.pools, self.model, catalog=self.catalog)
         self.pool_plans = tuple(fits)
-        timeouts = self._size_timeouts(problems, options, fits)
-        options.validate(problems)
-        if options.deployment is not None and not self.hosts_inference_components:
-            check_against_fleet(
-                problems, "deployment", options.deployment, options.initial_instance_count
-            )
-        check_storage(problems, self.pools, options)
-        check_reservation(problems, self.pools, options)
-        self._check_arns(problems, options)
+        timeouts = self._size_timeouts(problems, props, fits)
+        validate(problems, props)
+        deployment = props.get("deployment")
+        if deployment is not None and not self.hosts_inference_components:
+            check_against_fleet(problems, "deployment", deployment, props["initial_instance_count"])
+        check_storage(problems, self.pools, props)
+        check_reservation(problems, self.pools, props)
+        self._check_arns(problems, props)
         claim_endpoint_name(self, problems, "endpoint_name", self.endpoint_name, self._stack)
         self._check_capacity_within_batch(problems)
         problems.raise_if_any()
         return timeouts
 
-    def _check_arns(self, problems: Problems, options: PoolEndpointOptions) -> None:
+    def _check_arns(self, problems: Problems, props: PoolEndpointProps) -> None:
         """Resources given by ARN fit where they are used: service, type, the stack's partition
         and region (``_cdk.arns``; a rollback alarm is looked up by name in the endpoint's region,
         an async notification topic and a reservation belong to its region too)."""
-        reservation = options.capacity_reservation_arn
+        reservation = props.get("capacity_reservation_arn")
         if reservation is not None and reservation.startswith("arn:"):  # else check_reservation's
             check_arn(problems, "capacity_reservation_arn", reservation, ML_RESERVATION, self)
-        for index, alarm in enumerate(options.rollback_alarms or ()):
+        for index, alarm in enumerate(props.get("rollback_alarms") or ()):
             check_arn(
                 problems, f"rollback_alarms[{index}]", alarm.alarm_arn, CLOUDWATCH_ALARM, self
             )
-        async_inference = options.async_inference
+        async_inference = props.get("async_inference")
         if async_inference is not None:
             for name in ("success_topic", "error_topic"):
                 topic = getattr(async_inference, name)
@@ -267,8 +258,7 @@ class _PoolHost(Construct, EndpointApi):
     def _check_capacity_within_batch(self, problems: Problems) -> None:
         """A pool's ``max_concurrency`` (what autoscaling counts one instance for) above what
         its copy batches (``max_num_seqs`` x engines) is refused: vLLM would queue the
-        difference while the weighted utilization reads it as served (issue #31, "sizes that
-        cannot hold what they are asked to")."""
+        difference while the weighted utilization reads it as served."""
         for index, pool in enumerate(self.pools):
             batch = self.pool_batch(index)
             if pool.max_concurrency is None or batch is None:
@@ -283,9 +273,9 @@ class _PoolHost(Construct, EndpointApi):
                     "or raise VllmConfig.max_num_seqs",
                 )
 
-    def _render(self, options: PoolEndpointOptions, timeouts: _Timeouts) -> None:
+    def _render(self, props: PoolEndpointProps, timeouts: _Timeouts) -> None:
         self._render_execution_role()
-        # Each model's role writes this endpoint's log group, no other (issue 32).
+        # Each model's role writes this endpoint's log group, no other.
         for model in self.models:
             model.write_logs_for(endpoint_log_group(self.endpoint_name))
         if self.async_inference is not None:
@@ -294,11 +284,11 @@ class _PoolHost(Construct, EndpointApi):
                 roles.append(self.execution_role)
             for role in roles:
                 self.async_inference.grant_write_results(role)
-        self.cfn_endpoint_config = self._render_config(options, timeouts)
-        alarms = options.rollback_alarms
+        self.cfn_endpoint_config = self._render_config(props, timeouts)
+        alarms = props.get("rollback_alarms")
         if alarms is None and self.deployment is not None:
             alarms = self._default_rollback_alarms(
-                options.rollback_error_threshold, options.rollback_latency_threshold
+                props["rollback_error_threshold"], props["rollback_latency_threshold"]
             )
         self.rollback_alarms: tuple[cloudwatch.IAlarm, ...] = tuple(alarms or ())
         alarm_names = [alarm.alarm_name for alarm in self.rollback_alarms]
@@ -337,20 +327,20 @@ class _PoolHost(Construct, EndpointApi):
         self.execution_role_grants.acknowledge()
 
     def _render_config(
-        self, options: PoolEndpointOptions, timeouts: _Timeouts
+        self, props: PoolEndpointProps, timeouts: _Timeouts
     ) -> sagemaker.CfnEndpointConfig:
-        key = options.volume_kms_key
+        key = props.get("volume_kms_key")
         role = self.execution_role
         return sagemaker.CfnEndpointConfig(
             self,
             "Config",
-            production_variants=[self._render_variant(options, timeouts)],
+            production_variants=[self._render_variant(props, timeouts)],
             kms_key_id=key.key_arn if key is not None else None,
             execution_role_arn=role.role_arn if role is not None else None,
             metrics_config=sagemaker.CfnEndpointConfig.MetricsConfigProperty(
-                enable_enhanced_metrics=options.enhanced_metrics,
-                enable_detailed_observability=options.detailed_observability,
-                metric_publish_frequency_in_seconds=options.metric_publish_frequency,
+                enable_enhanced_metrics=props["enhanced_metrics"],
+                enable_detailed_observability=props["detailed_observability"],
+                metric_publish_frequency_in_seconds=props["metric_publish_frequency"],
             ),
             async_inference_config=(
                 self.async_inference.to_cfn() if self.async_inference is not None else None
@@ -358,11 +348,11 @@ class _PoolHost(Construct, EndpointApi):
         )
 
     def _render_variant(
-        self, options: PoolEndpointOptions, timeouts: _Timeouts
+        self, props: PoolEndpointProps, timeouts: _Timeouts
     ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
         hosts_model = self.model is not None
-        managed = options.managed_instance_count
-        reservation = options.capacity_reservation_arn
+        managed = self.managed_instance_count
+        reservation = props.get("capacity_reservation_arn")
         model = self.model
         # On a reservation (one pool, ``check_reservation``): the variant's InstanceType, no
         # InstancePools. AWS: "The InstanceType field set in the ProductionVariants must match
@@ -381,12 +371,10 @@ class _PoolHost(Construct, EndpointApi):
         return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=self.variant_name,
             model_name=model.model_name if model is not None else None,
-            initial_instance_count=options.initial_instance_count,
+            initial_instance_count=props["initial_instance_count"],
             instance_type=self.pools[0].instance_type if on_reservation else None,
             instance_pools=None if on_reservation else self._render_pools(),
-            variant_instance_provision_timeout_in_seconds=seconds_of(
-                options.provision_timeout, PROVISION_TIMEOUT_DEFAULT
-            ),
+            variant_instance_provision_timeout_in_seconds=seconds_of(props["provision_timeout"]),
             container_startup_health_check_timeout_in_seconds=(
                 timeouts.container_startup if hosts_model else None
             ),
@@ -401,9 +389,9 @@ class _PoolHost(Construct, EndpointApi):
                 else None
             ),
             routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
-                routing_strategy=options.routing_strategy
+                routing_strategy=props["routing_strategy"]
             ),
-            volume_size_in_gb=options.volume_size_gb,
+            volume_size_in_gb=props.get("volume_size_gb"),
             capacity_reservation_config=(
                 sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
                     capacity_reservation_preference=_RESERVATIONS_ONLY,
@@ -453,12 +441,12 @@ class _PoolHost(Construct, EndpointApi):
         raise ConfigurationError(self._subject(), [Problem(prop, value, allowed)])
 
     def _size_timeouts(
-        self, problems: Problems, options: PoolEndpointOptions, fits: list[PoolFit]
+        self, problems: Problems, props: PoolEndpointProps, fits: list[PoolFit]
     ) -> _Timeouts:
         container = self._timeout(
             problems,
             "container_startup_timeout",
-            options.container_startup_timeout,
+            props.get("container_startup_timeout"),
             [f.cold_start.startup_timeout_seconds for f in fits],
             [f.cold_start.load_seconds + f.cold_start.engine_start_seconds for f in fits],
             ("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"),
@@ -466,7 +454,7 @@ class _PoolHost(Construct, EndpointApi):
         download = self._timeout(
             problems,
             "model_data_download_timeout",
-            options.model_data_download_timeout,
+            props.get("model_data_download_timeout"),
             [f.cold_start.download_timeout_seconds for f in fits],
             [f.cold_start.download_seconds for f in fits],
             ("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"),
@@ -507,7 +495,7 @@ class _PoolHost(Construct, EndpointApi):
     def _default_rollback_alarms(
         self, error_threshold: int, latency_threshold: Duration
     ) -> list[cloudwatch.IAlarm]:
-        latency_span = ROLLBACK_LATENCY_THRESHOLD_DEFAULT.given(latency_threshold)
+        latency_seconds = seconds_of(latency_threshold) or 0
         # Over the pools' series, which certainly exist (``EndpointMetrics.metric_variant_total``).
         types = self.instance_types
         errors = cloudwatch.Alarm(
@@ -526,11 +514,11 @@ class _PoolHost(Construct, EndpointApi):
             metric=self.metric_variant_worst(
                 "ModelLatency", types, statistic="p99", label="ModelLatency p99"
             ),
-            threshold=latency_span.seconds * 1_000_000,
+            threshold=latency_seconds * 1_000_000,
             evaluation_periods=3,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"p99 model latency above {latency_span.human()} for three minutes: rolls an endpoint update back",
+            alarm_description=f"p99 model latency above {latency_threshold.to_human_string()} for three minutes: rolls an endpoint update back",
         )
         return [errors, latency]
 
@@ -547,25 +535,14 @@ class InstancePoolEndpoint(_PoolHost):
     is fixed, so changing pools, models or counts replaces the config and updates the
     endpoint in place through ``deployment`` — never a new endpoint.
 
-    Decisions where the service documentation is silent:
+    Where the service documentation is silent, see docs/design/pool-endpoints.md
+    ("Decisions"): a reservation takes one pool; no serverless inference; no EBS options on
+    types with local NVMe storage.
 
-    * ``capacity_reservation_arn`` is accepted only with a single pool: the only
-      preference the API offers is ``capacity-reservations-only``, which rules out
-      falling back to on-demand types, so a reservation plus fallback pools is rejected.
-    * Serverless inference is not offered: it has no GPUs and no instance pools.
-    * ``volume_kms_key`` and ``volume_size_gb`` are rejected when any pool's type has
-      local NVMe storage: SageMaker fails ``CreateEndpointConfig`` with a KMS key there,
-      and provisions no EBS volume for such types.
-
-    :param model: the model every pool serves unless the pool names its own. ``None`` is
-        deprecated (it made an endpoint for inference components): use
-        ``InferenceComponentEndpoint``.
+    :param model: the model every pool serves unless the pool names its own.
     :param pools: 1-5 instance pools, most preferred first.
-    :param options: the endpoint's options as keywords (``PoolEndpointKeywords``), documented
-        with their defaults on ``PoolEndpointOptions``: ``endpoint_name``, ``variant_name``,
-        ``initial_instance_count``, the timeouts, ``routing_strategy``, volumes, metrics,
-        ``async_inference``, ``capacity_reservation_arn``, ``deployment``, the rollback alarms
-        and ``catalog``.
+    :param props: the endpoint's options (``endpoint_name``, ``deployment``, ...), each
+        documented with its default on ``PoolEndpointProps``.
     """
 
     @checked_props
@@ -574,15 +551,12 @@ class InstancePoolEndpoint(_PoolHost):
         scope: Construct,
         id: str,
         *,
-        model: ServingModel | None,
+        model: ServingModel,
         pools: Sequence[InstancePool],
-        **options: Unpack[PoolEndpointKeywords],
+        **props: Unpack[PoolEndpointProps],
     ) -> None:
         super().__init__(scope, id)
-        settings = PoolEndpointOptions.from_keywords(self._subject, options)
-        if model is None:
-            warn_deprecated(self, "InstancePoolEndpoint.model=None", "InferenceComponentEndpoint")
-        self._build(scope, model, pools, settings)
+        self._build(scope, model, pools, with_defaults(self._subject, props, ("model", "pools")))
 
     # -- imports and builders -----------------------------------------------------------
 
@@ -636,8 +610,8 @@ class InstancePoolEndpoint(_PoolHost):
         id: str,
         path: str | Path,
         *,
-        options: PoolEndpointOptions | PoolEndpointKeywords | None = None,
         client_model_name: str | None = None,
+        **props: Unpack[PoolEndpointProps],
     ) -> InstancePoolEndpoint:
         """A new endpoint whose pools come from a ``recommend to-pools`` file.
 
@@ -647,14 +621,13 @@ class InstancePoolEndpoint(_PoolHost):
         recommendation job's name); responses name the deployment that answered
         (``<client name>-<instance type>``).
 
-        :param options: the endpoint's options (``PoolEndpointOptions``, or the same as a dict
-            of keywords). Default: ``PoolEndpointOptions()``.
+        :param props: the endpoint's options, as ``InstancePoolEndpoint``'s (``PoolEndpointProps``).
         """
         subject = f"InstancePoolEndpoint.build_from_recommendation '{scope.node.path}/{id}'"
-        settings = PoolEndpointOptions.coerce(subject, "options", options)
+        with_defaults(subject, props, ("client_model_name",))  # before the file is read
         holder = Construct(scope, id)
         model, pools = pools_from_recommendation(holder, path, client_model_name)
-        return cls(holder, "Endpoint", model=model, pools=pools, **settings.as_keywords())
+        return cls(holder, "Endpoint", model=model, pools=pools, **props)
 
     # -- scaling ------------------------------------------------------------------------
 
@@ -699,12 +672,6 @@ class InstancePoolEndpoint(_PoolHost):
         ``aws cloudformation get-template`` prints it), synth refuses such a change, also
         when it drops ``auto_scale`` in the same deploy.
         """
-        if self.hosts_inference_components:
-            self._refuse(
-                "auto_scale",
-                "inference-component endpoint",
-                "its instances follow its components: set managed_instance_count and scale copies with InferenceComponentOnPools.auto_scale_copies",
-            )
         if self.auto_scaling is not None:
             self._refuse("auto_scale", "called twice", "configure autoscaling once per endpoint")
         refuse_unknown_options(
@@ -773,10 +740,9 @@ class InferenceComponentEndpoint(_PoolHost):
     ``auto_scale``.
 
     :param pools: 1-5 instance pools, most preferred first; a pool names no model.
-    :param options: the endpoint's options as keywords (``InferenceComponentEndpointKeywords``),
-        documented with their defaults on ``PoolEndpointOptions``, without
-        ``container_startup_timeout`` and ``model_data_download_timeout`` and with
-        ``managed_instance_count``.
+    :param props: the endpoint's options, each documented with its default on
+        ``PoolEndpointProps``: ``managed_instance_count`` is this endpoint's;
+        ``container_startup_timeout`` and ``model_data_download_timeout`` are each component's.
     """
 
     _KIND: ClassVar[str] = "InferenceComponentEndpoint"
@@ -788,13 +754,10 @@ class InferenceComponentEndpoint(_PoolHost):
         id: str,
         *,
         pools: Sequence[InstancePool],
-        **options: Unpack[InferenceComponentEndpointKeywords],
+        **props: Unpack[PoolEndpointProps],
     ) -> None:
         super().__init__(scope, id)
-        settings = PoolEndpointOptions.from_keywords(
-            self._subject, options, accepted=InferenceComponentEndpointKeywords
-        )
-        self._build(scope, None, pools, settings)
+        self._build(scope, None, pools, with_defaults(self._subject, props, ("pools",)))
 
 
 class _ImportedPoolEndpoint(Resource, EndpointApi):
