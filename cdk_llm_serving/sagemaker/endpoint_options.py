@@ -204,9 +204,7 @@ def _validate_rollback(problems: Problems, props: PoolEndpointProps) -> None:
     most = limits("AutoRollbackConfig", "Alarms").maximum or 10
     if alarms is not None and len(alarms) > most:
         problems.add("rollback_alarms", f"{len(alarms)} alarms", f"at most {most} alarms")
-    check_at_least(
-        problems, "rollback_error_threshold", props["rollback_error_threshold"], 1
-    )
+    check_at_least(problems, "rollback_error_threshold", props["rollback_error_threshold"], 1)
     latency = props["rollback_latency_threshold"]
     if (seconds_of(latency) or 0) <= 0:
         problems.add("rollback_latency_threshold", latency.to_human_string(), "must be positive")

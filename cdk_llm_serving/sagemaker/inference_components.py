@@ -22,11 +22,11 @@ from constructs import Construct
 from .._cdk.role_grants import endpoint_log_group, inference_component_log_group
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_name, check_range, seconds_of
+from ..core.endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
 from ._instance_facts import instance_spec
-from ..core.endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
 from .pool_endpoint import InferenceComponentEndpoint
 from .pool_sizing import plan_one_instance
 from .serving_model import ServingModel, add_artifact_statements

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Unpack
 
@@ -25,6 +24,13 @@ from .._cdk.service_limits import limits
 from .._cdk.stacks import stack_of
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import is_unresolved, seconds_of
+from ..core.endpoint_api import EndpointApi, IPoolEndpoint
+from ..core.fleet_utilization import (
+    MetricQuery,
+    PoolCapacity,
+    concurrency_sample_seconds,
+    fleet_utilization_queries,
+)
 from ..errors import ConfigurationError, Problem, Problems, checked_props, refuse_unknown_options
 from ..planning.catalog import default_catalog
 from ..planning.instance_types import InstanceType
@@ -44,15 +50,8 @@ from .deployment import (
     outside_fleet_share,
     rolling_for_scarce_gpus,
 )
-from ..core.endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import PoolEndpointProps, validate, with_defaults
 from .engine_batch import EngineBatch, batch_of_environment, vllm_default_max_num_seqs
-from ..core.fleet_utilization import (
-    MetricQuery,
-    PoolCapacity,
-    concurrency_sample_seconds,
-    fleet_utilization_queries,
-)
 from .instance_pool import InstancePool, parse_instance_types
 from .pool_sizing import PoolFit, check_pools_fit
 from .recommended_pools import pools_from_recommendation
@@ -66,13 +65,8 @@ _FALLBACK_TIMEOUT_SECONDS = 1800
 _RESERVATIONS_ONLY = "capacity-reservations-only"
 
 
-@dataclass(frozen=True)
-class _Timeouts:
-    """The two start-up timeouts after the planner's defaults are applied, in whole seconds
-    (read once: given ones in ``_timeout``, sized ones are plain numbers)."""
-
-    container_startup: int
-    model_data_download: int
+#: The container start-up and weights download timeouts, in whole seconds.
+_Timeouts = tuple[int, int]
 
 
 class _PoolHost(Construct, EndpointApi):
@@ -99,14 +93,9 @@ class _PoolHost(Construct, EndpointApi):
         props: PoolEndpointProps,
     ) -> None:
         """Resolve, validate and render (``__init__`` of both kinds, after the props)."""
-        # The same scope object as the model's has the same stack: no need to ask again.
-        same_scope = model is not None and model._scope is scope
-        self._stack = model._stack if model is not None and same_scope else stack_of(scope)
-        if model is not None and model._stack is self._stack:
-            # A model in this stack registered the limit checks already, and read the region.
-            self.stack_region = model._region
-        else:
-            check_template_limits(self._stack)
+        self._stack = stack_of(scope)
+        self.stack_region = self._stack.region
+        check_template_limits(self._stack)
         self._resolve(model, pools, props)
         timeouts = self._validate(props)
         self._render(props, timeouts)
@@ -316,7 +305,7 @@ class _PoolHost(Construct, EndpointApi):
             self,
             "ExecutionRole",
             # Only this account's SageMaker inference, in this Region (confused deputy).
-            assumed_by=sagemaker_inference_principal(self.stack_region or self._stack.region),
+            assumed_by=sagemaker_inference_principal(self.stack_region),
             description="Execution role of a SageMaker endpoint hosting inference components",
         )
         self.execution_role_grants = ExecutionRoleGrants(
@@ -375,12 +364,8 @@ class _PoolHost(Construct, EndpointApi):
             instance_type=self.pools[0].instance_type if on_reservation else None,
             instance_pools=None if on_reservation else self._render_pools(),
             variant_instance_provision_timeout_in_seconds=seconds_of(props["provision_timeout"]),
-            container_startup_health_check_timeout_in_seconds=(
-                timeouts.container_startup if hosts_model else None
-            ),
-            model_data_download_timeout_in_seconds=(
-                timeouts.model_data_download if hosts_model else None
-            ),
+            container_startup_health_check_timeout_in_seconds=timeouts[0] if hosts_model else None,
+            model_data_download_timeout_in_seconds=timeouts[1] if hosts_model else None,
             managed_instance_scaling=(
                 sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
                     status="ENABLED", min_instance_count=managed[0], max_instance_count=managed[1]
@@ -459,7 +444,7 @@ class _PoolHost(Construct, EndpointApi):
             [f.cold_start.download_seconds for f in fits],
             ("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"),
         )
-        return _Timeouts(container, download)
+        return container, download
 
     def _timeout(
         self,

@@ -96,9 +96,6 @@ class ServingModel(Construct):
         sizing: ModelSizing | None = None,
     ) -> None:
         super().__init__(scope, id)
-        #: The scope, its stack and the stack's region, asked once (a literal region, or the
-        #: AWS::Region token); an endpoint under the same scope takes them from here.
-        self._scope = scope
         self._stack = stack_of(scope)
         self._region = self._stack.region
         check_template_limits(self._stack)

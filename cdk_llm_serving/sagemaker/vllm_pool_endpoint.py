@@ -22,9 +22,9 @@ from aws_cdk import Annotations, CfnOutput
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from ..core.endpoint_api import EndpointApi, IPoolEndpoint
 from ..errors import (
     ConfigurationError,
-    Problem,
     Problems,
     check_literal,
     check_sequence,
@@ -40,7 +40,6 @@ from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import Goal, PoolVllmPlan, derive_pool_config, warn_tensor_parallel_cost
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
-from ..core.endpoint_api import EndpointApi, IPoolEndpoint
 from .endpoint_options import PoolEndpointProps, with_defaults
 from .engine_batch import EngineBatch, choose_batch
 from .instance_pool import InstancePool, hosting_instance_type
