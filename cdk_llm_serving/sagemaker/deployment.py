@@ -27,6 +27,23 @@ def _seconds(value: Duration) -> int:
     return seconds_of(value) or 0
 
 
+#: The API member of each duration field (botocore's bounds, in whole seconds).
+_MEMBERS = {
+    "wait": "WaitIntervalInSeconds",
+    "termination_wait": "TerminationWaitInSeconds",
+    "maximum_execution_timeout": "MaximumExecutionTimeoutInSeconds",
+}
+
+
+def _check_durations(
+    problems: Problems, prop: str, value: object, shape: str, *fields: str
+) -> None:
+    """Each of ``value``'s duration ``fields`` within the bounds of ``shape``'s member."""
+    for name in fields:
+        seconds = _seconds(getattr(value, name))
+        check_range(problems, f"{prop}.{name}", seconds, limits(shape, _MEMBERS[name]), "seconds")
+
+
 @dataclass(frozen=True)
 class CapacitySize:
     """A share of the fleet: a number of instances or a percentage."""
@@ -74,13 +91,7 @@ class TrafficShift:
 
     def validate(self, problems: Problems, prop: str) -> None:
         check_literal(problems, f"{prop}.type", self.type, ShiftType, "traffic shifts")
-        check_range(
-            problems,
-            f"{prop}.wait",
-            _seconds(self.wait),
-            limits("TrafficRoutingConfig", "WaitIntervalInSeconds"),
-            "seconds",
-        )
+        _check_durations(problems, prop, self, "TrafficRoutingConfig", "wait")
         if self.type in _SHIFT_SHARE and self.step is None:
             problems.add(
                 f"{prop}.step",
@@ -139,19 +150,13 @@ class BlueGreenDeployment:
 
     def validate(self, problems: Problems, prop: str) -> None:
         self.traffic.validate(problems, f"{prop}.traffic")
-        check_range(
+        _check_durations(
             problems,
-            f"{prop}.termination_wait",
-            _seconds(self.termination_wait),
-            limits("BlueGreenUpdatePolicy", "TerminationWaitInSeconds"),
-            "seconds",
-        )
-        check_range(
-            problems,
-            f"{prop}.maximum_execution_timeout",
-            _seconds(self.maximum_execution_timeout),
-            limits("BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"),
-            "seconds",
+            prop,
+            self,
+            "BlueGreenUpdatePolicy",
+            "termination_wait",
+            "maximum_execution_timeout",
         )
         _check_timeout_covers_waits(
             problems, prop, self.maximum_execution_timeout, self.waiting_seconds(1)
@@ -208,19 +213,8 @@ class RollingDeployment:
             self.rollback_maximum_batch_size.validate(
                 problems, f"{prop}.rollback_maximum_batch_size"
             )
-        check_range(
-            problems,
-            f"{prop}.wait",
-            _seconds(self.wait),
-            limits("RollingUpdatePolicy", "WaitIntervalInSeconds"),
-            "seconds",
-        )
-        check_range(
-            problems,
-            f"{prop}.maximum_execution_timeout",
-            _seconds(self.maximum_execution_timeout),
-            limits("RollingUpdatePolicy", "MaximumExecutionTimeoutInSeconds"),
-            "seconds",
+        _check_durations(
+            problems, prop, self, "RollingUpdatePolicy", "wait", "maximum_execution_timeout"
         )
         _check_timeout_covers_waits(
             problems, prop, self.maximum_execution_timeout, self.waiting_seconds(1)
