@@ -107,11 +107,8 @@ class TrafficShift:
                 _check_percent_share(problems, f"{prop}.step", self.step, share, self.type)
 
     def steps(self, instances: int) -> int:
-        """How many times traffic moves, each followed by ``wait``: all at once, one shift and
-        its bake (https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-blue-green-all-at-once.html);
-        canary, the canary's bake and then the final bake after all traffic shifted
-        (.../deployment-guardrails-blue-green-canary.html); linear, a bake per step
-        (.../deployment-guardrails-blue-green-linear.html)."""
+        """How many times traffic moves, each followed by ``wait`` (docs/design/pool-endpoints.md,
+        "Deployments")."""
         if self.step is None or self.type == "ALL_AT_ONCE":
             return 1
         if self.type == "CANARY":
@@ -198,9 +195,7 @@ class RollingDeployment:
     def validate(self, problems: Problems, prop: str) -> None:
         self.maximum_batch_size.validate(problems, f"{prop}.maximum_batch_size")
         batch = self.maximum_batch_size
-        # "Value must be between 5% to 50% of the variant's total instance count" (botocore
-        # ``sagemaker`` ``RollingUpdatePolicy.MaximumBatchSize``); a count is checked against
-        # the fleet by the endpoint (``batch_outside_fleet_share``), autoscaling may move it.
+        # A percentage here; a count against the fleet (``check_against_fleet``).
         if batch.type == "CAPACITY_PERCENT" and not (
             ROLLING_BATCH_PERCENT[0] <= batch.value <= ROLLING_BATCH_PERCENT[1]
         ):
@@ -249,10 +244,7 @@ class RollingDeployment:
 EndpointDeployment = BlueGreenDeployment | RollingDeployment
 
 #: The share of the variant's instances one step may take, in percent, as botocore's
-#: ``sagemaker`` model documents it (a test reads these sentences there):
-#: ``RollingUpdatePolicy.MaximumBatchSize`` "Value must be between 5% to 50% of the variant's
-#: total instance count"; ``TrafficRoutingConfig.CanarySize`` "less than or equal to 50%";
-#: ``TrafficRoutingConfig.LinearStepSize`` "must be 10-50%".
+#: ``sagemaker`` model documents them (a test reads its sentences).
 ROLLING_BATCH_PERCENT = (5, 50)
 CANARY_PERCENT = (1, 50)
 LINEAR_STEP_PERCENT = (10, 50)
@@ -273,10 +265,8 @@ def _check_percent_share(
 def _check_timeout_covers_waits(
     problems: Problems, prop: str, timeout: Duration, waits: int
 ) -> None:
-    """botocore ``BlueGreenUpdatePolicy.MaximumExecutionTimeoutInSeconds``: "the timeout value
-    should be larger than the total waiting time specified in TerminationWaitInSeconds and
-    WaitIntervalInSeconds"; an update that waits longer than it may run times out and rolls
-    back, every time."""
+    """An update that waits longer than it may run times out and rolls back, every time
+    (botocore ``BlueGreenUpdatePolicy.MaximumExecutionTimeoutInSeconds``)."""
     seconds = _seconds(timeout)
     if is_unresolved(seconds) or seconds > waits:
         return
@@ -331,16 +321,9 @@ def check_against_fleet(
 
 
 def rolling_for_scarce_gpus(instances: int) -> RollingDeployment | None:
-    """The default update of a GPU pool endpoint: rolling, one small batch at a time.
-
-    AWS: rolling deployments clean up old instances after each shift, "reducing the amount of
-    additional instances needed to update your endpoint. This is useful especially for
-    accelerated instances that are in high demand"; blue/green provisions a whole second
-    fleet (https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-rolling.html).
-    The batch is the fewest instances within AWS's 5-50 % of the fleet, and a rollback moves
-    as few (not the whole old fleet at once, which needs the capacity blue/green needs).
-    ``None`` for a single instance: no batch is within 5-50 % of one, so it stays blue/green.
-    """
+    """The default update of a GPU pool endpoint: rolling, the fewest instances within AWS's
+    5-50 % of the fleet per batch and per rollback batch; ``None`` for one instance, which stays
+    blue/green (docs/design/pool-endpoints.md, "Deployments")."""
     if instances < 2:
         return None
     batch = CapacitySize.instances(max(1, -(-instances * ROLLING_BATCH_PERCENT[0] // 100)))

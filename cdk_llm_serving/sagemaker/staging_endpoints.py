@@ -1,15 +1,8 @@
-"""One staging endpoint per copy of a ``VllmPoolEndpoint``, so each copy can be evaluated alone.
+"""One staging endpoint per copy of a pool endpoint, so each copy can be evaluated alone.
 
-A pool endpoint chooses the pool per request: an eval sent to it may be answered by any copy.
-``StagingEndpoints`` builds, for each pool of the endpoint, a one-pool ``InstancePoolEndpoint``
-running that pool's own model (the same ``AWS::SageMaker::Model``: no model is duplicated) on
-the pool's instance type, so ``cdk-llm-serving eval`` can target every copy
-(``--base-url`` the copy's ``OpenAiBaseUrl`` output, ``--expect-copy`` its served name).
-
-Cheap by default: one instance per copy, no enhanced or detailed metrics (the copies are asked,
-not watched), and the endpoints go with the stack (CloudFormation's default ``DeletionPolicy``
-is ``Delete``: https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-deletionpolicy.html);
-deploy it in a staging stack, run the gate, then destroy the stack.
+A pool endpoint chooses the pool per request, so an eval sent to it may be answered by any
+copy; a one-pool endpoint per copy (its model reused) lets ``cdk-llm-serving eval`` target each
+(docs/design/pool-endpoints.md, "Staging endpoints").
 """
 
 from __future__ import annotations
@@ -40,10 +33,8 @@ from .pool_endpoint import InstancePoolEndpoint
 from .serving_model import ServingModel
 from .vllm_pool_endpoint import VllmPoolEndpoint, _construct_id
 
-#: The gate function's longest run: integ-tests-alpha's assertion provider invokes it
-#: synchronously and itself times out after 2 minutes (aws-cdk integ-tests-alpha,
-#: lib/assertions/providers/provider.ts, ``Timeout: Duration.minutes(2)``), so the gate stops
-#: first and reports why instead of the provider failing without a verdict.
+#: The gate function's longest run: within the 2 minutes of integ-tests-alpha's assertion
+#: provider (lib/assertions/providers/provider.ts), so the gate reports why it stops.
 GATE_TIMEOUT = Duration.seconds(110)
 #: The modules the gate function runs (the package's, without its CDK-importing ``__init__``).
 _GATE_MODULES = (

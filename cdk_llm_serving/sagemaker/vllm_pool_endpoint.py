@@ -1,13 +1,9 @@
 """``VllmPoolEndpoint``: declare a vLLM model once; get a tuned copy per instance pool.
 
-Each pool's configuration comes from ``vllm.pool_strategy`` (or the pool's own
-``VllmConfig``), is checked against its hardware, and becomes a ``ServingModel`` fed
-through the SageMaker vLLM container's ``SM_VLLM_*`` variables. Identical
-configurations share one model; the first pool's model is the variant's, the others
-become ``ModelNameOverride``s. Every copy sets ``max_num_seqs`` (``engine_batch.choose_batch``:
-the user's, else the planner's batch for that copy and instance type, else vLLM's default for
-the device), the same figure its pool's autoscaling weight is made of; pools that would share a
-copy but for their batch share it at the smallest of their batches.
+Each pool's configuration comes from ``vllm.pool_strategy`` (or the pool's own ``VllmConfig``),
+is checked against its hardware, and becomes a ``ServingModel`` fed through the SageMaker vLLM
+container's ``SM_VLLM_*`` variables; identical configurations share one model. Every copy sets
+``max_num_seqs``, its pool's autoscaling weight (``engine_batch``).
 """
 
 from __future__ import annotations
