@@ -122,13 +122,8 @@ def check_pools_hardware(
     """Each pool's model runs on its instance type (see ``_container_checks``)."""
     for index, pool in enumerate(pools):
         served = pool.model or model
-        if served is None:
+        if served is None or is_unresolved(served.image.image_uri):  # a token image: unchecked
             continue
-        # A token image passes unchecked; asked only when the image would be refused (as
-        # ``_cdk.validation``'s checks do): the check only adds problems.
-        found = Problems("")
         check_pool_hardware(
-            found, index, pool.instance_type, served.image.image_uri, served.environment, catalog
+            problems, index, pool.instance_type, served.image.image_uri, served.environment, catalog
         )
-        if found and not is_unresolved(served.image.image_uri):
-            problems.extend(found)

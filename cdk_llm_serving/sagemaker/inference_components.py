@@ -367,20 +367,10 @@ class InferenceComponentOnPools(Construct):
             limits("InferenceComponentRuntimeConfig", "CopyCount").minimum or 0,
         )
         self._check_placeable(problems, "copy_count", copy_count)
-        check_range(
-            problems,
-            "container_startup_timeout",
-            seconds_of(startup),
-            limits(
-                "InferenceComponentStartupParameters", "ContainerStartupHealthCheckTimeoutInSeconds"
-            ),
-            "seconds",
-        )
-        check_range(
-            problems,
-            "model_data_download_timeout",
-            seconds_of(download),
-            limits("InferenceComponentStartupParameters", "ModelDataDownloadTimeoutInSeconds"),
-            "seconds",
-        )
+        for name, value, member in (
+            ("container_startup_timeout", startup, "ContainerStartupHealthCheckTimeoutInSeconds"),
+            ("model_data_download_timeout", download, "ModelDataDownloadTimeoutInSeconds"),
+        ):
+            bounds = limits("InferenceComponentStartupParameters", member)
+            check_range(problems, name, seconds_of(value), bounds, "seconds")
         problems.raise_if_any()

@@ -136,16 +136,11 @@ class StagingEndpoints(Construct):
         """One copy's one-pool endpoint on its pool's type, and its two outputs."""
         served = model.served_model_name
         if served is None:
-            raise ConfigurationError(
-                f"StagingEndpoints '{self.node.path}'",
-                [
-                    Problem(
-                        f"source.pools[{index}].model.served_model_name",
-                        None,
-                        "a served name: the copy's answers report it and the gate checks it",
-                    )
-                ],
-            )
+            problems = Problems(f"StagingEndpoints '{self.node.path}'")
+            required = "a served name: the copy's answers report it and the gate checks it"
+            problems.add(f"source.pools[{index}].model.served_model_name", None, required)
+            problems.raise_if_any()
+        assert served is not None
         instance_type = InstanceType(str(pool.instance_type))
         copy_id = _construct_id(f"{served}-{str(instance_type).removeprefix('ml.')}")
         endpoint = InstancePoolEndpoint(
