@@ -49,8 +49,12 @@ def check_component_mode(
                     pool.model.node.id,
                     "an endpoint for inference components hosts no models of its own; give the model to InferenceComponentOnPools",
                 )
-        for name in ("container_startup_timeout", "model_data_download_timeout"):
-            if (timeout := props.get(name)) is not None:
+        startup = {
+            "container_startup_timeout": props.get("container_startup_timeout"),
+            "model_data_download_timeout": props.get("model_data_download_timeout"),
+        }
+        for name, timeout in startup.items():
+            if timeout is not None:
                 problems.add(
                     name,
                     timeout.to_human_string(),

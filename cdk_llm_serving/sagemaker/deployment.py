@@ -297,11 +297,6 @@ def outside_fleet_share(deployment: EndpointDeployment, instances: int) -> list[
     return out
 
 
-def batch_outside_fleet_share(deployment: EndpointDeployment, instances: int) -> bool:
-    """Whether a step given as a count of instances is outside AWS's share of ``instances``."""
-    return bool(outside_fleet_share(deployment, instances))
-
-
 def check_against_fleet(
     problems: Problems, prop: str, deployment: EndpointDeployment, instances: int
 ) -> None:

@@ -45,7 +45,6 @@ from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .deployment import (
     BlueGreenDeployment,
     EndpointDeployment,
-    batch_outside_fleet_share,
     check_against_fleet,
     outside_fleet_share,
     rolling_for_scarce_gpus,
@@ -304,7 +303,7 @@ class _PoolHost(Construct, EndpointApi):
             self,
             "ExecutionRole",
             # Only this account's SageMaker inference, in this Region (confused deputy).
-            assumed_by=sagemaker_inference_principal(self.stack_region),
+            assumed_by=sagemaker_inference_principal(self._stack.region),
             description="Execution role of a SageMaker endpoint hosting inference components",
         )
         self.execution_role_grants = ExecutionRoleGrants(
@@ -656,7 +655,7 @@ class InstancePoolEndpoint(_PoolHost):
         autoscaling that count is anywhere from ``low`` to ``high``."""
         if self.deployment is None:
             return
-        outside = [n for n in (max(low, 1), high) if batch_outside_fleet_share(self.deployment, n)]
+        outside = [n for n in (max(low, 1), high) if outside_fleet_share(self.deployment, n)]
         if outside:
             steps = outside_fleet_share(self.deployment, outside[0])
             Annotations.of(self).add_warning_v2(

@@ -124,6 +124,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         #: One model per distinct copy, by its configuration.
         self.models: dict[str, ServingModel] = {}
         pool_models = [self._model_for(plan, image, named_weights) for plan in self.pool_plans]
+        endpoint_props: PoolEndpointProps = {**props, "catalog": self.catalog}
         self.endpoint = InstancePoolEndpoint(
             self,
             "Endpoint",
@@ -136,7 +137,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
                 )
                 for pool, m in zip(vllm_pools, pool_models, strict=True)
             ],
-            **{**props, "catalog": self.catalog},
+            **endpoint_props,
         )
         self.endpoint_name = self.endpoint.endpoint_name
         self.variant_name = self.endpoint.variant_name
