@@ -1,10 +1,7 @@
 """``InferenceComponentOnPools``: an inference component with a specification per instance pool.
 
-On an endpoint whose variant lists instance pools, an inference component states, per
-instance type, which model it runs there and what it needs (accelerators, memory):
-a fallback pool can run a quantized copy on fewer GPUs. With one pool the singular
-``Specification`` is used; with 2-5, ``Specifications`` (CloudFormation accepts the
-plural only with at least two entries).
+Per pool type, which model it runs and what it needs, so a fallback pool can run a quantized
+copy on fewer GPUs (docs/design/pool-endpoints.md, "Inference components").
 """
 
 from __future__ import annotations
@@ -160,8 +157,8 @@ class InferenceComponentOnPools(Construct):
         self._validate(copy_count, container_startup_timeout, model_data_download_timeout)
 
         grants = endpoint.execution_role_grants
-        # The component's containers log to a group of its own: the endpoint's role and the
-        # components' models write it (which of them SageMaker uses is not documented).
+        # Its own log group, which the endpoint's role and its models may write (which one
+        # SageMaker uses is not documented).
         log_group = inference_component_log_group(self.component_name)
         if grants is not None:
             for spec in self.specifications:

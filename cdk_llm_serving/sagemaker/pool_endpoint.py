@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar, Unpack
+from typing import Unpack
 
 from aws_cdk import Annotations, Arn, ArnFormat, Duration, Names, Resource
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -75,14 +75,11 @@ class _PoolHost(Construct, EndpointApi):
     components; both take ``PoolEndpointProps``.
     """
 
-    #: The construct's name in error messages.
-    _KIND: ClassVar[str] = "InstancePoolEndpoint"
-
     #: The scaling of this endpoint, once ``auto_scale`` was called (model endpoints only).
     auto_scaling: EndpointAutoScaling | None
 
     def _subject(self) -> str:
-        return f"{self._KIND} '{self.node.path}'"
+        return f"{type(self).__name__} '{self.node.path}'"
 
     def _build(
         self,
@@ -178,11 +175,7 @@ class _PoolHost(Construct, EndpointApi):
         self.per_pool_dimension = props.get("capacity_reservation_arn") is None
 
     def _default_deployment(self, instances: int) -> EndpointDeployment:
-        """Rolling on GPU types (``deployment.rolling_for_scarce_gpus``), else blue/green.
-
-        A single-instance GPU endpoint stays blue/green (no rolling batch is within AWS's
-        5-50 %) and is warned: its updates need a second instance of a scarce type.
-        """
+        """Rolling on GPU types, else blue/green (docs/design/pool-endpoints.md, "Deployments")."""
         on_gpus = any(
             pool.instance_type in self.catalog and self.catalog.get(pool.instance_type).gpus > 0
             for pool in self.pools
@@ -222,9 +215,8 @@ class _PoolHost(Construct, EndpointApi):
         return timeouts
 
     def _check_arns(self, problems: Problems, props: PoolEndpointProps) -> None:
-        """Resources given by ARN fit where they are used: service, type, the stack's partition
-        and region (``_cdk.arns``; a rollback alarm is looked up by name in the endpoint's region,
-        an async notification topic and a reservation belong to its region too)."""
+        """Resources given by ARN are of their service and type, in this stack's partition and
+        region (``_cdk.arns``)."""
         reservation = props.get("capacity_reservation_arn")
         if reservation is not None and reservation.startswith("arn:"):  # else check_reservation's
             check_arn(problems, "capacity_reservation_arn", reservation, ML_RESERVATION, self)
@@ -691,20 +683,15 @@ class InstancePoolEndpoint(_PoolHost):
 class InferenceComponentEndpoint(_PoolHost):
     """An endpoint on instance pools that hosts inference components, not a model of its own.
 
-    ``InferenceComponentOnPools`` puts components on it, each with a specification per pool
-    type. The variant names no model and no start-up timeouts (each component sets its own);
-    the endpoint has an execution role of its own, to which the components' models grant
-    their artifacts; it gets no deployment policy or rollback alarms unless given, and its
-    instances follow the components' copies (``managed_instance_count``), so it has no
-    ``auto_scale``.
+    ``InferenceComponentOnPools`` puts components on it. It has an execution role of its own, no
+    deployment policy or rollback alarms unless given, and no ``auto_scale``: its instances
+    follow the components' copies (docs/design/pool-endpoints.md, "Inference components").
 
     :param pools: 1-5 instance pools, most preferred first; a pool names no model.
     :param props: the endpoint's options, each documented with its default on
         ``PoolEndpointProps``: ``managed_instance_count`` is this endpoint's;
         ``container_startup_timeout`` and ``model_data_download_timeout`` are each component's.
     """
-
-    _KIND: ClassVar[str] = "InferenceComponentEndpoint"
 
     @checked_props
     def __init__(
