@@ -23,7 +23,6 @@ from ..errors import (
     ConfigurationError,
     Problems,
     check_literal,
-    check_sequence,
     checked_props,
 )
 from ..model_sources import ContainerImage, ModelData
@@ -393,26 +392,17 @@ def _format_name(value: WeightFormat | str) -> str:
     return value.name if isinstance(value, WeightFormat) else value
 
 
-def _check_inputs(subject: str, pools: object, weights: object) -> None:
-    """Lists and mappings of the right types, known weight formats; raises at once otherwise,
+def _check_inputs(
+    subject: str, pools: Sequence[object], weights: Mapping[WeightFormat | str, ModelData]
+) -> None:
+    """1-5 pools and known weight formats (their types are ``checked_props``'); raises at once,
     since deriving the pools' configurations needs them."""
     problems = Problems(subject)
-    what = "an instance type or a VllmPool"
-    if check_sequence(problems, "pools", pools, (str, VllmPool), what) and isinstance(
-        pools, list | tuple
-    ):
-        if not 1 <= len(pools) <= 5:
-            problems.add("pools", pools, "must list 1 to 5 pools, most preferred first")
-    if not isinstance(weights, Mapping):
-        problems.add("weights", weights, "must map weight formats to ModelData")
-    else:
-        for key, data in weights.items():
-            name = _format_name(key)
-            WeightFormat.parse(problems, f"weights[{name!r}]", name)
-            if not isinstance(data, ModelData):
-                problems.add(
-                    f"weights[{name!r}]", data, "must be a ModelData (ModelData.from_s3_uri)"
-                )
+    if not 1 <= len(pools) <= 5:
+        problems.add("pools", pools, "must list 1 to 5 pools, most preferred first")
+    for key in weights:
+        name = _format_name(key)
+        WeightFormat.parse(problems, f"weights[{name!r}]", name)
     problems.raise_if_any()
 
 
