@@ -62,7 +62,7 @@ def vllm_endpoint(**overrides: Any) -> VllmPoolEndpoint:
     props: dict[str, Any] = {
         "image": ContainerImage.from_ecr_uri(IMAGE),
         "model": "gpt-oss-20b",
-        "base": BASE,
+        "config": BASE,
         "weights": {"bf16": ModelData.from_s3_uri("s3://w/gpt-oss-20b/")},
         "pools": ["ml.g6e.12xlarge"],
         **overrides,
@@ -221,9 +221,9 @@ CASES: list[Case] = [
         "pools = 'ml.g6e.12xlarge': must be a list, each element InstancePool; not a str",
     ),
     (
-        "a misspelled endpoint option passed as a dict",
-        lambda: vllm_endpoint(endpoint_options={"endpont_name": "serving"}),
-        "endpoint_options.endpont_name = 'serving': not an option; did you mean 'endpoint_name'?",
+        "a misspelled endpoint option passed to a construct that wraps the endpoint",
+        lambda: vllm_endpoint(endpont_name="serving"),
+        "endpont_name = 'serving': not an option; did you mean 'endpoint_name'?",
     ),
     (
         "a string where a value type belongs",

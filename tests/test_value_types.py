@@ -24,7 +24,6 @@ VALUE_TYPES = [
     "InstancePool",
     "KubernetesTaint",
     "ModelData",
-    "PoolEndpointOptions",
     "RollingDeployment",
     "TrafficShift",
 ]

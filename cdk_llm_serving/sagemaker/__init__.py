@@ -5,8 +5,11 @@ the list when a type has no capacity; these constructs add per-pool models, weig
 autoscaling, alarms, dashboards, inference components and safe updates.
 """
 
-from .alarms import PoolEndpointAlarms
 from ..core.async_inference import AsyncInference
+from ..core.endpoint_api import IPoolEndpoint
+from ..core.endpoint_metrics import MetricOptions
+from ..core.token_metrics import TokenMetricNames
+from .alarms import PoolEndpointAlarms
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .dashboard import PoolEndpointDashboard
 from .deployment import (
@@ -16,20 +19,13 @@ from .deployment import (
     RollingDeployment,
     TrafficShift,
 )
-from ..core.endpoint_api import IPoolEndpoint
-from ..core.endpoint_metrics import MetricOptions
-from .endpoint_options import (
-    InferenceComponentEndpointKeywords,
-    PoolEndpointKeywords,
-    PoolEndpointOptions,
-)
+from .endpoint_options import PoolEndpointProps
 from .engine_batch import EngineBatch
 from .inference_components import ComponentSpecification, InferenceComponentOnPools
 from .instance_pool import InstancePool
 from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
 from .serving_model import VLLM_SERVED_MODEL_NAME_VARIABLE, ServingModel
 from .staging_endpoints import EvalGate, StagingCopy, StagingEndpoints
-from ..core.token_metrics import TokenMetricNames
 from .update_rules import autoscaled_update_problems
 from .vllm_pool_endpoint import VllmPool, VllmPoolEndpoint
 
@@ -45,7 +41,6 @@ __all__ = [
     "EngineBatch",
     "EvalGate",
     "InferenceComponentEndpoint",
-    "InferenceComponentEndpointKeywords",
     "InferenceComponentOnPools",
     "InstancePool",
     "InstancePoolEndpoint",
@@ -53,8 +48,7 @@ __all__ = [
     "MetricOptions",
     "PoolEndpointAlarms",
     "PoolEndpointDashboard",
-    "PoolEndpointKeywords",
-    "PoolEndpointOptions",
+    "PoolEndpointProps",
     "RollingDeployment",
     "ServingModel",
     "StagingCopy",

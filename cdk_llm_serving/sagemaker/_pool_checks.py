@@ -11,7 +11,7 @@ from ..errors import Problems
 from ..planning.catalog import Catalog
 from ..planning.instance_storage import has_local_storage
 from ._container_checks import check_pool_hardware
-from .endpoint_options import PoolEndpointOptions
+from .endpoint_options import PoolEndpointProps
 from .instance_pool import InstancePool
 from .serving_model import ServingModel
 
@@ -36,10 +36,11 @@ def check_pools(problems: Problems, pools: Sequence[InstancePool]) -> None:
 
 
 def check_component_mode(
-    problems: Problems, pools: Sequence[InstancePool], options: PoolEndpointOptions, *, hosts: bool
+    problems: Problems, pools: Sequence[InstancePool], props: PoolEndpointProps, *, hosts: bool
 ) -> None:
-    """Inference-component endpoints host no model of their own; managed scaling is theirs."""
-    managed = options.managed_instance_count
+    """Inference-component endpoints host no model of their own and set no start-up timeouts
+    (each component sets its own); managed scaling is theirs."""
+    managed = props.get("managed_instance_count")
     if hosts:
         for index, pool in enumerate(pools):
             if pool.model is not None:
@@ -47,6 +48,17 @@ def check_component_mode(
                     f"pools[{index}].model",
                     pool.model.node.id,
                     "an endpoint for inference components hosts no models of its own; give the model to InferenceComponentOnPools",
+                )
+        startup = {
+            "container_startup_timeout": props.get("container_startup_timeout"),
+            "model_data_download_timeout": props.get("model_data_download_timeout"),
+        }
+        for name, timeout in startup.items():
+            if timeout is not None:
+                problems.add(
+                    name,
+                    timeout.to_human_string(),
+                    "not an option of an inference-component endpoint: each component sets its own (InferenceComponentOnPools)",
                 )
     elif managed is not None:
         problems.add(
@@ -65,32 +77,32 @@ def check_component_mode(
 
 
 def check_storage(
-    problems: Problems, pools: Sequence[InstancePool], options: PoolEndpointOptions
+    problems: Problems, pools: Sequence[InstancePool], props: PoolEndpointProps
 ) -> None:
     """No EBS volume options on types with local NVMe: SageMaker refuses a KmsKeyId there."""
     local = [pool.instance_type for pool in pools if has_local_storage(pool.instance_type)]
     if not local:
         return
     types = ", ".join(local)
-    if options.volume_kms_key is not None:
+    if (key := props.get("volume_kms_key")) is not None:
         problems.add(
             "volume_kms_key",
-            options.volume_kms_key.node.path,
+            key.node.path,
             f"not allowed with instance types that have local NVMe storage ({types}): SageMaker rejects a KmsKeyId there; their volumes are hardware-encrypted",
         )
-    if options.volume_size_gb is not None:
+    if (size := props.get("volume_size_gb")) is not None:
         problems.add(
             "volume_size_gb",
-            options.volume_size_gb,
+            size,
             f"not allowed with instance types that have local NVMe storage ({types}): SageMaker uses the instance storage and provisions no EBS volume",
         )
 
 
 def check_reservation(
-    problems: Problems, pools: Sequence[InstancePool], options: PoolEndpointOptions
+    problems: Problems, pools: Sequence[InstancePool], props: PoolEndpointProps
 ) -> None:
     """A reservation ARN of the right shape, and only with one pool (nothing to fall back to)."""
-    arn = options.capacity_reservation_arn
+    arn = props.get("capacity_reservation_arn")
     if arn is None:
         return
     rule = limits("ProductionVariantCapacityReservationConfig", "MlReservationArn")
@@ -114,13 +126,8 @@ def check_pools_hardware(
     """Each pool's model runs on its instance type (see ``_container_checks``)."""
     for index, pool in enumerate(pools):
         served = pool.model or model
-        if served is None:
+        if served is None or is_unresolved(served.image.image_uri):  # a token image: unchecked
             continue
-        # A token image passes unchecked; asked only when the image would be refused (as
-        # ``_cdk.validation``'s checks do): the check only adds problems.
-        found = Problems("")
         check_pool_hardware(
-            found, index, pool.instance_type, served.image.image_uri, served.environment, catalog
+            problems, index, pool.instance_type, served.image.image_uri, served.environment, catalog
         )
-        if found and not is_unresolved(served.image.image_uri):
-            problems.extend(found)

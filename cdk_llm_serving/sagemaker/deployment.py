@@ -8,27 +8,40 @@ from typing import Literal
 from aws_cdk import Duration
 from aws_cdk import aws_sagemaker as sagemaker
 
-from .._cdk.durations import Span
 from .._cdk.service_limits import limits
-from .._cdk.validation import check_at_least, check_range, is_unresolved, whole_seconds
+from .._cdk.validation import check_at_least, check_range, is_unresolved, seconds_of
 from ..errors import Problems, check_literal
 
 CapacityType = Literal["INSTANCE_COUNT", "CAPACITY_PERCENT"]
 ShiftType = Literal["ALL_AT_ONCE", "CANARY", "LINEAR"]
 
 
-#: This module's ``Duration`` defaults, in plain seconds (``Span.of_seconds``).
-_FIVE_MINUTES = Span.of_seconds(300)
-_TEN_MINUTES = Span.of_seconds(600)
-_TWO_HOURS = Span.of_seconds(7200)
-_THREE_HOURS = Span.of_seconds(10800)
+_FIVE_MINUTES = Duration.minutes(5)
+_TEN_MINUTES = Duration.minutes(10)
+_TWO_HOURS = Duration.hours(2)
+_THREE_HOURS = Duration.hours(3)
 
 
 def _seconds(value: Duration) -> int:
-    """Whole seconds: a default of this module's without the kernel, else aws-cdk-lib's."""
-    if not isinstance(value, Duration):  # an int passes through, as ``seconds_of`` lets it
-        return value
-    return whole_seconds(value, _FIVE_MINUTES, _TEN_MINUTES, _TWO_HOURS, _THREE_HOURS)
+    """Whole seconds, as the API takes them (``seconds_of``; an int passes through)."""
+    return seconds_of(value) or 0
+
+
+#: The API member of each duration field (botocore's bounds, in whole seconds).
+_MEMBERS = {
+    "wait": "WaitIntervalInSeconds",
+    "termination_wait": "TerminationWaitInSeconds",
+    "maximum_execution_timeout": "MaximumExecutionTimeoutInSeconds",
+}
+
+
+def _check_durations(
+    problems: Problems, prop: str, value: object, shape: str, *fields: str
+) -> None:
+    """Each of ``value``'s duration ``fields`` within the bounds of ``shape``'s member."""
+    for name in fields:
+        seconds = _seconds(getattr(value, name))
+        check_range(problems, f"{prop}.{name}", seconds, limits(shape, _MEMBERS[name]), "seconds")
 
 
 @dataclass(frozen=True)
@@ -65,26 +78,20 @@ class TrafficShift:
     step: CapacitySize | None = None
 
     @classmethod
-    def all_at_once(cls, bake: Duration = _TEN_MINUTES.duration) -> TrafficShift:
+    def all_at_once(cls, bake: Duration = _TEN_MINUTES) -> TrafficShift:
         return cls("ALL_AT_ONCE", bake)
 
     @classmethod
-    def canary(cls, size: CapacitySize, wait: Duration = _TEN_MINUTES.duration) -> TrafficShift:
+    def canary(cls, size: CapacitySize, wait: Duration = _TEN_MINUTES) -> TrafficShift:
         return cls("CANARY", wait, size)
 
     @classmethod
-    def linear(cls, step: CapacitySize, wait: Duration = _FIVE_MINUTES.duration) -> TrafficShift:
+    def linear(cls, step: CapacitySize, wait: Duration = _FIVE_MINUTES) -> TrafficShift:
         return cls("LINEAR", wait, step)
 
     def validate(self, problems: Problems, prop: str) -> None:
         check_literal(problems, f"{prop}.type", self.type, ShiftType, "traffic shifts")
-        check_range(
-            problems,
-            f"{prop}.wait",
-            _seconds(self.wait),
-            limits("TrafficRoutingConfig", "WaitIntervalInSeconds"),
-            "seconds",
-        )
+        _check_durations(problems, prop, self, "TrafficRoutingConfig", "wait")
         if self.type in _SHIFT_SHARE and self.step is None:
             problems.add(
                 f"{prop}.step",
@@ -100,11 +107,8 @@ class TrafficShift:
                 _check_percent_share(problems, f"{prop}.step", self.step, share, self.type)
 
     def steps(self, instances: int) -> int:
-        """How many times traffic moves, each followed by ``wait``: all at once, one shift and
-        its bake (https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-blue-green-all-at-once.html);
-        canary, the canary's bake and then the final bake after all traffic shifted
-        (.../deployment-guardrails-blue-green-canary.html); linear, a bake per step
-        (.../deployment-guardrails-blue-green-linear.html)."""
+        """How many times traffic moves, each followed by ``wait`` (docs/design/pool-endpoints.md,
+        "Deployments")."""
         if self.step is None or self.type == "ALL_AT_ONCE":
             return 1
         if self.type == "CANARY":
@@ -138,24 +142,18 @@ class BlueGreenDeployment:
     """
 
     traffic: TrafficShift = field(default_factory=TrafficShift.all_at_once)
-    termination_wait: Duration = _FIVE_MINUTES.duration
-    maximum_execution_timeout: Duration = _TWO_HOURS.duration
+    termination_wait: Duration = _FIVE_MINUTES
+    maximum_execution_timeout: Duration = _TWO_HOURS
 
     def validate(self, problems: Problems, prop: str) -> None:
         self.traffic.validate(problems, f"{prop}.traffic")
-        check_range(
+        _check_durations(
             problems,
-            f"{prop}.termination_wait",
-            _seconds(self.termination_wait),
-            limits("BlueGreenUpdatePolicy", "TerminationWaitInSeconds"),
-            "seconds",
-        )
-        check_range(
-            problems,
-            f"{prop}.maximum_execution_timeout",
-            _seconds(self.maximum_execution_timeout),
-            limits("BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"),
-            "seconds",
+            prop,
+            self,
+            "BlueGreenUpdatePolicy",
+            "termination_wait",
+            "maximum_execution_timeout",
         )
         _check_timeout_covers_waits(
             problems, prop, self.maximum_execution_timeout, self.waiting_seconds(1)
@@ -190,16 +188,14 @@ class RollingDeployment:
     """
 
     maximum_batch_size: CapacitySize = field(default_factory=lambda: CapacitySize.instances(1))
-    wait: Duration = _FIVE_MINUTES.duration
-    maximum_execution_timeout: Duration = _THREE_HOURS.duration
+    wait: Duration = _FIVE_MINUTES
+    maximum_execution_timeout: Duration = _THREE_HOURS
     rollback_maximum_batch_size: CapacitySize | None = None
 
     def validate(self, problems: Problems, prop: str) -> None:
         self.maximum_batch_size.validate(problems, f"{prop}.maximum_batch_size")
         batch = self.maximum_batch_size
-        # "Value must be between 5% to 50% of the variant's total instance count" (botocore
-        # ``sagemaker`` ``RollingUpdatePolicy.MaximumBatchSize``); a count is checked against
-        # the fleet by the endpoint (``batch_outside_fleet_share``), autoscaling may move it.
+        # A percentage here; a count against the fleet (``check_against_fleet``).
         if batch.type == "CAPACITY_PERCENT" and not (
             ROLLING_BATCH_PERCENT[0] <= batch.value <= ROLLING_BATCH_PERCENT[1]
         ):
@@ -212,19 +208,8 @@ class RollingDeployment:
             self.rollback_maximum_batch_size.validate(
                 problems, f"{prop}.rollback_maximum_batch_size"
             )
-        check_range(
-            problems,
-            f"{prop}.wait",
-            _seconds(self.wait),
-            limits("RollingUpdatePolicy", "WaitIntervalInSeconds"),
-            "seconds",
-        )
-        check_range(
-            problems,
-            f"{prop}.maximum_execution_timeout",
-            _seconds(self.maximum_execution_timeout),
-            limits("RollingUpdatePolicy", "MaximumExecutionTimeoutInSeconds"),
-            "seconds",
+        _check_durations(
+            problems, prop, self, "RollingUpdatePolicy", "wait", "maximum_execution_timeout"
         )
         _check_timeout_covers_waits(
             problems, prop, self.maximum_execution_timeout, self.waiting_seconds(1)
@@ -259,10 +244,7 @@ class RollingDeployment:
 EndpointDeployment = BlueGreenDeployment | RollingDeployment
 
 #: The share of the variant's instances one step may take, in percent, as botocore's
-#: ``sagemaker`` model documents it (a test reads these sentences there):
-#: ``RollingUpdatePolicy.MaximumBatchSize`` "Value must be between 5% to 50% of the variant's
-#: total instance count"; ``TrafficRoutingConfig.CanarySize`` "less than or equal to 50%";
-#: ``TrafficRoutingConfig.LinearStepSize`` "must be 10-50%".
+#: ``sagemaker`` model documents them (a test reads its sentences).
 ROLLING_BATCH_PERCENT = (5, 50)
 CANARY_PERCENT = (1, 50)
 LINEAR_STEP_PERCENT = (10, 50)
@@ -283,10 +265,8 @@ def _check_percent_share(
 def _check_timeout_covers_waits(
     problems: Problems, prop: str, timeout: Duration, waits: int
 ) -> None:
-    """botocore ``BlueGreenUpdatePolicy.MaximumExecutionTimeoutInSeconds``: "the timeout value
-    should be larger than the total waiting time specified in TerminationWaitInSeconds and
-    WaitIntervalInSeconds"; an update that waits longer than it may run times out and rolls
-    back, every time."""
+    """An update that waits longer than it may run times out and rolls back, every time
+    (botocore ``BlueGreenUpdatePolicy.MaximumExecutionTimeoutInSeconds``)."""
     seconds = _seconds(timeout)
     if is_unresolved(seconds) or seconds > waits:
         return
@@ -317,11 +297,6 @@ def outside_fleet_share(deployment: EndpointDeployment, instances: int) -> list[
     return out
 
 
-def batch_outside_fleet_share(deployment: EndpointDeployment, instances: int) -> bool:
-    """Whether a step given as a count of instances is outside AWS's share of ``instances``."""
-    return bool(outside_fleet_share(deployment, instances))
-
-
 def check_against_fleet(
     problems: Problems, prop: str, deployment: EndpointDeployment, instances: int
 ) -> None:
@@ -341,16 +316,9 @@ def check_against_fleet(
 
 
 def rolling_for_scarce_gpus(instances: int) -> RollingDeployment | None:
-    """The default update of a GPU pool endpoint: rolling, one small batch at a time.
-
-    AWS: rolling deployments clean up old instances after each shift, "reducing the amount of
-    additional instances needed to update your endpoint. This is useful especially for
-    accelerated instances that are in high demand"; blue/green provisions a whole second
-    fleet (https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-rolling.html).
-    The batch is the fewest instances within AWS's 5-50 % of the fleet, and a rollback moves
-    as few (not the whole old fleet at once, which needs the capacity blue/green needs).
-    ``None`` for a single instance: no batch is within 5-50 % of one, so it stays blue/green.
-    """
+    """The default update of a GPU pool endpoint: rolling, the fewest instances within AWS's
+    5-50 % of the fleet per batch and per rollback batch; ``None`` for one instance, which stays
+    blue/green (docs/design/pool-endpoints.md, "Deployments")."""
     if instances < 2:
         return None
     batch = CapacitySize.instances(max(1, -(-instances * ROLLING_BATCH_PERCENT[0] // 100)))

@@ -1,10 +1,7 @@
 """``InferenceComponentOnPools``: an inference component with a specification per instance pool.
 
-On an endpoint whose variant lists instance pools, an inference component states, per
-instance type, which model it runs there and what it needs (accelerators, memory):
-a fallback pool can run a quantized copy on fewer GPUs. With one pool the singular
-``Specification`` is used; with 2-5, ``Specifications`` (CloudFormation accepts the
-plural only with at least two entries).
+Per pool type, which model it runs and what it needs, so a fallback pool can run a quantized
+copy on fewer GPUs (docs/design/pool-endpoints.md, "Inference components").
 """
 
 from __future__ import annotations
@@ -22,12 +19,12 @@ from constructs import Construct
 from .._cdk.role_grants import endpoint_log_group, inference_component_log_group
 from .._cdk.service_limits import limits
 from .._cdk.validation import check_at_least, check_name, check_range, seconds_of
+from ..core.endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
 from ..errors import Problems, checked_props
 from ..planning.catalog import Catalog
 from ..planning.instance_types import InstanceType
 from ._instance_facts import instance_spec
-from ..core.endpoint_metrics import INVOCATION_NAMESPACE, MetricOptions, build_metric
-from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
+from .pool_endpoint import InferenceComponentEndpoint
 from .pool_sizing import plan_one_instance
 from .serving_model import ServingModel, add_artifact_statements
 
@@ -130,8 +127,7 @@ def _render_startup(
 class InferenceComponentOnPools(Construct):
     """An inference component on an ``InferenceComponentEndpoint``.
 
-    :param endpoint: the endpoint that hosts it: an ``InferenceComponentEndpoint`` (or the
-        deprecated ``InstancePoolEndpoint(model=None, ...)``).
+    :param endpoint: the endpoint that hosts it.
     :param specifications: one per pool type, at most one per type, 1-5.
     :param copy_count: copies at creation. Default: 1.
     :param component_name: Default: derived from the construct path (stable, unique per stack).
@@ -145,7 +141,7 @@ class InferenceComponentOnPools(Construct):
         scope: Construct,
         id: str,
         *,
-        endpoint: InferenceComponentEndpoint | InstancePoolEndpoint,
+        endpoint: InferenceComponentEndpoint,
         specifications: Sequence[ComponentSpecification],
         copy_count: int = 1,
         component_name: str | None = None,
@@ -161,8 +157,8 @@ class InferenceComponentOnPools(Construct):
         self._validate(copy_count, container_startup_timeout, model_data_download_timeout)
 
         grants = endpoint.execution_role_grants
-        # The component's containers log to a group of its own: the endpoint's role and the
-        # components' models write it (which of them SageMaker uses is not documented).
+        # Its own log group, which the endpoint's role and its models may write (which one
+        # SageMaker uses is not documented).
         log_group = inference_component_log_group(self.component_name)
         if grants is not None:
             for spec in self.specifications:
@@ -322,7 +318,7 @@ class InferenceComponentOnPools(Construct):
         each of the pool type that places the most (SageMaker places copies on any pool;
         managed instance scaling adds instances up to ``managed_instance_count``'s maximum).
         ``None`` without a managed maximum or when a pool's type is unknown."""
-        managed = self.endpoint.options.managed_instance_count
+        managed = self.endpoint.managed_instance_count
         per_type = [spec.copies_per_instance(self.endpoint.catalog) for spec in self.specifications]
         if managed is None or not per_type or None in per_type:
             return None
@@ -331,12 +327,13 @@ class InferenceComponentOnPools(Construct):
 
     def _check_placeable(self, problems: Problems, prop: str, copies: int) -> None:
         placeable = self.placeable_copies()
-        if placeable is not None and copies > placeable:
+        managed = self.endpoint.managed_instance_count
+        if placeable is not None and managed is not None and copies > placeable:
             problems.add(
                 prop,
                 copies,
                 f"at most {placeable}: the endpoint's managed_instance_count allows "
-                f"{self.endpoint.options.managed_instance_count[1]} instance(s), and the "  # type: ignore[index]
+                f"{managed[1]} instance(s), and the "
                 "specifications' GPUs and memory fit no more copies on them",
             )
 
@@ -344,12 +341,6 @@ class InferenceComponentOnPools(Construct):
         self, copy_count: int, startup: Duration | None, download: Duration | None
     ) -> None:
         problems = Problems(f"InferenceComponentOnPools '{self.node.path}'")
-        if not self.endpoint.hosts_inference_components:
-            problems.add(
-                "endpoint",
-                self.endpoint.node.path,
-                "must host inference components: an InferenceComponentEndpoint, not an endpoint with a model",
-            )
         check_name(
             problems,
             "component_name",
@@ -373,20 +364,10 @@ class InferenceComponentOnPools(Construct):
             limits("InferenceComponentRuntimeConfig", "CopyCount").minimum or 0,
         )
         self._check_placeable(problems, "copy_count", copy_count)
-        check_range(
-            problems,
-            "container_startup_timeout",
-            seconds_of(startup),
-            limits(
-                "InferenceComponentStartupParameters", "ContainerStartupHealthCheckTimeoutInSeconds"
-            ),
-            "seconds",
-        )
-        check_range(
-            problems,
-            "model_data_download_timeout",
-            seconds_of(download),
-            limits("InferenceComponentStartupParameters", "ModelDataDownloadTimeoutInSeconds"),
-            "seconds",
-        )
+        for name, value, member in (
+            ("container_startup_timeout", startup, "ContainerStartupHealthCheckTimeoutInSeconds"),
+            ("model_data_download_timeout", download, "ModelDataDownloadTimeoutInSeconds"),
+        ):
+            bounds = limits("InferenceComponentStartupParameters", member)
+            check_range(problems, name, seconds_of(value), bounds, "seconds")
         problems.raise_if_any()

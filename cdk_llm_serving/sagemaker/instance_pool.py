@@ -24,15 +24,10 @@ def hosting_instance_type(
     model declares its sizing (``cdk-llm-serving:poolNotInCatalog``). A deploy-time token
     passes unchecked.
     """
-    # ``is_unresolved`` only of a name that would be refused (as ``_cdk.validation``'s checks).
-    found = Problems("")
-    parsed = InstanceType.parse(found, prop, value)
-    if parsed is None or not parsed.check_hosting(found, prop):
-        if isinstance(value, str) and not isinstance(value, InstanceType) and is_unresolved(value):
-            return value
-        problems.extend(found)
-        return None
-    return parsed
+    if isinstance(value, str) and not isinstance(value, InstanceType) and is_unresolved(value):
+        return value
+    parsed = InstanceType.parse(problems, prop, value)
+    return parsed if parsed is not None and parsed.check_hosting(problems, prop) else None
 
 
 def parse_instance_types(

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Unpack
+from typing import Unpack
 
 from aws_cdk import Annotations, Arn, ArnFormat, Duration, Names, Resource
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -15,7 +14,6 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from .._cdk.arns import CLOUDWATCH_ALARM, KMS_KEY, ML_RESERVATION, SNS_TOPIC, check_arn
-from .._cdk.deprecation import warn_deprecated
 from .._cdk.endpoint_names import claim_endpoint_name
 from .._cdk.role_grants import (
     ExecutionRoleGrants,
@@ -26,6 +24,13 @@ from .._cdk.service_limits import limits
 from .._cdk.stacks import stack_of
 from .._cdk.template_limits import check_template_limits
 from .._cdk.validation import is_unresolved, seconds_of
+from ..core.endpoint_api import EndpointApi, IPoolEndpoint
+from ..core.fleet_utilization import (
+    MetricQuery,
+    PoolCapacity,
+    concurrency_sample_seconds,
+    fleet_utilization_queries,
+)
 from ..errors import ConfigurationError, Problem, Problems, checked_props, refuse_unknown_options
 from ..planning.catalog import default_catalog
 from ..planning.instance_types import InstanceType
@@ -40,26 +45,12 @@ from .autoscaling import AutoScalingOptions, EndpointAutoScaling
 from .deployment import (
     BlueGreenDeployment,
     EndpointDeployment,
-    batch_outside_fleet_share,
     check_against_fleet,
     outside_fleet_share,
     rolling_for_scarce_gpus,
 )
-from ..core.endpoint_api import EndpointApi, IPoolEndpoint
-from .endpoint_options import (
-    PROVISION_TIMEOUT_DEFAULT,
-    ROLLBACK_LATENCY_THRESHOLD_DEFAULT,
-    InferenceComponentEndpointKeywords,
-    PoolEndpointKeywords,
-    PoolEndpointOptions,
-)
+from .endpoint_options import PoolEndpointProps, validate, with_defaults
 from .engine_batch import EngineBatch, batch_of_environment, vllm_default_max_num_seqs
-from ..core.fleet_utilization import (
-    MetricQuery,
-    PoolCapacity,
-    concurrency_sample_seconds,
-    fleet_utilization_queries,
-)
 from .instance_pool import InstancePool, parse_instance_types
 from .pool_sizing import PoolFit, check_pools_fit
 from .recommended_pools import pools_from_recommendation
@@ -73,55 +64,38 @@ _FALLBACK_TIMEOUT_SECONDS = 1800
 _RESERVATIONS_ONLY = "capacity-reservations-only"
 
 
-@dataclass(frozen=True)
-class _Timeouts:
-    """The two start-up timeouts after the planner's defaults are applied, in whole seconds
-    (read once: given ones in ``_timeout``, sized ones are plain numbers)."""
-
-    container_startup: int
-    model_data_download: int
+#: The container start-up and weights download timeouts, in whole seconds.
+_Timeouts = tuple[int, int]
 
 
 class _PoolHost(Construct, EndpointApi):
     """What both kinds of pool endpoint share: the variant on pools, its checks, its resources.
 
     ``InstancePoolEndpoint`` hosts a model; ``InferenceComponentEndpoint`` hosts inference
-    components. The options are ``PoolEndpointOptions`` (the one place of their defaults).
+    components; both take ``PoolEndpointProps``.
     """
-
-    #: The construct's name in error messages.
-    _KIND: ClassVar[str] = "InstancePoolEndpoint"
 
     #: The scaling of this endpoint, once ``auto_scale`` was called (model endpoints only).
     auto_scaling: EndpointAutoScaling | None
-    #: The options this endpoint was made with (defaults applied; ``catalog`` as given, the
-    #: resolved one is ``self.catalog``).
-    options: PoolEndpointOptions
 
     def _subject(self) -> str:
-        return f"{self._KIND} '{self.node.path}'"
+        return f"{type(self).__name__} '{self.node.path}'"
 
     def _build(
         self,
         scope: Construct,
         model: ServingModel | None,
         pools: Sequence[InstancePool],
-        options: PoolEndpointOptions,
+        props: PoolEndpointProps,
     ) -> None:
-        """Resolve, validate and render (``__init__`` of both kinds, after the options)."""
-        # The same scope object as the model's has the same stack: no need to ask again.
-        same_scope = model is not None and model._scope is scope
-        self._stack = model._stack if model is not None and same_scope else stack_of(scope)
-        if model is not None and model._stack is self._stack:
-            # A model in this stack registered the limit checks already, and read the region.
-            self.stack_region = model._region
-        else:
-            check_template_limits(self._stack)
-        self._resolve(model, pools, options)
-        timeouts = self._validate(options)
-        self._render(options, timeouts)
-        # Here, not in auto_scale: the deployed scaling target blocks the update even when
-        # this synth drops auto_scale (CloudFormation removes the target only in cleanup).
+        """Resolve, validate and render (``__init__`` of both kinds, after the props)."""
+        self._stack = stack_of(scope)
+        self.stack_region = self._stack.region
+        check_template_limits(self._stack)
+        self._resolve(model, pools, props)
+        timeouts = self._validate(props)
+        self._render(props, timeouts)
+        # Not in auto_scale: see docs/design/pool-endpoints.md, "Updates of an autoscaled endpoint".
         self._check_against_deployed()
 
     # -- what the endpoint serves ---------------------------------------------------------
@@ -162,55 +136,53 @@ class _PoolHost(Construct, EndpointApi):
         self,
         model: ServingModel | None,
         pools: Sequence[InstancePool],
-        options: PoolEndpointOptions,
+        props: PoolEndpointProps,
     ) -> None:
         """Names and defaults that the checks and the resources share."""
-        self.options = options
         self.model = model
         self.pools: tuple[InstancePool, ...] = (
             tuple(pools) if isinstance(pools, list | tuple) else ()
         )
-        self.variant_name = options.variant_name
-        self.async_inference = options.async_inference
-        self.endpoint_name: str = options.endpoint_name or Names.unique_resource_name(
+        self.variant_name = props["variant_name"]
+        self.async_inference = props.get("async_inference")
+        self.endpoint_name: str = props.get("endpoint_name") or Names.unique_resource_name(
             self, max_length=63, separator="-"
         )
         self.hosts_inference_components = model is None
-        self.detailed_observability = options.detailed_observability
+        self.detailed_observability = props["detailed_observability"]
+        #: ``(min, max)`` instances of managed instance scaling (inference components only).
+        self.managed_instance_count = props.get("managed_instance_count")
         self.auto_scaling = None
-        self.catalog = options.catalog or default_catalog()
-        self.deployment: EndpointDeployment | None = options.deployment
+        self.catalog = props.get("catalog") or default_catalog()
+        instances = props["initial_instance_count"]
+        self.deployment: EndpointDeployment | None = props.get("deployment")
         if self.deployment is None and not self.hosts_inference_components:
-            self.deployment = self._default_deployment(options)
+            self.deployment = self._default_deployment(instances)
         elif self.deployment is not None and (
-            outside := outside_fleet_share(self.deployment, options.initial_instance_count)
+            outside := outside_fleet_share(self.deployment, instances)
         ):
             Annotations.of(self).add_warning_v2(
                 "cdk-llm-serving:rollingBatchOutsideFleetShare",
                 f"the deployment's {' and '.join(outside)} is outside AWS's share of the "
-                f"variant's {options.initial_instance_count} instance(s) at creation; SageMaker "
+                f"variant's {instances} instance(s) at creation; SageMaker "
                 "checks it against the count at update time",
             )
         self.concurrency_sample_seconds = concurrency_sample_seconds(
-            options.enhanced_metrics, options.metric_publish_frequency
+            props["enhanced_metrics"], props["metric_publish_frequency"]
         )
         # On a reservation the variant names its one InstanceType and no pools (see
         # ``_render_variant``): its series carry no InstanceType dimension.
-        self.per_pool_dimension = options.capacity_reservation_arn is None
+        self.per_pool_dimension = props.get("capacity_reservation_arn") is None
 
-    def _default_deployment(self, options: PoolEndpointOptions) -> EndpointDeployment:
-        """Rolling on GPU types (``deployment.rolling_for_scarce_gpus``), else blue/green.
-
-        A single-instance GPU endpoint stays blue/green (no rolling batch is within AWS's
-        5-50 %) and is warned: its updates need a second instance of a scarce type.
-        """
+    def _default_deployment(self, instances: int) -> EndpointDeployment:
+        """Rolling on GPU types, else blue/green (docs/design/pool-endpoints.md, "Deployments")."""
         on_gpus = any(
             pool.instance_type in self.catalog and self.catalog.get(pool.instance_type).gpus > 0
             for pool in self.pools
         )
         if not on_gpus:
             return BlueGreenDeployment()
-        rolling = rolling_for_scarce_gpus(options.initial_instance_count)
+        rolling = rolling_for_scarce_gpus(instances)
         if rolling is not None:
             return rolling
         Annotations.of(self).add_warning_v2(
@@ -221,40 +193,38 @@ class _PoolHost(Construct, EndpointApi):
         )
         return BlueGreenDeployment()
 
-    def _validate(self, options: PoolEndpointOptions) -> _Timeouts:
+    def _validate(self, props: PoolEndpointProps) -> _Timeouts:
         """Every problem at once; the start-up timeouts sized from the planner."""
         problems = Problems(self._subject)
         check_pools(problems, self.pools)
         check_pools_hardware(problems, self.pools, self.model, self.catalog)
-        check_component_mode(problems, self.pools, options, hosts=self.hosts_inference_components)
+        check_component_mode(problems, self.pools, props, hosts=self.hosts_inference_components)
         fits = check_pools_fit(self, problems, self.pools, self.model, catalog=self.catalog)
         self.pool_plans = tuple(fits)
-        timeouts = self._size_timeouts(problems, options, fits)
-        options.validate(problems)
-        if options.deployment is not None and not self.hosts_inference_components:
-            check_against_fleet(
-                problems, "deployment", options.deployment, options.initial_instance_count
-            )
-        check_storage(problems, self.pools, options)
-        check_reservation(problems, self.pools, options)
-        self._check_arns(problems, options)
+        timeouts = self._size_timeouts(problems, props, fits)
+        validate(problems, props)
+        deployment = props.get("deployment")
+        if deployment is not None and not self.hosts_inference_components:
+            check_against_fleet(problems, "deployment", deployment, props["initial_instance_count"])
+        check_storage(problems, self.pools, props)
+        check_reservation(problems, self.pools, props)
+        self._check_arns(problems, props)
         claim_endpoint_name(self, problems, "endpoint_name", self.endpoint_name, self._stack)
         self._check_capacity_within_batch(problems)
         problems.raise_if_any()
         return timeouts
 
-    def _check_arns(self, problems: Problems, options: PoolEndpointOptions) -> None:
-        """Resources given by ARN fit where they are used: service, type, the stack's partition
-        and region (``_cdk.arns``; a rollback alarm is looked up by name in the endpoint's region,
-        an async notification topic and a reservation belong to its region too)."""
-        reservation = options.capacity_reservation_arn
+    def _check_arns(self, problems: Problems, props: PoolEndpointProps) -> None:
+        """Resources given by ARN are of their service and type, in this stack's partition and
+        region (``_cdk.arns``)."""
+        reservation = props.get("capacity_reservation_arn")
         if reservation is not None and reservation.startswith("arn:"):  # else check_reservation's
             check_arn(problems, "capacity_reservation_arn", reservation, ML_RESERVATION, self)
-        for index, alarm in enumerate(options.rollback_alarms or ()):
+        for index, alarm in enumerate(props.get("rollback_alarms") or ()):
             check_arn(
                 problems, f"rollback_alarms[{index}]", alarm.alarm_arn, CLOUDWATCH_ALARM, self
             )
-        async_inference = options.async_inference
+        async_inference = props.get("async_inference")
         if async_inference is not None:
             for name in ("success_topic", "error_topic"):
                 topic = getattr(async_inference, name)
@@ -267,8 +237,7 @@ class _PoolHost(Construct, EndpointApi):
     def _check_capacity_within_batch(self, problems: Problems) -> None:
         """A pool's ``max_concurrency`` (what autoscaling counts one instance for) above what
         its copy batches (``max_num_seqs`` x engines) is refused: vLLM would queue the
-        difference while the weighted utilization reads it as served (issue #31, "sizes that
-        cannot hold what they are asked to")."""
+        difference while the weighted utilization reads it as served."""
         for index, pool in enumerate(self.pools):
             batch = self.pool_batch(index)
             if pool.max_concurrency is None or batch is None:
@@ -283,9 +252,9 @@ class _PoolHost(Construct, EndpointApi):
                     "or raise VllmConfig.max_num_seqs",
                 )
 
-    def _render(self, options: PoolEndpointOptions, timeouts: _Timeouts) -> None:
+    def _render(self, props: PoolEndpointProps, timeouts: _Timeouts) -> None:
         self._render_execution_role()
-        # Each model's role writes this endpoint's log group, no other (issue 32).
+        # Each model's role writes this endpoint's log group, no other.
         for model in self.models:
             model.write_logs_for(endpoint_log_group(self.endpoint_name))
         if self.async_inference is not None:
@@ -294,11 +263,11 @@ class _PoolHost(Construct, EndpointApi):
                 roles.append(self.execution_role)
             for role in roles:
                 self.async_inference.grant_write_results(role)
-        self.cfn_endpoint_config = self._render_config(options, timeouts)
-        alarms = options.rollback_alarms
+        self.cfn_endpoint_config = self._render_config(props, timeouts)
+        alarms = props.get("rollback_alarms")
         if alarms is None and self.deployment is not None:
             alarms = self._default_rollback_alarms(
-                options.rollback_error_threshold, options.rollback_latency_threshold
+                props["rollback_error_threshold"], props["rollback_latency_threshold"]
             )
         self.rollback_alarms: tuple[cloudwatch.IAlarm, ...] = tuple(alarms or ())
         alarm_names = [alarm.alarm_name for alarm in self.rollback_alarms]
@@ -326,7 +295,7 @@ class _PoolHost(Construct, EndpointApi):
             self,
             "ExecutionRole",
             # Only this account's SageMaker inference, in this Region (confused deputy).
-            assumed_by=sagemaker_inference_principal(self.stack_region or self._stack.region),
+            assumed_by=sagemaker_inference_principal(self._stack.region),
             description="Execution role of a SageMaker endpoint hosting inference components",
         )
         self.execution_role_grants = ExecutionRoleGrants(
@@ -337,20 +306,20 @@ class _PoolHost(Construct, EndpointApi):
         self.execution_role_grants.acknowledge()
 
     def _render_config(
-        self, options: PoolEndpointOptions, timeouts: _Timeouts
+        self, props: PoolEndpointProps, timeouts: _Timeouts
     ) -> sagemaker.CfnEndpointConfig:
-        key = options.volume_kms_key
+        key = props.get("volume_kms_key")
         role = self.execution_role
         return sagemaker.CfnEndpointConfig(
             self,
             "Config",
-            production_variants=[self._render_variant(options, timeouts)],
+            production_variants=[self._render_variant(props, timeouts)],
             kms_key_id=key.key_arn if key is not None else None,
             execution_role_arn=role.role_arn if role is not None else None,
             metrics_config=sagemaker.CfnEndpointConfig.MetricsConfigProperty(
-                enable_enhanced_metrics=options.enhanced_metrics,
-                enable_detailed_observability=options.detailed_observability,
-                metric_publish_frequency_in_seconds=options.metric_publish_frequency,
+                enable_enhanced_metrics=props["enhanced_metrics"],
+                enable_detailed_observability=props["detailed_observability"],
+                metric_publish_frequency_in_seconds=props["metric_publish_frequency"],
             ),
             async_inference_config=(
                 self.async_inference.to_cfn() if self.async_inference is not None else None
@@ -358,41 +327,28 @@ class _PoolHost(Construct, EndpointApi):
         )
 
     def _render_variant(
-        self, options: PoolEndpointOptions, timeouts: _Timeouts
+        self, props: PoolEndpointProps, timeouts: _Timeouts
     ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
         hosts_model = self.model is not None
-        managed = options.managed_instance_count
-        reservation = options.capacity_reservation_arn
+        managed = self.managed_instance_count
+        reservation = props.get("capacity_reservation_arn")
         model = self.model
-        # On a reservation (one pool, ``check_reservation``): the variant's InstanceType, no
-        # InstancePools. AWS: "The InstanceType field set in the ProductionVariants must match
-        # the InstanceType of your training plan"
-        # (https://docs.aws.amazon.com/sagemaker/latest/dg/use-training-plan-for-inference-endpoints-using-api-cli-sdk.html),
-        # and pools replace the variant's InstanceType ("replace the InstanceType parameter in
-        # the production variant with an InstancePools list", realtime-endpoints-heterogeneous
-        # .html). Whether InstancePools and CapacityReservationConfig combine: UNCONFIRMED[reservation-with-pools], so
-        # the documented single-type form is written; the pool's own model is the variant's.
-        # Updates launch their new instances in the reservation too (blue/green: a second
-        # fleet; rolling: one batch), so it needs that headroom, without an account
-        # UNCONFIRMED[reservation-update-headroom] (README, "What is not confirmed").
+        # On a reservation (one pool): the variant's InstanceType and no InstancePools, the
+        # documented form; with pools: UNCONFIRMED[reservation-with-pools]; updates need
+        # headroom in it: UNCONFIRMED[reservation-update-headroom] (docs/design/pool-endpoints.md,
+        # "Capacity reservations").
         on_reservation = reservation is not None and len(self.pools) == 1
         if on_reservation and self.pools[0].model is not None:
             model = self.pools[0].model
         return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=self.variant_name,
             model_name=model.model_name if model is not None else None,
-            initial_instance_count=options.initial_instance_count,
+            initial_instance_count=props["initial_instance_count"],
             instance_type=self.pools[0].instance_type if on_reservation else None,
             instance_pools=None if on_reservation else self._render_pools(),
-            variant_instance_provision_timeout_in_seconds=seconds_of(
-                options.provision_timeout, PROVISION_TIMEOUT_DEFAULT
-            ),
-            container_startup_health_check_timeout_in_seconds=(
-                timeouts.container_startup if hosts_model else None
-            ),
-            model_data_download_timeout_in_seconds=(
-                timeouts.model_data_download if hosts_model else None
-            ),
+            variant_instance_provision_timeout_in_seconds=seconds_of(props["provision_timeout"]),
+            container_startup_health_check_timeout_in_seconds=timeouts[0] if hosts_model else None,
+            model_data_download_timeout_in_seconds=timeouts[1] if hosts_model else None,
             managed_instance_scaling=(
                 sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
                     status="ENABLED", min_instance_count=managed[0], max_instance_count=managed[1]
@@ -401,9 +357,9 @@ class _PoolHost(Construct, EndpointApi):
                 else None
             ),
             routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
-                routing_strategy=options.routing_strategy
+                routing_strategy=props["routing_strategy"]
             ),
-            volume_size_in_gb=options.volume_size_gb,
+            volume_size_in_gb=props.get("volume_size_gb"),
             capacity_reservation_config=(
                 sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
                     capacity_reservation_preference=_RESERVATIONS_ONLY,
@@ -453,12 +409,12 @@ class _PoolHost(Construct, EndpointApi):
         raise ConfigurationError(self._subject(), [Problem(prop, value, allowed)])
 
     def _size_timeouts(
-        self, problems: Problems, options: PoolEndpointOptions, fits: list[PoolFit]
+        self, problems: Problems, props: PoolEndpointProps, fits: list[PoolFit]
     ) -> _Timeouts:
         container = self._timeout(
             problems,
             "container_startup_timeout",
-            options.container_startup_timeout,
+            props.get("container_startup_timeout"),
             [f.cold_start.startup_timeout_seconds for f in fits],
             [f.cold_start.load_seconds + f.cold_start.engine_start_seconds for f in fits],
             ("ProductionVariant", "ContainerStartupHealthCheckTimeoutInSeconds"),
@@ -466,12 +422,12 @@ class _PoolHost(Construct, EndpointApi):
         download = self._timeout(
             problems,
             "model_data_download_timeout",
-            options.model_data_download_timeout,
+            props.get("model_data_download_timeout"),
             [f.cold_start.download_timeout_seconds for f in fits],
             [f.cold_start.download_seconds for f in fits],
             ("ProductionVariant", "ModelDataDownloadTimeoutInSeconds"),
         )
-        return _Timeouts(container, download)
+        return container, download
 
     def _timeout(
         self,
@@ -507,7 +463,7 @@ class _PoolHost(Construct, EndpointApi):
     def _default_rollback_alarms(
         self, error_threshold: int, latency_threshold: Duration
     ) -> list[cloudwatch.IAlarm]:
-        latency_span = ROLLBACK_LATENCY_THRESHOLD_DEFAULT.given(latency_threshold)
+        latency_seconds = seconds_of(latency_threshold) or 0
         # Over the pools' series, which certainly exist (``EndpointMetrics.metric_variant_total``).
         types = self.instance_types
         errors = cloudwatch.Alarm(
@@ -526,11 +482,11 @@ class _PoolHost(Construct, EndpointApi):
             metric=self.metric_variant_worst(
                 "ModelLatency", types, statistic="p99", label="ModelLatency p99"
             ),
-            threshold=latency_span.seconds * 1_000_000,
+            threshold=latency_seconds * 1_000_000,
             evaluation_periods=3,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"p99 model latency above {latency_span.human()} for three minutes: rolls an endpoint update back",
+            alarm_description=f"p99 model latency above {latency_threshold.to_human_string()} for three minutes: rolls an endpoint update back",
         )
         return [errors, latency]
 
@@ -538,34 +494,16 @@ class _PoolHost(Construct, EndpointApi):
 class InstancePoolEndpoint(_PoolHost):
     """A real-time (or asynchronous) SageMaker endpoint on an ordered list of instance pools.
 
-    SageMaker provisions the first pool's type and falls back down the list when a
-    type has no capacity; scale-in removes the lowest-priority instances first, so
-    the fleet drifts back to the preferred hardware. A pool may serve another model
-    (``InstancePool(model=...)``), e.g. a quantized copy on a smaller GPU.
+    SageMaker provisions the first pool's type and falls back down the list when a type has no
+    capacity; scale-in removes the lowest-priority instances first. A pool may serve another
+    model (``InstancePool(model=...)``), e.g. a quantized copy on a smaller GPU. Changing pools,
+    models or counts updates the endpoint in place through ``deployment``, never a new one.
+    Decisions where AWS's documentation is silent: docs/design/pool-endpoints.md, "Decisions".
 
-    The endpoint config's name is generated by CloudFormation and the endpoint's name
-    is fixed, so changing pools, models or counts replaces the config and updates the
-    endpoint in place through ``deployment`` — never a new endpoint.
-
-    Decisions where the service documentation is silent:
-
-    * ``capacity_reservation_arn`` is accepted only with a single pool: the only
-      preference the API offers is ``capacity-reservations-only``, which rules out
-      falling back to on-demand types, so a reservation plus fallback pools is rejected.
-    * Serverless inference is not offered: it has no GPUs and no instance pools.
-    * ``volume_kms_key`` and ``volume_size_gb`` are rejected when any pool's type has
-      local NVMe storage: SageMaker fails ``CreateEndpointConfig`` with a KMS key there,
-      and provisions no EBS volume for such types.
-
-    :param model: the model every pool serves unless the pool names its own. ``None`` is
-        deprecated (it made an endpoint for inference components): use
-        ``InferenceComponentEndpoint``.
+    :param model: the model every pool serves unless the pool names its own.
     :param pools: 1-5 instance pools, most preferred first.
-    :param options: the endpoint's options as keywords (``PoolEndpointKeywords``), documented
-        with their defaults on ``PoolEndpointOptions``: ``endpoint_name``, ``variant_name``,
-        ``initial_instance_count``, the timeouts, ``routing_strategy``, volumes, metrics,
-        ``async_inference``, ``capacity_reservation_arn``, ``deployment``, the rollback alarms
-        and ``catalog``.
+    :param props: the endpoint's options (``endpoint_name``, ``deployment``, ...), each
+        documented with its default on ``PoolEndpointProps``.
     """
 
     @checked_props
@@ -574,15 +512,12 @@ class InstancePoolEndpoint(_PoolHost):
         scope: Construct,
         id: str,
         *,
-        model: ServingModel | None,
+        model: ServingModel,
         pools: Sequence[InstancePool],
-        **options: Unpack[PoolEndpointKeywords],
+        **props: Unpack[PoolEndpointProps],
     ) -> None:
         super().__init__(scope, id)
-        settings = PoolEndpointOptions.from_keywords(self._subject, options)
-        if model is None:
-            warn_deprecated(self, "InstancePoolEndpoint.model=None", "InferenceComponentEndpoint")
-        self._build(scope, model, pools, settings)
+        self._build(scope, model, pools, with_defaults(self._subject, props, ("model", "pools")))
 
     # -- imports and builders -----------------------------------------------------------
 
@@ -636,8 +571,8 @@ class InstancePoolEndpoint(_PoolHost):
         id: str,
         path: str | Path,
         *,
-        options: PoolEndpointOptions | PoolEndpointKeywords | None = None,
         client_model_name: str | None = None,
+        **props: Unpack[PoolEndpointProps],
     ) -> InstancePoolEndpoint:
         """A new endpoint whose pools come from a ``recommend to-pools`` file.
 
@@ -647,28 +582,23 @@ class InstancePoolEndpoint(_PoolHost):
         recommendation job's name); responses name the deployment that answered
         (``<client name>-<instance type>``).
 
-        :param options: the endpoint's options (``PoolEndpointOptions``, or the same as a dict
-            of keywords). Default: ``PoolEndpointOptions()``.
+        :param props: the endpoint's options, as ``InstancePoolEndpoint``'s (``PoolEndpointProps``).
         """
         subject = f"InstancePoolEndpoint.build_from_recommendation '{scope.node.path}/{id}'"
-        settings = PoolEndpointOptions.coerce(subject, "options", options)
+        with_defaults(subject, props, ("client_model_name",))  # before the file is read
         holder = Construct(scope, id)
         model, pools = pools_from_recommendation(holder, path, client_model_name)
-        return cls(holder, "Endpoint", model=model, pools=pools, **settings.as_keywords())
+        return cls(holder, "Endpoint", model=model, pools=pools, **props)
 
     # -- scaling ------------------------------------------------------------------------
 
     def pool_capacities(self) -> list[float | None]:
         """Concurrent requests one instance of each pool sustains, in pool order.
 
-        ``InstancePool.max_concurrency`` when given. Otherwise, when the pool's model sets
-        ``SM_VLLM_MAX_NUM_SEQS`` (every ``VllmPoolEndpoint`` copy does), what that flag lets
-        the instance run: ``max_num_seqs`` x its data-parallel engines (``engine_batch``: the
-        weight and the flag are one value). Otherwise, for a pool whose model declares
-        ``sizing``, the planner's figure: the full-length sequences that pool's KV cache holds
-        at once (``Plan.sequences_at_max_context``), capped at vLLM's default ``max_num_seqs``
-        for the pool's GPU per data-parallel engine (``vllm_default_max_num_seqs``: 1024 on
-        H100/H200/B200-class GPUs, 256 on others). ``None`` when none is known.
+        ``InstancePool.max_concurrency`` when given; else what the copy's ``SM_VLLM_MAX_NUM_SEQS``
+        lets the instance run (``engine_batch``); else, for a model that declares ``sizing``, the
+        planner's full-length sequences capped at vLLM's default batch; else ``None``
+        (docs/design/pool-endpoints.md, "Engine batch").
         """
         planned = {fit.pool_index: fit.plan for fit in self.pool_plans}
         capacities: list[float | None] = []
@@ -689,22 +619,12 @@ class InstancePoolEndpoint(_PoolHost):
     def auto_scale(self, **options: Unpack[AutoScalingOptions]) -> EndpointAutoScaling:
         """Scale the variant's instance count on the fleet's weighted utilization.
 
-        Takes ``EndpointAutoScaling``'s options (``max_capacity`` required) and documents
-        the policy there; asynchronous endpoints scale on their backlog and may set
-        ``min_capacity=0``. Sets ``RetainAllVariantProperties`` so deploys keep the current
-        instance count. SageMaker refuses to change the pools' instance types (or remove the
-        variant) while it is autoscaled: deploy once without ``auto_scale``, then with the new
-        pools (``update_rules.autoscaled_update_problems`` checks two templates). Given the
-        deployed template as context ``cdk-llm-serving:deployed-template`` (a JSON file, as
-        ``aws cloudformation get-template`` prints it), synth refuses such a change, also
-        when it drops ``auto_scale`` in the same deploy.
+        Takes ``EndpointAutoScaling``'s options (``max_capacity`` required; documented there);
+        asynchronous endpoints scale on their backlog and may set ``min_capacity=0``. Deploys
+        keep the current instance count (``RetainAllVariantProperties``). A change of the pools'
+        types then takes two deploys; given the deployed template as context
+        ``cdk-llm-serving:deployed-template``, synth refuses it (``update_rules``).
         """
-        if self.hosts_inference_components:
-            self._refuse(
-                "auto_scale",
-                "inference-component endpoint",
-                "its instances follow its components: set managed_instance_count and scale copies with InferenceComponentOnPools.auto_scale_copies",
-            )
         if self.auto_scaling is not None:
             self._refuse("auto_scale", "called twice", "configure autoscaling once per endpoint")
         refuse_unknown_options(
@@ -717,9 +637,7 @@ class InstancePoolEndpoint(_PoolHost):
         self._warn_rolling_batch_over_scaling_range(
             options.get("min_capacity", 1), options["max_capacity"]
         )
-        # Autoscaling owns the instance count: updates keep it (and the weight) instead of
-        # resetting it to InitialInstanceCount; pools, models and settings still come from the
-        # new config, and no property type is excluded (see ``update_rules``).
+        # Updates keep the count autoscaling owns (``update_rules``).
         self.cfn_endpoint.retain_all_variant_properties = True
         return self.auto_scaling
 
@@ -729,7 +647,7 @@ class InstancePoolEndpoint(_PoolHost):
         autoscaling that count is anywhere from ``low`` to ``high``."""
         if self.deployment is None:
             return
-        outside = [n for n in (max(low, 1), high) if batch_outside_fleet_share(self.deployment, n)]
+        outside = [n for n in (max(low, 1), high) if outside_fleet_share(self.deployment, n)]
         if outside:
             steps = outside_fleet_share(self.deployment, outside[0])
             Annotations.of(self).add_warning_v2(
@@ -765,21 +683,15 @@ class InstancePoolEndpoint(_PoolHost):
 class InferenceComponentEndpoint(_PoolHost):
     """An endpoint on instance pools that hosts inference components, not a model of its own.
 
-    ``InferenceComponentOnPools`` puts components on it, each with a specification per pool
-    type. The variant names no model and no start-up timeouts (each component sets its own);
-    the endpoint has an execution role of its own, to which the components' models grant
-    their artifacts; it gets no deployment policy or rollback alarms unless given, and its
-    instances follow the components' copies (``managed_instance_count``), so it has no
-    ``auto_scale``.
+    ``InferenceComponentOnPools`` puts components on it. It has an execution role of its own, no
+    deployment policy or rollback alarms unless given, and no ``auto_scale``: its instances
+    follow the components' copies (docs/design/pool-endpoints.md, "Inference components").
 
     :param pools: 1-5 instance pools, most preferred first; a pool names no model.
-    :param options: the endpoint's options as keywords (``InferenceComponentEndpointKeywords``),
-        documented with their defaults on ``PoolEndpointOptions``, without
-        ``container_startup_timeout`` and ``model_data_download_timeout`` and with
-        ``managed_instance_count``.
+    :param props: the endpoint's options, each documented with its default on
+        ``PoolEndpointProps``: ``managed_instance_count`` is this endpoint's;
+        ``container_startup_timeout`` and ``model_data_download_timeout`` are each component's.
     """
-
-    _KIND: ClassVar[str] = "InferenceComponentEndpoint"
 
     @checked_props
     def __init__(
@@ -788,13 +700,10 @@ class InferenceComponentEndpoint(_PoolHost):
         id: str,
         *,
         pools: Sequence[InstancePool],
-        **options: Unpack[InferenceComponentEndpointKeywords],
+        **props: Unpack[PoolEndpointProps],
     ) -> None:
         super().__init__(scope, id)
-        settings = PoolEndpointOptions.from_keywords(
-            self._subject, options, accepted=InferenceComponentEndpointKeywords
-        )
-        self._build(scope, None, pools, settings)
+        self._build(scope, None, pools, with_defaults(self._subject, props, ("pools",)))
 
 
 class _ImportedPoolEndpoint(Resource, EndpointApi):
@@ -829,11 +738,8 @@ class _ImportedPoolEndpoint(Resource, EndpointApi):
 
 
 def _endpoint_arn(scope: Construct, endpoint_name: str) -> str:
-    """The endpoint's ARN, its name lower-cased as in the ARNs SageMaker returns.
-
-    UNCONFIRMED[endpoint-arn-case] in AWS's docs (kept from the first version; ``DescribeEndpoint`` answers
-    with lower-case ARNs); a token name is left as it is.
-    """
+    """The endpoint's ARN, its name lower-cased as in the ARNs SageMaker returns
+    (UNCONFIRMED[endpoint-arn-case]); a token name is left as it is."""
     name = endpoint_name.lower()
     if name != endpoint_name and is_unresolved(endpoint_name):  # only when lowering changes it
         name = endpoint_name

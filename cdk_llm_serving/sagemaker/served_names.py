@@ -1,48 +1,12 @@
 """One name for clients, one per copy in responses: a JSON array, or a vLLM config file.
 
-vLLM serves every name given to ``--served-model-name`` and reports the FIRST in each
-response's ``model`` field: vLLM 0.33.0 (and 0.20.0)
-``vllm/entrypoints/openai/models/serving.py``, ``OpenAIServingModels.model_name`` returns
-``self.base_model_paths[0].name``; ``is_base_model`` accepts any of the names (one
-``BaseModelPath`` per served name); ``vllm/config/model.py`` ``served_model_name``: "The
-model name in the model field of a response will be the first name in this list." So every
-copy serves ``[<copy name>, <client name>]``: clients send the shared name to any pool, and
-each response says which copy answered.
-
-Images whose entrypoint splits JSON arrays (``ContainerImage.json_array_arguments``): AWS's
-current ``sagemaker_args.py`` (aws/deep-learning-containers ``scripts/docker/vllm/``, since
-dceae13 of 2026-08-19; an unmodified copy in ``../shared/aws-dlc-vllm``) turns a JSON array in
-any ``SM_VLLM_*`` value into the flag plus one token per element (``tokens_for``;
-``--served-model-name`` is not among its ``SINGLE_TOKEN_FLAGS``), so
-``SM_VLLM_SERVED_MODEL_NAME='["<copy>","<client>"]'`` serves both and nothing is written to
-the weights bucket (``served_names_environment``; a test runs that script on the synthesized
-environment). Which published image tags carry that script is not recorded (UNCONFIRMED[json-array-entrypoint];
-check an image with ``docker run --rm --entrypoint grep <image> -c "JSON array"
-/usr/local/bin/sagemaker_args.py``: 0 or an error means the old entrypoint), so it is
-declared per image, off by default.
-
-Older images cannot pass two names through ``SM_VLLM_SERVED_MODEL_NAME``: their entrypoint
-(``sagemaker_entrypoint.sh`` before that change) turns each ``SM_VLLM_*`` variable into one
-flag with exactly one argument. It does pass ``SM_VLLM_CONFIG=<file>`` as
-``--config <file>``, and vLLM reads list values from a YAML config file
-(``vllm/utils/argparse_utils.py`` ``FlexibleArgumentParser.load_config_file``: a list
-becomes the flag followed by one token per item; command-line flags override the file, so
-``SM_VLLM_SERVED_MODEL_NAME`` must stay unset). SageMaker mounts the model's S3 prefix at
-``/opt/ml/model``; CloudFormation's ``AWS::SageMaker::Model`` has no
-``AdditionalModelDataSources``, so the file goes into the weights prefix itself, written at
-deploy time by a custom resource that may put exactly that one object and delete only its
-own files (the construct's address is in the file name, see ``config_file_name``). Every
-custom resource of a stack runs on aws-cdk-lib's one ``AwsCustomResource`` function, so its
-role holds the grants of all the stack's served-names files and nothing else.
-
-Lifecycle (the custom resource's physical id is the key): ``cdk destroy`` deletes the file;
-a new weights prefix or copy name writes the new file and CloudFormation deletes the old one
-in its cleanup phase (the delete grant names every file of this construct in the bucket, as
-the policy is already the new one then); a new bucket leaves the old file (its bucket is no
-longer granted; cleanup failures do not fail the update). A weights bucket of another
-account must grant the stack's custom-resource role ``s3:PutObject``/``s3:DeleteObject`` on
-those keys in its bucket policy (and an imported KMS key's policy must let it encrypt), or the
-deploy fails at the put; an SSE-KMS bucket needs ``ModelData``'s ``encryption_key``.
+vLLM serves every ``--served-model-name`` and reports the first in each response
+(``vllm/entrypoints/openai/models/serving.py``), so every copy serves
+``[<copy name>, <client name>]``. An image whose entrypoint splits JSON arrays
+(``ContainerImage.json_array_arguments``; which tags do: UNCONFIRMED[json-array-entrypoint])
+takes both in ``SM_VLLM_SERVED_MODEL_NAME``; older ones read a vLLM config file that a custom
+resource writes under the weights prefix (``SM_VLLM_CONFIG``). The sources, the file's
+lifecycle and its grants: docs/design/pool-endpoints.md, "Served names".
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from .._cdk.arns import KMS_KEY, check_arn
-from .._cdk.deprecation import warn_deprecated
 from .._cdk.role_grants import (
     ExecutionRoleGrants,
     image_pull_statements,
@@ -97,9 +96,6 @@ class ServingModel(Construct):
         sizing: ModelSizing | None = None,
     ) -> None:
         super().__init__(scope, id)
-        #: The scope, its stack and the stack's region, asked once (a literal region, or the
-        #: AWS::Region token); an endpoint under the same scope takes them from here.
-        self._scope = scope
         self._stack = stack_of(scope)
         self._region = self._stack.region
         check_template_limits(self._stack)
@@ -256,16 +252,6 @@ class ServingModel(Construct):
         for more in grants[1:]:
             grant = grant.combine(more)
         return grant
-
-    def grant_artifacts_to(self, grantee: iam.IGrantable | ExecutionRoleGrants) -> iam.Grant | None:
-        """Deprecated: use ``grant_artifacts(grantee)`` (removed in 0.3.0; a synth warning).
-        Given the library's ``ExecutionRoleGrants`` (what it took before), adds the statements
-        to that role's own policy, as before."""
-        warn_deprecated(self, "ServingModel.grant_artifacts_to", "grant_artifacts(grantee)")
-        if isinstance(grantee, ExecutionRoleGrants):
-            add_artifact_statements(self, grantee)
-            return None
-        return self.grant_artifacts(grantee)
 
     def _validate(
         self,

@@ -1,16 +1,8 @@
-"""One staging endpoint per copy of a ``VllmPoolEndpoint``, so each copy can be evaluated alone.
+"""One staging endpoint per copy of a pool endpoint, so each copy can be evaluated alone.
 
-A pool endpoint chooses the pool per request: an eval sent to it may be answered by any copy.
-``StagingEndpoints`` builds, for each pool of the endpoint, a one-pool ``InstancePoolEndpoint``
-running that pool's own model (the same ``AWS::SageMaker::Model``: no model is duplicated) on
-the pool's instance type, so ``cdk-llm-serving eval`` can target every copy
-(``--base-url`` the copy's ``OpenAiBaseUrl`` output, ``--expect-copy`` its served name).
-
-Cheap by construction: one instance per copy (``instance_count``), no enhanced or detailed
-metrics (the staging copies are asked, not watched), and the endpoints go with the stack (CloudFormation's default ``DeletionPolicy`` is
-``Delete``: https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-deletionpolicy.html);
-deploy it in a staging stack, run the gate, then destroy the stack. Endpoint names are derived
-from the construct path as every ``InstancePoolEndpoint``'s are.
+A pool endpoint chooses the pool per request, so an eval sent to it may be answered by any
+copy; a one-pool endpoint per copy (its model reused) lets ``cdk-llm-serving eval`` target each
+(docs/design/pool-endpoints.md, "Staging endpoints").
 """
 
 from __future__ import annotations
@@ -22,7 +14,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import yaml
 from aws_cdk import CfnOutput, Duration, Names, RemovalPolicy, Stack
@@ -32,17 +24,17 @@ from constructs import Construct
 from .._cdk.function_role import acknowledge_lambda_hipaa, role_with_own_logs
 from .._cdk.nag import acknowledge
 from .._cdk.role_grants import acknowledge_bearer_token
-from ..errors import ConfigurationError, Problem, checked_props
+from ..errors import ConfigurationError, Problem, Problems, checked_props
 from ..evals.tasks import load_tasks
 from ..planning.instance_types import InstanceType
+from .endpoint_options import PoolEndpointProps, with_defaults
 from .instance_pool import InstancePool
 from .pool_endpoint import InstancePoolEndpoint
+from .serving_model import ServingModel
 from .vllm_pool_endpoint import VllmPoolEndpoint, _construct_id
 
-#: The gate function's longest run: integ-tests-alpha's assertion provider invokes it
-#: synchronously and itself times out after 2 minutes (aws-cdk integ-tests-alpha,
-#: lib/assertions/providers/provider.ts, ``Timeout: Duration.minutes(2)``), so the gate stops
-#: first and reports why instead of the provider failing without a verdict.
+#: The gate function's longest run: within the 2 minutes of integ-tests-alpha's assertion
+#: provider (lib/assertions/providers/provider.ts), so the gate reports why it stops.
 GATE_TIMEOUT = Duration.seconds(110)
 #: The modules the gate function runs (the package's, without its CDK-importing ``__init__``).
 _GATE_MODULES = (
@@ -92,7 +84,11 @@ class StagingEndpoints(Construct):
 
     :param source: the pool endpoint whose copies to stage (its models are reused): a
         ``VllmPoolEndpoint`` or an ``InstancePoolEndpoint``.
-    :param instance_count: instances per staging endpoint (1-10). Default: 1.
+    :param props: each staging endpoint's options, as ``InstancePoolEndpoint``'s
+        (``PoolEndpointProps``), with the defaults of a copy that is asked, not watched:
+        ``enhanced_metrics`` and ``detailed_observability`` off, the source's ``catalog``.
+        ``initial_instance_count`` is 1-10; ``endpoint_name`` is each copy's own (derived
+        from its construct path).
 
     Each copy has two outputs, ``<Copy>BaseUrl`` (``eval --base-url``) and ``<Copy>Name``
     (``eval --expect-copy``). ``copies`` lists them in the source's pool order; the first is
@@ -106,64 +102,68 @@ class StagingEndpoints(Construct):
         id: str,
         *,
         source: VllmPoolEndpoint | InstancePoolEndpoint,
-        instance_count: int = 1,
+        **props: Unpack[PoolEndpointProps],
     ) -> None:
         super().__init__(scope, id)
-        if (
-            isinstance(instance_count, bool)
-            or not isinstance(instance_count, int)
-            or not 1 <= instance_count <= 10
-        ):
-            raise ConfigurationError(
-                f"StagingEndpoints '{self.node.path}'",
-                [Problem("instance_count", instance_count, "a whole number from 1 to 10")],
-            )
+        self._check_props(props)
         self.source = source
         self.copies: list[StagingCopy] = []
         pooled = source.endpoint if isinstance(source, VllmPoolEndpoint) else source
-        primary = pooled.model
-        for pool in pooled.pools:
-            model = pool.model or primary
-            assert model is not None  # a VllmPoolEndpoint gives every pool its model
-            served = model.served_model_name
-            if served is None:
-                raise ConfigurationError(
-                    f"StagingEndpoints '{self.node.path}'",
-                    [
-                        Problem(
-                            f"source.pools[{len(self.copies)}].model.served_model_name",
-                            None,
-                            "a served name: the copy's answers report it and the gate checks it",
-                        )
-                    ],
-                )
-            instance_type = InstanceType(str(pool.instance_type))
-            copy_id = _construct_id(f"{served}-{str(instance_type).removeprefix('ml.')}")
-            endpoint = InstancePoolEndpoint(
-                self,
-                copy_id,
-                model=model,
-                pools=[InstancePool(pool.instance_type, max_concurrency=pool.max_concurrency)],
-                initial_instance_count=instance_count,
-                enhanced_metrics=False,
-                detailed_observability=False,
-                catalog=source.catalog,
-            )
-            CfnOutput(
-                self,
-                f"{copy_id}BaseUrl",
-                value=endpoint.openai_base_url,
-                description=f"eval --base-url for the copy {served} on {instance_type}",
-            )
-            CfnOutput(
-                self,
-                f"{copy_id}Name",
-                value=served,
-                description="eval --expect-copy (the copy's own served name)",
-            )
-            self.copies.append(
-                StagingCopy(served, model.client_model_name or served, instance_type, endpoint)
-            )
+        staging: PoolEndpointProps = {
+            "enhanced_metrics": False,
+            "detailed_observability": False,
+            "catalog": source.catalog,
+            **props,
+        }
+        for index, pool in enumerate(pooled.pools):
+            model = pool.model or pooled.model
+            assert model is not None  # an InstancePoolEndpoint serves a model on every pool
+            self.copies.append(self._stage(index, pool, model, staging))
+
+    def _check_props(self, props: PoolEndpointProps) -> None:
+        """Each endpoint's options (``with_defaults``), a small fleet, and no shared name."""
+        subject = f"StagingEndpoints '{self.node.path}'"
+        count = with_defaults(subject, props, ("source",))["initial_instance_count"]
+        problems = Problems(subject)
+        if not 1 <= count <= 10:
+            problems.add("initial_instance_count", count, "a whole number from 1 to 10")
+        if (name := props.get("endpoint_name")) is not None:
+            problems.add("endpoint_name", name, "each copy's endpoint is named from its path")
+        problems.raise_if_any()
+
+    def _stage(
+        self, index: int, pool: InstancePool, model: ServingModel, props: PoolEndpointProps
+    ) -> StagingCopy:
+        """One copy's one-pool endpoint on its pool's type, and its two outputs."""
+        served = model.served_model_name
+        if served is None:
+            problems = Problems(f"StagingEndpoints '{self.node.path}'")
+            required = "a served name: the copy's answers report it and the gate checks it"
+            problems.add(f"source.pools[{index}].model.served_model_name", None, required)
+            problems.raise_if_any()
+        assert served is not None
+        instance_type = InstanceType(str(pool.instance_type))
+        copy_id = _construct_id(f"{served}-{str(instance_type).removeprefix('ml.')}")
+        endpoint = InstancePoolEndpoint(
+            self,
+            copy_id,
+            model=model,
+            pools=[InstancePool(pool.instance_type, max_concurrency=pool.max_concurrency)],
+            **props,
+        )
+        CfnOutput(
+            self,
+            f"{copy_id}BaseUrl",
+            value=endpoint.openai_base_url,
+            description=f"eval --base-url for the copy {served} on {instance_type}",
+        )
+        CfnOutput(
+            self,
+            f"{copy_id}Name",
+            value=served,
+            description="eval --expect-copy (the copy's own served name)",
+        )
+        return StagingCopy(served, model.client_model_name or served, instance_type, endpoint)
 
     def eval_gate(self, tasks: str | Path, *, id: str = "EvalGate") -> EvalGate:
         """A function that scores every copy on ``tasks`` and gates each on its delta to the

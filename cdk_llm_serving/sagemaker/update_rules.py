@@ -1,33 +1,13 @@
 """Which updates of an autoscaled endpoint SageMaker accepts, checked on two templates.
 
-AWS's rules ("Update endpoints that use auto scaling",
-https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html):
-
-* "If the update would change the instance type for any model that is a target for auto
-  scaling, the update fails"; removing a production variant that has auto scaling
-  configured needs the variant deregistered first (``DeregisterScalableTarget``).
-* "If you change the model for a variant that is configured for auto scaling, Amazon
-  SageMaker AI auto scaling allows the update."
-* ``RetainAllVariantProperties: true`` keeps the current instance count (and weight) of
-  variants with the same name instead of resetting them to ``InitialInstanceCount``.
-  Nothing is excluded (``ExcludeRetainedVariantProperties`` unset): its types are
-  ``DesiredInstanceCount`` (excluding it would reset the count autoscaling owns, the very
-  loss this avoids), ``DesiredWeight`` (one variant: its weight never changes) and
-  ``DataCaptureConfig`` ("Not currently supported", botocore 1.44.8 ``VariantPropertyType``).
-  Pools, models and the deployment policy always come from the new config
-  (``RetainDeploymentConfig`` stays false).
-
-Instance pools: AWS does not say whether changing a variant's pool list counts as changing
-its instance type (UNCONFIRMED[pool-change-is-type-change]). Decided conservatively here: a change of the *set* of pool
-instance types is an instance-type change; a new order (priorities) or other models on the
-same types (``ModelNameOverride``) is a model change and allowed.
-
-CloudFormation cannot deregister a scalable target before it updates the endpoint within one
-stack update (old resources are removed only in the clean-up phase), so an instance-type
-change of an autoscaled variant takes two deploys: one without ``auto_scale``, then one with
-the new pools and ``auto_scale`` again. ``autoscaled_update_problems`` compares the deployed
-template (``aws cloudformation get-template``) with a new synth and names what would fail;
-given that template as context (``DEPLOYED_TEMPLATE_CONTEXT``), synth refuses it.
+AWS refuses an instance-type change or the removal of an autoscaled variant and allows a model
+change (https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html). Whether
+a new pool list counts as a type change is UNCONFIRMED[pool-change-is-type-change]: a change of
+the *set* of pool types is treated as one; a new order or other models on the same types is
+allowed. Such a change takes two deploys; ``autoscaled_update_problems`` compares the deployed
+template with a new synth, and synth refuses it given the deployed template as context
+(``DEPLOYED_TEMPLATE_CONTEXT``). The rules quoted: docs/design/pool-endpoints.md, "Updates of an
+autoscaled endpoint".
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """``VllmPoolEndpoint``: declare a vLLM model once; get a tuned copy per instance pool.
 
-Each pool's configuration comes from ``vllm.pool_strategy`` (or the pool's own
-``VllmConfig``), is checked against its hardware, and becomes a ``ServingModel`` fed
-through the SageMaker vLLM container's ``SM_VLLM_*`` variables. Identical
-configurations share one model; the first pool's model is the variant's, the others
-become ``ModelNameOverride``s. Every copy sets ``max_num_seqs`` (``engine_batch.choose_batch``:
-the user's, else the planner's batch for that copy and instance type, else vLLM's default for
-the device), the same figure its pool's autoscaling weight is made of; pools that would share a
-copy but for their batch share it at the smallest of their batches.
+Each pool's configuration comes from ``vllm.pool_strategy`` (or the pool's own ``VllmConfig``),
+is checked against its hardware, and becomes a ``ServingModel`` fed through the SageMaker vLLM
+container's ``SM_VLLM_*`` variables; identical configurations share one model. Every copy sets
+``max_num_seqs``, its pool's autoscaling weight (``engine_batch``).
 """
 
 from __future__ import annotations
@@ -22,17 +18,15 @@ from aws_cdk import Annotations, CfnOutput
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from .._cdk.deprecation import renamed_prop, warn_deprecated
+from ..core.endpoint_api import EndpointApi, IPoolEndpoint
 from ..errors import (
     ConfigurationError,
-    Problem,
     Problems,
     check_literal,
-    check_sequence,
     checked_props,
 )
 from ..model_sources import ContainerImage, ModelData
-from ..planning.catalog import Catalog, default_catalog
+from ..planning.catalog import default_catalog
 from ..planning.instance_types import InstanceType
 from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import ModelSizing
@@ -41,8 +35,7 @@ from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import Goal, PoolVllmPlan, derive_pool_config, warn_tensor_parallel_cost
 from .autoscaling import AutoScalingOptions, EndpointAutoScaling
-from ..core.endpoint_api import EndpointApi, IPoolEndpoint
-from .endpoint_options import PoolEndpointKeywords, PoolEndpointOptions
+from .endpoint_options import PoolEndpointProps, with_defaults
 from .engine_batch import EngineBatch, choose_batch
 from .instance_pool import InstancePool, hosting_instance_type
 from .pool_endpoint import InferenceComponentEndpoint, InstancePoolEndpoint
@@ -87,16 +80,12 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         directory. Its ``served_model_name`` (default: the model's name) is the name clients
         send: every copy serves it after its own copy name (``gpt-oss-20b-int4-tp1``), which
         responses report (``ServingModel.client_model_name``).
-    :param base: Deprecated: use ``config`` (the same value; both given is an error).
     :param weights: weight format (a ``WeightFormat`` or its name) -> the ``ModelData`` of those
         weights, in preference order: full weights first, then quantized copies a pool may fall
-        back to. The SageMaker path's one way to pass weights: a ``ModelData`` (as
-        ``ServingModel(model_data=...)``), keyed by format where copies differ.
+        back to.
     :param pools: 1-5 pools (instance types, or ``VllmPool``), most preferred first.
-    :param endpoint_options: the endpoint's other options (name, timeouts, deployment, ...):
-        a ``PoolEndpointOptions``, or the same as a dict of keywords (``PoolEndpointKeywords``).
-        Default: ``PoolEndpointOptions()``.
-    :param catalog: the planner's catalog. Default: ``default_catalog()``.
+    :param props: the endpoint's options, as ``InstancePoolEndpoint``'s (``PoolEndpointProps``);
+        its ``catalog`` is also the one the pools are planned with.
 
     The endpoint's API is this construct's own: ``grant_invoke``, ``openai_base_url``,
     ``auto_scale``, the ``metric*`` methods and what ``PoolEndpointAlarms`` and
@@ -111,61 +100,43 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         *,
         image: ContainerImage,
         model: ModelSpec | str,
-        config: VllmConfig | None = None,
+        config: VllmConfig,
         weights: Mapping[WeightFormat | str, ModelData],
         pools: Sequence[InstanceType | str | VllmPool],
-        endpoint_options: PoolEndpointOptions | PoolEndpointKeywords | None = None,
-        catalog: Catalog | None = None,
-        base: VllmConfig | None = None,
+        **props: Unpack[PoolEndpointProps],
     ) -> None:
         super().__init__(scope, id)
         subject = f"VllmPoolEndpoint '{self.node.path}'"
-        settings = PoolEndpointOptions.coerce(subject, "endpoint_options", endpoint_options)
-        if catalog is not None and settings.catalog is not None and catalog is not settings.catalog:
-            raise ConfigurationError(
-                subject,
-                [
-                    Problem(
-                        "endpoint_options.catalog",
-                        "a Catalog",
-                        "give the catalog once: catalog= or endpoint_options' catalog, not both",
-                    )
-                ],
-            )
-        self.catalog = catalog or settings.catalog or default_catalog()
+        own = ("image", "model", "config", "weights", "pools")
+        self.catalog = with_defaults(subject, props, own).get("catalog") or default_catalog()
         self.spec = ModelSpec.of(model)
-        chosen = _check_inputs(self, subject, config, base, pools, weights)
-        #: Problems of the shared settings are named after the keyword they were given as.
-        self._config_prop = "base" if base is not None and config is None else "config"
-        self.config = chosen.with_changes(model=SAGEMAKER_MODEL_DIR)
+        _check_inputs(subject, pools, weights)
+        self.config = config.with_changes(model=SAGEMAKER_MODEL_DIR)
         named_weights = {_format_name(name): data for name, data in weights.items()}
         #: The name clients send; every copy serves it after its own name.
-        self.client_model_name: str = chosen.served_model_name or self.spec.name
+        self.client_model_name: str = config.served_model_name or self.spec.name
         vllm_pools = [p if isinstance(p, VllmPool) else VllmPool(p) for p in pools]
-        derived = self._derive(vllm_pools, named_weights)
         #: Each pool's batch (``max_num_seqs`` per engine, engines, where it came from).
         self.pool_batches: list[EngineBatch] = []
-        self.pool_plans: list[PoolVllmPlan | None] = self._with_batches(derived)
-
+        #: Each pool's configuration, layout and weight format.
+        self.pool_plans = self._with_batches(self._derive(vllm_pools, named_weights))
+        #: One model per distinct copy, by its configuration.
         self.models: dict[str, ServingModel] = {}
-        pool_models: list[ServingModel] = []
-        for _pool, planned in zip(vllm_pools, self.pool_plans, strict=True):
-            assert planned is not None
-            pool_models.append(self._model_for(planned, image, named_weights))
-        primary = pool_models[0]
+        pool_models = [self._model_for(plan, image, named_weights) for plan in self.pool_plans]
+        endpoint_props: PoolEndpointProps = {**props, "catalog": self.catalog}
         self.endpoint = InstancePoolEndpoint(
             self,
             "Endpoint",
-            model=primary,
+            model=pool_models[0],
             pools=[
                 InstancePool(
                     pool.instance_type,
-                    model=None if m is primary else m,
+                    model=None if m is pool_models[0] else m,
                     max_concurrency=pool.max_concurrency,
                 )
                 for pool, m in zip(vllm_pools, pool_models, strict=True)
             ],
-            **dataclasses.replace(settings, catalog=self.catalog).as_keywords(),
+            **endpoint_props,
         )
         self.endpoint_name = self.endpoint.endpoint_name
         self.variant_name = self.endpoint.variant_name
@@ -174,7 +145,10 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         self.per_pool_dimension = self.endpoint.per_pool_dimension
         self.endpoint_arn = self.endpoint.endpoint_arn
         self.async_inference = self.endpoint.async_inference
-        # What `cdk-llm-serving smoke` needs, as the HyperPod path emits it (its OpenAiBaseUrl).
+        self._render_outputs()
+
+    def _render_outputs(self) -> None:
+        """What ``cdk-llm-serving smoke`` needs, as the HyperPod path emits it."""
         CfnOutput(
             self,
             "EndpointName",
@@ -187,12 +161,6 @@ class VllmPoolEndpoint(Construct, EndpointApi):
             value=self.openai_base_url,
             description=f"smoke --base-url (--model {self.client_model_name} --sagemaker-region <region>)",
         )
-
-    @property
-    def base(self) -> VllmConfig:
-        """Deprecated: use ``config`` (removed in 0.3.0; warns)."""
-        warn_deprecated(self, "VllmPoolEndpoint.base", "config")
-        return self.config
 
     # -- what observability reads (``IPoolEndpoint``), from the endpoint ---------------------
 
@@ -221,14 +189,13 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         """``InstancePoolEndpoint.auto_scale`` of the endpoint."""
         return self.endpoint.auto_scale(**options)
 
-    def _with_batches(self, plans: Sequence[PoolVllmPlan | None]) -> list[PoolVllmPlan | None]:
+    def _with_batches(self, plans: Sequence[PoolVllmPlan]) -> list[PoolVllmPlan]:
         """Each pool's configuration with its ``max_num_seqs`` set (``choose_batch``). Pools
         whose configurations are otherwise identical keep sharing one copy, at the smallest
         of their batches: the flag a copy runs with is the one its pools are weighed by."""
         shared: dict[str, int] = {}
         chosen: list[EngineBatch] = []
         for planned in plans:
-            assert planned is not None
             batch = choose_batch(
                 planned.config.max_num_seqs,
                 planned.plan,
@@ -237,9 +204,8 @@ class VllmPoolEndpoint(Construct, EndpointApi):
             chosen.append(batch)
             key = self._key(planned)
             shared[key] = min(shared.get(key, batch.max_num_seqs), batch.max_num_seqs)
-        result: list[PoolVllmPlan | None] = []
+        result: list[PoolVllmPlan] = []
         for planned, batch in zip(plans, chosen, strict=True):
-            assert planned is not None
             seqs = shared[self._key(planned)]
             if seqs < batch.max_num_seqs:
                 Annotations.of(self).add_warning_v2(
@@ -257,7 +223,8 @@ class VllmPoolEndpoint(Construct, EndpointApi):
 
     def _derive(
         self, pools: Sequence[VllmPool], weights: Mapping[str, ModelData]
-    ) -> list[PoolVllmPlan | None]:
+    ) -> list[PoolVllmPlan]:
+        """Every pool's configuration, or one ``ConfigurationError`` with every problem."""
         problems = Problems(f"VllmPoolEndpoint '{self.node.path}'")
         formats = list(weights)
         if not formats:
@@ -265,13 +232,13 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         try:
             self.config.validate()
         except VllmConfigError as error:
-            problems.absorb(error, self._config_prop)
+            problems.absorb(error, "config")
         plans: list[PoolVllmPlan | None] = []
         for index, pool in enumerate(pools):
             plans.append(self._derive_pool(problems, f"pools[{index}]", pool, formats))
         self._check_served_names(problems, plans)
         problems.raise_if_any()
-        return plans
+        return [planned for planned in plans if planned is not None]  # none is None
 
     def _derive_pool(
         self, problems: Problems, prop: str, pool: VllmPool, formats: Sequence[str]
@@ -315,7 +282,7 @@ class VllmPoolEndpoint(Construct, EndpointApi):
         except ConfigurationError as error:  # the planner's refusal (a PlanningError)
             problems.add(prop, str(instance_type), str(error))
         if planned is not None:
-            warn_tensor_parallel_cost(self, planned)  # issue 28: a costly explicit TP size
+            warn_tensor_parallel_cost(self, planned)  # a costly explicit tensor-parallel size
             check = check_on_hardware(
                 planned.config,
                 instance_type,
@@ -426,39 +393,17 @@ def _format_name(value: WeightFormat | str) -> str:
 
 
 def _check_inputs(
-    scope: Construct,
-    subject: str,
-    config: VllmConfig | None,
-    base: VllmConfig | None,
-    pools: object,
-    weights: object,
-) -> VllmConfig:
-    """The configuration (``config``, or the deprecated ``base``), lists and mappings of the
-    right types, known weight formats; raises at once otherwise, since deriving the pools'
-    configurations needs them."""
+    subject: str, pools: Sequence[object], weights: Mapping[WeightFormat | str, ModelData]
+) -> None:
+    """1-5 pools and known weight formats (their types are ``checked_props``'); raises at once,
+    since deriving the pools' configurations needs them."""
     problems = Problems(subject)
-    chosen = renamed_prop(scope, problems, "VllmPoolEndpoint", "base", base, "config", config)
-    if chosen is None:
-        problems.add("config", None, "required: the vLLM settings every copy shares (VllmConfig)")
-    what = "an instance type or a VllmPool"
-    if check_sequence(problems, "pools", pools, (str, VllmPool), what) and isinstance(
-        pools, list | tuple
-    ):
-        if not 1 <= len(pools) <= 5:
-            problems.add("pools", pools, "must list 1 to 5 pools, most preferred first")
-    if not isinstance(weights, Mapping):
-        problems.add("weights", weights, "must map weight formats to ModelData")
-    else:
-        for key, data in weights.items():
-            name = _format_name(key)
-            WeightFormat.parse(problems, f"weights[{name!r}]", name)
-            if not isinstance(data, ModelData):
-                problems.add(
-                    f"weights[{name!r}]", data, "must be a ModelData (ModelData.from_s3_uri)"
-                )
+    if not 1 <= len(pools) <= 5:
+        problems.add("pools", pools, "must list 1 to 5 pools, most preferred first")
+    for key in weights:
+        name = _format_name(key)
+        WeightFormat.parse(problems, f"weights[{name!r}]", name)
     problems.raise_if_any()
-    assert chosen is not None
-    return chosen
 
 
 if TYPE_CHECKING:  # mypy checks that every endpoint kind is what observability takes

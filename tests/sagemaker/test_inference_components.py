@@ -13,7 +13,6 @@ from cdk_llm_serving import (
     InferenceComponentEndpoint,
     InferenceComponentOnPools,
     InstancePool,
-    InstancePoolEndpoint,
 )
 from cdk_llm_serving.planning.sizing import ModelSizing
 from tests.support.builders import new_stack, pool_endpoint, serving_model, template_of
@@ -146,7 +145,9 @@ def test_validation_reports_every_problem():
 def test_component_needs_an_endpoint_built_for_components():
     stack = new_stack()
     endpoint = pool_endpoint(stack, pools=[InstancePool("ml.g6e.12xlarge")])
-    with pytest.raises(ConfigurationError, match="must host inference components"):
+    with pytest.raises(
+        ConfigurationError, match="must be InferenceComponentEndpoint, not an InstancePoolEndpoint"
+    ):
         InferenceComponentOnPools(
             stack,
             "Component",
@@ -164,38 +165,14 @@ def test_component_endpoint_rejects_pool_models_and_model_options():
     assert not hasattr(endpoint, "auto_scale") and endpoint.auto_scaling is None
     with pytest.raises(ConfigurationError) as caught:
         component_endpoint(new_stack(), container_startup_timeout=Duration.minutes(5))
-    assert str(caught.value.problems[0]).startswith(
-        "container_startup_timeout = <aws_cdk.Duration"
-    ) and "not an option" in str(caught.value.problems[0])
+    assert str(caught.value.problems[0]) == (
+        "container_startup_timeout = '5 minutes': not an option of an inference-component "
+        "endpoint: each component sets its own (InferenceComponentOnPools)"
+    )
     with pytest.raises(
         ConfigurationError, match="only for endpoints that host inference components"
     ):
         pool_endpoint(new_stack(), managed_instance_count=(1, 2))
-
-
-def test_a_model_endpoint_without_a_model_still_hosts_components_and_warns():
-    """Deprecated: InstancePoolEndpoint(model=None) is the InferenceComponentEndpoint it was."""
-    old_stack, new = new_stack(), new_stack()
-    old = InstancePoolEndpoint(old_stack, "Endpoint", model=None, pools=POOLS)
-    component_endpoint(new)
-    warning = "cdk-llm-serving:deprecated:InstancePoolEndpoint.model=None"
-    Annotations.from_stack(old_stack).has_warning(
-        "/Test/Endpoint", Match.string_like_regexp("use InferenceComponentEndpoint")
-    )
-    assert warning in str(Annotations.from_stack(old_stack).find_warning("*", Match.any_value()))
-    Annotations.from_stack(new).has_no_warning("*", Match.string_like_regexp("deprecated"))
-    assert template_of(old_stack) == template_of(new)
-    with pytest.raises(ConfigurationError, match="managed_instance_count"):
-        old.auto_scale(max_capacity=3)
-    InferenceComponentOnPools(
-        old_stack,
-        "Component",
-        endpoint=old,
-        specifications=[
-            ComponentSpecification(p.instance_type, serving_model(old_stack, f"M{i}"), 1, 1024)
-            for i, p in enumerate(POOLS)
-        ],
-    )
 
 
 def test_a_hosting_type_the_catalog_lacks_is_accepted_and_said_unchecked():

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import inspect
 import re
-from dataclasses import fields
-from typing import get_type_hints
 
 import pytest
 from aws_cdk import Duration, Stack
@@ -15,19 +13,18 @@ from cdk_llm_serving import (
     ContainerImage,
     EndpointAutoScaling,
     InferenceComponentEndpoint,
-    InferenceComponentEndpointKeywords,
     InstancePool,
     InstancePoolEndpoint,
     ModelData,
-    PoolEndpointKeywords,
+    PoolEndpointProps,
+    StagingEndpoints,
     VllmPool,
     VllmPoolEndpoint,
 )
 from cdk_llm_serving._cdk.contracts import PropValue
-from cdk_llm_serving._cdk.durations import human
 from cdk_llm_serving.errors import Problems
 from cdk_llm_serving.sagemaker.autoscaling import AutoScalingOptions
-from cdk_llm_serving.sagemaker.endpoint_options import PoolEndpointOptions
+from cdk_llm_serving.sagemaker.endpoint_options import DEFAULTS
 from cdk_llm_serving.vllm import VllmConfig
 from tests.support.builders import IMAGE, new_stack, pool_endpoint, template_of
 from tests.support.public_api_usage import build
@@ -56,29 +53,19 @@ def test_metric_methods_take_instance_type_as_keyword_only():
     assert latency.statistic == "p99" and latency.dimensions["InstanceType"] == "ml.g6e.12xlarge"
 
 
-def test_the_options_are_declared_once_names_types_and_defaults():
-    """The keyword types carry names and types only; ``PoolEndpointOptions`` the defaults and
-    their documentation; the constructs take the keywords and apply those defaults."""
-    option_types = get_type_hints(PoolEndpointOptions)
-    for keywords in (PoolEndpointKeywords, InferenceComponentEndpointKeywords):
-        declared = get_type_hints(keywords)
-        assert set(declared) <= set(option_types)
-        assert {name: option_types[name] for name in declared} == declared
-    assert set(get_type_hints(PoolEndpointKeywords)) == set(option_types)
-    assert set(option_types) - set(get_type_hints(InferenceComponentEndpointKeywords)) == {
-        "container_startup_timeout",
-        "model_data_download_timeout",
-    }
-    for construct, keywords in (
-        (InstancePoolEndpoint, PoolEndpointKeywords),
-        (InferenceComponentEndpoint, InferenceComponentEndpointKeywords),
+def test_every_pool_endpoint_takes_the_one_props_shape():
+    """Each construct that makes a pool endpoint takes its options as ``PoolEndpointProps``
+    keywords, the same spelling everywhere."""
+    for construct in (
+        InstancePoolEndpoint,
+        InferenceComponentEndpoint,
+        VllmPoolEndpoint,
+        StagingEndpoints,
     ):
         parameters = inspect.signature(inspect.unwrap(construct.__init__)).parameters
-        assert str(parameters["options"].annotation) == f"Unpack[{keywords.__name__}]"
-        assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
-    endpoint = pool_endpoint()
-    assert endpoint.options == PoolEndpointOptions()
-    assert all(getattr(endpoint.options, f.name) is f.default for f in fields(PoolEndpointOptions))
+        assert str(parameters["props"].annotation) == "Unpack[PoolEndpointProps]"
+    build = inspect.signature(InstancePoolEndpoint.build_from_recommendation).parameters
+    assert str(build["props"].annotation) == "Unpack[PoolEndpointProps]"
 
 
 def _documented_default(doc: str, name: str) -> str:
@@ -93,17 +80,16 @@ def _as_documented(value: object) -> str:
     if isinstance(value, bool | str) or value is None:
         return f"``{value}``"
     if isinstance(value, Duration):
-        return human(value)
+        return value.to_human_string()
     return str(value)
 
 
-@pytest.mark.parametrize("option", [f.name for f in fields(PoolEndpointOptions)])
+@pytest.mark.parametrize("option", sorted(PoolEndpointProps.__optional_keys__))
 def test_each_option_documents_its_default_as_it_is(option):
-    default = next(f.default for f in fields(PoolEndpointOptions) if f.name == option)
-    documented = _documented_default(PoolEndpointOptions.__doc__ or "", option)
-    expected = PROSE_DEFAULTS[option] if default is None and option in PROSE_DEFAULTS else None
-    expected = expected or _as_documented(default)
-    assert _says(documented, expected), f"{option}: documented {documented!r}, default {default!r}"
+    documented = _documented_default(PoolEndpointProps.__doc__ or "", option)
+    default = DEFAULTS.get(option)  # type: ignore[misc]
+    expected = PROSE_DEFAULTS[option] if default is None else _as_documented(default)
+    assert _says(documented, expected), f"{option}: documented {documented!r}, not {expected!r}"
 
 
 def _says(documented: str, expected: str) -> bool:
@@ -112,13 +98,19 @@ def _says(documented: str, expected: str) -> bool:
     return documented.startswith(expected) and (not rest or rest[0] in " .,;()")
 
 
-#: Defaults the construct works out (``None`` in the dataclass): what the docs say instead.
+#: Defaults the construct works out or leaves to SageMaker: what the docs say.
 PROSE_DEFAULTS = {
     "endpoint_name": "derived from the construct path",
     "container_startup_timeout": "the planner's cold-start estimate",
     "model_data_download_timeout": "the planner's download estimate",
-    "deployment": "blue/green",
+    "volume_size_gb": "SageMaker's",
+    "volume_kms_key": "none",
+    "async_inference": "none (real-time)",
+    "capacity_reservation_arn": "none",
+    "deployment": "rolling on GPU pools with 2+ instances",
     "rollback_alarms": "alarms on 5xx errors",
+    "managed_instance_count": "off",
+    "catalog": "``default_catalog()``",
 }
 
 
@@ -132,19 +124,8 @@ def test_the_default_drift_test_can_fail():
     )
 
 
-def test_vllm_endpoint_and_recommendations_forward_the_same_defaults(tmp_path):
-    stack = new_stack()
+def test_vllm_endpoint_forwards_its_props_to_the_endpoint():
     serving = VllmPoolEndpoint(
-        stack,
-        "Serving",
-        image=ContainerImage.from_ecr_uri(IMAGE),
-        model="gpt-oss-20b",
-        config=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=8192),
-        weights={"bf16": ModelData.from_s3_uri("s3://my-weights-bucket/a/")},
-        pools=["ml.g6e.12xlarge"],
-    )
-    assert serving.endpoint.options == PoolEndpointOptions(catalog=serving.catalog)
-    typed = VllmPoolEndpoint(
         new_stack(),
         "Serving",
         image=ContainerImage.from_ecr_uri(IMAGE),
@@ -152,11 +133,12 @@ def test_vllm_endpoint_and_recommendations_forward_the_same_defaults(tmp_path):
         config=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=8192),
         weights={"bf16": ModelData.from_s3_uri("s3://my-weights-bucket/a/")},
         pools=["ml.g6e.12xlarge"],
-        endpoint_options={"variant_name": "Main", "initial_instance_count": 2},
+        variant_name="Main",
+        initial_instance_count=2,
     )
-    assert typed.endpoint.options == PoolEndpointOptions(
-        variant_name="Main", initial_instance_count=2, catalog=typed.catalog
-    )
+    assert serving.endpoint.variant_name == "Main" == serving.variant_name
+    variant = serving.endpoint.cfn_endpoint_config.production_variants[0]  # type: ignore[index]
+    assert variant.initial_instance_count == 2 and serving.endpoint.catalog is serving.catalog
 
 
 def test_an_option_of_the_wrong_type_or_name_is_one_configuration_error():
@@ -182,7 +164,7 @@ def test_imports_by_name_and_arn_grant_and_watch():
     )
 
 
-def test_vllm_pool_endpoint_is_the_endpoint_api_and_takes_an_options_type():
+def test_vllm_pool_endpoint_is_the_endpoint_api():
     stack = new_stack()
     serving = VllmPoolEndpoint(
         stack,
@@ -190,25 +172,19 @@ def test_vllm_pool_endpoint_is_the_endpoint_api_and_takes_an_options_type():
         image=ContainerImage.from_ecr_uri(IMAGE),
         model="gpt-oss-20b",
         config=VllmConfig(model="x", served_model_name="gpt-oss-20b", max_model_len=8192),
-        weights={
-            "bf16": __import__("cdk_llm_serving").ModelData.from_s3_uri("s3://my-weights-bucket/a/")
-        },
+        weights={"bf16": ModelData.from_s3_uri("s3://my-weights-bucket/a/")},
         pools=[VllmPool("ml.g6e.12xlarge")],
-        endpoint_options=PoolEndpointOptions(endpoint_name="chat"),
+        endpoint_name="chat",
     )
     assert serving.endpoint_name == "chat" == serving.endpoint.endpoint_name
     assert serving.metric_invocations().dimensions["EndpointName"] == "chat"
     assert serving.auto_scale(max_capacity=3) is serving.endpoint.auto_scaling
-    with pytest.raises(TypeError):
-        VllmPoolEndpoint(stack, "Bad", routing_strategy="RANDOM")  # type: ignore[call-arg]
 
 
 def test_build_from_recommendation_names_a_missing_file():
     stack = new_stack()
     with pytest.raises(ConfigurationError) as caught:
-        InstancePoolEndpoint.build_from_recommendation(
-            stack, "FromFile", "no-such-file.json", options=PoolEndpointOptions()
-        )
+        InstancePoolEndpoint.build_from_recommendation(stack, "FromFile", "no-such-file.json")
     assert caught.value.problems[0].property == "path.file"
 
 
@@ -217,16 +193,11 @@ def test_value_types_report_problems_under_the_property_they_were_given_as():
     pool = InstancePool("ml.nope.xlarge", max_concurrency=0)
     assert isinstance(pool, PropValue)
     pool.validate(problems, "pools[2]")
-    PoolEndpointOptions(variant_name="bad name!", metric_publish_frequency=7).validate(
-        problems, "endpoint_options"
-    )
     with pytest.raises(ConfigurationError) as caught:
         problems.raise_if_any()
     assert {p.property for p in caught.value.problems} == {
         "pools[2].instance_type",
         "pools[2].max_concurrency",
-        "endpoint_options.variant_name",
-        "endpoint_options.metric_publish_frequency",
     }
 
 
@@ -240,12 +211,10 @@ def test_auto_scaling_options_name_every_keyword_of_the_construct():
     }
 
 
-def test_build_from_recommendation_takes_its_options_as_a_dict_too():
+def test_build_from_recommendation_checks_its_props_before_reading_the_file():
     with pytest.raises(ConfigurationError) as caught:
         InstancePoolEndpoint.build_from_recommendation(
-            new_stack(), "FromFile", "pools.json", options={"endpont_name": "chat"}
+            new_stack(), "FromFile", "pools.json", endpont_name="chat"
         )
     [problem] = caught.value.problems
-    assert str(problem) == (
-        "options.endpont_name = 'chat': not an option; did you mean 'endpoint_name'?"
-    )
+    assert str(problem) == "endpont_name = 'chat': not an option; did you mean 'endpoint_name'?"

@@ -196,19 +196,6 @@ def test_a_grantee_gets_exactly_the_artifact_statements_the_model_s_own_role_has
     assert len(artifact_statements(client)) == 4
 
 
-def test_grant_artifacts_to_is_the_deprecated_name_and_still_grants():
-    stack = new_stack()
-    model = serving_model(stack)
-    client = _client(stack)
-    grant = model.grant_artifacts_to(client)
-    assert isinstance(grant, iam.Grant)
-    assert "cdk-llm-serving:deprecated:ServingModel.grant_artifacts_to" in _warning_ids(model)
-    statements = policy_statements(
-        template_of(stack), stack.get_logical_id(client.node.default_child)
-    )
-    assert any("s3:GetObject" in actions_of(s) for s in statements)
-
-
 def test_async_inference_grants_results_to_a_grantee():
     stack = new_stack()
     results = AsyncInference(
@@ -221,12 +208,3 @@ def test_async_inference_grants_results_to_a_grantee():
     )
     actions = {action for s in statements for action in actions_of(s)}
     assert {"s3:PutObject", "sns:Publish"} <= actions
-
-
-def _warning_ids(scope) -> list[str]:
-    """The ids of the synth warnings on ``scope`` (``add_warning_v2`` appends ``[ack: id]``)."""
-    return [
-        str(entry.data).rsplit("[ack: ", 1)[1].rstrip("]")
-        for entry in scope.node.metadata
-        if entry.type == "aws:cdk:warning"
-    ]

@@ -76,8 +76,8 @@ def test_each_copy_outputs_what_eval_needs():
     assert len(urls) == 2 and all("eval --base-url" in o["Description"] for o in urls)
 
 
-def test_instance_count():
-    stack, _, _ = staged(instance_count=2)
+def test_the_staging_endpoints_take_the_pool_endpoint_props():
+    stack, _, _ = staged(initial_instance_count=2)
     configs = of_type(checked_template(stack), "AWS::SageMaker::EndpointConfig")
     counts = {
         k: c["Properties"]["ProductionVariants"][0]["InitialInstanceCount"]
@@ -96,8 +96,18 @@ def test_instance_count():
     ],
 )
 def test_instance_count_out_of_range(count, allowed):
-    with pytest.raises(ConfigurationError, match=f"instance_count = {count}: {allowed}"):
-        staged(instance_count=count)
+    with pytest.raises(ConfigurationError, match=f"initial_instance_count = {count}: {allowed}"):
+        staged(initial_instance_count=count)
+
+
+def test_a_shared_endpoint_name_or_a_misspelled_prop_is_refused():
+    with pytest.raises(ConfigurationError) as caught:
+        staged(endpoint_name="copy", enhanced_metric=True)
+    assert [str(p) for p in caught.value.problems] == [
+        "enhanced_metric = True: not an option; did you mean 'enhanced_metrics'?"
+    ]
+    with pytest.raises(ConfigurationError, match="each copy's endpoint is named from its path"):
+        staged(endpoint_name="copy")
 
 
 def test_props_are_checked_against_their_types():

@@ -1,8 +1,8 @@
 """Every UNCONFIRMED mark of the SageMaker path has its README entry with a command to check it.
 
-The marks read ``UNCONFIRMED[<id>]`` in ``cdk_llm_serving/sagemaker``, ``core`` and ``rehearsal/sagemaker``;
-README's "What is not confirmed without an AWS account" lists each id once, with the command a
-user runs to settle it (issue #27, "Done when").
+The marks read ``UNCONFIRMED[<id>]`` in ``cdk_llm_serving/sagemaker``, ``cdk_llm_serving/core``
+and ``rehearsal/sagemaker``; README's "What is not confirmed without an AWS account" lists each id
+once, with the command a user runs to settle it.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from pathlib import Path
 from cdk_llm_serving.core.fleet_utilization import HOST_INSTANCE_TYPE_CHECK
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [ROOT / "cdk_llm_serving" / p for p in ("sagemaker", "core")] + [
-    ROOT / "rehearsal" / "sagemaker"
+SOURCES = [
+    ROOT / "cdk_llm_serving" / "sagemaker",
+    ROOT / "cdk_llm_serving" / "core",
+    ROOT / "rehearsal" / "sagemaker",
 ]
 HEADING = "### What is not confirmed without an AWS account"
 MARK = re.compile(r"UNCONFIRMED(\[(?P<id>[a-z0-9-]+)\])?")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from aws_cdk.assertions import Annotations, Match
 
 from cdk_llm_serving import (
     ConfigurationError,
@@ -161,33 +160,6 @@ def test_a_pinned_layout_that_does_not_fit_says_so_per_gpu():
     )
 
 
-def test_base_is_the_deprecated_name_of_config():
-    """``base=`` still works for one release, warns under its id, and names its problems."""
-    old_stack, new = new_stack(), new_stack()
-    old = endpoint(old_stack, ["ml.g6e.12xlarge"], config=None, base=BASE)
-    endpoint(new, ["ml.g6e.12xlarge"])
-    assert old.config.served_model_name == "gpt-oss-20b" and old.base is old.config
-    warnings = Annotations.from_stack(old_stack).find_warning("*", Match.any_value())
-    assert [w.entry.data for w in warnings if "deprecated" in str(w.entry.data)] == [
-        "VllmPoolEndpoint.base is deprecated; use config (removed in 0.3.0) "
-        "[ack: cdk-llm-serving:deprecated:VllmPoolEndpoint.base]"
-    ]
-    Annotations.from_stack(new).has_no_warning("*", Match.string_like_regexp("deprecated"))
-    assert template_of(old_stack) == template_of(new)
-    with pytest.raises(ConfigurationError) as caught:
-        endpoint(new_stack(), ["ml.g6e.12xlarge"], config=BASE, base=BASE)
-    [(prop, allowed)] = [(p.property, p.allowed) for p in caught.value.problems]
-    assert (prop, allowed) == ("base", "deprecated name of config; give only config")
-    with pytest.raises(ConfigurationError) as caught:
-        endpoint(
-            new_stack(),
-            ["ml.g6e.12xlarge"],
-            config=None,
-            base=BASE.with_changes(kv_cache_dtype="fp9"),
-        )
-    assert [p.property for p in caught.value.problems][0] == "base.kv_cache_dtype"
-
-
 def test_config_is_required():
     with pytest.raises(ConfigurationError) as caught:
         endpoint(new_stack(), ["ml.g6e.12xlarge"], config=None)
@@ -215,26 +187,10 @@ def test_a_misspelled_pool_type_is_named_with_the_closest():
     )
 
 
-def test_the_catalog_given_in_endpoint_options_is_used_and_twice_is_refused():
-    """A catalog in ``endpoint_options`` is the one the pools are planned with (it was dropped
-    for the default); given there and as ``catalog=`` too, it is refused, not silently chosen."""
+def test_the_catalog_among_the_endpoint_props_plans_the_pools():
+    """The ``catalog`` prop is the one the pools are planned with and the endpoint's."""
     from cdk_llm_serving.planning import default_catalog
 
     priced = default_catalog().with_prices({"ml.g6e.12xlarge": 1.0})
-    serving = endpoint(new_stack(), ["ml.g6e.12xlarge"], endpoint_options={"catalog": priced})
+    serving = endpoint(new_stack(), ["ml.g6e.12xlarge"], catalog=priced)
     assert serving.catalog is priced and serving.endpoint.catalog is priced
-    with pytest.raises(ConfigurationError, match="endpoint_options.catalog"):
-        endpoint(
-            new_stack(),
-            ["ml.g6e.12xlarge"],
-            endpoint_options={"catalog": priced},
-            catalog=default_catalog(),
-        )
-
-
-def test_the_base_attribute_reads_config_and_warns():
-    stack = new_stack()
-    serving = endpoint(stack, ["ml.g6e.12xlarge"])
-    assert serving.base is serving.config
-    found = [str(e.data) for e in serving.node.metadata if e.type == "aws:cdk:warning"]
-    assert any("cdk-llm-serving:deprecated:VllmPoolEndpoint.base" in w for w in found)
