@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 # ``X as X``: explicit re-exports, so type checkers in strict mode see them too.
 from ._extras import MissingExtraError
-from .error_display import install as _install_error_display
+from .error_display import install_error_display as install_error_display
 from .errors import ConfigurationError as ConfigurationError
 from .errors import Problem as Problem
 from .planning import InstanceType as InstanceType
@@ -33,9 +33,6 @@ from .vllm import MtpSpeculation as MtpSpeculation
 from .vllm import NgramSpeculation as NgramSpeculation
 from .vllm import VllmConfig as VllmConfig
 from .vllm import VllmConfigError as VllmConfigError
-
-# An uncaught ConfigurationError reads as one clear message under `cdk synth` (error_display).
-_install_error_display()
 
 if TYPE_CHECKING:
     from .hyperpod import *  # noqa: F403
@@ -62,6 +59,7 @@ _EAGER = [
     "VllmConfig",
     "VllmConfigError",
     "default_catalog",
+    "install_error_display",
     "plan",
 ]
 
