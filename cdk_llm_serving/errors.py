@@ -100,10 +100,6 @@ class Problems:
             self._subject = self._subject()
         return self._subject
 
-    @subject.setter
-    def subject(self, subject: str) -> None:
-        self._subject = subject
-
     def add(self, prop: str, value: Any, allowed: str) -> None:
         self._problems.append(Problem(prop, value, allowed))
 

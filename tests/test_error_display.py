@@ -1,5 +1,5 @@
-"""Issue 31: under ``cdk synth`` a ``ConfigurationError`` is the first and whole thing the user
-reads, not the last lines of a traceback through jsii. Each case runs a real app in a
+"""Under ``cdk synth``, in an app that calls ``install_error_display()``, a ``ConfigurationError``
+is the first and whole thing the user reads, not the last lines of a traceback through jsii. Each case runs a real app in a
 subprocess (what the CDK CLI runs), and one runs the real CDK CLI (how it shows an app's
 failure is the constraint)."""
 
