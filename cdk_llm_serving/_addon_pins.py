@@ -1,9 +1,5 @@
-"""The EKS add-on pins of ``hyperpod/assets/*.json``, read without the CDK (private).
-
-The HyperPod constructs (through ``hyperpod/_facts.py``) and ``cdk-llm-serving addons check``
-(``ops/addon_check.py``) read the pins here, so the command checks exactly what the
-constructs install. The files' shapes are typed (``HyperPodFacts``,
-``InferenceOperatorFacts``): a key read here is a key the file must have.
+"""The EKS add-on pins of ``hyperpod/assets/*.json``, read without the CDK: the HyperPod
+constructs and ``cdk-llm-serving addons check`` read the same pins. The files' shapes are typed.
 """
 
 from __future__ import annotations
@@ -12,19 +8,6 @@ import functools
 import json
 from importlib import resources
 from typing import Any, Literal, TypedDict, cast
-
-__all__ = [
-    "AddonPhase",
-    "ChartPin",
-    "HyperPodFacts",
-    "InferenceOperatorFacts",
-    "OperatorAddon",
-    "SecretsStoreAddonConfiguration",
-    "every_addon_pin",
-    "hyperpod_facts",
-    "inference_operator_facts",
-    "supported_kubernetes_versions",
-]
 
 #: The two lists of cluster add-ons in ``hyperpod.json``: installed before the nodes join, after.
 AddonPhase = Literal["addons_before_nodes", "addons_after_nodes"]

@@ -16,20 +16,15 @@ from types import TracebackType
 
 from .errors import ConfigurationError, recently_raised
 
-__all__ = [
-    "TRACEBACK_ENV",
-    "configuration_error_of",
-    "format_configuration_error",
-    "install_error_display",
-]
+__all__ = ["install_error_display"]
 
 #: Set (to anything but empty or 0) for Python's own traceback instead.
-TRACEBACK_ENV = "CDK_LLM_SERVING_TRACEBACK"
+_TRACEBACK_ENV = "CDK_LLM_SERVING_TRACEBACK"
 _PACKAGE = Path(__file__).resolve().parent
 _previous_hook = sys.excepthook
 
 
-def configuration_error_of(error: BaseException | None) -> ConfigurationError | None:
+def _configuration_error_of(error: BaseException | None) -> ConfigurationError | None:
     """The ``ConfigurationError`` behind ``error``: itself, one in its chain of causes, or the
     one whose first line a jsii ``RuntimeError`` quotes (JavaScript keeps only the text)."""
     seen: set[int] = set()
@@ -67,9 +62,7 @@ def _where(frame: traceback.FrameSummary) -> str:
     return f"{frame.filename}:{frame.lineno}"
 
 
-def format_configuration_error(
-    found: ConfigurationError, outer_tb: TracebackType | None = None
-) -> str:
+def _format(found: ConfigurationError, outer_tb: TracebackType | None = None) -> str:
     """The error as the app's failure shows it: the message first, then where it came from."""
     own = _frames(found.__traceback__)
     raised = [
@@ -84,16 +77,16 @@ def format_configuration_error(
         origin.append(f"from {_where(app[-1])}")
     where = f" ({', '.join(origin)})" if origin else ""
     return (
-        f"error: {found}\n  {type(found).__name__}{where}; {TRACEBACK_ENV}=1 shows the traceback\n"
+        f"error: {found}\n  {type(found).__name__}{where}; {_TRACEBACK_ENV}=1 shows the traceback\n"
     )
 
 
 def _hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
-    found = configuration_error_of(value)
-    if found is None or os.environ.get(TRACEBACK_ENV, "") not in ("", "0"):
+    found = _configuration_error_of(value)
+    if found is None or os.environ.get(_TRACEBACK_ENV, "") not in ("", "0"):
         _previous_hook(kind, value, tb)
         return
-    sys.stderr.write(format_configuration_error(found, tb))
+    sys.stderr.write(_format(found, tb))
     sys.stderr.flush()
 
 

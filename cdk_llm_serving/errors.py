@@ -1,4 +1,5 @@
-"""The one exception a construct raises for bad input, listing every problem at once."""
+"""The one exception a construct raises for bad input, listing every problem at once, and
+the checks that fill it (docs/design/errors-and-checks.md)."""
 
 from __future__ import annotations
 
@@ -47,19 +48,10 @@ class Problem:
         value = str.__str__(self.value) if isinstance(self.value, CheckedName) else self.value
         return f"{self.property} = {value!r}: {self.allowed}"
 
-    def under(self, prefix: str) -> Problem:
-        """The same problem with its property under ``prefix.`` (unchanged for ``""``)."""
-        if not prefix:
-            return self
-        return Problem(f"{prefix}.{self.property}", self.value, self.allowed)
-
 
 class ConfigurationError(ValueError):
-    """Raised at synth time when a construct's input cannot deploy.
-
-    ``problems`` holds every problem found in that construct, so a user fixes
-    them in one pass instead of one synth per mistake.
-    """
+    """Raised at synth time when a construct's input cannot deploy; ``problems`` holds every
+    problem found in that construct, so a user fixes them in one pass."""
 
     def __init__(self, subject: str, problems: list[Problem]) -> None:
         self.subject = subject
@@ -75,8 +67,7 @@ class ArgumentError(ConfigurationError, TypeError):
     naming each, and still the ``TypeError`` Python raises for a call that does not bind."""
 
 
-#: The last errors made, so one that reached JavaScript (raised in a jsii callback while the
-#: CDK resolves a token) and came back as text can be shown whole (``error_display``).
+#: The last errors made: one that crossed jsii as text can be shown whole (``error_display``).
 _RECENT: collections.deque[ConfigurationError] = collections.deque(maxlen=32)
 
 
@@ -94,8 +85,8 @@ class Problems:
 
     @property
     def subject(self) -> str:
-        """What the problems are about; given as a function, named only when read (a
-        construct's path costs a jsii call, worth paying only to report a problem)."""
+        """What the problems are about; a function is called only when read (a construct's
+        path is a jsii call, paid only to report a problem)."""
         if callable(self._subject):
             self._subject = self._subject()
         return self._subject
@@ -105,9 +96,12 @@ class Problems:
 
     def extend(self, problems: Problems | Iterable[Problem], prefix: str = "") -> None:
         """Every problem of ``problems`` (another ``Problems``, or ``Problem`` objects such as
-        ``VllmConfig.problems()`` or ``HardwareCheck.problems``), each under ``prefix.``."""
+        ``VllmConfig.problems()``), each under ``prefix.``."""
         found = problems.problems() if isinstance(problems, Problems) else problems
-        self._problems.extend(problem.under(prefix) for problem in found)
+        self._problems.extend(
+            dataclasses.replace(p, property=f"{prefix}.{p.property}") if prefix else p
+            for p in found
+        )
 
     def absorb(self, error: ConfigurationError, prefix: str = "") -> None:
         """Every problem of ``error`` (raised by a value or loader), under ``prefix.``."""
@@ -129,69 +123,11 @@ class Problems:
             raise error(self.subject, self._problems)
 
 
-#: The release that removes the names deprecated now (CHANGELOG.md lists them).
-DEPRECATED_REMOVED_IN = "0.3.0"
-
-
-def renamed_argument(owner: str, old: str, old_value: Any, new: str, new_value: Any) -> Any:
-    """The value of an argument renamed from ``old`` to ``new`` (for one release both work).
-
-    ``old_value``/``new_value`` are what the caller passed (``None``: not passed). The old
-    name warns with a ``DeprecationWarning`` pointing at the caller's caller; both at once is
-    a ``ConfigurationError``. (Constructs warn through ``_cdk.deprecation`` instead, as synth
-    annotations.)
-    """
-    if old_value is None:
-        return new_value
-    if new_value is not None:
-        raise ConfigurationError(
-            owner, [Problem(old, old_value, f"deprecated name of {new}; give only {new}")]
-        )
-    warnings.warn(
-        f"{owner}: {old} is deprecated; use {new} (removed in {DEPRECATED_REMOVED_IN})",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return old_value
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def renamed_arguments(owner: str, **renames: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a function whose keyword ``old`` was renamed ``new`` (``old="new"``): the old
-    keyword still works for one release (``renamed_argument``: a ``DeprecationWarning``; both is
-    a ``ConfigurationError``), while the signature type checkers and ``inspect`` see, and its
-    required parameters, stay the new ones (so a type checker flags the old name)."""
-
-    def decorate(function: Callable[P, R]) -> Callable[P, R]:
-        signature = inspect.signature(function)
-
-        @functools.wraps(function)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            for old, new in renames.items():
-                if old in kwargs:
-                    old_value = kwargs.pop(old)
-                    given = signature.bind_partial(*args, **kwargs).arguments
-                    value = renamed_argument(owner, old, old_value, new, given.get(new))
-                    if new not in given:
-                        kwargs[new] = value
-            return function(*args, **kwargs)
-
-        return wrapper
-
-    return decorate
-
-
 class CheckedName(str):
-    """A name checked once, when it is made: the base of the library's typed identifiers
-    (``InstanceType``, ``KubernetesVersion``). A ``str``, so it renders, hashes and compares
-    as the plain name and a template is the same whichever a user passes.
-
-    A subclass gives ``_check(problems, prop, value) -> bool`` (adds the problem, with the
-    closest names, for a value it refuses) and ``_PROP``, the property its own error names.
-    """
+    """A name checked once, when it is made (``InstanceType``, ``KubernetesVersion``): a
+    ``str``, so a template is the same whichever a user passes. A subclass gives ``_check``
+    (adds the problem, with the closest names, for a value it refuses; returns whether it
+    accepts it) and ``_PROP``, the property its own error names."""
 
     _PROP: ClassVar[str]
 
@@ -252,10 +188,8 @@ class CheckedName(str):
 def check_choice(
     problems: Problems, prop: str, value: Any, allowed: Iterable[str], what: str
 ) -> bool:
-    """``value`` must be one of ``allowed``; the message names the closest matches.
-
-    Returns whether it was (so a caller can skip checks that need a known value).
-    """
+    """``value`` must be one of ``allowed``; the message names the closest matches. Returns
+    whether it was (so a caller can skip checks that need a known value)."""
     options = list(allowed)
     if isinstance(value, str) and value in options:
         return True
@@ -275,7 +209,7 @@ def literal_values(literal: Any) -> tuple[Any, ...]:
     origin = get_origin(literal)
     if origin is Literal:
         return get_args(literal)
-    if origin is Union or type(literal).__name__ == "UnionType":
+    if origin is Union or isinstance(literal, UnionType):
         return tuple(v for arg in get_args(literal) for v in literal_values(arg))
     return ()
 
@@ -292,11 +226,8 @@ def check_literal(problems: Problems, prop: str, value: Any, literal: Any, what:
 def check_sequence(
     problems: Problems, prop: str, value: Any, element: type | tuple[type, ...], what: str
 ) -> bool:
-    """``value`` must be a list (or tuple) whose elements are each ``what`` (``element``).
-
-    A string is refused as a whole (never one problem per character); each element of the
-    wrong type is one problem naming its index. Returns whether the sequence is usable.
-    """
+    """``value`` must be a list (or tuple) whose elements are each ``what`` (``element``): a
+    string is refused whole, each bad element is one problem. Returns whether it is usable."""
     if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
         problems.add(prop, value, f"must be a list, each element {what}; not {_kind(value)}")
         return False
@@ -386,7 +317,7 @@ _NUMBERS = {
 }
 
 
-def describe_hint(hint: Any) -> str:
+def _describe(hint: Any) -> str:
     """A type hint as its signature reads, without module paths (``ModelData | None``)."""
     if isinstance(hint, type) and not get_args(hint):
         return hint.__name__
@@ -413,9 +344,9 @@ def _check_value(problems: Problems, prop: str, value: Any, hint: Any, literals:
     try:
         typeguard.check_type(prop, value, _for_typeguard(hint, literals))
     except TypeError:
-        expected = describe_hint(hint) + ","
+        expected = _describe(hint) + ","
         if element is not None:
-            expected = f"a list, each element {describe_hint(element)};"
+            expected = f"a list, each element {_describe(element)};"
         problems.add(prop, value, f"must be {expected} not {_kind(value)}")
     else:
         check_fields(problems, prop, value, literals)
@@ -520,3 +451,60 @@ def _binding_problems(
             if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
                 problems.add(parameter.name, None, "required")
     return problems
+
+
+# -- deleted at merge, once no module uses them (pre-release compatibility) ------------
+
+#: The release that removes the names deprecated now (CHANGELOG.md lists them).
+DEPRECATED_REMOVED_IN = "0.3.0"
+
+
+def renamed_argument(owner: str, old: str, old_value: Any, new: str, new_value: Any) -> Any:
+    """The value of an argument renamed from ``old`` to ``new`` (for one release both work).
+
+    ``old_value``/``new_value`` are what the caller passed (``None``: not passed). The old
+    name warns with a ``DeprecationWarning`` pointing at the caller's caller; both at once is
+    a ``ConfigurationError``. (Constructs warn through ``_cdk.deprecation`` instead, as synth
+    annotations.)
+    """
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise ConfigurationError(
+            owner, [Problem(old, old_value, f"deprecated name of {new}; give only {new}")]
+        )
+    warnings.warn(
+        f"{owner}: {old} is deprecated; use {new} (removed in {DEPRECATED_REMOVED_IN})",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return old_value
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def renamed_arguments(owner: str, **renames: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function whose keyword ``old`` was renamed ``new`` (``old="new"``): the old
+    keyword still works for one release (``renamed_argument``: a ``DeprecationWarning``; both is
+    a ``ConfigurationError``), while the signature type checkers and ``inspect`` see, and its
+    required parameters, stay the new ones (so a type checker flags the old name)."""
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            for old, new in renames.items():
+                if old in kwargs:
+                    old_value = kwargs.pop(old)
+                    given = signature.bind_partial(*args, **kwargs).arguments
+                    value = renamed_argument(owner, old, old_value, new, given.get(new))
+                    if new not in given:
+                        kwargs[new] = value
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
