@@ -95,12 +95,23 @@ def sagemaker_inference_principal(region: str) -> iam.IPrincipal:
     )
 
 
-#: What SageMaker does in the log groups it writes for a model's containers.
+#: What SageMaker does in the log groups it writes for a model's containers, and in the VPC.
 _LOG_ACTIONS = (
     "logs:CreateLogGroup",
     "logs:CreateLogStream",
     "logs:DescribeLogStreams",
     "logs:PutLogEvents",
+)
+_VPC_INTERFACE_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeVpcs",
 )
 
 
@@ -154,36 +165,25 @@ class ExecutionRoleGrants:
         self.policy.add_statements(*statements)
 
     def image_pull(self, image: ContainerImage) -> None:
-        self.add(*(statement.policy_statement() for statement in image_pull_statements(image)))
-        self._wildcard(
-            ("ecr:GetAuthorizationToken",),
-            ("*",),
+        self._add_reasoned(
+            image_pull_statements(image),
             "ecr:GetAuthorizationToken has no resource-level permissions.",
         )
 
     def model_data_read(self, model_data: ModelData) -> None:
-        statements = model_data_read_statements(model_data)
-        self._wildcard(
-            statements[0].actions,
-            statements[0].resources[:1],
+        self._add_reasoned(
+            model_data_read_statements(model_data),
             "Read-only access to the objects under the model's own weight prefix; their names are the checkpoint's files.",
+            reasoned=0,
         )
-        self.add(*(statement.policy_statement() for statement in statements))
 
     def metrics(self) -> None:
         """``cloudwatch:PutMetricData`` in SageMaker's namespaces only (the action has no resource)."""
-        self.add(
-            iam.PolicyStatement(
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={
-                    "StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker*"]}
-                },
-            ),
-        )
-        self._wildcard(
-            ("cloudwatch:PutMetricData",),
-            ("*",),
+        namespaces = {
+            "StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker*"]}
+        }
+        self._add_reasoned(
+            [Statement(("cloudwatch:PutMetricData",), ("*",), namespaces)],
             "cloudwatch:PutMetricData has no resource-level permissions; a namespace condition limits it to SageMaker's.",
         )
 
@@ -205,30 +205,15 @@ class ExecutionRoleGrants:
             for group in fresh
         ]
         resources = tuple(resource for arn in arns for resource in (arn, f"{arn}:log-stream:*"))
-        self.add(iam.PolicyStatement(actions=list(_LOG_ACTIONS), resources=list(resources)))
-        self._wildcard(
-            _LOG_ACTIONS,
-            resources,
+        self._add_reasoned(
+            [Statement(_LOG_ACTIONS, resources)],
             "SageMaker names the log streams of the endpoint's own log group at run time "
             "(<variant>/<instance-id>); the group is this endpoint's (or inference component's).",
         )
 
     def vpc_interfaces(self) -> None:
-        actions = (
-            "ec2:CreateNetworkInterface",
-            "ec2:CreateNetworkInterfacePermission",
-            "ec2:DeleteNetworkInterface",
-            "ec2:DeleteNetworkInterfacePermission",
-            "ec2:DescribeDhcpOptions",
-            "ec2:DescribeNetworkInterfaces",
-            "ec2:DescribeSecurityGroups",
-            "ec2:DescribeSubnets",
-            "ec2:DescribeVpcs",
-        )
-        self.add(iam.PolicyStatement(actions=list(actions), resources=["*"]))
-        self._wildcard(
-            actions,
-            ("*",),
+        self._add_reasoned(
+            [Statement(_VPC_INTERFACE_ACTIONS, ("*",))],
             "SageMaker creates the container's network interfaces in the given subnets; these EC2 actions take no resource ARN known at synth time.",
         )
 
@@ -240,8 +225,13 @@ class ExecutionRoleGrants:
         acknowledge_statements(self.policy, self._bound, stack=self.stack)
         self._bound.clear()
 
-    def _wildcard(self, actions: Sequence[str], resources: Sequence[str], reason: str) -> None:
-        self._bound.append(BoundWildcard(tuple(actions), tuple(resources), reason))
+    def _add_reasoned(
+        self, statements: Sequence[Statement], reason: str, reasoned: int = -1
+    ) -> None:
+        """Add ``statements``; ``statements[reasoned]`` holds wildcards, for ``reason``."""
+        wildcard = statements[reasoned]
+        self._bound.append(BoundWildcard(wildcard.actions, wildcard.resources, reason))
+        self.add(*(statement.policy_statement() for statement in statements))
 
 
 #: Id of the customer managed policy, under the grantee's role, that holds the bearer-token grant.
