@@ -1,14 +1,8 @@
 """cdk-llm-serving: AWS CDK constructs for production LLM serving on SageMaker and HyperPod.
 
-Layout: ``sagemaker/`` (endpoints on instance pools) and ``hyperpod/`` (HyperPod on EKS)
-hold the constructs, one package per serving path; ``planning/``, ``vllm/`` and ``ops/``
-are plain Python (no CDK import); ``_cdk/`` is private plumbing. The construct packages
-are not called ``constructs/`` because a package of that name would shadow the
-``constructs`` library that aws-cdk-lib itself imports.
-
-Names load lazily (``from cdk_llm_serving import InstancePoolEndpoint``), so the planner
-and the command line start without the CDK's JavaScript runtime; type checkers see the
-eager imports under ``TYPE_CHECKING``.
+Construct names load lazily, so the planner and the command line start without the CDK's
+JavaScript runtime; type checkers see them under ``TYPE_CHECKING``. Importing the package
+changes nothing global: an app opts in to the error display (``install_error_display``).
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ ECR_REGISTRY = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]
 def how_to_pin(image_uri: str) -> str:
     """The command that prints the digest ``image_uri``'s tag names now: ``aws ecr
     describe-images`` for private Amazon ECR, else ``crane digest`` or ``docker buildx
-    imagetools inspect`` (docs/design/errors-and-checks.md, "Image pins")."""
+    imagetools inspect`` (docs/design/errors-and-checks.md, "Images and weights")."""
     match = _REFERENCE.match(image_uri)
     registry, repository, tag = (
         (match["registry"] or "", match["repository"], match["tag"] or "latest")

@@ -95,18 +95,14 @@ def acknowledge_statements(
     reasons: dict[str, list[str]] = {}
     for entry in bound:
         rendered = [_finding_text(resolved.get(r, r)) for r in entry.resources]
-        for resource in rendered:
-            if _is_wildcard(resource):
-                reasons.setdefault(f"AwsSolutions-IAM5[Resource::{resource}]", []).append(
-                    entry.reason
-                )
-        for action in entry.actions:
-            if _is_wildcard(action):
-                reasons.setdefault(f"AwsSolutions-IAM5[Action::{action}]", []).append(entry.reason)
-        for action, resource in wildcard_pairs(entry.actions, rendered):
-            reasons.setdefault(
-                f"{STATEMENT_PLUGIN}::{statement_finding(action, resource)}", []
-            ).append(entry.reason)
+        rules = [f"AwsSolutions-IAM5[Resource::{r}]" for r in rendered if _is_wildcard(r)]
+        rules += [f"AwsSolutions-IAM5[Action::{a}]" for a in entry.actions if _is_wildcard(a)]
+        rules += [
+            f"{STATEMENT_PLUGIN}::{statement_finding(action, resource)}"
+            for action, resource in wildcard_pairs(entry.actions, rendered)
+        ]
+        for rule in rules:
+            reasons.setdefault(rule, []).append(entry.reason)
     if reasons:
         Validations.of(scope).acknowledge(
             *(

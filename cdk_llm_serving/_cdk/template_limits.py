@@ -2,7 +2,7 @@
 1,000,000-byte template (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html;
 aws-cdk-lib only warns about the size). Both checks name the heaviest constructs and the
 remedies; one ``TemplateLimits`` construct per stack registers them
-(docs/design/errors-and-checks.md, "Template limits").
+(docs/design/errors-and-checks.md, "CloudFormation's template limits").
 """
 
 from __future__ import annotations
