@@ -296,7 +296,7 @@ def _for_typeguard(hint: Any, literals: bool = True) -> Any:
     if origin in (dict, collections.abc.Mapping) and len(args) == 2:
         return dict[_for_typeguard(args[0], literals), _for_typeguard(args[1], literals)]  # type: ignore[misc]
     if origin is tuple and args:
-        return tuple[tuple(a if a is ... else _for_typeguard(a, literals) for a in args)]
+        return tuple[tuple(a if a is ... else _for_typeguard(a, literals) for a in args)]  # type: ignore[misc]
     if (origin is Literal and not literals) or origin is Unpack or isinstance(hint, TypeVar):
         return Any
     return dict if is_typeddict(hint) else _NUMBERS.get(hint, hint)

@@ -31,21 +31,22 @@ from constructs import IConstruct
 from .validation import is_unresolved
 
 
-def _render(value: Any) -> str:
-    """Render a resolved CloudFormation value the way cdk-nag names it in a finding."""
+def _finding_text(value: Any) -> str:
+    """A resolved CloudFormation value as cdk-nag names it in a finding id: ``<Name>`` for a
+    reference or attribute, joins flattened, other intrinsics as JSON."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and "Ref" in value:
         return f"<{value['Ref']}>"
     if isinstance(value, dict) and "Fn::Join" in value:
         separator, parts = value["Fn::Join"]
-        return str(separator).join(_render(part) for part in parts)
+        return str(separator).join(_finding_text(part) for part in parts)
     if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
         return re.sub(r"\$\{([^}]+)\}", r"<\1>", value["Fn::Sub"])
     if isinstance(value, dict) and "Fn::GetAtt" in value:
         resource, attribute = value["Fn::GetAtt"]
         return f"<{resource}.{attribute}>"
-    return str(value)
+    return json.dumps(value, separators=(",", ":"))
 
 
 #: The validation plugin's name; its acknowledgement ids are ``CdkLlmServing::<rule>``.
@@ -201,15 +202,6 @@ def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     Validations.of(scope).acknowledge(
         *(Acknowledgment(id=i, reason=reason) for i in compliance_rule_ids(rule))
     )
-
-
-def _finding_text(value: Any) -> str:
-    """As cdk-nag prints a resolved value in a finding id: intrinsics it cannot flatten stay JSON."""
-    if isinstance(value, str) or (
-        isinstance(value, dict) and ({"Ref", "Fn::Join", "Fn::GetAtt", "Fn::Sub"} & set(value))
-    ):
-        return _render(value)
-    return json.dumps(value, separators=(",", ":"))
 
 
 #: HIPAA.Security rules on a Lambda function's own settings (concurrency, DLQ, VPC).

@@ -53,7 +53,7 @@ def check_range(
         return
     low, high = limits.minimum, limits.maximum
     if (low is not None and value < low) or (high is not None and value > high):
-        if is_unresolved(value):  # only a value it would refuse (module docstring)
+        if is_unresolved(value):  # asked only of a value it would refuse
             return
         suffix = f" {unit}" if unit else ""
         if high is None:
@@ -63,10 +63,7 @@ def check_range(
 
 
 def check_at_least(problems: Problems, prop: str, value: int | None, minimum: int) -> None:
-    if value is None:
-        return
-    if value < minimum and not is_unresolved(value):
-        problems.add(prop, value, f"must be at least {minimum}")
+    check_range(problems, prop, value, Limits(minimum, None, None, ()))
 
 
 def check_name(problems: Problems, prop: str, value: str | None, limits: Limits, what: str) -> None:
