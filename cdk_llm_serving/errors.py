@@ -29,8 +29,6 @@ from typing import (
     is_typeddict,
 )
 
-import typeguard
-
 F = TypeVar("F", bound=Callable[..., None])
 T = TypeVar("T")
 
@@ -341,6 +339,8 @@ def _check_value(problems: Problems, prop: str, value: Any, hint: Any, literals:
         for index, item in enumerate(value):
             _check_value(problems, f"{prop}[{index}]", item, element, literals)
         return
+    import typeguard  # here: the eval gate's Lambda runs this module without typeguard
+
     try:
         typeguard.check_type(prop, value, _for_typeguard(hint, literals))
     except TypeError:
