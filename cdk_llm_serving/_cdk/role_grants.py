@@ -95,13 +95,14 @@ def sagemaker_inference_principal(region: str) -> iam.IPrincipal:
     )
 
 
-#: What SageMaker does in the log groups it writes for a model's containers, and in the VPC.
+#: What SageMaker does in the log groups it writes for a model's containers.
 _LOG_ACTIONS = (
     "logs:CreateLogGroup",
     "logs:CreateLogStream",
     "logs:DescribeLogStreams",
     "logs:PutLogEvents",
 )
+#: What SageMaker does for a model's network interfaces in the given subnets.
 _VPC_INTERFACE_ACTIONS = (
     "ec2:CreateNetworkInterface",
     "ec2:CreateNetworkInterfacePermission",
