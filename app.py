@@ -10,9 +10,11 @@ os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.g
 
 from aws_cdk import App, Validations  # noqa: E402
 
+from cdk_llm_serving import install_error_display  # noqa: E402
 from stacks import add_reference_stacks  # noqa: E402
 from stacks.hipaa_review import compliance_checks  # noqa: E402
 
+install_error_display()  # an uncaught ConfigurationError reads as one message, not a traceback
 app = App()
 add_reference_stacks(app)
 Validations.of(app).add_plugins(*compliance_checks(app))

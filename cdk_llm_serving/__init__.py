@@ -1,14 +1,8 @@
 """cdk-llm-serving: AWS CDK constructs for production LLM serving on SageMaker and HyperPod.
 
-Layout: ``sagemaker/`` (endpoints on instance pools) and ``hyperpod/`` (HyperPod on EKS)
-hold the constructs, one package per serving path; ``planning/``, ``vllm/`` and ``ops/``
-are plain Python (no CDK import); ``_cdk/`` is private plumbing. The construct packages
-are not called ``constructs/`` because a package of that name would shadow the
-``constructs`` library that aws-cdk-lib itself imports.
-
-Names load lazily (``from cdk_llm_serving import InstancePoolEndpoint``), so the planner
-and the command line start without the CDK's JavaScript runtime; type checkers see the
-eager imports under ``TYPE_CHECKING``.
+Construct names load lazily, so the planner and the command line start without the CDK's
+JavaScript runtime; type checkers see them under ``TYPE_CHECKING``. Importing the package
+changes nothing global: an app opts in to the error display (``install_error_display``).
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 # ``X as X``: explicit re-exports, so type checkers in strict mode see them too.
 from ._extras import MissingExtraError
-from .error_display import install as _install_error_display
+from .error_display import install_error_display as install_error_display
 from .errors import ConfigurationError as ConfigurationError
 from .errors import Problem as Problem
 from .planning import InstanceType as InstanceType
@@ -33,9 +27,6 @@ from .vllm import MtpSpeculation as MtpSpeculation
 from .vllm import NgramSpeculation as NgramSpeculation
 from .vllm import VllmConfig as VllmConfig
 from .vllm import VllmConfigError as VllmConfigError
-
-# An uncaught ConfigurationError reads as one clear message under `cdk synth` (error_display).
-_install_error_display()
 
 if TYPE_CHECKING:
     from .hyperpod import *  # noqa: F403
@@ -62,6 +53,7 @@ _EAGER = [
     "VllmConfig",
     "VllmConfigError",
     "default_catalog",
+    "install_error_display",
     "plan",
 ]
 

@@ -1,9 +1,5 @@
-"""The EKS add-on pins of ``hyperpod/assets/*.json``, read without the CDK (private).
-
-The HyperPod constructs (through ``hyperpod/_facts.py``) and ``cdk-llm-serving addons check``
-(``ops/addon_check.py``) read the pins here, so the command checks exactly what the
-constructs install. The files' shapes are typed (``HyperPodFacts``,
-``InferenceOperatorFacts``): a key read here is a key the file must have.
+"""The EKS add-on pins of ``hyperpod/assets/*.json``, read without the CDK: the HyperPod
+constructs and ``cdk-llm-serving addons check`` read the same pins. The files' shapes are typed.
 """
 
 from __future__ import annotations
@@ -12,19 +8,6 @@ import functools
 import json
 from importlib import resources
 from typing import Any, Literal, TypedDict, cast
-
-__all__ = [
-    "AddonPhase",
-    "ChartPin",
-    "HyperPodFacts",
-    "InferenceOperatorFacts",
-    "OperatorAddon",
-    "SecretsStoreAddonConfiguration",
-    "every_addon_pin",
-    "hyperpod_facts",
-    "inference_operator_facts",
-    "supported_kubernetes_versions",
-]
 
 #: The two lists of cluster add-ons in ``hyperpod.json``: installed before the nodes join, after.
 AddonPhase = Literal["addons_before_nodes", "addons_after_nodes"]
@@ -52,12 +35,12 @@ class SecretsStoreAddonConfiguration(TypedDict):
 
 
 class HyperPodFacts(TypedDict):
-    """``hyperpod/assets/hyperpod.json`` (each ``*_source`` key cites its facts)."""
+    """``hyperpod/assets/hyperpod.json``: the keys code reads (each ``*_source`` key of the file
+    cites its facts)."""
 
     description: str
     #: Kubernetes versions HyperPod supports and we ship a kubectl layer for, oldest first.
     kubernetes_versions: list[str]
-    kubernetes_versions_source: str
     #: The date the support facts were read (warnings are judged against it, not the clock).
     eks_support_checked_on: str
     #: Version -> ISO date EKS standard support ends.
@@ -69,15 +52,12 @@ class HyperPodFacts(TypedDict):
     addons_after_nodes: list[str]
     #: Kubernetes version -> EKS add-on name -> pinned version.
     addon_versions: dict[str, dict[str, str]]
-    addon_versions_source: str
     #: Chart name -> pin.
     charts: dict[str, ChartPin]
-    charts_source: str
     #: The EKS add-on ``aws-secrets-store-csi-driver-provider``'s configuration keys.
     secrets_store_addon_configuration: SecretsStoreAddonConfiguration
     #: Botocore shape -> the values CloudFormation's schema allows (narrower than botocore).
     cloudformation_enums: dict[str, list[str]]
-    cloudformation_enums_source: str
 
 
 class OperatorAddon(TypedDict):
@@ -89,27 +69,20 @@ class OperatorAddon(TypedDict):
 
 
 class InferenceOperatorFacts(TypedDict):
-    """``hyperpod/assets/inference_operator.json`` (each ``*_source`` key cites its facts)."""
+    """``hyperpod/assets/inference_operator.json``: the keys code reads (``*_source`` keys cite)."""
 
     description: str
     addon: OperatorAddon
     #: Dependency add-on name -> pinned version.
     dependencies: dict[str, str]
-    dependencies_source: str
     namespace: str
     operator_service_account: str
     s3_csi_service_account: str
     s3_csi_namespace: str
-    service_accounts_source: str
     execution_role_prefix: str
-    execution_role_prefix_source: str
     execution_role_managed_policy: str
-    execution_role_policy_source: str
     api_version: str
-    api_version_source: str
     variant_name: str
-    variant_name_source: str
-    one_per_cluster: str
 
 
 def _asset(name: str) -> dict[str, Any]:

@@ -1,8 +1,5 @@
-"""AWS partitions and their region names, from botocore's ``data/partitions.json`` (CDK-free:
-the command line and the constructs both read it).
-
-botocore resolves a region it has no entry for by these patterns (``regionRegex``), so a region
-newer than the installed botocore still maps to its partition.
+"""AWS partitions and their region names, from botocore's ``data/partitions.json`` (CDK-free);
+a region newer than botocore maps by the partition's ``regionRegex``, as botocore does.
 """
 
 from __future__ import annotations
@@ -13,8 +10,6 @@ import re
 from pathlib import Path
 
 import botocore
-
-__all__ = ["known_regions", "partition_of_region"]
 
 
 @functools.cache

@@ -1,17 +1,9 @@
 """How an uncaught ``ConfigurationError`` reads when an app fails under ``cdk synth``.
 
-The CDK CLI runs the app as a subprocess and shows its standard error as it is, then
-``<app>: Subprocess exited with error 1`` (measured with the CDK CLI this project pins,
-``package.json``). Python's default display put the message under a traceback through jsii's
-runtime: 30 lines for a bad pool property, the problems last. A ``ConfigurationError`` raised
-while the CDK resolves a token (a ``Lazy`` value rendered by ``app.synth()``) came back from
-jsii as a ``RuntimeError`` whose message JavaScript had prefixed ("Resolution error: ...") and
-cut ("..."), under two stack traces.
-
-``install()`` (run when ``cdk_llm_serving`` is imported) sets a ``sys.excepthook`` that shows such
-an error first and whole: ``error: <subject>: N problems`` and one line per problem, then one line
-naming where it was raised and the app's own line that led there. Any other exception goes to the
-hook that was there before. ``CDK_LLM_SERVING_TRACEBACK=1`` restores Python's traceback.
+``install_error_display()`` (an app calls it; importing the package does not) sets a
+``sys.excepthook`` that shows such an error first and whole, with the line that raised it and
+the app's own line that led there, even when it crossed jsii as text; any other exception goes
+to the hook that was there before. Why: docs/design/errors-and-checks.md.
 """
 
 from __future__ import annotations
@@ -24,15 +16,15 @@ from types import TracebackType
 
 from .errors import ConfigurationError, recently_raised
 
-__all__ = ["TRACEBACK_ENV", "configuration_error_of", "format_configuration_error", "install"]
+__all__ = ["install_error_display"]
 
 #: Set (to anything but empty or 0) for Python's own traceback instead.
-TRACEBACK_ENV = "CDK_LLM_SERVING_TRACEBACK"
+_TRACEBACK_ENV = "CDK_LLM_SERVING_TRACEBACK"
 _PACKAGE = Path(__file__).resolve().parent
 _previous_hook = sys.excepthook
 
 
-def configuration_error_of(error: BaseException | None) -> ConfigurationError | None:
+def _configuration_error_of(error: BaseException | None) -> ConfigurationError | None:
     """The ``ConfigurationError`` behind ``error``: itself, one in its chain of causes, or the
     one whose first line a jsii ``RuntimeError`` quotes (JavaScript keeps only the text)."""
     seen: set[int] = set()
@@ -70,9 +62,7 @@ def _where(frame: traceback.FrameSummary) -> str:
     return f"{frame.filename}:{frame.lineno}"
 
 
-def format_configuration_error(
-    found: ConfigurationError, outer_tb: TracebackType | None = None
-) -> str:
+def _format(found: ConfigurationError, outer_tb: TracebackType | None = None) -> str:
     """The error as the app's failure shows it: the message first, then where it came from."""
     own = _frames(found.__traceback__)
     raised = [
@@ -87,22 +77,23 @@ def format_configuration_error(
         origin.append(f"from {_where(app[-1])}")
     where = f" ({', '.join(origin)})" if origin else ""
     return (
-        f"error: {found}\n  {type(found).__name__}{where}; {TRACEBACK_ENV}=1 shows the traceback\n"
+        f"error: {found}\n  {type(found).__name__}{where}; {_TRACEBACK_ENV}=1 shows the traceback\n"
     )
 
 
 def _hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
-    found = configuration_error_of(value)
-    if found is None or os.environ.get(TRACEBACK_ENV, "") not in ("", "0"):
+    found = _configuration_error_of(value)
+    if found is None or os.environ.get(_TRACEBACK_ENV, "") not in ("", "0"):
         _previous_hook(kind, value, tb)
         return
-    sys.stderr.write(format_configuration_error(found, tb))
+    sys.stderr.write(_format(found, tb))
     sys.stderr.flush()
 
 
-def install() -> None:
-    """Show uncaught ``ConfigurationError`` as above; idempotent, and keeps the earlier hook
-    for every other exception."""
+def install_error_display() -> None:
+    """Show an uncaught ``ConfigurationError`` first and whole (``error: <subject>: N problems``,
+    one line per problem, where it was raised); idempotent, and every other exception keeps the
+    hook that was there before. ``CDK_LLM_SERVING_TRACEBACK=1`` restores Python's traceback."""
     global _previous_hook
     if sys.excepthook is not _hook:
         _previous_hook = sys.excepthook

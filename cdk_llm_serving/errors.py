@@ -1,4 +1,5 @@
-"""The one exception a construct raises for bad input, listing every problem at once."""
+"""The one exception a construct raises for bad input, listing every problem at once, and
+the checks that fill it (docs/design/errors-and-checks.md)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from typing import (
     get_args,
     get_origin,
     get_type_hints,
+    is_typeddict,
 )
 
 F = TypeVar("F", bound=Callable[..., None])
@@ -43,19 +46,10 @@ class Problem:
         value = str.__str__(self.value) if isinstance(self.value, CheckedName) else self.value
         return f"{self.property} = {value!r}: {self.allowed}"
 
-    def under(self, prefix: str) -> Problem:
-        """The same problem with its property under ``prefix.`` (unchanged for ``""``)."""
-        if not prefix:
-            return self
-        return Problem(f"{prefix}.{self.property}", self.value, self.allowed)
-
 
 class ConfigurationError(ValueError):
-    """Raised at synth time when a construct's input cannot deploy.
-
-    ``problems`` holds every problem found in that construct, so a user fixes
-    them in one pass instead of one synth per mistake.
-    """
+    """Raised at synth time when a construct's input cannot deploy; ``problems`` holds every
+    problem found in that construct, so a user fixes them in one pass."""
 
     def __init__(self, subject: str, problems: list[Problem]) -> None:
         self.subject = subject
@@ -71,8 +65,7 @@ class ArgumentError(ConfigurationError, TypeError):
     naming each, and still the ``TypeError`` Python raises for a call that does not bind."""
 
 
-#: The last errors made, so one that reached JavaScript (raised in a jsii callback while the
-#: CDK resolves a token) and came back as text can be shown whole (``error_display``).
+#: The last errors made: one that crossed jsii as text can be shown whole (``error_display``).
 _RECENT: collections.deque[ConfigurationError] = collections.deque(maxlen=32)
 
 
@@ -90,24 +83,23 @@ class Problems:
 
     @property
     def subject(self) -> str:
-        """What the problems are about; given as a function, named only when read (a
-        construct's path costs a jsii call, worth paying only to report a problem)."""
+        """What the problems are about; a function is called only when read (a construct's
+        path is a jsii call, paid only to report a problem)."""
         if callable(self._subject):
             self._subject = self._subject()
         return self._subject
-
-    @subject.setter
-    def subject(self, subject: str) -> None:
-        self._subject = subject
 
     def add(self, prop: str, value: Any, allowed: str) -> None:
         self._problems.append(Problem(prop, value, allowed))
 
     def extend(self, problems: Problems | Iterable[Problem], prefix: str = "") -> None:
         """Every problem of ``problems`` (another ``Problems``, or ``Problem`` objects such as
-        ``VllmConfig.problems()`` or ``HardwareCheck.problems``), each under ``prefix.``."""
+        ``VllmConfig.problems()``), each under ``prefix.``."""
         found = problems.problems() if isinstance(problems, Problems) else problems
-        self._problems.extend(problem.under(prefix) for problem in found)
+        self._problems.extend(
+            dataclasses.replace(p, property=f"{prefix}.{p.property}") if prefix else p
+            for p in found
+        )
 
     def absorb(self, error: ConfigurationError, prefix: str = "") -> None:
         """Every problem of ``error`` (raised by a value or loader), under ``prefix.``."""
@@ -129,69 +121,11 @@ class Problems:
             raise error(self.subject, self._problems)
 
 
-#: The release that removes the names deprecated now (CHANGELOG.md lists them).
-DEPRECATED_REMOVED_IN = "0.3.0"
-
-
-def renamed_argument(owner: str, old: str, old_value: Any, new: str, new_value: Any) -> Any:
-    """The value of an argument renamed from ``old`` to ``new`` (for one release both work).
-
-    ``old_value``/``new_value`` are what the caller passed (``None``: not passed). The old
-    name warns with a ``DeprecationWarning`` pointing at the caller's caller; both at once is
-    a ``ConfigurationError``. (Constructs warn through ``_cdk.deprecation`` instead, as synth
-    annotations.)
-    """
-    if old_value is None:
-        return new_value
-    if new_value is not None:
-        raise ConfigurationError(
-            owner, [Problem(old, old_value, f"deprecated name of {new}; give only {new}")]
-        )
-    warnings.warn(
-        f"{owner}: {old} is deprecated; use {new} (removed in {DEPRECATED_REMOVED_IN})",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return old_value
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def renamed_arguments(owner: str, **renames: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a function whose keyword ``old`` was renamed ``new`` (``old="new"``): the old
-    keyword still works for one release (``renamed_argument``: a ``DeprecationWarning``; both is
-    a ``ConfigurationError``), while the signature type checkers and ``inspect`` see, and its
-    required parameters, stay the new ones (so a type checker flags the old name)."""
-
-    def decorate(function: Callable[P, R]) -> Callable[P, R]:
-        signature = inspect.signature(function)
-
-        @functools.wraps(function)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            for old, new in renames.items():
-                if old in kwargs:
-                    old_value = kwargs.pop(old)
-                    given = signature.bind_partial(*args, **kwargs).arguments
-                    value = renamed_argument(owner, old, old_value, new, given.get(new))
-                    if new not in given:
-                        kwargs[new] = value
-            return function(*args, **kwargs)
-
-        return wrapper
-
-    return decorate
-
-
 class CheckedName(str):
-    """A name checked once, when it is made: the base of the library's typed identifiers
-    (``InstanceType``, ``KubernetesVersion``). A ``str``, so it renders, hashes and compares
-    as the plain name and a template is the same whichever a user passes.
-
-    A subclass gives ``_check(problems, prop, value) -> bool`` (adds the problem, with the
-    closest names, for a value it refuses) and ``_PROP``, the property its own error names.
-    """
+    """A name checked once, when it is made (``InstanceType``, ``KubernetesVersion``): a
+    ``str``, so a template is the same whichever a user passes. A subclass gives ``_check``
+    (adds the problem, with the closest names, for a value it refuses; returns whether it
+    accepts it) and ``_PROP``, the property its own error names."""
 
     _PROP: ClassVar[str]
 
@@ -252,10 +186,8 @@ class CheckedName(str):
 def check_choice(
     problems: Problems, prop: str, value: Any, allowed: Iterable[str], what: str
 ) -> bool:
-    """``value`` must be one of ``allowed``; the message names the closest matches.
-
-    Returns whether it was (so a caller can skip checks that need a known value).
-    """
+    """``value`` must be one of ``allowed``; the message names the closest matches. Returns
+    whether it was (so a caller can skip checks that need a known value)."""
     options = list(allowed)
     if isinstance(value, str) and value in options:
         return True
@@ -275,7 +207,7 @@ def literal_values(literal: Any) -> tuple[Any, ...]:
     origin = get_origin(literal)
     if origin is Literal:
         return get_args(literal)
-    if origin is Union or type(literal).__name__ == "UnionType":
+    if origin is Union or isinstance(literal, UnionType):
         return tuple(v for arg in get_args(literal) for v in literal_values(arg))
     return ()
 
@@ -292,11 +224,8 @@ def check_literal(problems: Problems, prop: str, value: Any, literal: Any, what:
 def check_sequence(
     problems: Problems, prop: str, value: Any, element: type | tuple[type, ...], what: str
 ) -> bool:
-    """``value`` must be a list (or tuple) whose elements are each ``what`` (``element``).
-
-    A string is refused as a whole (never one problem per character); each element of the
-    wrong type is one problem naming its index. Returns whether the sequence is usable.
-    """
+    """``value`` must be a list (or tuple) whose elements are each ``what`` (``element``): a
+    string is refused whole, each bad element is one problem. Returns whether it is usable."""
     if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
         problems.add(prop, value, f"must be a list, each element {what}; not {_kind(value)}")
         return False
@@ -346,83 +275,51 @@ def refuse_unknown_options(
     problems.raise_if_any()
 
 
-# -- props checked against their type hints (one mechanism for every construct) ---------
-#
-# Why not typeguard's ``check_type`` (2.13.3, the version jsii's bindings pin)? It decides a
-# different question: it accepts ``True`` for an ``int`` or ``float`` prop (``replicas=True``),
-# a string for a ``Sequence[str]`` (``instance_types="ml.p5.48xlarge"``, one problem per
-# character later) and mappings whatever their values; it refuses a tuple for a ``list[X]``
-# (users pass tuples); it stops at a list's first bad element; and its message
-# ("type of pools[1] must be InstancePool; got str instead") carries neither the value nor the
-# closest matches, so the path would be parsed back out of its text. Wrapping it to restore
-# those rules would keep all of the code below and add typeguard's. Its cost, measured: about
-# 0.16 ms for ``InstancePoolEndpoint``'s props with two pools (typeguard: 0.007 ms, checking
-# less), against about 50 ms of CPU per pool endpoint in ``bench/synth_bench.py``.
+# -- props checked against their type hints, by typeguard ------------------------------
 
 
-def type_matches(value: Any, hint: Any, literals: bool = True) -> bool:
-    """Whether ``value`` fits the type hint ``hint``; hints it cannot check count as a fit.
-
-    Checks classes, ``X | None`` and other unions, ``Literal``, lists/sequences (a string is
-    never a list of something else), mappings and tuples element by element. Protocols that
-    are not runtime-checkable (jsii interfaces such as ``IVpc``), ``Any``, callables and type
-    variables are not checked here.
-    """
+@functools.cache
+def _for_typeguard(hint: Any, literals: bool = True) -> Any:
+    """``hint`` as typeguard 2.13 (the version jsii pins) checks it by the library's rules:
+    ``X | Y`` as ``Union`` (typeguard 2.13 passes anything for it), no ``bool`` for a number,
+    a list or a tuple (never a string) for a sequence; a ``Literal`` is the owner's to check
+    (with the closest names) unless ``literals``, a ``TypedDict`` is a ``dict``
+    (``check_keywords`` names its keys). docs/design/errors-and-checks.md"""
     origin, args = get_origin(hint), get_args(hint)
-    if hint is Any or isinstance(hint, TypeVar) or origin is Unpack:
-        return True
-    if origin is Literal:
-        return not literals or any(value == v and type(value) is type(v) for v in args)
     if origin is Union or isinstance(hint, UnionType):
-        return any(type_matches(value, arg, literals) for arg in args)
-    if hint is None or hint is type(None):
-        return value is None
-    if origin is not None:
-        return _generic_matches(value, origin, args)
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    try:
-        return isinstance(value, hint)
-    except TypeError:  # a Protocol that is not runtime-checkable, a string annotation, ...
-        return True
-
-
-def _generic_matches(value: Any, origin: Any, args: tuple[Any, ...]) -> bool:
-    if origin in (list, tuple, collections.abc.Sequence):
-        if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
-            return False
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            return len(value) == len(args) and all(map(type_matches, value, args))
-        return not args or all(type_matches(item, args[0]) for item in value)
-    if origin in (dict, collections.abc.Mapping):
-        if not isinstance(value, Mapping):
-            return False
-        key, item = args if len(args) == 2 else (Any, Any)
-        return all(type_matches(k, key) and type_matches(v, item) for k, v in value.items())
-    if origin is collections.abc.Callable:
-        return callable(value)
-    try:
-        return isinstance(value, origin)
-    except TypeError:
-        return True
-
-
-def describe_hint(hint: Any) -> str:
-    """``InstancePool | None``, ``list of str``, ``one of a, b`` rather than typing's repr."""
-    origin, args = get_origin(hint), get_args(hint)
-    if origin is Literal:
-        return "one of " + ", ".join(map(str, args))
-    if origin is Union or isinstance(hint, UnionType):
-        return " | ".join(describe_hint(arg) for arg in args)
-    if hint is None or hint is type(None):
-        return "None"
-    if origin in (list, tuple, collections.abc.Sequence) and args:
-        return f"a list of {describe_hint(args[0])}"
+        return Union[tuple(_for_typeguard(arg, literals) for arg in args)]  # noqa: UP007
+    if (item := _list_element(hint)) is not None:
+        item = _for_typeguard(item, literals)
+        return Union[list[item], tuple[item, ...]]  # type: ignore[valid-type]  # noqa: UP007
     if origin in (dict, collections.abc.Mapping) and len(args) == 2:
-        return f"a mapping of {describe_hint(args[0])} to {describe_hint(args[1])}"
-    return str(getattr(hint, "__name__", hint)).replace("typing.", "")
+        return dict[_for_typeguard(args[0], literals), _for_typeguard(args[1], literals)]  # type: ignore[misc]
+    if origin is tuple and args:
+        return tuple[tuple(a if a is ... else _for_typeguard(a, literals) for a in args)]  # type: ignore[misc]
+    if (origin is Literal and not literals) or origin is Unpack or isinstance(hint, TypeVar):
+        return Any
+    return dict if is_typeddict(hint) else _NUMBERS.get(hint, hint)
+
+
+class _NotBool(type):
+    """``isinstance`` of a number that is not a ``bool`` (``True`` is an ``int`` to Python)."""
+
+    numbers: tuple[type, ...]
+
+    def __instancecheck__(cls, value: Any) -> bool:
+        return isinstance(value, cls.numbers) and not isinstance(value, bool)
+
+
+_NUMBERS = {
+    int: _NotBool("int", (), {"numbers": (int,)}),
+    float: _NotBool("float", (), {"numbers": (int, float)}),
+}
+
+
+def _describe(hint: Any) -> str:
+    """A type hint as its signature reads, without module paths (``ModelData | None``)."""
+    if isinstance(hint, type) and not get_args(hint):
+        return hint.__name__
+    return re.sub(r"(?<![\w.'])(?:[A-Za-z_]\w*\.)+", "", str(hint))
 
 
 def check_types(
@@ -432,37 +329,64 @@ def check_types(
     values, one for each element that does not fit, named by its index); the fields of
     dataclass values (``InstancePool``, ``VllmConfig``, ...) are checked the same way."""
     for name, value in values.items():
-        hint = hints.get(name)
-        if hint is None:
-            continue
-        if type_matches(value, hint, literals):
-            check_fields(problems, name, value, literals)
-            continue
-        if get_origin(hint) is Literal:
-            problems.add(name, value, f"must be {describe_hint(hint)}")
-            continue
-        element = _list_element(hint)
-        if element is not None and isinstance(value, list | tuple):
-            for index, item in enumerate(value):
-                if not type_matches(item, element, literals):
-                    what = describe_hint(element)
-                    problems.add(f"{name}[{index}]", item, f"must be {what}, not {_kind(item)}")
-        elif element is not None:
-            what = describe_hint(element)
-            problems.add(name, value, f"must be a list, each element {what}; not {_kind(value)}")
-        else:
-            problems.add(name, value, f"must be {describe_hint(hint)}, not {_kind(value)}")
+        if name in hints:
+            _check_value(problems, name, value, hints[name], literals)
 
 
+def _check_value(problems: Problems, prop: str, value: Any, hint: Any, literals: bool) -> None:
+    element = _list_element(hint)
+    if element is not None and isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_value(problems, f"{prop}[{index}]", item, element, literals)
+        return
+    import typeguard  # here: the eval gate's Lambda runs this module without typeguard
+
+    try:
+        typeguard.check_type(prop, value, _for_typeguard(hint, literals))
+    except TypeError:
+        expected = _describe(hint) + ","
+        if element is not None:
+            expected = f"a list, each element {_describe(element)};"
+        problems.add(prop, value, f"must be {expected} not {_kind(value)}")
+    else:
+        check_fields(problems, prop, value, literals)
+
+
+@functools.cache
 def _list_element(hint: Any) -> Any:
-    """``X`` of ``Sequence[X]`` (or of ``Sequence[X] | None``); ``None`` for other hints."""
+    """``X`` of ``Sequence[X]``, ``list[X]`` or ``tuple[X, ...]`` (or of one of them ``| None``);
+    ``None`` for other hints."""
     options = (
         get_args(hint) if isinstance(hint, UnionType) or get_origin(hint) is Union else (hint,)
     )
     for option in options:
-        if get_origin(option) in (list, collections.abc.Sequence) and get_args(option):
-            return get_args(option)[0]
+        origin, args = get_origin(option), get_args(option)
+        if origin in (list, collections.abc.Sequence) and args:
+            return args[0]
+        if origin is tuple and len(args) == 2 and args[1] is ...:
+            return args[0]
     return None
+
+
+def check_fields(problems: Problems, prop: str, value: Any, literals: bool = True) -> None:
+    """The fields of a dataclass value, each against its type hint, under ``prop.``."""
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return
+    hints = _hints(type(value))
+    fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+    nested = Problems("")
+    check_types(nested, hints, fields, literals)
+    problems.extend(nested, prop)
+
+
+@functools.cache
+def _hints(owner: Callable[..., Any]) -> dict[str, Any]:
+    """``owner``'s resolved type hints, kept (resolving costs more than checking them); none
+    for an annotation that cannot be resolved here."""
+    try:
+        return get_type_hints(owner)
+    except (NameError, TypeError):
+        return {}
 
 
 def checked_props(init: F) -> F:
@@ -470,40 +394,34 @@ def checked_props(init: F) -> F:
     first, so a wrong type is one ``ConfigurationError`` naming the prop, not an
     ``AttributeError`` from deep inside."""
     signature = inspect.signature(init)
-    # Resolved on first use (the module is whole by then) and kept: resolving a signature's
-    # hints costs more than checking them, and a stack builds these constructs by the dozen.
-    resolved: list[dict[str, Any]] = []
 
     @functools.wraps(init)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
-        if not resolved:
-            try:
-                resolved.append(get_type_hints(init))
-            except (NameError, TypeError):  # an annotation that cannot be resolved here
-                pass
+        owner = type(self).__name__
         try:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError:  # a missing, unknown or extra argument: named, with what is allowed
-            _binding_problems(type(self).__name__, signature, args, kwargs).raise_if_any(
-                ArgumentError
-            )
+            _binding_problems(owner, signature, args, kwargs).raise_if_any(ArgumentError)
             raise
         values = {
             name: value
             for name, value in bound.arguments.items()
             if signature.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
         }
-        problems = Problems(type(self).__name__)
-        # Literal values are checked with every other problem by the construct itself.
-        check_types(problems, resolved[0] if resolved else {}, values, literals=False)
-        if problems:  # the construct's path only when it is shown (reading it is a jsii call)
-            scope, id = bound.arguments.get("scope"), bound.arguments.get("id")
-            path = getattr(getattr(scope, "node", None), "path", "")
-            problems.subject = f"{problems.subject} '{path + '/' if path else ''}{id}'"
-            problems.raise_if_any()
+        problems = Problems(lambda: _construct(owner, bound.arguments))
+        # Hints resolved on first use (the module is whole by then). Literal values are
+        # checked with every other problem by the construct itself (closest names).
+        check_types(problems, _hints(init), values, literals=False)
+        problems.raise_if_any()
         init(self, *args, **kwargs)
 
     return cast(F, wrapper)
+
+
+def _construct(owner: str, arguments: Mapping[str, Any]) -> str:
+    """``Owner 'path/id'`` (the path only when shown: reading it is a jsii call)."""
+    path = getattr(getattr(arguments.get("scope"), "node", None), "path", "")
+    return f"{owner} '{path + '/' if path else ''}{arguments.get('id')}'"
 
 
 def _binding_problems(
@@ -515,11 +433,8 @@ def _binding_problems(
     parameters = [p for name, p in signature.parameters.items() if name != "self"]
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     keywords = {p.name for p in parameters if p.kind is not p.POSITIONAL_ONLY}
-    given = {p.name for p in positional[: len(args)]} | set(kwargs)
-    scope = args[0] if args else kwargs.get("scope")
-    id = args[1] if len(args) > 1 else kwargs.get("id")
-    path = getattr(getattr(scope, "node", None), "path", "")
-    problems = Problems(f"{owner} '{path + '/' if path else ''}{id}'")
+    given = dict(zip((p.name for p in positional), args, strict=False)) | kwargs
+    problems = Problems(_construct(owner, given))
     if len(args) > len(positional):
         problems.add(
             "(positional)",
@@ -538,20 +453,58 @@ def _binding_problems(
     return problems
 
 
-def check_fields(problems: Problems, prop: str, value: Any, literals: bool = True) -> None:
-    """The fields of a dataclass value (and of the dataclasses in a list of them)."""
-    items = enumerate(value) if isinstance(value, list | tuple) else None
-    if items is not None:
-        for index, item in items:
-            check_fields(problems, f"{prop}[{index}]", item, literals)
-        return
-    if not dataclasses.is_dataclass(value) or isinstance(value, type):
-        return
-    try:
-        hints = get_type_hints(type(value))
-    except (NameError, TypeError):
-        return
-    fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
-    nested = Problems("")
-    check_types(nested, hints, fields, literals)
-    problems.extend(nested, prop)
+# -- deleted at merge, once no module uses them (pre-release compatibility) ------------
+
+#: The release that removes the names deprecated now (CHANGELOG.md lists them).
+DEPRECATED_REMOVED_IN = "0.3.0"
+
+
+def renamed_argument(owner: str, old: str, old_value: Any, new: str, new_value: Any) -> Any:
+    """The value of an argument renamed from ``old`` to ``new`` (for one release both work).
+
+    ``old_value``/``new_value`` are what the caller passed (``None``: not passed). The old
+    name warns with a ``DeprecationWarning`` pointing at the caller's caller; both at once is
+    a ``ConfigurationError``. (Constructs warn through ``_cdk.deprecation`` instead, as synth
+    annotations.)
+    """
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise ConfigurationError(
+            owner, [Problem(old, old_value, f"deprecated name of {new}; give only {new}")]
+        )
+    warnings.warn(
+        f"{owner}: {old} is deprecated; use {new} (removed in {DEPRECATED_REMOVED_IN})",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return old_value
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def renamed_arguments(owner: str, **renames: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function whose keyword ``old`` was renamed ``new`` (``old="new"``): the old
+    keyword still works for one release (``renamed_argument``: a ``DeprecationWarning``; both is
+    a ``ConfigurationError``), while the signature type checkers and ``inspect`` see, and its
+    required parameters, stay the new ones (so a type checker flags the old name)."""
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            for old, new in renames.items():
+                if old in kwargs:
+                    old_value = kwargs.pop(old)
+                    given = signature.bind_partial(*args, **kwargs).arguments
+                    value = renamed_argument(owner, old, old_value, new, given.get(new))
+                    if new not in given:
+                        kwargs[new] = value
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

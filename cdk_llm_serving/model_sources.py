@@ -25,13 +25,9 @@ _DIGEST = re.compile(r"@sha256:[a-f0-9]{64}$")
 def warn_if_tag_only(
     scope: IConstruct, prop: str, image_uri: str, *, pin: str | None = None
 ) -> None:
-    """Warn (id ``cdk-llm-serving:imageTagOnly``) when ``image_uri`` names no digest.
-
-    A tag can be moved to other content after review; a digest names the exact image
-    (docs.aws.amazon.com/AmazonECR/latest/userguide/image-tag-mutability.html). The warning
-    says how to pin: the command that reads the tag's digest (``how_to_pin``) and the form
-    ``prop`` takes, ``pin`` (default: ``<prop> = "<repository>:<tag>@sha256:<digest>"``).
-    """
+    """Warn (id ``cdk-llm-serving:imageTagOnly``) when ``image_uri`` names no digest: a tag can
+    be moved (docs.aws.amazon.com/AmazonECR/latest/userguide/image-tag-mutability.html). The
+    warning says how to pin: the command (``how_to_pin``) and the form ``prop`` takes, ``pin``."""
     if _DIGEST.search(image_uri) or (image_uri.endswith("}") and is_unresolved(image_uri)):
         return  # pinned, or its tag/digest is a deploy-time value we cannot judge
     Annotations.of(scope).add_warning_v2(
@@ -42,8 +38,7 @@ def warn_if_tag_only(
     )
 
 
-#: ``<registry>/<repository>:<tag>`` of an image reference (the registry when it has a dot,
-#: a colon or is ``localhost``, as Docker reads references: distribution/reference).
+#: ``<registry>/<repository>:<tag>`` of an image reference (as distribution/reference reads it).
 _REFERENCE = re.compile(
     r"^(?:(?P<registry>[^/]+)/)?(?P<repository>[^:@]+)(?::(?P<tag>[\w][\w.-]*))?$"
 )
@@ -53,14 +48,9 @@ ECR_REGISTRY = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]
 
 
 def how_to_pin(image_uri: str) -> str:
-    """The command that prints the digest ``image_uri``'s tag names now.
-
-    Private Amazon ECR: ``aws ecr describe-images ... --query 'imageDetails[0].imageDigest'``
-    (AWS CLI reference, ecr describe-images: ``imageDetails[].imageDigest``). Any registry:
-    ``crane digest`` (google/go-containerregistry) or ``docker buildx imagetools inspect``
-    (Docker docs, buildx imagetools inspect ``--format '{{json .Manifest.Digest}}'``); both
-    print the digest of the image index for a multi-platform tag, which is what to pin.
-    """
+    """The command that prints the digest ``image_uri``'s tag names now: ``aws ecr
+    describe-images`` for private Amazon ECR, else ``crane digest`` or ``docker buildx
+    imagetools inspect`` (docs/design/errors-and-checks.md, "Images and weights")."""
     match = _REFERENCE.match(image_uri)
     registry, repository, tag = (
         (match["registry"] or "", match["repository"], match["tag"] or "latest")
@@ -71,9 +61,7 @@ def how_to_pin(image_uri: str) -> str:
         registry, repository = "", f"{registry}/{repository}"  # docker.io/<user>/<name>
     ecr_registry = ECR_REGISTRY.match(registry)
     if ecr_registry:
-        # The registry's domain may be a deploy-time value (``AWS::URLSuffix``): no crane then.
-        # Read from the text (a string token is ``${Token[...]}``, the CDK guide's "Tokens and
-        # token encodings"): no jsii call on every image (tests/sagemaker/test_endpoint_cost.py).
+        # A deploy-time registry domain (``AWS::URLSuffix``, a ``${Token[...]}``): no crane.
         other = "" if "${Token[" in image_uri else f" (or crane digest {image_uri} once logged in)"
         return (
             "Read the digest its tag names now: aws ecr describe-images "
@@ -95,8 +83,6 @@ _ECR_IMAGE_URI = re.compile(
 #: Archive names that would become an (empty) S3Prefix data source: ModelData serves files.
 _ARCHIVES = (".tar.gz", ".tgz", ".tar")
 _S3_URI = re.compile(r"^s3://(?P<bucket>[^/]+)/(?P<prefix>.*)$")
-#: General purpose bucket naming rules (3-63 characters; lowercase letters, digits, dots and
-#: hyphens; a letter or digit at each end):
 #: docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$")
 _BUCKET_NAME_LENGTH = range(3, 64)
@@ -104,21 +90,16 @@ _BUCKET_NAME_LENGTH = range(3, 64)
 
 @dataclass(frozen=True)
 class ContainerImage:
-    """An image in Amazon ECR, with the repository the model's role may pull from.
-
-    SageMaker hosting pulls from private ECR (AWS's deep-learning containers live
-    there too), so the repository is what the execution role is granted: no other.
-    """
+    """An image in private Amazon ECR (where SageMaker hosting pulls from), with the repository
+    the model's role may pull from: no other."""
 
     image_uri: str
     repository_arn: str | None = None
     #: For ``from_dlc``: the DLC repository and tag, resolved per stack by ``bind``.
     dlc: tuple[str, str] | None = None
-    #: Whether the image's entrypoint turns a JSON array in an ``SM_VLLM_*`` value into one
-    #: argument per element (AWS's ``sagemaker_args.py`` since aws/deep-learning-containers
-    #: dceae13, 2026-08-19), so two served names need no config file
+    #: Whether the entrypoint splits a JSON array in an ``SM_VLLM_*`` value into arguments
     #: (``sagemaker.served_names``). Default: ``False`` (UNCONFIRMED which published tags
-    #: carry it; ``with_json_array_arguments`` declares it).
+    #: carry it: docs/design/errors-and-checks.md; ``with_json_array_arguments`` declares it).
     json_array_arguments: bool = False
     #: How the tag-only warning tells to pin this image (``bind`` sets it for a DLC image).
     pin_form: str | None = None
@@ -158,17 +139,10 @@ class ContainerImage:
 
     @classmethod
     def from_dlc(cls, repository: str, tag: str, digest: str | None = None) -> ContainerImage:
-        """An AWS Deep Learning Container, e.g. ``from_dlc("vllm", "server-sagemaker-cuda-v1")``.
-
-        The account that hosts the DLCs differs by region (763104351884 in most,
-        871362719292 in ap-east-1, 727897471807 in China, ...): it comes from aws-cdk-lib's
-        region facts (``FactName.DLC_REPOSITORY_ACCOUNT``) for the stack's region, and the
-        registry's domain from the partition (``AWS::URLSuffix``). A stack without a
-        concrete region gets a CloudFormation mapping over the regions aws-cdk-lib knows.
-
-        ``digest`` (``sha256:…``) pins the image the tag names: the URI becomes
-        ``<repository>:<tag>@sha256:…``, which SageMaker pulls by digest.
-        """
+        """An AWS Deep Learning Container, e.g. ``from_dlc("vllm", "server-sagemaker-cuda-v1")``:
+        the account of the stack's region from aws-cdk-lib's region facts
+        (``FactName.DLC_REPOSITORY_ACCOUNT``; a mapping for a stack without a region).
+        ``digest`` (``sha256:…``) pins the image: ``<repository>:<tag>@sha256:…``."""
         pinned = tag if digest is None else f"{tag}@{digest}"
         return cls(image_uri=f"<dlc>/{repository}:{pinned}", dlc=(repository, pinned))
 
@@ -193,11 +167,8 @@ class ContainerImage:
         )
 
     def validate(self, problems: Problems, prop: str, *, region: str | None = None) -> None:
-        """Shape of the URI; with a concrete stack ``region``, the image must live there.
-
-        CreateModel refuses an ECR image from another region (SageMaker pulls images
-        from the model's own region only).
-        """
+        """Shape of the URI; with a concrete stack ``region``, the image must live there
+        (CreateModel pulls from the model's own region only)."""
         if self.dlc is not None:
             problems.add(
                 prop,
@@ -241,19 +212,10 @@ class ContainerImage:
 
 @dataclass(frozen=True)
 class ModelData:
-    """Uncompressed model weights under one S3 prefix (SageMaker ``ModelDataSource``).
-
-    The SageMaker path's one way to pass weights: ``ServingModel(model_data=...)`` takes the
-    weights of its one copy, ``VllmPoolEndpoint(weights={format: ModelData})`` one per weight
-    format its pools may load.
-
-    Weights are served as individual files (``CompressionType: None``): no
-    multi-GB tarball to unpack on every instance start.
-
-    Read grants carry an ``aws:ResourceAccount`` condition: the bucket must belong to
-    ``bucket_account`` (default: the account of the stack that grants), so a bucket of the
-    same name in someone else's account is never read.
-    """
+    """Uncompressed model weights under one S3 prefix (SageMaker ``ModelDataSource``,
+    ``CompressionType: None``): ``ServingModel(model_data=...)``,
+    ``VllmPoolEndpoint(weights={format: ModelData})``. Read grants require the bucket to belong
+    to ``bucket_account`` (default: the granting stack's account)."""
 
     bucket_name: str
     prefix: str
@@ -276,11 +238,8 @@ class ModelData:
         encryption_key: kms.IKey | None = None,
         bucket_account: str | None = None,
     ) -> ModelData:
-        """``s3://bucket/prefix/``; an unparseable URI is reported by ``validate``.
-
-        ``bucket_account``: the 12-digit account that owns the bucket, when it is not the
-        deploying account.
-        """
+        """``s3://bucket/prefix/`` (an unparseable URI is reported by ``validate``);
+        ``bucket_account``: the account that owns the bucket, when it is not the deploying one."""
         match = _S3_URI.match(uri)
         if not match:
             return cls(bucket_name="", prefix=uri, encryption_key=encryption_key)

@@ -4,8 +4,9 @@ cdk-nag's ``HIPAASecurityChecks``, ``NIST80053R5Checks`` and ``PCIDSS321Checks``
 ``AwsSolutionsChecks`` and the statement-bound ``WildcardStatements`` (``app.py``, the test
 suite). The three compliance packs share the rules found here (the same cdk-nag rule
 functions): each reason is acknowledged once, under every pack that applies the rule
-(``_cdk/nag.py`` ``compliance_rule_ids``). Findings on resources aws-cdk-lib generates are acknowledged where the constructs
-acknowledge their AwsSolutions findings (``_cdk/nag.py``); these are the reference's own.
+(``_cdk/nag.py`` ``compliance_rule_ids``). Findings on resources aws-cdk-lib generates are
+acknowledged where the constructs acknowledge their AwsSolutions findings; these are the
+reference's own.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ REFERENCE_NAG_PACKS: tuple[Callable[[App], IPolicyValidationPlugin], ...] = (
     HIPAASecurityChecks,
     NIST80053R5Checks,
     PCIDSS321Checks,
-    # Statement-bound wildcard acknowledgements (issue 32): cdk-nag's IAM5 names a
-    # finding by resource only, so one reasoned ``*`` would hide any new one.
+    # Statement-bound wildcard acknowledgements: cdk-nag's IAM5 names a finding by
+    # resource only, so one reasoned ``*`` would hide any new one.
     WildcardStatements,
 )
 

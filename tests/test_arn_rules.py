@@ -1,4 +1,4 @@
-"""Issue 31: a resource given by ARN from another region, partition or service is refused where
+"""A resource given by ARN from another region, partition or service is refused where
 it is used (``_cdk/arns.py``): the rules on literal ARNs, on tokens, and on a stack without a
 literal region; the partitions from botocore's data."""
 

@@ -1,4 +1,4 @@
-"""Issue 31: boundaries the behaviour tests did not reach, each pinned where a wrong comparison
+"""Boundaries the behaviour tests did not reach, each pinned where a wrong comparison
 (``<`` for ``<=``, a sum for a maximum, the largest group for the slowest) would show."""
 
 from __future__ import annotations
@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from cdk_llm_serving import ConfigurationError, InferenceComponentEndpoint, InstancePool
-from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
-from cdk_llm_serving.hyperpod.node_readiness import group_budget, wait_budget
-from cdk_llm_serving.planning import PlanningError, plan
-from cdk_llm_serving.planning.objective import Objective
 from cdk_llm_serving.core.fleet_utilization import (
     PoolCapacity,
     fleet_utilization_queries,
     weighted_backlog_queries,
 )
+from cdk_llm_serving.hyperpod.instance_group import HyperPodInstanceGroup
+from cdk_llm_serving.hyperpod.node_readiness import group_budget, wait_budget
+from cdk_llm_serving.planning import PlanningError, plan
+from cdk_llm_serving.planning.objective import Objective
 from tests.support.builders import new_stack, pool_endpoint
 from tests.support.hyperpod import deepseek_service, small_cluster
 

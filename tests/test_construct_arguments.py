@@ -1,5 +1,4 @@
-"""Issue 31: a misspelled, missing or extra argument to a construct is one
-``ConfigurationError`` naming each (with the closest prop names), not Python's ``TypeError``
+"""A misspelled, missing or extra argument to a construct is one ``ConfigurationError`` naming each (with the closest prop names), not Python's ``TypeError``
 that names only the first. Every public construct whose ``__init__`` is ``checked_props``."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Issue 31: under ``cdk synth`` a ``ConfigurationError`` is the first and whole thing the user
-reads, not the last lines of a traceback through jsii. Each case runs a real app in a
+"""Under ``cdk synth``, in an app that calls ``install_error_display()``, a ``ConfigurationError``
+is the first and whole thing the user reads, not the last lines of a traceback through jsii. Each case runs a real app in a
 subprocess (what the CDK CLI runs), and one runs the real CDK CLI (how it shows an app's
 failure is the constraint)."""
 
@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: A pool property the construct refuses (a plain constructor error).
 BAD_PROP = """
 from aws_cdk import App, Stack
-from cdk_llm_serving import ContainerImage, ModelData, ServingModel
+from cdk_llm_serving import ContainerImage, ModelData, ServingModel, install_error_display
+install_error_display()
 app = App()
 stack = Stack(app, "S", env={"region": "us-west-2"})
 ServingModel(stack, "Model", image=ContainerImage.from_dlc("vllm", "server-sagemaker-cuda-v1"),
@@ -29,7 +30,7 @@ app.synth()
 IN_A_TOKEN = """
 import jsii
 from aws_cdk import App, CfnResource, IStableAnyProducer, Lazy, Stack
-from cdk_llm_serving import ConfigurationError, Problem
+from cdk_llm_serving import ConfigurationError, Problem, install_error_display
 
 @jsii.implements(IStableAnyProducer)
 class Late:
@@ -37,6 +38,7 @@ class Late:
         raise ConfigurationError("Late 'S/R'", [Problem("a", 1, "must be 2"),
                                                Problem("b", "x" * 80, "must be short")])
 
+install_error_display()
 app = App()
 stack = Stack(app, "S")
 CfnResource(stack, "R", type="AWS::SNS::Topic", properties={"TopicName": Lazy.any(Late())})
@@ -44,6 +46,7 @@ app.synth()
 """
 OTHER = """
 import cdk_llm_serving
+cdk_llm_serving.install_error_display()
 raise RuntimeError("not ours")
 """
 
@@ -76,7 +79,7 @@ def test_a_construct_error_is_the_first_line_and_whole(tmp_path):
     assert lines[1].startswith("  - served_model_name = 'a b': ")
     assert "Traceback" not in result.stderr and len(lines) == 3, result.stderr
     assert "raised at cdk_llm_serving/sagemaker/serving_model.py:" in lines[2]
-    assert "app.py:6" in lines[2]  # the app's own line that led there
+    assert "app.py:7" in lines[2]  # the app's own line that led there
 
 
 def test_an_error_raised_while_a_token_resolves_is_shown_whole(tmp_path):
@@ -96,6 +99,27 @@ def test_the_traceback_on_request(tmp_path):
     result = run(tmp_path, BAD_PROP, CDK_LLM_SERVING_TRACEBACK="1")
     assert "Traceback (most recent call last)" in result.stderr
     assert "cdk_llm_serving.errors.ConfigurationError: ServingModel" in result.stderr
+
+
+def test_importing_the_package_leaves_the_excepthook_alone():
+    """No global side effect on import: the display is the app's choice, one call."""
+    script = """
+import sys
+hook = sys.excepthook
+import cdk_llm_serving
+from cdk_llm_serving import InstancePoolEndpoint, error_display
+assert sys.excepthook is hook, "import replaced sys.excepthook"
+cdk_llm_serving.install_error_display()
+cdk_llm_serving.install_error_display()  # idempotent: the earlier hook is kept once
+assert sys.excepthook is not hook and error_display._previous_hook is hook
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT, timeout=300)
+
+
+def test_without_the_call_python_s_traceback_stays(tmp_path):
+    result = run(tmp_path, BAD_PROP.replace("install_error_display()\n", ""))
+    assert "Traceback (most recent call last)" in result.stderr
+    assert not result.stderr.startswith("error:")
 
 
 def test_other_errors_keep_their_traceback(tmp_path):

@@ -177,6 +177,7 @@ def test_top_level_exports_every_public_construct_lazily():
         "VllmConfig",
         "VllmConfigError",
         "default_catalog",
+        "install_error_display",
         "plan",
     }
     assert set(cdk_llm_serving.__all__) == construct_names | eager

@@ -1,4 +1,4 @@
-"""Issue 31: one row per kind of mistake the issue lists, each stopping synth with one
+"""One row per kind of input mistake, each stopping synth with one
 ``ConfigurationError`` naming the property. The rule for each kind lives where the value is
 used; the detailed messages are pinned in the tests beside each rule (test_arn_rules,
 test_endpoint_validation, test_user_mistakes, test_names, test_boundaries)."""

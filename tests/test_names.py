@@ -1,4 +1,4 @@
-"""Names that become other systems' names (#31): the transformation or the refusal, stated."""
+"""Names that become other systems' names: the transformation or the refusal, stated."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 15: any input to the main constructs either builds a template cfn-lint accepts or
+"""Any input to the main constructs either builds a template cfn-lint accepts or
 raises ConfigurationError, never another exception (hypothesis over their props).
 
 Each example draws which props to get wrong (often none, so valid inputs are built and

@@ -1,4 +1,4 @@
-"""One vocabulary across the public surface (#25): a walk over ``cdk_llm_serving.__all__``.
+"""One vocabulary across the public surface: a walk over ``cdk_llm_serving.__all__``.
 
 Every exported class, its constructor, its ``from_*``/``build_*`` class methods and its
 dataclass fields are read for the rules below, so a new construct that says an old name, takes

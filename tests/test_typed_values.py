@@ -1,9 +1,7 @@
-"""Typed identifiers (#25): instance types, weight formats, model presets, and the one error
-channel and deprecation path they share."""
+"""Typed identifiers: instance types, weight formats, model presets, and the one error channel
+they share."""
 
 from __future__ import annotations
-
-import warnings
 
 import pytest
 
@@ -12,7 +10,7 @@ from cdk_llm_serving._cdk.service_limits import (
     hyperpod_instance_types,
     production_variant_instance_types,
 )
-from cdk_llm_serving.errors import Problems, renamed_argument
+from cdk_llm_serving.errors import Problems
 from cdk_llm_serving.planning import UnknownInstanceTypeError, default_catalog, plan
 
 
@@ -96,16 +94,6 @@ def test_planning_and_catalog_errors_are_configuration_errors():
         default_catalog().get("ml.p5.48xlarg")
     assert isinstance(unknown.value, UnknownInstanceTypeError)
     assert "closest: ml.p5.48xlarge" in str(unknown.value)
-
-
-def test_a_renamed_argument_warns_and_refuses_both():
-    with pytest.warns(DeprecationWarning, match="f: old is deprecated; use new"):
-        assert renamed_argument("f", "old", 1, "new", None) == 1
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert renamed_argument("f", "old", None, "new", 2) == 2
-    with pytest.raises(ConfigurationError, match="give only new"):
-        renamed_argument("f", "old", 1, "new", 2)
 
 
 def test_coerce_converts_known_names_and_leaves_the_rest_for_validate():

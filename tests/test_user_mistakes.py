@@ -1,4 +1,4 @@
-"""Issue 15: every plausible mistake stops synth with one ConfigurationError naming the
+"""Every plausible mistake stops synth with one ConfigurationError naming the
 property, the value and what is allowed. One row per kind of mistake, with the exact message."""
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ Case = tuple[str, Callable[..., Any], str]
 
 #: (kind, the mistake, the exact problem it must produce)
 CASES: list[Case] = [
-    # -- raw Python/jsii errors before issue 15 -------------------------------------------
+    # -- once raw Python/jsii errors --------------------------------------------------------
     (
         "a model store namespace that is not DNS-1123",
         lambda: fsx_store("models/ds3", namespace="Models_NS"),

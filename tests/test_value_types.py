@@ -37,18 +37,30 @@ def test_value_type_validates_under_the_property_it_was_given_as(name):
     assert parameters[:3] == ["self", "problems", "prop"]
 
 
-def test_prop_types_follow_the_library_s_rules_not_typeguard_s():
-    """Why ``errors.check_types`` is not typeguard's ``check_type`` (see errors.py): a bool is
-    not a count, a string is not a list of strings, a tuple is a list, and every bad element is
-    its own problem with its value."""
-    from collections.abc import Sequence
-
-    import typeguard
+def test_prop_types_refuse_a_bool_count_a_string_list_and_each_bad_element():
+    """typeguard decides, on the library's form of each hint (``errors._for_typeguard``): a
+    bool is not a count, a string is not a list of strings, a tuple is a list, ``X | None``
+    and a mapping's values are checked, and every bad element is its own problem."""
+    from collections.abc import Mapping, Sequence
 
     from cdk_llm_serving.errors import Problems, check_types
 
-    hints = {"replicas": int, "instance_types": Sequence[str], "sizes": list[int]}
-    values = {"replicas": True, "instance_types": "ml.p5.48xlarge", "sizes": (1, "2", 3.5)}
+    hints = {
+        "replicas": int,
+        "instance_types": Sequence[str],
+        "sizes": list[int],
+        "name": str | None,
+        "environment": Mapping[str, str],
+        "labels": tuple[str, ...],
+    }
+    values = {
+        "replicas": True,
+        "instance_types": "ml.p5.48xlarge",
+        "sizes": (1, "2", 3.5),
+        "name": 3,
+        "environment": {"A": 1},
+        "labels": ["a", "b"],
+    }
     problems = Problems("X")
     check_types(problems, hints, values)
     assert [str(p) for p in problems.problems()] == [
@@ -56,9 +68,6 @@ def test_prop_types_follow_the_library_s_rules_not_typeguard_s():
         "instance_types = 'ml.p5.48xlarge': must be a list, each element str; not a str",
         "sizes[1] = '2': must be int, not a str",
         "sizes[2] = 3.5: must be int, not a float",
+        "name = 3: must be str | None, not an int",
+        "environment = {'A': 1}: must be Mapping[str, str], not a dict",
     ]
-    # typeguard takes the first two and stops at the tuple (not a list), naming no value.
-    typeguard.check_type("replicas", True, int)
-    typeguard.check_type("instance_types", "ml.p5.48xlarge", Sequence[str])
-    with pytest.raises(TypeError, match="must be a list; got tuple instead"):
-        typeguard.check_type("sizes", (1, "2", 3.5), list[int])

@@ -1,19 +1,9 @@
-"""ARNs checked against where they are used: service, resource type, partition and region (#31).
+"""ARNs checked against where they are used: service, resource type, partition and region.
 
-A construct that takes another resource by ARN (a training plan, a capacity reservation, an ACM
-certificate, a KMS key, an SNS topic, an alarm) used to check at most the ARN's shape, so one
-from another region, another partition or another service synthesized and failed at deploy
-time. ``check_arn`` refuses, at synth, an ARN whose
-
-- **service or resource type** is not what the property takes (an SNS topic's ARN given for a
-  training plan);
-- **partition** differs from the stack's (a literal stack region decides it through botocore's
-  ``partitions.json``; ``_partitions``): no AWS service reaches across partitions;
-- **region** differs from the stack's literal region, for the resources each rule says are used
-  in their own region only (see ``ArnRule.same_region`` and each rule's ``source``).
-
-An unresolved ARN (a token) or a stack without a literal region is checked as far as the literal
-parts allow.
+An ARN of another service or resource type, of another partition than the stack's (no service
+reaches across partitions) or of another region, for resources used in their own region only,
+is refused at synth; a token is checked as far as its literal parts allow. Each rule's
+``source`` says why (docs/design/errors-and-checks.md, "ARNs").
 """
 
 from __future__ import annotations
@@ -26,20 +16,6 @@ from .._partitions import partition_of_region
 from ..errors import Problems
 from .stacks import region_of_stack
 from .validation import is_unresolved
-
-__all__ = [
-    "ACM_CERTIFICATE",
-    "CLOUDWATCH_ALARM",
-    "HYPERPOD_CLUSTER",
-    "IAM_ROLE",
-    "KMS_KEY",
-    "ML_RESERVATION",
-    "SNS_TOPIC",
-    "TRAINING_PLAN",
-    "ArnRule",
-    "arn_problems",
-    "check_arn",
-]
 
 
 @dataclass(frozen=True)
@@ -62,26 +38,14 @@ class ArnRule:
     source: str
 
 
-#: Training plans reserve capacity in one region for clusters of that region
-#: (https://docs.aws.amazon.com/sagemaker/latest/dg/reserve-capacity-with-training-plans.html).
+_TRAINING_PLANS = (
+    "docs.aws.amazon.com/sagemaker/latest/dg/reserve-capacity-with-training-plans.html"
+)
 TRAINING_PLAN = ArnRule(
-    "a SageMaker training plan",
-    "sagemaker",
-    ("training-plan/",),
-    True,
-    "docs.aws.amazon.com/sagemaker/latest/dg/reserve-capacity-with-training-plans.html",
+    "a SageMaker training plan", "sagemaker", ("training-plan/",), True, _TRAINING_PLANS
 )
-#: An endpoint's ML capacity reservation (a training plan or a reservation of its region:
-#: botocore's ``MlReservationArn`` admits any ``<type>/`` of sagemaker).
-ML_RESERVATION = ArnRule(
-    "an ML capacity reservation",
-    "sagemaker",
-    (),
-    True,
-    "docs.aws.amazon.com/sagemaker/latest/dg/reserve-capacity-with-training-plans.html",
-)
-#: "To use a certificate with Elastic Load Balancing for the same site ... you must request or
-#: import the certificate in each Region" (https://docs.aws.amazon.com/acm/latest/userguide/acm-regions.html).
+#: A training plan or a reservation of its region (botocore's ``MlReservationArn``: any type).
+ML_RESERVATION = ArnRule("an ML capacity reservation", "sagemaker", (), True, _TRAINING_PLANS)
 ACM_CERTIFICATE = ArnRule(
     "an ACM certificate",
     "acm",
@@ -89,9 +53,6 @@ ACM_CERTIFICATE = ArnRule(
     True,
     "docs.aws.amazon.com/acm/latest/userguide/acm-regions.html",
 )
-#: KMS keys are regional; a service encrypts with a key of its own region (multi-Region keys
-#: are replicated, each replica with its own region's ARN)
-#: (https://docs.aws.amazon.com/kms/latest/developerguide/multi-region-keys-overview.html).
 KMS_KEY = ArnRule(
     "a KMS key",
     "kms",
@@ -99,9 +60,6 @@ KMS_KEY = ArnRule(
     True,
     "docs.aws.amazon.com/kms/latest/developerguide/multi-region-keys-overview.html",
 )
-#: SNS notifications of an alarm or of asynchronous inference go to a topic of their region
-#: (CloudWatch: "The Amazon SNS topic must be in the same Region as the alarm",
-#: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Notify_Users_Alarm_Changes.html).
 SNS_TOPIC = ArnRule(
     "an SNS topic",
     "sns",
@@ -109,9 +67,6 @@ SNS_TOPIC = ArnRule(
     True,
     "docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Notify_Users_Alarm_Changes.html",
 )
-#: An endpoint's rollback alarms are given to SageMaker by name (``AlarmName`` in
-#: ``AutoRollbackConfig``), looked up in the endpoint's region
-#: (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_Alarm.html).
 CLOUDWATCH_ALARM = ArnRule(
     "a CloudWatch alarm",
     "cloudwatch",
@@ -119,7 +74,6 @@ CLOUDWATCH_ALARM = ArnRule(
     True,
     "docs.aws.amazon.com/sagemaker/latest/APIReference/API_Alarm.html",
 )
-#: The inference operator's ``hyperpodClusterArn``: the cluster of its own region.
 HYPERPOD_CLUSTER = ArnRule(
     "a HyperPod cluster",
     "sagemaker",
@@ -127,7 +81,6 @@ HYPERPOD_CLUSTER = ArnRule(
     True,
     "docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-setup.html",
 )
-#: IAM is global: a role's ARN has no region, but it has a partition.
 IAM_ROLE = ArnRule(
     "an IAM role",
     "iam",

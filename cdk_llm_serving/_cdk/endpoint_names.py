@@ -1,9 +1,6 @@
-"""The SageMaker endpoint names an app claims: unique per Region and account, in any case.
-
-botocore ``sagemaker`` ``CreateEndpoint.EndpointName``: "The name must be unique within an
-Amazon Web Services Region in your Amazon Web Services account. The name is case-insensitive in
-CreateEndpoint, but the case is preserved and must be matched in InvokeEndpoint." Two endpoints
-of one app whose names differ only in case would synthesize and then fail in CloudFormation.
+"""The SageMaker endpoint names an app claims: unique per Region and account, compared
+without case (botocore's ``CreateEndpoint.EndpointName``), so two that differ only in case
+fail at synth, not in CloudFormation.
 """
 
 from __future__ import annotations

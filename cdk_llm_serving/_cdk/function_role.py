@@ -11,6 +11,8 @@ from constructs import Construct, IConstruct
 
 from .nag import BoundWildcard, acknowledge, acknowledge_statements
 
+_LOG_WRITES = ("logs:CreateLogStream", "logs:PutLogEvents")
+
 
 def role_with_own_logs(
     scope: Construct,
@@ -39,20 +41,15 @@ def role_with_own_logs(
         description=description,
     )
     streams = f"{log_group.log_group_arn}:*"
-    # The grants sit in a named policy under the role (so the function, which depends on its
-    # role, waits for it too); only their own wildcards are acknowledged, on that policy
-    # alone, so a wildcard added to the role elsewhere is still reported.
+    own_logs = iam.PolicyStatement(actions=list(_LOG_WRITES), resources=[streams])
+    # A named policy under the role (the function, which depends on its role, waits for it
+    # too); only its own wildcards are acknowledged, on it alone.
     policy = iam.ManagedPolicy(
         role,
         "Policy",
         roles=[role],
         description=f"{description}: its grants and its own log group",
-        statements=[
-            *statements,
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[streams]
-            ),
-        ],
+        statements=[*statements, own_logs],
     )
     acknowledge(
         log_group,
@@ -60,8 +57,6 @@ def role_with_own_logs(
         "The function's own logs (its messages and errors, no request content); "
         "CloudWatch Logs encrypts them at rest with its own keys.",
     )
-    own_logs = "Log streams of the function's own log group; Lambda names them."
-    # Bound to the statements that hold them: each wildcard with the actions given on it.
     bound = [
         BoundWildcard(
             tuple(statement.actions),
@@ -71,7 +66,8 @@ def role_with_own_logs(
         for statement in statements
         if set(statement.resources) & set(wildcards)
     ]
-    bound.append(BoundWildcard(("logs:CreateLogStream", "logs:PutLogEvents"), (streams,), own_logs))
+    own_reason = "Log streams of the function's own log group; Lambda names them."
+    bound.append(BoundWildcard(_LOG_WRITES, (streams,), own_reason))
     acknowledge_statements(policy, bound)
     return role, log_group
 

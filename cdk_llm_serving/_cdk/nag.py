@@ -1,4 +1,5 @@
-"""Acknowledging cdk-nag findings that a construct's design makes unavoidable, with reasons."""
+"""Acknowledging cdk-nag findings that a construct's design makes unavoidable, with reasons
+(docs/design/least-privilege.md)."""
 
 from __future__ import annotations
 
@@ -30,28 +31,22 @@ from constructs import IConstruct
 from .validation import is_unresolved
 
 
-def _render(value: Any) -> str:
-    """Render a resolved CloudFormation value the way cdk-nag names it in a finding."""
+def _finding_text(value: Any) -> str:
+    """A resolved CloudFormation value as cdk-nag names it in a finding id: ``<Name>`` for a
+    reference or attribute, joins flattened, other intrinsics as JSON."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and "Ref" in value:
         return f"<{value['Ref']}>"
     if isinstance(value, dict) and "Fn::Join" in value:
         separator, parts = value["Fn::Join"]
-        return str(separator).join(_render(part) for part in parts)
+        return str(separator).join(_finding_text(part) for part in parts)
     if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
         return re.sub(r"\$\{([^}]+)\}", r"<\1>", value["Fn::Sub"])
     if isinstance(value, dict) and "Fn::GetAtt" in value:
         resource, attribute = value["Fn::GetAtt"]
         return f"<{resource}.{attribute}>"
-    return str(value)
-
-
-def finding_resource(scope: IConstruct, value: str) -> str:
-    """``Resource::…`` as cdk-nag writes it for ``value`` (tokens become ``<Name>``)."""
-    if not is_unresolved(value):
-        return value  # a literal resolves to itself: no round trip to the jsii kernel
-    return _render(Stack.of(scope).resolve(value))
+    return json.dumps(value, separators=(",", ":"))
 
 
 #: The validation plugin's name; its acknowledgement ids are ``CdkLlmServing::<rule>``.
@@ -82,12 +77,8 @@ def wildcard_pairs(actions: Sequence[str], resources: Sequence[str]) -> list[tup
 @dataclass(frozen=True)
 class BoundWildcard:
     """A statement a construct reasons about: its actions, its (wildcard) resources, why.
-
-    Acknowledged as cdk-nag's ``AwsSolutions-IAM5`` ids (per resource and per wildcard
-    action, as cdk-nag names them) and, statement-bound, as one ``CdkLlmServing::
-    IAMWildcardStatement[Action::a][Resource::r]`` per pair: a statement added later with
-    another action on the same ``*`` matches no acknowledgement and fails synth.
-    """
+    Acknowledged as cdk-nag's ``AwsSolutions-IAM5`` ids and as one ``WildcardStatements``
+    finding per (action, resource) pair, so another action on the same ``*`` fails synth."""
 
     actions: tuple[str, ...]
     resources: tuple[str, ...]
@@ -97,29 +88,22 @@ class BoundWildcard:
 def acknowledge_statements(
     scope: IConstruct, bound: Iterable[BoundWildcard], *, stack: Stack | None = None
 ) -> None:
-    """Acknowledge exactly the wildcard pairs of ``bound`` on ``scope`` (a policy), nothing else.
-
-    One ``resolve`` for every token among the resources, and one acknowledgment call for
-    all of them: each jsii round trip costs about 0.3 ms of CPU.
-    """
+    """Acknowledge exactly the wildcard pairs of ``bound`` on ``scope`` (a policy), nothing
+    else; one ``resolve`` and one acknowledgment call for all of them."""
     bound = list(bound)
     resources = list(dict.fromkeys(r for b in bound for r in b.resources))
     resolved = dict(zip(resources, (stack or Stack.of(scope)).resolve(resources), strict=True))
     reasons: dict[str, list[str]] = {}
     for entry in bound:
         rendered = [_finding_text(resolved.get(r, r)) for r in entry.resources]
-        for resource in rendered:
-            if _is_wildcard(resource):
-                reasons.setdefault(f"AwsSolutions-IAM5[Resource::{resource}]", []).append(
-                    entry.reason
-                )
-        for action in entry.actions:
-            if _is_wildcard(action):
-                reasons.setdefault(f"AwsSolutions-IAM5[Action::{action}]", []).append(entry.reason)
-        for action, resource in wildcard_pairs(entry.actions, rendered):
-            reasons.setdefault(
-                f"{STATEMENT_PLUGIN}::{statement_finding(action, resource)}", []
-            ).append(entry.reason)
+        rules = [f"AwsSolutions-IAM5[Resource::{r}]" for r in rendered if _is_wildcard(r)]
+        rules += [f"AwsSolutions-IAM5[Action::{a}]" for a in entry.actions if _is_wildcard(a)]
+        rules += [
+            f"{STATEMENT_PLUGIN}::{statement_finding(action, resource)}"
+            for action, resource in wildcard_pairs(entry.actions, rendered)
+        ]
+        for rule in rules:
+            reasons.setdefault(rule, []).append(entry.reason)
     if reasons:
         Validations.of(scope).acknowledge(
             *(
@@ -136,52 +120,36 @@ def acknowledge_wildcard_resources(
     *,
     actions: Sequence[str] | None = None,
 ) -> None:
-    """Acknowledge ``actions`` on exactly these wildcard resources, nothing broader.
-
-    Pass the ``actions`` the construct reasons about. Without them (code written before
-    statement-bound acknowledgements), the actions the policies under ``scope`` grant on
-    these resources *now* are acknowledged: call it when the construct is done with them.
-    """
+    """Acknowledge ``actions`` on exactly these wildcard resources, nothing broader. Without
+    ``actions``, the actions the policies under ``scope`` grant on these resources *now*: call
+    it when the construct is done with them."""
     if actions is not None:
         acknowledge_statements(scope, [BoundWildcard(tuple(actions), tuple(resources), reason)])
         return
-    stack = Stack.of(scope)
-    targets = {_finding_text(r) for r in stack.resolve(resources)}
+    _acknowledge_held(scope, reason, {_finding_text(r) for r in Stack.of(scope).resolve(resources)})
+
+
+def acknowledge_generated_statements(scope: IConstruct, reason: str) -> None:
+    """Acknowledge the wildcard statements the policies under ``scope`` hold *now*: call it
+    right after the aws-cdk-lib construct that writes them, so a statement added later is
+    reported."""
+    _acknowledge_held(scope, reason, None)
+
+
+def _acknowledge_held(scope: IConstruct, reason: str, only: set[str] | None) -> None:
+    """Every Allow statement of the policies under ``scope``, bound to its actions and its
+    resources (those in ``only``, when given), as the policies hold them now."""
     for node in scope.node.find_all():
         for document in _policy_documents(node):
             bound = []
             for statement in document.get("Statement", []):
-                rendered = [_finding_text(r) for r in _as_list(statement.get("Resource"))]
-                held = tuple(r for r in rendered if r in targets)
-                if statement.get("Effect") == "Allow" and held:
-                    bound.append(
-                        BoundWildcard(tuple(_as_list(statement.get("Action"))), held, reason)
-                    )
+                rendered = (_finding_text(r) for r in _as_list(statement.get("Resource")))
+                held = tuple(r for r in rendered if only is None or r in only)
+                if statement.get("Effect") == "Allow" and (held or only is None):
+                    actions = tuple(_as_list(statement.get("Action")))
+                    bound.append(BoundWildcard(actions, held, reason))
             if bound:
-                acknowledge_statements(node, bound, stack=stack)
-
-
-def acknowledge_generated_statements(scope: IConstruct, reason: str) -> None:
-    """Acknowledge the wildcard statements the policies under ``scope`` hold *now*.
-
-    For policies aws-cdk-lib generates (a provider framework's invoke grants, the load
-    balancer controller's published policy): call it right after the aws-cdk-lib construct
-    that writes them, before anything else could add to them, so a statement added later
-    (by a user, a reviewer or another construct) is reported.
-    """
-    for node in scope.node.find_all():
-        for document in _policy_documents(node):
-            bound = [
-                BoundWildcard(
-                    tuple(_as_list(s.get("Action"))),
-                    # Already resolved: rendered as cdk-nag names them (literals resolve to themselves).
-                    tuple(_finding_text(r) for r in _as_list(s.get("Resource"))),
-                    reason,
-                )
-                for s in document.get("Statement", [])
-                if s.get("Effect") == "Allow"
-            ]
-            acknowledge_statements(node, bound)
+                acknowledge_statements(node, bound)
 
 
 def _policy_documents(node: IConstruct) -> list[dict[str, Any]]:
@@ -194,9 +162,8 @@ def _policy_documents(node: IConstruct) -> list[dict[str, Any]]:
     return []
 
 
-#: Rules this library acknowledges under ``HIPAA.Security`` that the NIST 800-53 R5 and
-#: PCI DSS 3.2.1 packs also apply, as the same rule function (so the same finding, for the
-#: same reason): cdk-nag 3.0.2 ``lib/packs/nist-800-53-r5.js`` and ``pci-dss-321.js``.
+#: ``HIPAA.Security`` rules the NIST 800-53 R5 and PCI DSS 3.2.1 packs apply as the same rule
+#: function (cdk-nag 3.0.2 ``lib/packs/nist-800-53-r5.js``, ``pci-dss-321.js``).
 _SHARED_RULES = frozenset(
     {
         "CloudWatchLogGroupEncrypted",
@@ -237,30 +204,16 @@ def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     )
 
 
-def _finding_text(value: Any) -> str:
-    """As cdk-nag prints a resolved value in a finding id: intrinsics it cannot flatten stay JSON."""
-    if isinstance(value, str) or (
-        isinstance(value, dict) and ({"Ref", "Fn::Join", "Fn::GetAtt", "Fn::Sub"} & set(value))
-    ):
-        return _render(value)
-    return json.dumps(value, separators=(",", ":"))
-
-
 #: HIPAA.Security rules on a Lambda function's own settings (concurrency, DLQ, VPC).
 _HIPAA_LAMBDA_RULES = ("LambdaConcurrency", "LambdaDLQ", "LambdaInsideVPC")
 
 
 @jsii.implements(IAspect)
 class AcknowledgeCdkInternals:
-    """Acknowledges cdk-nag findings on resources that aws-cdk-lib itself generates.
-
-    Applied to a subtree (a kubectl provider, a bucket-deployment handler, a controller's
-    service-account role), it acknowledges, with ``reason``, each finding the rules would
-    raise there: managed policies (IAM4), wildcard actions and resources (IAM5) and the
-    Lambda runtime (L1); and, for the HIPAA.Security pack, the inline policy, the Lambda
-    function's settings and its log group's key, which aws-cdk-lib decides, not us.
-    It runs as an aspect, after every statement has been added.
-    """
+    """An aspect that acknowledges, with ``reason``, the findings on what aws-cdk-lib itself
+    generates under a subtree (a kubectl provider, a bucket-deployment handler): managed
+    policies (IAM4), the Lambda runtime (L1), and HIPAA.Security's inline policy, Lambda
+    settings and log group key, which aws-cdk-lib decides, not us."""
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
@@ -276,8 +229,7 @@ class AcknowledgeCdkInternals:
             # when the construct that wrote them is done (``acknowledge_generated_statements``).
             ids.append("HIPAA.Security-IAMNoInlinePolicy")
         elif isinstance(node, lambda_.CfnFunction):
-            # Only the findings the function raises: an acknowledgement that matches
-            # nothing would cover a later finding (tests/security/test_stale_acknowledgements.py).
+            # Only the findings it raises: a stale acknowledgement would cover a later one.
             if _outdated_runtime(node.runtime):
                 ids.append("AwsSolutions-L1")
             ids.extend(f"HIPAA.Security-{rule}" for rule in _HIPAA_LAMBDA_RULES)
@@ -304,9 +256,8 @@ def _runtime_version(name: str) -> tuple[str, tuple[int, ...]]:
 
 
 def _outdated_runtime(runtime: str | None) -> bool:
-    """As cdk-nag's ``AwsSolutions-L1`` (rules/lambda/LambdaLatestVersion): a runtime older
-    than the newest of its family that aws-cdk-lib knows (``Runtime.ALL``); ``provided``
-    runtimes and container images (no runtime) are not checked."""
+    """As cdk-nag's ``AwsSolutions-L1`` (rules/lambda/LambdaLatestVersion): older than the
+    newest of its family in ``Runtime.ALL``; ``provided`` runtimes and images are not checked."""
     if not runtime or is_unresolved(runtime):
         return False
     family, version = _runtime_version(runtime)
@@ -341,12 +292,9 @@ def _template_documents(resource: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def wildcard_findings(template: Mapping[str, Any]) -> dict[str, list[str]]:
-    """``statement_finding`` ids of ``template``'s IAM policies: logical id -> findings.
-
-    Every pair of an ``Allow`` statement's action and resource where either holds ``*``
-    (``NotAction``/``NotResource`` count as ``*``: they allow everything else), resources
-    rendered as cdk-nag renders them in ``AwsSolutions-IAM5`` ids.
-    """
+    """``statement_finding`` ids of ``template``'s IAM policies, by logical id: each pair of an
+    ``Allow`` statement's action and resource that holds ``*`` (``NotAction``/``NotResource``
+    count as ``*``), resources rendered as cdk-nag renders them."""
     found: dict[str, list[str]] = {}
     for logical_id, resource in template.get("Resources", {}).items():
         for document in _template_documents(resource):
@@ -367,18 +315,10 @@ def wildcard_findings(template: Mapping[str, Any]) -> dict[str, list[str]]:
 @jsii.implements(IPolicyValidationPlugin)
 class WildcardStatements:
     """A validation plugin: every wildcard statement in a synthesized IAM policy is a finding
-    until acknowledged for its own action and resource.
-
-    cdk-nag's ``AwsSolutions-IAM5`` names a finding by resource (``Resource::*``) alone, so
-    one reasoned ``*`` on a policy hides any later statement on ``*`` in it. This plugin
-    reads the synthesized templates (what CloudFormation gets, overrides included) and
-    reports one ``IAMWildcardStatement[Action::<a>][Resource::<r>]`` per pair;
-    ``BoundWildcard`` acknowledgements (``acknowledge_statements``) silence exactly the
-    pairs a construct reasons about. aws-cdk-lib suppresses acknowledged violations
-    (``Validations.of(x).acknowledge`` with the ``CdkLlmServing::`` prefix) and lists them,
-    with their reasons, in the validation report.
-    Use it as a cdk-nag pack: ``Validations.of(app).add_plugins(WildcardStatements(app))``.
-    """
+    (``IAMWildcardStatement[Action::<a>][Resource::<r>]``) until acknowledged for its own
+    action and resource; cdk-nag's IAM5 names a finding by resource alone, so one reasoned
+    ``*`` would hide any later one. Use it as a cdk-nag pack:
+    ``Validations.of(app).add_plugins(WildcardStatements(app))``."""
 
     def __init__(self, scope: IConstruct | None = None) -> None:
         del scope  # taken, as cdk-nag's packs take it; the templates are what it reads

@@ -11,16 +11,9 @@ POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"
 
 
 def pod_identity_trust(cluster_arn: str, namespace: str, service_account: str) -> iam.IPrincipal:
-    """The Pod Identity principal, limited to one service account of one cluster in this account.
-
-    Without conditions, every Pod Identity association in the account could use the role.
-    EKS Pod Identity tags each session with ``eks-cluster-arn``, ``kubernetes-namespace``
-    and ``kubernetes-service-account`` (hence ``sts:TagSession``), and its trust policy may
-    require them as ``aws:RequestTag/...`` (docs.aws.amazon.com/eks/latest/userguide/
-    pod-id-role.html, "Setting Conditions"; tag list: .../pod-id-abac.html#pod-id-abac-tags).
-    ``aws:SourceAccount`` keeps the service acting for this account only
-    (docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html).
-    """
+    """The Pod Identity principal, limited to one service account of one cluster in this
+    account, by the session tags EKS Pod Identity sets
+    (docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html, "Setting Conditions")."""
     return (
         iam.ServicePrincipal(POD_IDENTITY_SERVICE)
         .with_session_tags()

@@ -1,4 +1,5 @@
-"""Least-privilege statements for SageMaker execution roles, with cdk-nag reasons recorded."""
+"""Least-privilege statements for SageMaker execution roles, with cdk-nag reasons recorded
+(docs/design/least-privilege.md)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,8 @@ _ACCOUNT_ID = Aws.ACCOUNT_ID
 
 
 def resource_account_condition(account: str) -> dict[str, dict[str, str]]:
-    """Only resources owned by ``account``: a squatted bucket or foreign key in another fails.
-
-    ``aws:ResourceAccount`` is a global condition key that S3 and KMS support
-    (docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-resourceaccount).
-    """
+    """Only resources owned by ``account``: a squatted bucket or foreign key in another fails
+    (docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-resourceaccount)."""
     return {"StringEquals": {"aws:ResourceAccount": account}}
 
 
@@ -56,22 +54,12 @@ class Statement:
 
 def image_pull_statements(image: ContainerImage) -> list[Statement]:
     """Pull ``image`` from its ECR repository (and the registry token, which has no resource)."""
+    token = Statement(("ecr:GetAuthorizationToken",), ("*",))
     repository_arn = image.resolve_repository_arn(_PARTITION)
-    pull = (
-        [
-            Statement(
-                (
-                    "ecr:BatchCheckLayerAvailability",
-                    "ecr:BatchGetImage",
-                    "ecr:GetDownloadUrlForLayer",
-                ),
-                (repository_arn,),
-            )
-        ]
-        if repository_arn is not None
-        else []
-    )
-    return [*pull, Statement(("ecr:GetAuthorizationToken",), ("*",))]
+    if repository_arn is None:
+        return [token]
+    actions = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
+    return [Statement(actions, (repository_arn,)), token]
 
 
 def model_data_read_statements(model_data: ModelData) -> list[Statement]:
@@ -95,20 +83,10 @@ def model_data_read_statements(model_data: ModelData) -> list[Statement]:
 
 
 def sagemaker_inference_principal(region: str) -> iam.IPrincipal:
-    """``sagemaker.amazonaws.com``, for a role SageMaker inference (a model, an endpoint)
-    assumes, only on behalf of this account's SageMaker resources in ``region`` (the
-    stack's: a literal, or the ``AWS::Region`` token).
-
-    AWS's confused-deputy guidance for SageMaker real-time, serverless and asynchronous
-    inference gives exactly this trust condition, ``ArnLike aws:SourceArn
-    arn:<partition>:sagemaker:<region>:<account>:*``, and says the ARN must not be narrowed
-    to one model or endpoint ("Cross-service confused deputy prevention", section
-    "SageMaker AI Inference",
-    https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html).
-    The account is in the ARN, so no ``aws:SourceAccount`` (the same page).
-    One jsii call: the partition of a literal region from botocore's partitions
-    (``partition_of_region``), the tokens read once (``_PARTITION``, ``_ACCOUNT_ID``).
-    """
+    """``sagemaker.amazonaws.com``, for a role SageMaker inference assumes, only on behalf of
+    this account's SageMaker resources in ``region``: AWS's condition for inference, which must
+    not name one model or endpoint
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html)."""
     # A token region is encoded as ``${Token[...]}`` (no partition of its own): no jsii call.
     partition = (None if "${Token[" in region else partition_of_region(region)) or _PARTITION
     source = f"arn:{partition}:sagemaker:{region}:{_ACCOUNT_ID}:*"
@@ -124,36 +102,36 @@ _LOG_ACTIONS = (
     "logs:DescribeLogStreams",
     "logs:PutLogEvents",
 )
+#: What SageMaker does for a model's network interfaces in the given subnets.
+_VPC_INTERFACE_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeVpcs",
+)
 
 
 def endpoint_log_group(endpoint_name: str) -> str:
-    """The log group SageMaker writes an endpoint's containers to:
-    ``/aws/sagemaker/Endpoints/[EndpointName]``, streams ``[production-variant-name]/
-    [instance-id]`` (and ``.../data-log`` for asynchronous endpoints); AWS's table "Log
-    groups and streams that Amazon SageMaker AI sends to Amazon CloudWatch Logs"
+    """The log group SageMaker writes an endpoint's containers to
     (https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html)."""
     return f"/aws/sagemaker/Endpoints/{endpoint_name}"
 
 
 def inference_component_log_group(component_name: str) -> str:
-    """The log group of an inference component's containers,
-    ``/aws/sagemaker/InferenceComponents/<inference-component-name>``. ASSUMED from
-    observed accounts, not from AWS's logging table (which predates inference components
-    and lists no such group): public AWS samples read component logs there
-    (``logGroupName=f"/aws/sagemaker/InferenceComponents/{ic_name}"``) and exported account
-    configurations hold such groups; the namespace of the components' own metrics has the
-    same name (``/aws/sagemaker/InferenceComponents``)."""
+    """The log group of an inference component's containers. ASSUMED from AWS samples and
+    observed accounts; AWS's logging table lists no such group (docs/design/least-privilege.md)."""
     return f"/aws/sagemaker/InferenceComponents/{component_name}"
 
 
 class ExecutionRoleGrants:
-    """Adds statements to a policy of their own, attached to ``role``, and records why each wildcard is needed.
-
-    The statements live in one customer managed policy (``policy``, id ``policy_id`` under
-    ``scope``), not in the role's default policy: ``acknowledge()`` acknowledges cdk-nag's
-    IAM5 finding for exactly those wildcard resources on that policy only, so a wildcard
-    added to the role anywhere else is still reported.
-    """
+    """Adds statements to a managed policy of their own (``policy``), attached to ``role``, and
+    records why each wildcard is needed: ``acknowledge()`` covers that policy only, so a
+    wildcard added to the role anywhere else is still reported."""
 
     def __init__(
         self,
@@ -188,44 +166,31 @@ class ExecutionRoleGrants:
         self.policy.add_statements(*statements)
 
     def image_pull(self, image: ContainerImage) -> None:
-        self.add(*(statement.policy_statement() for statement in image_pull_statements(image)))
-        self._wildcard(
-            ("ecr:GetAuthorizationToken",),
-            ("*",),
+        self._add_reasoned(
+            image_pull_statements(image),
             "ecr:GetAuthorizationToken has no resource-level permissions.",
         )
 
     def model_data_read(self, model_data: ModelData) -> None:
-        statements = model_data_read_statements(model_data)
-        self._wildcard(
-            statements[0].actions,
-            statements[0].resources[:1],
+        self._add_reasoned(
+            model_data_read_statements(model_data),
             "Read-only access to the objects under the model's own weight prefix; their names are the checkpoint's files.",
+            reasoned=0,
         )
-        self.add(*(statement.policy_statement() for statement in statements))
 
     def metrics(self) -> None:
         """``cloudwatch:PutMetricData`` in SageMaker's namespaces only (the action has no resource)."""
-        self.add(
-            iam.PolicyStatement(
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={
-                    "StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker*"]}
-                },
-            ),
-        )
-        self._wildcard(
-            ("cloudwatch:PutMetricData",),
-            ("*",),
+        namespaces = {
+            "StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*", "AWS/SageMaker*"]}
+        }
+        self._add_reasoned(
+            [Statement(("cloudwatch:PutMetricData",), ("*",), namespaces)],
             "cloudwatch:PutMetricData has no resource-level permissions; a namespace condition limits it to SageMaker's.",
         )
 
     def write_logs(self, *log_groups: str) -> None:
-        """Create and write ``log_groups`` (names, see ``endpoint_log_group``) and their
-        streams, nothing else under ``/aws/sagemaker/`` (issue 32: it was every SageMaker log
-        group of the account). A name may hold tokens (a deploy-time endpoint name): the ARN
-        is joined at deploy time. Each group once per policy."""
+        """Create and write ``log_groups`` (names, see ``endpoint_log_group``; a token is joined
+        at deploy time) and their streams, nothing else under ``/aws/sagemaker/``; each once."""
         stack = self.stack or Stack.of(self.scope)
         fresh = [group for group in dict.fromkeys(log_groups) if group not in self._log_groups]
         if not fresh:
@@ -241,30 +206,15 @@ class ExecutionRoleGrants:
             for group in fresh
         ]
         resources = tuple(resource for arn in arns for resource in (arn, f"{arn}:log-stream:*"))
-        self.add(iam.PolicyStatement(actions=list(_LOG_ACTIONS), resources=list(resources)))
-        self._wildcard(
-            _LOG_ACTIONS,
-            resources,
+        self._add_reasoned(
+            [Statement(_LOG_ACTIONS, resources)],
             "SageMaker names the log streams of the endpoint's own log group at run time "
             "(<variant>/<instance-id>); the group is this endpoint's (or inference component's).",
         )
 
     def vpc_interfaces(self) -> None:
-        actions = (
-            "ec2:CreateNetworkInterface",
-            "ec2:CreateNetworkInterfacePermission",
-            "ec2:DeleteNetworkInterface",
-            "ec2:DeleteNetworkInterfacePermission",
-            "ec2:DescribeDhcpOptions",
-            "ec2:DescribeNetworkInterfaces",
-            "ec2:DescribeSecurityGroups",
-            "ec2:DescribeSubnets",
-            "ec2:DescribeVpcs",
-        )
-        self.add(iam.PolicyStatement(actions=list(actions), resources=["*"]))
-        self._wildcard(
-            actions,
-            ("*",),
+        self._add_reasoned(
+            [Statement(_VPC_INTERFACE_ACTIONS, ("*",))],
             "SageMaker creates the container's network interfaces in the given subnets; these EC2 actions take no resource ARN known at synth time.",
         )
 
@@ -276,8 +226,13 @@ class ExecutionRoleGrants:
         acknowledge_statements(self.policy, self._bound, stack=self.stack)
         self._bound.clear()
 
-    def _wildcard(self, actions: Sequence[str], resources: Sequence[str], reason: str) -> None:
-        self._bound.append(BoundWildcard(tuple(actions), tuple(resources), reason))
+    def _add_reasoned(
+        self, statements: Sequence[Statement], reason: str, reasoned: int = -1
+    ) -> None:
+        """Add ``statements``; ``statements[reasoned]`` holds wildcards, for ``reason``."""
+        wildcard = statements[reasoned]
+        self._bound.append(BoundWildcard(wildcard.actions, wildcard.resources, reason))
+        self.add(*(statement.policy_statement() for statement in statements))
 
 
 #: Id of the customer managed policy, under the grantee's role, that holds the bearer-token grant.
@@ -290,22 +245,18 @@ BEARER_TOKEN_REASON = (
 )
 
 
-#: The caller's own account, as AmazonSageMakerJobRuntimeAccess writes it.
-_OWN_ACCOUNT = {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}}
+#: On ``*``, for the caller's own account only (as AmazonSageMakerJobRuntimeAccess writes it).
+_BEARER_TOKEN = Statement(
+    ("sagemaker:CallWithBearerToken",),
+    ("*",),
+    {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}},
+)
 
 
 def bearer_token_statement() -> iam.PolicyStatement:
-    """``CallWithBearerToken`` on ``*``, only for resources of the caller's own account.
-
-    The condition is the one AWS's managed policy ``AmazonSageMakerJobRuntimeAccess``
-    puts on the same action (docs.aws.amazon.com/aws-managed-policy/latest/reference/
-    AmazonSageMakerJobRuntimeAccess.html, statement ``BearerTokenPermissions``).
-    """
-    return iam.PolicyStatement(
-        actions=["sagemaker:CallWithBearerToken"],
-        resources=["*"],
-        conditions=_OWN_ACCOUNT,
-    )
+    """``CallWithBearerToken`` on ``*``, only for resources of the caller's own account, as
+    AWS's managed policy ``AmazonSageMakerJobRuntimeAccess`` conditions it."""
+    return _BEARER_TOKEN.policy_statement()
 
 
 def _role_of(grantee: iam.IGrantable) -> iam.IRole | None:
@@ -316,21 +267,12 @@ def _role_of(grantee: iam.IGrantable) -> iam.IRole | None:
 
 
 def grant_bearer_token(grantee: iam.IGrantable) -> iam.Grant | None:
-    """Give ``grantee`` the bearer-token statement in a policy of its own.
-
-    A role gets it in one customer managed policy (``BEARER_TOKEN_POLICY_ID`` under the
-    role, shared by every endpoint that grants it), so ``acknowledge_bearer_token`` can
-    acknowledge exactly that ``*``; other principals get it in their default policy
-    (the returned ``Grant``).
-    """
+    """Give ``grantee`` the bearer-token statement: a role in one managed policy of its own
+    (``BEARER_TOKEN_POLICY_ID``, shared by every endpoint, so ``acknowledge_bearer_token`` covers
+    exactly that ``*``); another principal in its default policy (the returned ``Grant``)."""
     role = _role_of(grantee)
     if role is None:
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=["sagemaker:CallWithBearerToken"],
-            resource_arns=["*"],
-            conditions=_OWN_ACCOUNT,
-        )
+        return _BEARER_TOKEN.grant_to(grantee)
     if role.node.try_find_child(BEARER_TOKEN_POLICY_ID) is None:
         iam.ManagedPolicy(
             cast(Construct, role),

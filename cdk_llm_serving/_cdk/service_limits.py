@@ -1,14 +1,7 @@
-"""Limits and enumerations read from botocore's SageMaker service model.
-
-The service model that ships with the pinned botocore is the source of truth for
-instance types, name patterns and numeric ranges, so a new botocore release
-updates our validation without a hand-maintained list.
-
-CloudFormation's resource schemas are narrower than the API in places (cfn-lint rejects the
-template, e.g. E3030 for ``RoutingStrategy: KV_AWARE``). ``CLOUDFORMATION_NARROWER`` records
-those places with the schema's value; ``limits`` applies them, so every check built on it
-accepts only what both the API and CloudFormation accept. A test compares each entry with the
-schema cfn-lint ships (``tests/sagemaker/test_cloudformation_narrower.py``).
+"""Limits and enumerations read from botocore's SageMaker service model (instance types, name
+patterns, ranges: a new botocore updates them), narrowed where CloudFormation's schema is
+narrower than the API (``CLOUDFORMATION_NARROWER``, checked against cfn-lint's schemas by
+``tests/sagemaker/test_cloudformation_narrower.py``).
 """
 
 from __future__ import annotations
@@ -31,11 +24,8 @@ _SAGEMAKER_DATA = Path(botocore.__file__).parent / "data" / "sagemaker"
 
 @functools.cache
 def sagemaker_description() -> dict[str, Any]:
-    """botocore's ``service-2.json`` for SageMaker, newest API version, as botocore's loader picks it.
-
-    Read as JSON rather than through ``botocore.session``/``botocore.model``: those import
-    botocore's HTTP stack (urllib3, ssl), 0.1 s of CPU on every synth, for a file read.
-    """
+    """botocore's ``service-2.json`` for SageMaker, newest API version, read as JSON (not
+    through ``botocore.session``, whose HTTP stack costs 0.1 s of CPU on every synth)."""
     version = max(entry.name for entry in _SAGEMAKER_DATA.iterdir() if entry.is_dir())
     plain = _SAGEMAKER_DATA / version / "service-2.json"
     if plain.exists():

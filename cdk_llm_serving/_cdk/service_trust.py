@@ -1,18 +1,12 @@
-"""Confused-deputy conditions on trusts that aws-cdk-lib writes for a service (issue 32).
-
-A role a service assumes for one of the account's resources should say which account and
-which resources: ``aws:SourceAccount`` and ``aws:SourceArn`` (IAM user guide, "The confused
-deputy problem", docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html). A key the
-service sends only when it acts for a resource would lock the role out if the service does
-not send it, so each call site cites the service's own page that documents the keys.
+"""Confused-deputy conditions (``aws:SourceAccount``, ``aws:SourceArn``) on trusts that
+aws-cdk-lib writes for a service (docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html);
+each call site cites the service's page that documents the keys it sends.
 """
 
 from __future__ import annotations
 
 from aws_cdk import Aws, Stack
 from aws_cdk import aws_iam as iam
-
-__all__ = ["condition_service_trust"]
 
 
 def condition_service_trust(role: iam.IRole, service: str, source_arn: str) -> None:

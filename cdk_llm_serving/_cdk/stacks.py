@@ -1,9 +1,4 @@
-"""``Stack.of(scope)`` and the stack's region, as the constructs ask for them.
-
-Thin names over aws-cdk-lib's own answers (each a round trip to the jsii kernel, but for a
-scope that is a stack already: ``Stack.of(stack)`` is ``stack``); nothing is kept here. A
-construct that needs its stack more than once keeps it in a field of its own.
-"""
+"""``Stack.of(scope)`` and the stack's region, as the constructs ask for them."""
 
 from __future__ import annotations
 

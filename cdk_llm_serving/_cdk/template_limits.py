@@ -1,21 +1,8 @@
-"""Fail synth, not deploy, when a stack outgrows CloudFormation's template limits.
-
-CloudFormation refuses a stack of more than 500 resources and a template body of more than
-1,000,000 bytes (uploaded to S3, as ``cdk deploy`` does for large templates):
-https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html.
-aws-cdk-lib stops at the resource count (listing resource types) but only warns about the size,
-so a stack of many pool endpoints synthesizes and then fails at deploy time.
-
-Two checks, registered once per stack that holds one of the library's constructs:
-
-- resources, in the validation phase (before aws-cdk-lib's own count), from the construct tree;
-- bytes, as a policy-validation plugin on the app, from the template files as written.
-
-Both name the constructs that weigh most and the remedies. What was registered lives on the
-construct tree, not in this module: one ``TemplateLimits`` construct (no resources, so the
-template is unchanged) under each checked stack, found by its id, aws-cdk-lib's idiom for a
-per-stack singleton (``SingletonFunction``, ``Stack.of(this).node.tryFindChild``). It registers
-the stack's resource count and a byte-limit plugin for that stack's template.
+"""Fail synth, not deploy, when a stack outgrows CloudFormation's limits: 500 resources and a
+1,000,000-byte template (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html;
+aws-cdk-lib only warns about the size). Both checks name the heaviest constructs and the
+remedies; one ``TemplateLimits`` construct per stack registers them
+(docs/design/errors-and-checks.md, "CloudFormation's template limits").
 """
 
 from __future__ import annotations
@@ -42,7 +29,7 @@ from constructs import Construct, IConstruct, IValidation
 
 from .stacks import stack_of
 
-#: CloudFormation's quotas (see the module docstring).
+#: CloudFormation's quotas.
 MAX_TEMPLATE_BYTES = 1_000_000
 MAX_RESOURCES = 500
 #: aws-cdk-lib's context key that moves its own resource-count check.
@@ -120,14 +107,9 @@ def _own_resources(constructs: Iterable[IConstruct]) -> list[CfnResource]:
 
 
 def _is_a(construct: IConstruct, cls: type[_T]) -> TypeGuard[_T]:
-    """``isinstance`` by the class hierarchy alone.
-
-    ``CfnResource`` is an ABC (its metaclass is jsii's ``JSIIAbstractClass``, an ``ABCMeta``,
-    inherited from the abstract ``CfnElement``): a negative ``isinstance`` against it walks
-    every subclass Python has loaded (one per L1 class of each imported aws-cdk-lib module),
-    once per construct class. Over the reference app's constructs that cost 0.4 s of CPU; the
-    class hierarchy gives the same answer, as jsii registers no virtual subclasses.
-    """
+    """``isinstance`` by the class hierarchy alone: against jsii's ABCs a negative
+    ``isinstance`` walks every loaded subclass (0.4 s of CPU over the reference app), and jsii
+    registers no virtual subclasses (docs/design/errors-and-checks.md)."""
     return cls in type(construct).__mro__
 
 

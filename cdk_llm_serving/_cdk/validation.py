@@ -1,9 +1,7 @@
 """Checks shared by the constructs; each adds to a ``Problems`` instead of raising.
 
-A deploy-time value (a token) passes every check unchecked. Each check asks ``is_unresolved``
-(a jsii call) only of a value it would otherwise refuse: a value the check accepts is accepted
-whether or not it is a token, so the outcome is the one of asking first, for every value, and
-the values a construct is usually given (valid literals) cost no call to the kernel.
+A deploy-time value (a token) passes every check; each check asks ``is_unresolved`` (a jsii
+call) only of a value it would refuse (docs/design/errors-and-checks.md, "Tokens").
 """
 
 from __future__ import annotations
@@ -21,15 +19,10 @@ from .service_limits import Limits
 
 
 def is_unresolved(value: object) -> bool:
-    """Deploy-time values (tokens) cannot be checked at synth time.
+    """Whether ``value`` is a deploy-time value (a token), which no check can read at synth.
 
-    aws-cdk-lib's ``Token.is_unresolved`` answers for strings and numbers (a jsii call). A token
-    passed where a basic type is expected is encoded into one of three types, a string
-    (``Token.as_string``), a list of strings (``Token.as_list``) or a number
-    (``Token.as_number``): the CDK guide, "Tokens and token encodings",
-    https://docs.aws.amazon.com/cdk/v2/guide/tokens.html. Other values (``None``, booleans,
-    ``Duration`` and construct objects) are never such a token, and are not asked about; a list
-    is not asked about here (its items are, where a check reads them).
+    Only strings and numbers are asked (a jsii call): a token is encoded as one of those
+    (https://docs.aws.amazon.com/cdk/v2/guide/tokens.html); a list's items are asked where read.
     """
     if isinstance(value, str) or (isinstance(value, int | float) and not isinstance(value, bool)):
         return bool(Token.is_unresolved(value))
@@ -37,11 +30,8 @@ def is_unresolved(value: object) -> bool:
 
 
 def seconds_of(value: Duration | int | None, *defaults: Span) -> int | None:
-    """Whole seconds of a ``Duration`` (``durations.seconds``); an ``int`` or ``None`` as given.
-
-    ``defaults``: the parameter's defaults, whose seconds are known without the kernel when
-    ``value`` is one's ``Duration`` (as ``Span.given``).
-    """
+    """Whole seconds of a ``Duration``, known without the kernel for one of ``defaults``; an
+    ``int`` or ``None`` as given."""
     if isinstance(value, Duration):
         return whole_seconds(value, *defaults)
     return value
@@ -63,7 +53,7 @@ def check_range(
         return
     low, high = limits.minimum, limits.maximum
     if (low is not None and value < low) or (high is not None and value > high):
-        if is_unresolved(value):  # only a value it would refuse (module docstring)
+        if is_unresolved(value):  # asked only of a value it would refuse
             return
         suffix = f" {unit}" if unit else ""
         if high is None:
@@ -73,10 +63,7 @@ def check_range(
 
 
 def check_at_least(problems: Problems, prop: str, value: int | None, minimum: int) -> None:
-    if value is None:
-        return
-    if value < minimum and not is_unresolved(value):
-        problems.add(prop, value, f"must be at least {minimum}")
+    check_range(problems, prop, value, Limits(minimum, None, None, ()))
 
 
 def check_name(problems: Problems, prop: str, value: str | None, limits: Limits, what: str) -> None:
@@ -117,9 +104,7 @@ def check_one_of(
     check_choice(problems, prop, value, options, what)
 
 
-#: Kubernetes object names that are RFC 1035 labels (Services, and the objects named after
-#: them): lower-case letters, digits and '-', starting with a letter, ending alphanumeric,
-#: at most 63 characters. Namespaces are RFC 1123 labels (may start with a digit).
+#: Object names are RFC 1035 labels, namespaces RFC 1123 labels (may start with a digit):
 #: https://kubernetes.io/docs/concepts/overview/working-with-objects/names/
 _RFC1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _RFC1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -172,12 +157,8 @@ _OBJECT_SUFFIXES = (
 
 
 def check_s3_prefix(problems: Problems, prop: str, prefix: str | None) -> None:
-    """A key prefix under a bucket: not a whole ``s3://`` URI, not one object's key.
-
-    SageMaker's ``S3DataType: S3Prefix`` data source and FSx's data repository association
-    take every object under a prefix; a key such as ``model.tar.gz`` there means a tarball
-    SageMaker will not unpack (``CompressionType: None``).
-    """
+    """A key prefix under a bucket: not a whole ``s3://`` URI, not one object's key (an
+    ``S3Prefix`` data source takes every object under it, and does not unpack a tarball)."""
     if prefix is None:
         return
     whole_uri = prefix.startswith(("s3://", "s3a://", "https://"))
@@ -202,11 +183,8 @@ def check_s3_prefix(problems: Problems, prop: str, prefix: str | None) -> None:
 def check_subnets(
     problems: Problems, prop: str, vpc: ec2.IVpc, selection: Mapping[str, Any]
 ) -> None:
-    """The VPC has the subnets ``selection`` asks for (default: private with egress).
-
-    aws-cdk-lib's ``select_subnets`` throws a jsii error naming no property (e.g. "There are
-    no 'Private' subnet groups in this VPC") when it has none: this is that check, first.
-    """
+    """The VPC has the subnets ``selection`` asks for (default: private with egress), named
+    by property, before aws-cdk-lib's ``select_subnets`` throws naming none."""
     try:
         found = vpc.select_subnets(**selection).subnets
     except RuntimeError as error:  # jsii raises the library's error as a RuntimeError

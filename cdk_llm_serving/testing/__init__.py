@@ -1,13 +1,6 @@
-"""Test your own stacks the way this library tests its own.
-
-``new_app(cdk_json)`` builds an ``App`` with the context (feature flags) of your ``cdk.json``
-and without what makes template snapshots unstable (version metadata, the bootstrap-version
-rule); ``template_of(stack)`` synthesizes one stack's template; ``mask_asset_hashes``
-replaces the content hashes of assets, which change with every asset edit.
-
-Optional parts, which need the ``testing`` extra (``pip install cdk-llm-serving[testing]``):
-``cdk_llm_serving.testing.checks`` (cfn-lint and the library's cdk-nag packs on a stack) and
-``cdk_llm_serving.testing.snapshots`` (a syrupy extension for template snapshots).
+"""Test your own stacks the way this library tests its own: ``new_app``, ``template_of``,
+``mask_asset_hashes``; with the ``testing`` extra, ``testing.checks`` (cfn-lint and the cdk-nag
+packs) and ``testing.snapshots`` (syrupy template snapshots).
 """
 
 from __future__ import annotations

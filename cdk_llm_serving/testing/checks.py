@@ -1,9 +1,5 @@
-"""cfn-lint and the library's cdk-nag packs on your stack (needs the ``testing`` extra).
-
-``checked_template(stack)`` is what this library's own tests do to every template: cdk-nag's
-rule packs run as CDK validation plugins during synthesis (an unacknowledged finding fails
-it, cdk-nag v3's ``Validations`` idiom), then cfn-lint checks the template against the
-CloudFormation resource schemas it ships; any finding fails with the full list.
+"""cfn-lint and the library's cdk-nag packs on your stack (needs the ``testing`` extra):
+``checked_template(stack)`` fails on any finding of either, as this library's own tests do.
 """
 
 from __future__ import annotations

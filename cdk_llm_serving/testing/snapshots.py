@@ -1,9 +1,6 @@
-"""Template snapshots with syrupy (needs the ``testing`` extra).
-
-``assert template_of(stack) == snapshot(extension_class=TemplateSnapshotExtension)`` keeps
-one JSON file per snapshot under ``__snapshots__/``, with asset hashes masked so an edited
-asset does not churn it; ``pytest --snapshot-update`` writes it, and a later change of the
-template fails the test until you read the diff and update it.
+"""Template snapshots with syrupy (needs the ``testing`` extra):
+``assert template_of(stack) == snapshot(extension_class=TemplateSnapshotExtension)``, one JSON
+file per snapshot with asset hashes masked; ``pytest --snapshot-update`` writes it.
 """
 
 from __future__ import annotations

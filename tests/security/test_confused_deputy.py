@@ -1,4 +1,4 @@
-"""Confused-deputy conditions on service trusts, where AWS documents them (issue 32)."""
+"""Confused-deputy conditions on service trusts, where AWS documents them."""
 
 from __future__ import annotations
 

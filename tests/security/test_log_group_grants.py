@@ -1,4 +1,4 @@
-"""SageMaker roles write only the log groups of what they serve (issue 32).
+"""SageMaker roles write only the log groups of what they serve.
 
 Before, every model role could create and write every log group under ``/aws/sagemaker/``
 of the account. Read from the synthesized policies: each ``logs:`` statement names the

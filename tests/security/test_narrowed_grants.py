@@ -1,4 +1,4 @@
-"""The node role's network-interface grants stay in the cluster's VPC (issue 32)."""
+"""The node role's network-interface grants stay in the cluster's VPC."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def _play_workers(template: dict) -> dict[str, list[str]]:
 
 
 def test_no_worker_pod_can_read_the_api_key_from_the_store(reference_templates):
-    """The reference app's workers read the FSx store's volume: no role at all (issue 32)."""
+    """The reference app's workers read the FSx store's volume: no role at all."""
     found = _play_workers(reference_templates["ReferenceMoeHyperPod"])
     assert found == {"reference-moe-nvfp4-vllm-worker": []}
 

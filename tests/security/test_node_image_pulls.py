@@ -1,4 +1,4 @@
-"""The HyperPod node role pulls from named ECR repositories only (issue 32).
+"""The HyperPod node role pulls from named ECR repositories only.
 
 Before, ``ecr:BatchGetImage`` and the layer actions were on ``*``: any repository of any
 account that shares with it. Read from the synthesized node policy; the registry table is

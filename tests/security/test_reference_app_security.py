@@ -28,7 +28,7 @@ def test_synth_refuses_placeholder_buckets_unless_allowed():
 
 
 def test_the_operator_variant_also_refuses_its_endpoints_placeholder_buckets():
-    """Its gpt-oss-120b and Llama 3.3 70B weights are read only by that variant (#29)."""
+    """Its gpt-oss-120b and Llama 3.3 70B weights are read only by that variant."""
     app = new_app(
         **{
             "llm-serving:allow-placeholders": False,

@@ -45,7 +45,7 @@ def test_the_variant_synthesizes_under_the_app_s_packs(variant):
             "ml.p6-b200.48xlarge",
             "ml.p5en.48xlarge",
             "ml.p5.48xlarge",
-            "ml.p4de.24xlarge",  # the P/D endpoint's gpu-pd group (#29)
+            "ml.p4de.24xlarge",  # the P/D endpoint's gpu-pd group
         }
     else:
         assert gpu_types == {"ml.p6-b200.48xlarge"}

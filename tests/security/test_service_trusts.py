@@ -1,5 +1,5 @@
 """Service trusts and service key grants of the reference app: bound to this account's
-resources, or cited as unsupported (issue 32). The variants: ``test_reference_variants``."""
+resources, or cited as unsupported. The variants: ``test_reference_variants``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every acknowledgement the reference app records matches a finding, and the committed
-listing of them is current (issue 32).
+listing of them is current.
 
 An acknowledgement that matches nothing (cdk-nag's notebook-instance rule ``SM1`` on a
 model, ``S1`` on a bucket that is another bucket's log target) would silently cover a later

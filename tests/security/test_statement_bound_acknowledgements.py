@@ -1,4 +1,4 @@
-"""No acknowledgement a new wildcard can hide behind (issue 32).
+"""No acknowledgement a new wildcard can hide behind.
 
 cdk-nag's ``AwsSolutions-IAM5`` names a finding by resource only (``Resource::*``), so one
 reasoned ``*`` on a policy used to hide any later statement on ``*`` in it. The app's packs

@@ -4,7 +4,7 @@
 each ``acknowledge`` call is recorded (construct path, id, reason) instead of written to
 the construct's metadata, so the app's packs report every finding, acknowledged or not.
 ``stale(...)`` then lists the acknowledgements that match no finding at or under their
-construct: they would silently cover a later finding (issue 32).
+construct: they would silently cover a later finding.
 """
 
 from __future__ import annotations
