@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._extras import require_extra
 from ..errors import ConfigurationError, Problem, Problems
 
 TASK_FILE_VERSION = 1
@@ -105,8 +106,6 @@ def _validator() -> Any:
     try:
         from jsonschema import Draft202012Validator
     except ImportError:
-        from .._extras import require_extra  # a clear error naming the extra
-
         require_extra("eval", "jsonschema", "reading an eval task file")
         raise
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))

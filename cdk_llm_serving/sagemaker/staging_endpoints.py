@@ -38,6 +38,7 @@ from .vllm_pool_endpoint import VllmPoolEndpoint, _construct_id
 GATE_TIMEOUT = Duration.seconds(110)
 #: The modules the gate function runs (the package's, without its CDK-importing ``__init__``).
 _GATE_MODULES = (
+    "_extras.py",
     "errors.py",
     "ops/bearer_token.py",
     "ops/exit_codes.py",
