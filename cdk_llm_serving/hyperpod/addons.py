@@ -24,19 +24,17 @@ Every other chart is installed after the HyperPod nodes exist (their webhooks ne
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations, CfnElement, Duration, Stack
+from aws_cdk import Annotations, Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from .._cdk.deprecation import warn_deprecated
 from .._cdk.nag import acknowledge_cdk_internals, acknowledge_generated_statements
 from .._cdk.pod_identity import pod_identity_role
 from ..errors import Problems, checked_props
@@ -142,27 +140,12 @@ class KedaInstallation:
 
     KEDA's ``aws`` TriggerAuthentication with ``identityOwner: operator`` queries with the
     operator's role, so a workspace grants its query to that grantee:
-    ``observability.grant_query(keda.operator_role)``. Deprecated:
-    ``keda.grant_query(workspace_arn)`` (still works, warns).
+    ``observability.grant_query(keda.operator_role)``.
     """
 
     chart: eks.HelmChart
     operator_role: iam.Role
     operator_identity: eks.CfnPodIdentityAssociation
-
-    def grant_query(self, workspace_arn: str) -> iam.Grant:
-        """Deprecated: use ``VllmObservability.grant_query(keda.operator_role)`` (this granted to
-        KEDA itself, against CDK's ``grant_x(grantee)``); removed in 0.3.0."""
-        warn_deprecated(
-            self.operator_role,
-            "KedaInstallation.grant_query",
-            "VllmObservability.grant_query(keda.operator_role)",
-        )
-        return iam.Grant.add_to_principal(
-            grantee=self.operator_role,
-            actions=["aps:QueryMetrics"],
-            resource_arns=[workspace_arn],
-        )
 
 
 class HyperPodServingAddons(Construct):
@@ -236,11 +219,9 @@ class HyperPodServingAddons(Construct):
     def enable_keda(self) -> KedaInstallation:
         """KEDA and its operator's Pod Identity; installed on the first call, reused after.
 
-        EKS allows one Pod Identity association per service account (an association maps one
-        role to one namespace/service account, https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html;
-        a second is refused with ResourceInUseException, EKS API reference
-        CreatePodIdentityAssociation), and the chart's CRDs and namespace exist once per
-        cluster: every ``VllmReplicaAutoScaling`` shares these.
+        EKS allows one Pod Identity association per service account
+        (https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html) and the chart's
+        CRDs exist once per cluster: every ``VllmReplicaAutoScaling`` shares these.
         """
         if self._keda is None:
             self._keda = self._render_keda()
@@ -263,12 +244,10 @@ class HyperPodServingAddons(Construct):
     def enable_cert_manager(self) -> eks.Addon:
         """The EKS add-on ``cert-manager``, after the nodes; installed on the first call.
 
-        One per cluster (EKS keeps one installation of an add-on per cluster,
-        https://docs.aws.amazon.com/eks/latest/userguide/creating-an-add-on.html), shared by
-        every ``VllmMultiNodeService`` (its TLS certificates) and the inference operator (which
-        needs its CRDs). Pinned to the version AWS's operator migration script installs
-        (``assets/inference_operator.json``). Its pods carry no GPU toleration, so they
-        schedule on the system group (the GPU groups are tainted).
+        One per cluster (https://docs.aws.amazon.com/eks/latest/userguide/creating-an-add-on.html),
+        shared by every ``VllmMultiNodeService`` (its TLS certificates) and the inference
+        operator (its CRDs); pinned as AWS's operator migration script installs it
+        (``assets/inference_operator.json``). Its pods land on the untainted system group.
         """
         if self._cert_manager is None:
             self._cert_manager = eks_addon(
@@ -279,32 +258,16 @@ class HyperPodServingAddons(Construct):
                 addon_version=inference_operator_facts()["dependencies"]["cert-manager"],
             )
             self._cert_manager.node.add_dependency(self.cluster.nodes_ready)
-            # The inference operator created it before it was shared: keep that logical id, or
-            # an update of a deployed stack would create a second cert-manager add-on, which
-            # EKS refuses (ResourceInUseException) and the update rolls back.
-            cfn = self._cert_manager.node.default_child
-            assert isinstance(cfn, CfnElement)
-            cfn.override_logical_id(
-                _logical_id(self, ["InferenceOperator", "Addon-cert-manager", "Resource"])
-            )
         return self._cert_manager
 
     def enable_cert_manager_webhook(self) -> eks.KubernetesObjectValue:
         """A wait for cert-manager's webhook after the add-on: one per cluster, on the first call.
 
-        cert-manager's API refuses its resources until its webhook serves (cert-manager docs,
-        https://cert-manager.io/docs/installation/verify/: ``cmctl check api --wait``), and
-        an EKS add-on is ``ACTIVE`` before that; aws-cdk-lib's kubectl handler retries an
-        apply only on an i/o timeout (``kubectl-handler/apply``), so a manifest applied right
-        after the add-on can fail the deployment. This reads the webhook Deployment's
-        ``.status.readyReplicas`` (``CERT_MANAGER_WEBHOOK`` in ``CERT_MANAGER_NAMESPACE``):
-        aws-cdk-lib's ``KubernetesObjectValue`` handler (``aws-eks-v2/kubectl-handler/get``,
-        ``wait_for_output``, in the jsii tarball of aws-cdk-lib) retries every 10 s on any
-        error, NotFound included (the Deployment not created yet), and on empty output (the
-        field is absent while no replica is ready) until the timeout, 10 minutes here. Every
-        cert-manager manifest depends on it. Not covered: the API server's trust in the
-        webhook's certificate (cainjector writes it into the webhook configurations), which
-        normally follows within seconds.
+        cert-manager's API refuses its resources until its webhook serves
+        (https://cert-manager.io/docs/installation/verify/), after the add-on is ``ACTIVE``:
+        every cert-manager manifest depends on this read of the webhook Deployment's
+        ``.status.readyReplicas``, which aws-cdk-lib's handler retries for up to 10 minutes
+        (docs/design/hyperpod-cluster.md, "cert-manager").
         """
         if self._cert_manager_webhook is None:
             self._cert_manager_webhook = eks.KubernetesObjectValue(
@@ -437,7 +400,7 @@ class HyperPodServingAddons(Construct):
         checks its groups run by default and name them (AWS documents that cluster creation
         can fail without the chart; explicit checks were refused by ``_validate``)."""
         unchecked = (
-            self.cluster._without_default_deep_health_checks()
+            self.cluster.disable_default_deep_health_checks()
             if isinstance(self.cluster, HyperPodEksCluster)
             else []
         )
@@ -488,8 +451,8 @@ class HyperPodServingAddons(Construct):
             values={
                 "tolerations": [],
                 "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
-                # The operator's metrics on port 8080 (keda_scaler_active: issue 30's alarm;
-                # ``VllmObservability.scrape_keda_operator``).
+                # The operator's metrics on port 8080 (``keda_scaler_active`` for the wake
+                # alarm; ``VllmObservability.scrape_keda_operator``).
                 "prometheus": {"operator": {"enabled": True}},
             },
         )
@@ -567,8 +530,7 @@ class HyperPodServingAddons(Construct):
         provider = self.cluster.eks_cluster.node.try_find_child("KubectlProvider")
         if chart_asset is not None and provider is not None:
             # aws-cdk-lib's HelmChart just granted the kubectl handler read of the chart's
-            # asset (s3:GetObject*, s3:GetBucket*, s3:List* on the CDK asset bucket): bound
-            # to those statements now, as the provider's own were (issue 32).
+            # asset on the CDK asset bucket: bound to those statements now.
             acknowledge_generated_statements(
                 provider,
                 "aws-cdk-lib's kubectl handler reads the chart's asset from the CDK asset bucket (HelmChart chart_asset).",
@@ -576,21 +538,6 @@ class HyperPodServingAddons(Construct):
         if not before_nodes:
             helm.node.add_dependency(self.cluster.nodes_ready)
         return helm
-
-
-def _logical_id(scope: Construct, below: list[str]) -> str:
-    """The logical id aws-cdk-lib gives an element at ``below`` under ``scope`` (its
-    ``makeUniqueId``, aws/aws-cdk packages/aws-cdk-lib/core/lib/private/uniqueid.ts: the path
-    from the stack without ``Default``, alphanumerics of each part without ``Resource`` and
-    consecutive repeats, then the first 8 hex digits of the path's MD5, upper case)."""
-    scopes = scope.node.scopes
-    stack_at = max(i for i, s in enumerate(scopes) if Stack.is_stack(s))
-    path = [s.node.id for s in scopes[stack_at + 1 :]] + below
-    path = [part for part in path if part != "Default"]
-    digest = hashlib.md5("/".join(path).encode(), usedforsecurity=False).hexdigest()[:8]
-    human = [part for i, part in enumerate(path) if i == 0 or part != path[i - 1]]
-    readable = "".join(re.sub("[^A-Za-z0-9]", "", part) for part in human if part != "Resource")
-    return readable[:240] + digest.upper()
 
 
 def _scraper_rbac() -> list[dict[str, Any]]:

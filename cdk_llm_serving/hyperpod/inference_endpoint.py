@@ -22,13 +22,9 @@ aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/charts/inference-opera
 * ``kvCacheSpec``, ``intelligentRoutingSpec`` and ``pdSpec`` (``inference_features``): the
   operator's tiered KV cache, its cache-aware router and disaggregated prefill/decode.
 
-Why the KV cache and routing are on by default only under a context flag: the operator rejects
-``intelligentRoutingSpec`` added to an existing deployment (CRD description), so a default
-that turned it on would fail every deployed endpoint's next update. New apps set
-``CACHE_AND_ROUTING_CONTEXT`` (``"@cdk-llm-serving/hyperpod:inferenceEndpointCacheAndRouting":
-true`` in ``cdk.json``, as aws-cdk-lib's feature flags do); without it, ``kv_cache`` and
-``routing`` left out stay off and the templates stay as they were. Given explicitly, they
-apply either way.
+The KV cache and prefix-aware routing are on unless turned off (``kv_cache=False``,
+``routing=False``); the operator accepts ``intelligentRoutingSpec`` only when an endpoint is
+created (CRD description), so routing is chosen for good at the first deploy.
 """
 
 from __future__ import annotations
@@ -43,6 +39,7 @@ from constructs import Construct, IConstruct
 
 from .._cdk.endpoint_names import claim_endpoint_name
 from .._cdk.validation import kubernetes_name
+from ..core.endpoint_api import EndpointApi
 from ..errors import ConfigurationError, Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
@@ -52,7 +49,6 @@ from ..planning.instance_types import InstanceType
 from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import PlanningError
 from ..planning.sizing import plan as plan_layout
-from ..core.endpoint_api import EndpointApi
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import PoolVllmPlan, derive_pool_config, warn_tensor_parallel_cost
@@ -94,9 +90,6 @@ _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: Kubernetes object names: RFC 1123 DNS labels (kubernetes.io/docs/concepts/overview/
 #: working-with-objects/names/).
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-#: Context flag: ``True`` turns the KV cache (L1 + tiered-storage L2) and prefix-aware routing on
-#: for endpoints that leave ``kv_cache`` / ``routing`` out (see the module doc for why a flag).
-CACHE_AND_ROUTING_CONTEXT = "@cdk-llm-serving/hyperpod:inferenceEndpointCacheAndRouting"
 
 
 class HyperPodInferenceEndpoint(Construct, EndpointApi):
@@ -124,16 +117,14 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         ``AllTraffic`` (UNCONFIRMED, see ``assets/inference_operator.json``).
     :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
     :param kv_cache: ``InferenceKvCache`` (``kvCacheSpec``), or ``False`` for none. Default:
-        with ``CACHE_AND_ROUTING_CONTEXT`` true, ``InferenceKvCache()`` (L1 CPU offload, L2 on
-        the cluster's managed tiered storage, which this turns on: 5 % of every node's memory,
-        102.4 GiB of a p5en.48xlarge), L1 only with a warning
+        ``InferenceKvCache()`` (L1 CPU offload, L2 on the cluster's managed tiered storage,
+        which this turns on: 5 % of every node's memory), L1 only with a warning
         (``cdk-llm-serving:kvCacheTieredStorageUnavailable``) on an imported cluster that did not
-        declare tiered storage; without the flag, none.
-    :param routing: ``InferenceRouting`` (``intelligentRoutingSpec``), or ``False`` for none;
-        only at creation (the operator rejects it on an existing deployment): given without
-        ``CACHE_AND_ROUTING_CONTEXT``, warned (``cdk-llm-serving:routingOnlyAtCreation``).
-        Default: with ``CACHE_AND_ROUTING_CONTEXT`` true, ``InferenceRouting()``
-        (prefix-aware); else none.
+        declare tiered storage.
+    :param routing: ``InferenceRouting`` (``intelligentRoutingSpec``), or ``False`` for none.
+        Only at creation: the operator rejects routing added to a deployed endpoint (deploy
+        a new one and move traffic). Default: ``InferenceRouting()``
+        (prefix-aware).
     :param workload: the ``Workload`` the endpoint serves (tokens in and out, request rate), for
         the planner's decision whether prefill/decode disaggregation pays. Default: none.
     :param prefill_decode: ``InferencePrefillDecode`` (``pdSpec``), or ``False`` for none.
@@ -174,58 +165,25 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         self.spec = ModelSpec.of(model)
         self.weight_format = WeightFormat.of(weight_format)
         self.weights, self.replicas, self.autoscaling = weights, replicas, autoscaling
+        self.workload = workload
         problems = Problems(f"HyperPodInferenceEndpoint '{self.node.path}'")
-        self.instance_types: tuple[InstanceType | str, ...] = self._resolve_types(
-            problems, instance_types
-        )
+        self.instance_types = self._resolve_types(problems, instance_types)
         self.image = self._resolve_image(problems, image)
         self.groups = self._resolve_groups(problems)
         self.type_plans = self._derive(problems, config, self.weight_format.name)
         self.config = self._common_config(problems)
-        # A Hugging Face style name (``Qwen/Qwen3-8B``) becomes ``qwen-qwen3-8b``.
         self.name = name or kubernetes_name(self.config.served_model_name or self.spec.name)
         self.endpoint_name = endpoint_name or self.name
-        self.workload = workload
-        by_default = bool(self.node.try_get_context(CACHE_AND_ROUTING_CONTEXT))
-        self.kv_cache: InferenceKvCache | None = self._resolve_kv_cache(
-            problems, kv_cache, by_default
-        )
-        self.routing: InferenceRouting | None = (
-            (InferenceRouting() if by_default else None) if routing is None else routing or None
-        )
-        if routing and not by_default:
-            # The operator rejects routing added to a deployed endpoint (CRD); synth cannot see
-            # what is deployed, but an app without the flag predates it: say so before deploy.
-            Annotations.of(self).add_warning_v2(
-                "cdk-llm-serving:routingOnlyAtCreation",
-                "routing (intelligentRoutingSpec) is accepted only when the endpoint is created: "
-                "the operator rejects it added to an existing deployment (CRD "
-                "InferenceEndpointConfig). If this endpoint is deployed without it, deploy a new "
-                "one (another name and endpoint_name) and move traffic. If the endpoint is new or "
-                f'had routing from the start, set "{CACHE_AND_ROUTING_CONTEXT}": true in '
-                "cdk.json or acknowledge this warning.",
-            )
-        self.prefill_decode: InferencePrefillDecode | None = self._resolve_prefill_decode(
-            problems, prefill_decode
-        )
+        self.kv_cache = self._resolve_kv_cache(problems, kv_cache)
+        self.routing = InferenceRouting() if routing is None else routing or None
+        self.prefill_decode = self._resolve_prefill_decode(problems, prefill_decode)
         self._validate(problems)
         problems.raise_if_any()
         if self.kv_cache is not None and self.kv_cache.uses_tiered_storage:
             #: The cluster's managed tiered storage this endpoint's L2 uses.
             self.tiered_storage = self.cluster.enable_tiered_storage()
-        if self.prefill_decode is not None and SAGEMAKER_VLLM_DLC[1] in self.image:
-            Annotations.of(self).add_warning_v2(
-                "cdk-llm-serving:prefillDecodeImage",
-                "Disaggregated prefill and decode needs a worker image with vLLM, LMCache, NIXL "
-                "and the EFA libfabric provider; AWS lists public.ecr.aws/deep-learning-containers/"
-                "vllm:server-hyperpod-cuda-v1.1 and LMCache's image "
-                "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html), "
-                f"not {SAGEMAKER_VLLM_DLC[0]}:{SAGEMAKER_VLLM_DLC[1]}: give image= one of them.",
-            )
         self._reserve_nodes()
-        # The nodes pull the worker's image: its repository on the node role (issue 32).
-        self.cluster.allow_image_pull(self._image_source)
-
+        self.cluster.allow_image_pull(self._image_source)  # the worker's repository
         self.operator = HyperPodInferenceOperator.of(addons)
         self.namespace = namespace or (
             weights.namespace if isinstance(weights, FsxModelStore) else "inference"
@@ -335,14 +293,11 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         return first
 
     def _resolve_kv_cache(
-        self,
-        problems: Problems,
-        given: InferenceKvCache | Literal[False] | None,
-        by_default: bool,
+        self, problems: Problems, given: InferenceKvCache | Literal[False] | None
     ) -> InferenceKvCache | None:
         """The KV cache asked for, or the default; tiered storage the cluster cannot turn on is
         refused when asked for and dropped (L1 only, warned) when it was the default."""
-        if given is False or (given is None and not by_default):
+        if given is False:
             return None
         cache = given or InferenceKvCache()
         if cache.uses_tiered_storage and self.cluster.tiered_storage is None:
@@ -479,6 +434,15 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     def _validate_prefill_decode(self, problems: Problems, pd: InferencePrefillDecode) -> None:
         """Each role on a listed type with EFA; the roles' pods fit their groups' nodes."""
         pd.validate(problems, "prefill_decode")
+        if SAGEMAKER_VLLM_DLC[1] in self.image:
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:prefillDecodeImage",
+                "Disaggregated prefill and decode needs a worker image with vLLM, LMCache, NIXL "
+                "and the EFA libfabric provider; AWS lists public.ecr.aws/deep-learning-containers/"
+                "vllm:server-hyperpod-cuda-v1.1 and LMCache's image "
+                "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html), "
+                f"not {SAGEMAKER_VLLM_DLC[0]}:{SAGEMAKER_VLLM_DLC[1]}: give image= one of them.",
+            )
         if self.autoscaling is not None:
             problems.add(
                 "autoscaling",

@@ -1,4 +1,4 @@
-"""The ECR repositories a HyperPod node's role may pull images from (issue 32).
+"""The ECR repositories a HyperPod node's role may pull images from.
 
 The kubelet on a HyperPod node pulls with the node's role, the instance groups'
 ``ExecutionRole``. Its AWS managed policy ``AmazonSageMakerClusterInstanceRolePolicy``

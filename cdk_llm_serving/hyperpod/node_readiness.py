@@ -149,10 +149,9 @@ class HyperPodNodesReady(Construct):
     def ready(self) -> CustomResource:
         return self.stages[-1]
 
-    def _rebudget(self, instance_groups: Sequence[HyperPodInstanceGroup]) -> None:
-        """Spread a derived budget for changed groups (deep health checks turned off) over the
-        stages made for the first: their number stays, their deadlines shrink. A ``timeout``
-        that was given stays as given."""
+    def rebudget(self, instance_groups: Sequence[HyperPodInstanceGroup]) -> None:
+        """Derive the budget again for changed groups (deep health checks turned off), over
+        the same number of stages; a ``timeout`` that was given stays as given."""
         if self._timeout_given:
             return
         self.timeout = wait_budget(instance_groups)

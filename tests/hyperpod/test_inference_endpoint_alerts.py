@@ -37,7 +37,9 @@ PD = InferencePrefillDecode(
 
 def _alerts(**props) -> InferenceEndpointAlarms:
     stack = new_stack()
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=single_node_groups()
+    )
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     endpoint = gpt_oss_120b_endpoint(stack, addons, **props)
     workspace = aps.CfnWorkspace(stack, "Workspace")
@@ -88,7 +90,9 @@ def test_the_rule_group_lands_in_the_workspace():
 def test_bad_thresholds_are_refused_at_once():
     with pytest.raises(ConfigurationError) as raised:
         stack = new_stack()
-        cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
+        cluster = HyperPodEksCluster(
+            stack, "HyperPod", kubernetes_version="1.33", instance_groups=single_node_groups()
+        )
         addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
         InferenceEndpointAlarms(
             stack,

@@ -1,4 +1,4 @@
-"""HyperPodInferenceEndpoint's kvCacheSpec, intelligentRoutingSpec and pdSpec (#29), and the
+"""HyperPodInferenceEndpoint's kvCacheSpec, intelligentRoutingSpec and pdSpec, and the
 cluster's TieredStorageConfig they turn on: against the operator's CRD and CloudFormation's
 schema as cfn-lint ships it."""
 
@@ -38,7 +38,7 @@ from tests.support.cfn_schemas import resource_schema
 from tests.support.hyperpod import gpt_oss_120b_endpoint, imported_cluster, single_node_groups
 from tests.support.kubernetes_schemas import concretize, undeclared_fields
 
-#: The specs #29 adds to the InferenceEndpointConfig.
+#: The operator's cache, routing and prefill/decode specs in the InferenceEndpointConfig.
 SPECS = ("kvCacheSpec", "intelligentRoutingSpec", "pdSpec")
 
 
@@ -53,7 +53,9 @@ def crd_schema(shared_dir: Path) -> dict:
 
 
 def _addons(stack: Stack, groups=None) -> tuple[HyperPodEksCluster, HyperPodServingAddons]:
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=groups or single_node_groups())
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=groups or single_node_groups()
+    )
     return cluster, HyperPodServingAddons(stack, "Addons", cluster=cluster)
 
 
@@ -196,6 +198,7 @@ def test_the_clusters_own_tiered_storage_is_kept():
     cluster = HyperPodEksCluster(
         stack,
         "HyperPod",
+        kubernetes_version="1.33",
         instance_groups=single_node_groups(),
         tiered_storage=TieredStorage(memory_percentage=8),
     )
@@ -212,6 +215,7 @@ def test_a_tier_beyond_the_pods_headroom_is_warned():
     HyperPodEksCluster(
         stack,
         "HyperPod",
+        kubernetes_version="1.33",
         instance_groups=single_node_groups(),
         tiered_storage=TieredStorage(memory_percentage=20),
     )
@@ -227,6 +231,7 @@ def test_cloudformation_refuses_what_tiered_storage_refuses():
         HyperPodEksCluster(
             new_stack(),
             "HyperPod",
+            kubernetes_version="1.33",
             instance_groups=single_node_groups(),
             tiered_storage=TieredStorage(memory_percentage=101),
         )
@@ -471,7 +476,7 @@ def test_the_reference_operator_variant_caches_routes_and_turns_the_tier_on(
 def test_the_reference_operator_variant_renders_all_three_specs_where_the_planner_says_pd_pays(
     inference_operator_template, crd_schema
 ):
-    """#29's done criterion: the variant's dense long-context endpoint renders kvCacheSpec,
+    """The variant's dense long-context endpoint renders kvCacheSpec,
     intelligentRoutingSpec and pdSpec (from its declared workload, not asked for), valid
     against the operator's CRD, each role on its own node of gpu-pd with the node's GPUs and
     EFA devices."""

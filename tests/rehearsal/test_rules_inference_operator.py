@@ -40,7 +40,9 @@ def _gpu_node(name: str, instance_type: str) -> Node:
 
 def _config(**props) -> dict:
     stack = new_stack()
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=single_node_groups()
+    )
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     return stack.resolve(gpt_oss_120b_endpoint(stack, addons, **props).manifest)
 
