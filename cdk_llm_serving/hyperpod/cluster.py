@@ -454,17 +454,25 @@ class HyperPodEksCluster(_HyperPodClusterBase):
 
         Its nodes and EKS add-ons (Pod Identity agent, FSx CSI driver) are taken to exist.
         """
-        return _ImportedHyperPodCluster(
-            scope,
-            id,
-            eks_cluster=eks_cluster,
-            vpc=vpc,
-            node_security_group=node_security_group,
-            instance_groups=instance_groups,
-            private_subnets=private_subnets,
-            gpu_subnets=gpu_subnets,
-            tiered_storage=tiered_storage,
+        cluster = _ImportedHyperPodCluster(scope, id)
+        problems = Problems(f"HyperPodEksCluster.from_cluster_attributes '{cluster.node.path}'")
+        _validate_instance_groups(problems, instance_groups, need_system=False)
+        if tiered_storage is not None:
+            tiered_storage.validate(problems, "tiered_storage")
+        problems.raise_if_any()
+        cluster.tiered_storage = tiered_storage
+        cluster._set_instance_groups(instance_groups)
+        cluster.eks_cluster, cluster.vpc = eks_cluster, vpc
+        cluster.node_security_group = node_security_group
+        cluster.private_subnets = list(
+            private_subnets
+            if private_subnets is not None
+            else vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
         )
+        cluster.gpu_subnets = (
+            list(gpu_subnets) if gpu_subnets is not None else cluster.private_subnets[:1]
+        )
+        return cluster
 
     # -- what dependents need ----------------------------------------------------------
 
@@ -1170,38 +1178,10 @@ class _ImportedHyperPodCluster(_HyperPodClusterBase):
     holds no resources, so depending on them orders nothing.
     """
 
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        eks_cluster: eks.ICluster,
-        vpc: ec2.IVpc,
-        node_security_group: ec2.ISecurityGroup,
-        instance_groups: Sequence[HyperPodInstanceGroup],
-        private_subnets: Sequence[ec2.ISubnet] | None,
-        gpu_subnets: Sequence[ec2.ISubnet] | None,
-        tiered_storage: TieredStorage | None = None,
-    ) -> None:
-        super().__init__(scope, id)
-        problems = Problems(f"HyperPodEksCluster.from_cluster_attributes '{self.node.path}'")
-        _validate_instance_groups(problems, instance_groups, need_system=False)
-        if tiered_storage is not None:
-            tiered_storage.validate(problems, "tiered_storage")
-        self.tiered_storage = tiered_storage
-        problems.raise_if_any()
-        self._set_instance_groups(instance_groups)
-        self.eks_cluster = eks_cluster
-        self.vpc = vpc
-        self.node_security_group = node_security_group
-        self.private_subnets: list[ec2.ISubnet] = list(
-            private_subnets
-            if private_subnets is not None
-            else vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
-        )
-        self.gpu_subnets: list[ec2.ISubnet] = (
-            list(gpu_subnets) if gpu_subnets is not None else self.private_subnets[:1]
-        )
+    vpc: ec2.IVpc
+    node_security_group: ec2.ISecurityGroup
+    private_subnets: list[ec2.ISubnet]
+    gpu_subnets: list[ec2.ISubnet]
 
     @property
     def nodes_ready(self) -> IConstruct:

@@ -12,13 +12,6 @@ from typing import Final
 
 from ..vllm.multinode import API_PORT
 
-# -- images ------------------------------------------------------------------------------
-
-#: vLLM's upstream OpenAI-compatible server image (Docker Hub vllm/vllm-openai). Not the
-#: default: it carries no libfabric/aws-ofi-nccl, so NCCL between nodes runs over TCP. The
-#: default is AWS's vLLM container with EFA (``serving_image``, ``assets/vllm_image.json``).
-UPSTREAM_VLLM_IMAGE: Final = "vllm/vllm-openai:v0.33.0"
-
 # -- ports and paths ---------------------------------------------------------------------
 
 #: vLLM's API and /metrics port; one value with the multi-node launcher (vllm.multinode).
@@ -174,12 +167,6 @@ COLLECTOR_ROLE_BINDING: Final = "aps-collector-user-role-binding"
 POD_IDENTITY_AGENT_ADDON: Final = "eks-pod-identity-agent"
 #: FSx for Lustre CSI driver: the model store's PersistentVolume needs it.
 FSX_CSI_DRIVER_ADDON: Final = "aws-fsx-csi-driver"
-
-# -- IAM ---------------------------------------------------------------------------------
-
-#: Principal of EKS Pod Identity roles, with ``sts:TagSession``
-#: (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html).
-POD_IDENTITY_PRINCIPAL: Final = "pods.eks.amazonaws.com"
 
 
 def prometheus_pod_label(label: str) -> str:

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import Stack
 from aws_cdk.assertions import Annotations, Match, Template
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.inference_endpoint import (
-    CACHE_AND_ROUTING_CONTEXT,
     InferenceAutoScaling,
 )
 from cdk_llm_serving.hyperpod.inference_features import (
@@ -57,10 +56,6 @@ def _addons(stack: Stack, groups=None) -> tuple[HyperPodEksCluster, HyperPodServ
         stack, "HyperPod", kubernetes_version="1.33", instance_groups=groups or single_node_groups()
     )
     return cluster, HyperPodServingAddons(stack, "Addons", cluster=cluster)
-
-
-def _flagged_stack() -> Stack:
-    return Stack(App(context={CACHE_AND_ROUTING_CONTEXT: True}), "Flagged")
 
 
 def _warned(stack: Stack, warning_id: str) -> bool:
@@ -162,16 +157,8 @@ def test_redis_l2_renders_its_url_and_passes_the_crd(crd_schema):
 # -- defaults -----------------------------------------------------------------------------
 
 
-def test_without_the_flag_nothing_changes():
+def test_by_default_cache_and_routing_are_on_and_the_cluster_tier_matches():
     stack = new_stack()
-    _, addons = _addons(stack)
-    endpoint = gpt_oss_120b_endpoint(stack, addons)
-    assert not set(SPECS) & set(endpoint.manifest["spec"])
-    assert _tiered_storage_config(stack) is None
-
-
-def test_with_the_flag_cache_and_routing_are_on_and_the_cluster_tier_matches():
-    stack = _flagged_stack()
     cluster, addons = _addons(stack)
     endpoint = gpt_oss_120b_endpoint(stack, addons)
     spec = endpoint.manifest["spec"]
@@ -186,7 +173,7 @@ def test_with_the_flag_cache_and_routing_are_on_and_the_cluster_tier_matches():
 
 
 def test_false_turns_each_default_off():
-    stack = _flagged_stack()
+    stack = new_stack()
     _, addons = _addons(stack)
     endpoint = gpt_oss_120b_endpoint(stack, addons, kv_cache=False, routing=False)
     assert not set(SPECS) & set(endpoint.manifest["spec"])
@@ -268,7 +255,7 @@ def test_an_imported_cluster_without_tiered_storage_refuses_an_explicit_l2():
 
 
 def test_an_imported_cluster_without_tiered_storage_defaults_to_l1_with_a_warning():
-    stack = _flagged_stack()
+    stack = new_stack()
     addons = _imported(stack)
     endpoint = _on_imported(stack, addons)
     assert endpoint.manifest["spec"]["kvCacheSpec"] == {
@@ -533,26 +520,6 @@ def test_the_roles_pods_land_on_their_groups_and_match_kubernetes_schemas():
     assert landing(no_toleration) == []  # the check can fail: GPU groups are tainted
     for template in pods.values():
         validate_core({"apiVersion": "v1", "kind": "Pod", **template})
-
-
-# -- routing on a deployed endpoint ----------------------------------------------------------
-
-
-def test_routing_given_without_the_flag_warns_that_it_applies_only_at_creation():
-    """The review's minor: the operator rejects intelligentRoutingSpec added to a deployed
-    endpoint; an app without the flag (made before it) is warned before it deploys."""
-    stack = new_stack()
-    _, addons = _addons(stack)
-    gpt_oss_120b_endpoint(stack, addons, routing=InferenceRouting())
-    assert _warned(stack, "cdk-llm-serving:routingOnlyAtCreation")
-    flagged = _flagged_stack()
-    _, addons = _addons(flagged)
-    gpt_oss_120b_endpoint(flagged, addons, routing=InferenceRouting())
-    assert not _warned(flagged, "cdk-llm-serving:routingOnlyAtCreation")
-    plain = new_stack()
-    _, addons = _addons(plain)
-    gpt_oss_120b_endpoint(plain, addons)  # no routing: nothing to warn about
-    assert not _warned(plain, "cdk-llm-serving:routingOnlyAtCreation")
 
 
 def test_the_reference_pd_endpoints_worker_flags_pass_aws_script_and_vllms_parser(
