@@ -1,26 +1,16 @@
 """``HyperPodServingAddons``: what GPU serving needs on a ``HyperPodEksCluster``.
 
 * The HyperPod dependencies Helm chart (health-monitoring agent, deep health checks, NVIDIA
-  and EFA device plugins, ...) is required for clusters created through the API but is
-  published to no Helm repository, and its code does not belong in this repository: the
-  user supplies it (``HelmChartSource``); without it, synth warns and says where to get it,
-  and the NVIDIA and EFA device plugins are installed from their published charts instead.
-  AWS: install it "before creating HyperPod cluster" (aws/sagemaker-hyperpod-cli
-  helm_chart/readme.md): the HyperPod cluster of a ``HyperPodEksCluster`` depends on it, and
-  it is installed without ``--wait`` (its two Deployments have no node to run on yet).
-* Device plugins get values that land on HyperPod nodes (``device_plugins.py``), whichever
-  chart installs them.
-* LeaderWorkerSet controller (multi-node replicas), pinned.
-* AWS Load Balancer Controller (internal NLB/ALB for the serving endpoint), pinned.
-* Cluster-wide pieces that services request and that exist once per cluster, however many
-  services use them: KEDA with its operator's Pod Identity (``enable_keda``, for
-  ``VllmReplicaAutoScaling``) and the Amazon Managed Prometheus scraper's ClusterRole and
-  binding (``enable_scraper_access``, for ``VllmObservability``), and cert-manager
-  (``enable_cert_manager``: the multi-node service's TLS certificates and the inference
-  operator both need it; two installations of one add-on on a cluster are refused by EKS).
+  and EFA device plugins, ...), required for clusters created through the API but published
+  to no Helm repository: the user supplies it (``HelmChartSource``), and AWS installs it
+  "before creating HyperPod cluster" (aws/sagemaker-hyperpod-cli helm_chart/readme.md), so
+  without ``--wait``. Without it, synth warns and the device plugins come from their charts.
+* LeaderWorkerSet controller and AWS Load Balancer Controller, pinned.
+* Once per cluster, on request: KEDA with its operator's Pod Identity (``enable_keda``), the
+  managed scraper's ClusterRole (``enable_scraper_access``) and cert-manager
+  (``enable_cert_manager``; EKS refuses two installations of one add-on).
 
-Every other chart is installed after the HyperPod nodes exist (their webhooks need pods).
-"""
+Every other chart is installed after the HyperPod nodes exist (their webhooks need pods)."""
 
 from __future__ import annotations
 
@@ -83,23 +73,15 @@ _HYPERPOD_CHART_HINT = (
     "health-monitoring agent and job auto-restart are missing."
 )
 
-#: Where the cert-manager add-on runs its webhook. Stand-in for the add-on's own manifests,
-#: which AWS does not publish: the upstream chart at the add-on's version (cert-manager
-#: v1.18.2, ``deploy/charts/cert-manager``; the Deployment is ``webhook.fullname`` =
-#: ``<release>-webhook`` in the release namespace), installed as release ``cert-manager`` in
-#: namespace ``cert-manager``, as cert-manager's installation docs do
-#: (https://cert-manager.io/docs/installation/helm/). Names to confirm on a live add-on.
+#: Where the cert-manager add-on runs its webhook: AWS publishes not the add-on's manifests, so
+#: the upstream chart's names at its version (https://cert-manager.io/docs/installation/helm/),
+#: to confirm on a live add-on (docs/design/hyperpod-cluster.md, "cert-manager").
 CERT_MANAGER_NAMESPACE = "cert-manager"
 CERT_MANAGER_WEBHOOK = "cert-manager-webhook"
 
 #: ``chart_images`` key -> (the chart, the path of its image's values). Each published chart
-#: renders ``<repository>:<tag>`` from these values (KEDA: ``<registry>/<repository>:<tag>``),
-#: with no digest value of its own, so a digest rides in the tag: ``<tag>@sha256:<digest>``.
-#: Sources, the charts' templates: NVIDIA/k8s-device-plugin 0.17.1 ``_helpers.tpl``
-#: (``nvidia-device-plugin.fullimage``), aws/eks-charts aws-efa-k8s-device-plugin v0.5.30
-#: ``templates/daemonset.yaml``, kubernetes-sigs/lws 0.8.0 ``templates/manager/deployment.yaml``
-#: (``image.manager``), kedacore/charts keda 2.17.2 ``templates/{manager,metrics-server,
-#: webhooks}/deployment.yaml`` (``image.keda``, ``image.metricsApiServer``, ``image.webhooks``).
+#: renders ``<repository>:<tag>`` (KEDA: ``<registry>/<repository>:<tag>``) with no digest value
+#: of its own, so a digest rides in the tag (the charts' templates: docs/design/hyperpod-cluster.md).
 CHART_IMAGE_VALUES: dict[str, tuple[str, tuple[str, ...]]] = {
     NVIDIA_DEVICE_PLUGIN_CHART: (NVIDIA_DEVICE_PLUGIN_CHART, ("image",)),
     EFA_DEVICE_PLUGIN_CHART: (EFA_DEVICE_PLUGIN_CHART, ("image",)),
@@ -510,8 +492,7 @@ class HyperPodServingAddons(Construct):
     ) -> eks.HelmChart:
         """A chart after the nodes (``--wait``), or ``before_nodes`` without waiting.
 
-        ``release``: an explicit release name; ``None`` keeps aws-cdk-lib's derived one (a
-        rename installs a second release next to the first, so existing charts keep theirs).
+        ``release``: an explicit release name; ``None`` keeps aws-cdk-lib's derived one.
         """
         helm = eks.HelmChart(
             self,

@@ -1,19 +1,11 @@
 """``HelmChartSource``: where a user-supplied chart (the HyperPod dependencies chart) comes from.
 
-Two forms, each rendered as aws-cdk-lib's kubectl handler accepts it (aws-cdk-lib 2.275.0,
-``custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/helm/__init__.py`` in its package;
-the tests run that handler on our resources):
-
-* a local chart directory, uploaded as an S3 asset: the handler asserts that a resource with
-  ``ChartAssetURL`` has no ``Chart``, ``Repository`` or ``Version`` (so none are set), unzips
-  the asset and runs ``helm upgrade --install`` on it. Helm refuses a chart whose dependencies
-  are not under ``charts/`` ("found in Chart.yaml, but missing in charts/ directory"), and a git
-  checkout of aws/sagemaker-hyperpod-cli lacks the remote ones: synth refuses such a directory,
-  naming each missing archive and the ``helm dependency build`` command that fetches them.
-* an OCI repository the user publishes the chart to: the handler runs
-  ``helm pull <repository> --version <version> --untar`` and installs the directory named after
-  the repository's last path segment, so that segment must be the chart's name.
-"""
+Two forms, each as aws-cdk-lib's kubectl handler accepts it
+(``aws-eks-v2/kubectl-handler/helm/__init__.py``): a local chart directory, uploaded as an S3
+asset (with ``ChartAssetURL`` the handler takes no ``Chart``, ``Repository`` or ``Version``,
+and Helm refuses a chart whose dependencies are not vendored under ``charts/``, so synth does
+too); or an OCI repository whose last path segment is the chart's name (the handler installs
+the directory ``helm pull --untar`` creates)."""
 
 from __future__ import annotations
 

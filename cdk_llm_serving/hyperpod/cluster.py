@@ -39,16 +39,17 @@ from .._addon_pins import AddonPhase
 from .._cdk.arns import IAM_ROLE, TRAINING_PLAN, check_arn
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.role_grants import resource_account_condition
+from .._cdk.service_limits import limits
 from .._cdk.service_trust import condition_service_trust
 from .._cdk.template_limits import check_template_limits
-from .._cdk.validation import check_one_of
+from .._cdk.validation import check_eks_vpc, check_name, check_one_of
 from .._partitions import partition_of_region
 from ..errors import Problems, checked_props
 from ..model_sources import ContainerImage
 from ..planning.catalog import Catalog, default_catalog
 from ._eks_addon import eks_addon
 from ._facts import hyperpod_facts
-from ._input_checks import check_addon_versions, check_cluster_inputs
+from ._input_checks import check_addon_versions
 from .availability_zones import az_id_problem
 from .capacity import GpuNodeLedger
 from .constants import (
@@ -193,7 +194,6 @@ def private_bucket(scope: Construct, id: str, **extra: Any) -> s3.Bucket:
 def _validate_instance_groups(
     problems: Problems,
     groups: Sequence[HyperPodInstanceGroup],
-    *,
     need_system: bool,
     catalog: Catalog | None = None,
 ) -> None:
@@ -529,7 +529,10 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     ) -> KubernetesVersion:
         """Every input's problems at once; the Kubernetes version, typed."""
         problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
-        check_cluster_inputs(problems, self.instance_groups, admin_role_arns, vpc, cluster_name)
+        if vpc is not None:
+            check_eks_vpc(problems, "vpc", vpc)
+        name_rule = limits("CreateClusterRequest", "ClusterName")
+        check_name(problems, "cluster_name", cluster_name, name_rule, "a HyperPod cluster name")
         validate_autoscaled_groups(problems, self.instance_groups, self.node_autoscaling)
         known = sorted(
             {name for pins in hyperpod_facts()["addon_versions"].values() for name in pins}
@@ -539,26 +542,17 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         known_addons = {name: v for name, v in (addons or {}).items() if name in known}
         check_addon_versions(problems, known_addons, str(kubernetes_version))
         _validate_gpu_zone(problems, Stack.of(self).region, vpc is None, az_id, subnet_cidr)
-        _validate_instance_groups(
-            problems, self.instance_groups, need_system=True, catalog=self.catalog
-        )
+        _validate_instance_groups(problems, self.instance_groups, True, self.catalog)
         version = KubernetesVersion.parse(problems, "kubernetes_version", kubernetes_version)
         if self.tiered_storage is not None:
             self.tiered_storage.validate(problems, "tiered_storage")
         for index, arn in enumerate(admin_role_arns):
-            if isinstance(arn, str):  # a non-string is refused by ``check_cluster_inputs``
-                check_arn(problems, f"admin_role_arns[{index}]", arn, IAM_ROLE, self)
+            check_arn(problems, f"admin_role_arns[{index}]", arn, IAM_ROLE, self)
         invalid = {p.property for p in problems.problems()}  # a malformed ARN is one problem
         for index, group in enumerate(self.instance_groups):
-            if f"instance_groups[{index}].training_plan_arn" in invalid:
-                continue
-            check_arn(
-                problems,
-                f"instance_groups[{index}].training_plan_arn",
-                group.training_plan_arn,
-                TRAINING_PLAN,
-                self,
-            )
+            prop = f"instance_groups[{index}].training_plan_arn"
+            if prop not in invalid:
+                check_arn(problems, prop, group.training_plan_arn, TRAINING_PLAN, self)
         problems.raise_if_any()
         assert version is not None
         return version

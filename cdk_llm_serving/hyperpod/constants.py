@@ -60,9 +60,7 @@ GPU_TAINT_KEY: Final = "nvidia.com/gpu"
 #: Value of the default GPU taint.
 GPU_TAINT_VALUE: Final = "present"
 #: Taint HyperPod puts on a node while its deep health checks run; every device plugin must
-#: tolerate it (aws/sagemaker-hyperpod-cli ``helm_chart/readme.md``: "Tolerations (across all
-#: plugins): key: sagemaker.amazonaws.com/node-health-status, operator: Equal, value:
-#: Unschedulable, effect: NoSchedule"; AWS's chart values.yaml sets it on both plugins).
+#: tolerate it (aws/sagemaker-hyperpod-cli ``helm_chart/readme.md``, "Tolerations").
 NODE_HEALTH_TAINT_KEY: Final = NODE_HEALTH_LABEL
 #: Value of ``NODE_HEALTH_TAINT_KEY`` while deep health checks run.
 NODE_HEALTH_TAINT_VALUE: Final = "Unschedulable"
@@ -120,17 +118,14 @@ NVIDIA_DEVICE_PLUGIN_CHART: Final = "nvidia-device-plugin"
 EFA_DEVICE_PLUGIN_CHART: Final = "aws-efa-k8s-device-plugin"
 LWS_CHART: Final = "lws"
 KEDA_CHART: Final = "keda"
-#: Our name for the user-supplied HyperPod dependencies chart (github.com/aws/sagemaker-hyperpod-cli),
-#: the key of ``HyperPodServingAddons.charts`` and its Helm release name (AWS's reference
-#: CloudFormation installs it as release ``hyperpod-dependencies``:
-#: aws-samples/awsome-distributed-training 1.architectures/7.sagemaker-hyperpod-eks/cfn-templates).
+#: Our name for the user-supplied HyperPod dependencies chart, the key of
+#: ``HyperPodServingAddons.charts`` and its Helm release name (as AWS's reference templates
+#: install it, aws-samples/awsome-distributed-training).
 HYPERPOD_DEPENDENCIES_CHART: Final = "hyperpod-dependencies"
 #: ``name`` in that chart's Chart.yaml (helm_chart/HyperPodHelmChart/Chart.yaml).
 HYPERPOD_CHART_NAME: Final = "hyperpod-helm-chart"
-#: Helm release names of the device-plugin charts. Short and explicit: without one aws-cdk-lib
-#: derives a 53-character name, and the NVIDIA chart (``trunc 63``) then gives its device-plugin
-#: and MPS-control-daemon DaemonSets one name (templates/daemonset-mps-control-daemon.yml).
-#: The same names are each chart's ``fullnameOverride``, also inside the HyperPod chart.
+#: Helm release names (and ``fullnameOverride``) of the device-plugin charts: aws-cdk-lib's
+#: derived 53-character name gives the NVIDIA chart's two DaemonSets one name (``trunc 63``).
 NVIDIA_DEVICE_PLUGIN_RELEASE: Final = "nvidia-device-plugin"
 EFA_DEVICE_PLUGIN_RELEASE: Final = "aws-efa-k8s-device-plugin"
 

@@ -1,26 +1,13 @@
-"""Helm values that make the NVIDIA and EFA device plugins land on a cluster's HyperPod nodes.
+"""Helm values that make the NVIDIA and EFA device plugins land on a cluster's HyperPod nodes,
+whichever chart installs them (their published charts, or the HyperPod dependencies chart):
 
-Whatever installs the plugins (their published charts, or AWS's HyperPod dependencies chart as
-subcharts) gets these values:
-
-* placement by ``node.kubernetes.io/instance-type`` In the groups' ``ml.*`` names: HyperPod
-  nodes carry SageMaker's names (AWS's chart values.yaml selects ``ml.p5en.48xlarge`` etc.);
-  the NVIDIA chart's default affinity needs node-feature-discovery labels HyperPod nodes lack,
-  and no EFA chart lists ``ml.*`` names (aws/eks-charts stable/aws-efa-k8s-device-plugin/values.yaml).
+* placement by ``node.kubernetes.io/instance-type`` In the groups' ``ml.*`` names (the charts'
+  defaults select no HyperPod node);
 * a full toleration list (a ``tolerations`` value replaces the chart's): the chart defaults,
-  the deep-health-check taint (``NODE_HEALTH_TAINT_KEY``) and every taint the groups set, so
-  our own ``nvidia.com/gpu=present:NoSchedule`` GPU taint too. AWS's EFA values do not
-  tolerate ``nvidia.com/gpu``: without this list the EFA plugin never lands on our GPU nodes.
+  the deep-health-check taint and every taint the groups set;
 * ``fullnameOverride``: short, fixed object names (see ``NVIDIA_DEVICE_PLUGIN_RELEASE``).
 
-Chart keys: NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/values.yaml
-(``affinity``, ``tolerations``, ``fullnameOverride``); aws/eks-charts
-stable/aws-efa-k8s-device-plugin values.yaml (``supportedInstanceLabels.keys/values``,
-``tolerations`` appended after a fixed ``CriticalAddonsOnly``, ``fullnameOverride``; no
-``affinity`` key); HyperPod chart helm_chart/HyperPodHelmChart/values.yaml (``global.region``
-for the health-monitoring agent's image, subchart keys ``nvidia-device-plugin`` and
-``aws-efa-k8s-device-plugin``).
-"""
+The charts' keys and why each value: docs/design/hyperpod-cluster.md, "Device plugins"."""
 
 from __future__ import annotations
 

@@ -3,24 +3,15 @@
 One ``InferenceEndpointConfig`` (``inference.sagemaker.aws.amazon.com/v1``, the CRD AWS ships in
 aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/charts/inference-operator/config/crd``):
 
-* ``instanceTypes``: the types in order of preference; the operator "selects the first
-  available type" (CRD description), by node affinity with descending weights. Each type must
-  be one of the cluster's GPU groups and hold the model on one node (the planner decides).
-* ``worker``: AWS's SageMaker vLLM container fed ``SM_VLLM_*`` variables from ``VllmConfig``
-  (the same mapping ``VllmPoolEndpoint`` uses), the configuration each type gets derived as
-  for a SageMaker pool (``vllm.pool_strategy.derive_pool_config``: the configuration's
-  tensor-parallel size if it sets one, warned as ``cdk-llm-serving:tensorParallelCostsThroughput``
-  when it serves fewer than half the planner's tokens per dollar, else tensor parallelism over
-  the type's GPUs (the pool default goal ``latency``), a served name that says which copy it is). The operator renders ONE worker
-  for every listed type, so the types must derive the same configuration (same GPU count,
-  tensor parallel size and served name); otherwise synth names the types that differ.
-* ``endpointName``: the operator registers a SageMaker endpoint of that name, so
-  ``InvokeEndpoint`` and ``grant_invoke`` work as for a pool endpoint (``EndpointApi``).
-* ``tlsConfig.tlsCertificateOutputS3Uri`` in the installation's certificate bucket,
-  ``metrics.enabled`` with vLLM's ``/metrics`` on the serving port, ``autoScalingSpec``
-  bounded by the listed GPU groups' nodes.
-* ``kvCacheSpec``, ``intelligentRoutingSpec`` and ``pdSpec`` (``inference_features``): the
-  operator's tiered KV cache, its cache-aware router and disaggregated prefill/decode.
+* ``instanceTypes``: the types in order of preference (the operator "selects the first
+  available type"), each one of the cluster's GPU groups, holding the model on one node;
+* ``worker``: AWS's SageMaker vLLM container fed ``SM_VLLM_*`` variables, each type's
+  configuration derived as for a SageMaker pool (``vllm.pool_strategy.derive_pool_config``);
+  the operator renders ONE worker for every listed type, so the types must derive the same
+  configuration (synth names those that differ);
+* ``endpointName``: the SageMaker endpoint the operator registers (``EndpointApi``);
+* TLS in the installation's certificate bucket, vLLM's ``/metrics``, ``autoScalingSpec``;
+* ``kvCacheSpec``, ``intelligentRoutingSpec`` and ``pdSpec`` (``inference_features``).
 
 The KV cache and prefix-aware routing are on unless turned off (``kv_cache=False``,
 ``routing=False``); the operator accepts ``intelligentRoutingSpec`` only when an endpoint is
@@ -465,9 +456,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                     "an instance type with EFA: the operator moves the KV cache between prefill "
                     "and decode over EFA (GPU-Direct RDMA)",
                 )
-        need: dict[str, int] = {}
-        for role, group in groups.items():
-            need[group.name] = need.get(group.name, 0) + pd.ceiling(role)
+        need = self._role_nodes()
         for group in {g.name: g for g in groups.values()}.values():
             if need[group.name] > group.count:
                 problems.add(
@@ -504,20 +493,24 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             description=f"smoke --base-url (--model {self.config.served_model_name} --sagemaker-region <region>)",
         )
 
+    def _role_nodes(self) -> dict[str, int]:
+        """Group name -> the P/D roles' pods on it at their ceilings (one pod per node)."""
+        need: dict[str, int] = {}
+        for role, group in self._role_groups().items():
+            assert self.prefill_decode is not None  # roles exist only with it
+            need[group.name] = need.get(group.name, 0) + self.prefill_decode.ceiling(role)
+        return need
+
     def _reserve_nodes(self) -> None:
         """Each listed group may host up to the ceiling of pods (which one serves is decided at
         run time, by capacity), so each reserves that many of its nodes in the cluster's ledger."""
-        if self.prefill_decode is not None:
-            need: dict[str, int] = {}
-            for role, group in self._role_groups().items():
-                need[group.name] = need.get(group.name, 0) + self.prefill_decode.ceiling(role)
-            for name, nodes in need.items():
-                self.cluster.reserve_gpu_nodes(self, name, nodes)
-            return
-        for group in self.groups:
-            self.cluster.reserve_gpu_nodes(
-                self, group.name, min(self.replicas_ceiling(), group.count)
-            )
+        need = (
+            self._role_nodes()
+            if self.prefill_decode is not None
+            else {g.name: min(self.replicas_ceiling(), g.count) for g in self.groups}
+        )
+        for name, nodes in need.items():
+            self.cluster.reserve_gpu_nodes(self, name, nodes)
 
     def replicas_ceiling(self) -> int:
         """The most pods this endpoint runs: the autoscaling maximum, else ``replicas``."""
@@ -546,12 +539,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         }
 
     def _worker(self) -> dict[str, Any]:
-        """The operator's worker: the node's GPUs, no CPU or memory request.
-
-        Nothing here is sized from the node's vCPUs, so a group's ``threads_per_core`` (1 on
-        GPU groups: half the catalog's vCPUs) cannot leave it Pending; the placement test
-        (tests/hyperpod/test_inference_operator_placement.py) places it on the node model.
-        """
+        """The operator's worker: the node's GPUs, no CPU or memory request (so a group's
+        ``threads_per_core`` cannot leave it Pending)."""
         gpus = str(self.catalog.get(self.instance_types[0]).gpus)
         environment = self.config.to_sagemaker_environment()
         return {
@@ -656,15 +645,10 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     def worker_pod_template(self) -> dict[str, Any]:
         """The worker pod as the operator schedules it, for placement checks.
 
-        Our model of the operator's rendering, from its documented behaviour: a required node
-        affinity on ``node.kubernetes.io/instance-type`` In the listed types plus preferred
-        terms with descending weights in list order (AWS's announcement of the add-on,
-        "multi-instance-type deployment ... requiredDuringScheduling + preferredDuringScheduling
-        with descending weights"), the worker's GPU request, and the toleration EKS's
-        ``ExtendedResourceToleration`` admission plugin adds to pods that request
-        ``nvidia.com/gpu`` (enabled on every EKS platform version,
-        https://docs.aws.amazon.com/eks/latest/userguide/platform-versions.html), which matches
-        the GPU groups' ``nvidia.com/gpu`` taint.
+        Our model of the operator's documented rendering: a required node affinity on the
+        listed types plus preferred terms with descending weights, the worker's GPU request,
+        and the toleration EKS's ``ExtendedResourceToleration`` admission plugin adds for
+        ``nvidia.com/gpu`` (https://docs.aws.amazon.com/eks/latest/userguide/platform-versions.html).
         """
         worker = self.manifest["spec"]["worker"]
         count = len(self.instance_types)

@@ -2,14 +2,8 @@
 
 Like aws-eks-v2's ``KubernetesVersion.V1_33``, a version owns what follows from it: its
 kubectl/helm Lambda layer (PyPI ``aws-cdk.lambda-layer-kubectl-v3x``), its EKS add-on pins
-(``assets/hyperpod.json`` ``addon_versions``; with the inference operator's, through the
-CDK-free ``_addon_pins``), and the end of its EKS standard support with the synth warning
-that follows (``eks_standard_support_ends``). The versions are the ones HyperPod supports
-and this library ships a kubectl layer for (``kubernetes_versions`` in ``hyperpod.json``).
-
-``KubernetesVersion`` is a ``str`` (``"1.35"``): it compares, hashes and renders as the plain
-version, so ``cluster.kubernetes_version == "1.35"`` holds whichever a user passed.
-"""
+(``assets/hyperpod.json``) and the end of its EKS standard support. It is a ``str``
+(``"1.35"``), so ``cluster.kubernetes_version == "1.35"`` holds whichever a user passed."""
 
 from __future__ import annotations
 

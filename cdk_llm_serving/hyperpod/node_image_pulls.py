@@ -1,23 +1,12 @@
 """The ECR repositories a HyperPod node's role may pull images from.
 
-The kubelet on a HyperPod node pulls with the node's role, the instance groups'
-``ExecutionRole``. Its AWS managed policy ``AmazonSageMakerClusterInstanceRolePolicy``
-grants CloudWatch, CloudWatch Logs, S3 (lifecycle scripts in ``sagemaker-*`` buckets) and
-SSM messages, no ECR action (https://docs.aws.amazon.com/sagemaker/latest/dg/security-iam-awsmanpol-AmazonSageMakerClusterInstanceRolePolicy.html),
-so the node policy grants the pulls itself: ``ecr:GetAuthorizationToken`` on ``*`` (it has
-no resource type), and ``ecr:BatchGetImage``, ``ecr:GetDownloadUrlForLayer``,
-``ecr:BatchCheckLayerAvailability`` on repository ARNs only (their resource type is
-``repository``, Service Authorization Reference, "Actions, resources, and condition keys
-for Amazon Elastic Container Registry"). The repositories (``assets/node_image_registries.json``
-cites each): the Region's EKS add-on registry, the EFA device plugin's repository, the
-inference operator's registry when it is installed, and each serving image, registered by
-the service that runs it (``HyperPodEksCluster.allow_image_pull``). Images outside ECR
-(``public.ecr.aws``, ``registry.k8s.io``, ``ghcr.io``, ``nvcr.io``, Docker Hub: LWS, KEDA,
-the NVIDIA device plugin, the router) need no IAM. The load balancer controller's image is in
-ECR: aws-cdk-lib's ``AlbController`` pulls it from us-west-2's add-on registry in every
-Region (``load_balancer_controller_repository_arn``), and the charts' images a user pins to
-an ECR mirror (``HyperPodServingAddons(chart_images=)``) are registered like serving images.
-"""
+The kubelet pulls with the node's role, whose managed policy grants no ECR action
+(https://docs.aws.amazon.com/sagemaker/latest/dg/security-iam-awsmanpol-AmazonSageMakerClusterInstanceRolePolicy.html),
+so the node policy grants ``ecr:GetAuthorizationToken`` and the pulls on these repositories only
+(``assets/node_image_registries.json`` cites each): the Region's EKS add-on registry, the EFA
+device plugin's and the load balancer controller's repositories, the inference operator's
+registry, and each serving or mirrored chart image (``HyperPodEksCluster.allow_image_pull``).
+Images outside ECR need no IAM (docs/design/hyperpod-cluster.md, "Node role")."""
 
 from __future__ import annotations
 
