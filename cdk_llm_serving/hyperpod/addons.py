@@ -169,8 +169,7 @@ class HyperPodServingAddons(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.cluster = cluster
-        self._validate(hyperpod_chart, chart_versions, load_balancer_controller)
-        self._validate_chart_images(chart_images or {}, hyperpod_chart)
+        self._validate(hyperpod_chart, chart_versions, chart_images or {}, load_balancer_controller)
         if isinstance(cluster, HyperPodEksCluster):
             for image in sorted((chart_images or {}).values()):
                 cluster.allow_image_pull(image)  # a mirror in ECR needs the nodes' pull grant
@@ -271,9 +270,11 @@ class HyperPodServingAddons(Construct):
         self,
         hyperpod_chart: HelmChartSource | None,
         chart_versions: Mapping[str, str] | None,
+        chart_images: Mapping[str, str],
         load_balancer_controller: bool,
     ) -> None:
         problems = Problems(f"HyperPodServingAddons '{self.node.path}'")
+        self._check_chart_images(problems, chart_images, hyperpod_chart)
         if hyperpod_chart is not None:
             hyperpod_chart.validate(problems, "hyperpod_chart")
         elif isinstance(self.cluster, HyperPodEksCluster):
@@ -306,10 +307,10 @@ class HyperPodServingAddons(Construct):
             )
         problems.raise_if_any()
 
-    def _validate_chart_images(
-        self, images: Mapping[str, str], hyperpod_chart: HelmChartSource | None
+    @staticmethod
+    def _check_chart_images(
+        problems: Problems, images: Mapping[str, str], hyperpod_chart: HelmChartSource | None
     ) -> None:
-        problems = Problems(f"HyperPodServingAddons '{self.node.path}'")
         for name, image in images.items():
             prop = f"chart_images[{name!r}]"
             if name not in CHART_IMAGE_VALUES:
@@ -331,7 +332,6 @@ class HyperPodServingAddons(Construct):
                     "the HyperPod dependencies chart installs the device plugins: set their "
                     "images in hyperpod_chart_values",
                 )
-        problems.raise_if_any()
 
     # -- render -------------------------------------------------------------------------
 

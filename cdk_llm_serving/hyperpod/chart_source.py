@@ -124,18 +124,22 @@ def _declared_dependencies(directory: Path) -> dict[str, dict[str, Any]]:
     return declared
 
 
-def _vendored_names(directory: Path) -> set[str]:
-    """Names of the subcharts under ``charts/``: unpacked directories and ``.tgz`` archives."""
-    charts = directory / "charts"
-    names: set[str] = set()
-    if not charts.is_dir():
-        return names
-    for entry in charts.iterdir():
-        if entry.is_dir() and (entry / "Chart.yaml").is_file():
-            names.add(str(yaml.safe_load((entry / "Chart.yaml").read_text())["name"]))
-        elif entry.name.endswith(".tgz"):
-            names.add(entry.name[: -len(".tgz")].rsplit("-", 1)[0])
-    return names
+def _unpacked(charts: Path) -> set[str]:
+    """Names of the subcharts unpacked under ``charts``."""
+    return {
+        str(yaml.safe_load((entry / "Chart.yaml").read_text())["name"])
+        for entry in charts.iterdir()
+        if entry.is_dir() and (entry / "Chart.yaml").is_file()
+    }
+
+
+def _archives(charts: Path) -> dict[str, str]:
+    """File name -> subchart name of the ``.tgz`` archives under ``charts``."""
+    return {
+        entry.name: entry.name[: -len(".tgz")].rsplit("-", 1)[0]
+        for entry in charts.iterdir()
+        if entry.name.endswith(".tgz")
+    }
 
 
 def missing_dependencies(directory: Path) -> list[str]:
@@ -144,7 +148,8 @@ def missing_dependencies(directory: Path) -> list[str]:
     A ``file://`` dependency must exist at its path; any other must be vendored under
     ``charts/`` (Helm checks every dependency, enabled or not, before installing).
     """
-    vendored = _vendored_names(directory)
+    charts = directory / "charts"
+    vendored = _unpacked(charts) | set(_archives(charts).values()) if charts.is_dir() else set()
     missing: list[str] = []
     for name, dependency in sorted(_declared_dependencies(directory).items()):
         repository = str(dependency.get("repository") or "")
@@ -167,13 +172,5 @@ def stale_archives(directory: Path) -> list[str]:
     charts = directory / "charts"
     if not charts.is_dir():
         return []
-    unpacked = {
-        str(yaml.safe_load((entry / "Chart.yaml").read_text())["name"])
-        for entry in charts.iterdir()
-        if entry.is_dir() and (entry / "Chart.yaml").is_file()
-    }
-    return sorted(
-        entry.name
-        for entry in charts.iterdir()
-        if entry.name.endswith(".tgz") and entry.name[:-4].rsplit("-", 1)[0] in unpacked
-    )
+    unpacked = _unpacked(charts)
+    return sorted(file for file, name in _archives(charts).items() if name in unpacked)

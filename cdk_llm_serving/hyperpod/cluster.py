@@ -1143,21 +1143,22 @@ def _validate_gpu_zone(
             problems.add("gpu_subnet_cidr", cidr, "only applies with gpu_availability_zone_id")
 
 
+def _used_blocks(vpc: ec2.IVpc) -> list[ipaddress.IPv4Network]:
+    subnets = [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]
+    return [ipaddress.IPv4Network(subnet.ipv4_cidr_block) for subnet in subnets]
+
+
 def _fits(vpc: ec2.IVpc, cidr: str) -> bool:
     """``cidr`` lies in our VPC's CIDR and overlaps none of its subnets."""
     block = ipaddress.IPv4Network(cidr)
-    subnets = [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]
     return block.subnet_of(ipaddress.IPv4Network(_VPC_CIDR)) and not any(
-        block.overlaps(ipaddress.IPv4Network(subnet.ipv4_cidr_block)) for subnet in subnets
+        block.overlaps(used) for used in _used_blocks(vpc)
     )
 
 
 def _free_block(vpc: ec2.IVpc, like: Sequence[ec2.ISubnet]) -> str | None:
     """The first block of our VPC's CIDR, the size of ``like[0]``, no subnet overlaps."""
-    used = [
-        ipaddress.IPv4Network(subnet.ipv4_cidr_block)
-        for subnet in [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]
-    ]
+    used = _used_blocks(vpc)
     size = ipaddress.IPv4Network(like[0].ipv4_cidr_block).prefixlen
     for block in ipaddress.IPv4Network(_VPC_CIDR).subnets(new_prefix=size):
         if not any(block.overlaps(other) for other in used):

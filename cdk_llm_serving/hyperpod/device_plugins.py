@@ -36,7 +36,9 @@ __all__ = [
     "efa_values",
     "gpu_instance_types",
     "hyperpod_chart_values",
+    "node_in",
     "nvidia_values",
+    "required_node_affinity",
     "secrets_store_values",
 ]
 
@@ -53,6 +55,17 @@ def efa_instance_types(groups: Iterable[HyperPodInstanceGroup], catalog: Catalog
         for instance_type in gpu_instance_types(groups)
         if instance_type in catalog and catalog.get(instance_type).efa_devices
     ]
+
+
+def node_in(key: str, values: Iterable[str]) -> dict[str, Any]:
+    """A node selector requirement: node label ``key`` In ``values``."""
+    return {"key": key, "operator": "In", "values": list(values)}
+
+
+def required_node_affinity(*requirements: dict[str, Any]) -> dict[str, Any]:
+    """A ``nodeAffinity`` requiring the one node selector term of ``requirements``."""
+    term = {"matchExpressions": list(requirements)}
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
 
 
 def _toleration(key: str, effect: str, value: str | None = None) -> dict[str, str]:
@@ -85,18 +98,10 @@ def nvidia_values(groups: Iterable[HyperPodInstanceGroup]) -> dict[str, Any]:
         {"key": CRITICAL_ADDONS_ONLY_KEY, "operator": "Exists"},
         _toleration(GPU_TAINT_KEY, "NoSchedule"),
     ]
-    term = {
-        "matchExpressions": [
-            {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": gpu_instance_types(groups)}
-        ]
-    }
+    on_gpu_types = node_in(INSTANCE_TYPE_LABEL, gpu_instance_types(groups))
     return {
         "fullnameOverride": NVIDIA_DEVICE_PLUGIN_RELEASE,
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
-            }
-        },
+        "affinity": {"nodeAffinity": required_node_affinity(on_gpu_types)},
         "tolerations": _tolerations(default, groups),
     }
 

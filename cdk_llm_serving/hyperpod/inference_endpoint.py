@@ -53,6 +53,7 @@ from .constants import (
     PART_OF_LABEL,
     PART_OF_VALUE,
 )
+from .device_plugins import node_in, required_node_affinity
 from .inference_features import (
     InferenceAutoScaling,
     InferenceKvCache,
@@ -713,27 +714,11 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
 def _instance_type_affinity(instance_types: Sequence[str], count: int) -> dict[str, Any]:
     """Required: one of the types; preferred: earlier types weigh more (100, 99, ...)."""
     return {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [
-                {
-                    "matchExpressions": [
-                        {
-                            "key": INSTANCE_TYPE_LABEL,
-                            "operator": "In",
-                            "values": list(instance_types),
-                        }
-                    ]
-                }
-            ]
-        },
+        **required_node_affinity(node_in(INSTANCE_TYPE_LABEL, instance_types)),
         "preferredDuringSchedulingIgnoredDuringExecution": [
             {
                 "weight": 100 - index,
-                "preference": {
-                    "matchExpressions": [
-                        {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [instance_type]}
-                    ]
-                },
+                "preference": {"matchExpressions": [node_in(INSTANCE_TYPE_LABEL, [instance_type])]},
             }
             for index, instance_type in enumerate(instance_types[:count])
         ],

@@ -44,6 +44,7 @@ from ._eks_addon import eks_addon
 from ._facts import inference_operator_facts
 from .addons import HyperPodServingAddons
 from .cluster import HyperPodEksCluster, private_bucket
+from .device_plugins import node_in, required_node_affinity
 from .node_image_pulls import inference_operator_registry_arn
 
 __all__ = ["HyperPodInferenceOperator", "inference_operator_facts"]
@@ -161,26 +162,10 @@ class HyperPodInferenceOperator(Construct):
             "metadata": {"labels": {"control-plane": "hyperpod-inference-controller-manager"}},
             "spec": {
                 "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [
-                                {
-                                    "matchExpressions": [
-                                        {
-                                            "key": "kubernetes.io/arch",
-                                            "operator": "In",
-                                            "values": ["amd64"],
-                                        },
-                                        {
-                                            "key": "kubernetes.io/os",
-                                            "operator": "In",
-                                            "values": ["linux"],
-                                        },
-                                    ]
-                                }
-                            ]
-                        }
-                    }
+                    "nodeAffinity": required_node_affinity(
+                        node_in("kubernetes.io/arch", ["amd64"]),
+                        node_in("kubernetes.io/os", ["linux"]),
+                    )
                 },
                 "tolerations": [],
                 "containers": [

@@ -29,6 +29,7 @@ from constructs import Construct
 
 from ..errors import Problems
 from .constants import GPU_RESOURCE, INSTANCE_TYPE_LABEL, NODE_HEALTH_LABEL, NODE_HEALTHY
+from .device_plugins import node_in
 from .instance_group import HyperPodInstanceGroup
 
 __all__ = [
@@ -116,13 +117,7 @@ class NodeAutoScaling:
                             "kind": HYPERPOD_NODE_CLASS_KIND,
                             "name": group.name,
                         },
-                        "requirements": [
-                            {
-                                "key": INSTANCE_TYPE_LABEL,
-                                "operator": "In",
-                                "values": [str(group.instance_type)],
-                            },
-                        ],
+                        "requirements": [node_in(INSTANCE_TYPE_LABEL, [str(group.instance_type)])],
                         **({"taints": taints} if taints else {}),
                         "expireAfter": "Never",
                     },
