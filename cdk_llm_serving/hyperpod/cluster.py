@@ -62,7 +62,7 @@ from .constants import (
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 from .kubernetes_version import KubernetesVersion
-from .node_autoscaling import AUTOSCALER_ACTIONS, NodeAutoScaling, validate_autoscaled_groups
+from .node_autoscaling import NodeAutoScaling, validate_autoscaled_groups
 from .node_image_pulls import PULL_ACTIONS, addon_registry_arn, is_ecr_like, repository_arn_of
 from .node_readiness import HyperPodNodesReady
 from .tiered_storage import TieredStorage
@@ -670,13 +670,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             ),
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
-            cluster_logging=[
-                eks.ClusterLoggingTypes.API,
-                eks.ClusterLoggingTypes.AUDIT,
-                eks.ClusterLoggingTypes.AUTHENTICATOR,
-                eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
-                eks.ClusterLoggingTypes.SCHEDULER,
-            ],
+            cluster_logging=list(eks.ClusterLoggingTypes),
         )
         cluster.connections.allow_from(
             self.node_security_group,
@@ -723,16 +717,6 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         if self.node_autoscaling is not None:
             self.autoscaler_role, self.autoscaler_policy = self.node_autoscaling.autoscaler_role(
                 self, "AutoscalerRole"
-            )
-            acknowledge_wildcard_resources(
-                self.autoscaler_policy,
-                [
-                    Stack.of(self).format_arn(
-                        service="sagemaker", resource="cluster", resource_name="*"
-                    )
-                ],
-                "HyperPod assigns the cluster's ID at creation, after this role must exist: this account's and Region's clusters are as narrow as synth time allows (AWS's policy names every Region).",
-                actions=AUTOSCALER_ACTIONS,
             )
             autoscaling = {
                 "auto_scaling": sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(

@@ -651,24 +651,22 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         and the toleration EKS's ``ExtendedResourceToleration`` admission plugin adds for
         ``nvidia.com/gpu`` (https://docs.aws.amazon.com/eks/latest/userguide/platform-versions.html).
         """
-        worker = self.manifest["spec"]["worker"]
-        count = len(self.instance_types)
+        affinity = _instance_type_affinity(self.instance_types, len(self.instance_types))
+        resources = self.manifest["spec"]["worker"]["resources"]
+        return self._pod("worker", resources, {"affinity": {"nodeAffinity": affinity}})
+
+    def _pod(self, name: str, resources: dict[str, Any], placement: dict[str, Any]) -> dict:
+        """A pod of one container ``name``, placed by ``placement``, with the toleration
+        ``ExtendedResourceToleration`` adds per extended resource it requests."""
+        tolerations = [
+            {"key": resource, "operator": "Exists", "effect": "NoSchedule"}
+            for resource in sorted(resources["requests"])
+        ]
+        ports = [{"name": "http", "containerPort": SERVING_PORT}]
+        container = {"name": name, "image": self.image, "resources": resources, "ports": ports}
         return {
             "metadata": {"labels": self.labels()},
-            "spec": {
-                "affinity": {"nodeAffinity": _instance_type_affinity(self.instance_types, count)},
-                "tolerations": [
-                    {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
-                ],
-                "containers": [
-                    {
-                        "name": "worker",
-                        "image": self.image,
-                        "resources": worker["resources"],
-                        "ports": [{"name": "http", "containerPort": SERVING_PORT}],
-                    }
-                ],
-            },
+            "spec": {**placement, "tolerations": tolerations, "containers": [container]},
         }
 
     def role_pod_templates(self) -> dict[str, dict[str, Any]]:
@@ -678,28 +676,14 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         if self.prefill_decode is None:
             return {}
         pd_spec = self.manifest["spec"]["pdSpec"]
-        templates = {}
-        for role, key in (("prefill", "prefillSpec"), ("decode", "decodingSpec")):
-            resources = pd_spec[key]["resources"]
-            templates[role] = {
-                "metadata": {"labels": self.labels()},
-                "spec": {
-                    "nodeSelector": dict(pd_spec[key]["nodeSelector"]),
-                    "tolerations": [
-                        {"key": name, "operator": "Exists", "effect": "NoSchedule"}
-                        for name in sorted(resources["requests"])
-                    ],
-                    "containers": [
-                        {
-                            "name": role,
-                            "image": self.image,
-                            "resources": resources,
-                            "ports": [{"name": "http", "containerPort": SERVING_PORT}],
-                        }
-                    ],
-                },
-            }
-        return templates
+        return {
+            role: self._pod(
+                role,
+                pd_spec[key]["resources"],
+                {"nodeSelector": dict(pd_spec[key]["nodeSelector"])},
+            )
+            for role, key in (("prefill", "prefillSpec"), ("decode", "decodingSpec"))
+        }
 
     def pod_templates(self) -> dict[str, dict[str, Any]]:
         """Every pod this endpoint brings: the operator's controller and the worker (under

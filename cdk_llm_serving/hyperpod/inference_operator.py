@@ -92,11 +92,13 @@ class HyperPodInferenceOperator(Construct):
         self.keda = addons.enable_keda()
         self.tls_bucket = self._render_tls_bucket()
         self.execution_role = self._render_execution_role()
-        self.s3_csi_role = self._irsa_role(
+        self.s3_csi_role = iam.Role(
+            self,
             "S3CsiDriverRole",
-            self.facts["s3_csi_namespace"],
-            self.facts["s3_csi_service_account"],
-            "Mountpoint for S3 CSI driver: reads the weights of the endpoints that use it",
+            assumed_by=self._oidc_principal(
+                self.facts["s3_csi_namespace"], self.facts["s3_csi_service_account"]
+            ),
+            description="Mountpoint for S3 CSI driver: reads the weights of the endpoints that use it",
         )
         self._s3_grants = ExecutionRoleGrants(self, self.s3_csi_role)
         self.dependencies = self._render_dependencies()
@@ -238,16 +240,6 @@ class HyperPodInferenceOperator(Construct):
         )
         return iam.OpenIdConnectPrincipal(provider, {"StringEquals": conditions})
 
-    def _irsa_role(
-        self, id: str, namespace: str, service_account: str, description: str
-    ) -> iam.Role:
-        return iam.Role(
-            self,
-            id,
-            assumed_by=self._oidc_principal(namespace, service_account),
-            description=description,
-        )
-
     def _render_execution_role(self) -> iam.Role:
         """The operator's role: AWS's managed policy, the TLS bucket's objects, nothing else."""
         prefix = self.facts["execution_role_prefix"]
@@ -272,12 +264,8 @@ class HyperPodInferenceOperator(Construct):
         # In a customer managed policy of its own, not the role's inline default policy
         # (HIPAA.Security IAMNoInlinePolicy).
         grants = ExecutionRoleGrants(self, role, "OperatorRolePolicy")
-        grants.add(
-            iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
-                resources=[objects],
-            )
-        )
+        actions = ["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"]
+        grants.add(iam.PolicyStatement(actions=actions, resources=[objects]))
         assert grants.policy is not None  # add() created it
         #: The execution role's own grants (the certificate bucket's objects).
         self.execution_role_policy = grants.policy
@@ -291,7 +279,7 @@ class HyperPodInferenceOperator(Construct):
             grants.policy,
             [objects],
             "The operator names the certificate objects it writes; the bucket holds nothing else.",
-            actions=["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
+            actions=actions,
         )
         return role
 

@@ -27,6 +27,7 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from .._cdk.nag import acknowledge_wildcard_resources
 from ..errors import Problems
 from .constants import GPU_RESOURCE, INSTANCE_TYPE_LABEL, NODE_HEALTH_LABEL, NODE_HEALTHY
 from .device_plugins import node_in
@@ -93,7 +94,7 @@ class NodeAutoScaling:
         return objects
 
     def _node_pool(self, group: HyperPodInstanceGroup) -> dict[str, Any]:
-        gpus = group.capacity * _gpus(group)
+        gpus = group.capacity * int(getattr(group.instance_type, "gpus", 0) or 0)
         taints = [
             {
                 key: value
@@ -137,7 +138,9 @@ class NodeAutoScaling:
         has none, and one the service does not send would refuse every scaling action
         (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-iam.html).
         """
-        stack = Stack.of(scope)
+        clusters = Stack.of(scope).format_arn(
+            service="sagemaker", resource="cluster", resource_name="*"
+        )
         role = iam.Role(
             scope,
             id,
@@ -150,20 +153,16 @@ class NodeAutoScaling:
             roles=[role],
             description="HyperPod autoscaling: BatchAddClusterNodes, BatchDeleteClusterNodes",
             statements=[
-                iam.PolicyStatement(
-                    actions=list(AUTOSCALER_ACTIONS),
-                    resources=[
-                        stack.format_arn(service="sagemaker", resource="cluster", resource_name="*")
-                    ],
-                )
+                iam.PolicyStatement(actions=list(AUTOSCALER_ACTIONS), resources=[clusters])
             ],
         )
+        acknowledge_wildcard_resources(
+            policy,
+            [clusters],
+            "HyperPod assigns the cluster's ID at creation, after this role must exist: this account's and Region's clusters are as narrow as synth time allows (AWS's policy names every Region).",
+            actions=AUTOSCALER_ACTIONS,
+        )
         return role, policy
-
-
-def _gpus(group: HyperPodInstanceGroup) -> int:
-    instance_type = group.instance_type
-    return int(getattr(instance_type, "gpus", 0) or 0)
 
 
 def validate_autoscaled_groups(

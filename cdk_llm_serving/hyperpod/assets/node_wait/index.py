@@ -40,16 +40,6 @@ _KEEP_CAPACITY = (
 )
 
 
-def running_by_group(summaries: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Running nodes per exact instance-group name."""
-    counts: dict[str, int] = {}
-    for node in summaries:
-        if node.get("InstanceStatus", {}).get("Status") == RUNNING:
-            name = node["InstanceGroupName"]
-            counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
 def shortfall(expected: Mapping[str, int], running: Mapping[str, int]) -> dict[str, str]:
     """Groups still short of nodes, as ``"<running>/<expected>"``."""
     return {
@@ -149,7 +139,9 @@ def is_complete(
             + ". "
             + _KEEP_CAPACITY
         )
-    missing = shortfall(expected, running_by_group(nodes))
+    by_status = statuses(nodes, expected)
+    running = {group: counts.get(RUNNING, 0) for group, counts in by_status.items()}
+    missing = shortfall(expected, running)
     # With node autoscaling, the HyperpodNodeClass CRD the later manifests use exists once
     # DescribeCluster's AutoScaling.Status is InService (as AWS's autoscaling guide waits).
     autoscaling = cluster.get("AutoScaling") or {}
@@ -164,7 +156,7 @@ def is_complete(
         return {"IsComplete": True, "Data": {"Ready": "true"}}
     started = float(event.get("Data", {}).get("StartedAt", now or time.time()))
     elapsed = (now or time.time()) - started
-    doing = statuses(nodes, missing)
+    doing = {group: counts for group, counts in by_status.items() if group in missing}
     if elapsed < float(props["DeadlineSeconds"]):
         print(f"waiting for Running nodes (running/expected): {missing}; nodes by status: {doing}")
         return {"IsComplete": False}
