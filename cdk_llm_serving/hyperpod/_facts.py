@@ -57,8 +57,7 @@ def chart_pins() -> dict[str, ChartPin]:
 
 def addon_versions(kubernetes_version: str) -> dict[str, str | None]:
     """EKS add-on name -> the version pinned for ``kubernetes_version`` (none: unknown version)."""
-    pins = hyperpod_facts()["addon_versions"].get(kubernetes_version, {})
-    return {name: version for name, version in pins.items()}
+    return dict(hyperpod_facts()["addon_versions"].get(kubernetes_version, {}))
 
 
 def cloudformation_enum(shape: str, botocore_enum: tuple[str, ...]) -> tuple[str, ...]:

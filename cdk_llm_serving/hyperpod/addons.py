@@ -1,16 +1,10 @@
 """``HyperPodServingAddons``: what GPU serving needs on a ``HyperPodEksCluster``.
 
-* The HyperPod dependencies Helm chart (health-monitoring agent, deep health checks, NVIDIA
-  and EFA device plugins, ...), required for clusters created through the API but published
-  to no Helm repository: the user supplies it (``HelmChartSource``), and AWS installs it
-  "before creating HyperPod cluster" (aws/sagemaker-hyperpod-cli helm_chart/readme.md), so
-  without ``--wait``. Without it, synth warns and the device plugins come from their charts.
-* LeaderWorkerSet controller and AWS Load Balancer Controller, pinned.
-* Once per cluster, on request: KEDA with its operator's Pod Identity (``enable_keda``), the
-  managed scraper's ClusterRole (``enable_scraper_access``) and cert-manager
-  (``enable_cert_manager``; EKS refuses two installations of one add-on).
-
-Every other chart is installed after the HyperPod nodes exist (their webhooks need pods)."""
+The HyperPod dependencies chart, which the user supplies (``HelmChartSource``; without it, synth
+warns and the device plugins come from their published charts), installed before the HyperPod
+cluster; the LeaderWorkerSet controller and the AWS Load Balancer Controller; and, once per
+cluster on request, KEDA, the managed scraper's ClusterRole and cert-manager. Every other chart
+is installed after the nodes exist (docs/design/hyperpod-cluster.md, "Serving add-ons")."""
 
 from __future__ import annotations
 

@@ -1,20 +1,10 @@
 """``HyperPodEksCluster``: an EKS cluster and the SageMaker HyperPod cluster it orchestrates.
 
-Deploy order, enforced with dependencies so one ``cdk deploy`` succeeds:
-
-1. VPC, node security group, lifecycle bucket and its ``on_create.sh`` upload;
-2. EKS cluster (private endpoint), then the node add-ons that must exist before nodes
-   join (VPC CNI at a pinned version >= HyperPod's minimum, kube-proxy, pod identity agent);
-3. the HyperPod cluster, after the EKS cluster, those add-ons and the script upload;
-4. ``nodes_ready``: a wait until every instance group's nodes are Running (under Continuous
-   provisioning the cluster resource completes before its nodes exist);
-5. add-ons that need running nodes (CoreDNS, FSx CSI driver), then charts and manifests
-   (``HyperPodServingAddons``), ordered after ``nodes_ready``.
-
-``cdk destroy`` keeps the lifecycle buckets, the flow-log group and, when this construct
-created them, the VPC and GPU subnet(s): an ``FsxModelStore`` retains its file system there,
-and EC2 refuses to delete a subnet a retained file system still uses (docs/design/hyperpod-cluster.md).
-"""
+Deploy order, by dependencies, so one ``cdk deploy`` succeeds: network and lifecycle script;
+EKS and the add-ons nodes need to join; the HyperPod cluster; ``nodes_ready`` (the cluster
+resource completes before its nodes exist); then the add-ons, charts and manifests that need
+nodes. ``cdk destroy`` keeps the buckets, the flow logs and a VPC and GPU subnet this construct
+created, where a retained FSx file system may still be (docs/design/hyperpod-cluster.md)."""
 
 from __future__ import annotations
 
@@ -232,16 +222,17 @@ class _HyperPodClusterBase(Construct):
     eks_cluster: eks.ICluster
     #: The cluster's managed tiered storage (``TieredStorageConfig``), or ``None`` when off.
     tiered_storage: TieredStorage | None = None
+    #: Depend on this to run after the HyperPod nodes exist (charts, workloads).
+    nodes_ready: IConstruct
+    #: Depend on this before creating Pod Identity associations.
+    pod_identity_agent: IConstruct
+    #: Depend on this before creating FSx PersistentVolumes.
+    fsx_csi_driver: IConstruct
 
     def _set_instance_groups(self, instance_groups: Sequence[HyperPodInstanceGroup]) -> None:
         self.instance_groups = tuple(instance_groups)
         self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
         self._namespaces: dict[str, eks.KubernetesManifest] = {}
-
-    @property
-    def nodes_ready(self) -> IConstruct:
-        """Depend on this to run after the HyperPod nodes exist (each kind says how)."""
-        raise NotImplementedError
 
     def kubernetes_namespace(self, name: str) -> IConstruct:
         """The one manifest that declares Kubernetes namespace ``name`` on this cluster.
@@ -308,46 +299,36 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     created elsewhere.
 
     :param instance_groups: one CPU ``system`` group for controllers and at least one GPU group.
+    :param kubernetes_version: a ``KubernetesVersion`` (or its string: 1.33, 1.34, 1.35), with
+        its kubectl layer and add-on pins; required, as aws-eks-v2's ``Cluster(version=)`` is.
+        ``KubernetesVersion.V1_35`` for a new cluster; one in or near EKS extended support
+        warns (``cdk-llm-serving:kubernetesExtendedSupport``).
     :param vpc: an existing VPC with private subnets. Default: a new VPC over two Availability
-        Zones with one NAT gateway, an S3 gateway endpoint and flow logs, retained with its
-        GPU subnet on ``cdk destroy`` (see the module doc). A VPC you create in the same
-        stack is yours to retain likewise when an ``FsxModelStore`` keeps its file system.
-    :param single_gpu_subnet: without ``gpu_availability_zone_id``, place every GPU group
-        (and the FSx file system) in the first private subnet, so multi-node replicas sit
-        close together; ``False`` spreads GPU groups over all private subnets (the FSx file
-        system stays in the first). Default: ``True``.
-    :param kubernetes_version: a ``KubernetesVersion`` (or its string) HyperPod supports and we
-        ship a kubectl layer for (1.33, 1.34, 1.35); it brings its kubectl layer and add-on
-        pins. Required, as aws-eks-v2's ``Cluster(version=)`` is: ``KubernetesVersion.V1_35``
-        for a new cluster. A version in or near EKS extended support warns
-        (``cdk-llm-serving:kubernetesExtendedSupport``; its price and the upgrade path:
-        docs/design/hyperpod-cluster.md).
+        Zones with one NAT gateway, an S3 gateway endpoint and flow logs, retained with its GPU
+        subnet on ``cdk destroy`` (a VPC you create is yours to retain likewise).
+    :param single_gpu_subnet: without ``gpu_availability_zone_id``, place every GPU group (and
+        the FSx file system) in the first private subnet, so multi-node replicas sit close
+        together; ``False`` spreads GPU groups over all private subnets. Default: ``True``.
     :param admin_role_arns: IAM roles granted cluster-admin through EKS access entries.
     :param endpoint_public: also expose the EKS API endpoint publicly. Default: ``False``.
-    :param addon_versions: EKS add-on name -> version. Default: the pins in ``assets/hyperpod.json``
-        for ``kubernetes_version`` (every add-on pinned, each pin with its source there).
+    :param addon_versions: EKS add-on name -> version. Default: the pins in
+        ``assets/hyperpod.json`` for ``kubernetes_version``.
     :param cluster_name: HyperPod cluster name. Default: derived from the construct path.
     :param catalog: the planner's instance catalog GPU groups are checked against (your
         prices, extra types). Default: ``default_catalog()``.
-    :param gpu_availability_zone_id: the AZ ID (e.g. ``usw2-az2``) of your GPU capacity
-        (capacity reservation, training plan): a new private subnet there holds every GPU
-        group and the FSx file system. AZ IDs name the same zone in every account, AZ names
-        do not. Checked at synth against the stack's Region when it is known; EC2 checks it
-        exists at deploy. Default: none (GPU groups follow ``single_gpu_subnet``).
+    :param nodes_ready_timeout: how long ``nodes_ready`` waits for every group's nodes to be
+        Running (a timeout rolls back a cluster this deployment created; ``cdk deploy
+        --no-rollback`` keeps it). Default: the slowest group's ``node_readiness.wait_budget``.
+    :param gpu_availability_zone_id: the AZ ID (e.g. ``usw2-az2``; the same zone in every
+        account) of your GPU capacity: a new private subnet there holds every GPU group and the
+        FSx file system. Default: none (GPU groups follow ``single_gpu_subnet``).
     :param gpu_subnet_cidr: the CIDR of that subnet. Default: the first free block, the size
         of the private subnets, in a VPC this construct creates; required with an imported VPC.
-    :param tiered_storage: managed tiered storage (``TieredStorageConfig``) on every node, taking
-        ``memory_percentage`` of each instance's memory (see ``tiered_storage``). Default: off,
-        turned on (``TieredStorage()``, 5 %: within the 10 % the library's node-sized pods
-        leave free) when an endpoint's KV cache uses it as L2.
-    :param nodes_ready_timeout: how long ``nodes_ready`` waits for every group's nodes to be
-        Running; a node in ``Failure`` fails the wait at once, and a timeout rolls back a
-        cluster this deployment created (``cdk deploy --no-rollback`` keeps it). Default: the
-        slowest group's budget (``node_readiness.wait_budget``, e.g. 112 minutes for two p5en
-        nodes with both deep health checks).
+    :param tiered_storage: managed tiered storage (``TieredStorageConfig``) on every node.
+        Default: off, turned on (``TieredStorage()``, 5 %) when an endpoint's KV cache uses it.
     :param node_autoscaling: let HyperPod's managed Karpenter grow and shrink the GPU groups
-        that give ``max_count`` (``node_autoscaling``); needs at least one such group, and every
-        group with ``max_count`` needs it. Default: ``None`` (groups keep their ``count``).
+        that give ``max_count``; needs at least one such group, and every group with
+        ``max_count`` needs it. Default: ``None`` (groups keep their ``count``).
     """
 
     #: The EKS cluster, typed as its interface (see ``_render_eks``).
@@ -418,6 +399,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             instance_groups=self.instance_groups,
             timeout=nodes_ready_timeout,
         )
+        self.nodes_ready = self.node_wait.ready
         self._render_karpenter_objects()
         after_nodes = self._render_addons("addons_after_nodes", after=self.nodes_ready)
         self.addons = {**before_nodes, **after_nodes}
@@ -455,6 +437,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         Its nodes and EKS add-ons (Pod Identity agent, FSx CSI driver) are taken to exist.
         """
         cluster = _ImportedHyperPodCluster(scope, id)
+        cluster.nodes_ready = cluster.pod_identity_agent = cluster.fsx_csi_driver = cluster
         problems = Problems(f"HyperPodEksCluster.from_cluster_attributes '{cluster.node.path}'")
         _validate_instance_groups(problems, instance_groups, need_system=False)
         if tiered_storage is not None:
@@ -475,11 +458,6 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         return cluster
 
     # -- what dependents need ----------------------------------------------------------
-
-    @property
-    def nodes_ready(self) -> IConstruct:
-        """Depend on this to run after every group's nodes are Running (charts, workloads)."""
-        return self.node_wait.ready
 
     def disable_default_deep_health_checks(self) -> list[str]:
         """Turn off the deep health checks groups run by default (not those given explicitly);
@@ -1161,15 +1139,3 @@ class _ImportedHyperPodCluster(_HyperPodClusterBase):
     node_security_group: ec2.ISecurityGroup
     private_subnets: list[ec2.ISubnet]
     gpu_subnets: list[ec2.ISubnet]
-
-    @property
-    def nodes_ready(self) -> IConstruct:
-        return self
-
-    @property
-    def pod_identity_agent(self) -> IConstruct:
-        return self
-
-    @property
-    def fsx_csi_driver(self) -> IConstruct:
-        return self

@@ -30,18 +30,6 @@ from .constants import (
 )
 from .instance_group import HyperPodInstanceGroup
 
-__all__ = [
-    "deep_merge",
-    "efa_instance_types",
-    "efa_values",
-    "gpu_instance_types",
-    "hyperpod_chart_values",
-    "node_in",
-    "nvidia_values",
-    "required_node_affinity",
-    "secrets_store_values",
-]
-
 
 def gpu_instance_types(groups: Iterable[HyperPodInstanceGroup]) -> list[str]:
     """The ``ml.*`` instance types of the GPU groups, sorted."""
@@ -126,17 +114,10 @@ def efa_values(groups: Iterable[HyperPodInstanceGroup], catalog: Catalog) -> dic
 
 
 def secrets_store_values(groups: Iterable[HyperPodInstanceGroup]) -> dict[str, Any]:
-    """Configuration of the EKS add-on ``aws-secrets-store-csi-driver-provider``: the provider
-    DaemonSet tolerates the deep-health-check taint and every taint of the GPU groups, whose
-    serving pods mount the API key through it.
-
-    The provider chart defaults to ``tolerations: []`` (aws/secrets-store-csi-driver-provider-aws
-    charts/secrets-store-csi-driver-provider-aws/values.yaml), so on tainted GPU nodes no
-    provider pod runs and the mount fails with ``error connecting to provider "aws"`` (that
-    repository's issue 267). Only the GPU groups' taints, key and effect (``Exists``), not
-    every taint: the provider stays off nodes no serving pod uses. The CSI driver DaemonSet
-    needs nothing: its chart tolerates every taint by default, and the add-on's schema has
-    no key for its tolerations (``hyperpod.json``, ``secrets_store_addon_configuration``).
+    """Configuration of the EKS add-on ``aws-secrets-store-csi-driver-provider``: its DaemonSet
+    tolerates the deep-health-check taint and every taint of the GPU groups, whose serving pods
+    mount the API key through it (its chart tolerates none; the CSI driver's chart tolerates
+    every taint already: docs/design/hyperpod-cluster.md, "Device plugins").
     """
     gpu_groups = [group for group in groups if group.role == GPU_NODE_ROLE]
     return {"tolerations": _tolerations([], gpu_groups)}

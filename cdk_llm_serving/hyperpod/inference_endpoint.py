@@ -1,22 +1,13 @@
 """``HyperPodInferenceEndpoint``: a single-node model on HyperPod through AWS's inference operator.
 
-One ``InferenceEndpointConfig`` (``inference.sagemaker.aws.amazon.com/v1``, the CRD AWS ships in
+One ``InferenceEndpointConfig`` (``inference.sagemaker.aws.amazon.com/v1``; the CRD is in
 aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/charts/inference-operator/config/crd``):
-
-* ``instanceTypes``: the types in order of preference (the operator "selects the first
-  available type"), each one of the cluster's GPU groups, holding the model on one node;
-* ``worker``: AWS's SageMaker vLLM container fed ``SM_VLLM_*`` variables, each type's
-  configuration derived as for a SageMaker pool (``vllm.pool_strategy.derive_pool_config``);
-  the operator renders ONE worker for every listed type, so the types must derive the same
-  configuration (synth names those that differ);
-* ``endpointName``: the SageMaker endpoint the operator registers (``EndpointApi``);
-* TLS in the installation's certificate bucket, vLLM's ``/metrics``, ``autoScalingSpec``;
-* ``kvCacheSpec``, ``intelligentRoutingSpec`` and ``pdSpec`` (``inference_features``).
-
-The KV cache and prefix-aware routing are on unless turned off (``kv_cache=False``,
-``routing=False``); the operator accepts ``intelligentRoutingSpec`` only when an endpoint is
-created (CRD description), so routing is chosen for good at the first deploy.
-"""
+the listed instance types in order of preference, one worker (AWS's SageMaker vLLM container fed
+``SM_VLLM_*``, configured as for a SageMaker pool: every listed type must derive the same
+configuration), the SageMaker endpoint it registers (``EndpointApi``), TLS, metrics, and the
+operator's KV cache, routing and prefill/decode specs (``inference_features``). The KV cache and
+prefix-aware routing are on unless turned off; the operator accepts routing only when an
+endpoint is created (docs/design/hyperpod-cluster.md, "Inference endpoint")."""
 
 from __future__ import annotations
 
@@ -292,26 +283,29 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         if given is False:
             return None
         cache = given or InferenceKvCache()
-        if cache.uses_tiered_storage and self.cluster.tiered_storage is None:
-            if not isinstance(self.cluster, HyperPodEksCluster):  # imported, not declared
-                if given is not None:
-                    problems.add(
-                        "kv_cache.l2_backend",
-                        str(cache.l2_backend),
-                        "managed tiered storage on the cluster (TieredStorageConfig Mode "
-                        "Enable): declare it with HyperPodEksCluster.from_cluster_attributes("
-                        "tiered_storage=TieredStorage(...)), or use KvCacheL2Backend.REDIS or "
-                        "InferenceKvCache.l1_only()",
-                    )
-                    return cache
-                Annotations.of(self).add_warning_v2(
-                    "cdk-llm-serving:kvCacheTieredStorageUnavailable",
-                    "The KV cache's L2 tier needs the cluster's managed tiered storage, which "
-                    "this imported cluster does not declare (from_cluster_attributes("
-                    "tiered_storage=...)): the endpoint offloads to CPU memory only (L1).",
-                )
-                return InferenceKvCache.l1_only()
-        return cache
+        if (
+            not cache.uses_tiered_storage
+            or self.cluster.tiered_storage is not None
+            or isinstance(self.cluster, HyperPodEksCluster)  # turns it on
+        ):
+            return cache
+        if given is not None:  # an imported cluster that did not declare it
+            problems.add(
+                "kv_cache.l2_backend",
+                str(cache.l2_backend),
+                "managed tiered storage on the cluster (TieredStorageConfig Mode "
+                "Enable): declare it with HyperPodEksCluster.from_cluster_attributes("
+                "tiered_storage=TieredStorage(...)), or use KvCacheL2Backend.REDIS or "
+                "InferenceKvCache.l1_only()",
+            )
+            return cache
+        Annotations.of(self).add_warning_v2(
+            "cdk-llm-serving:kvCacheTieredStorageUnavailable",
+            "The KV cache's L2 tier needs the cluster's managed tiered storage, which "
+            "this imported cluster does not declare (from_cluster_attributes("
+            "tiered_storage=...)): the endpoint offloads to CPU memory only (L1).",
+        )
+        return InferenceKvCache.l1_only()
 
     def _resolve_prefill_decode(
         self, problems: Problems, given: InferencePrefillDecode | Literal[False] | None

@@ -1,28 +1,13 @@
 """``HyperPodInferenceOperator``: AWS's SageMaker HyperPod inference operator, once per cluster.
 
-AWS ships the operator as the EKS add-on ``amazon-sagemaker-hyperpod-inference``
-(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-setup.html).
-What it needs, as AWS's own Helm-to-add-on migration script sets it up
-(aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/charts/inference-operator/migration/
-helm_to_addon.sh``; every fact is cited in ``assets/inference_operator.json``):
-
-* the dependency add-ons: cert-manager, the Mountpoint for S3 CSI driver (IRSA role on
-  ``kube-system/s3-csi-driver-sa``), metrics-server, and the FSx CSI driver (an add-on of
-  ``HyperPodEksCluster`` already): the operator's init container refuses to start without
-  the two CSI drivers and the cert-manager CRDs;
-* an execution role whose name starts with ``SageMakerHyperPodInference``, with the managed
-  policy ``AmazonSageMakerHyperPodInferenceAccess`` and read/write on the TLS certificate
-  bucket only, trusted by the operator's service account (IRSA) and by SageMaker (it creates
-  the SageMaker model, endpoint config and endpoint of a registration with this role);
-* a bucket for the certificates the operator generates (``tlsCertificateS3Bucket``).
-
-One load balancer controller and one KEDA per cluster: the add-on's own (``alb.enabled``,
-``keda.enabled``) are switched off for those of ``HyperPodServingAddons``, as two of either
-conflict (https://keda.sh/docs/2.17/operate/cluster/#only-one-metric-server-per-cluster).
-
-``HyperPodInferenceOperator.of(addons)`` installs on the first call and returns the same
-installation after, however many ``HyperPodInferenceEndpoint`` s use it.
-"""
+The EKS add-on ``amazon-sagemaker-hyperpod-inference``
+(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-setup.html)
+with what AWS's Helm-to-add-on migration script sets up for it (``helm_to_addon.sh``; every fact
+cited in ``assets/inference_operator.json``): the cert-manager, Mountpoint for S3 CSI driver and
+metrics-server add-ons, an execution role with AWS's managed policy, and a bucket for the
+certificates it generates. Its own load balancer controller and KEDA stay off: those of
+``HyperPodServingAddons`` serve (docs/design/hyperpod-cluster.md, "Inference operator").
+``HyperPodInferenceOperator.of(addons)`` installs it on the first call and returns it after."""
 
 from __future__ import annotations
 

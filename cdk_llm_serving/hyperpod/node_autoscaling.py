@@ -1,21 +1,12 @@
 """``NodeAutoScaling``: GPU nodes follow the serving pods (HyperPod's managed Karpenter).
 
-With ``HyperPodEksCluster(node_autoscaling=NodeAutoScaling())`` the HyperPod cluster gets
-``AutoScaling: {Mode: Enable, AutoScalerType: Karpenter}`` and a ``ClusterRole`` HyperPod
-assumes to add and remove nodes. HyperPod runs Karpenter but ships no node class or pool
-(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html), so
-each autoscaled GPU group (``HyperPodInstanceGroup(max_count=...)``) gets a
-``HyperpodNodeClass`` naming it and a Karpenter ``NodePool`` whose template carries the group's
-labels and taints (so Karpenter's simulation admits the serving pods,
-https://karpenter.sh/docs/concepts/nodepools/) and HyperPod's node-health label
-``Schedulable`` (UNCONFIRMED whether HyperPod's provider declares that label itself), capped at
-``max_count`` whole nodes' GPUs.
-
-Scale-in is drain-safe: the pool consolidates ``WhenEmpty`` only, after ``consolidate_after``,
-so Karpenter never evicts a serving pod to pack nodes
-(https://karpenter.sh/docs/concepts/disruption/#consolidation), and nodes never expire.
-Sources and the reasoning in full: docs/design/hyperpod-cluster.md, "Node autoscaling".
-"""
+The HyperPod cluster gets Karpenter autoscaling and a ``ClusterRole``; each autoscaled GPU group
+(``HyperPodInstanceGroup(max_count=...)``) a ``HyperpodNodeClass`` and a ``NodePool`` that admits
+the serving pods (the group's labels and taints, and HyperPod's node-health label
+``Schedulable``: UNCONFIRMED whether HyperPod's provider declares it itself), capped at
+``max_count`` whole nodes' GPUs, consolidating ``WhenEmpty`` only: Karpenter never evicts a
+serving pod (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html;
+docs/design/hyperpod-cluster.md, "Node autoscaling")."""
 
 from __future__ import annotations
 

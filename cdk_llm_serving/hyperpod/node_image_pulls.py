@@ -18,16 +18,6 @@ from typing import TypedDict, cast
 from .._partitions import partition_of_region
 from ..model_sources import ECR_REGISTRY, ContainerImage
 
-__all__ = [
-    "PULL_ACTIONS",
-    "addon_registry_arn",
-    "efa_device_plugin_repository_arn",
-    "load_balancer_controller_repository_arn",
-    "inference_operator_registry_arn",
-    "is_ecr_like",
-    "repository_arn_of",
-]
-
 #: The pull actions that take a repository ARN.
 PULL_ACTIONS = (
     "ecr:BatchCheckLayerAvailability",

@@ -194,14 +194,13 @@ class HyperPodNodesReady(Construct):
             provider,
             "aws-cdk-lib's custom-resource provider framework (its functions, roles and waiter state machine) around our node-wait handlers.",
         )
-        for rule, reason in (
-            (
-                "AwsSolutions-SF1",
-                "The provider framework's waiter only retries our is_complete handler; its outcome is in the handlers' log group and CloudFormation events.",
-            ),
-            (
-                "AwsSolutions-SF2",
-                "The provider framework's waiter state machine offers no X-Ray option; it only retries one Lambda function.",
-            ),
-        ):
-            acknowledge(provider, rule, reason)
+        acknowledge(
+            provider,
+            "AwsSolutions-SF1",
+            "The provider framework's waiter only retries our is_complete handler; its outcome is in the handlers' log group and CloudFormation events.",
+        )
+        acknowledge(
+            provider,
+            "AwsSolutions-SF2",
+            "The provider framework's waiter state machine offers no X-Ray option; it only retries one Lambda function.",
+        )

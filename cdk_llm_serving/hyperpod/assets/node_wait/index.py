@@ -1,20 +1,11 @@
 """Custom-resource handlers: wait until every HyperPod instance group has its nodes Running.
 
-Used by ``HyperPodNodesReady`` through aws-cdk-lib's provider framework (``on_event`` then
-``is_complete`` every query interval). A node counts once ``ListClusterNodes`` reports
-``InstanceStatus.Status == "Running"``; ``InstanceGroupNameContains`` matches substrings, so
-every node is listed once and group names matched exactly.
-
-Fails fast, each poll, with SageMaker's reason (it becomes the resource's status reason): the
-cluster ``Failed`` or ``RollingBack``, a group we wait for ``Failed``, a node of such a group in
-``Failure`` (it does not become Running by itself); and at the last stage's deadline, naming
-each group's running/expected count. Why, and what a rollback then costs:
-docs/design/hyperpod-cluster.md, "Waiting for the nodes".
-
-Properties (strings, as CloudFormation passes them): ``ClusterName``, ``InstanceGroups``
-(group name -> node count), ``DeadlineSeconds`` (how long this stage waits) and ``Final``
-(``"true"``: fail at the deadline; otherwise complete, and let the next stage wait on).
-"""
+Used by ``HyperPodNodesReady`` through aws-cdk-lib's provider framework. Fails fast, each poll,
+with SageMaker's reason (the cluster or a group failed, a node in ``Failure``), and at the last
+stage's deadline, naming each group's running/expected count (docs/design/hyperpod-cluster.md,
+"Waiting for the nodes"). Properties (strings): ``ClusterName``, ``InstanceGroups`` (group name
+-> node count), ``DeadlineSeconds`` (this stage's wait) and ``Final`` (``"true"``: fail at the
+deadline; otherwise complete, and let the next stage wait on)."""
 
 from __future__ import annotations
 
