@@ -164,9 +164,8 @@ class HyperPodServingAddons(Construct):
         super().__init__(scope, id)
         self.cluster = cluster
         self._validate(hyperpod_chart, chart_versions, chart_images or {}, load_balancer_controller)
-        if isinstance(cluster, HyperPodEksCluster):
-            for image in sorted((chart_images or {}).values()):
-                cluster.allow_image_pull(image)  # a mirror in ECR needs the nodes' pull grant
+        for image in sorted((chart_images or {}).values()):
+            cluster.allow_image_pull(image)  # a mirror in ECR needs the nodes' pull grant
         #: Chart name -> the image values ``chart_images`` sets in it.
         self._image_values: dict[str, dict[str, Any]] = {}
         for name, image in sorted((chart_images or {}).items()):

@@ -13,7 +13,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 from aws_cdk import Annotations, Aws, CfnTag, Duration, Names, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
@@ -65,16 +65,6 @@ _REGISTRY_PULL_REASON = (
 )
 
 
-class _Ec2Grant(NamedTuple):
-    """A statement of the node role: ``actions`` on every resource of ``kinds`` (none: ``*``),
-    in the cluster's VPC only (``ec2:Vpc``) when ``in_vpc``; ``why`` a wildcard."""
-
-    actions: tuple[str, ...]
-    kinds: tuple[str, ...]
-    in_vpc: bool
-    why: str
-
-
 _NO_RESOURCE_TYPE = (
     "EC2 Describe actions take no resource type, nor does ecr:GetAuthorizationToken."
 )
@@ -83,8 +73,9 @@ _MODIFY = "ec2:ModifyNetworkInterfaceAttribute"
 #: The node role's EC2 and ECR-token statements, each action on the resource types the Service
 #: Authorization Reference gives it (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html):
 #: what AWS's HyperPod node policy and the VPC CNI's need (docs/design/hyperpod-cluster.md, "Node role").
-_NODE_EC2_GRANTS = (
-    _Ec2Grant(
+#: Each: (actions, resource types (none: ``*``), in the cluster's VPC only (``ec2:Vpc``), why a wildcard).
+_NODE_EC2_GRANTS: tuple[tuple[tuple[str, ...], tuple[str, ...], bool, str], ...] = (
+    (
         (
             "ec2:DescribeNetworkInterfaces",
             "ec2:DescribeVpcs",
@@ -96,7 +87,7 @@ _NODE_EC2_GRANTS = (
         False,
         _NO_RESOURCE_TYPE,
     ),
-    _Ec2Grant(
+    (
         (
             "ec2:AssignPrivateIpAddresses",
             "ec2:CreateNetworkInterfacePermission",
@@ -110,43 +101,43 @@ _NODE_EC2_GRANTS = (
         True,
         "Network interfaces of the cluster's VPC only (ec2:Vpc condition); their IDs exist only at run time.",
     ),
-    _Ec2Grant(
+    (
         (_INTERFACE, _MODIFY),
         ("subnet", "security-group"),
         True,
         "Subnets and security groups of the cluster's VPC only (ec2:Vpc condition), those the interfaces use.",
     ),
-    _Ec2Grant(
+    (
         (_INTERFACE,),
         ("network-interface",),
         False,
         "A new interface has no ID nor ec2:Vpc before it exists; its subnet and security group are the VPC's.",
     ),
-    _Ec2Grant(
+    (
         ("ec2:DetachNetworkInterface", _MODIFY),
         ("instance",),
         False,
         "The node's own instance, whose ID exists only at run time (instances carry no ec2:Vpc key).",
     ),
-    _Ec2Grant(
+    (
         ("ec2:AttachNetworkInterface",),
         ("instance", "network-interface"),
         False,
         "The VPC CNI attaches network interfaces to its own node: instance and interface IDs exist only at run time.",
     ),
-    _Ec2Grant(
+    (
         ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeTags"),
         (),
         False,
         _NO_RESOURCE_TYPE,
     ),
-    _Ec2Grant(
+    (
         ("ec2:CreateTags",),
         ("network-interface",),
         False,
         "Tags only network interfaces, whose IDs exist only at run time.",
     ),
-    _Ec2Grant(("ecr:GetAuthorizationToken",), (), False, _NO_RESOURCE_TYPE),
+    (("ecr:GetAuthorizationToken",), (), False, _NO_RESOURCE_TYPE),
 )
 #: S3 actions that change the lifecycle script (denied to all but its deployment).
 _OBJECT_WRITES = [
@@ -210,9 +201,11 @@ def _validate_instance_groups(
         )
 
 
-class _HyperPodClusterBase(Construct):
-    """What a created and an imported HyperPod cluster share, written once: their instance
-    groups and the ledger of GPU nodes the serving constructs reserve on them."""
+class _HyperPodCluster(Construct):
+    """What a created and an imported HyperPod cluster share, written once (their instance
+    groups, the ledger of GPU nodes, the namespaces); as such, a cluster created elsewhere
+    (``from_cluster_attributes``), whose readiness members are itself: it holds no resources,
+    so depending on it orders nothing."""
 
     #: The cluster's instance groups, as given.
     instance_groups: tuple[HyperPodInstanceGroup, ...]
@@ -220,6 +213,10 @@ class _HyperPodClusterBase(Construct):
     gpu_node_ledger: GpuNodeLedger
     #: The EKS cluster the namespaces are declared on.
     eks_cluster: eks.ICluster
+    vpc: ec2.IVpc
+    node_security_group: ec2.ISecurityGroup
+    private_subnets: list[ec2.ISubnet]
+    gpu_subnets: list[ec2.ISubnet]
     #: The cluster's managed tiered storage (``TieredStorageConfig``), or ``None`` when off.
     tiered_storage: TieredStorage | None = None
     #: Depend on this to run after the HyperPod nodes exist (charts, workloads).
@@ -292,7 +289,7 @@ class _HyperPodClusterBase(Construct):
         not this app's (give it the repository yourself)."""
 
 
-class HyperPodEksCluster(_HyperPodClusterBase):
+class HyperPodEksCluster(_HyperPodCluster):
     """EKS plus HyperPod, ready for multi-node GPU serving.
 
     Implements ``IHyperPodCluster``; ``from_cluster_attributes`` gives one for a cluster
@@ -436,7 +433,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
 
         Its nodes and EKS add-ons (Pod Identity agent, FSx CSI driver) are taken to exist.
         """
-        cluster = _ImportedHyperPodCluster(scope, id)
+        cluster = _HyperPodCluster(scope, id)
         cluster.nodes_ready = cluster.pod_identity_agent = cluster.fsx_csi_driver = cluster
         problems = Problems(f"HyperPodEksCluster.from_cluster_attributes '{cluster.node.path}'")
         _validate_instance_groups(problems, instance_groups, need_system=False)
@@ -661,15 +658,10 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             "EKS control plane to kubelets and webhooks",
         )
         for index, arn in enumerate(admin_role_arns):
-            cluster.grant_access(
-                f"Admin{index}",
-                arn,
-                [
-                    eks.AccessPolicy.from_access_policy_name(
-                        "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
-                    )
-                ],
+            admin = eks.AccessPolicy.from_access_policy_name(
+                "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
             )
+            cluster.grant_access(f"Admin{index}", arn, [admin])
         return cast(eks.ICluster, cluster)
 
     def _render_addons(
@@ -1000,9 +992,9 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         self._image_pulls.add_resources(arn)
         return True
 
-    def _ec2_resources(self, grant: _Ec2Grant) -> list[str]:
+    def _ec2_resources(self, kinds: tuple[str, ...]) -> list[str]:
         stack = Stack.of(self)
-        arns = [stack.format_arn(service="ec2", resource=k, resource_name="*") for k in grant.kinds]
+        arns = [stack.format_arn(service="ec2", resource=k, resource_name="*") for k in kinds]
         return arns or ["*"]
 
     def _execution_role_statements(self) -> list[iam.PolicyStatement]:
@@ -1018,11 +1010,11 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         return [
             *(
                 iam.PolicyStatement(
-                    actions=list(grant.actions),
-                    resources=self._ec2_resources(grant),
-                    conditions=in_vpc if grant.in_vpc else None,
+                    actions=list(actions),
+                    resources=self._ec2_resources(kinds),
+                    conditions=in_vpc if vpc_only else None,
                 )
-                for grant in _NODE_EC2_GRANTS
+                for actions, kinds, vpc_only, _ in _NODE_EC2_GRANTS
             ),
             self._image_pulls,
             iam.PolicyStatement(
@@ -1048,10 +1040,8 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]",
             "HyperPod requires its managed instance policy on the node role.",
         )
-        for grant in _NODE_EC2_GRANTS:
-            acknowledge_wildcard_resources(
-                policy, self._ec2_resources(grant), grant.why, actions=grant.actions
-            )
+        for actions, kinds, _, why in _NODE_EC2_GRANTS:
+            acknowledge_wildcard_resources(policy, self._ec2_resources(kinds), why, actions=actions)
         acknowledge_wildcard_resources(
             policy,
             [f"{self.lifecycle_bucket.bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
@@ -1126,16 +1116,3 @@ def _free_block(vpc: ec2.IVpc, like: Sequence[ec2.ISubnet]) -> str | None:
         if not any(block.overlaps(other) for other in used):
             return str(block)
     return None
-
-
-class _ImportedHyperPodCluster(_HyperPodClusterBase):
-    """An ``IHyperPodCluster`` for a cluster created elsewhere (see ``from_cluster_attributes``).
-
-    Its nodes and add-ons exist already: the ``*_ready`` members are this construct, which
-    holds no resources, so depending on them orders nothing.
-    """
-
-    vpc: ec2.IVpc
-    node_security_group: ec2.ISecurityGroup
-    private_subnets: list[ec2.ISubnet]
-    gpu_subnets: list[ec2.ISubnet]

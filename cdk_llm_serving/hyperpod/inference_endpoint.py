@@ -68,6 +68,8 @@ SERVING_PORT = 8080
 #: the vLLM flag (https://aws.github.io/deep-learning-containers/vllm/configuration/), the
 #: contract the worker's environment follows.
 SAGEMAKER_VLLM_DLC = ("vllm", "server-sagemaker-cuda-v1")
+#: ``pdSpec``'s key of each prefill/decode role (CRD).
+_PD_SPEC_KEYS = {"prefill": "prefillSpec", "decode": "decodingSpec"}
 #: CRD patterns of ``endpointName`` / ``modelName`` (SageMaker's name rule, at most 63).
 _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: Kubernetes object names: RFC 1123 DNS labels (kubernetes.io/docs/concepts/overview/
@@ -607,7 +609,6 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
 
     def _pd_spec(self, pd: InferencePrefillDecode) -> dict[str, Any]:
         """``pdSpec``: both roles (CRD: ``prefillSpec`` and ``decodingSpec`` required)."""
-        keys = {"prefill": "prefillSpec", "decode": "decodingSpec"}
         scaling = {"prefill": "prefillAutoScaling", "decode": "decodingAutoScaling"}
         spec: dict[str, Any] = {
             "routingThreshold": pd.routing_threshold,
@@ -615,7 +616,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         }
         autoscaling: dict[str, Any] = {}
         for role, (instance_type, replicas, role_scaling) in pd.roles().items():
-            spec[keys[role]] = {
+            spec[_PD_SPEC_KEYS[role]] = {
                 "replicas": replicas,
                 "nodeSelector": {INSTANCE_TYPE_LABEL: str(instance_type)},
                 "resources": self._role_resources(instance_type),
@@ -649,7 +650,9 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         resources = self.manifest["spec"]["worker"]["resources"]
         return self._pod("worker", resources, {"affinity": {"nodeAffinity": affinity}})
 
-    def _pod(self, name: str, resources: dict[str, Any], placement: dict[str, Any]) -> dict:
+    def _pod(
+        self, name: str, resources: dict[str, Any], placement: dict[str, Any]
+    ) -> dict[str, Any]:
         """A pod of one container ``name``, placed by ``placement``, with the toleration
         ``ExtendedResourceToleration`` adds per extended resource it requests."""
         tolerations = [
@@ -676,7 +679,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 pd_spec[key]["resources"],
                 {"nodeSelector": dict(pd_spec[key]["nodeSelector"])},
             )
-            for role, key in (("prefill", "prefillSpec"), ("decode", "decodingSpec"))
+            for role, key in _PD_SPEC_KEYS.items()
         }
 
     def pod_templates(self) -> dict[str, dict[str, Any]]:

