@@ -129,23 +129,17 @@ class HyperPodServingAddons(Construct):
 
     :param cluster: the cluster to install into.
     :param hyperpod_chart: the HyperPod dependencies chart (release ``hyperpod-dependencies`` in
-        ``kube-system``, installed before the HyperPod cluster of a ``HyperPodEksCluster``);
-        its device plugins replace the direct installs. Default: none, with a synth warning,
-        and the NVIDIA and EFA plugins from their published charts.
-    :param hyperpod_chart_values: values merged over ours (``global.region`` and the device
-        plugins' placement, ``device_plugins.hyperpod_chart_values``), key by key; lists replace.
-        Default: none.
+        ``kube-system``, before the HyperPod cluster); its device plugins replace the direct
+        installs. Default: none, with a synth warning, and the plugins' published charts.
+    :param hyperpod_chart_values: values merged over ours (``device_plugins.hyperpod_chart_values``)
+        key by key; lists replace. Default: none.
     :param chart_versions: chart name -> version overrides of ``assets/hyperpod.json``'s pins
         (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``).
-    :param chart_images: the published charts' images, pinned: a ``CHART_IMAGE_VALUES`` key
-        (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``,
-        ``keda-metrics-apiserver``, ``keda-admission-webhooks``) -> ``<repository>:<tag>@sha256:<digest>``.
-        The charts publish no digests: read one with ``crane digest <repository>:<tag>``.
-        Default: none, each chart's own tag (its app version).
-    :param load_balancer_controller: install the AWS Load Balancer Controller (needs a
-        cluster this app creates: aws-cdk-lib's ``AlbControllerProps.cluster`` is a ``Cluster``,
-        not an ``ICluster``; aws/aws-cdk packages/aws-cdk-lib/aws-eks-v2/lib/alb-controller.ts).
-        Default: ``True``.
+    :param chart_images: a ``CHART_IMAGE_VALUES`` key -> ``<repository>:<tag>@sha256:<digest>``
+        (read a digest with ``crane digest <repository>:<tag>``). Default: none, each chart's
+        own tag.
+    :param load_balancer_controller: install the AWS Load Balancer Controller (aws-cdk-lib's
+        ``AlbController`` takes a cluster this app creates). Default: ``True``.
     """
 
     @checked_props

@@ -1,11 +1,7 @@
-"""``HelmChartSource``: where a user-supplied chart (the HyperPod dependencies chart) comes from.
-
-Two forms, each as aws-cdk-lib's kubectl handler accepts it
-(``aws-eks-v2/kubectl-handler/helm/__init__.py``): a local chart directory, uploaded as an S3
-asset (with ``ChartAssetURL`` the handler takes no ``Chart``, ``Repository`` or ``Version``,
-and Helm refuses a chart whose dependencies are not vendored under ``charts/``, so synth does
-too); or an OCI repository whose last path segment is the chart's name (the handler installs
-the directory ``helm pull --untar`` creates)."""
+"""``HelmChartSource``: where a user-supplied chart (the HyperPod dependencies chart) comes from:
+a local directory, uploaded as an S3 asset (its dependencies vendored under ``charts/``, as Helm
+requires), or an OCI repository whose last path segment is the chart's name, each as
+aws-cdk-lib's kubectl handler takes it (docs/design/hyperpod-cluster.md, "Serving add-ons")."""
 
 from __future__ import annotations
 

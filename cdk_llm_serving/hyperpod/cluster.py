@@ -265,13 +265,9 @@ class _HyperPodCluster(Construct):
         return [group for group in self.instance_groups if group.role == GPU_NODE_ROLE]
 
     def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
-        """Reserve ``nodes`` of instance group ``group_name`` for ``consumer``.
-
-        Every consumer on a group (services at their maximum replicas, endpoints,
-        operators) reserves here; when their sum exceeds the group's instance count, one
-        ``ConfigurationError`` lists each consumer's share. Reserving again replaces the
-        consumer's earlier share. For an imported cluster: the consumers in this app.
-        """
+        """Reserve ``nodes`` of instance group ``group_name`` for ``consumer`` (again: replace
+        its share); one ``ConfigurationError`` lists each consumer's share when they exceed
+        the group (for an imported cluster: the consumers in this app)."""
         self.gpu_node_ledger.reserve(consumer, group_name, nodes)
 
     def free_gpu_nodes(self, group_name: str, consumer: IConstruct | None = None) -> int:
@@ -427,9 +423,8 @@ class HyperPodEksCluster(_HyperPodCluster):
         :param instance_groups: its instance groups as they are (names, types, counts).
         :param private_subnets: the nodes' subnets. Default: the VPC's private subnets.
         :param gpu_subnets: the GPU groups' subnets. Default: the first of ``private_subnets``.
-        :param tiered_storage: the cluster's ``TieredStorageConfig`` if it has managed tiered
-            storage on (``DescribeCluster`` ``TieredStorageConfig``). Default: none (an
-            endpoint's KV cache cannot use it as L2).
+        :param tiered_storage: the cluster's ``TieredStorageConfig`` (``DescribeCluster``) if
+            managed tiered storage is on. Default: none (a KV cache cannot use it as L2).
 
         Its nodes and EKS add-ons (Pod Identity agent, FSx CSI driver) are taken to exist.
         """
@@ -457,13 +452,9 @@ class HyperPodEksCluster(_HyperPodCluster):
     # -- what dependents need ----------------------------------------------------------
 
     def disable_default_deep_health_checks(self) -> list[str]:
-        """Turn off the deep health checks groups run by default (not those given explicitly);
-        the names of the groups changed. For ``HyperPodServingAddons`` without the HyperPod
-        dependencies chart, which the checks run with (AWS: without the chart, cluster
-        creation may fail,
-        https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-install-packages-using-helm-chart.html).
-        ``nodes_ready``'s derived budget follows.
-        """
+        """Turn off the deep health checks groups run by default (not those given explicitly),
+        for ``HyperPodServingAddons`` without the HyperPod dependencies chart they run with;
+        the names of the groups changed. ``nodes_ready``'s derived budget follows."""
         changed = [
             group.name
             for group in self.instance_groups
@@ -676,13 +667,8 @@ class HyperPodEksCluster(_HyperPodCluster):
 
     def _render_hyperpod(self, cluster_name: str | None) -> sagemaker.CfnCluster:
         """The HyperPod cluster orchestrated by the EKS cluster, one entry per instance group;
-        with ``node_autoscaling``, Karpenter autoscaling and the role it assumes.
-
-        Karpenter autoscaling needs ``NodeProvisioningMode`` Continuous and ``NodeRecovery``
-        Automatic ("Autoscaling on SageMaker HyperPod EKS", prerequisites,
-        https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html):
-        both are always set here.
-        """
+        with ``node_autoscaling``, Karpenter autoscaling (which needs Continuous provisioning
+        and Automatic node recovery, always set) and the role it assumes."""
         autoscaling: dict[str, Any] = {}
         if self.node_autoscaling is not None:
             self.autoscaler_role, self.autoscaler_policy = self.node_autoscaling.autoscaler_role(

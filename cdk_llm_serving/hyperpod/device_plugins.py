@@ -1,13 +1,8 @@
 """Helm values that make the NVIDIA and EFA device plugins land on a cluster's HyperPod nodes,
-whichever chart installs them (their published charts, or the HyperPod dependencies chart):
-
-* placement by ``node.kubernetes.io/instance-type`` In the groups' ``ml.*`` names (the charts'
-  defaults select no HyperPod node);
-* a full toleration list (a ``tolerations`` value replaces the chart's): the chart defaults,
-  the deep-health-check taint and every taint the groups set;
-* ``fullnameOverride``: short, fixed object names (see ``NVIDIA_DEVICE_PLUGIN_RELEASE``).
-
-The charts' keys and why each value: docs/design/hyperpod-cluster.md, "Device plugins"."""
+whichever chart installs them: placement by the groups' ``ml.*`` instance types (the charts'
+defaults select no HyperPod node), a full toleration list (the chart's, the deep-health-check
+taint and the groups' taints), and short fixed object names (``fullnameOverride``). The charts'
+keys and why each value: docs/design/hyperpod-cluster.md, "Device plugins"."""
 
 from __future__ import annotations
 

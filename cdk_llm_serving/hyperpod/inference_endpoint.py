@@ -103,20 +103,16 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
     :param kv_cache: ``InferenceKvCache`` (``kvCacheSpec``), or ``False`` for none. Default:
         ``InferenceKvCache()`` (L1 CPU offload, L2 on the cluster's managed tiered storage,
-        which this turns on: 5 % of every node's memory), L1 only with a warning
-        (``cdk-llm-serving:kvCacheTieredStorageUnavailable``) on an imported cluster that did not
-        declare tiered storage.
-    :param routing: ``InferenceRouting`` (``intelligentRoutingSpec``), or ``False`` for none.
-        Only at creation: the operator rejects routing added to a deployed endpoint (deploy
-        a new one and move traffic). Default: ``InferenceRouting()``
-        (prefix-aware).
+        which this turns on), L1 only with a warning on an imported cluster without it.
+    :param routing: ``InferenceRouting`` (``intelligentRoutingSpec``), or ``False`` for none;
+        the operator rejects routing added to a deployed endpoint (deploy a new one and move
+        traffic). Default: ``InferenceRouting()`` (prefix-aware).
     :param workload: the ``Workload`` the endpoint serves (tokens in and out, request rate), for
         the planner's decision whether prefill/decode disaggregation pays. Default: none.
     :param prefill_decode: ``InferencePrefillDecode`` (``pdSpec``), or ``False`` for none.
-        Default: when ``workload`` is given and ``plan(...).disaggregation.pays`` for it, one
-        prefill and one decode pod on the first listed type (a warning,
-        ``cdk-llm-serving:prefillDecodeNotPlaced``, when its group lacks the two nodes or EFA);
-        else none.
+        Default: one prefill and one decode pod on the first listed type when
+        ``plan(...).disaggregation.pays`` for ``workload`` (warned when its group lacks the two
+        nodes or EFA); else none.
     """
 
     @checked_props

@@ -1,12 +1,8 @@
-"""The ECR repositories a HyperPod node's role may pull images from.
-
-The kubelet pulls with the node's role, whose managed policy grants no ECR action
-(https://docs.aws.amazon.com/sagemaker/latest/dg/security-iam-awsmanpol-AmazonSageMakerClusterInstanceRolePolicy.html),
-so the node policy grants ``ecr:GetAuthorizationToken`` and the pulls on these repositories only
-(``assets/node_image_registries.json`` cites each): the Region's EKS add-on registry, the EFA
-device plugin's and the load balancer controller's repositories, the inference operator's
-registry, and each serving or mirrored chart image (``HyperPodEksCluster.allow_image_pull``).
-Images outside ECR need no IAM (docs/design/hyperpod-cluster.md, "Node role")."""
+"""The ECR repositories a HyperPod node's role may pull images from: the node's managed policy
+grants no ECR action, so the node policy grants the pulls on these repositories only
+(``assets/node_image_registries.json`` cites each), and each serving or mirrored chart image
+(``HyperPodEksCluster.allow_image_pull``). Images outside ECR need no IAM
+(docs/design/hyperpod-cluster.md, "Node role")."""
 
 from __future__ import annotations
 
