@@ -275,9 +275,8 @@ class _HyperPodCluster(Construct):
         return self.gpu_node_ledger.free(group_name, consumer)
 
     def enable_tiered_storage(self) -> TieredStorage | None:
-        """Managed tiered storage on this cluster, for a consumer that needs it (the inference
-        operator's KV cache L2 ``tieredstorage``): the cluster's ``TieredStorage``, or ``None``
-        when this cluster cannot turn it on (an imported cluster that did not declare it)."""
+        """Managed tiered storage for a consumer that needs it (a KV cache's L2): ``None`` when
+        this cluster cannot turn it on (an imported cluster that did not declare it)."""
         return self.tiered_storage
 
     def allow_image_pull(self, image: str | ContainerImage) -> None:
@@ -941,10 +940,9 @@ class HyperPodEksCluster(_HyperPodCluster):
         self.allow_registry_pull(arn)
 
     def allow_image_pull(self, image: str | ContainerImage) -> None:
-        """Let the nodes pull ``image`` from its ECR repository; the serving constructs call it
-        with their image (not a ``grant_*``: it takes an image, not a grantee). An image
-        outside ECR needs nothing: nothing is added. An ECR image whose repository cannot be read at synth (a token
-        in the URI) opens the pulls to any repository, so the image still pulls."""
+        """Let the nodes pull ``image`` from its ECR repository (not a ``grant_*``: it takes an
+        image, not a grantee): nothing for an image outside ECR, any repository for an ECR
+        image whose repository is a token at synth."""
         region = Stack.of(self).region
         partition = (
             None if Token.is_unresolved(region) else partition_of_region(region)
@@ -964,8 +962,7 @@ class HyperPodEksCluster(_HyperPodCluster):
             )
 
     def allow_any_image_pull(self, reason: str) -> None:
-        """Pulls from any repository, where the library cannot name them (``reason``; e.g.
-        the HyperPod dependencies chart's agents, whose registries it does not model)."""
+        """Pulls from any repository, where the library cannot name them (``reason``)."""
         self.allow_registry_pull(
             "*", f"Nodes pull from repositories the library cannot name: {reason}."
         )
@@ -1026,7 +1023,10 @@ class HyperPodEksCluster(_HyperPodCluster):
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]",
             "HyperPod requires its managed instance policy on the node role.",
         )
+        reasons: dict[tuple[tuple[str, ...], str], list[str]] = {}  # one per resources and why
         for actions, kinds, _, why in _NODE_EC2_GRANTS:
+            reasons.setdefault((kinds, why), []).extend(actions)
+        for (kinds, why), actions in reasons.items():
             acknowledge_wildcard_resources(policy, self._ec2_resources(kinds), why, actions=actions)
         acknowledge_wildcard_resources(
             policy,
