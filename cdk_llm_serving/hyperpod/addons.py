@@ -229,14 +229,9 @@ class HyperPodServingAddons(Construct):
         return self._cert_manager
 
     def enable_cert_manager_webhook(self) -> eks.KubernetesObjectValue:
-        """A wait for cert-manager's webhook after the add-on: one per cluster, on the first call.
-
-        cert-manager's API refuses its resources until its webhook serves
-        (https://cert-manager.io/docs/installation/verify/), after the add-on is ``ACTIVE``:
-        every cert-manager manifest depends on this read of the webhook Deployment's
-        ``.status.readyReplicas``, which aws-cdk-lib's handler retries for up to 10 minutes
-        (docs/design/hyperpod-cluster.md, "cert-manager").
-        """
+        """A wait for cert-manager's webhook (its ready replicas, up to 10 minutes) after the
+        add-on, one per cluster: its API refuses resources until the webhook serves, after the
+        add-on is ``ACTIVE`` (docs/design/hyperpod-cluster.md, "cert-manager")."""
         if self._cert_manager_webhook is None:
             self._cert_manager_webhook = eks.KubernetesObjectValue(
                 self,

@@ -232,14 +232,10 @@ class _HyperPodCluster(Construct):
         self._namespaces: dict[str, eks.KubernetesManifest] = {}
 
     def kubernetes_namespace(self, name: str) -> IConstruct:
-        """The one manifest that declares Kubernetes namespace ``name`` on this cluster.
-
-        Constructs that put objects into a namespace depend on it instead of declaring it: the
-        kubectl handler deletes a manifest's objects with it, and a namespace takes its
-        contents along. Created on first use with ``overwrite`` (an existing one is adopted),
-        labelled ``READINESS_GATE_LABEL`` so a rollout waits for the new pod's NLB target
-        (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/).
-        Why, in full: docs/design/hyperpod-cluster.md, "Namespaces".
+        """The one manifest that declares Kubernetes namespace ``name`` on this cluster, created
+        on first use (an existing one is adopted): constructs depend on it instead of declaring
+        it, as deleting a manifest deletes its objects. Labelled ``READINESS_GATE_LABEL`` so a
+        rollout waits for the new pod's NLB target (docs/design/hyperpod-cluster.md, "Namespaces").
         """
         if name not in self._namespaces:
             self._namespaces[name] = eks.KubernetesManifest(
