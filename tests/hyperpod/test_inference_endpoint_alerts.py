@@ -53,8 +53,10 @@ def _by_name(alerts: InferenceEndpointAlarms) -> dict[str, dict]:
 
 
 def test_each_path_has_its_alert():
-    colocated = _by_name(_alerts())
+    colocated = _by_name(_alerts(kv_cache=False))
     assert set(colocated) == {"InferenceQueueDepthHigh"}
+    cached = _by_name(_alerts())  # the default KV cache brings its tier's alert
+    assert set(cached) == {"InferenceQueueDepthHigh", "InferenceKvCacheTierNoHits"}
     pd = _by_name(_alerts(prefill_decode=PD, kv_cache=InferenceKvCache.l1_only()))
     assert {name: rule["labels"]["path"] for name, rule in pd.items()} == {
         "InferencePrefillQueueDepthHigh": "prefill",

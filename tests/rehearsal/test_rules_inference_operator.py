@@ -39,6 +39,9 @@ def _gpu_node(name: str, instance_type: str) -> Node:
 
 
 def _config(**props) -> dict:
+    """The endpoint's config; without the KV cache and routing unless given (each test here
+    plays one feature, and the world has no cluster tier)."""
+    props = {"kv_cache": False, "routing": False, **props}
     stack = new_stack()
     cluster = HyperPodEksCluster(
         stack, "HyperPod", kubernetes_version="1.33", instance_groups=single_node_groups()
