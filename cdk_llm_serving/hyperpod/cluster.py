@@ -1022,8 +1022,8 @@ class HyperPodEksCluster(_HyperPodCluster):
         reasons: dict[tuple[tuple[str, ...], str], list[str]] = {}  # one per resources and why
         for actions, kinds, _, why in _NODE_EC2_GRANTS:
             reasons.setdefault((kinds, why), []).extend(actions)
-        for (kinds, why), actions in reasons.items():
-            acknowledge_wildcard_resources(policy, self._ec2_resources(kinds), why, actions=actions)
+        for (kinds, why), joined in reasons.items():
+            acknowledge_wildcard_resources(policy, self._ec2_resources(kinds), why, actions=joined)
         acknowledge_wildcard_resources(
             policy,
             [f"{self.lifecycle_bucket.bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
