@@ -250,6 +250,7 @@ def test_the_cluster_refuses_admin_roles_of_another_partition_and_plans_of_anoth
         lambda: HyperPodEksCluster(
             stack,
             "HyperPod",
+            kubernetes_version="1.33",
             instance_groups=groups,
             admin_role_arns=[
                 f"arn:aws-us-gov:iam::{ACCOUNT}:role/Admin",

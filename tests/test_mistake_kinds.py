@@ -33,7 +33,8 @@ GPU = HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 2)
 
 
 def _cluster(**props: Any) -> None:
-    HyperPodEksCluster(new_stack(), "HyperPod", **{"instance_groups": [SYSTEM, GPU], **props})
+    props = {"instance_groups": [SYSTEM, GPU], "kubernetes_version": "1.33", **props}
+    HyperPodEksCluster(new_stack(), "HyperPod", **props)
 
 
 def _service(**props: Any) -> None:
@@ -48,7 +49,9 @@ def _config(**fields: Any) -> VllmConfig:
 
 def _small_store_service() -> None:
     stack = new_stack()
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(4))
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=instance_groups(4)
+    )
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     store = model_store(stack, cluster, storage_capacity_gib=1200)
     deepseek_service(stack, cluster, addons, store, weight_format="bf16", nodes_per_replica=2)

@@ -17,7 +17,9 @@ from tests.support.hyperpod import gpt_oss_120b_endpoint, single_node_groups
 
 
 def _addons(stack: Stack) -> HyperPodServingAddons:
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=single_node_groups()
+    )
     return HyperPodServingAddons(stack, "Addons", cluster=cluster)
 
 

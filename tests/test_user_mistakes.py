@@ -101,7 +101,7 @@ def model_in_vpc() -> ServingModel:
 
 def cluster(**overrides: Any) -> HyperPodEksCluster:
     stack = new_stack()
-    props = {"instance_groups": GROUPS, **overrides}
+    props = {"instance_groups": GROUPS, "kubernetes_version": "1.33", **overrides}
     if callable(props.get("vpc")):
         props["vpc"] = props["vpc"](stack)
     return HyperPodEksCluster(stack, "HyperPod", **props)
@@ -427,7 +427,9 @@ def test_every_public_construct_checks_its_props_against_their_types():
 
 
 def _cluster_with(*groups: HyperPodInstanceGroup) -> None:
-    HyperPodEksCluster(new_stack(), "HyperPod", instance_groups=list(groups))
+    HyperPodEksCluster(
+        new_stack(), "HyperPod", kubernetes_version="1.33", instance_groups=list(groups)
+    )
 
 
 def test_a_group_label_that_would_replace_the_librarys_own_is_refused():
@@ -476,7 +478,9 @@ def test_a_pipeline_parallel_size_the_placement_would_replace_is_refused():
 def test_an_fsx_store_smaller_than_the_weights_is_refused():
     """DeepSeek-V3 in BF16 takes about 1,250 GiB; a 1,200 GiB store cannot hold it."""
     stack = new_stack()
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(4))
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=instance_groups(4)
+    )
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     store = model_store(stack, cluster, storage_capacity_gib=1200)
     with pytest.raises(ConfigurationError) as caught:

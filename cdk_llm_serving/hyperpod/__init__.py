@@ -1,19 +1,10 @@
 """Serving path 2: SageMaker HyperPod on EKS, for models that need several nodes.
 
-``HyperPodEksCluster`` (VPC, private EKS, lifecycle script, HyperPod instance groups),
-``HyperPodServingAddons`` (device plugins, LeaderWorkerSet, load balancer controller, and
-once per cluster KEDA and the metrics scraper's cluster role),
-``FsxModelStore`` (weights on FSx for Lustre), ``VllmMultiNodeService`` (multi-node vLLM),
-``VllmObservability``, ``VllmDashboard`` and ``VllmReplicaAutoScaling``; for models that fit
-one node, ``HyperPodInferenceEndpoint`` through AWS's inference operator
-(``HyperPodInferenceOperator``, installed once per cluster). The serving
-constructs take ``IHyperPodCluster``: a ``HyperPodEksCluster`` or
-``HyperPodEksCluster.from_cluster_attributes(...)`` for a cluster created elsewhere. String
-contracts (labels, taints, ports, metric and rule names, images) live in ``constants``.
-
-The kubectl/helm Lambda layers these constructs deploy come with the ``hyperpod`` extra
-(``pip install 'cdk-llm-serving[hyperpod]'``); without it, importing this package says so.
-"""
+``HyperPodEksCluster`` (or ``HyperPodEksCluster.from_cluster_attributes``), its serving add-ons,
+``FsxModelStore``, ``VllmMultiNodeService`` with its observability and autoscaling; for models
+that fit one node, ``HyperPodInferenceEndpoint`` through AWS's inference operator. String
+contracts live in ``constants``. The kubectl/helm layers come with the ``hyperpod`` extra
+(``pip install 'cdk-llm-serving[hyperpod]'``); without it, importing this package says so."""
 
 from . import _needs_extra  # noqa: F401  (first: without the extra, say which to install)
 from .addons import HelmChartSource, HyperPodServingAddons, KedaInstallation

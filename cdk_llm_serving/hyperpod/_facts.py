@@ -9,29 +9,10 @@ import json
 from importlib import resources
 from typing import TypedDict, cast
 
-from .._addon_pins import (
-    ChartPin,
-    HyperPodFacts,
-    InferenceOperatorFacts,
-    hyperpod_facts,
-    inference_operator_facts,
-    supported_kubernetes_versions,
-)
-
-__all__ = [
-    "ChartPin",
-    "HyperPodFacts",
-    "InferenceOperatorFacts",
-    "VllmImageFacts",
-    "addon_versions",
-    "chart_pins",
-    "cloudformation_enum",
-    "extended_support_warning",
-    "hyperpod_facts",
-    "inference_operator_facts",
-    "supported_kubernetes_versions",
-    "vllm_image_facts",
-]
+from .._addon_pins import ChartPin
+from .._addon_pins import hyperpod_facts as hyperpod_facts
+from .._addon_pins import inference_operator_facts as inference_operator_facts
+from .._addon_pins import supported_kubernetes_versions as supported_kubernetes_versions
 
 
 class VllmImageFacts(TypedDict):
@@ -57,8 +38,7 @@ def chart_pins() -> dict[str, ChartPin]:
 
 def addon_versions(kubernetes_version: str) -> dict[str, str | None]:
     """EKS add-on name -> the version pinned for ``kubernetes_version`` (none: unknown version)."""
-    pins = hyperpod_facts()["addon_versions"].get(kubernetes_version, {})
-    return {name: version for name, version in pins.items()}
+    return dict(hyperpod_facts()["addon_versions"].get(kubernetes_version, {}))
 
 
 def cloudformation_enum(shape: str, botocore_enum: tuple[str, ...]) -> tuple[str, ...]:

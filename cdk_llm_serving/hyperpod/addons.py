@@ -1,42 +1,24 @@
 """``HyperPodServingAddons``: what GPU serving needs on a ``HyperPodEksCluster``.
 
-* The HyperPod dependencies Helm chart (health-monitoring agent, deep health checks, NVIDIA
-  and EFA device plugins, ...) is required for clusters created through the API but is
-  published to no Helm repository, and its code does not belong in this repository: the
-  user supplies it (``HelmChartSource``); without it, synth warns and says where to get it,
-  and the NVIDIA and EFA device plugins are installed from their published charts instead.
-  AWS: install it "before creating HyperPod cluster" (aws/sagemaker-hyperpod-cli
-  helm_chart/readme.md): the HyperPod cluster of a ``HyperPodEksCluster`` depends on it, and
-  it is installed without ``--wait`` (its two Deployments have no node to run on yet).
-* Device plugins get values that land on HyperPod nodes (``device_plugins.py``), whichever
-  chart installs them.
-* LeaderWorkerSet controller (multi-node replicas), pinned.
-* AWS Load Balancer Controller (internal NLB/ALB for the serving endpoint), pinned.
-* Cluster-wide pieces that services request and that exist once per cluster, however many
-  services use them: KEDA with its operator's Pod Identity (``enable_keda``, for
-  ``VllmReplicaAutoScaling``) and the Amazon Managed Prometheus scraper's ClusterRole and
-  binding (``enable_scraper_access``, for ``VllmObservability``), and cert-manager
-  (``enable_cert_manager``: the multi-node service's TLS certificates and the inference
-  operator both need it; two installations of one add-on on a cluster are refused by EKS).
-
-Every other chart is installed after the HyperPod nodes exist (their webhooks need pods).
-"""
+The HyperPod dependencies chart, which the user supplies (``HelmChartSource``; without it, synth
+warns and the device plugins come from their published charts), installed before the HyperPod
+cluster; the LeaderWorkerSet controller and the AWS Load Balancer Controller; and, once per
+cluster on request, KEDA, the managed scraper's ClusterRole and cert-manager. Every other chart
+is installed after the nodes exist (docs/design/hyperpod-cluster.md, "Serving add-ons")."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations, CfnElement, Duration, Stack
+from aws_cdk import Annotations, Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from .._cdk.deprecation import warn_deprecated
 from .._cdk.nag import acknowledge_cdk_internals, acknowledge_generated_statements
 from .._cdk.pod_identity import pod_identity_role
 from ..errors import Problems, checked_props
@@ -85,23 +67,15 @@ _HYPERPOD_CHART_HINT = (
     "health-monitoring agent and job auto-restart are missing."
 )
 
-#: Where the cert-manager add-on runs its webhook. Stand-in for the add-on's own manifests,
-#: which AWS does not publish: the upstream chart at the add-on's version (cert-manager
-#: v1.18.2, ``deploy/charts/cert-manager``; the Deployment is ``webhook.fullname`` =
-#: ``<release>-webhook`` in the release namespace), installed as release ``cert-manager`` in
-#: namespace ``cert-manager``, as cert-manager's installation docs do
-#: (https://cert-manager.io/docs/installation/helm/). Names to confirm on a live add-on.
+#: Where the cert-manager add-on runs its webhook: AWS publishes not the add-on's manifests, so
+#: the upstream chart's names at its version (https://cert-manager.io/docs/installation/helm/),
+#: to confirm on a live add-on (docs/design/hyperpod-cluster.md, "cert-manager").
 CERT_MANAGER_NAMESPACE = "cert-manager"
 CERT_MANAGER_WEBHOOK = "cert-manager-webhook"
 
 #: ``chart_images`` key -> (the chart, the path of its image's values). Each published chart
-#: renders ``<repository>:<tag>`` from these values (KEDA: ``<registry>/<repository>:<tag>``),
-#: with no digest value of its own, so a digest rides in the tag: ``<tag>@sha256:<digest>``.
-#: Sources, the charts' templates: NVIDIA/k8s-device-plugin 0.17.1 ``_helpers.tpl``
-#: (``nvidia-device-plugin.fullimage``), aws/eks-charts aws-efa-k8s-device-plugin v0.5.30
-#: ``templates/daemonset.yaml``, kubernetes-sigs/lws 0.8.0 ``templates/manager/deployment.yaml``
-#: (``image.manager``), kedacore/charts keda 2.17.2 ``templates/{manager,metrics-server,
-#: webhooks}/deployment.yaml`` (``image.keda``, ``image.metricsApiServer``, ``image.webhooks``).
+#: renders ``<repository>:<tag>`` (KEDA: ``<registry>/<repository>:<tag>``) with no digest value
+#: of its own, so a digest rides in the tag (the charts' templates: docs/design/hyperpod-cluster.md).
 CHART_IMAGE_VALUES: dict[str, tuple[str, tuple[str, ...]]] = {
     NVIDIA_DEVICE_PLUGIN_CHART: (NVIDIA_DEVICE_PLUGIN_CHART, ("image",)),
     EFA_DEVICE_PLUGIN_CHART: (EFA_DEVICE_PLUGIN_CHART, ("image",)),
@@ -142,27 +116,12 @@ class KedaInstallation:
 
     KEDA's ``aws`` TriggerAuthentication with ``identityOwner: operator`` queries with the
     operator's role, so a workspace grants its query to that grantee:
-    ``observability.grant_query(keda.operator_role)``. Deprecated:
-    ``keda.grant_query(workspace_arn)`` (still works, warns).
+    ``observability.grant_query(keda.operator_role)``.
     """
 
     chart: eks.HelmChart
     operator_role: iam.Role
     operator_identity: eks.CfnPodIdentityAssociation
-
-    def grant_query(self, workspace_arn: str) -> iam.Grant:
-        """Deprecated: use ``VllmObservability.grant_query(keda.operator_role)`` (this granted to
-        KEDA itself, against CDK's ``grant_x(grantee)``); removed in 0.3.0."""
-        warn_deprecated(
-            self.operator_role,
-            "KedaInstallation.grant_query",
-            "VllmObservability.grant_query(keda.operator_role)",
-        )
-        return iam.Grant.add_to_principal(
-            grantee=self.operator_role,
-            actions=["aps:QueryMetrics"],
-            resource_arns=[workspace_arn],
-        )
 
 
 class HyperPodServingAddons(Construct):
@@ -170,23 +129,17 @@ class HyperPodServingAddons(Construct):
 
     :param cluster: the cluster to install into.
     :param hyperpod_chart: the HyperPod dependencies chart (release ``hyperpod-dependencies`` in
-        ``kube-system``, installed before the HyperPod cluster of a ``HyperPodEksCluster``);
-        its device plugins replace the direct installs. Default: none, with a synth warning,
-        and the NVIDIA and EFA plugins from their published charts.
-    :param hyperpod_chart_values: values merged over ours (``global.region`` and the device
-        plugins' placement, ``device_plugins.hyperpod_chart_values``), key by key; lists replace.
-        Default: none.
+        ``kube-system``, before the HyperPod cluster); its device plugins replace the direct
+        installs. Default: none, with a synth warning, and the plugins' published charts.
+    :param hyperpod_chart_values: values merged over ours (``device_plugins.hyperpod_chart_values``)
+        key by key; lists replace. Default: none.
     :param chart_versions: chart name -> version overrides of ``assets/hyperpod.json``'s pins
         (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``).
-    :param chart_images: the published charts' images, pinned: a ``CHART_IMAGE_VALUES`` key
-        (``nvidia-device-plugin``, ``aws-efa-k8s-device-plugin``, ``lws``, ``keda``,
-        ``keda-metrics-apiserver``, ``keda-admission-webhooks``) -> ``<repository>:<tag>@sha256:<digest>``.
-        The charts publish no digests: read one with ``crane digest <repository>:<tag>``.
-        Default: none, each chart's own tag (its app version).
-    :param load_balancer_controller: install the AWS Load Balancer Controller (needs a
-        cluster this app creates: aws-cdk-lib's ``AlbControllerProps.cluster`` is a ``Cluster``,
-        not an ``ICluster``; aws/aws-cdk packages/aws-cdk-lib/aws-eks-v2/lib/alb-controller.ts).
-        Default: ``True``.
+    :param chart_images: a ``CHART_IMAGE_VALUES`` key -> ``<repository>:<tag>@sha256:<digest>``
+        (read a digest with ``crane digest <repository>:<tag>``). Default: none, each chart's
+        own tag.
+    :param load_balancer_controller: install the AWS Load Balancer Controller (aws-cdk-lib's
+        ``AlbController`` takes a cluster this app creates). Default: ``True``.
     """
 
     @checked_props
@@ -204,11 +157,9 @@ class HyperPodServingAddons(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.cluster = cluster
-        self._validate(hyperpod_chart, chart_versions, load_balancer_controller)
-        self._validate_chart_images(chart_images or {}, hyperpod_chart)
-        if isinstance(cluster, HyperPodEksCluster):
-            for image in sorted((chart_images or {}).values()):
-                cluster.allow_image_pull(image)  # a mirror in ECR needs the nodes' pull grant
+        self._validate(hyperpod_chart, chart_versions, chart_images or {}, load_balancer_controller)
+        for image in sorted((chart_images or {}).values()):
+            cluster.allow_image_pull(image)  # a mirror in ECR needs the nodes' pull grant
         #: Chart name -> the image values ``chart_images`` sets in it.
         self._image_values: dict[str, dict[str, Any]] = {}
         for name, image in sorted((chart_images or {}).items()):
@@ -236,11 +187,9 @@ class HyperPodServingAddons(Construct):
     def enable_keda(self) -> KedaInstallation:
         """KEDA and its operator's Pod Identity; installed on the first call, reused after.
 
-        EKS allows one Pod Identity association per service account (an association maps one
-        role to one namespace/service account, https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html;
-        a second is refused with ResourceInUseException, EKS API reference
-        CreatePodIdentityAssociation), and the chart's CRDs and namespace exist once per
-        cluster: every ``VllmReplicaAutoScaling`` shares these.
+        EKS allows one Pod Identity association per service account
+        (https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html) and the chart's
+        CRDs exist once per cluster: every ``VllmReplicaAutoScaling`` shares these.
         """
         if self._keda is None:
             self._keda = self._render_keda()
@@ -263,12 +212,10 @@ class HyperPodServingAddons(Construct):
     def enable_cert_manager(self) -> eks.Addon:
         """The EKS add-on ``cert-manager``, after the nodes; installed on the first call.
 
-        One per cluster (EKS keeps one installation of an add-on per cluster,
-        https://docs.aws.amazon.com/eks/latest/userguide/creating-an-add-on.html), shared by
-        every ``VllmMultiNodeService`` (its TLS certificates) and the inference operator (which
-        needs its CRDs). Pinned to the version AWS's operator migration script installs
-        (``assets/inference_operator.json``). Its pods carry no GPU toleration, so they
-        schedule on the system group (the GPU groups are tainted).
+        One per cluster (https://docs.aws.amazon.com/eks/latest/userguide/creating-an-add-on.html),
+        shared by every ``VllmMultiNodeService`` (its TLS certificates) and the inference
+        operator (its CRDs); pinned as AWS's operator migration script installs it
+        (``assets/inference_operator.json``). Its pods land on the untainted system group.
         """
         if self._cert_manager is None:
             self._cert_manager = eks_addon(
@@ -279,33 +226,12 @@ class HyperPodServingAddons(Construct):
                 addon_version=inference_operator_facts()["dependencies"]["cert-manager"],
             )
             self._cert_manager.node.add_dependency(self.cluster.nodes_ready)
-            # The inference operator created it before it was shared: keep that logical id, or
-            # an update of a deployed stack would create a second cert-manager add-on, which
-            # EKS refuses (ResourceInUseException) and the update rolls back.
-            cfn = self._cert_manager.node.default_child
-            assert isinstance(cfn, CfnElement)
-            cfn.override_logical_id(
-                _logical_id(self, ["InferenceOperator", "Addon-cert-manager", "Resource"])
-            )
         return self._cert_manager
 
     def enable_cert_manager_webhook(self) -> eks.KubernetesObjectValue:
-        """A wait for cert-manager's webhook after the add-on: one per cluster, on the first call.
-
-        cert-manager's API refuses its resources until its webhook serves (cert-manager docs,
-        https://cert-manager.io/docs/installation/verify/: ``cmctl check api --wait``), and
-        an EKS add-on is ``ACTIVE`` before that; aws-cdk-lib's kubectl handler retries an
-        apply only on an i/o timeout (``kubectl-handler/apply``), so a manifest applied right
-        after the add-on can fail the deployment. This reads the webhook Deployment's
-        ``.status.readyReplicas`` (``CERT_MANAGER_WEBHOOK`` in ``CERT_MANAGER_NAMESPACE``):
-        aws-cdk-lib's ``KubernetesObjectValue`` handler (``aws-eks-v2/kubectl-handler/get``,
-        ``wait_for_output``, in the jsii tarball of aws-cdk-lib) retries every 10 s on any
-        error, NotFound included (the Deployment not created yet), and on empty output (the
-        field is absent while no replica is ready) until the timeout, 10 minutes here. Every
-        cert-manager manifest depends on it. Not covered: the API server's trust in the
-        webhook's certificate (cainjector writes it into the webhook configurations), which
-        normally follows within seconds.
-        """
+        """A wait for cert-manager's webhook (its ready replicas, up to 10 minutes) after the
+        add-on, one per cluster: its API refuses resources until the webhook serves, after the
+        add-on is ``ACTIVE`` (docs/design/hyperpod-cluster.md, "cert-manager")."""
         if self._cert_manager_webhook is None:
             self._cert_manager_webhook = eks.KubernetesObjectValue(
                 self,
@@ -326,9 +252,11 @@ class HyperPodServingAddons(Construct):
         self,
         hyperpod_chart: HelmChartSource | None,
         chart_versions: Mapping[str, str] | None,
+        chart_images: Mapping[str, str],
         load_balancer_controller: bool,
     ) -> None:
         problems = Problems(f"HyperPodServingAddons '{self.node.path}'")
+        self._check_chart_images(problems, chart_images, hyperpod_chart)
         if hyperpod_chart is not None:
             hyperpod_chart.validate(problems, "hyperpod_chart")
         elif isinstance(self.cluster, HyperPodEksCluster):
@@ -361,10 +289,10 @@ class HyperPodServingAddons(Construct):
             )
         problems.raise_if_any()
 
-    def _validate_chart_images(
-        self, images: Mapping[str, str], hyperpod_chart: HelmChartSource | None
+    @staticmethod
+    def _check_chart_images(
+        problems: Problems, images: Mapping[str, str], hyperpod_chart: HelmChartSource | None
     ) -> None:
-        problems = Problems(f"HyperPodServingAddons '{self.node.path}'")
         for name, image in images.items():
             prop = f"chart_images[{name!r}]"
             if name not in CHART_IMAGE_VALUES:
@@ -386,7 +314,6 @@ class HyperPodServingAddons(Construct):
                     "the HyperPod dependencies chart installs the device plugins: set their "
                     "images in hyperpod_chart_values",
                 )
-        problems.raise_if_any()
 
     # -- render -------------------------------------------------------------------------
 
@@ -437,7 +364,7 @@ class HyperPodServingAddons(Construct):
         checks its groups run by default and name them (AWS documents that cluster creation
         can fail without the chart; explicit checks were refused by ``_validate``)."""
         unchecked = (
-            self.cluster._without_default_deep_health_checks()
+            self.cluster.disable_default_deep_health_checks()
             if isinstance(self.cluster, HyperPodEksCluster)
             else []
         )
@@ -488,8 +415,8 @@ class HyperPodServingAddons(Construct):
             values={
                 "tolerations": [],
                 "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
-                # The operator's metrics on port 8080 (keda_scaler_active: issue 30's alarm;
-                # ``VllmObservability.scrape_keda_operator``).
+                # The operator's metrics on port 8080 (``keda_scaler_active`` for the wake
+                # alarm; ``VllmObservability.scrape_keda_operator``).
                 "prometheus": {"operator": {"enabled": True}},
             },
         )
@@ -547,8 +474,7 @@ class HyperPodServingAddons(Construct):
     ) -> eks.HelmChart:
         """A chart after the nodes (``--wait``), or ``before_nodes`` without waiting.
 
-        ``release``: an explicit release name; ``None`` keeps aws-cdk-lib's derived one (a
-        rename installs a second release next to the first, so existing charts keep theirs).
+        ``release``: an explicit release name; ``None`` keeps aws-cdk-lib's derived one.
         """
         helm = eks.HelmChart(
             self,
@@ -567,8 +493,7 @@ class HyperPodServingAddons(Construct):
         provider = self.cluster.eks_cluster.node.try_find_child("KubectlProvider")
         if chart_asset is not None and provider is not None:
             # aws-cdk-lib's HelmChart just granted the kubectl handler read of the chart's
-            # asset (s3:GetObject*, s3:GetBucket*, s3:List* on the CDK asset bucket): bound
-            # to those statements now, as the provider's own were (issue 32).
+            # asset on the CDK asset bucket: bound to those statements now.
             acknowledge_generated_statements(
                 provider,
                 "aws-cdk-lib's kubectl handler reads the chart's asset from the CDK asset bucket (HelmChart chart_asset).",
@@ -576,21 +501,6 @@ class HyperPodServingAddons(Construct):
         if not before_nodes:
             helm.node.add_dependency(self.cluster.nodes_ready)
         return helm
-
-
-def _logical_id(scope: Construct, below: list[str]) -> str:
-    """The logical id aws-cdk-lib gives an element at ``below`` under ``scope`` (its
-    ``makeUniqueId``, aws/aws-cdk packages/aws-cdk-lib/core/lib/private/uniqueid.ts: the path
-    from the stack without ``Default``, alphanumerics of each part without ``Resource`` and
-    consecutive repeats, then the first 8 hex digits of the path's MD5, upper case)."""
-    scopes = scope.node.scopes
-    stack_at = max(i for i, s in enumerate(scopes) if Stack.is_stack(s))
-    path = [s.node.id for s in scopes[stack_at + 1 :]] + below
-    path = [part for part in path if part != "Default"]
-    digest = hashlib.md5("/".join(path).encode(), usedforsecurity=False).hexdigest()[:8]
-    human = [part for i, part in enumerate(path) if i == 0 or part != path[i - 1]]
-    readable = "".join(re.sub("[^A-Za-z0-9]", "", part) for part in human if part != "Resource")
-    return readable[:240] + digest.upper()
 
 
 def _scraper_rbac() -> list[dict[str, Any]]:

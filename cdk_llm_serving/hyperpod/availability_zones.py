@@ -1,19 +1,9 @@
 """Checks of an Availability Zone ID (``use1-az4``) against a Region, at synth time.
 
-AWS: "An AZ ID consists of the first three letters of the Region code, followed by the
-number at the end of the Region code, followed by -az, followed by a number" (AWS Regions
-and Availability Zones, https://docs.aws.amazon.com/global-infrastructure/latest/regions/aws-availability-zones.html),
-e.g. ``euw1-az1`` in ``eu-west-1``; Regions with compound directions take one letter per
-direction (``apse1`` for ``ap-southeast-1``, ``apne1`` for ``ap-northeast-1``,
-``usgw1`` for ``us-gov-west-1``, same page). The pattern is the one AWS's HyperPod EKS
-reference template gives its ``AvailabilityZoneId`` parameter
-(aws-samples/awsome-distributed-training,
-``1.architectures/7.sagemaker-hyperpod-eks/cfn-templates/nested-stacks/private-subnet-stack.yaml``).
-
-Which IDs exist in an account is known only to EC2 (``DescribeAvailabilityZones``); at
-synth time we check the format and, when the stack's Region is known, that the ID belongs
-to it. EC2 refuses an unknown ID at deploy time.
-"""
+An AZ ID is the Region code's first three letters (one per direction of a compound one:
+``apse1``), its number, ``-az`` and a number
+(https://docs.aws.amazon.com/global-infrastructure/latest/regions/aws-availability-zones.html);
+which IDs exist only EC2 knows, and it refuses an unknown one at deploy."""
 
 from __future__ import annotations
 

@@ -1,19 +1,7 @@
-"""``HelmChartSource``: where a user-supplied chart (the HyperPod dependencies chart) comes from.
-
-Two forms, each rendered as aws-cdk-lib's kubectl handler accepts it (aws-cdk-lib 2.275.0,
-``custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/helm/__init__.py`` in its package;
-the tests run that handler on our resources):
-
-* a local chart directory, uploaded as an S3 asset: the handler asserts that a resource with
-  ``ChartAssetURL`` has no ``Chart``, ``Repository`` or ``Version`` (so none are set), unzips
-  the asset and runs ``helm upgrade --install`` on it. Helm refuses a chart whose dependencies
-  are not under ``charts/`` ("found in Chart.yaml, but missing in charts/ directory"), and a git
-  checkout of aws/sagemaker-hyperpod-cli lacks the remote ones: synth refuses such a directory,
-  naming each missing archive and the ``helm dependency build`` command that fetches them.
-* an OCI repository the user publishes the chart to: the handler runs
-  ``helm pull <repository> --version <version> --untar`` and installs the directory named after
-  the repository's last path segment, so that segment must be the chart's name.
-"""
+"""``HelmChartSource``: where a user-supplied chart (the HyperPod dependencies chart) comes from:
+a local directory, uploaded as an S3 asset (its dependencies vendored under ``charts/``, as Helm
+requires), or an OCI repository whose last path segment is the chart's name, each as
+aws-cdk-lib's kubectl handler takes it (docs/design/hyperpod-cluster.md, "Serving add-ons")."""
 
 from __future__ import annotations
 
@@ -132,18 +120,22 @@ def _declared_dependencies(directory: Path) -> dict[str, dict[str, Any]]:
     return declared
 
 
-def _vendored_names(directory: Path) -> set[str]:
-    """Names of the subcharts under ``charts/``: unpacked directories and ``.tgz`` archives."""
-    charts = directory / "charts"
-    names: set[str] = set()
-    if not charts.is_dir():
-        return names
-    for entry in charts.iterdir():
-        if entry.is_dir() and (entry / "Chart.yaml").is_file():
-            names.add(str(yaml.safe_load((entry / "Chart.yaml").read_text())["name"]))
-        elif entry.name.endswith(".tgz"):
-            names.add(entry.name[: -len(".tgz")].rsplit("-", 1)[0])
-    return names
+def _unpacked(charts: Path) -> set[str]:
+    """Names of the subcharts unpacked under ``charts``."""
+    return {
+        str(yaml.safe_load((entry / "Chart.yaml").read_text())["name"])
+        for entry in charts.iterdir()
+        if entry.is_dir() and (entry / "Chart.yaml").is_file()
+    }
+
+
+def _archives(charts: Path) -> dict[str, str]:
+    """File name -> subchart name of the ``.tgz`` archives under ``charts``."""
+    return {
+        entry.name: entry.name[: -len(".tgz")].rsplit("-", 1)[0]
+        for entry in charts.iterdir()
+        if entry.name.endswith(".tgz")
+    }
 
 
 def missing_dependencies(directory: Path) -> list[str]:
@@ -152,7 +144,8 @@ def missing_dependencies(directory: Path) -> list[str]:
     A ``file://`` dependency must exist at its path; any other must be vendored under
     ``charts/`` (Helm checks every dependency, enabled or not, before installing).
     """
-    vendored = _vendored_names(directory)
+    charts = directory / "charts"
+    vendored = _unpacked(charts) | set(_archives(charts).values()) if charts.is_dir() else set()
     missing: list[str] = []
     for name, dependency in sorted(_declared_dependencies(directory).items()):
         repository = str(dependency.get("repository") or "")
@@ -175,13 +168,5 @@ def stale_archives(directory: Path) -> list[str]:
     charts = directory / "charts"
     if not charts.is_dir():
         return []
-    unpacked = {
-        str(yaml.safe_load((entry / "Chart.yaml").read_text())["name"])
-        for entry in charts.iterdir()
-        if entry.is_dir() and (entry / "Chart.yaml").is_file()
-    }
-    return sorted(
-        entry.name
-        for entry in charts.iterdir()
-        if entry.name.endswith(".tgz") and entry.name[:-4].rsplit("-", 1)[0] in unpacked
-    )
+    unpacked = _unpacked(charts)
+    return sorted(file for file, name in _archives(charts).items() if name in unpacked)

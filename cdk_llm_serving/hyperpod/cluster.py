@@ -1,25 +1,10 @@
 """``HyperPodEksCluster``: an EKS cluster and the SageMaker HyperPod cluster it orchestrates.
 
-Deploy order, enforced with dependencies so one ``cdk deploy`` succeeds:
-
-1. VPC, node security group, lifecycle bucket and its ``on_create.sh`` upload;
-2. EKS cluster (private endpoint), then the node add-ons that must exist before nodes
-   join (VPC CNI at a pinned version >= HyperPod's minimum, kube-proxy, pod identity agent);
-3. the HyperPod cluster, after the EKS cluster, those add-ons and the script upload;
-4. a wait until every instance group's nodes are Running (``nodes_ready``, a custom
-   resource polling ``ListClusterNodes``: under Continuous provisioning the cluster
-   resource completes before its nodes exist);
-5. add-ons that need running nodes (CoreDNS, FSx CSI driver), then charts and manifests
-   (``HyperPodServingAddons``), ordered after ``nodes_ready``.
-
-What ``cdk destroy`` removes: the HyperPod and EKS clusters with everything running on
-them, the node roles, and the VPC's gateways, route tables and other subnets. What it
-keeps: the lifecycle bucket and its access-log bucket, the VPC flow-log group and, when
-this construct created them, the VPC and the GPU subnet(s): ``FsxModelStore`` retains its
-file system there (in its own retained security group), and EC2 refuses to delete a subnet
-or VPC whose network interfaces a retained file system still holds (``DependencyViolation``),
-which would leave the stack in DELETE_FAILED.
-"""
+Deploy order, by dependencies, so one ``cdk deploy`` succeeds: network and lifecycle script;
+EKS and the add-ons nodes need to join; the HyperPod cluster; ``nodes_ready`` (the cluster
+resource completes before its nodes exist); then the add-ons, charts and manifests that need
+nodes. ``cdk destroy`` keeps the buckets, the flow logs and a VPC and GPU subnet this construct
+created, where a retained FSx file system may still be (docs/design/hyperpod-cluster.md)."""
 
 from __future__ import annotations
 
@@ -42,19 +27,19 @@ from constructs import Construct, IConstruct
 
 from .._addon_pins import AddonPhase
 from .._cdk.arns import IAM_ROLE, TRAINING_PLAN, check_arn
-from .._cdk.deprecation import deprecation_warning_id
 from .._cdk.nag import acknowledge, acknowledge_cdk_internals, acknowledge_wildcard_resources
 from .._cdk.role_grants import resource_account_condition
+from .._cdk.service_limits import limits
 from .._cdk.service_trust import condition_service_trust
 from .._cdk.template_limits import check_template_limits
-from .._cdk.validation import check_one_of
+from .._cdk.validation import check_eks_vpc, check_name, check_one_of
 from .._partitions import partition_of_region
-from ..errors import DEPRECATED_REMOVED_IN, Problems, checked_props
+from ..errors import Problems, checked_props
 from ..model_sources import ContainerImage
 from ..planning.catalog import Catalog, default_catalog
 from ._eks_addon import eks_addon
 from ._facts import hyperpod_facts
-from ._input_checks import check_addon_versions, check_cluster_inputs
+from ._input_checks import check_addon_versions
 from .availability_zones import az_id_problem
 from .capacity import GpuNodeLedger
 from .constants import (
@@ -67,50 +52,93 @@ from .constants import (
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
 from .kubernetes_version import KubernetesVersion
-from .node_autoscaling import AUTOSCALER_ACTIONS, NodeAutoScaling, validate_autoscaled_groups
+from .node_autoscaling import NodeAutoScaling, validate_autoscaled_groups
 from .node_image_pulls import PULL_ACTIONS, addon_registry_arn, is_ecr_like, repository_arn_of
 from .node_readiness import HyperPodNodesReady
 from .tiered_storage import TieredStorage
 
 _LIFECYCLE_PREFIX = "lifecycle"
-#: What an omitted ``kubernetes_version`` means (deprecated; see ``HyperPodEksCluster``).
-_FORMER_DEFAULT_VERSION = KubernetesVersion.V1_33
-#: EC2 Describe actions HyperPod's nodes need for their network interfaces (no resource type).
-_NODE_NETWORK_DESCRIBE_ACTIONS = [
-    "ec2:DescribeNetworkInterfaces",
-    "ec2:DescribeVpcs",
-    "ec2:DescribeDhcpOptions",
-    "ec2:DescribeSubnets",
-    "ec2:DescribeSecurityGroups",
-]
-#: EC2 actions on the nodes' network interfaces whose only resource type is the
-#: network interface, which carries the ``ec2:Vpc`` key (Service Authorization Reference,
-#: https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html).
-_NODE_INTERFACE_ACTIONS = [
-    "ec2:AssignPrivateIpAddresses",
-    "ec2:CreateNetworkInterfacePermission",
-    "ec2:DeleteNetworkInterface",
-    "ec2:DeleteNetworkInterfacePermission",
-    "ec2:DetachNetworkInterface",
-    "ec2:ModifyNetworkInterfaceAttribute",
-    "ec2:UnassignPrivateIpAddresses",
-]
-#: What HyperPod's nodes need for their network interfaces, as AWS's policy lists them.
-_NODE_NETWORK_ACTIONS = sorted(
-    [*_NODE_NETWORK_DESCRIBE_ACTIONS, *_NODE_INTERFACE_ACTIONS, "ec2:CreateNetworkInterface"]
-)
 #: Why the nodes pull from any repository of an AWS registry account (``node_image_pulls``).
 _REGISTRY_PULL_REASON = (
     "An AWS-owned registry account of this Region (EKS add-ons, the inference operator): "
     "its images' repositories are AWS's to name and move; no other account's repositories."
 )
-#: Describe actions the VPC CNI needs beyond ``_NODE_NETWORK_ACTIONS`` (AmazonEKS_CNI_Policy's;
-#: they take no resource ARN).
-_VPC_CNI_DESCRIBE_ACTIONS = [
-    "ec2:DescribeInstances",
-    "ec2:DescribeInstanceTypes",
-    "ec2:DescribeTags",
-]
+
+
+_NO_RESOURCE_TYPE = (
+    "EC2 Describe actions take no resource type, nor does ecr:GetAuthorizationToken."
+)
+_INTERFACE = "ec2:CreateNetworkInterface"
+_MODIFY = "ec2:ModifyNetworkInterfaceAttribute"
+#: The node role's EC2 and ECR-token statements, each action on the resource types the Service
+#: Authorization Reference gives it (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html):
+#: what AWS's HyperPod node policy and the VPC CNI's need (docs/design/hyperpod-cluster.md, "Node role").
+#: Each: (actions, resource types (none: ``*``), in the cluster's VPC only (``ec2:Vpc``), why a wildcard).
+_NODE_EC2_GRANTS: tuple[tuple[tuple[str, ...], tuple[str, ...], bool, str], ...] = (
+    (
+        (
+            "ec2:DescribeNetworkInterfaces",
+            "ec2:DescribeVpcs",
+            "ec2:DescribeDhcpOptions",
+            "ec2:DescribeSubnets",
+            "ec2:DescribeSecurityGroups",
+        ),
+        (),
+        False,
+        _NO_RESOURCE_TYPE,
+    ),
+    (
+        (
+            "ec2:AssignPrivateIpAddresses",
+            "ec2:CreateNetworkInterfacePermission",
+            "ec2:DeleteNetworkInterface",
+            "ec2:DeleteNetworkInterfacePermission",
+            "ec2:DetachNetworkInterface",
+            _MODIFY,
+            "ec2:UnassignPrivateIpAddresses",
+        ),
+        ("network-interface",),
+        True,
+        "Network interfaces of the cluster's VPC only (ec2:Vpc condition); their IDs exist only at run time.",
+    ),
+    (
+        (_INTERFACE, _MODIFY),
+        ("subnet", "security-group"),
+        True,
+        "Subnets and security groups of the cluster's VPC only (ec2:Vpc condition), those the interfaces use.",
+    ),
+    (
+        (_INTERFACE,),
+        ("network-interface",),
+        False,
+        "A new interface has no ID nor ec2:Vpc before it exists; its subnet and security group are the VPC's.",
+    ),
+    (
+        ("ec2:DetachNetworkInterface", _MODIFY),
+        ("instance",),
+        False,
+        "The node's own instance, whose ID exists only at run time (instances carry no ec2:Vpc key).",
+    ),
+    (
+        ("ec2:AttachNetworkInterface",),
+        ("instance", "network-interface"),
+        False,
+        "The VPC CNI attaches network interfaces to its own node: instance and interface IDs exist only at run time.",
+    ),
+    (
+        ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeTags"),
+        (),
+        False,
+        _NO_RESOURCE_TYPE,
+    ),
+    (
+        ("ec2:CreateTags",),
+        ("network-interface",),
+        False,
+        "Tags only network interfaces, whose IDs exist only at run time.",
+    ),
+    (("ecr:GetAuthorizationToken",), (), False, _NO_RESOURCE_TYPE),
+)
 #: S3 actions that change the lifecycle script (denied to all but its deployment).
 _OBJECT_WRITES = [
     "s3:PutObject",
@@ -129,10 +157,24 @@ _ON_CREATE_SCRIPT = "on_create.sh"
 READINESS_GATE_LABEL = ("elbv2.k8s.aws/pod-readiness-gate-inject", "enabled")
 
 
+def private_bucket(scope: Construct, id: str, **extra: Any) -> s3.Bucket:
+    """SSE-S3 (the only default encryption a server-access-log target takes), TLS only, no
+    public access, versioned, retained; ``extra`` props on top."""
+    return s3.Bucket(
+        scope,
+        id,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        enforce_ssl=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        versioned=True,
+        removal_policy=RemovalPolicy.RETAIN,
+        **extra,
+    )
+
+
 def _validate_instance_groups(
     problems: Problems,
     groups: Sequence[HyperPodInstanceGroup],
-    *,
     need_system: bool,
     catalog: Catalog | None = None,
 ) -> None:
@@ -159,9 +201,11 @@ def _validate_instance_groups(
         )
 
 
-class _HyperPodClusterBase(Construct):
-    """What a created and an imported HyperPod cluster share, written once: their instance
-    groups and the ledger of GPU nodes the serving constructs reserve on them."""
+class _HyperPodCluster(Construct):
+    """What a created and an imported HyperPod cluster share, written once (their instance
+    groups, the ledger of GPU nodes, the namespaces); as such, a cluster created elsewhere
+    (``from_cluster_attributes``), whose readiness members are itself: it holds no resources,
+    so depending on it orders nothing."""
 
     #: The cluster's instance groups, as given.
     instance_groups: tuple[HyperPodInstanceGroup, ...]
@@ -169,44 +213,29 @@ class _HyperPodClusterBase(Construct):
     gpu_node_ledger: GpuNodeLedger
     #: The EKS cluster the namespaces are declared on.
     eks_cluster: eks.ICluster
+    vpc: ec2.IVpc
+    node_security_group: ec2.ISecurityGroup
+    private_subnets: list[ec2.ISubnet]
+    gpu_subnets: list[ec2.ISubnet]
     #: The cluster's managed tiered storage (``TieredStorageConfig``), or ``None`` when off.
     tiered_storage: TieredStorage | None = None
+    #: Depend on this to run after the HyperPod nodes exist (charts, workloads).
+    nodes_ready: IConstruct
+    #: Depend on this before creating Pod Identity associations.
+    pod_identity_agent: IConstruct
+    #: Depend on this before creating FSx PersistentVolumes.
+    fsx_csi_driver: IConstruct
 
     def _set_instance_groups(self, instance_groups: Sequence[HyperPodInstanceGroup]) -> None:
         self.instance_groups = tuple(instance_groups)
         self.gpu_node_ledger = GpuNodeLedger(self.node.path, self.instance_groups)
         self._namespaces: dict[str, eks.KubernetesManifest] = {}
 
-    @property
-    def nodes_ready(self) -> IConstruct:
-        """Depend on this to run after the HyperPod nodes exist (each kind says how)."""
-        raise NotImplementedError
-
     def kubernetes_namespace(self, name: str) -> IConstruct:
-        """The one manifest that declares Kubernetes namespace ``name`` on this cluster.
-
-        Every construct that puts objects into a namespace depends on this manifest instead of
-        declaring the namespace itself: aws-cdk-lib's kubectl handler deletes every object of a
-        manifest when its resource is deleted (``kubectl delete -f``, custom-resource-handlers
-        ``aws-eks-v2/kubectl-handler/apply/__init__.py``), and deleting a Namespace deletes
-        everything in it (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/),
-        so a namespace two constructs declared went with whichever was removed first. Created on
-        first use, under this cluster, with ``overwrite`` (a namespace that exists is adopted).
-
-        Moving an existing stack's namespace here keeps it: the new manifest is created before
-        the manifests that used to declare it are updated (they depend on it), and its
-        ``kubectl apply`` replaces the object's last-applied configuration, dropping the old
-        manifest's prune label (client-side apply's three-way merge,
-        https://kubernetes.io/docs/tasks/manage-kubernetes-objects/declarative-config/#how-apply-calculates-differences-and-merges-changes),
-        so the old manifest's ``--prune -l`` no longer selects it.
-
-        The namespace carries ``READINESS_GATE_LABEL``: the AWS Load Balancer Controller then
-        injects its target-health readiness gate into each pod a load balancer's target group
-        selects, so a rollout waits until the new pod's target is healthy in the NLB before it
-        removes the old one ("Pod readiness gate",
-        https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/:
-        without it, the new target may still be ``initial`` when the old one drains). Pods no
-        target group selects get no gate, and without the controller the label does nothing.
+        """The one manifest that declares Kubernetes namespace ``name`` on this cluster, created
+        on first use (an existing one is adopted): constructs depend on it instead of declaring
+        it, as deleting a manifest deletes its objects. Labelled ``READINESS_GATE_LABEL`` so a
+        rollout waits for the new pod's NLB target (docs/design/hyperpod-cluster.md, "Namespaces").
         """
         if name not in self._namespaces:
             self._namespaces[name] = eks.KubernetesManifest(
@@ -232,13 +261,9 @@ class _HyperPodClusterBase(Construct):
         return [group for group in self.instance_groups if group.role == GPU_NODE_ROLE]
 
     def reserve_gpu_nodes(self, consumer: IConstruct, group_name: str, nodes: int) -> None:
-        """Reserve ``nodes`` of instance group ``group_name`` for ``consumer``.
-
-        Every consumer on a group (services at their maximum replicas, endpoints,
-        operators) reserves here; when their sum exceeds the group's instance count, one
-        ``ConfigurationError`` lists each consumer's share. Reserving again replaces the
-        consumer's earlier share. For an imported cluster: the consumers in this app.
-        """
+        """Reserve ``nodes`` of instance group ``group_name`` for ``consumer`` (again: replace
+        its share); one ``ConfigurationError`` lists each consumer's share when they exceed
+        the group (for an imported cluster: the consumers in this app)."""
         self.gpu_node_ledger.reserve(consumer, group_name, nodes)
 
     def free_gpu_nodes(self, group_name: str, consumer: IConstruct | None = None) -> int:
@@ -246,9 +271,8 @@ class _HyperPodClusterBase(Construct):
         return self.gpu_node_ledger.free(group_name, consumer)
 
     def enable_tiered_storage(self) -> TieredStorage | None:
-        """Managed tiered storage on this cluster, for a consumer that needs it (the inference
-        operator's KV cache L2 ``tieredstorage``): the cluster's ``TieredStorage``, or ``None``
-        when this cluster cannot turn it on (an imported cluster that did not declare it)."""
+        """Managed tiered storage for a consumer that needs it (a KV cache's L2): ``None`` when
+        this cluster cannot turn it on (an imported cluster that did not declare it)."""
         return self.tiered_storage
 
     def allow_image_pull(self, image: str | ContainerImage) -> None:
@@ -256,78 +280,60 @@ class _HyperPodClusterBase(Construct):
         not this app's (give it the repository yourself)."""
 
 
-class HyperPodEksCluster(_HyperPodClusterBase):
+class HyperPodEksCluster(_HyperPodCluster):
     """EKS plus HyperPod, ready for multi-node GPU serving.
 
     Implements ``IHyperPodCluster``; ``from_cluster_attributes`` gives one for a cluster
     created elsewhere.
 
     :param instance_groups: one CPU ``system`` group for controllers and at least one GPU group.
+    :param kubernetes_version: a ``KubernetesVersion`` (or its string: 1.33, 1.34, 1.35), with
+        its kubectl layer and add-on pins; required, as aws-eks-v2's ``Cluster(version=)`` is.
+        ``KubernetesVersion.V1_35`` for a new cluster; one in or near EKS extended support
+        warns (``cdk-llm-serving:kubernetesExtendedSupport``).
     :param vpc: an existing VPC with private subnets. Default: a new VPC over two Availability
-        Zones with one NAT gateway, an S3 gateway endpoint and flow logs, retained with its
-        GPU subnet on ``cdk destroy`` (see the module doc). A VPC you create in the same
-        stack is yours to retain likewise when an ``FsxModelStore`` keeps its file system.
-    :param single_gpu_subnet: without ``gpu_availability_zone_id``, place every GPU group
-        (and the FSx file system) in the first private subnet, so multi-node replicas sit
-        close together; ``False`` spreads GPU groups over all private subnets (the FSx file
-        system stays in the first). Default: ``True``.
-    :param kubernetes_version: a ``KubernetesVersion`` (or its string) HyperPod supports and we
-        ship a kubectl layer for (1.33, 1.34, 1.35); it brings its kubectl layer and add-on
-        pins. Give it: new clusters ``KubernetesVersion.V1_35`` (EKS standard support to
-        2027-03-27). Leaving it out is deprecated and required from 0.3.0, as aws-eks-v2's
-        ``Cluster(version=)`` is: it still means ``KubernetesVersion.V1_33`` in this release,
-        so a stack deployed with that default is never upgraded by a library update (EKS
-        upgrades one minor version at a time and never downgrades), with a synth warning
-        (``cdk-llm-serving:deprecated:HyperPodEksCluster.kubernetes_version``). Not a newer
-        default: 1.33 is billed at extended-support rates ($0.60 instead of $0.10 per
-        cluster-hour, 6x), but moving a deployed cluster by changing a default would be an
-        irreversible upgrade nobody asked for (and 1.33 -> 1.35 fails at deploy). 1.33 is in
-        EKS extended support and 1.34 leaves standard support on 2026-12-02: synth warns
-        (``cdk-llm-serving:kubernetesExtendedSupport``).
+        Zones with one NAT gateway, an S3 gateway endpoint and flow logs, retained with its GPU
+        subnet on ``cdk destroy`` (a VPC you create is yours to retain likewise).
+    :param single_gpu_subnet: without ``gpu_availability_zone_id``, place every GPU group (and
+        the FSx file system) in the first private subnet, so multi-node replicas sit close
+        together; ``False`` spreads GPU groups over all private subnets. Default: ``True``.
     :param admin_role_arns: IAM roles granted cluster-admin through EKS access entries.
     :param endpoint_public: also expose the EKS API endpoint publicly. Default: ``False``.
-    :param addon_versions: EKS add-on name -> version. Default: the pins in ``assets/hyperpod.json``
-        for ``kubernetes_version`` (every add-on pinned, each pin with its source there).
+    :param addon_versions: EKS add-on name -> version. Default: the pins in
+        ``assets/hyperpod.json`` for ``kubernetes_version``.
     :param cluster_name: HyperPod cluster name. Default: derived from the construct path.
     :param catalog: the planner's instance catalog GPU groups are checked against (your
         prices, extra types). Default: ``default_catalog()``.
-    :param gpu_availability_zone_id: the AZ ID (e.g. ``usw2-az2``) of your GPU capacity
-        (capacity reservation, training plan): a new private subnet there holds every GPU
-        group and the FSx file system. AZ IDs name the same zone in every account, AZ names
-        do not. Checked at synth against the stack's Region when it is known; EC2 checks it
-        exists at deploy. Default: none (GPU groups follow ``single_gpu_subnet``).
+    :param nodes_ready_timeout: how long ``nodes_ready`` waits for every group's nodes to be
+        Running (a timeout rolls back a cluster this deployment created; ``cdk deploy
+        --no-rollback`` keeps it). Default: the slowest group's ``node_readiness.wait_budget``.
+    :param gpu_availability_zone_id: the AZ ID (e.g. ``usw2-az2``; the same zone in every
+        account) of your GPU capacity: a new private subnet there holds every GPU group and the
+        FSx file system. Default: none (GPU groups follow ``single_gpu_subnet``).
     :param gpu_subnet_cidr: the CIDR of that subnet. Default: the first free block, the size
         of the private subnets, in a VPC this construct creates; required with an imported VPC.
-    :param tiered_storage: managed tiered storage (``TieredStorageConfig``) on every node, taking
-        ``memory_percentage`` of each instance's memory (see ``tiered_storage``). Default: off,
-        turned on (``TieredStorage()``, 5 %: within the 10 % the library's node-sized pods
-        leave free) when an endpoint's KV cache uses it as L2.
-    :param nodes_ready_timeout: how long ``nodes_ready`` waits for every group's nodes to be
-        Running. Default: the slowest group's budget (``node_readiness.wait_budget``): 30
-        minutes for launch, lifecycle script and join, plus 60 for ``InstanceStress`` and 20
-        for ``InstanceConnectivity`` deep health checks where the group runs them, plus a
-        minute per node (e.g. 112 minutes for two p5en nodes with both checks); estimates, as
-        AWS publishes no figures, and long on purpose: a node in ``Failure`` or a failed group
-        fails the wait at once with SageMaker's reason, so the budget only bounds slow
-        provisioning. At the timeout the deployment fails and CloudFormation's rollback
-        deletes a cluster this deployment created (its capacity is released); deploy with
-        ``cdk deploy --no-rollback`` to keep the cluster and its nodes on failure and retry.
+    :param tiered_storage: managed tiered storage (``TieredStorageConfig``) on every node.
+        Default: off, turned on (``TieredStorage()``, 5 %) when an endpoint's KV cache uses it.
     :param node_autoscaling: let HyperPod's managed Karpenter grow and shrink the GPU groups
-        that give ``max_count`` (``AutoScaling`` and ``ClusterRole`` on the HyperPod cluster,
-        a ``HyperpodNodeClass`` and ``NodePool`` per such group: ``node_autoscaling``). It
-        needs at least one such group, and every group with ``max_count`` needs it. Turning
-        it on for a deployed cluster changes the cluster in place. Default: ``None`` (groups
-        keep their ``count``; the template is unchanged).
+        that give ``max_count``; needs at least one such group, and every group with
+        ``max_count`` needs it. Default: ``None`` (groups keep their ``count``).
     """
 
     #: The EKS cluster, typed as its interface (see ``_render_eks``).
     eks_cluster: eks.ICluster
-    #: EKS add-ons by construct ID (``Addon-<name>``); prefer the typed attributes below.
+    #: Every EKS add-on this cluster installs, by its EKS name (``vpc-cni``, ``coredns``, ...).
     addons: dict[str, eks.Addon]
+    #: Every EKS add-on's version on this cluster: the pins with ``addon_versions`` over them
+    #: (add-ons installed later for serving, such as the Secrets Store provider, read theirs here).
+    addon_versions: Mapping[str, str | None]
     #: The EKS Pod Identity agent add-on (installed before the nodes join).
     pod_identity_agent: eks.Addon
     #: The FSx for Lustre CSI driver add-on (installed once nodes exist).
     fsx_csi_driver: eks.Addon
+    #: Cluster node autoscaling, or ``None`` (see ``node_autoscaling``).
+    node_autoscaling: NodeAutoScaling | None
+    #: Completes once every group's nodes are Running (see ``HyperPodNodesReady``).
+    node_wait: HyperPodNodesReady
 
     @checked_props
     def __init__(
@@ -336,9 +342,9 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         id: str,
         *,
         instance_groups: Sequence[HyperPodInstanceGroup],
+        kubernetes_version: KubernetesVersion | str,
         vpc: ec2.IVpc | None = None,
         single_gpu_subnet: bool = True,
-        kubernetes_version: KubernetesVersion | str | None = None,
         admin_role_arns: Sequence[str] = (),
         endpoint_public: bool = False,
         addon_versions: Mapping[str, str | None] | None = None,
@@ -353,38 +359,27 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         super().__init__(scope, id)
         check_template_limits(self)
         self.tiered_storage = tiered_storage
-        #: Cluster node autoscaling, or ``None`` (see ``node_autoscaling``).
         self.node_autoscaling = node_autoscaling
         self.catalog = catalog or default_catalog()
         self._set_instance_groups(instance_groups)
-        if kubernetes_version is None:
-            self._warn_default_version()
         self.kubernetes_version: KubernetesVersion = self._validate(
-            kubernetes_version if kubernetes_version is not None else _FORMER_DEFAULT_VERSION,
+            kubernetes_version,
             admin_role_arns,
             vpc,
             gpu_availability_zone_id,
             gpu_subnet_cidr,
             cluster_name=cluster_name,
             addons=addon_versions,
-            node_autoscaling=node_autoscaling,
         )
         self._warn_extended_support()
-        versions = {**self.kubernetes_version.addon_versions, **(addon_versions or {})}
-        #: Every EKS add-on's version on this cluster: the pins with ``addon_versions`` over
-        #: them. Add-ons installed later for serving (the Secrets Store provider) read theirs here.
-        self.addon_versions: Mapping[str, str | None] = versions
-
-        self._owns_vpc = vpc is None
-        self.vpc = vpc or self._new_vpc()
-        self._render_network(single_gpu_subnet, gpu_availability_zone_id, gpu_subnet_cidr)
+        self.addon_versions = dict(self.kubernetes_version.addon_versions, **(addon_versions or {}))
+        self._render_network(vpc, single_gpu_subnet, gpu_availability_zone_id, gpu_subnet_cidr)
         self.eks_cluster = self._render_eks(endpoint_public, admin_role_arns)
-        before_nodes = self._render_addons("addons_before_nodes", versions)
+        before_nodes = self._render_addons("addons_before_nodes")
         self.lifecycle_bucket, upload = self._lifecycle_bucket()
         self.execution_role = self._execution_role()
         self.cfn_cluster = self._render_hyperpod(cluster_name)
         self._order_hyperpod_after([upload, *before_nodes.values()])
-        #: Completes once every group's nodes are Running (see ``HyperPodNodesReady``).
         self.node_wait = HyperPodNodesReady(
             self,
             "NodesReady",
@@ -392,12 +387,10 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             instance_groups=self.instance_groups,
             timeout=nodes_ready_timeout,
         )
+        self.nodes_ready = self.node_wait.ready
         self._render_karpenter_objects()
-        after_nodes = self._render_addons("addons_after_nodes", versions)
-        for addon in after_nodes.values():
-            addon.node.add_dependency(self.nodes_ready)
-        #: Every EKS add-on this cluster installs, by its EKS name (``vpc-cni``, ``coredns``, ...).
-        self.addons: dict[str, eks.Addon] = {**before_nodes, **after_nodes}
+        after_nodes = self._render_addons("addons_after_nodes", after=self.nodes_ready)
+        self.addons = {**before_nodes, **after_nodes}
         self.pod_identity_agent = self.addons[POD_IDENTITY_AGENT_ADDON]
         self.fsx_csi_driver = self.addons[FSX_CSI_DRIVER_ADDON]
         self._acknowledge_cdk_internals()
@@ -425,42 +418,38 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         :param instance_groups: its instance groups as they are (names, types, counts).
         :param private_subnets: the nodes' subnets. Default: the VPC's private subnets.
         :param gpu_subnets: the GPU groups' subnets. Default: the first of ``private_subnets``.
-        :param tiered_storage: the cluster's ``TieredStorageConfig`` if it has managed tiered
-            storage on (``DescribeCluster`` ``TieredStorageConfig``). Default: none (an
-            endpoint's KV cache cannot use it as L2).
+        :param tiered_storage: the cluster's ``TieredStorageConfig`` (``DescribeCluster``) if
+            managed tiered storage is on. Default: none (a KV cache cannot use it as L2).
 
         Its nodes and EKS add-ons (Pod Identity agent, FSx CSI driver) are taken to exist.
         """
-        return _ImportedHyperPodCluster(
-            scope,
-            id,
-            eks_cluster=eks_cluster,
-            vpc=vpc,
-            node_security_group=node_security_group,
-            instance_groups=instance_groups,
-            private_subnets=private_subnets,
-            gpu_subnets=gpu_subnets,
-            tiered_storage=tiered_storage,
+        cluster = _HyperPodCluster(scope, id)
+        cluster.nodes_ready = cluster.pod_identity_agent = cluster.fsx_csi_driver = cluster
+        problems = Problems(f"HyperPodEksCluster.from_cluster_attributes '{cluster.node.path}'")
+        _validate_instance_groups(problems, instance_groups, need_system=False)
+        if tiered_storage is not None:
+            tiered_storage.validate(problems, "tiered_storage")
+        problems.raise_if_any()
+        cluster.tiered_storage = tiered_storage
+        cluster._set_instance_groups(instance_groups)
+        cluster.eks_cluster, cluster.vpc = eks_cluster, vpc
+        cluster.node_security_group = node_security_group
+        cluster.private_subnets = list(
+            private_subnets
+            if private_subnets is not None
+            else vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
         )
+        cluster.gpu_subnets = (
+            list(gpu_subnets) if gpu_subnets is not None else cluster.private_subnets[:1]
+        )
+        return cluster
 
     # -- what dependents need ----------------------------------------------------------
 
-    @property
-    def nodes_ready(self) -> IConstruct:
-        """Depend on this to run after every group's nodes are Running (charts, workloads)."""
-        return self.node_wait.ready
-
-    def _without_default_deep_health_checks(self) -> list[str]:
-        """Turn off the deep health checks groups run by default (not those given explicitly);
-        the names of the groups changed.
-
-        For ``HyperPodServingAddons`` without the HyperPod dependencies chart: AWS's deep
-        health checks run with that chart's components, and AWS documents that without the
-        chart "the SageMaker HyperPod cluster [may not function] correctly or the creation
-        process [may fail] entirely" ("Installing packages on the Amazon EKS cluster using
-        Helm", https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-install-packages-using-helm-chart.html).
-        The node wait's derived budget follows (``HyperPodNodesReady._rebudget``).
-        """
+    def disable_default_deep_health_checks(self) -> list[str]:
+        """Turn off the deep health checks groups run by default (not those given explicitly),
+        for ``HyperPodServingAddons`` without the HyperPod dependencies chart they run with;
+        the names of the groups changed. ``nodes_ready``'s derived budget follows."""
         changed = [
             group.name
             for group in self.instance_groups
@@ -476,15 +465,14 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             self.cfn_cluster.instance_groups = [
                 self._instance_group(group) for group in self.instance_groups
             ]
-            self.node_wait._rebudget(self.instance_groups)
+            self.node_wait.rebudget(self.instance_groups)
         return changed
 
     def order_nodes_after(self, prerequisite: IConstruct) -> None:
         """Create the HyperPod cluster (its nodes) only after ``prerequisite`` exists.
 
         For the HyperPod dependencies chart, which AWS requires "before creating HyperPod
-        cluster" (aws/sagemaker-hyperpod-cli helm_chart/readme.md).
-        """
+        cluster" (aws/sagemaker-hyperpod-cli helm_chart/readme.md)."""
         self.cfn_cluster.node.add_dependency(prerequisite)
 
     # -- validate ----------------------------------------------------------------------
@@ -499,12 +487,14 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         *,
         cluster_name: str | None = None,
         addons: Mapping[str, str | None] | None = None,
-        node_autoscaling: NodeAutoScaling | None = None,
     ) -> KubernetesVersion:
         """Every input's problems at once; the Kubernetes version, typed."""
         problems = Problems(f"HyperPodEksCluster '{self.node.path}'")
-        check_cluster_inputs(problems, self.instance_groups, admin_role_arns, vpc, cluster_name)
-        validate_autoscaled_groups(problems, self.instance_groups, node_autoscaling)
+        if vpc is not None:
+            check_eks_vpc(problems, "vpc", vpc)
+        name_rule = limits("CreateClusterRequest", "ClusterName")
+        check_name(problems, "cluster_name", cluster_name, name_rule, "a HyperPod cluster name")
+        validate_autoscaled_groups(problems, self.instance_groups, self.node_autoscaling)
         known = sorted(
             {name for pins in hyperpod_facts()["addon_versions"].values() for name in pins}
         )
@@ -513,40 +503,20 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         known_addons = {name: v for name, v in (addons or {}).items() if name in known}
         check_addon_versions(problems, known_addons, str(kubernetes_version))
         _validate_gpu_zone(problems, Stack.of(self).region, vpc is None, az_id, subnet_cidr)
-        _validate_instance_groups(
-            problems, self.instance_groups, need_system=True, catalog=self.catalog
-        )
+        _validate_instance_groups(problems, self.instance_groups, True, self.catalog)
         version = KubernetesVersion.parse(problems, "kubernetes_version", kubernetes_version)
         if self.tiered_storage is not None:
             self.tiered_storage.validate(problems, "tiered_storage")
         for index, arn in enumerate(admin_role_arns):
-            if isinstance(arn, str):  # a non-string is refused by ``check_cluster_inputs``
-                check_arn(problems, f"admin_role_arns[{index}]", arn, IAM_ROLE, self)
+            check_arn(problems, f"admin_role_arns[{index}]", arn, IAM_ROLE, self)
         invalid = {p.property for p in problems.problems()}  # a malformed ARN is one problem
         for index, group in enumerate(self.instance_groups):
-            if f"instance_groups[{index}].training_plan_arn" in invalid:
-                continue
-            check_arn(
-                problems,
-                f"instance_groups[{index}].training_plan_arn",
-                group.training_plan_arn,
-                TRAINING_PLAN,
-                self,
-            )
+            prop = f"instance_groups[{index}].training_plan_arn"
+            if prop not in invalid:
+                check_arn(problems, prop, group.training_plan_arn, TRAINING_PLAN, self)
         problems.raise_if_any()
         assert version is not None
         return version
-
-    def _warn_default_version(self) -> None:
-        price = hyperpod_facts()["eks_extended_support_price"]
-        Annotations.of(self).add_warning_v2(
-            deprecation_warning_id("HyperPodEksCluster.kubernetes_version"),
-            "kubernetes_version left out: it means KubernetesVersion.V1_33, so a cluster deployed "
-            "with that default is not upgraded; leaving it out is deprecated and it is required "
-            f"in {DEPRECATED_REMOVED_IN}. Give it: KubernetesVersion.V1_35 for a new cluster (EKS "
-            "standard support); for a cluster deployed with the default, KubernetesVersion.V1_33 "
-            f"(EKS extended support: {price}), then one minor version higher per deploy.",
-        )
 
     def _warn_extended_support(self) -> None:
         message = self.kubernetes_version.extended_support_warning
@@ -558,16 +528,16 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     # -- render ------------------------------------------------------------------------
 
     def _render_network(
-        self, single_gpu_subnet: bool, az_id: str | None, subnet_cidr: str | None
+        self, vpc: ec2.IVpc | None, single_gpu_subnet: bool, az_id: str | None, cidr: str | None
     ) -> None:
-        """Private subnets, the GPU groups' subnets and the node security group.
-
-        The VPC and GPU subnets this construct creates are retained (see the module doc).
-        """
+        """The VPC (``vpc`` or a new one), its private subnets, the GPU groups' subnets and the
+        node security group. The VPC and GPU subnets this construct creates are retained."""
+        self._owns_vpc = vpc is None
+        self.vpc = vpc or self._new_vpc()
         private = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
         self.private_subnets: list[ec2.ISubnet] = list(private)
         self.gpu_subnets: list[ec2.ISubnet] = (
-            [self._gpu_subnet_in_zone(az_id, subnet_cidr)]
+            [self._gpu_subnet_in_zone(az_id, cidr)]
             if az_id
             else self.private_subnets[:1]
             if single_gpu_subnet
@@ -583,17 +553,10 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     def _gpu_subnet_in_zone(self, az_id: str, cidr: str | None) -> ec2.ISubnet:
         """A private subnet in the AZ with this ID, routed like the first private subnet.
 
-        aws-cdk-lib's L2 subnets take AZ names only, so this is ``AWS::EC2::Subnet`` with
-        ``AvailabilityZoneId`` (set instead of ``AvailabilityZone``: the schema excludes
-        one with the other), as AWS's HyperPod reference template does.
-
-        Tagged ``kubernetes.io/role/internal-elb: 1`` like the private subnets (aws-eks-v2
-        tags those): when subnets with the role tag exist, the AWS Load Balancer Controller
-        takes only those as candidates and picks one per Availability Zone (LBC docs, "Subnet
-        auto-discovery", https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/subnet_discovery/).
-        Untagged, the GPU zone may be left out of the internal NLB, and a load balancer
-        routes no traffic to targets in a zone it does not enable (ELB user guide, "Network
-        Load Balancers", Availability Zones).
+        An ``AWS::EC2::Subnet`` with ``AvailabilityZoneId`` (aws-cdk-lib's subnets take AZ
+        names only), tagged for internal load balancers like the private subnets, or the
+        internal NLB may leave the GPU zone out
+        (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/subnet_discovery/).
         """
         cidr, route_table_id = self._gpu_subnet_placement(cidr)
         subnet = ec2.CfnSubnet(
@@ -651,10 +614,8 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     def _render_eks(self, endpoint_public: bool, admin_role_arns: Sequence[str]) -> eks.ICluster:
         """The EKS cluster (private endpoint, all control-plane logs), open to the nodes.
 
-        Returned as ``eks.ICluster``: jsii's stub of ``eks.Cluster`` lacks the
-        ``kubectl_provider_options`` member of the ``ICluster`` protocol it implements at run
-        time, so mypy refuses a ``Cluster`` wherever ``ICluster`` is asked for. One cast here
-        lets every consumer type-check.
+        Cast to ``eks.ICluster``: jsii's stub of ``eks.Cluster`` lacks ``ICluster``'s
+        ``kubectl_provider_options``, so mypy would refuse it wherever ``ICluster`` is asked for.
         """
         cluster = eks.Cluster(
             self,
@@ -670,13 +631,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             ),
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
-            cluster_logging=[
-                eks.ClusterLoggingTypes.API,
-                eks.ClusterLoggingTypes.AUDIT,
-                eks.ClusterLoggingTypes.AUTHENTICATOR,
-                eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
-                eks.ClusterLoggingTypes.SCHEDULER,
-            ],
+            cluster_logging=list(eks.ClusterLoggingTypes),
         )
         cluster.connections.allow_from(
             self.node_security_group,
@@ -689,46 +644,30 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             "EKS control plane to kubelets and webhooks",
         )
         for index, arn in enumerate(admin_role_arns):
-            cluster.grant_access(
-                f"Admin{index}",
-                arn,
-                [
-                    eks.AccessPolicy.from_access_policy_name(
-                        "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
-                    )
-                ],
+            admin = eks.AccessPolicy.from_access_policy_name(
+                "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
             )
+            cluster.grant_access(f"Admin{index}", arn, [admin])
         return cast(eks.ICluster, cluster)
 
     def _render_addons(
-        self, phase: AddonPhase, versions: Mapping[str, str | None]
+        self, phase: AddonPhase, after: IConstruct | None = None
     ) -> dict[str, eks.Addon]:
         """The EKS add-ons ``hyperpod.json`` lists for ``phase`` (before or after the nodes)."""
-        return {name: self._addon(name, versions.get(name)) for name in hyperpod_facts()[phase]}
+        addons = {name: self._addon(name) for name in hyperpod_facts()[phase]}
+        for addon in addons.values():
+            if after is not None:
+                addon.node.add_dependency(after)
+        return addons
 
     def _render_hyperpod(self, cluster_name: str | None) -> sagemaker.CfnCluster:
         """The HyperPod cluster orchestrated by the EKS cluster, one entry per instance group;
-        with ``node_autoscaling``, Karpenter autoscaling and the role it assumes.
-
-        Karpenter autoscaling needs ``NodeProvisioningMode`` Continuous and ``NodeRecovery``
-        Automatic ("Autoscaling on SageMaker HyperPod EKS", prerequisites,
-        https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html):
-        both are always set here.
-        """
+        with ``node_autoscaling``, Karpenter autoscaling (which needs Continuous provisioning
+        and Automatic node recovery, always set) and the role it assumes."""
         autoscaling: dict[str, Any] = {}
         if self.node_autoscaling is not None:
             self.autoscaler_role, self.autoscaler_policy = self.node_autoscaling.autoscaler_role(
                 self, "AutoscalerRole"
-            )
-            acknowledge_wildcard_resources(
-                self.autoscaler_policy,
-                [
-                    Stack.of(self).format_arn(
-                        service="sagemaker", resource="cluster", resource_name="*"
-                    )
-                ],
-                "HyperPod assigns the cluster's ID at creation, after this role must exist: this account's and Region's clusters are as narrow as synth time allows (AWS's policy names every Region).",
-                actions=AUTOSCALER_ACTIONS,
             )
             autoscaling = {
                 "auto_scaling": sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
@@ -802,9 +741,8 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     def _order_hyperpod_after(self, dependencies: Sequence[IConstruct]) -> None:
         """Nodes join only once the script is uploaded, the node add-ons and role policy exist.
 
-        The EKS cluster comes first through the ClusterArn reference. A construct-level
-        dependency on it would also take in the manifests and charts added to it later,
-        which themselves wait for the HyperPod nodes: a cycle.
+        The EKS cluster comes first through the ClusterArn reference: a construct dependency on
+        it would take in the charts added later, which wait for the nodes (a cycle).
         """
         for dependency in dependencies:
             self.cfn_cluster.node.add_dependency(dependency)
@@ -866,9 +804,8 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         flow_log = vpc.add_flow_log(
             "FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs)
         )
-        # Flow logs assume the role only for this account's flow logs: the condition AWS
-        # recommends, with the flow log's ID as a wildcard (it is known only once created).
-        # Source: docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html.
+        # Only this account's flow logs assume the role (the flow log's ID exists once created):
+        # https://docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html.
         stack = Stack.of(self)
         assert flow_log.iam_role is not None  # aws-cdk-lib creates it for a log-group destination
         condition_service_trust(
@@ -881,15 +818,10 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     def _node_security_group(self) -> ec2.SecurityGroup:
         """All traffic to and from itself (EFA), all outbound, FSx for Lustre ports.
 
-        EFA needs all traffic to and from the group itself, inbound and outbound: EKS's
-        default cluster security group carries an "Outbound | All | Self (for EFA traffic)"
-        rule (EKS user guide, "View Amazon EKS security group requirements for clusters",
-        https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html), and so does
-        AWS's HyperPod EKS reference template (aws-samples/awsome-distributed-training
-        ``1.architectures/7.sagemaker-hyperpod-eks/cfn-templates/nested-stacks/security-group-stack.yaml``,
-        ``IntraSGCommunicationRuleEgress``)). aws-cdk-lib drops egress rules added to a group
-        that allows all outbound (and refuses an all-traffic egress rule on one that does
-        not), so the rule to itself is its own ``AWS::EC2::SecurityGroupEgress``.
+        EFA needs all traffic to and from the group itself
+        (https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html); aws-cdk-lib
+        drops egress rules added to a group that allows all outbound, so the rule to itself
+        is its own ``AWS::EC2::SecurityGroupEgress``.
         """
         group = ec2.SecurityGroup(
             self,
@@ -913,45 +845,26 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         group.add_ingress_rule(group, ec2.Port.tcp_range(1018, 1023), "FSx for Lustre")
         return group
 
-    def _addon(self, name: str, version: str | None) -> eks.Addon:
+    def _addon(self, name: str) -> eks.Addon:
         return eks_addon(
             self,
             f"Addon-{name}",
             cluster=self.eks_cluster,
             addon_name=name,
-            addon_version=version,
+            addon_version=self.addon_versions.get(name),
             configuration_values=_ADDON_CONFIGURATION.get(name),
-        )
-
-    def _private_bucket(self, id: str, **extra: Any) -> s3.Bucket:
-        """SSE-S3, TLS only, no public access, versioned, retained; ``extra`` props on top."""
-        return s3.Bucket(
-            self,
-            id,
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            versioned=True,
-            removal_policy=RemovalPolicy.RETAIN,
-            **extra,
         )
 
     def _lifecycle_bucket(self) -> tuple[s3.Bucket, s3_deployment.BucketDeployment]:
         """The lifecycle script's bucket: access-logged, writable only by its upload.
 
-        The script runs as root on every node HyperPod creates or replaces, so whoever may
-        write it owns the GPU nodes. The bucket policy denies object writes and deletes to
-        every principal but the bucket-deployment handler that uploads the script (an
-        explicit deny wins over any allow, IAM policy evaluation logic). Server access logs
-        go to a retained log bucket encrypted with SSE-S3, the only default encryption S3
-        server access logging accepts on its target bucket (S3 user guide, "Enabling Amazon
-        S3 server access logging").
+        The script runs as root on every node, so whoever may write it owns the GPU nodes: the
+        bucket policy denies object writes to every principal but the upload's handler.
         """
-        # Object ownership left to aws-cdk-lib: ObjectWriter for ACL delivery in apps without
-        # the @aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy flag, S3's default otherwise.
         # No AwsSolutions-S1 on it: cdk-nag's rule passes a bucket that is another's log target.
-        logs_bucket = self._private_bucket("LifecycleAccessLogs")
-        bucket = self._private_bucket(
+        logs_bucket = private_bucket(self, "LifecycleAccessLogs")
+        bucket = private_bucket(
+            self,
             "LifecycleScripts",
             server_access_logs_bucket=logs_bucket,
             server_access_logs_prefix="lifecycle-scripts/",
@@ -981,13 +894,9 @@ class HyperPodEksCluster(_HyperPodClusterBase):
     def _execution_role(self) -> iam.Role:
         """The node role: HyperPod's managed policy, ENIs, image pulls, the lifecycle script.
 
-        Its trust has no ``aws:SourceAccount``/``aws:SourceArn`` condition, unlike the
-        SageMaker models' roles: AWS's confused-deputy page for SageMaker documents the
-        condition for inference, training, processing and other features, not for HyperPod
-        clusters (https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html),
-        and HyperPod's IAM page gives the execution role's trust without one
-        (sagemaker-hyperpod-prerequisites-iam.html). A key the service does not send would
-        leave the nodes without credentials.
+        Its trust has no ``aws:SourceAccount``/``aws:SourceArn`` condition: AWS documents none
+        for HyperPod (https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html),
+        and a key the service does not send would leave the nodes without credentials.
         """
         role = iam.Role(
             self,
@@ -1027,10 +936,9 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         self.allow_registry_pull(arn)
 
     def allow_image_pull(self, image: str | ContainerImage) -> None:
-        """Let the nodes pull ``image`` from its ECR repository; the serving constructs call it
-        with their image (not a ``grant_*``: it takes an image, not a grantee). An image
-        outside ECR needs nothing: nothing is added. An ECR image whose repository cannot be read at synth (a token
-        in the URI) opens the pulls to any repository, so the image still pulls."""
+        """Let the nodes pull ``image`` from its ECR repository (not a ``grant_*``: it takes an
+        image, not a grantee): nothing for an image outside ECR, any repository for an ECR
+        image whose repository is a token at synth."""
         region = Stack.of(self).region
         partition = (
             None if Token.is_unresolved(region) else partition_of_region(region)
@@ -1050,8 +958,7 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             )
 
     def allow_any_image_pull(self, reason: str) -> None:
-        """Pulls from any repository, where the library cannot name them (``reason``; e.g.
-        the HyperPod dependencies chart's agents, whose registries it does not model)."""
+        """Pulls from any repository, where the library cannot name them (``reason``)."""
         self.allow_registry_pull(
             "*", f"Nodes pull from repositories the library cannot name: {reason}."
         )
@@ -1064,50 +971,30 @@ class HyperPodEksCluster(_HyperPodClusterBase):
         self._image_pulls.add_resources(arn)
         return True
 
+    def _ec2_resources(self, kinds: tuple[str, ...]) -> list[str]:
+        stack = Stack.of(self)
+        arns = [stack.format_arn(service="ec2", resource=k, resource_name="*") for k in kinds]
+        return arns or ["*"]
+
     def _execution_role_statements(self) -> list[iam.PolicyStatement]:
-        """ENIs, the VPC CNI, image pulls, and read of the lifecycle scripts in this account's
-        bucket.
-
-        s3:ListBucket and s3:GetObject on the lifecycle bucket are what HyperPod needs
-        (docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html).
-
-        The VPC CNI's ipamd on each node runs with the node's credentials, on HyperPod this
-        execution role (the add-on is installed without a role of its own). Both AWS
-        references give the role the VPC CNI's permissions: the CloudFormation reference
-        attaches ``AmazonEKS_CNI_Policy`` (aws-samples/awsome-distributed-training
-        ``1.architectures/7.sagemaker-hyperpod-eks/cfn-templates/nested-stacks/sagemaker-iam-role-stack.yaml``),
-        the Terraform reference writes its actions out
-        (``terraform-modules/hyperpod-eks-tf/modules/sagemaker_iam_role/main.tf``,
-        ``eks_cni_policy``). We add what ``_NODE_NETWORK_ACTIONS`` lacks of them, as the
-        Terraform reference scopes them: ``ec2:AttachNetworkInterface`` on this account's and
-        Region's instances and network interfaces (its resource types; the IDs exist only at
-        run time), and the Describe actions, which take no resource ARN (Service
-        Authorization Reference, "Actions, resources, and condition keys for Amazon EC2"),
-        on ``*``. No managed policy: the role stays one reviewed document.
-        """
+        """``_NODE_EC2_GRANTS``, image pulls, read of the lifecycle scripts (what HyperPod
+        needs, https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html)
+        and the Pod Identity agent's token exchange (its only resource type is the cluster)."""
         bucket_arn = self.lifecycle_bucket.bucket_arn
         owner = resource_account_condition(Stack.of(self).account)
+        in_vpc = {"ArnEquals": {"ec2:Vpc": self.vpc.vpc_arn}}
         #: The pulls, on the repositories registered so far (``allow_image_pull``).
         self._image_pulls = iam.PolicyStatement(actions=list(PULL_ACTIONS))
+        prefix = [f"{_LIFECYCLE_PREFIX}/", f"{_LIFECYCLE_PREFIX}/*"]
         return [
-            *self._network_interface_statements(),
-            iam.PolicyStatement(
-                actions=["ec2:AttachNetworkInterface"],
-                resources=[
-                    Stack.of(self).format_arn(service="ec2", resource=kind, resource_name="*")
-                    for kind in ("instance", "network-interface")
-                ],
+            *(
+                iam.PolicyStatement(
+                    actions=list(actions),
+                    resources=self._ec2_resources(kinds),
+                    conditions=in_vpc if vpc_only else None,
+                )
+                for actions, kinds, vpc_only, _ in _NODE_EC2_GRANTS
             ),
-            iam.PolicyStatement(actions=_VPC_CNI_DESCRIBE_ACTIONS, resources=["*"]),
-            iam.PolicyStatement(
-                actions=["ec2:CreateTags"],
-                resources=[
-                    Stack.of(self).format_arn(
-                        service="ec2", resource="network-interface", resource_name="*"
-                    )
-                ],
-            ),
-            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]),
             self._image_pulls,
             iam.PolicyStatement(
                 actions=["s3:GetObject"],
@@ -1117,66 +1004,13 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             iam.PolicyStatement(
                 actions=["s3:ListBucket"],
                 resources=[bucket_arn],
-                conditions={
-                    "StringLike": {
-                        "s3:prefix": [f"{_LIFECYCLE_PREFIX}/", f"{_LIFECYCLE_PREFIX}/*"]
-                    },
-                    **owner,
-                },
-            ),
-            self._pod_identity_statement(),
-        ]
-
-    def _network_interface_statements(self) -> list[iam.PolicyStatement]:
-        """AWS's network-interface actions, each on the resource types it acts on, those that
-        carry ``ec2:Vpc`` limited to the cluster's VPC (issue 32; the node role could
-        create, modify and delete any network interface of the account).
-
-        Per the Service Authorization Reference for EC2
-        (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html):
-        the interface actions act on ``network-interface`` (which has ``ec2:Vpc``);
-        ``CreateNetworkInterface`` also on the ``subnet`` and ``security-group`` it uses
-        (``ec2:Vpc``), not on the new interface, which has no ``ec2:Vpc`` yet;
-        ``ModifyNetworkInterfaceAttribute`` also on ``subnet``/``security-group`` and, with
-        ``DetachNetworkInterface``, on the ``instance`` (no ``ec2:Vpc``: this account's and
-        Region's instances). The Describe actions take no resource type (``*``).
-        """
-        stack = Stack.of(self)
-
-        def arns(*kinds: str) -> list[str]:
-            return [stack.format_arn(service="ec2", resource=k, resource_name="*") for k in kinds]
-
-        in_vpc = {"ArnEquals": {"ec2:Vpc": self.vpc.vpc_arn}}
-        return [
-            iam.PolicyStatement(actions=_NODE_NETWORK_DESCRIBE_ACTIONS, resources=["*"]),
-            iam.PolicyStatement(
-                actions=_NODE_INTERFACE_ACTIONS,
-                resources=arns("network-interface"),
-                conditions=in_vpc,
+                conditions={"StringLike": {"s3:prefix": prefix}, **owner},
             ),
             iam.PolicyStatement(
-                actions=["ec2:CreateNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"],
-                resources=arns("subnet", "security-group"),
-                conditions=in_vpc,
-            ),
-            iam.PolicyStatement(
-                actions=["ec2:CreateNetworkInterface"], resources=arns("network-interface")
-            ),
-            iam.PolicyStatement(
-                actions=["ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"],
-                resources=arns("instance"),
+                actions=["eks-auth:AssumeRoleForPodIdentity"],
+                resources=[self.eks_cluster.cluster_arn],
             ),
         ]
-
-    def _pod_identity_statement(self) -> iam.PolicyStatement:
-        """The Pod Identity agent on each node exchanges service-account tokens with the
-        node's credentials; the action's only resource type is the EKS cluster (Service
-        Authorization Reference, "Actions, resources, and condition keys for Amazon EKS
-        Auth"; AWS's HyperPod reference execution role lists the action)."""
-        return iam.PolicyStatement(
-            actions=["eks-auth:AssumeRoleForPodIdentity"],
-            resources=[self.eks_cluster.cluster_arn],
-        )
 
     def _acknowledge_execution_role(self, role: iam.Role, policy: iam.ManagedPolicy) -> None:
         """cdk-nag findings the node role cannot avoid, each with HyperPod's reason."""
@@ -1185,57 +1019,11 @@ class HyperPodEksCluster(_HyperPodClusterBase):
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]",
             "HyperPod requires its managed instance policy on the node role.",
         )
-        acknowledge_wildcard_resources(
-            policy,
-            ["*"],
-            "EC2 Describe actions take no resource type, nor does ecr:GetAuthorizationToken.",
-            actions=[
-                *_NODE_NETWORK_DESCRIBE_ACTIONS,
-                *_VPC_CNI_DESCRIBE_ACTIONS,
-                "ecr:GetAuthorizationToken",
-            ],
-        )
-        stack = Stack.of(self)
-        acknowledge_wildcard_resources(
-            policy,
-            [stack.format_arn(service="ec2", resource="network-interface", resource_name="*")],
-            "Network interfaces of the cluster's VPC only (ec2:Vpc condition); their IDs exist only at run time.",
-            actions=[*_NODE_INTERFACE_ACTIONS, "ec2:CreateNetworkInterface"],
-        )
-        acknowledge_wildcard_resources(
-            policy,
-            [
-                stack.format_arn(service="ec2", resource=kind, resource_name="*")
-                for kind in ("subnet", "security-group")
-            ],
-            "Subnets and security groups of the cluster's VPC only (ec2:Vpc condition), those the interfaces use.",
-            actions=["ec2:CreateNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"],
-        )
-        acknowledge_wildcard_resources(
-            policy,
-            [stack.format_arn(service="ec2", resource="instance", resource_name="*")],
-            "The node's own instance, whose ID exists only at run time (instances carry no ec2:Vpc key).",
-            actions=["ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"],
-        )
-        acknowledge_wildcard_resources(
-            policy,
-            [
-                Stack.of(self).format_arn(
-                    service="ec2", resource="network-interface", resource_name="*"
-                )
-            ],
-            "Tags only network interfaces, whose IDs exist only at run time.",
-            actions=["ec2:CreateTags"],
-        )
-        acknowledge_wildcard_resources(
-            policy,
-            [
-                Stack.of(self).format_arn(service="ec2", resource=kind, resource_name="*")
-                for kind in ("instance", "network-interface")
-            ],
-            "The VPC CNI attaches network interfaces to its own node: instance and interface IDs exist only at run time.",
-            actions=["ec2:AttachNetworkInterface"],
-        )
+        reasons: dict[tuple[tuple[str, ...], str], list[str]] = {}  # one per resources and why
+        for actions, kinds, _, why in _NODE_EC2_GRANTS:
+            reasons.setdefault((kinds, why), []).extend(actions)
+        for (kinds, why), joined in reasons.items():
+            acknowledge_wildcard_resources(policy, self._ec2_resources(kinds), why, actions=joined)
         acknowledge_wildcard_resources(
             policy,
             [f"{self.lifecycle_bucket.bucket_arn}/{_LIFECYCLE_PREFIX}/*"],
@@ -1289,76 +1077,24 @@ def _validate_gpu_zone(
             problems.add("gpu_subnet_cidr", cidr, "only applies with gpu_availability_zone_id")
 
 
+def _used_blocks(vpc: ec2.IVpc) -> list[ipaddress.IPv4Network]:
+    subnets = [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]
+    return [ipaddress.IPv4Network(subnet.ipv4_cidr_block) for subnet in subnets]
+
+
 def _fits(vpc: ec2.IVpc, cidr: str) -> bool:
     """``cidr`` lies in our VPC's CIDR and overlaps none of its subnets."""
     block = ipaddress.IPv4Network(cidr)
-    subnets = [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]
     return block.subnet_of(ipaddress.IPv4Network(_VPC_CIDR)) and not any(
-        block.overlaps(ipaddress.IPv4Network(subnet.ipv4_cidr_block)) for subnet in subnets
+        block.overlaps(used) for used in _used_blocks(vpc)
     )
 
 
 def _free_block(vpc: ec2.IVpc, like: Sequence[ec2.ISubnet]) -> str | None:
     """The first block of our VPC's CIDR, the size of ``like[0]``, no subnet overlaps."""
-    used = [
-        ipaddress.IPv4Network(subnet.ipv4_cidr_block)
-        for subnet in [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]
-    ]
+    used = _used_blocks(vpc)
     size = ipaddress.IPv4Network(like[0].ipv4_cidr_block).prefixlen
     for block in ipaddress.IPv4Network(_VPC_CIDR).subnets(new_prefix=size):
         if not any(block.overlaps(other) for other in used):
             return str(block)
     return None
-
-
-class _ImportedHyperPodCluster(_HyperPodClusterBase):
-    """An ``IHyperPodCluster`` for a cluster created elsewhere (see ``from_cluster_attributes``).
-
-    Its nodes and add-ons exist already: the ``*_ready`` members are this construct, which
-    holds no resources, so depending on them orders nothing.
-    """
-
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        eks_cluster: eks.ICluster,
-        vpc: ec2.IVpc,
-        node_security_group: ec2.ISecurityGroup,
-        instance_groups: Sequence[HyperPodInstanceGroup],
-        private_subnets: Sequence[ec2.ISubnet] | None,
-        gpu_subnets: Sequence[ec2.ISubnet] | None,
-        tiered_storage: TieredStorage | None = None,
-    ) -> None:
-        super().__init__(scope, id)
-        problems = Problems(f"HyperPodEksCluster.from_cluster_attributes '{self.node.path}'")
-        _validate_instance_groups(problems, instance_groups, need_system=False)
-        if tiered_storage is not None:
-            tiered_storage.validate(problems, "tiered_storage")
-        self.tiered_storage = tiered_storage
-        problems.raise_if_any()
-        self._set_instance_groups(instance_groups)
-        self.eks_cluster = eks_cluster
-        self.vpc = vpc
-        self.node_security_group = node_security_group
-        self.private_subnets: list[ec2.ISubnet] = list(
-            private_subnets
-            if private_subnets is not None
-            else vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
-        )
-        self.gpu_subnets: list[ec2.ISubnet] = (
-            list(gpu_subnets) if gpu_subnets is not None else self.private_subnets[:1]
-        )
-
-    @property
-    def nodes_ready(self) -> IConstruct:
-        return self
-
-    @property
-    def pod_identity_agent(self) -> IConstruct:
-        return self
-
-    @property
-    def fsx_csi_driver(self) -> IConstruct:
-        return self

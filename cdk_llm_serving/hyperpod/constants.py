@@ -12,13 +12,6 @@ from typing import Final
 
 from ..vllm.multinode import API_PORT
 
-# -- images ------------------------------------------------------------------------------
-
-#: vLLM's upstream OpenAI-compatible server image (Docker Hub vllm/vllm-openai). Not the
-#: default: it carries no libfabric/aws-ofi-nccl, so NCCL between nodes runs over TCP. The
-#: default is AWS's vLLM container with EFA (``serving_image``, ``assets/vllm_image.json``).
-UPSTREAM_VLLM_IMAGE: Final = "vllm/vllm-openai:v0.33.0"
-
 # -- ports and paths ---------------------------------------------------------------------
 
 #: vLLM's API and /metrics port; one value with the multi-node launcher (vllm.multinode).
@@ -67,9 +60,7 @@ GPU_TAINT_KEY: Final = "nvidia.com/gpu"
 #: Value of the default GPU taint.
 GPU_TAINT_VALUE: Final = "present"
 #: Taint HyperPod puts on a node while its deep health checks run; every device plugin must
-#: tolerate it (aws/sagemaker-hyperpod-cli ``helm_chart/readme.md``: "Tolerations (across all
-#: plugins): key: sagemaker.amazonaws.com/node-health-status, operator: Equal, value:
-#: Unschedulable, effect: NoSchedule"; AWS's chart values.yaml sets it on both plugins).
+#: tolerate it (aws/sagemaker-hyperpod-cli ``helm_chart/readme.md``, "Tolerations").
 NODE_HEALTH_TAINT_KEY: Final = NODE_HEALTH_LABEL
 #: Value of ``NODE_HEALTH_TAINT_KEY`` while deep health checks run.
 NODE_HEALTH_TAINT_VALUE: Final = "Unschedulable"
@@ -127,17 +118,14 @@ NVIDIA_DEVICE_PLUGIN_CHART: Final = "nvidia-device-plugin"
 EFA_DEVICE_PLUGIN_CHART: Final = "aws-efa-k8s-device-plugin"
 LWS_CHART: Final = "lws"
 KEDA_CHART: Final = "keda"
-#: Our name for the user-supplied HyperPod dependencies chart (github.com/aws/sagemaker-hyperpod-cli),
-#: the key of ``HyperPodServingAddons.charts`` and its Helm release name (AWS's reference
-#: CloudFormation installs it as release ``hyperpod-dependencies``:
-#: aws-samples/awsome-distributed-training 1.architectures/7.sagemaker-hyperpod-eks/cfn-templates).
+#: Our name for the user-supplied HyperPod dependencies chart, the key of
+#: ``HyperPodServingAddons.charts`` and its Helm release name (as AWS's reference templates
+#: install it, aws-samples/awsome-distributed-training).
 HYPERPOD_DEPENDENCIES_CHART: Final = "hyperpod-dependencies"
 #: ``name`` in that chart's Chart.yaml (helm_chart/HyperPodHelmChart/Chart.yaml).
 HYPERPOD_CHART_NAME: Final = "hyperpod-helm-chart"
-#: Helm release names of the device-plugin charts. Short and explicit: without one aws-cdk-lib
-#: derives a 53-character name, and the NVIDIA chart (``trunc 63``) then gives its device-plugin
-#: and MPS-control-daemon DaemonSets one name (templates/daemonset-mps-control-daemon.yml).
-#: The same names are each chart's ``fullnameOverride``, also inside the HyperPod chart.
+#: Helm release names (and ``fullnameOverride``) of the device-plugin charts: aws-cdk-lib's
+#: derived 53-character name gives the NVIDIA chart's two DaemonSets one name (``trunc 63``).
 NVIDIA_DEVICE_PLUGIN_RELEASE: Final = "nvidia-device-plugin"
 EFA_DEVICE_PLUGIN_RELEASE: Final = "aws-efa-k8s-device-plugin"
 
@@ -174,12 +162,6 @@ COLLECTOR_ROLE_BINDING: Final = "aps-collector-user-role-binding"
 POD_IDENTITY_AGENT_ADDON: Final = "eks-pod-identity-agent"
 #: FSx for Lustre CSI driver: the model store's PersistentVolume needs it.
 FSX_CSI_DRIVER_ADDON: Final = "aws-fsx-csi-driver"
-
-# -- IAM ---------------------------------------------------------------------------------
-
-#: Principal of EKS Pod Identity roles, with ``sts:TagSession``
-#: (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html).
-POD_IDENTITY_PRINCIPAL: Final = "pods.eks.amazonaws.com"
 
 
 def prometheus_pod_label(label: str) -> str:

@@ -1,26 +1,8 @@
-"""Helm values that make the NVIDIA and EFA device plugins land on a cluster's HyperPod nodes.
-
-Whatever installs the plugins (their published charts, or AWS's HyperPod dependencies chart as
-subcharts) gets these values:
-
-* placement by ``node.kubernetes.io/instance-type`` In the groups' ``ml.*`` names: HyperPod
-  nodes carry SageMaker's names (AWS's chart values.yaml selects ``ml.p5en.48xlarge`` etc.);
-  the NVIDIA chart's default affinity needs node-feature-discovery labels HyperPod nodes lack,
-  and no EFA chart lists ``ml.*`` names (aws/eks-charts stable/aws-efa-k8s-device-plugin/values.yaml).
-* a full toleration list (a ``tolerations`` value replaces the chart's): the chart defaults,
-  the deep-health-check taint (``NODE_HEALTH_TAINT_KEY``) and every taint the groups set, so
-  our own ``nvidia.com/gpu=present:NoSchedule`` GPU taint too. AWS's EFA values do not
-  tolerate ``nvidia.com/gpu``: without this list the EFA plugin never lands on our GPU nodes.
-* ``fullnameOverride``: short, fixed object names (see ``NVIDIA_DEVICE_PLUGIN_RELEASE``).
-
-Chart keys: NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/values.yaml
-(``affinity``, ``tolerations``, ``fullnameOverride``); aws/eks-charts
-stable/aws-efa-k8s-device-plugin values.yaml (``supportedInstanceLabels.keys/values``,
-``tolerations`` appended after a fixed ``CriticalAddonsOnly``, ``fullnameOverride``; no
-``affinity`` key); HyperPod chart helm_chart/HyperPodHelmChart/values.yaml (``global.region``
-for the health-monitoring agent's image, subchart keys ``nvidia-device-plugin`` and
-``aws-efa-k8s-device-plugin``).
-"""
+"""Helm values that make the NVIDIA and EFA device plugins land on a cluster's HyperPod nodes,
+whichever chart installs them: placement by the groups' ``ml.*`` instance types (the charts'
+defaults select no HyperPod node), a full toleration list (the chart's, the deep-health-check
+taint and the groups' taints), and short fixed object names (``fullnameOverride``). The charts'
+keys and why each value: docs/design/hyperpod-cluster.md, "Device plugins"."""
 
 from __future__ import annotations
 
@@ -43,16 +25,6 @@ from .constants import (
 )
 from .instance_group import HyperPodInstanceGroup
 
-__all__ = [
-    "deep_merge",
-    "efa_instance_types",
-    "efa_values",
-    "gpu_instance_types",
-    "hyperpod_chart_values",
-    "nvidia_values",
-    "secrets_store_values",
-]
-
 
 def gpu_instance_types(groups: Iterable[HyperPodInstanceGroup]) -> list[str]:
     """The ``ml.*`` instance types of the GPU groups, sorted."""
@@ -66,6 +38,17 @@ def efa_instance_types(groups: Iterable[HyperPodInstanceGroup], catalog: Catalog
         for instance_type in gpu_instance_types(groups)
         if instance_type in catalog and catalog.get(instance_type).efa_devices
     ]
+
+
+def node_in(key: str, values: Iterable[str]) -> dict[str, Any]:
+    """A node selector requirement: node label ``key`` In ``values``."""
+    return {"key": key, "operator": "In", "values": list(values)}
+
+
+def required_node_affinity(*requirements: dict[str, Any]) -> dict[str, Any]:
+    """A ``nodeAffinity`` requiring the one node selector term of ``requirements``."""
+    term = {"matchExpressions": list(requirements)}
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
 
 
 def _toleration(key: str, effect: str, value: str | None = None) -> dict[str, str]:
@@ -98,18 +81,10 @@ def nvidia_values(groups: Iterable[HyperPodInstanceGroup]) -> dict[str, Any]:
         {"key": CRITICAL_ADDONS_ONLY_KEY, "operator": "Exists"},
         _toleration(GPU_TAINT_KEY, "NoSchedule"),
     ]
-    term = {
-        "matchExpressions": [
-            {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": gpu_instance_types(groups)}
-        ]
-    }
+    on_gpu_types = node_in(INSTANCE_TYPE_LABEL, gpu_instance_types(groups))
     return {
         "fullnameOverride": NVIDIA_DEVICE_PLUGIN_RELEASE,
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
-            }
-        },
+        "affinity": {"nodeAffinity": required_node_affinity(on_gpu_types)},
         "tolerations": _tolerations(default, groups),
     }
 
@@ -134,17 +109,10 @@ def efa_values(groups: Iterable[HyperPodInstanceGroup], catalog: Catalog) -> dic
 
 
 def secrets_store_values(groups: Iterable[HyperPodInstanceGroup]) -> dict[str, Any]:
-    """Configuration of the EKS add-on ``aws-secrets-store-csi-driver-provider``: the provider
-    DaemonSet tolerates the deep-health-check taint and every taint of the GPU groups, whose
-    serving pods mount the API key through it.
-
-    The provider chart defaults to ``tolerations: []`` (aws/secrets-store-csi-driver-provider-aws
-    charts/secrets-store-csi-driver-provider-aws/values.yaml), so on tainted GPU nodes no
-    provider pod runs and the mount fails with ``error connecting to provider "aws"`` (that
-    repository's issue 267). Only the GPU groups' taints, key and effect (``Exists``), not
-    every taint: the provider stays off nodes no serving pod uses. The CSI driver DaemonSet
-    needs nothing: its chart tolerates every taint by default, and the add-on's schema has
-    no key for its tolerations (``hyperpod.json``, ``secrets_store_addon_configuration``).
+    """Configuration of the EKS add-on ``aws-secrets-store-csi-driver-provider``: its DaemonSet
+    tolerates the deep-health-check taint and every taint of the GPU groups, whose serving pods
+    mount the API key through it (its chart tolerates none; the CSI driver's chart tolerates
+    every taint already: docs/design/hyperpod-cluster.md, "Device plugins").
     """
     gpu_groups = [group for group in groups if group.role == GPU_NODE_ROLE]
     return {"tolerations": _tolerations([], gpu_groups)}

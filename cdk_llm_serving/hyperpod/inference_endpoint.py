@@ -1,35 +1,13 @@
 """``HyperPodInferenceEndpoint``: a single-node model on HyperPod through AWS's inference operator.
 
-One ``InferenceEndpointConfig`` (``inference.sagemaker.aws.amazon.com/v1``, the CRD AWS ships in
+One ``InferenceEndpointConfig`` (``inference.sagemaker.aws.amazon.com/v1``; the CRD is in
 aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/charts/inference-operator/config/crd``):
-
-* ``instanceTypes``: the types in order of preference; the operator "selects the first
-  available type" (CRD description), by node affinity with descending weights. Each type must
-  be one of the cluster's GPU groups and hold the model on one node (the planner decides).
-* ``worker``: AWS's SageMaker vLLM container fed ``SM_VLLM_*`` variables from ``VllmConfig``
-  (the same mapping ``VllmPoolEndpoint`` uses), the configuration each type gets derived as
-  for a SageMaker pool (``vllm.pool_strategy.derive_pool_config``: the configuration's
-  tensor-parallel size if it sets one, warned as ``cdk-llm-serving:tensorParallelCostsThroughput``
-  when it serves fewer than half the planner's tokens per dollar, else tensor parallelism over
-  the type's GPUs (the pool default goal ``latency``), a served name that says which copy it is). The operator renders ONE worker
-  for every listed type, so the types must derive the same configuration (same GPU count,
-  tensor parallel size and served name); otherwise synth names the types that differ.
-* ``endpointName``: the operator registers a SageMaker endpoint of that name, so
-  ``InvokeEndpoint`` and ``grant_invoke`` work as for a pool endpoint (``EndpointApi``).
-* ``tlsConfig.tlsCertificateOutputS3Uri`` in the installation's certificate bucket,
-  ``metrics.enabled`` with vLLM's ``/metrics`` on the serving port, ``autoScalingSpec``
-  bounded by the listed GPU groups' nodes.
-* ``kvCacheSpec``, ``intelligentRoutingSpec`` and ``pdSpec`` (``inference_features``): the
-  operator's tiered KV cache, its cache-aware router and disaggregated prefill/decode.
-
-Why the KV cache and routing are on by default only under a context flag: the operator rejects
-``intelligentRoutingSpec`` added to an existing deployment (CRD description), so a default
-that turned it on would fail every deployed endpoint's next update. New apps set
-``CACHE_AND_ROUTING_CONTEXT`` (``"@cdk-llm-serving/hyperpod:inferenceEndpointCacheAndRouting":
-true`` in ``cdk.json``, as aws-cdk-lib's feature flags do); without it, ``kv_cache`` and
-``routing`` left out stay off and the templates stay as they were. Given explicitly, they
-apply either way.
-"""
+the listed instance types in order of preference, one worker (AWS's SageMaker vLLM container fed
+``SM_VLLM_*``, configured as for a SageMaker pool: every listed type must derive the same
+configuration), the SageMaker endpoint it registers (``EndpointApi``), TLS, metrics, and the
+operator's KV cache, routing and prefill/decode specs (``inference_features``). The KV cache and
+prefix-aware routing are on unless turned off; the operator accepts routing only when an
+endpoint is created (docs/design/hyperpod-cluster.md, "Inference endpoint")."""
 
 from __future__ import annotations
 
@@ -43,6 +21,7 @@ from constructs import Construct, IConstruct
 
 from .._cdk.endpoint_names import claim_endpoint_name
 from .._cdk.validation import kubernetes_name
+from ..core.endpoint_api import EndpointApi
 from ..errors import ConfigurationError, Problems, checked_props
 from ..model_sources import ContainerImage, ModelData
 from ..planning.catalog import Catalog, default_catalog
@@ -52,7 +31,6 @@ from ..planning.instance_types import InstanceType
 from ..planning.models import ModelSpec, WeightFormat
 from ..planning.sizing import PlanningError
 from ..planning.sizing import plan as plan_layout
-from ..core.endpoint_api import EndpointApi
 from ..vllm.config import VllmConfig, VllmConfigError
 from ..vllm.hardware import check_on_hardware
 from ..vllm.pool_strategy import PoolVllmPlan, derive_pool_config, warn_tensor_parallel_cost
@@ -66,6 +44,7 @@ from .constants import (
     PART_OF_LABEL,
     PART_OF_VALUE,
 )
+from .device_plugins import node_in, required_node_affinity
 from .inference_features import (
     InferenceAutoScaling,
     InferenceKvCache,
@@ -89,14 +68,13 @@ SERVING_PORT = 8080
 #: the vLLM flag (https://aws.github.io/deep-learning-containers/vllm/configuration/), the
 #: contract the worker's environment follows.
 SAGEMAKER_VLLM_DLC = ("vllm", "server-sagemaker-cuda-v1")
+#: ``pdSpec``'s key of each prefill/decode role (CRD).
+_PD_SPEC_KEYS = {"prefill": "prefillSpec", "decode": "decodingSpec"}
 #: CRD patterns of ``endpointName`` / ``modelName`` (SageMaker's name rule, at most 63).
 _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 #: Kubernetes object names: RFC 1123 DNS labels (kubernetes.io/docs/concepts/overview/
 #: working-with-objects/names/).
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-#: Context flag: ``True`` turns the KV cache (L1 + tiered-storage L2) and prefix-aware routing on
-#: for endpoints that leave ``kv_cache`` / ``routing`` out (see the module doc for why a flag).
-CACHE_AND_ROUTING_CONTEXT = "@cdk-llm-serving/hyperpod:inferenceEndpointCacheAndRouting"
 
 
 class HyperPodInferenceEndpoint(Construct, EndpointApi):
@@ -124,23 +102,17 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         ``AllTraffic`` (UNCONFIRMED, see ``assets/inference_operator.json``).
     :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
     :param kv_cache: ``InferenceKvCache`` (``kvCacheSpec``), or ``False`` for none. Default:
-        with ``CACHE_AND_ROUTING_CONTEXT`` true, ``InferenceKvCache()`` (L1 CPU offload, L2 on
-        the cluster's managed tiered storage, which this turns on: 5 % of every node's memory,
-        102.4 GiB of a p5en.48xlarge), L1 only with a warning
-        (``cdk-llm-serving:kvCacheTieredStorageUnavailable``) on an imported cluster that did not
-        declare tiered storage; without the flag, none.
+        ``InferenceKvCache()`` (L1 CPU offload, L2 on the cluster's managed tiered storage,
+        which this turns on), L1 only with a warning on an imported cluster without it.
     :param routing: ``InferenceRouting`` (``intelligentRoutingSpec``), or ``False`` for none;
-        only at creation (the operator rejects it on an existing deployment): given without
-        ``CACHE_AND_ROUTING_CONTEXT``, warned (``cdk-llm-serving:routingOnlyAtCreation``).
-        Default: with ``CACHE_AND_ROUTING_CONTEXT`` true, ``InferenceRouting()``
-        (prefix-aware); else none.
+        the operator rejects routing added to a deployed endpoint (deploy a new one and move
+        traffic). Default: ``InferenceRouting()`` (prefix-aware).
     :param workload: the ``Workload`` the endpoint serves (tokens in and out, request rate), for
         the planner's decision whether prefill/decode disaggregation pays. Default: none.
     :param prefill_decode: ``InferencePrefillDecode`` (``pdSpec``), or ``False`` for none.
-        Default: when ``workload`` is given and ``plan(...).disaggregation.pays`` for it, one
-        prefill and one decode pod on the first listed type (a warning,
-        ``cdk-llm-serving:prefillDecodeNotPlaced``, when its group lacks the two nodes or EFA);
-        else none.
+        Default: one prefill and one decode pod on the first listed type when
+        ``plan(...).disaggregation.pays`` for ``workload`` (warned when its group lacks the two
+        nodes or EFA); else none.
     """
 
     @checked_props
@@ -174,58 +146,25 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         self.spec = ModelSpec.of(model)
         self.weight_format = WeightFormat.of(weight_format)
         self.weights, self.replicas, self.autoscaling = weights, replicas, autoscaling
+        self.workload = workload
         problems = Problems(f"HyperPodInferenceEndpoint '{self.node.path}'")
-        self.instance_types: tuple[InstanceType | str, ...] = self._resolve_types(
-            problems, instance_types
-        )
+        self.instance_types = self._resolve_types(problems, instance_types)
         self.image = self._resolve_image(problems, image)
         self.groups = self._resolve_groups(problems)
         self.type_plans = self._derive(problems, config, self.weight_format.name)
         self.config = self._common_config(problems)
-        # A Hugging Face style name (``Qwen/Qwen3-8B``) becomes ``qwen-qwen3-8b``.
         self.name = name or kubernetes_name(self.config.served_model_name or self.spec.name)
         self.endpoint_name = endpoint_name or self.name
-        self.workload = workload
-        by_default = bool(self.node.try_get_context(CACHE_AND_ROUTING_CONTEXT))
-        self.kv_cache: InferenceKvCache | None = self._resolve_kv_cache(
-            problems, kv_cache, by_default
-        )
-        self.routing: InferenceRouting | None = (
-            (InferenceRouting() if by_default else None) if routing is None else routing or None
-        )
-        if routing and not by_default:
-            # The operator rejects routing added to a deployed endpoint (CRD); synth cannot see
-            # what is deployed, but an app without the flag predates it: say so before deploy.
-            Annotations.of(self).add_warning_v2(
-                "cdk-llm-serving:routingOnlyAtCreation",
-                "routing (intelligentRoutingSpec) is accepted only when the endpoint is created: "
-                "the operator rejects it added to an existing deployment (CRD "
-                "InferenceEndpointConfig). If this endpoint is deployed without it, deploy a new "
-                "one (another name and endpoint_name) and move traffic. If the endpoint is new or "
-                f'had routing from the start, set "{CACHE_AND_ROUTING_CONTEXT}": true in '
-                "cdk.json or acknowledge this warning.",
-            )
-        self.prefill_decode: InferencePrefillDecode | None = self._resolve_prefill_decode(
-            problems, prefill_decode
-        )
+        self.kv_cache = self._resolve_kv_cache(problems, kv_cache)
+        self.routing = InferenceRouting() if routing is None else routing or None
+        self.prefill_decode = self._resolve_prefill_decode(problems, prefill_decode)
         self._validate(problems)
         problems.raise_if_any()
         if self.kv_cache is not None and self.kv_cache.uses_tiered_storage:
             #: The cluster's managed tiered storage this endpoint's L2 uses.
             self.tiered_storage = self.cluster.enable_tiered_storage()
-        if self.prefill_decode is not None and SAGEMAKER_VLLM_DLC[1] in self.image:
-            Annotations.of(self).add_warning_v2(
-                "cdk-llm-serving:prefillDecodeImage",
-                "Disaggregated prefill and decode needs a worker image with vLLM, LMCache, NIXL "
-                "and the EFA libfabric provider; AWS lists public.ecr.aws/deep-learning-containers/"
-                "vllm:server-hyperpod-cuda-v1.1 and LMCache's image "
-                "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html), "
-                f"not {SAGEMAKER_VLLM_DLC[0]}:{SAGEMAKER_VLLM_DLC[1]}: give image= one of them.",
-            )
         self._reserve_nodes()
-        # The nodes pull the worker's image: its repository on the node role (issue 32).
-        self.cluster.allow_image_pull(self._image_source)
-
+        self.cluster.allow_image_pull(self._image_source)  # the worker's repository
         self.operator = HyperPodInferenceOperator.of(addons)
         self.namespace = namespace or (
             weights.namespace if isinstance(weights, FsxModelStore) else "inference"
@@ -335,36 +274,36 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         return first
 
     def _resolve_kv_cache(
-        self,
-        problems: Problems,
-        given: InferenceKvCache | Literal[False] | None,
-        by_default: bool,
+        self, problems: Problems, given: InferenceKvCache | Literal[False] | None
     ) -> InferenceKvCache | None:
         """The KV cache asked for, or the default; tiered storage the cluster cannot turn on is
         refused when asked for and dropped (L1 only, warned) when it was the default."""
-        if given is False or (given is None and not by_default):
+        if given is False:
             return None
         cache = given or InferenceKvCache()
-        if cache.uses_tiered_storage and self.cluster.tiered_storage is None:
-            if not isinstance(self.cluster, HyperPodEksCluster):  # imported, not declared
-                if given is not None:
-                    problems.add(
-                        "kv_cache.l2_backend",
-                        str(cache.l2_backend),
-                        "managed tiered storage on the cluster (TieredStorageConfig Mode "
-                        "Enable): declare it with HyperPodEksCluster.from_cluster_attributes("
-                        "tiered_storage=TieredStorage(...)), or use KvCacheL2Backend.REDIS or "
-                        "InferenceKvCache.l1_only()",
-                    )
-                    return cache
-                Annotations.of(self).add_warning_v2(
-                    "cdk-llm-serving:kvCacheTieredStorageUnavailable",
-                    "The KV cache's L2 tier needs the cluster's managed tiered storage, which "
-                    "this imported cluster does not declare (from_cluster_attributes("
-                    "tiered_storage=...)): the endpoint offloads to CPU memory only (L1).",
-                )
-                return InferenceKvCache.l1_only()
-        return cache
+        if (
+            not cache.uses_tiered_storage
+            or self.cluster.tiered_storage is not None
+            or isinstance(self.cluster, HyperPodEksCluster)  # turns it on
+        ):
+            return cache
+        if given is not None:  # an imported cluster that did not declare it
+            problems.add(
+                "kv_cache.l2_backend",
+                str(cache.l2_backend),
+                "managed tiered storage on the cluster (TieredStorageConfig Mode "
+                "Enable): declare it with HyperPodEksCluster.from_cluster_attributes("
+                "tiered_storage=TieredStorage(...)), or use KvCacheL2Backend.REDIS or "
+                "InferenceKvCache.l1_only()",
+            )
+            return cache
+        Annotations.of(self).add_warning_v2(
+            "cdk-llm-serving:kvCacheTieredStorageUnavailable",
+            "The KV cache's L2 tier needs the cluster's managed tiered storage, which "
+            "this imported cluster does not declare (from_cluster_attributes("
+            "tiered_storage=...)): the endpoint offloads to CPU memory only (L1).",
+        )
+        return InferenceKvCache.l1_only()
 
     def _resolve_prefill_decode(
         self, problems: Problems, given: InferencePrefillDecode | Literal[False] | None
@@ -479,6 +418,15 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     def _validate_prefill_decode(self, problems: Problems, pd: InferencePrefillDecode) -> None:
         """Each role on a listed type with EFA; the roles' pods fit their groups' nodes."""
         pd.validate(problems, "prefill_decode")
+        if SAGEMAKER_VLLM_DLC[1] in self.image:
+            Annotations.of(self).add_warning_v2(
+                "cdk-llm-serving:prefillDecodeImage",
+                "Disaggregated prefill and decode needs a worker image with vLLM, LMCache, NIXL "
+                "and the EFA libfabric provider; AWS lists public.ecr.aws/deep-learning-containers/"
+                "vllm:server-hyperpod-cuda-v1.1 and LMCache's image "
+                "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html), "
+                f"not {SAGEMAKER_VLLM_DLC[0]}:{SAGEMAKER_VLLM_DLC[1]}: give image= one of them.",
+            )
         if self.autoscaling is not None:
             problems.add(
                 "autoscaling",
@@ -501,9 +449,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                     "an instance type with EFA: the operator moves the KV cache between prefill "
                     "and decode over EFA (GPU-Direct RDMA)",
                 )
-        need: dict[str, int] = {}
-        for role, group in groups.items():
-            need[group.name] = need.get(group.name, 0) + pd.ceiling(role)
+        need = self._role_nodes()
         for group in {g.name: g for g in groups.values()}.values():
             if need[group.name] > group.count:
                 problems.add(
@@ -540,20 +486,24 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             description=f"smoke --base-url (--model {self.config.served_model_name} --sagemaker-region <region>)",
         )
 
+    def _role_nodes(self) -> dict[str, int]:
+        """Group name -> the P/D roles' pods on it at their ceilings (one pod per node)."""
+        need: dict[str, int] = {}
+        for role, group in self._role_groups().items():
+            assert self.prefill_decode is not None  # roles exist only with it
+            need[group.name] = need.get(group.name, 0) + self.prefill_decode.ceiling(role)
+        return need
+
     def _reserve_nodes(self) -> None:
         """Each listed group may host up to the ceiling of pods (which one serves is decided at
         run time, by capacity), so each reserves that many of its nodes in the cluster's ledger."""
-        if self.prefill_decode is not None:
-            need: dict[str, int] = {}
-            for role, group in self._role_groups().items():
-                need[group.name] = need.get(group.name, 0) + self.prefill_decode.ceiling(role)
-            for name, nodes in need.items():
-                self.cluster.reserve_gpu_nodes(self, name, nodes)
-            return
-        for group in self.groups:
-            self.cluster.reserve_gpu_nodes(
-                self, group.name, min(self.replicas_ceiling(), group.count)
-            )
+        need = (
+            self._role_nodes()
+            if self.prefill_decode is not None
+            else {g.name: min(self.replicas_ceiling(), g.count) for g in self.groups}
+        )
+        for name, nodes in need.items():
+            self.cluster.reserve_gpu_nodes(self, name, nodes)
 
     def replicas_ceiling(self) -> int:
         """The most pods this endpoint runs: the autoscaling maximum, else ``replicas``."""
@@ -582,12 +532,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         }
 
     def _worker(self) -> dict[str, Any]:
-        """The operator's worker: the node's GPUs, no CPU or memory request.
-
-        Nothing here is sized from the node's vCPUs, so a group's ``threads_per_core`` (1 on
-        GPU groups: half the catalog's vCPUs) cannot leave it Pending; the placement test
-        (tests/hyperpod/test_inference_operator_placement.py) places it on the node model.
-        """
+        """The operator's worker: the node's GPUs, no CPU or memory request (so a group's
+        ``threads_per_core`` cannot leave it Pending)."""
         gpus = str(self.catalog.get(self.instance_types[0]).gpus)
         environment = self.config.to_sagemaker_environment()
         return {
@@ -659,7 +605,6 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
 
     def _pd_spec(self, pd: InferencePrefillDecode) -> dict[str, Any]:
         """``pdSpec``: both roles (CRD: ``prefillSpec`` and ``decodingSpec`` required)."""
-        keys = {"prefill": "prefillSpec", "decode": "decodingSpec"}
         scaling = {"prefill": "prefillAutoScaling", "decode": "decodingAutoScaling"}
         spec: dict[str, Any] = {
             "routingThreshold": pd.routing_threshold,
@@ -667,7 +612,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         }
         autoscaling: dict[str, Any] = {}
         for role, (instance_type, replicas, role_scaling) in pd.roles().items():
-            spec[keys[role]] = {
+            spec[_PD_SPEC_KEYS[role]] = {
                 "replicas": replicas,
                 "nodeSelector": {INSTANCE_TYPE_LABEL: str(instance_type)},
                 "resources": self._role_resources(instance_type),
@@ -692,34 +637,29 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     def worker_pod_template(self) -> dict[str, Any]:
         """The worker pod as the operator schedules it, for placement checks.
 
-        Our model of the operator's rendering, from its documented behaviour: a required node
-        affinity on ``node.kubernetes.io/instance-type`` In the listed types plus preferred
-        terms with descending weights in list order (AWS's announcement of the add-on,
-        "multi-instance-type deployment ... requiredDuringScheduling + preferredDuringScheduling
-        with descending weights"), the worker's GPU request, and the toleration EKS's
-        ``ExtendedResourceToleration`` admission plugin adds to pods that request
-        ``nvidia.com/gpu`` (enabled on every EKS platform version,
-        https://docs.aws.amazon.com/eks/latest/userguide/platform-versions.html), which matches
-        the GPU groups' ``nvidia.com/gpu`` taint.
+        Our model of the operator's documented rendering: a required node affinity on the
+        listed types plus preferred terms with descending weights, the worker's GPU request,
+        and the toleration EKS's ``ExtendedResourceToleration`` admission plugin adds for
+        ``nvidia.com/gpu`` (https://docs.aws.amazon.com/eks/latest/userguide/platform-versions.html).
         """
-        worker = self.manifest["spec"]["worker"]
-        count = len(self.instance_types)
+        affinity = _instance_type_affinity(self.instance_types, len(self.instance_types))
+        resources = self.manifest["spec"]["worker"]["resources"]
+        return self._pod("worker", resources, {"affinity": {"nodeAffinity": affinity}})
+
+    def _pod(
+        self, name: str, resources: dict[str, Any], placement: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A pod of one container ``name``, placed by ``placement``, with the toleration
+        ``ExtendedResourceToleration`` adds per extended resource it requests."""
+        tolerations = [
+            {"key": resource, "operator": "Exists", "effect": "NoSchedule"}
+            for resource in sorted(resources["requests"])
+        ]
+        ports = [{"name": "http", "containerPort": SERVING_PORT}]
+        container = {"name": name, "image": self.image, "resources": resources, "ports": ports}
         return {
             "metadata": {"labels": self.labels()},
-            "spec": {
-                "affinity": {"nodeAffinity": _instance_type_affinity(self.instance_types, count)},
-                "tolerations": [
-                    {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
-                ],
-                "containers": [
-                    {
-                        "name": "worker",
-                        "image": self.image,
-                        "resources": worker["resources"],
-                        "ports": [{"name": "http", "containerPort": SERVING_PORT}],
-                    }
-                ],
-            },
+            "spec": {**placement, "tolerations": tolerations, "containers": [container]},
         }
 
     def role_pod_templates(self) -> dict[str, dict[str, Any]]:
@@ -729,28 +669,14 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         if self.prefill_decode is None:
             return {}
         pd_spec = self.manifest["spec"]["pdSpec"]
-        templates = {}
-        for role, key in (("prefill", "prefillSpec"), ("decode", "decodingSpec")):
-            resources = pd_spec[key]["resources"]
-            templates[role] = {
-                "metadata": {"labels": self.labels()},
-                "spec": {
-                    "nodeSelector": dict(pd_spec[key]["nodeSelector"]),
-                    "tolerations": [
-                        {"key": name, "operator": "Exists", "effect": "NoSchedule"}
-                        for name in sorted(resources["requests"])
-                    ],
-                    "containers": [
-                        {
-                            "name": role,
-                            "image": self.image,
-                            "resources": resources,
-                            "ports": [{"name": "http", "containerPort": SERVING_PORT}],
-                        }
-                    ],
-                },
-            }
-        return templates
+        return {
+            role: self._pod(
+                role,
+                pd_spec[key]["resources"],
+                {"nodeSelector": dict(pd_spec[key]["nodeSelector"])},
+            )
+            for role, key in _PD_SPEC_KEYS.items()
+        }
 
     def pod_templates(self) -> dict[str, dict[str, Any]]:
         """Every pod this endpoint brings: the operator's controller and the worker (under
@@ -765,27 +691,11 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
 def _instance_type_affinity(instance_types: Sequence[str], count: int) -> dict[str, Any]:
     """Required: one of the types; preferred: earlier types weigh more (100, 99, ...)."""
     return {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [
-                {
-                    "matchExpressions": [
-                        {
-                            "key": INSTANCE_TYPE_LABEL,
-                            "operator": "In",
-                            "values": list(instance_types),
-                        }
-                    ]
-                }
-            ]
-        },
+        **required_node_affinity(node_in(INSTANCE_TYPE_LABEL, instance_types)),
         "preferredDuringSchedulingIgnoredDuringExecution": [
             {
                 "weight": 100 - index,
-                "preference": {
-                    "matchExpressions": [
-                        {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [instance_type]}
-                    ]
-                },
+                "preference": {"matchExpressions": [node_in(INSTANCE_TYPE_LABEL, [instance_type])]},
             }
             for index, instance_type in enumerate(instance_types[:count])
         ],

@@ -1,46 +1,26 @@
 """``HyperPodInferenceOperator``: AWS's SageMaker HyperPod inference operator, once per cluster.
 
-AWS ships the operator as the EKS add-on ``amazon-sagemaker-hyperpod-inference``
-(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-setup.html).
-What it needs, as AWS's own Helm-to-add-on migration script sets it up
-(aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart/charts/inference-operator/migration/
-helm_to_addon.sh``; every fact is cited in ``assets/inference_operator.json``):
-
-* the dependency add-ons: cert-manager, the Mountpoint for S3 CSI driver (IRSA role on
-  ``kube-system/s3-csi-driver-sa``), metrics-server, and the FSx CSI driver (an add-on of
-  ``HyperPodEksCluster`` already): the operator's init container refuses to start without
-  the two CSI drivers and the cert-manager CRDs;
-* an execution role whose name starts with ``SageMakerHyperPodInference``, with the managed
-  policy ``AmazonSageMakerHyperPodInferenceAccess`` and read/write on the TLS certificate
-  bucket only, trusted by the operator's service account (IRSA) and by SageMaker (it creates
-  the SageMaker model, endpoint config and endpoint of a registration with this role);
-* a bucket for the certificates the operator generates (``tlsCertificateS3Bucket``).
-
-One load balancer controller and one KEDA per cluster: the add-on can bring its own
-(``alb.enabled``, ``keda.enabled``), but ``HyperPodServingAddons`` installs both already, and
-two of either conflict (two ALB controllers reconcile the same Services and Ingresses; KEDA
-registers the cluster's single ``v1beta1.external.metrics.k8s.io`` APIService,
-https://keda.sh/docs/2.17/operate/cluster/#only-one-metric-server-per-cluster). So the add-on's
-are switched off and the add-ons construct's are used: ``alb`` stays off only when the
-add-ons construct has a controller (otherwise a warning says to bring one).
-
-``HyperPodInferenceOperator.of(addons)`` installs on the first call and returns the same
-installation after, however many ``HyperPodInferenceEndpoint`` s use it.
-"""
+The EKS add-on ``amazon-sagemaker-hyperpod-inference``
+(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-setup.html)
+with what AWS's Helm-to-add-on migration script sets up for it (``helm_to_addon.sh``; every fact
+cited in ``assets/inference_operator.json``): the cert-manager, Mountpoint for S3 CSI driver and
+metrics-server add-ons, an execution role with AWS's managed policy, and a bucket for the
+certificates it generates. Its own load balancer controller and KEDA stay off: those of
+``HyperPodServingAddons`` serve (docs/design/hyperpod-cluster.md, "Inference operator").
+``HyperPodInferenceOperator.of(addons)`` installs it on the first call and returns it after."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from aws_cdk import Annotations, Aws, CfnJson, Names, RemovalPolicy, Stack, Token
+from aws_cdk import Annotations, Aws, CfnJson, Names, Stack, Token
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from .._cdk.arns import HYPERPOD_CLUSTER, check_arn
-from .._cdk.deprecation import warn_deprecated
 from .._cdk.nag import acknowledge, acknowledge_wildcard_resources
 from .._cdk.role_grants import ExecutionRoleGrants
 from ..errors import Problems, checked_props
@@ -48,27 +28,20 @@ from ..model_sources import ModelData
 from ._eks_addon import eks_addon
 from ._facts import inference_operator_facts
 from .addons import HyperPodServingAddons
-from .cluster import HyperPodEksCluster
+from .cluster import HyperPodEksCluster, private_bucket
+from .device_plugins import node_in, required_node_affinity
 from .node_image_pulls import inference_operator_registry_arn
 
 __all__ = ["HyperPodInferenceOperator", "inference_operator_facts"]
 
 _CHILD_ID = "InferenceOperator"
-#: Id of the managed policy ``enable_cloudwatch_scaling`` creates. Not "CloudWatchScaling",
-#: the inline policy's id before 0.2.0: CloudFormation refuses to change a resource's type
-#: under one logical ID, so the managed policy takes a new one (the inline one is deleted).
+#: Id of the managed policy ``enable_cloudwatch_scaling`` creates.
 _CLOUDWATCH_SCALING_ID = "CloudWatchScalingPolicy"
 
 
-#: The Mountpoint for S3 CSI driver's node DaemonSet tolerates every taint: the operator's worker
-#: pods mount their S3 weights on GPU nodes tainted ``nvidia.com/gpu:NoSchedule`` (and, during
-#: deep health checks, ``sagemaker.amazonaws.com/node-health-status``). Before driver v2 its chart
-#: defaults to ``node.tolerateAllTaints: false`` and tolerates only ``CriticalAddonsOnly`` and
-#: ``NoExecute`` taints (awslabs/mountpoint-s3-csi-driver ``charts/aws-mountpoint-s3-csi-driver/
-#: values.yaml`` and ``templates/node.yaml``), so the mount fails ("driver name s3.csi.aws.com
-#: not found in the list of registered CSI drivers", its issue 107). The add-on takes the key in
-#: its configuration from v1.8.0 (awsdocs/amazon-eks-user-guide PR 789; EKS user guide
-#: "Mountpoint for Amazon S3 CSI Driver" add-on page).
+#: The Mountpoint for S3 CSI driver's node DaemonSet tolerates every taint, or the worker pods'
+#: S3 mounts fail on the tainted GPU nodes (its chart's default tolerates few; the add-on takes
+#: the key from v1.8.0; docs/design/hyperpod-cluster.md, "Inference operator").
 S3_CSI_CONFIGURATION: dict[str, Any] = {"node": {"tolerateAllTaints": True}}
 
 
@@ -104,11 +77,13 @@ class HyperPodInferenceOperator(Construct):
         self.keda = addons.enable_keda()
         self.tls_bucket = self._render_tls_bucket()
         self.execution_role = self._render_execution_role()
-        self.s3_csi_role = self._irsa_role(
+        self.s3_csi_role = iam.Role(
+            self,
             "S3CsiDriverRole",
-            self.facts["s3_csi_namespace"],
-            self.facts["s3_csi_service_account"],
-            "Mountpoint for S3 CSI driver: reads the weights of the endpoints that use it",
+            assumed_by=self._oidc_principal(
+                self.facts["s3_csi_namespace"], self.facts["s3_csi_service_account"]
+            ),
+            description="Mountpoint for S3 CSI driver: reads the weights of the endpoints that use it",
         )
         self._s3_grants = ExecutionRoleGrants(self, self.s3_csi_role)
         self.dependencies = self._render_dependencies()
@@ -137,11 +112,7 @@ class HyperPodInferenceOperator(Construct):
 
     def enable_cloudwatch_scaling(self) -> iam.ManagedPolicy:
         """Let KEDA's operator read CloudWatch for ``cloudWatchTrigger`` autoscaling; created on
-        the first call (one per cluster, like ``HyperPodServingAddons.enable_keda``).
-
-        A customer managed policy attached to KEDA's role, not an inline one (HIPAA.Security
-        ``IAMNoInlinePolicy``: permissions kept in managed policies are reviewed and versioned
-        on their own).
+        the first call (one per cluster), as a managed policy (HIPAA.Security IAMNoInlinePolicy).
         """
         existing = self.node.try_find_child(_CLOUDWATCH_SCALING_ID)
         if isinstance(existing, iam.ManagedPolicy):
@@ -167,19 +138,6 @@ class HyperPodInferenceOperator(Construct):
         )
         return policy
 
-    def grant_model_read(self, model_data: ModelData) -> None:
-        """Deprecated: use ``add_model_source`` (this wired the operator's own role, not a
-        grantee's, so it never was a grant); removed in 0.3.0."""
-        warn_deprecated(self, "HyperPodInferenceOperator.grant_model_read", "add_model_source")
-        self.add_model_source(model_data)
-
-    def grant_cloudwatch_scaling(self) -> None:
-        """Deprecated: use ``enable_cloudwatch_scaling``; removed in 0.3.0."""
-        warn_deprecated(
-            self, "HyperPodInferenceOperator.grant_cloudwatch_scaling", "enable_cloudwatch_scaling"
-        )
-        self.enable_cloudwatch_scaling()
-
     def controller_pod_template(self) -> dict[str, Any]:
         """The operator's controller pod, for placement checks.
 
@@ -191,26 +149,10 @@ class HyperPodInferenceOperator(Construct):
             "metadata": {"labels": {"control-plane": "hyperpod-inference-controller-manager"}},
             "spec": {
                 "affinity": {
-                    "nodeAffinity": {
-                        "requiredDuringSchedulingIgnoredDuringExecution": {
-                            "nodeSelectorTerms": [
-                                {
-                                    "matchExpressions": [
-                                        {
-                                            "key": "kubernetes.io/arch",
-                                            "operator": "In",
-                                            "values": ["amd64"],
-                                        },
-                                        {
-                                            "key": "kubernetes.io/os",
-                                            "operator": "In",
-                                            "values": ["linux"],
-                                        },
-                                    ]
-                                }
-                            ]
-                        }
-                    }
+                    "nodeAffinity": required_node_affinity(
+                        node_in("kubernetes.io/arch", ["amd64"]),
+                        node_in("kubernetes.io/os", ["linux"]),
+                    )
                 },
                 "tolerations": [],
                 "containers": [
@@ -258,34 +200,14 @@ class HyperPodInferenceOperator(Construct):
 
     def _render_tls_bucket(self) -> s3.Bucket:
         """Private, encrypted, TLS-only, access-logged; retained (it holds the endpoints'
-        certificates).
-
-        Server access logs go to a retained bucket of their own encrypted with SSE-S3, the
-        only default encryption S3 server access logging accepts on its target bucket (S3
-        user guide, "Enabling Amazon S3 server access logging":
-        https://docs.aws.amazon.com/AmazonS3/latest/userguide/enable-server-access-logging.html).
-        """
-        access_logs = s3.Bucket(
-            self,
-            "TlsCertificatesAccessLogs",
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            versioned=True,
-            removal_policy=RemovalPolicy.RETAIN,
-        )
+        certificates)."""
         # No AwsSolutions-S1 on it: cdk-nag's rule passes a bucket that is another's log target.
         #: Server access logs of the certificate bucket.
-        self.tls_access_logs = access_logs
-        return s3.Bucket(
+        self.tls_access_logs = private_bucket(self, "TlsCertificatesAccessLogs")
+        return private_bucket(
             self,
             "TlsCertificates",
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            versioned=True,
-            removal_policy=RemovalPolicy.RETAIN,
-            server_access_logs_bucket=access_logs,
+            server_access_logs_bucket=self.tls_access_logs,
             server_access_logs_prefix="tls-certificates/",
         )
 
@@ -302,16 +224,6 @@ class HyperPodInferenceOperator(Construct):
             },
         )
         return iam.OpenIdConnectPrincipal(provider, {"StringEquals": conditions})
-
-    def _irsa_role(
-        self, id: str, namespace: str, service_account: str, description: str
-    ) -> iam.Role:
-        return iam.Role(
-            self,
-            id,
-            assumed_by=self._oidc_principal(namespace, service_account),
-            description=description,
-        )
 
     def _render_execution_role(self) -> iam.Role:
         """The operator's role: AWS's managed policy, the TLS bucket's objects, nothing else."""
@@ -337,12 +249,8 @@ class HyperPodInferenceOperator(Construct):
         # In a customer managed policy of its own, not the role's inline default policy
         # (HIPAA.Security IAMNoInlinePolicy).
         grants = ExecutionRoleGrants(self, role, "OperatorRolePolicy")
-        grants.add(
-            iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
-                resources=[objects],
-            )
-        )
+        actions = ["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"]
+        grants.add(iam.PolicyStatement(actions=actions, resources=[objects]))
         assert grants.policy is not None  # add() created it
         #: The execution role's own grants (the certificate bucket's objects).
         self.execution_role_policy = grants.policy
@@ -356,7 +264,7 @@ class HyperPodInferenceOperator(Construct):
             grants.policy,
             [objects],
             "The operator names the certificate objects it writes; the bucket holds nothing else.",
-            actions=["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
+            actions=actions,
         )
         return role
 

@@ -80,19 +80,11 @@ class HyperPodInstanceGroup:
     :param max_count: the most nodes the group may grow to under cluster node autoscaling
         (``HyperPodEksCluster(node_autoscaling=NodeAutoScaling())``): HyperPod's managed
         Karpenter adds whole nodes for pending serving pods and removes empty ones, and
-        ``count`` is then what the group is created with. AWS's advice is 0: "You must start
-        with 0 nodes in your instance group and let Karpenter handle the autoscaling. If you
-        start with more than 0 nodes, Karpenter will scale them down to 0" (SageMaker
-        developer guide, "Create a NodeClass",
+        ``count`` is what the group starts with (AWS advises 0,
         https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-nodeclass.html).
-        The nodes kept warm are those the serving pods hold (a replica autoscaling's
-        ``min_replicas``). The same page excludes groups with deep health checks (they take
-        60-90 minutes while pods pend) and with training plans: an autoscaled group runs no
-        deep health checks by default, and refuses explicit ones or a training plan. The
-        group's ``MinInstanceCount`` is not set: it only gates the group's first transition
-        to InService and "does not guarantee maintaining this minimum afterward" (botocore's
-        SageMaker model, ``ClusterInstanceGroupSpecification.MinInstanceCount``). Default:
-        ``None`` (the group keeps ``count`` nodes).
+        An autoscaled group runs no deep health checks by default, and refuses explicit ones or
+        a training plan (Karpenter excludes both). Default: ``None`` (the group keeps ``count``
+        nodes).
     """
 
     name: str
@@ -334,11 +326,8 @@ class HyperPodInstanceGroup:
         for taint in taints:
             taint.validate(problems, f"{prop}.taints")
         if self.role == SYSTEM_NODE_ROLE and self.taints:
-            # The controllers select the system nodes by label and tolerate no taint of the
-            # user's: ``tolerations: []`` is the default of kubernetes-sigs/lws
-            # ``charts/lws/values.yaml``, aws/eks-charts ``aws-load-balancer-controller/
-            # values.yaml`` and kedacore/charts ``keda/values.yaml`` (KEDA is also given it,
-            # ``addons.py``), and we set no other.
+            # The controllers' charts (LWS, the load balancer controller, KEDA) default to
+            # ``tolerations: []``, and we set no other.
             problems.add(
                 f"{prop}.taints",
                 [f"{t.key}:{t.effect}" for t in self.taints],

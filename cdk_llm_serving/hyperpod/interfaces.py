@@ -1,10 +1,6 @@
-"""``IHyperPodCluster``: what the serving constructs read of a HyperPod cluster.
-
-``HyperPodEksCluster`` implements it, and so does the object
-``HyperPodEksCluster.from_cluster_attributes`` returns for a cluster this app did not
-create. ``HyperPodServingAddons``, ``FsxModelStore``, ``VllmMultiNodeService``,
-``VllmObservability`` and ``VllmReplicaAutoScaling`` take this interface.
-"""
+"""``IHyperPodCluster``: what the serving constructs read of a HyperPod cluster, implemented by
+``HyperPodEksCluster`` and by ``HyperPodEksCluster.from_cluster_attributes`` for one created
+elsewhere."""
 
 from __future__ import annotations
 
@@ -21,12 +17,9 @@ from .tiered_storage import TieredStorage
 
 
 class IHyperPodCluster(Protocol):
-    """A HyperPod cluster on EKS, as the serving constructs use it.
-
-    The ``*_ready``-style members are constructs to depend on: resources that must exist
-    before a workload (nodes, the Pod Identity agent, the FSx CSI driver). For an imported
-    cluster they exist already and carry no dependency.
-    """
+    """A HyperPod cluster on EKS, as the serving constructs use it. ``nodes_ready``,
+    ``pod_identity_agent`` and ``fsx_csi_driver`` are constructs to depend on (for an imported
+    cluster they exist already and carry no dependency)."""
 
     @property
     def eks_cluster(self) -> eks.ICluster:

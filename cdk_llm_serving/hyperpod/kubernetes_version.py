@@ -2,21 +2,15 @@
 
 Like aws-eks-v2's ``KubernetesVersion.V1_33``, a version owns what follows from it: its
 kubectl/helm Lambda layer (PyPI ``aws-cdk.lambda-layer-kubectl-v3x``), its EKS add-on pins
-(``assets/hyperpod.json`` ``addon_versions``; with the inference operator's, through the
-CDK-free ``_addon_pins``), and the end of its EKS standard support with the synth warning
-that follows (``eks_standard_support_ends``). The versions are the ones HyperPod supports
-and this library ships a kubectl layer for (``kubernetes_versions`` in ``hyperpod.json``).
-
-``KubernetesVersion`` is a ``str`` (``"1.35"``): it compares, hashes and renders as the plain
-version, so ``cluster.kubernetes_version == "1.35"`` holds whichever a user passed.
-"""
+(``assets/hyperpod.json``) and the end of its EKS standard support. It is a ``str``
+(``"1.35"``), so ``cluster.kubernetes_version == "1.35"`` holds whichever a user passed."""
 
 from __future__ import annotations
 
 import datetime
 import difflib
 import importlib
-from typing import ClassVar, Final
+from typing import ClassVar
 
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_lambda as lambda_
@@ -27,13 +21,6 @@ from ..errors import CheckedName, Problems
 from . import _facts
 
 __all__ = ["KubernetesVersion"]
-
-#: The kubectl layer of each version: (module, class) of aws-cdk.lambda-layer-kubectl-v3x.
-_KUBECTL_LAYERS: Final[dict[str, tuple[str, str]]] = {
-    "1.33": ("aws_cdk.lambda_layer_kubectl_v33", "KubectlV33Layer"),
-    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
-    "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
-}
 
 
 def _minor(version: str) -> tuple[int, ...] | None:
@@ -111,8 +98,9 @@ class KubernetesVersion(CheckedName):
 
     def kubectl_layer(self, scope: Construct, id: str = "KubectlLayer") -> lambda_.ILayerVersion:
         """The kubectl/helm Lambda layer of this version (PyPI aws-cdk.lambda-layer-kubectl-v3x)."""
-        module, layer = _KUBECTL_LAYERS[self.version]
-        layer_class = getattr(importlib.import_module(module), layer)
+        minor = self.version.split(".")[1]  # aws-cdk.lambda-layer-kubectl-v<minor>
+        module = importlib.import_module(f"aws_cdk.lambda_layer_kubectl_v{minor}")
+        layer_class = getattr(module, f"KubectlV{minor}Layer")
         created: lambda_.ILayerVersion = layer_class(scope, id)
         return created
 
@@ -142,7 +130,7 @@ class KubernetesVersion(CheckedName):
         return _facts.extended_support_warning(self.version)
 
 
-for _version in _KUBECTL_LAYERS:
+for _version in _facts.supported_kubernetes_versions():
     setattr(
         KubernetesVersion,
         "V" + _version.replace(".", "_"),

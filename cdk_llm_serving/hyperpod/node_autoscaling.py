@@ -1,43 +1,12 @@
 """``NodeAutoScaling``: GPU nodes follow the serving pods (HyperPod's managed Karpenter).
 
-With ``HyperPodEksCluster(node_autoscaling=NodeAutoScaling())`` the HyperPod cluster gets
-``AutoScaling: {Mode: Enable, AutoScalerType: Karpenter}`` and a ``ClusterRole`` HyperPod
-assumes to add and remove nodes (CloudFormation's ``AWS::SageMaker::Cluster`` schema as
-cfn-lint ships it; botocore's SageMaker model: the role "must have permissions for
-``sagemaker:BatchAddClusterNodes`` and ``sagemaker:BatchDeleteClusterNodes``"). HyperPod
-installs and runs Karpenter itself; it ships no node class or node pool ("Autoscaling on
-SageMaker HyperPod EKS",
-https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html),
-so each autoscaled GPU group (``HyperPodInstanceGroup(max_count=...)``) gets:
-
-* a ``HyperpodNodeClass`` (``karpenter.sagemaker.amazonaws.com/v1``) whose
-  ``spec.instanceGroups`` names the group (at most 10 groups per node class; "Create a
-  NodeClass", .../sagemaker-hyperpod-eks-autoscaling-nodeclass.html);
-* a Karpenter ``NodePool`` (``karpenter.sh/v1``) referencing it (``nodeClassRef`` group
-  ``karpenter.sagemaker.amazonaws.com``, kind ``HyperpodNodeClass``; "Create a NodePool",
-  .../sagemaker-hyperpod-eks-autoscaling-nodepool.html), whose template carries the group's
-  labels and taints: Karpenter launches a node for a pending pod only when the pool's
-  template labels, requirements and taints admit the pod's node selector, affinity and
-  tolerations (Karpenter docs, "NodePools",
-  https://karpenter.sh/docs/concepts/nodepools/), and our serving pods select
-  ``cdk-llm-serving/group`` and require HyperPod's node-health label ``Schedulable``
-  (UNCONFIRMED whether HyperPod's provider declares that label itself: it is a template label
-  of the pool so that Karpenter's simulation admits the pods, not a requirement, as HyperPod's
-  provider supports "a limited set of well-known Kubernetes and Karpenter requirements";
-  HyperPod's health agent owns the label on the node afterwards). The pool's ``limits`` cap it at the group's ``max_count``
-  whole nodes' GPUs (``nvidia.com/gpu``; Karpenter stops launching once a pool's nodes
-  reach its limits, same page). Each pod of a replica requests all of a node's GPUs and EFA
-  devices, so a LeaderWorkerSet replica of N pods that KEDA adds pends as N pods, and
-  Karpenter launches N whole nodes for it.
-
-Scale-in is drain-safe: the pool consolidates ``WhenEmpty`` only, after
-``consolidate_after``: Karpenter never evicts a serving pod to pack nodes
-(``WhenEmptyOrUnderutilized`` would, Karpenter docs "Disruption",
-https://karpenter.sh/docs/concepts/disruption/#consolidation), and nodes never expire
-(``expireAfter: Never``, as AWS's sample pool). A node leaves once KEDA removed its replica
-and LeaderWorkerSet deleted the replica's pods (each after its preStop and grace period,
-``multi_node_manifests``).
-"""
+The HyperPod cluster gets Karpenter autoscaling and a ``ClusterRole``; each autoscaled GPU group
+(``HyperPodInstanceGroup(max_count=...)``) a ``HyperpodNodeClass`` and a ``NodePool`` that admits
+the serving pods (the group's labels and taints, and HyperPod's node-health label
+``Schedulable``: UNCONFIRMED whether HyperPod's provider declares it itself), capped at
+``max_count`` whole nodes' GPUs, consolidating ``WhenEmpty`` only: Karpenter never evicts a
+serving pod (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html;
+docs/design/hyperpod-cluster.md, "Node autoscaling")."""
 
 from __future__ import annotations
 
@@ -49,9 +18,10 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from .._cdk.durations import Span
+from .._cdk.nag import acknowledge_wildcard_resources
 from ..errors import Problems
 from .constants import GPU_RESOURCE, INSTANCE_TYPE_LABEL, NODE_HEALTH_LABEL, NODE_HEALTHY
+from .device_plugins import node_in
 from .instance_group import HyperPodInstanceGroup
 
 __all__ = [
@@ -67,18 +37,12 @@ HYPERPOD_NODE_CLASS_KIND = "HyperpodNodeClass"
 #: Karpenter's node pool; HyperPod requires v1 (AWS docs, "Autoscaling on SageMaker HyperPod
 #: EKS", prerequisites).
 KARPENTER_NODE_POOL_API_VERSION = "karpenter.sh/v1"
-#: Instance groups one HyperpodNodeClass may name (AWS docs, "Create a NodeClass").
-MAX_GROUPS_PER_NODE_CLASS = 10
 #: The principal HyperPod's autoscaler assumes the cluster role as (AWS docs, "Create an IAM
 #: role for HyperPod autoscaling with Karpenter",
 #: https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-iam.html).
 AUTOSCALER_PRINCIPAL = "hyperpod.sagemaker.amazonaws.com"
 #: What the cluster role may do: add and remove this account's cluster nodes (same page).
 AUTOSCALER_ACTIONS = ("sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes")
-
-
-#: ``consolidate_after``'s default: 10 minutes.
-_CONSOLIDATE_AFTER = Span.of_seconds(600)
 
 
 @dataclass(frozen=True)
@@ -91,14 +55,16 @@ class NodeAutoScaling:
         weights, engine) on the next scale-out. Default: 10 minutes.
     """
 
-    consolidate_after: Duration = _CONSOLIDATE_AFTER.duration
+    consolidate_after: Duration = Duration.minutes(10)
 
     def validate(self, problems: Problems, prop: str) -> None:
         """``consolidate_after`` in whole seconds, at least 0 (Karpenter's duration pattern)."""
-        span = _CONSOLIDATE_AFTER.given(self.consolidate_after, integral=False)
-        if span.seconds < 0 or span.seconds != int(span.seconds):
+        seconds = self.consolidate_after.to_seconds(integral=False)
+        if seconds < 0 or seconds != int(seconds):
             problems.add(
-                f"{prop}.consolidate_after", span.human(), "must be whole seconds, 0 or more"
+                f"{prop}.consolidate_after",
+                self.consolidate_after.to_human_string(),
+                "must be whole seconds, 0 or more",
             )
 
     def karpenter_objects(self, groups: Sequence[HyperPodInstanceGroup]) -> list[dict[str, Any]]:
@@ -119,7 +85,7 @@ class NodeAutoScaling:
         return objects
 
     def _node_pool(self, group: HyperPodInstanceGroup) -> dict[str, Any]:
-        gpus = group.capacity * _gpus(group)
+        gpus = group.capacity * int(getattr(group.instance_type, "gpus", 0) or 0)
         taints = [
             {
                 key: value
@@ -143,20 +109,14 @@ class NodeAutoScaling:
                             "kind": HYPERPOD_NODE_CLASS_KIND,
                             "name": group.name,
                         },
-                        "requirements": [
-                            {
-                                "key": INSTANCE_TYPE_LABEL,
-                                "operator": "In",
-                                "values": [str(group.instance_type)],
-                            },
-                        ],
+                        "requirements": [node_in(INSTANCE_TYPE_LABEL, [str(group.instance_type)])],
                         **({"taints": taints} if taints else {}),
                         "expireAfter": "Never",
                     },
                 },
                 "disruption": {
                     "consolidationPolicy": "WhenEmpty",
-                    "consolidateAfter": f"{int(_CONSOLIDATE_AFTER.given(self.consolidate_after).seconds)}s",
+                    "consolidateAfter": f"{int(self.consolidate_after.to_seconds())}s",
                 },
                 "limits": {GPU_RESOURCE: str(gpus)},
             },
@@ -164,20 +124,14 @@ class NodeAutoScaling:
 
     def autoscaler_role(self, scope: Construct, id: str) -> tuple[iam.Role, iam.ManagedPolicy]:
         """The ``ClusterRole``: trusted by HyperPod's autoscaler, allowed only to add and remove
-        nodes of this account's and Region's HyperPod clusters.
-
-        AWS's policy names ``arn:aws:sagemaker:*:*:cluster/*`` with ``aws:ResourceAccount`` =
-        the caller's account; a cluster's ARN ends in an ID HyperPod assigns at creation (and
-        this role must exist before), so this Region and account are as narrow as synth time
-        allows. AWS's page also grants ``kms:CreateGrant``/``kms:DescribeKey`` for customer
-        managed EBS keys: this construct gives its groups no KMS key, so they are left out.
-
-        The trust has no ``aws:SourceAccount``/``aws:SourceArn`` condition: AWS's trust policy
-        for this role has none, and no AWS page says HyperPod's autoscaler sends those keys
-        when it assumes the role (SageMaker's confused-deputy page lists no HyperPod
-        feature); a condition the service does not send would refuse every scaling action.
+        nodes of this account's and Region's HyperPod clusters (a cluster's ID exists only once
+        created). No KMS actions (the groups get no KMS key) and no trust condition: AWS's role
+        has none, and one the service does not send would refuse every scaling action
+        (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-iam.html).
         """
-        stack = Stack.of(scope)
+        clusters = Stack.of(scope).format_arn(
+            service="sagemaker", resource="cluster", resource_name="*"
+        )
         role = iam.Role(
             scope,
             id,
@@ -190,20 +144,16 @@ class NodeAutoScaling:
             roles=[role],
             description="HyperPod autoscaling: BatchAddClusterNodes, BatchDeleteClusterNodes",
             statements=[
-                iam.PolicyStatement(
-                    actions=list(AUTOSCALER_ACTIONS),
-                    resources=[
-                        stack.format_arn(service="sagemaker", resource="cluster", resource_name="*")
-                    ],
-                )
+                iam.PolicyStatement(actions=list(AUTOSCALER_ACTIONS), resources=[clusters])
             ],
         )
+        acknowledge_wildcard_resources(
+            policy,
+            [clusters],
+            "HyperPod assigns the cluster's ID at creation, after this role must exist: this account's and Region's clusters are as narrow as synth time allows (AWS's policy names every Region).",
+            actions=AUTOSCALER_ACTIONS,
+        )
         return role, policy
-
-
-def _gpus(group: HyperPodInstanceGroup) -> int:
-    instance_type = group.instance_type
-    return int(getattr(instance_type, "gpus", 0) or 0)
 
 
 def validate_autoscaled_groups(

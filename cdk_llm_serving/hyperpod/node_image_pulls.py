@@ -1,23 +1,8 @@
-"""The ECR repositories a HyperPod node's role may pull images from (issue 32).
-
-The kubelet on a HyperPod node pulls with the node's role, the instance groups'
-``ExecutionRole``. Its AWS managed policy ``AmazonSageMakerClusterInstanceRolePolicy``
-grants CloudWatch, CloudWatch Logs, S3 (lifecycle scripts in ``sagemaker-*`` buckets) and
-SSM messages, no ECR action (https://docs.aws.amazon.com/sagemaker/latest/dg/security-iam-awsmanpol-AmazonSageMakerClusterInstanceRolePolicy.html),
-so the node policy grants the pulls itself: ``ecr:GetAuthorizationToken`` on ``*`` (it has
-no resource type), and ``ecr:BatchGetImage``, ``ecr:GetDownloadUrlForLayer``,
-``ecr:BatchCheckLayerAvailability`` on repository ARNs only (their resource type is
-``repository``, Service Authorization Reference, "Actions, resources, and condition keys
-for Amazon Elastic Container Registry"). The repositories (``assets/node_image_registries.json``
-cites each): the Region's EKS add-on registry, the EFA device plugin's repository, the
-inference operator's registry when it is installed, and each serving image, registered by
-the service that runs it (``HyperPodEksCluster.allow_image_pull``). Images outside ECR
-(``public.ecr.aws``, ``registry.k8s.io``, ``ghcr.io``, ``nvcr.io``, Docker Hub: LWS, KEDA,
-the NVIDIA device plugin, the router) need no IAM. The load balancer controller's image is in
-ECR: aws-cdk-lib's ``AlbController`` pulls it from us-west-2's add-on registry in every
-Region (``load_balancer_controller_repository_arn``), and the charts' images a user pins to
-an ECR mirror (``HyperPodServingAddons(chart_images=)``) are registered like serving images.
-"""
+"""The ECR repositories a HyperPod node's role may pull images from: the node's managed policy
+grants no ECR action, so the node policy grants the pulls on these repositories only
+(``assets/node_image_registries.json`` cites each), and each serving or mirrored chart image
+(``HyperPodEksCluster.allow_image_pull``). Images outside ECR need no IAM
+(docs/design/hyperpod-cluster.md, "Node role")."""
 
 from __future__ import annotations
 
@@ -28,16 +13,6 @@ from typing import TypedDict, cast
 
 from .._partitions import partition_of_region
 from ..model_sources import ECR_REGISTRY, ContainerImage
-
-__all__ = [
-    "PULL_ACTIONS",
-    "addon_registry_arn",
-    "efa_device_plugin_repository_arn",
-    "load_balancer_controller_repository_arn",
-    "inference_operator_registry_arn",
-    "is_ecr_like",
-    "repository_arn_of",
-]
 
 #: The pull actions that take a repository ARN.
 PULL_ACTIONS = (

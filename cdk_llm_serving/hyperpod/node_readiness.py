@@ -1,46 +1,14 @@
 """``HyperPodNodesReady``: a custom resource that completes once every instance group's
-nodes are Running, so charts and manifests that need nodes are applied after them.
+nodes are Running, so charts and manifests that need nodes are applied after them (under
+``NodeProvisioningMode: Continuous`` the cluster resource completes before any node exists).
 
-Under ``NodeProvisioningMode: Continuous`` the ``AWS::SageMaker::Cluster`` resource is
-complete before any node exists (see ``assets/node_wait/index.py``); Helm installs with
-``--wait`` would then time out and roll the stack back.
-
-How long to wait (``wait_budget``, override with ``HyperPodEksCluster(nodes_ready_timeout=)``)
-is derived per group, and the slowest group sets it, since groups provision in parallel:
-
-* ``_BASE`` for launch, lifecycle script and kubelet join;
-* per on-start deep health check the group runs: ``InstanceStress`` (DCGM diagnostics level 4
-  with its memory tests, plus EFA benchmarks, per AWS's list of HyperPod deep health checks,
-  https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-deep-health-checks.html;
-  NVIDIA gives level 3 "approximately 15 minutes" and level 4 only as "extended, longer-running",
-  https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html)
-  and ``InstanceConnectivity`` (NCCL tests across the group's nodes);
-* ``_PER_NODE`` per node of the group: Continuous provisioning adds nodes as capacity allows.
-
-ASSUMED: AWS publishes no durations for any of these; the figures are our estimates, chosen
-long, because a long budget costs nothing when something fails: the wait fails at once on a
-node in ``Failure``, a ``Failed`` group or cluster, with SageMaker's reason
-(``assets/node_wait/index.py``). The budget only bounds provisioning that is slow but not
-failing (nodes Pending on capacity, checks still running), where giving up means rolling back
-and releasing capacity: what a timeout costs, and how to keep the cluster instead
-(``cdk deploy --no-rollback``), is in the error it raises.
-
-A CloudFormation custom resource must answer within one hour (``ServiceTimeout``: "an
-integer from 1 to 3600", CloudFormation user guide, ``AWS::CloudFormation::CustomResource``),
-so a longer wait is split into chained stages of at most ``_STAGE`` each: every stage but
-the last completes at its deadline, the last fails there, naming each group's
-running/expected count and its nodes' statuses.
-
-The provider framework (aws-cdk-lib ``custom-resources/lib/provider-framework``) calls
-``is_complete`` right after ``on_event`` and then every ``_QUERY_INTERVAL``; it gives up
-after ``total_timeout`` (``util.js``, ``calculateRetryPolicy``: total / interval attempts),
-set a few minutes past the stage's own deadline so our message, not "Operation timed out",
-is what CloudFormation shows; an error the handler raises fails the resource at once
-(``runtime/framework.js``, ``safeHandler``), it is not retried.
-
-Update (a group's count or the timeout changed) waits again, for the new counts: a scale-up
-completes once the added nodes run; a rollback waits for the old counts, which ran before.
-Delete waits for nothing.
+How long to wait (``wait_budget``) is derived per group, the slowest group setting it: ``_BASE``
+for launch, lifecycle script and join, each on-start deep health check the group runs, and
+``_PER_NODE`` per node. ASSUMED: AWS publishes no durations for any of these; the figures are
+our estimates, long on purpose, as the wait fails at once on a node in ``Failure`` or a failed
+group (``assets/node_wait/index.py``). A custom resource must answer within an hour, so a
+longer wait is chained stages of at most ``_STAGE``, the last failing at its deadline.
+Sources and the reasoning: docs/design/hyperpod-cluster.md, "Waiting for the nodes".
 """
 
 from __future__ import annotations
@@ -149,10 +117,9 @@ class HyperPodNodesReady(Construct):
     def ready(self) -> CustomResource:
         return self.stages[-1]
 
-    def _rebudget(self, instance_groups: Sequence[HyperPodInstanceGroup]) -> None:
-        """Spread a derived budget for changed groups (deep health checks turned off) over the
-        stages made for the first: their number stays, their deadlines shrink. A ``timeout``
-        that was given stays as given."""
+    def rebudget(self, instance_groups: Sequence[HyperPodInstanceGroup]) -> None:
+        """Derive the budget again for changed groups (deep health checks turned off), over
+        the same number of stages; a ``timeout`` that was given stays as given."""
         if self._timeout_given:
             return
         self.timeout = wait_budget(instance_groups)
@@ -198,6 +165,7 @@ class HyperPodNodesReady(Construct):
             on_event_handler=handlers[0],
             is_complete_handler=handlers[1],
             query_interval=_QUERY_INTERVAL,
+            # Past the stage's own deadline: CloudFormation shows our message, not a timeout.
             total_timeout=_STAGE.plus(Duration.minutes(5)),
         )
         self._acknowledge(provider)
@@ -226,14 +194,13 @@ class HyperPodNodesReady(Construct):
             provider,
             "aws-cdk-lib's custom-resource provider framework (its functions, roles and waiter state machine) around our node-wait handlers.",
         )
-        for rule, reason in (
-            (
-                "AwsSolutions-SF1",
-                "The provider framework's waiter only retries our is_complete handler; its outcome is in the handlers' log group and CloudFormation events.",
-            ),
-            (
-                "AwsSolutions-SF2",
-                "The provider framework's waiter state machine offers no X-Ray option; it only retries one Lambda function.",
-            ),
-        ):
-            acknowledge(provider, rule, reason)
+        acknowledge(
+            provider,
+            "AwsSolutions-SF1",
+            "The provider framework's waiter only retries our is_complete handler; its outcome is in the handlers' log group and CloudFormation events.",
+        )
+        acknowledge(
+            provider,
+            "AwsSolutions-SF2",
+            "The provider framework's waiter state machine offers no X-Ray option; it only retries one Lambda function.",
+        )

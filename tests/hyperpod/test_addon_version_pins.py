@@ -1,4 +1,4 @@
-"""Issue 31: add-on versions that cannot exist are refused at synth: without their
+"""Add-on versions that cannot exist are refused at synth: without their
 ``-eksbuild.N`` suffix, of another form, or a kube-proxy for another Kubernetes version."""
 
 from __future__ import annotations

@@ -60,7 +60,9 @@ def test_a_health_check_cloudformation_refuses_is_refused_at_synth():
         ),
     ]
     with pytest.raises(ConfigurationError) as caught:
-        HyperPodEksCluster(new_stack(), "HyperPod", instance_groups=groups)
+        HyperPodEksCluster(
+            new_stack(), "HyperPod", kubernetes_version="1.33", instance_groups=groups
+        )
     (problem,) = caught.value.problems
     assert problem.property == "instance_groups[1].deep_health_checks"
     assert problem.value == "MultiNodeTrainingValidation"

@@ -1,4 +1,4 @@
-"""Issue 12 items 3 and 6: EFA egress, Pod Identity, the nodes-ready wait, the GPU zone,
+"""The cluster's network and lifecycle: EFA egress, Pod Identity, the nodes-ready wait, the GPU zone,
 a ``cdk destroy`` that completes, the association's path, and ``on_create.sh``."""
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def test_nodes_ready_waits_for_every_group_in_chained_stages(hyperpod_template):
     assert len(firsts) == 1
     total = sum(int(s["Properties"]["DeadlineSeconds"]) for s in stages.values())
     # Without the HyperPod dependencies chart the reference app runs no deep health checks,
-    # and the derived budget is that of groups without them (issue 26).
+    # and the derived budget is that of groups without them.
     groups_objects = [
         HyperPodInstanceGroup.system(instance_type="ml.m5.4xlarge", count=2),
         HyperPodInstanceGroup.gpu("gpu-b200", "ml.p6-b200.48xlarge", 2, deep_health_checks=()),
@@ -139,6 +139,7 @@ def test_the_wait_grows_with_the_group_and_can_be_set():
     HyperPodEksCluster(
         stack,
         "HyperPod",
+        kubernetes_version="1.33",
         instance_groups=instance_groups(),
         nodes_ready_timeout=Duration.hours(3),
     )
@@ -172,6 +173,7 @@ def test_a_wait_under_a_minute_is_refused():
         HyperPodEksCluster(
             new_stack(),
             "HyperPod",
+            kubernetes_version="1.33",
             instance_groups=instance_groups(),
             nodes_ready_timeout=Duration.seconds(30),
         )
@@ -194,7 +196,9 @@ def test_a_chart_can_install_before_the_hyperpod_cluster():
     """AWS's HyperPod dependencies chart must be installed before the cluster: a chart the
     cluster depends on synthesizes (no cycle) and waits for neither the cluster nor its nodes."""
     stack = new_stack()
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups())
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=instance_groups()
+    )
     chart = eks.HelmChart(
         stack,
         "Dependencies",
@@ -269,6 +273,7 @@ def test_the_wait_handler_may_only_read_this_clusters_status_and_nodes(hyperpod_
 
 def _zoned_stack(**kwargs) -> tuple[Stack, HyperPodEksCluster]:
     stack = new_stack("Zoned")
+    kwargs.setdefault("kubernetes_version", "1.33")
     cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(), **kwargs)
     FsxModelStore(
         stack,
@@ -345,6 +350,7 @@ def _on_imported_vpc(route_tables: bool, **kwargs) -> Stack:
         stack,
         "HyperPod",
         instance_groups=instance_groups(),
+        kubernetes_version="1.33",
         vpc=vpc,
         gpu_availability_zone_id="use1-az4",
         **kwargs,
@@ -756,7 +762,7 @@ def test_on_create_fails_on_an_os_whose_containerd_it_cannot_configure(tmp_path,
     assert _marker(root)["outcome"] == "failed"
 
 
-# -- issue 14: the lifecycle bucket and the add-on pins -------------------------------------------
+# -- the lifecycle bucket and the add-on pins -----------------------------------------------------
 
 
 def _lifecycle_bucket(template: dict) -> tuple[str, dict]:
@@ -853,6 +859,8 @@ def test_lifecycle_logs_work_without_the_cdk_json_feature_flags():
     from aws_cdk import App
 
     stack = Stack(App(), "Bare")
-    HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups())
+    HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=instance_groups()
+    )
     _, bucket = _lifecycle_bucket(_template(stack))
     assert "LoggingConfiguration" in bucket["Properties"]

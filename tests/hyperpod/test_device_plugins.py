@@ -109,7 +109,9 @@ def test_without_efa_nodes_no_efa_plugin_and_no_empty_instance_list():
     ]
     assert "supportedInstanceLabels" not in efa_values(groups, default_catalog())
     stack = new_stack("NoEfa")
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=groups)
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=groups
+    )
     HyperPodServingAddons(stack, "Addons", cluster=cluster)
     releases = {
         resource["Properties"]["Release"]
@@ -121,7 +123,7 @@ def test_without_efa_nodes_no_efa_plugin_and_no_empty_instance_list():
 
 
 def test_published_plugins_land_through_a_no_execute_group_taint(helm):
-    """Boundary (#31): a ``NoExecute`` taint evicts whatever does not tolerate it with that
+    """Boundary: a ``NoExecute`` taint evicts whatever does not tolerate it with that
     effect; a toleration written as ``NoSchedule`` would leave the node without devices."""
     evict = KubernetesTaint("example.com/evict", "NoExecute", "llm")
     groups = [

@@ -41,7 +41,7 @@ def test_gpu_group_is_sized_by_the_planner(hyperpod_template):
     gpu = groups["gpu-b200"]
     assert (gpu["InstanceType"], gpu["InstanceCount"]) == ("ml.p6-b200.48xlarge", 2)
     # The reference app synthesizes without the HyperPod dependencies chart (no chart-dir):
-    # its GPU group then runs no deep health checks (issue 26; HyperPodServingAddons).
+    # its GPU group then runs no deep health checks (HyperPodServingAddons).
     assert "OnStartDeepHealthChecks" not in gpu
     assert gpu["ThreadsPerCore"] == 1
     assert gpu["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 1000}}]
@@ -250,6 +250,7 @@ def test_a_broken_manifest_fails_schema_validation():
 
 def cluster_problems(groups, **kwargs) -> list[str]:
     with pytest.raises(ConfigurationError) as caught:
+        kwargs.setdefault("kubernetes_version", "1.33")
         HyperPodEksCluster(new_stack("Hp"), "HyperPod", instance_groups=groups, **kwargs)
     return [p.property for p in caught.value.problems]
 
@@ -308,6 +309,7 @@ def test_admin_roles_get_access_entries():
     HyperPodEksCluster(
         stack,
         "HyperPod",
+        kubernetes_version="1.33",
         instance_groups=[
             HyperPodInstanceGroup.system(),
             HyperPodInstanceGroup.gpu("gpu", "ml.p5.48xlarge", 2),
@@ -344,6 +346,7 @@ def test_an_imported_vpc_is_used_as_is():
     HyperPodEksCluster(
         stack,
         "HyperPod",
+        kubernetes_version="1.33",
         vpc=vpc,
         instance_groups=[
             HyperPodInstanceGroup.system(),

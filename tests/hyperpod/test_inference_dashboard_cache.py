@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _endpoint(stack, **props):
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=single_node_groups()
+    )
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     return gpt_oss_120b_endpoint(stack, addons, **props)
 

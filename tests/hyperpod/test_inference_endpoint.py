@@ -35,7 +35,9 @@ from tests.support.template_helpers import manifest_objects
 
 
 def _cluster(stack: Stack, groups=None) -> tuple[HyperPodEksCluster, HyperPodServingAddons]:
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=groups or single_node_groups())
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=groups or single_node_groups()
+    )
     return cluster, HyperPodServingAddons(stack, "Addons", cluster=cluster)
 
 

@@ -37,7 +37,9 @@ PD = InferencePrefillDecode(
 
 def _alarms(**props) -> InferenceEndpointAlarms:
     stack = new_stack()
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=single_node_groups()
+    )
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     endpoint = gpt_oss_120b_endpoint(stack, addons, **props)
     workspace = aps.CfnWorkspace(stack, "Workspace")
@@ -51,8 +53,10 @@ def _by_name(alarms: InferenceEndpointAlarms) -> dict[str, dict]:
 
 
 def test_each_path_has_its_alarm():
-    colocated = _by_name(_alarms())
+    colocated = _by_name(_alarms(kv_cache=False))
     assert set(colocated) == {"InferenceQueueDepthHigh"}
+    cached = _by_name(_alarms())  # the default KV cache brings its tier's alarm
+    assert set(cached) == {"InferenceQueueDepthHigh", "InferenceKvCacheTierNoHits"}
     pd = _by_name(_alarms(prefill_decode=PD, kv_cache=InferenceKvCache.l1_only()))
     assert {name: rule["labels"]["path"] for name, rule in pd.items()} == {
         "InferencePrefillQueueDepthHigh": "prefill",
@@ -88,7 +92,9 @@ def test_the_rule_group_lands_in_the_workspace():
 def test_bad_thresholds_are_refused_at_once():
     with pytest.raises(ConfigurationError) as raised:
         stack = new_stack()
-        cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
+        cluster = HyperPodEksCluster(
+            stack, "HyperPod", kubernetes_version="1.33", instance_groups=single_node_groups()
+        )
         addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
         InferenceEndpointAlarms(
             stack,

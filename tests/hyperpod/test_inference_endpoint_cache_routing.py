@@ -1,4 +1,4 @@
-"""HyperPodInferenceEndpoint's kvCacheSpec, intelligentRoutingSpec and pdSpec (#29), and the
+"""HyperPodInferenceEndpoint's kvCacheSpec, intelligentRoutingSpec and pdSpec, and the
 cluster's TieredStorageConfig they turn on: against the operator's CRD and CloudFormation's
 schema as cfn-lint ships it."""
 
@@ -9,14 +9,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import Stack
 from aws_cdk.assertions import Annotations, Match, Template
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.inference_endpoint import (
-    CACHE_AND_ROUTING_CONTEXT,
     InferenceAutoScaling,
 )
 from cdk_llm_serving.hyperpod.inference_features import (
@@ -38,7 +37,7 @@ from tests.support.cfn_schemas import resource_schema
 from tests.support.hyperpod import gpt_oss_120b_endpoint, imported_cluster, single_node_groups
 from tests.support.kubernetes_schemas import concretize, undeclared_fields
 
-#: The specs #29 adds to the InferenceEndpointConfig.
+#: The operator's cache, routing and prefill/decode specs in the InferenceEndpointConfig.
 SPECS = ("kvCacheSpec", "intelligentRoutingSpec", "pdSpec")
 
 
@@ -53,12 +52,10 @@ def crd_schema(shared_dir: Path) -> dict:
 
 
 def _addons(stack: Stack, groups=None) -> tuple[HyperPodEksCluster, HyperPodServingAddons]:
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=groups or single_node_groups())
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=groups or single_node_groups()
+    )
     return cluster, HyperPodServingAddons(stack, "Addons", cluster=cluster)
-
-
-def _flagged_stack() -> Stack:
-    return Stack(App(context={CACHE_AND_ROUTING_CONTEXT: True}), "Flagged")
 
 
 def _warned(stack: Stack, warning_id: str) -> bool:
@@ -160,16 +157,8 @@ def test_redis_l2_renders_its_url_and_passes_the_crd(crd_schema):
 # -- defaults -----------------------------------------------------------------------------
 
 
-def test_without_the_flag_nothing_changes():
+def test_by_default_cache_and_routing_are_on_and_the_cluster_tier_matches():
     stack = new_stack()
-    _, addons = _addons(stack)
-    endpoint = gpt_oss_120b_endpoint(stack, addons)
-    assert not set(SPECS) & set(endpoint.manifest["spec"])
-    assert _tiered_storage_config(stack) is None
-
-
-def test_with_the_flag_cache_and_routing_are_on_and_the_cluster_tier_matches():
-    stack = _flagged_stack()
     cluster, addons = _addons(stack)
     endpoint = gpt_oss_120b_endpoint(stack, addons)
     spec = endpoint.manifest["spec"]
@@ -184,7 +173,7 @@ def test_with_the_flag_cache_and_routing_are_on_and_the_cluster_tier_matches():
 
 
 def test_false_turns_each_default_off():
-    stack = _flagged_stack()
+    stack = new_stack()
     _, addons = _addons(stack)
     endpoint = gpt_oss_120b_endpoint(stack, addons, kv_cache=False, routing=False)
     assert not set(SPECS) & set(endpoint.manifest["spec"])
@@ -196,6 +185,7 @@ def test_the_clusters_own_tiered_storage_is_kept():
     cluster = HyperPodEksCluster(
         stack,
         "HyperPod",
+        kubernetes_version="1.33",
         instance_groups=single_node_groups(),
         tiered_storage=TieredStorage(memory_percentage=8),
     )
@@ -212,6 +202,7 @@ def test_a_tier_beyond_the_pods_headroom_is_warned():
     HyperPodEksCluster(
         stack,
         "HyperPod",
+        kubernetes_version="1.33",
         instance_groups=single_node_groups(),
         tiered_storage=TieredStorage(memory_percentage=20),
     )
@@ -227,6 +218,7 @@ def test_cloudformation_refuses_what_tiered_storage_refuses():
         HyperPodEksCluster(
             new_stack(),
             "HyperPod",
+            kubernetes_version="1.33",
             instance_groups=single_node_groups(),
             tiered_storage=TieredStorage(memory_percentage=101),
         )
@@ -263,7 +255,7 @@ def test_an_imported_cluster_without_tiered_storage_refuses_an_explicit_l2():
 
 
 def test_an_imported_cluster_without_tiered_storage_defaults_to_l1_with_a_warning():
-    stack = _flagged_stack()
+    stack = new_stack()
     addons = _imported(stack)
     endpoint = _on_imported(stack, addons)
     assert endpoint.manifest["spec"]["kvCacheSpec"] == {
@@ -471,7 +463,7 @@ def test_the_reference_operator_variant_caches_routes_and_turns_the_tier_on(
 def test_the_reference_operator_variant_renders_all_three_specs_where_the_planner_says_pd_pays(
     inference_operator_template, crd_schema
 ):
-    """#29's done criterion: the variant's dense long-context endpoint renders kvCacheSpec,
+    """The variant's dense long-context endpoint renders kvCacheSpec,
     intelligentRoutingSpec and pdSpec (from its declared workload, not asked for), valid
     against the operator's CRD, each role on its own node of gpu-pd with the node's GPUs and
     EFA devices."""
@@ -528,26 +520,6 @@ def test_the_roles_pods_land_on_their_groups_and_match_kubernetes_schemas():
     assert landing(no_toleration) == []  # the check can fail: GPU groups are tainted
     for template in pods.values():
         validate_core({"apiVersion": "v1", "kind": "Pod", **template})
-
-
-# -- routing on a deployed endpoint ----------------------------------------------------------
-
-
-def test_routing_given_without_the_flag_warns_that_it_applies_only_at_creation():
-    """The review's minor: the operator rejects intelligentRoutingSpec added to a deployed
-    endpoint; an app without the flag (made before it) is warned before it deploys."""
-    stack = new_stack()
-    _, addons = _addons(stack)
-    gpt_oss_120b_endpoint(stack, addons, routing=InferenceRouting())
-    assert _warned(stack, "cdk-llm-serving:routingOnlyAtCreation")
-    flagged = _flagged_stack()
-    _, addons = _addons(flagged)
-    gpt_oss_120b_endpoint(flagged, addons, routing=InferenceRouting())
-    assert not _warned(flagged, "cdk-llm-serving:routingOnlyAtCreation")
-    plain = new_stack()
-    _, addons = _addons(plain)
-    gpt_oss_120b_endpoint(plain, addons)  # no routing: nothing to warn about
-    assert not _warned(plain, "cdk-llm-serving:routingOnlyAtCreation")
 
 
 def test_the_reference_pd_endpoints_worker_flags_pass_aws_script_and_vllms_parser(

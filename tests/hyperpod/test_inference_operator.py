@@ -147,7 +147,7 @@ def test_s3_csi_role_reads_only_the_endpoints_weights(inference_operator_templat
         listed = listed if isinstance(listed, list) else [listed]
         for action in actions_of(statement):
             resources.setdefault(action, []).extend(flatten(r) for r in listed)
-    # Both endpoints' weights (gpt-oss-120b and, since #29, Llama 3.3 70B), nothing else.
+    # Both endpoints' weights (gpt-oss-120b and Llama 3.3 70B), nothing else.
     assert sorted(r.rpartition(":s3:::")[2] for r in resources["s3:GetObject"]) == [
         "cdk-llm-serving-placeholder-weights/gpt-oss-120b/*",
         "cdk-llm-serving-placeholder-weights/llama-3.3-70b/*",

@@ -14,18 +14,21 @@ from cdk_llm_serving.hyperpod._facts import (
     hyperpod_facts,
     supported_kubernetes_versions,
 )
+from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
+from cdk_llm_serving.hyperpod.kubernetes_version import KubernetesVersion
 from tests.support.builders import new_stack
 from tests.support.hyperpod import instance_groups
 
 WARNING_ID = "cdk-llm-serving:kubernetesExtendedSupport"
 
 
-def cluster_warnings(version: str | None) -> list[str]:
-    """The warnings a new cluster of ``version`` (``None``: the default) records at construction."""
-    stack = new_stack(f"K8s{(version or 'default').replace('.', '')}")
-    kwargs = {} if version is None else {"kubernetes_version": version}
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(), **kwargs)
+def cluster_warnings(version: str) -> list[str]:
+    """The warnings a new cluster of ``version`` records at construction."""
+    stack = new_stack(f"K8s{version.replace('.', '')}")
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", instance_groups=instance_groups(), kubernetes_version=version
+    )
     return [
         str(entry.data)
         for entry in cluster.node.metadata
@@ -36,7 +39,7 @@ def cluster_warnings(version: str | None) -> list[str]:
 @pytest.mark.parametrize(
     ("version", "expected"),
     [
-        (None, "1.33: EKS standard support ended on 2026-07-29"),  # the default
+        ("1.33", "1.33: EKS standard support ended on 2026-07-29"),
         ("1.34", "1.34: EKS standard support ends on 2026-12-02"),  # within 90 days
         ("1.35", None),  # standard support to 2027-03-27
     ],
@@ -101,30 +104,22 @@ def test_the_kubectl_layer_matches_the_cluster_version(reference_templates):
     assert any(d.startswith("/opt/kubectl/kubectl 1.35.") for d in layers), layers
 
 
-# -- issue 26: the default, decided again with extended support's price in mind ------------------
-
-DEFAULT_DEPRECATED = "cdk-llm-serving:deprecated:HyperPodEksCluster.kubernetes_version"
+# -- the version is required, as aws-eks-v2's Cluster(version=) is ---------------------------------
 
 
-def _warnings(version: str | None, warning_id: str) -> list[str]:
-    stack = new_stack(f"Default{(version or 'none').replace('.', '')}")
-    kwargs = {} if version is None else {"kubernetes_version": version}
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(), **kwargs)
-    assert cluster.kubernetes_version == (version or "1.33")  # a deployed default never moves
-    return [
-        str(entry.data)
-        for entry in cluster.node.metadata
-        if entry.type == "aws:cdk:warning" and warning_id in str(entry.data)
-    ]
+def test_leaving_the_version_out_is_refused_with_one_clear_error():
+    with pytest.raises(ConfigurationError) as caught:
+        HyperPodEksCluster(new_stack("NoVersion"), "HyperPod", instance_groups=instance_groups())
+    assert [p.property for p in caught.value.problems] == ["kubernetes_version"]
+    assert "required" in str(caught.value)
 
 
-def test_leaving_the_version_out_is_deprecated_and_says_what_each_choice_costs():
-    (message,) = _warnings(None, DEFAULT_DEPRECATED)
-    assert "required in 0.3.0" in message
-    assert "KubernetesVersion.V1_35" in message and "KubernetesVersion.V1_33" in message
-    assert "$0.60 instead of $0.10 per cluster-hour" in message
-
-
-@pytest.mark.parametrize("version", ["1.33", "1.35"])
-def test_an_explicit_version_is_not_the_deprecated_default(version):
-    assert _warnings(version, DEFAULT_DEPRECATED) == []
+def test_a_version_is_a_kubernetes_version_whichever_way_it_is_given():
+    cluster = HyperPodEksCluster(
+        new_stack("TypedVersion"),
+        "HyperPod",
+        instance_groups=instance_groups(),
+        kubernetes_version=KubernetesVersion.V1_35,
+    )
+    assert cluster.kubernetes_version == "1.35"
+    assert isinstance(cluster.kubernetes_version, KubernetesVersion)

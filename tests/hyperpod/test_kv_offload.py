@@ -128,6 +128,7 @@ def _tiered_cluster(stack, percentage: int):
     cluster = HyperPodEksCluster(
         stack,
         "HyperPod",
+        kubernetes_version="1.33",
         instance_groups=instance_groups(2),
         tiered_storage=TieredStorage(memory_percentage=percentage),
     )

@@ -1,4 +1,4 @@
-"""GPU nodes follow replicas (issue 30): HyperPod's managed Karpenter, drain-safe scale-in.
+"""GPU nodes follow replicas: HyperPod's managed Karpenter, drain-safe scale-in.
 
 Checked against the real artifacts: cfn-lint's schema of ``AWS::SageMaker::Cluster``,
 Karpenter's ``NodePool`` CRD (tests/data/crds, v1.0.0), Kubernetes' own Pod schema for the

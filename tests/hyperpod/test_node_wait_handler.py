@@ -166,7 +166,7 @@ def test_running_is_a_status_botocore_knows(handler, client):
     assert "DeepHealthCheckInProgress" in shape.enum  # not yet ready: deep health checks run
 
 
-# -- issue 26: fail fast, say why, and what a timeout costs ----------------------------------------
+# -- fail fast, say why, and what a timeout costs -------------------------------------------------
 
 
 def test_a_node_in_failure_fails_the_wait_at_once_with_its_reason(handler, client):

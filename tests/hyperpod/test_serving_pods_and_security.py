@@ -265,6 +265,7 @@ def test_the_csi_provider_takes_the_clusters_addon_version_override():
     cluster = HyperPodEksCluster(
         stack,
         "HyperPod",
+        kubernetes_version="1.33",
         instance_groups=instance_groups(2),
         addon_versions={provider: "v9.9.9-eksbuild.1"},
     )

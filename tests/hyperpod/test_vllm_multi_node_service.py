@@ -313,7 +313,11 @@ def _zoned_service(**exposure) -> tuple[dict, dict, list[str]]:
     warnings)."""
     stack = new_stack("ZonedLb" + str(len(exposure)))
     cluster = HyperPodEksCluster(
-        stack, "HyperPod", instance_groups=instance_groups(), gpu_availability_zone_id="use1-az4"
+        stack,
+        "HyperPod",
+        kubernetes_version="1.33",
+        instance_groups=instance_groups(),
+        gpu_availability_zone_id="use1-az4",
     )
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     deepseek_service(stack, cluster, addons, model_store(stack, cluster), **exposure)

@@ -70,6 +70,7 @@ stack = Stack(app, "CdkLlmServingIntegHyperPod", env=Environment(region=REGION))
 cluster = HyperPodEksCluster(
     stack,
     "HyperPod",
+    kubernetes_version="1.33",
     instance_groups=[
         HyperPodInstanceGroup.system(instance_type="ml.m5.xlarge", count=1),
         HyperPodInstanceGroup.gpu("gpu", "ml.g5.12xlarge", 1),

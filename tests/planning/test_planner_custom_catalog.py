@@ -101,10 +101,14 @@ def test_hyperpod_cluster_and_service_accept_a_custom_catalog():
         HyperPodInstanceGroup.gpu("gpu", "ml.g7e.48xlarge", 2),
     ]
     with pytest.raises(ConfigurationError, match="planner's catalog"):
-        HyperPodEksCluster(new_stack("Refused"), "HyperPod", instance_groups=groups)
+        HyperPodEksCluster(
+            new_stack("Refused"), "HyperPod", kubernetes_version="1.33", instance_groups=groups
+        )
 
     stack = new_stack("Custom")
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=groups, catalog=catalog)
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=groups, catalog=catalog
+    )
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     store = model_store(stack, cluster)
     service = deepseek_service(stack, cluster, addons, store, catalog=catalog)

@@ -39,8 +39,13 @@ def _gpu_node(name: str, instance_type: str) -> Node:
 
 
 def _config(**props) -> dict:
+    """The endpoint's config; without the KV cache and routing unless given (each test here
+    plays one feature, and the world has no cluster tier)."""
+    props = {"kv_cache": False, "routing": False, **props}
     stack = new_stack()
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=single_node_groups())
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=single_node_groups()
+    )
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
     return stack.resolve(gpt_oss_120b_endpoint(stack, addons, **props).manifest)
 

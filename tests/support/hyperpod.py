@@ -37,7 +37,9 @@ def instance_groups(gpu_count: int = 2) -> list[HyperPodInstanceGroup]:
 
 def hyperpod_cluster(stack: Stack, gpu_count: int = 2) -> HyperPodEksCluster:
     """A new cluster with ``instance_groups(gpu_count)``."""
-    return HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups(gpu_count))
+    return HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=instance_groups(gpu_count)
+    )
 
 
 def model_store(stack: Stack, cluster: IHyperPodCluster, **overrides: Any) -> FsxModelStore:

@@ -1,43 +1,11 @@
 """Custom-resource handlers: wait until every HyperPod instance group has its nodes Running.
 
-Used by ``HyperPodNodesReady`` through aws-cdk-lib's provider framework (``on_event`` then
-``is_complete`` every query interval). Under ``NodeProvisioningMode: Continuous`` the
-``AWS::SageMaker::Cluster`` resource completes before any node exists (botocore's
-``CreateCluster`` documentation: "The cluster becomes operational once cluster-level
-resources are ready. Use CurrentCount and TargetCount in DescribeCluster to track
-provisioning progress"), so charts and manifests that need nodes wait on this instead.
-
-A node counts once ``ListClusterNodes`` reports ``InstanceStatus.Status == "Running"``
-(enum ``ClusterInstanceStatus`` in botocore's sagemaker model: Running, Failure, Pending,
-ShuttingDown, SystemUpdating, DeepHealthCheckInProgress, NotFound, DetachInProgress,
-AttachInProgress). ``InstanceGroupNameContains`` matches substrings, so this handler lists
-every node once and matches group names exactly.
-
-Fails fast, each poll, with the reason SageMaker gives (the error becomes the resource's
-CloudFormation status reason):
-
-* the cluster is ``Failed`` or ``RollingBack`` (``ClusterStatus``; ``DescribeCluster``'s
-  ``FailureMessage``);
-* a group we wait for is ``Failed`` (``InstanceGroupStatus``: InService, Creating, Updating,
-  Failed, Degraded, SystemUpdating, Deleting);
-* a node of such a group is in ``Failure`` (its ``InstanceStatus.Message``: a lifecycle
-  script that exited non-zero, a deep health check that failed). Waiting on would only spend
-  the budget: the node does not become Running by itself, and automatic node recovery that
-  replaces it shows as a new node.
-
-At the deadline of the last stage it fails too, naming each group's running/expected count
-and what its other nodes are doing. The deployment then fails; CloudFormation rolls back and
-so deletes a cluster this deployment created, giving up its capacity, unless the deployment
-runs with rollback disabled (``cdk deploy --no-rollback``, CloudFormation's "Preserve
-successfully provisioned resources": the cluster and its nodes stay, and a retry or the next
-deploy resumes the wait; AWS CloudFormation user guide, "Choose how to handle
-failures when provisioning resources",
-https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/stack-failure-options.html).
-
-Properties (strings, as CloudFormation passes them): ``ClusterName``, ``InstanceGroups``
-(group name -> node count), ``DeadlineSeconds`` (how long this stage waits) and ``Final``
-(``"true"``: fail at the deadline; otherwise complete, and let the next stage wait on).
-"""
+Used by ``HyperPodNodesReady`` through aws-cdk-lib's provider framework. Fails fast, each poll,
+with SageMaker's reason (the cluster or a group failed, a node in ``Failure``), and at the last
+stage's deadline, naming each group's running/expected count (docs/design/hyperpod-cluster.md,
+"Waiting for the nodes"). Properties (strings): ``ClusterName``, ``InstanceGroups`` (group name
+-> node count), ``DeadlineSeconds`` (this stage's wait) and ``Final`` (``"true"``: fail at the
+deadline; otherwise complete, and let the next stage wait on)."""
 
 from __future__ import annotations
 
@@ -61,16 +29,6 @@ _KEEP_CAPACITY = (
     "disabled (cdk deploy --no-rollback) and retry or deploy again to resume the wait; or give "
     "HyperPodEksCluster a longer nodes_ready_timeout."
 )
-
-
-def running_by_group(summaries: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Running nodes per exact instance-group name."""
-    counts: dict[str, int] = {}
-    for node in summaries:
-        if node.get("InstanceStatus", {}).get("Status") == RUNNING:
-            name = node["InstanceGroupName"]
-            counts[name] = counts.get(name, 0) + 1
-    return counts
 
 
 def shortfall(expected: Mapping[str, int], running: Mapping[str, int]) -> dict[str, str]:
@@ -172,11 +130,11 @@ def is_complete(
             + ". "
             + _KEEP_CAPACITY
         )
-    missing = shortfall(expected, running_by_group(nodes))
-    # With node autoscaling, HyperPod installs its Karpenter (and the HyperpodNodeClass CRD the
-    # manifests after this wait apply) until DescribeCluster's AutoScaling.Status is InService
-    # (enum ClusterAutoScalingStatus: InService, Failed, Creating, Deleting; AWS's HyperPod
-    # autoscaling guide waits for it before creating the node class).
+    by_status = statuses(nodes, expected)
+    running = {group: counts.get(RUNNING, 0) for group, counts in by_status.items()}
+    missing = shortfall(expected, running)
+    # With node autoscaling, the HyperpodNodeClass CRD the later manifests use exists once
+    # DescribeCluster's AutoScaling.Status is InService (as AWS's autoscaling guide waits).
     autoscaling = cluster.get("AutoScaling") or {}
     if autoscaling.get("Mode") == "Enable" and autoscaling.get("Status") != "InService":
         if autoscaling.get("Status") == "Failed":
@@ -189,7 +147,7 @@ def is_complete(
         return {"IsComplete": True, "Data": {"Ready": "true"}}
     started = float(event.get("Data", {}).get("StartedAt", now or time.time()))
     elapsed = (now or time.time()) - started
-    doing = statuses(nodes, missing)
+    doing = {group: counts for group, counts in by_status.items() if group in missing}
     if elapsed < float(props["DeadlineSeconds"]):
         print(f"waiting for Running nodes (running/expected): {missing}; nodes by status: {doing}")
         return {"IsComplete": False}

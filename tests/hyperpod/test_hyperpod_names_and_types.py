@@ -1,10 +1,9 @@
-"""Issue 25 on the HyperPod path: one name per concept (old names warn), typed Kubernetes
-versions and instance types, grants in CDK's direction, the multi-node service split by job."""
+"""Names and types on the HyperPod path: one name per concept, typed Kubernetes versions and
+instance types, grants in CDK's direction, the multi-node service split by job."""
 
 from __future__ import annotations
 
 import datetime
-import inspect
 from typing import Any
 
 import pytest
@@ -247,7 +246,7 @@ def test_an_unknown_instance_type_is_one_problem_with_the_closest_names():
         HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarg", 2),
     ]
     with pytest.raises(ConfigurationError) as caught:
-        HyperPodEksCluster(stack, "HyperPod", instance_groups=groups)
+        HyperPodEksCluster(stack, "HyperPod", kubernetes_version="1.33", instance_groups=groups)
     (problem,) = caught.value.problems
     assert problem.property == "instance_groups[1].instance_type"
     assert "ml.p5en.48xlarge" in problem.allowed
@@ -263,17 +262,6 @@ def test_the_workspace_grants_its_query_to_a_grantee():
     role = iam.Role(stack, "Reader", assumed_by=iam.AccountRootPrincipal())
     grant = observability.grant_query(role)
     assert isinstance(grant, iam.Grant) and grant.success
-
-
-def test_keda_grant_query_still_works_and_warns():
-    stack = new_stack("OldGrantQuery")
-    built = with_store(stack, weight_format="fp8", weights="STORE")
-    keda = built.addons.enable_keda()
-    grant = keda.grant_query("arn:aws:aps:us-east-1:111122223333:workspace/ws-1")
-    assert isinstance(grant, iam.Grant) and grant.success
-    assert "cdk-llm-serving:deprecated:KedaInstallation.grant_query" in warnings_on(
-        keda.operator_role
-    )
 
 
 def test_a_gpu_group_the_catalog_lacks_is_a_configuration_error_not_a_key_error():
@@ -305,38 +293,25 @@ def test_a_type_without_a_vcpu_count_is_a_problem_of_the_service():
     assert "the catalog has no vCPU count for ml.p5en.48xlarge; add it" in str(caught.value)
 
 
-def test_the_operators_old_grant_names_still_work_and_warn():
+def test_the_operator_wires_its_own_roles_with_add_and_enable_not_grant():
     from cdk_llm_serving.hyperpod import HyperPodInferenceOperator, HyperPodServingAddons
 
-    stack = new_stack("OldOperatorGrants")
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=instance_groups())
-    operator = HyperPodInferenceOperator.of(HyperPodServingAddons(stack, "Addons", cluster=cluster))
-    operator.grant_model_read(ModelData.from_s3_uri(STREAMED))
-    operator.grant_cloudwatch_scaling()
-    assert (
-        operator.node.try_find_child("CloudWatchScalingPolicy")
-        is operator.enable_cloudwatch_scaling()
+    stack = new_stack("OperatorWiring")
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=instance_groups()
     )
-    found = warnings_on(operator)
-    assert "cdk-llm-serving:deprecated:HyperPodInferenceOperator.grant_model_read" in found
-    assert (
-        "use add_model_source"
-        in found["cdk-llm-serving:deprecated:HyperPodInferenceOperator.grant_model_read"]
-    )
-    assert "cdk-llm-serving:deprecated:HyperPodInferenceOperator.grant_cloudwatch_scaling" in found
-    old = [name for name in vars(HyperPodInferenceOperator) if name.startswith("grant_")]
-    assert old == ["grant_model_read", "grant_cloudwatch_scaling"]
-    for name in old:
-        assert inspect.getdoc(getattr(HyperPodInferenceOperator, name)).startswith(
-            "Deprecated: use "
-        )
+    addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
+    operator = HyperPodInferenceOperator.of(addons)
+    operator.add_model_source(ModelData.from_s3_uri(STREAMED))
+    policy = operator.enable_cloudwatch_scaling()
+    assert operator.enable_cloudwatch_scaling() is policy  # once per cluster
+    assert [name for name in vars(HyperPodInferenceOperator) if name.startswith("grant_")] == []
+    assert not hasattr(addons.enable_keda(), "grant_query")  # the workspace grants, to a grantee
 
 
 def test_every_supported_version_has_its_kubectl_layer_and_a_constant():
-    from cdk_llm_serving.hyperpod import kubernetes_version
-
     supported = [str(v) for v in KubernetesVersion.supported()]
-    assert supported == list(kubernetes_version._KUBECTL_LAYERS)
+    assert supported == ["1.33", "1.34", "1.35"]
     for version in supported:
         constant = getattr(KubernetesVersion, "V" + version.replace(".", "_"))
         assert constant == version and isinstance(constant, KubernetesVersion)

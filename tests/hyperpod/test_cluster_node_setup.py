@@ -1,9 +1,11 @@
-"""Issue 26, the cluster-side findings: each test here failed on the code before its fix.
+"""What the cluster sets up for its nodes:
 
 * every EKS add-on is created with ``ResolveConflicts: OVERWRITE`` (the cluster bootstraps the
   self-managed vpc-cni, kube-proxy and coredns);
 * the Secrets Store CSI provider tolerates every taint of the GPU groups;
-* a GPU subnet in a chosen zone is tagged for internal load balancers.
+* a GPU subnet in a chosen zone is tagged for internal load balancers;
+* the node role has what the VPC CNI needs on the node;
+* without the HyperPod dependencies chart, groups run no deep health checks by default.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def _template(stack: Stack) -> dict:
     return Template.from_stack(stack).to_json()
 
 
-# -- 1. ResolveConflicts on every add-on ---------------------------------------------------------
+# -- ResolveConflicts on every add-on ---------------------------------------------------------
 
 
 def _addons(template: dict) -> dict[str, dict]:
@@ -58,7 +60,7 @@ def test_every_addon_overwrites_the_self_managed_fields_it_replaces(
     assert {name: v for name, v in wrong.items() if v != "OVERWRITE"} == {}
 
 
-# -- 2. the Secrets Store provider on tainted GPU nodes ------------------------------------------
+# -- the Secrets Store provider on tainted GPU nodes ------------------------------------------
 
 
 def _secrets_store_configuration(template: dict) -> dict:
@@ -110,7 +112,9 @@ def test_the_tolerations_follow_the_groups_taints():
             ),
         ),
     ]
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=groups)
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=groups
+    )
     from cdk_llm_serving.hyperpod.serving_security import secrets_store_addon
 
     secrets_store_addon(stack, cluster)
@@ -132,14 +136,18 @@ def test_the_secrets_store_configuration_uses_only_keys_of_the_addon_schema(hype
     assert tolerates(facts["driver_default_tolerations"], {"key": "x", "effect": "NoExecute"})
 
 
-# -- 3. the GPU subnet in a chosen zone is one the load balancer controller may use --------------
+# -- the GPU subnet in a chosen zone is one the load balancer controller may use --------------
 
 
 @pytest.mark.parametrize("az_id", ["use1-az4"])
 def test_a_gpu_subnet_in_a_chosen_zone_is_tagged_for_internal_load_balancers(az_id):
     stack = new_stack("Zoned")
     cluster = HyperPodEksCluster(
-        stack, "HyperPod", instance_groups=instance_groups(), gpu_availability_zone_id=az_id
+        stack,
+        "HyperPod",
+        kubernetes_version="1.33",
+        instance_groups=instance_groups(),
+        gpu_availability_zone_id=az_id,
     )
     FsxModelStore(
         stack,
@@ -161,7 +169,7 @@ def test_a_gpu_subnet_in_a_chosen_zone_is_tagged_for_internal_load_balancers(az_
     assert any(t.get("kubernetes.io/role/internal-elb") == "1" for t in private)
 
 
-# -- 7. the execution role has what the VPC CNI needs on the node -------------------------------
+# -- the execution role has what the VPC CNI needs on the node -------------------------------
 
 
 def _execution_role_statements(template: dict) -> list[dict]:
@@ -212,7 +220,7 @@ def test_the_execution_role_has_the_vpc_cni_permissions_of_both_aws_references(h
     assert attach["Resource"] != "*"
 
 
-# -- 4. without the HyperPod dependencies chart, no deep health checks ---------------------------
+# -- without the HyperPod dependencies chart, no deep health checks ---------------------------
 
 
 def _gpu_group(template: dict, name: str = "gpu") -> dict:
@@ -229,7 +237,9 @@ def _addons_stack(
     from cdk_llm_serving.hyperpod.addons import HelmChartSource, HyperPodServingAddons
 
     stack = new_stack("Charted" if chart else "Chartless")
-    cluster = HyperPodEksCluster(stack, "HyperPod", instance_groups=groups)
+    cluster = HyperPodEksCluster(
+        stack, "HyperPod", kubernetes_version="1.33", instance_groups=groups
+    )
     source = (
         HelmChartSource.from_repository("oci://example.com/charts/hyperpod-helm-chart", "0.1.0")
         if chart
