@@ -1,84 +1,12 @@
-"""Prefix-cache-aware routing in front of a ``VllmMultiNodeService``'s replicas (issue 29).
+"""Prefix-cache-aware routing in front of a ``VllmMultiNodeService``'s replicas.
 
-With more than one replica, a load balancer that spreads requests blindly sends a
-conversation's next turn to a replica that has not seen its prefix, and vLLM's prefix cache
-(``--enable-prefix-caching``, on by default in the V1 engine) misses. ``PrefixRouting`` puts
-vLLM's router in front of the leaders: it keeps an approximate radix tree of the prompts each
-replica served and sends a request to the replica with the longest matching prefix, unless the
-load is unbalanced (then the least loaded one).
-
-Which router, and why (the sources read):
-
-* **vllm-project/router** (Rust, a fork of SGLang's model gateway; PyPI ``vllm-router``
-  0.1.17, ``vllm_router/router_args.py``): policy ``cache_aware`` (its default), with
-  ``--cache-threshold`` (0.3), ``--balance-abs-threshold`` (64) and
-  ``--balance-rel-threshold`` (1.5). Its workers may be ``https://`` URLs (``--worker-urls``:
-  "URL must start with http://, https://, or grpc://", the binary's own message), dialled
-  with rustls and the platform's trust store, which ``SSL_CERT_FILE`` replaces
-  (rustls-native-certs: "If the SSL_CERT_FILE environment variable is set, certificates (in
-  PEM format) are read from that file instead"). Its Kubernetes discovery (``--service-
-  discovery --selector``) registers ``http://`` workers only ("cannot be combined with service
-  discovery, which registers http:// workers", same binary), so the service lists the leaders
-  by their stable names instead (below). It forwards the client's ``Authorization`` header,
-  so the leader's route guard keeps checking the API key (``vllm/route_guard.py``). Verified
-  here with the wheel: a worker ``https://`` URL served with a private CA answers through the
-  router with ``SSL_CERT_FILE`` set, and stays unhealthy without it; a request without the key
-  gets the leader's 401; a listed worker that does not resolve is marked unhealthy
-  (``vllm_router_worker_health 0``) and gets no request, while the router serves the others.
-  It serves plain HTTP only (``--host``/``--port``, no TLS option).
-* **vllm-project/production-stack**'s Python router (``--routing-logic prefixaware``):
-  Kubernetes discovery builds ``http://{pod_ip}:{port}`` (``src/vllm_router/
-  service_discovery.py``, e.g. ``url=f"http://{engine_ip}:{self.port}"``), so it cannot reach
-  HTTPS leaders it discovers; it serves plain HTTP too (uvicorn without TLS options,
-  ``src/vllm_router/app.py``) and is not on PyPI under its own name (``vllm-router`` is the
-  Rust router).
-* **Gateway API Inference Extension** (InferencePool + endpoint picker): needs a Gateway
-  controller (Envoy Gateway, kgateway, Istio) installed and operated in the cluster, and its
-  re-encryption to the pods was not verified. Not chosen: the fewest new controllers wins,
-  and the router needs none.
-
-What the service deploys (all on the system nodes, none on the GPU groups):
-
-* a Deployment of ``replicas`` (2) router pods, spread over nodes (preferred pod
-  anti-affinity on the hostname), with a PodDisruptionBudget (one may go at a time);
-* in each pod, the router on loopback (``127.0.0.1:30000``: nothing outside the pod reaches
-  it in plaintext) and **nginx** in front of it (``proxy_config``), which terminates TLS on
-  ``ROUTER_TLS_PORT`` with a cert-manager certificate for the load balancer's names, signed by
-  the service's own CA (the same CA clients already trust, ``CaCertificate``), and forwards
-  only the OpenAI API (``/v1/``) and the router's ``/liveness`` and ``/readiness``. The router's
-  worker-management routes (``/workers``, ``/add_worker``, ``/remove_worker``,
-  ``/flush_cache``, ...) take no credentials in vllm-router 0.1.17 (its ``--api-key`` is the
-  key it sends to workers): a TCP relay in front (ghostunnel, this module's first proxy) let
-  anyone who reached the load balancer add a worker that received the clients' API keys, or
-  remove the leaders (found by the deploy review, which ran the router). nginx reloads the
-  certificate every ``PROXY_RELOAD_SECONDS`` (``nginx -s reload`` re-reads it;
-  https://nginx.org/en/docs/control.html), well inside cert-manager's renewal window (a third
-  of the certificate's life before it expires, https://cert-manager.io/docs/usage/certificate/);
-* the router dials every possible leader over HTTPS, ``https://<name>-<i>.<name>.<namespace>.svc:8000``
-  for i below the GPU group's room for replicas: a LeaderWorkerSet's leader pod is
-  ``<name>-<i>`` under its headless Service ``<name>`` (``LWS_LEADER_ADDRESS``,
-  ``multi_node_manifests.API_SERVICE_SUFFIX``); the leader's certificate gets
-  ``*.<name>.<namespace>.svc`` for it, and the router verifies it against ``ca.crt``. Listing
-  the group's room (not the current count) lets KEDA and the rollout surge add replicas the
-  router already knows; absent ones are unhealthy until they start;
-* the leaders get ``--enable-scale-out``: the cache-aware policy tokenizes each request through
-  the leader's ``/v1/chat/completions/render`` (key-checked by the route guard, like all of
-  ``/v1``), which vLLM 0.32 answers 403 without that flag
-  (``vllm/entrypoints/scale_out/factories.py``). Measured here with the 0.32 CPU build and the
-  0.1.17 router: without it every decision is ``missing_tokens``; with it, six requests sharing
-  a system prompt gave one ``prefix_miss`` then five ``prefix_hit`` on the same replica;
-* a ServiceAccount with no token and no RBAC: the router never calls the Kubernetes API;
-* a NetworkPolicy: the TLS port and the metrics port from the VPC only, no metadata service.
-
-The load-balanced Service (``<name>-api``) then selects the router pods instead of the
-leaders; its name, exposure and certificate names do not change, so clients do not either.
-
-Cost: two small pods on the system nodes (``cpu``/``memory`` per router, ``PROXY_RESOURCES``
-for the TLS proxy) and one more hop (in-cluster, TLS). Published gains of cache-aware routing:
-SGLang's router reported up to 1.9x throughput and 3.8x higher cache hit rate over round robin
-on a multi-turn workload (LMSYS blog "SGLang v0.4", https://lmsys.org/blog/2024-12-04-sglang-v0-4/,
-"Cache-Aware Load Balancer"); the gain assumes requests that share prefixes (multi-turn chat,
-shared system prompts) and goes to zero for unrelated prompts.
+``PrefixRouting`` puts vLLM's router (vllm-project/router, PyPI ``vllm-router`` 0.1.17, its
+``cache_aware`` policy) in front of the leaders, on the system nodes: each router pod runs the
+router on loopback behind an nginx TLS front that forwards only ``/v1/`` and the router's
+probes (its worker-management routes take no credentials), and the router dials every leader
+the GPU group has room for by its stable HTTPS name, verified against the service's CA. The
+load-balanced Service then selects the routers (``RouterDeployment.front``). Why this router,
+what was verified with it, its cost and the published gains: ``docs/design/multi-node-service.md``.
 """
 
 from __future__ import annotations
@@ -97,11 +25,11 @@ from .constants import (
     SYSTEM_NODE_ROLE,
     VLLM_API_PORT,
 )
+from .multi_node_manifests import DRAIN_GRACE_SECONDS, DRAIN_PRE_STOP_SECONDS, ServiceFront
 from .serving_security import IMDS_CIDR
 from .serving_tls import serving_certificate
 
 __all__ = [
-    "PREFIX_ROUTING_CONTEXT",
     "PROXIED_PREFIX",
     "PROXIED_PROBES",
     "PROXY_IMAGE",
@@ -113,10 +41,6 @@ __all__ = [
     "RouterPolicy",
 ]
 
-#: Turns prefix-aware routing on by default at more than one replica; new apps set it in
-#: cdk.json. Without it a stack made before keeps its load balancer on the leaders: moving the
-#: Service's selector to new pods would re-register every NLB target at the next deploy.
-PREFIX_ROUTING_CONTEXT = "@cdk-llm-serving/hyperpod:multiNodePrefixRouting"
 #: vLLM's router, release 0.1.17 (PyPI ``vllm-router`` 0.1.17; images are built from the
 #: repository's ``docker/Dockerfile.router`` and pushed as ``vllm/vllm-router``). ASSUMED tag:
 #: the image tag of the release could not be checked here (no registry access); the PyPI wheel
@@ -143,6 +67,9 @@ PROXY_RELOAD_SECONDS = 3600
 #: The routes the proxy forwards to the router: the OpenAI API and the router's probes.
 PROXIED_PREFIX = "/v1/"
 PROXIED_PROBES = ("/liveness", "/readiness")
+#: The NLB's health check on the routers: ``/liveness`` answers while the router runs, while
+#: its ``/health`` answers 503 as long as any listed leader is absent (vllm-router 0.1.17).
+ROUTER_LIVENESS_PATH = "/liveness"
 _PROXY_CONFIG_MOUNT = "/etc/router-proxy"
 _PROXY_CONFIG_VOLUME = "router-proxy-config"
 _PROXY_TMP_VOLUME = "router-proxy-tmp"
@@ -151,6 +78,9 @@ _PROXY_TMP_VOLUME = "router-proxy-tmp"
 HEALTH_CHECK_INTERVAL_SECONDS = 10
 _TLS_MOUNT = "/var/run/secrets/router-tls"
 _TLS_VOLUME = "router-tls"
+_TLS_VOLUME_MOUNT = {"name": _TLS_VOLUME, "mountPath": _TLS_MOUNT, "readOnly": True}
+#: Both containers sleep in preStop until the NLB has deregistered the pod.
+_PRE_STOP = {"preStop": {"sleep": {"seconds": DRAIN_PRE_STOP_SECONDS}}}
 
 
 class RouterPolicy(Enum):
@@ -355,6 +285,8 @@ def disruption_budget(metadata: dict[str, Any], labels: dict[str, str]) -> dict[
 @dataclass(frozen=True)
 class RouterDeployment:
     """The router's Kubernetes objects for the multi-node service ``name`` (pure renderers).
+    Its pods outlive their load-balancer target as the scaled leaders do
+    (``DRAIN_PRE_STOP_SECONDS``).
 
     :param routing: the user's settings.
     :param name: the service's LeaderWorkerSet name.
@@ -363,8 +295,6 @@ class RouterDeployment:
     :param startup_timeout_seconds: how long the router waits for a first healthy leader
         (``--worker-startup-timeout-secs``): the leader's own startup budget.
     :param vpc_cidr: the cluster VPC's CIDR (NetworkPolicy).
-    :param termination: ``pre_stop_seconds`` and ``grace_seconds`` so that a router outlives its
-        load-balancer target (``multi_node_manifests.drain_before_stop``'s timings).
     """
 
     routing: PrefixRouting
@@ -373,8 +303,6 @@ class RouterDeployment:
     ceiling: int
     startup_timeout_seconds: int
     vpc_cidr: str
-    pre_stop_seconds: int
-    grace_seconds: int
 
     @property
     def router_name(self) -> str:
@@ -392,6 +320,13 @@ class RouterDeployment:
             PART_OF_LABEL: PART_OF_VALUE,
             ROLE_LABEL: "router",
         }
+
+    def front(self) -> ServiceFront:
+        """The routers in front of the leaders: TLS on ``ROUTER_TLS_PORT``, checked on
+        ``/liveness`` (leader health is the router's own check)."""
+        return ServiceFront(
+            tuple(self.labels().items()), ROUTER_TLS_PORT, health_check_path=ROUTER_LIVENESS_PATH
+        )
 
     def router_args(self) -> list[str]:
         """The router's command line (checked by the router's own parser in the tests)."""
@@ -503,13 +438,21 @@ class RouterDeployment:
         }
 
     def deployment(self) -> dict[str, Any]:
+        """The router pods: the router and its TLS front, on the system nodes."""
+        return system_deployment(
+            self._metadata(),
+            self.labels(),
+            self.routing.replicas,
+            DRAIN_GRACE_SECONDS,
+            [self._router_container(), self._proxy_container()],
+            self._volumes(),
+        )
+
+    def _router_container(self) -> dict[str, Any]:
         routing = self.routing
-        router_resources = {"cpu": routing.cpu, "memory": routing.memory}
-        security = PROXY_SECURITY
-        pre_stop = {"preStop": {"sleep": {"seconds": self.pre_stop_seconds}}}
-        tls_mount = {"name": _TLS_VOLUME, "mountPath": _TLS_MOUNT, "readOnly": True}
+        resources = {"cpu": routing.cpu, "memory": routing.memory}
         probe = {"path": "/readiness", "port": ROUTER_TLS_PORT, "scheme": "HTTPS"}
-        router = {
+        return {
             "name": "router",
             "image": routing.image,
             "command": ["vllm-router"],
@@ -517,69 +460,54 @@ class RouterDeployment:
             # rustls-native-certs reads the trust store from SSL_CERT_FILE: the service's CA.
             "env": [{"name": "SSL_CERT_FILE", "value": f"{_TLS_MOUNT}/ca.crt"}],
             "ports": [{"name": "metrics", "containerPort": ROUTER_METRICS_PORT}],
-            "resources": {"requests": router_resources, "limits": dict(router_resources)},
+            "resources": {"requests": resources, "limits": dict(resources)},
             "readinessProbe": {"httpGet": probe, "periodSeconds": 10, "failureThreshold": 3},
             "livenessProbe": {
                 "httpGet": {**probe, "path": "/liveness"},
                 "periodSeconds": 30,
                 "failureThreshold": 5,
             },
-            "lifecycle": pre_stop,
-            "securityContext": security,
-            "volumeMounts": [tls_mount],
+            "lifecycle": _PRE_STOP,
+            "securityContext": PROXY_SECURITY,
+            "volumeMounts": [_TLS_VOLUME_MOUNT],
         }
-        proxy = {
+
+    def _proxy_container(self) -> dict[str, Any]:
+        tcp = {"tcpSocket": {"port": ROUTER_TLS_PORT}}
+        return {
             "name": "tls-proxy",
-            "image": routing.proxy_image,
+            "image": self.routing.proxy_image,
             "command": self.proxy_command(),
             "ports": [{"name": "https", "containerPort": ROUTER_TLS_PORT}],
             # Listening is all the proxy does: a TCP check (the router's probes go through it).
-            "readinessProbe": {"tcpSocket": {"port": ROUTER_TLS_PORT}, "periodSeconds": 10},
-            "livenessProbe": {
-                "tcpSocket": {"port": ROUTER_TLS_PORT},
-                "periodSeconds": 30,
-                "failureThreshold": 5,
-            },
+            "readinessProbe": {**tcp, "periodSeconds": 10},
+            "livenessProbe": {**tcp, "periodSeconds": 30, "failureThreshold": 5},
             "resources": {"requests": dict(PROXY_RESOURCES), "limits": dict(PROXY_RESOURCES)},
-            "lifecycle": pre_stop,
-            "securityContext": security,
+            "lifecycle": _PRE_STOP,
+            "securityContext": PROXY_SECURITY,
             "volumeMounts": [
-                tls_mount,
+                _TLS_VOLUME_MOUNT,
                 {"name": _PROXY_CONFIG_VOLUME, "mountPath": _PROXY_CONFIG_MOUNT, "readOnly": True},
                 {"name": _PROXY_TMP_VOLUME, "mountPath": "/tmp"},
             ],
         }
-        return system_deployment(
-            self._metadata(),
-            self.labels(),
-            routing.replicas,
-            self.grace_seconds,
-            [router, proxy],
-            [
-                {
-                    "name": _TLS_VOLUME,
-                    "secret": {
-                        "secretName": self.secret_name,
-                        # Group-readable: the containers run as the nonroot user
-                        # and the volume's files belong to fsGroup.
-                        "defaultMode": 0o440,
-                        "items": [
-                            {"key": "tls.crt", "path": "tls.crt"},
-                            {"key": "tls.key", "path": "tls.key"},
-                            {"key": "ca.crt", "path": "ca.crt"},
-                        ],
-                    },
+
+    def _volumes(self) -> list[dict[str, Any]]:
+        """The TLS Secret (group-readable: the containers run as the nonroot user and the
+        files belong to fsGroup), the proxy's configuration and its scratch space."""
+        tls_files = [{"key": key, "path": key} for key in ("tls.crt", "tls.key", "ca.crt")]
+        return [
+            {
+                "name": _TLS_VOLUME,
+                "secret": {
+                    "secretName": self.secret_name,
+                    "defaultMode": 0o440,
+                    "items": tls_files,
                 },
-                {
-                    "name": _PROXY_CONFIG_VOLUME,
-                    "configMap": {"name": f"{self.router_name}-proxy"},
-                },
-                {
-                    "name": _PROXY_TMP_VOLUME,
-                    "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"},
-                },
-            ],
-        )
+            },
+            {"name": _PROXY_CONFIG_VOLUME, "configMap": {"name": f"{self.router_name}-proxy"}},
+            {"name": _PROXY_TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+        ]
 
     def disruption_budget(self) -> dict[str, Any]:
         return disruption_budget(self._metadata(), self.labels())
