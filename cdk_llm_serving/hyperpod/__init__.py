@@ -48,6 +48,7 @@ from .replica_autoscaling import (
     WakeSchedule,
     WakeTime,
 )
+from .serving_image import ServingImage
 from .tiered_storage import TieredStorage
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "RouterPolicy",
     "RoutingStrategy",
     "ScaleToZero",
+    "ServingImage",
     "TieredStorage",
     "VllmDashboard",
     "VllmMultiNodeService",

@@ -531,7 +531,9 @@ def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
 def test_weights_are_required():
     stack = new_stack("Neither")
     cluster, addons, _ = small_cluster(stack)
-    with pytest.raises(ConfigurationError, match="weights = None: required"):
+    with pytest.raises(
+        ConfigurationError, match=r"weights = None: must be FsxModelStore \| ModelData"
+    ):
         deepseek_service(stack, cluster, addons, config=VllmConfig(model="x"))
 
 
