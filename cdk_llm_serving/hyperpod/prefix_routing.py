@@ -11,7 +11,7 @@ what was verified with it, its cost and the published gains: ``docs/design/multi
 
 from __future__ import annotations
 
-import math
+import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -26,7 +26,7 @@ from .constants import (
     VLLM_API_PORT,
 )
 from .multi_node_manifests import DRAIN_GRACE_SECONDS, DRAIN_PRE_STOP_SECONDS, ServiceFront
-from .serving_security import IMDS_CIDR
+from .serving_security import ANYWHERE_BUT_IMDS, network_policy
 from .serving_tls import serving_certificate
 
 __all__ = [
@@ -122,57 +122,45 @@ class PrefixRouting:
     def validate(self, problems: Problems, prop: str) -> None:
         """Every bad field at once."""
         allowed = [policy.value for policy in RouterPolicy]
-        if str(getattr(self.policy, "value", self.policy)) not in allowed:
+        if self.policy_name not in allowed:
             problems.add(f"{prop}.policy", self.policy, f"one of {', '.join(allowed)}")
-        if (
-            not isinstance(self.cache_threshold, int | float)
-            or isinstance(self.cache_threshold, bool)
-            or not 0 <= self.cache_threshold <= 1
-        ):
-            problems.add(f"{prop}.cache_threshold", self.cache_threshold, "a number from 0 to 1")
-        if (
-            not isinstance(self.replicas, int)
-            or isinstance(self.replicas, bool)
-            or self.replicas < 2
-        ):
+        threshold, replicas = self.cache_threshold, self.replicas
+        number = isinstance(threshold, int | float) and not isinstance(threshold, bool)
+        if not number or not 0 <= threshold <= 1:
+            problems.add(f"{prop}.cache_threshold", threshold, "a number from 0 to 1")
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 2:
             problems.add(
                 f"{prop}.replicas",
-                self.replicas,
+                replicas,
                 "an integer of at least 2: one router in front of every replica is a single "
                 "point of failure (and its PodDisruptionBudget would block node drains)",
             )
-        if _quantity_millicores(self.cpu) is None:
+        if not _positive_quantity(_CPU_QUANTITY, self.cpu):
             problems.add(f"{prop}.cpu", self.cpu, "a CPU quantity such as 500m or 1")
-        if _quantity_mebibytes(self.memory) is None:
+        if not _positive_quantity(_MEMORY_QUANTITY, self.memory):
             problems.add(f"{prop}.memory", self.memory, "a memory quantity such as 512Mi or 2Gi")
         for field_name in ("image", "proxy_image"):
-            value = getattr(self, field_name)
-            if not isinstance(value, str) or not value or any(c.isspace() for c in value):
-                problems.add(f"{prop}.{field_name}", value, "a container image reference")
+            check_image(problems, f"{prop}.{field_name}", getattr(self, field_name))
 
     @property
     def policy_name(self) -> str:
         return str(getattr(self.policy, "value", self.policy))
 
 
-def _quantity_millicores(value: Any) -> int | None:
-    text = str(value)
-    try:
-        if text.endswith("m"):
-            return int(text[:-1]) if text[:-1].isdigit() and int(text[:-1]) > 0 else None
-        number = float(text)
-    except ValueError:
-        return None
-    return math.ceil(number * 1000) if number > 0 else None
+#: The quantities the router's resources take: millicores or cores; whole Mi or Gi.
+_CPU_QUANTITY = re.compile(r"\d+m|\d+(\.\d+)?")
+_MEMORY_QUANTITY = re.compile(r"\d+(Mi|Gi)")
 
 
-def _quantity_mebibytes(value: Any) -> int | None:
+def _positive_quantity(pattern: re.Pattern[str], value: object) -> bool:
     text = str(value)
-    for suffix, factor in (("Mi", 1), ("Gi", 1024)):
-        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
-            amount = int(text[: -len(suffix)]) * factor
-            return amount if amount > 0 else None
-    return None
+    return pattern.fullmatch(text) is not None and any(c in "123456789" for c in text)
+
+
+def check_image(problems: Problems, prop: str, value: object) -> None:
+    """A container image reference: a string without white space."""
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        problems.add(prop, value, "a container image reference")
 
 
 def leader_urls(name: str, namespace: str, ceiling: int) -> list[str]:
@@ -238,12 +226,12 @@ def system_deployment(
     metadata: dict[str, Any],
     labels: dict[str, str],
     replicas: int,
-    grace_seconds: int,
     containers: list[dict[str, Any]],
     volumes: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """A Deployment of proxy pods on the system nodes, spread over nodes, one surge pod at a
-    time and none unavailable; its ServiceAccount (``metadata``'s name) has no token."""
+    time and none unavailable, that outlive their load-balancer target; its ServiceAccount
+    (``metadata``'s name) has no token."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -261,7 +249,7 @@ def system_deployment(
                     "serviceAccountName": metadata["name"],
                     "automountServiceAccountToken": False,
                     "securityContext": dict(PROXY_POD_SECURITY),
-                    "terminationGracePeriodSeconds": grace_seconds,
+                    "terminationGracePeriodSeconds": DRAIN_GRACE_SECONDS,
                     "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
                     "affinity": spread_over_nodes(labels),
                     "containers": containers,
@@ -269,6 +257,25 @@ def system_deployment(
                 },
             },
         },
+    }
+
+
+def service_account(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A ServiceAccount without a token and without RBAC: the pods never call the API."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata,
+        "automountServiceAccountToken": False,
+    }
+
+
+def nginx_config_map(metadata: dict[str, Any], config: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata,
+        "data": {"nginx.conf": config},
     }
 
 
@@ -353,12 +360,6 @@ class RouterDeployment:
             str(ROUTER_METRICS_PORT),
         ]
 
-    def proxy_command(self) -> list[str]:
-        """The proxy container's command: nginx in the foreground, reloaded (the certificate
-        re-read) every ``PROXY_RELOAD_SECONDS``, and stopped gracefully on SIGTERM (``quit``
-        lets open requests finish; https://nginx.org/en/docs/control.html)."""
-        return nginx_command(f"{_PROXY_CONFIG_MOUNT}/nginx.conf")
-
     def proxy_config(self, tls_dir: str = _TLS_MOUNT, tmp_dir: str = "/tmp") -> str:
         """nginx's configuration: TLS on ``ROUTER_TLS_PORT``, ``/v1/`` and the router's probes
         forwarded to it on loopback, streaming (no response buffering; long generations keep
@@ -400,14 +401,6 @@ class RouterDeployment:
             "}\n"
         )
 
-    def proxy_config_map(self) -> dict[str, Any]:
-        return {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {**self._metadata(), "name": f"{self.router_name}-proxy"},
-            "data": {"nginx.conf": self.proxy_config()},
-        }
-
     def certificate(self, dns_names: list[str]) -> dict[str, Any]:
         """The router's certificate for the load balancer's names, from the service's CA."""
 
@@ -418,24 +411,19 @@ class RouterDeployment:
 
     def manifests(self) -> list[dict[str, Any]]:
         """ServiceAccount, the proxy's ConfigMap, Deployment, PodDisruptionBudget, NetworkPolicy."""
+        metadata = self._metadata()
         return [
-            self.service_account(),
-            self.proxy_config_map(),
+            service_account(metadata),
+            nginx_config_map(
+                {**metadata, "name": f"{self.router_name}-proxy"}, self.proxy_config()
+            ),
             self.deployment(),
-            self.disruption_budget(),
+            disruption_budget(metadata, self.labels()),
             self.network_policy(),
         ]
 
     def _metadata(self) -> dict[str, Any]:
         return {"name": self.router_name, "namespace": self.namespace, "labels": self.labels()}
-
-    def service_account(self) -> dict[str, Any]:
-        return {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": self._metadata(),
-            "automountServiceAccountToken": False,
-        }
 
     def deployment(self) -> dict[str, Any]:
         """The router pods: the router and its TLS front, on the system nodes."""
@@ -443,7 +431,6 @@ class RouterDeployment:
             self._metadata(),
             self.labels(),
             self.routing.replicas,
-            DRAIN_GRACE_SECONDS,
             [self._router_container(), self._proxy_container()],
             self._volumes(),
         )
@@ -477,7 +464,7 @@ class RouterDeployment:
         return {
             "name": "tls-proxy",
             "image": self.routing.proxy_image,
-            "command": self.proxy_command(),
+            "command": nginx_command(f"{_PROXY_CONFIG_MOUNT}/nginx.conf"),
             "ports": [{"name": "https", "containerPort": ROUTER_TLS_PORT}],
             # Listening is all the proxy does: a TCP check (the router's probes go through it).
             "readinessProbe": {**tcp, "periodSeconds": 10},
@@ -509,28 +496,17 @@ class RouterDeployment:
             {"name": _PROXY_TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
         ]
 
-    def disruption_budget(self) -> dict[str, Any]:
-        return disruption_budget(self._metadata(), self.labels())
-
     def network_policy(self) -> dict[str, Any]:
         """TLS and metrics from the VPC; egress anywhere but the instance metadata service."""
-        vpc = [{"ipBlock": {"cidr": self.vpc_cidr}}]
-        return {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": self._metadata(),
-            "spec": {
-                "podSelector": {"matchLabels": self.labels()},
-                "policyTypes": ["Ingress", "Egress"],
-                "ingress": [
-                    {
-                        "from": vpc,
-                        "ports": [
-                            {"protocol": "TCP", "port": ROUTER_TLS_PORT},
-                            {"protocol": "TCP", "port": ROUTER_METRICS_PORT},
-                        ],
-                    }
-                ],
-                "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}]}],
-            },
-        }
+        ports = [ROUTER_TLS_PORT, ROUTER_METRICS_PORT]
+        return network_policy(
+            self._metadata(),
+            self.labels(),
+            ingress=[
+                {
+                    "from": [{"ipBlock": {"cidr": self.vpc_cidr}}],
+                    "ports": [{"protocol": "TCP", "port": port} for port in ports],
+                }
+            ],
+            egress=[{"to": [ANYWHERE_BUT_IMDS]}],
+        )

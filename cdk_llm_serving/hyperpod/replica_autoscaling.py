@@ -40,7 +40,7 @@ from .multi_node_manifests import (
 from .multi_node_service import VllmMultiNodeService
 from .node_readiness import group_budget
 from .observability import VllmObservability
-from .prefix_routing import PROXY_IMAGE
+from .prefix_routing import PROXY_IMAGE, check_image
 from .wake_proxy import WAKE_PROXY_TIMEOUT_MARGIN_SECONDS, WakeProxyDeployment
 
 __all__ = [
@@ -190,12 +190,7 @@ class WakeOnConnect:
     image: str = PROXY_IMAGE
 
     def validate(self, problems: Problems, prop: str) -> None:
-        if (
-            not isinstance(self.image, str)
-            or not self.image
-            or any(c.isspace() for c in self.image)
-        ):
-            problems.add(f"{prop}.image", self.image, "a container image reference")
+        check_image(problems, f"{prop}.image", self.image)
 
     @staticmethod
     def trigger(dimension: str, authentication: str) -> dict[str, Any]:

@@ -28,15 +28,17 @@ from .constants import (
     ROLE_LABEL,
     VLLM_API_PORT,
 )
-from .multi_node_manifests import DRAIN_GRACE_SECONDS, DRAIN_PRE_STOP_SECONDS, ServiceFront
+from .multi_node_manifests import DRAIN_PRE_STOP_SECONDS, ServiceFront
 from .prefix_routing import (
     PROXY_IMAGE,
     PROXY_SECURITY,
     disruption_budget,
     nginx_command,
+    nginx_config_map,
+    service_account,
     system_deployment,
 )
-from .serving_security import IMDS_CIDR
+from .serving_security import ANYWHERE_BUT_IMDS, network_policy
 
 __all__ = [
     "WAKE_PROXY_HEALTH_PORT",
@@ -126,18 +128,8 @@ class WakeProxyDeployment:
         """ServiceAccount, ConfigMap, the leaders' ClusterIP Service, Deployment, PDB and the
         NetworkPolicies."""
         return [
-            {
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": self._metadata(),
-                "automountServiceAccountToken": False,
-            },
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": self._metadata(),
-                "data": {"nginx.conf": self.proxy_config()},
-            },
+            service_account(self._metadata()),
+            nginx_config_map(self._metadata(), self.proxy_config()),
             self.leaders_service_manifest(),
             self.deployment(),
             disruption_budget(self._metadata(), self.labels()),
@@ -190,7 +182,6 @@ class WakeProxyDeployment:
             self._metadata(),
             self.labels(),
             WAKE_PROXY_REPLICAS,
-            DRAIN_GRACE_SECONDS,
             [proxy],
             [
                 {"name": _CONFIG_VOLUME, "configMap": {"name": self.proxy_name}},
@@ -202,47 +193,31 @@ class WakeProxyDeployment:
         """The proxy: both ports from the VPC, out to the leaders' port and DNS only. The
         leaders: the API port from the proxy pods (NetworkPolicies add up: the leaders keep
         what they accept today)."""
-        proxy_pods = {"podSelector": {"matchLabels": self.labels()}}
-        leaders = {"podSelector": {"matchLabels": dict(self.leader_labels)}}
+        leader_labels = dict(self.leader_labels)
         api = [{"protocol": "TCP", "port": VLLM_API_PORT}]
         dns = [{"protocol": "UDP", "port": _DNS_PORT}, {"protocol": "TCP", "port": _DNS_PORT}]
-        return [
-            {
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "NetworkPolicy",
-                "metadata": self._metadata(),
-                "spec": {
-                    "podSelector": {"matchLabels": self.labels()},
-                    "policyTypes": ["Ingress", "Egress"],
-                    "ingress": [
-                        {
-                            "from": [{"ipBlock": {"cidr": self.vpc_cidr}}],
-                            "ports": [
-                                {"protocol": "TCP", "port": WAKE_PROXY_PORT},
-                                {"protocol": "TCP", "port": WAKE_PROXY_HEALTH_PORT},
-                            ],
-                        }
-                    ],
-                    "egress": [
-                        {"to": [leaders], "ports": api},
-                        {
-                            "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}],
-                            "ports": dns,
-                        },
-                    ],
-                },
-            },
-            {
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "NetworkPolicy",
-                "metadata": self._metadata(f"{self.name}-from-wake"),
-                "spec": {
-                    "podSelector": {"matchLabels": dict(self.leader_labels)},
-                    "policyTypes": ["Ingress"],
-                    "ingress": [{"from": [proxy_pods], "ports": api}],
-                },
-            },
-        ]
+        ports = [WAKE_PROXY_PORT, WAKE_PROXY_HEALTH_PORT]
+        proxy = network_policy(
+            self._metadata(),
+            self.labels(),
+            ingress=[
+                {
+                    "from": [{"ipBlock": {"cidr": self.vpc_cidr}}],
+                    "ports": [{"protocol": "TCP", "port": port} for port in ports],
+                }
+            ],
+            egress=[
+                {"to": [{"podSelector": {"matchLabels": leader_labels}}], "ports": api},
+                {"to": [ANYWHERE_BUT_IMDS], "ports": dns},
+            ],
+        )
+        proxy_pods = {"podSelector": {"matchLabels": self.labels()}}
+        leaders = network_policy(
+            self._metadata(f"{self.name}-from-wake"),
+            leader_labels,
+            ingress=[{"from": [proxy_pods], "ports": api}],
+        )
+        return [proxy, leaders]
 
     def front(self) -> ServiceFront:
         """The proxy in front of the leaders: TCP on ``WAKE_PROXY_PORT``, a TCP health check

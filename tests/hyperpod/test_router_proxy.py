@@ -74,8 +74,6 @@ def proxy(tmp_path_factory):
         ceiling=2,
         startup_timeout_seconds=600,
         vpc_cidr="10.0.0.0/16",
-        pre_stop_seconds=310,
-        grace_seconds=340,
     )
     config = (
         deployment.proxy_config(tls_dir=str(work), tmp_dir=str(work))

@@ -65,8 +65,6 @@ def _deployment() -> WakeProxyDeployment:
         leader_labels=(("app.kubernetes.io/name", "svc"),),
         vpc_cidr="10.0.0.0/16",
         longest_request_seconds=300,
-        pre_stop_seconds=310,
-        grace_seconds=340,
     )
 
 
