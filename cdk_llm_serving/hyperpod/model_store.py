@@ -62,14 +62,13 @@ class FsxModelStore(Construct):
         claim_name: str = "model-weights",
     ) -> None:
         super().__init__(scope, id)
-        self.namespace = namespace
-        self._validate(storage_capacity_gib, throughput_per_tib, weights_prefix)
         self.namespace, self.claim_name = namespace, claim_name
-        self.storage_capacity_gib = storage_capacity_gib
-        self.throughput_per_tib = throughput_per_tib
-        self.file_system = self._render_file_system(
-            cluster, storage_capacity_gib, throughput_per_tib
+        self.storage_capacity_gib, self.throughput_per_tib = (
+            storage_capacity_gib,
+            throughput_per_tib,
         )
+        self._validate(weights_prefix)
+        self.file_system = self._render_file_system(cluster)
         prefix = weights_prefix.strip("/")
         #: Where the weights appear on the file system (and under the volume's mount path).
         self.mount_path = association_path(weights_bucket.bucket_name, prefix)
@@ -104,10 +103,12 @@ class FsxModelStore(Construct):
             cold_start.startup_timeout_seconds, math.ceil(first_start * cold_start.safety_factor)
         )
 
-    def _validate(
-        self, storage_capacity_gib: int, throughput_per_tib: int, weights_prefix: str
-    ) -> None:
+    def _validate(self, weights_prefix: str) -> None:
         problems = Problems(f"FsxModelStore '{self.node.path}'")
+        storage_capacity_gib, throughput_per_tib = (
+            self.storage_capacity_gib,
+            self.throughput_per_tib,
+        )
         if not _valid_capacity(storage_capacity_gib):
             problems.add(
                 "storage_capacity_gib",
@@ -130,9 +131,7 @@ class FsxModelStore(Construct):
         check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
         problems.raise_if_any()
 
-    def _render_file_system(
-        self, cluster: IHyperPodCluster, storage_capacity_gib: int, throughput_per_tib: int
-    ) -> fsx.LustreFileSystem:
+    def _render_file_system(self, cluster: IHyperPodCluster) -> fsx.LustreFileSystem:
         """PERSISTENT_2 in the GPU subnet, reachable from the nodes, retained on deletion."""
         self.security_group = self._render_security_group(cluster)
         return fsx.LustreFileSystem(
@@ -141,10 +140,10 @@ class FsxModelStore(Construct):
             vpc=cluster.vpc,
             vpc_subnet=cluster.gpu_subnets[0],
             security_group=self.security_group,
-            storage_capacity_gib=storage_capacity_gib,
+            storage_capacity_gib=self.storage_capacity_gib,
             lustre_configuration=fsx.LustreConfiguration(
                 deployment_type=fsx.LustreDeploymentType.PERSISTENT_2,
-                per_unit_storage_throughput=throughput_per_tib,
+                per_unit_storage_throughput=self.throughput_per_tib,
                 data_compression_type=fsx.LustreDataCompressionType.LZ4,
             ),
             removal_policy=RemovalPolicy.RETAIN,

@@ -104,14 +104,6 @@ class Exposure:
     source_ranges: tuple[str, ...] | None = None
     tls_dns_names: tuple[str, ...] = ()
 
-    @property
-    def port(self) -> int:
-        return HTTPS_PORT
-
-    @property
-    def scheme(self) -> str:
-        return "https"
-
     def validate(self, problems: Problems, prop: str) -> None:
         """Source ranges are CIDRs; a public endpoint names its TLS certificate and clients."""
         for index, cidr in enumerate(self.source_ranges or ()):
@@ -403,8 +395,8 @@ class MultiNodeWorkload:
                 "selector": dict(front.labels) if front else self.leader_labels(),
                 "ports": [
                     {
-                        "name": self.exposure.scheme,
-                        "port": self.exposure.port,
+                        "name": "https",
+                        "port": HTTPS_PORT,
                         "targetPort": front.port if front else VLLM_API_PORT,
                         "protocol": "TCP",
                     }

@@ -51,10 +51,8 @@ from .instance_group import HyperPodInstanceGroup
 from .model_store import FsxModelStore
 from .multi_node_manifests import (
     API_SERVICE_SUFFIX,
-    HTTPS_PORT,
     SERVICE_NAME_MAX,
     TERMINATION_GRACE_SECONDS,
-    TLS_LISTENER_POLICY,
     WEIGHTS_MOUNT,
     Exposure,
     MultiNodeWorkload,
@@ -62,7 +60,7 @@ from .multi_node_manifests import (
 )
 from .multi_node_placement import MultiNodePlacement, place_replicas
 from .pod_spec import MIN_KV_OFFLOAD_GIB, kv_offload_budget_gib, memory_gib
-from .prefix_routing import PrefixRouting, RouterDeployment, leader_wildcard
+from .prefix_routing import PrefixRouting, RouterDeployment, leader_wildcard, service_account
 from .serving_image import IMAGE_WITHOUT_EFA_WARNING, ServingImage, default_vllm_image
 from .serving_security import (
     generated_api_key,
@@ -79,8 +77,6 @@ from .serving_tls import (
 )
 
 __all__ = [
-    "HTTPS_PORT",
-    "TLS_LISTENER_POLICY",
     "Exposure",
     "ServiceFront",
     "ServingImage",
@@ -784,7 +780,7 @@ class VllmMultiNodeService(Construct):
         self._deploy_workload(prerequisites)
         #: The load balancer's hostname, once the controller has created it.
         self.load_balancer_hostname = self._load_balancer_hostname()
-        self.base_url = f"{self.exposure.scheme}://{self.load_balancer_hostname}/v1"
+        self.base_url = f"https://{self.load_balancer_hostname}/v1"
         self._outputs()
         #: The leader certificate's names: in-cluster, the load balancer's, ``exposure``'s.
         self.tls_dns_names = [
@@ -877,18 +873,10 @@ class VllmMultiNodeService(Construct):
         accounts = [self.service_account]
         if self.worker_service_account is not None:
             accounts.append(self.worker_service_account)
-        manifest = eks.KubernetesManifest(
-            self,
+        manifest = self._manifest(
             "WeightsIdentity",
-            cluster=self.cluster.eks_cluster,
-            overwrite=True,
-            manifest=[
-                {
-                    "apiVersion": "v1",
-                    "kind": "ServiceAccount",
-                    "metadata": {"name": account, "namespace": self.namespace},
-                    "automountServiceAccountToken": False,
-                }
+            [
+                service_account({"name": account, "namespace": self.namespace})
                 for account in accounts
             ],
         )
@@ -932,16 +920,10 @@ class VllmMultiNodeService(Construct):
     def _api_key_provider(self, after: Construct) -> Construct:
         """The SecretProviderClass for the key, once the CSI driver (its CRD) is installed."""
         assert self.api_key is not None
-        provider = eks.KubernetesManifest(
-            self,
+        region = Stack.of(self).region
+        provider = self._manifest(
             "ApiKeyProvider",
-            cluster=self.cluster.eks_cluster,
-            overwrite=True,
-            manifest=[
-                secret_provider_class(
-                    self._api_key_class, self.namespace, self.api_key, Stack.of(self).region
-                )
-            ],
+            [secret_provider_class(self._api_key_class, self.namespace, self.api_key, region)],
         )
         provider.node.add_dependency(secrets_store_addon(self, self.cluster))
         provider.node.add_dependency(after)
@@ -967,18 +949,30 @@ class VllmMultiNodeService(Construct):
 
     def _load_balancer_hostname(self) -> str:
         """The Service's load balancer hostname, read once the controller has created it."""
-        hostname = eks.KubernetesObjectValue(
-            self,
+        return self._object_value(
             "LoadBalancerHostname",
+            "service",
+            self.workload.service_name,
+            ".status.loadBalancer.ingress[0].hostname",
+            self.service_resource,
+        )
+
+    def _object_value(
+        self, id: str, object_type: str, object_name: str, json_path: str, after: Construct
+    ) -> str:
+        """``json_path`` of a Kubernetes object of this namespace, read after ``after``."""
+        value = eks.KubernetesObjectValue(
+            self,
+            id,
             cluster=self.cluster.eks_cluster,
-            object_type="service",
-            object_name=self.workload.service_name,
+            object_type=object_type,
+            object_name=object_name,
             object_namespace=self.namespace,
-            json_path=".status.loadBalancer.ingress[0].hostname",
+            json_path=json_path,
             timeout=Duration.minutes(10),
         )
-        hostname.node.add_dependency(self.service_resource)
-        return hostname.value
+        value.node.add_dependency(after)
+        return value.value
 
     def _outputs(self) -> None:
         """The base URL and, with an API key, its secret's ARN."""
@@ -1020,24 +1014,20 @@ class VllmMultiNodeService(Construct):
 
     def _ca_certificate(self) -> str:
         """The CA of the leader's certificate, read from its secret, and output."""
-        ca = eks.KubernetesObjectValue(
-            self,
+        ca = self._object_value(
             "CaCertificateValue",
-            cluster=self.cluster.eks_cluster,
-            object_type="secret",
-            object_name=serving_secret_name(self.name),
-            object_namespace=self.namespace,
-            json_path=".data.ca\\.crt",
-            timeout=Duration.minutes(10),
+            "secret",
+            serving_secret_name(self.name),
+            ".data.ca\\.crt",
+            self.certificate_resource,
         )
-        ca.node.add_dependency(self.certificate_resource)
         CfnOutput(
             self,
             "CaCertificate",
-            value=ca.value,
+            value=ca,
             description="Base64 PEM of the CA the leader's TLS certificate chains to (base64 -d > ca.crt)",
         )
-        return ca.value
+        return ca
 
 
 def _parse_weight_format(problems: Problems, given: WeightFormat | str) -> WeightFormat:

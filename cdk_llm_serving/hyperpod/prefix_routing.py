@@ -337,28 +337,19 @@ class RouterDeployment:
 
     def router_args(self) -> list[str]:
         """The router's command line (checked by the router's own parser in the tests)."""
-        return [
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(ROUTER_PORT),
-            "--worker-urls",
-            *leader_urls(self.name, self.namespace, self.ceiling),
-            "--policy",
-            self.routing.policy_name,
-            "--cache-threshold",
-            f"{self.routing.cache_threshold:g}",
-            "--worker-startup-timeout-secs",
-            str(self.startup_timeout_seconds),
-            "--health-check-interval-secs",
-            str(HEALTH_CHECK_INTERVAL_SECONDS),
-            "--health-check-endpoint",
-            "/health",
-            "--prometheus-host",
-            "0.0.0.0",  # noqa: S104 - the pod's metrics port, NetworkPolicy-limited to the VPC
-            "--prometheus-port",
-            str(ROUTER_METRICS_PORT),
-        ]
+        options = {
+            "--policy": self.routing.policy_name,
+            "--cache-threshold": f"{self.routing.cache_threshold:g}",
+            "--worker-startup-timeout-secs": str(self.startup_timeout_seconds),
+            "--health-check-interval-secs": str(HEALTH_CHECK_INTERVAL_SECONDS),
+            "--health-check-endpoint": "/health",
+            # The pod's metrics port, NetworkPolicy-limited to the VPC.
+            "--prometheus-host": "0.0.0.0",  # noqa: S104
+            "--prometheus-port": str(ROUTER_METRICS_PORT),
+        }
+        urls = leader_urls(self.name, self.namespace, self.ceiling)
+        listen = ["--host", "127.0.0.1", "--port", str(ROUTER_PORT), "--worker-urls", *urls]
+        return [*listen, *(part for option in options.items() for part in option)]
 
     def proxy_config(self, tls_dir: str = _TLS_MOUNT, tmp_dir: str = "/tmp") -> str:
         """nginx's configuration: TLS on ``ROUTER_TLS_PORT``, ``/v1/`` and the router's probes

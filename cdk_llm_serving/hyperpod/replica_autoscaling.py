@@ -109,14 +109,8 @@ class WakeTime:
 
     @property
     def total_seconds(self) -> int:
-        """The first request's wait: what a client's retry budget must cover."""
-        return (
-            self.detection
-            + self.node_start
-            + self.image_pull
-            + self.weights_and_engine
-            + self.health_check
-        )
+        """The first request's wait, all its parts: what a client's retry budget must cover."""
+        return sum(dataclasses.astuple(self))
 
 
 @dataclass(frozen=True)
@@ -264,12 +258,8 @@ class ScaleToZero:
 
     def wake_time(self, service: VllmMultiNodeService) -> WakeTime:
         """The wake of ``service`` from zero: detection, nodes, image, weights and engine."""
-        node_start = (
-            _seconds(self.node_start)
-            if self.node_start is not None
-            else int(
-                group_budget(dataclasses.replace(service.group, count=service.nodes)).to_seconds()
-            )
+        node_start = self.node_start or group_budget(
+            dataclasses.replace(service.group, count=service.nodes)
         )
         return WakeTime(
             detection=(
@@ -277,7 +267,7 @@ class ScaleToZero:
                 if isinstance(self.wake, WakeOnConnect)
                 else WAKE_DETECTION_SECONDS
             ),
-            node_start=node_start,
+            node_start=_seconds(node_start),
             image_pull=IMAGE_PULL_SECONDS,
             weights_and_engine=math.ceil(service.cold_start.total_seconds),
             health_check=WAKE_HEALTHY_THRESHOLD * NLB_HEALTH_CHECK_INTERVAL_SECONDS,
@@ -324,12 +314,10 @@ class VllmReplicaAutoScaling(Construct):
             max_replicas = max(min_replicas, 1, free // service.nodes)
         #: A first request's wait after idle (``ScaleToZero``); ``None`` without scale to zero.
         self.wake: WakeTime | None = scale_to_zero.wake_time(service) if scale_to_zero else None
-        self._validate(
-            scale_to_zero, waiting_requests_per_replica, min_replicas, max_replicas, longest_request
-        )
         self.scale_to_zero, self.longest_request = scale_to_zero, longest_request
         self.min_replicas, self.max_replicas = min_replicas, max_replicas
         self.threshold = waiting_requests_per_replica
+        self._validate()
         #: How long a replica is kept after the queue drops, and how often one more may go: the
         #: replica's cold start, within the HPA's 300 s default and its 1800 s limit of a
         #: policy's ``periodSeconds`` (autoscaling/v2 ``HPAScalingPolicy``).
@@ -522,16 +510,10 @@ class VllmReplicaAutoScaling(Construct):
             triggers.append(self._running_trigger(name))
         return triggers
 
-    def _validate(
-        self,
-        scale_to_zero: ScaleToZero | None,
-        waiting_requests_per_replica: int,
-        min_replicas: int,
-        max_replicas: int,
-        longest_request: Duration,
-    ) -> None:
+    def _validate(self) -> None:
         problems = Problems(f"VllmReplicaAutoScaling '{self.node.path}'")
-        service, observability = self.service, self.observability
+        service, observability, scale_to_zero = self.service, self.observability, self.scale_to_zero
+        min_replicas, max_replicas = self.min_replicas, self.max_replicas
         if observability.service is not service:
             problems.add(
                 "observability",
@@ -547,7 +529,7 @@ class VllmReplicaAutoScaling(Construct):
                 "wakes it)",
             )
         if scale_to_zero is not None:
-            self._validate_scale_to_zero(problems, scale_to_zero, min_replicas)
+            self._validate_scale_to_zero(problems, scale_to_zero)
         ceiling = service.group.capacity // service.nodes
         if not max(min_replicas, 1) <= max_replicas <= ceiling:
             problems.add(
@@ -557,28 +539,26 @@ class VllmReplicaAutoScaling(Construct):
                 + (" at its max_count" if service.group.autoscaled else "")
                 + f", {service.nodes} per replica",
             )
-        if not 0 < _seconds(longest_request) <= NLB_DEREGISTRATION_DELAY_SECONDS:
+        if not 0 < _seconds(self.longest_request) <= NLB_DEREGISTRATION_DELAY_SECONDS:
             problems.add(
                 "longest_request",
-                longest_request.to_human_string(),
+                self.longest_request.to_human_string(),
                 f"must be more than 0 and at most the NLB's deregistration delay "
                 f"({NLB_DEREGISTRATION_DELAY_SECONDS} s): a scaled-in replica serves its "
                 "in-flight requests only that long",
             )
-        check_at_least(problems, "waiting_requests_per_replica", waiting_requests_per_replica, 1)
+        check_at_least(problems, "waiting_requests_per_replica", self.threshold, 1)
         problems.raise_if_any()
 
-    def _validate_scale_to_zero(
-        self, problems: Problems, options: ScaleToZero, min_replicas: int
-    ) -> None:
+    def _validate_scale_to_zero(self, problems: Problems, options: ScaleToZero) -> None:
         """Scale to zero needs min 0, nodes that follow, a wake, a bounded wake time."""
         service, wake = self.service, self.wake
         assert wake is not None
         options.validate(problems, "scale_to_zero")
-        if min_replicas != 0:
+        if self.min_replicas != 0:
             problems.add(
                 "scale_to_zero",
-                f"ScaleToZero(...) with min_replicas={min_replicas}",
+                f"ScaleToZero(...) with min_replicas={self.min_replicas}",
                 "needs min_replicas=0 (or leave scale_to_zero out to keep a replica)",
             )
         group = service.group
