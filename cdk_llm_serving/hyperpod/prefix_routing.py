@@ -70,9 +70,8 @@ PROXIED_PROBES = ("/liveness", "/readiness")
 #: The NLB's health check on the routers: ``/liveness`` answers while the router runs, while
 #: its ``/health`` answers 503 as long as any listed leader is absent (vllm-router 0.1.17).
 ROUTER_LIVENESS_PATH = "/liveness"
-_PROXY_CONFIG_MOUNT = "/etc/router-proxy"
-_PROXY_CONFIG_VOLUME = "router-proxy-config"
-_PROXY_TMP_VOLUME = "router-proxy-tmp"
+#: The router's TLS front's name in its volumes and configuration path.
+_PROXY_KIND = "router-proxy"
 #: How often the router checks each leader's ``/health``: a replica that stopped is marked
 #: unhealthy after ``--health-failure-threshold`` (3) checks, 30 s.
 HEALTH_CHECK_INTERVAL_SECONDS = 10
@@ -188,6 +187,45 @@ def nginx_command(conf: str) -> list[str]:
     return ["/bin/sh", "-c", script]
 
 
+def nginx_container(
+    name: str,
+    kind: str,
+    image: str,
+    ports: dict[str, int],
+    probe_port: int,
+    resources: dict[str, str],
+    mounts: tuple[dict[str, Any], ...] = (),
+) -> dict[str, Any]:
+    """An nginx container of the proxy ``kind`` (``router-proxy``, ``wake-proxy``): its
+    configuration from ``/etc/<kind>``, scratch space in ``/tmp``, TCP probes on
+    ``probe_port`` (listening is all it does), and the drain of its pod's load-balancer target."""
+    tcp = {"tcpSocket": {"port": probe_port}}
+    return {
+        "name": name,
+        "image": image,
+        "command": nginx_command(f"/etc/{kind}/nginx.conf"),
+        "ports": [{"name": port_name, "containerPort": port} for port_name, port in ports.items()],
+        "readinessProbe": {**tcp, "periodSeconds": 10},
+        "livenessProbe": {**tcp, "periodSeconds": 30, "failureThreshold": 5},
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "lifecycle": _PRE_STOP,
+        "securityContext": dict(PROXY_SECURITY),
+        "volumeMounts": [
+            *mounts,
+            {"name": f"{kind}-config", "mountPath": f"/etc/{kind}", "readOnly": True},
+            {"name": f"{kind}-tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def nginx_volumes(kind: str, config_map: str, tmp_size: str) -> list[dict[str, Any]]:
+    """The configuration and the memory-backed scratch space of ``nginx_container``."""
+    return [
+        {"name": f"{kind}-config", "configMap": {"name": config_map}},
+        {"name": f"{kind}-tmp", "emptyDir": {"medium": "Memory", "sizeLimit": tmp_size}},
+    ]
+
+
 #: A proxy container's security context: no privilege, read-only root, no capability.
 PROXY_SECURITY = {
     "allowPrivilegeEscalation": False,
@@ -205,23 +243,6 @@ PROXY_POD_SECURITY = {
 }
 
 
-def spread_over_nodes(labels: dict[str, str]) -> dict[str, Any]:
-    """Preferred pod anti-affinity on the hostname: the pods with ``labels`` on different nodes."""
-    return {
-        "podAntiAffinity": {
-            "preferredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "weight": 100,
-                    "podAffinityTerm": {
-                        "labelSelector": {"matchLabels": labels},
-                        "topologyKey": "kubernetes.io/hostname",
-                    },
-                }
-            ]
-        }
-    }
-
-
 def system_deployment(
     metadata: dict[str, Any],
     labels: dict[str, str],
@@ -232,6 +253,8 @@ def system_deployment(
     """A Deployment of proxy pods on the system nodes, spread over nodes, one surge pod at a
     time and none unavailable, that outlive their load-balancer target; its ServiceAccount
     (``metadata``'s name) has no token."""
+    term = {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+    spread = {"weight": 100, "podAffinityTerm": term}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -251,7 +274,12 @@ def system_deployment(
                     "securityContext": dict(PROXY_POD_SECURITY),
                     "terminationGracePeriodSeconds": DRAIN_GRACE_SECONDS,
                     "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
-                    "affinity": spread_over_nodes(labels),
+                    # Preferred anti-affinity on the hostname: the pods on different nodes.
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [spread]
+                        }
+                    },
                     "containers": containers,
                     "volumes": volumes,
                 },
@@ -422,7 +450,18 @@ class RouterDeployment:
             self._metadata(),
             self.labels(),
             self.routing.replicas,
-            [self._router_container(), self._proxy_container()],
+            [
+                self._router_container(),
+                nginx_container(
+                    "tls-proxy",
+                    _PROXY_KIND,
+                    self.routing.proxy_image,
+                    {"https": ROUTER_TLS_PORT},
+                    ROUTER_TLS_PORT,
+                    PROXY_RESOURCES,
+                    (_TLS_VOLUME_MOUNT,),
+                ),
+            ],
             self._volumes(),
         )
 
@@ -450,26 +489,6 @@ class RouterDeployment:
             "volumeMounts": [_TLS_VOLUME_MOUNT],
         }
 
-    def _proxy_container(self) -> dict[str, Any]:
-        tcp = {"tcpSocket": {"port": ROUTER_TLS_PORT}}
-        return {
-            "name": "tls-proxy",
-            "image": self.routing.proxy_image,
-            "command": nginx_command(f"{_PROXY_CONFIG_MOUNT}/nginx.conf"),
-            "ports": [{"name": "https", "containerPort": ROUTER_TLS_PORT}],
-            # Listening is all the proxy does: a TCP check (the router's probes go through it).
-            "readinessProbe": {**tcp, "periodSeconds": 10},
-            "livenessProbe": {**tcp, "periodSeconds": 30, "failureThreshold": 5},
-            "resources": {"requests": dict(PROXY_RESOURCES), "limits": dict(PROXY_RESOURCES)},
-            "lifecycle": _PRE_STOP,
-            "securityContext": PROXY_SECURITY,
-            "volumeMounts": [
-                _TLS_VOLUME_MOUNT,
-                {"name": _PROXY_CONFIG_VOLUME, "mountPath": _PROXY_CONFIG_MOUNT, "readOnly": True},
-                {"name": _PROXY_TMP_VOLUME, "mountPath": "/tmp"},
-            ],
-        }
-
     def _volumes(self) -> list[dict[str, Any]]:
         """The TLS Secret (group-readable: the containers run as the nonroot user and the
         files belong to fsGroup), the proxy's configuration and its scratch space."""
@@ -483,8 +502,7 @@ class RouterDeployment:
                     "items": tls_files,
                 },
             },
-            {"name": _PROXY_CONFIG_VOLUME, "configMap": {"name": f"{self.router_name}-proxy"}},
-            {"name": _PROXY_TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+            *nginx_volumes(_PROXY_KIND, f"{self.router_name}-proxy", "64Mi"),
         ]
 
     def network_policy(self) -> dict[str, Any]:

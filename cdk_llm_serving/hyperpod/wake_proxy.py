@@ -28,13 +28,13 @@ from .constants import (
     ROLE_LABEL,
     VLLM_API_PORT,
 )
-from .multi_node_manifests import DRAIN_PRE_STOP_SECONDS, ServiceFront
+from .multi_node_manifests import ServiceFront
 from .prefix_routing import (
     PROXY_IMAGE,
-    PROXY_SECURITY,
     disruption_budget,
-    nginx_command,
     nginx_config_map,
+    nginx_container,
+    nginx_volumes,
     service_account,
     system_deployment,
 )
@@ -59,9 +59,8 @@ WAKE_PROXY_CONNECT_TIMEOUT_SECONDS = 5
 WAKE_PROXY_TIMEOUT_MARGIN_SECONDS = 30
 #: Each proxy pod's requests and limits: one nginx worker relaying bytes.
 WAKE_PROXY_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
-_CONFIG_MOUNT = "/etc/wake-proxy"
-_CONFIG_VOLUME = "wake-proxy-config"
-_TMP_VOLUME = "wake-proxy-tmp"
+#: The proxy's name in its volumes and configuration path.
+_KIND = "wake-proxy"
 #: The cluster DNS port (CoreDNS), which the proxy needs to resolve the leaders' Service.
 _DNS_PORT = 53
 
@@ -156,37 +155,20 @@ class WakeProxyDeployment:
         }
 
     def deployment(self) -> dict[str, Any]:
-        health = {"tcpSocket": {"port": WAKE_PROXY_HEALTH_PORT}}
-        proxy = {
-            "name": "wake-proxy",
-            "image": self.image,
-            "command": nginx_command(f"{_CONFIG_MOUNT}/nginx.conf"),
-            "ports": [
-                {"name": "tcp", "containerPort": WAKE_PROXY_PORT},
-                {"name": "health", "containerPort": WAKE_PROXY_HEALTH_PORT},
-            ],
-            "readinessProbe": {**health, "periodSeconds": 10},
-            "livenessProbe": {**health, "periodSeconds": 30, "failureThreshold": 5},
-            "resources": {
-                "requests": dict(WAKE_PROXY_RESOURCES),
-                "limits": dict(WAKE_PROXY_RESOURCES),
-            },
-            "lifecycle": {"preStop": {"sleep": {"seconds": DRAIN_PRE_STOP_SECONDS}}},
-            "securityContext": dict(PROXY_SECURITY),
-            "volumeMounts": [
-                {"name": _CONFIG_VOLUME, "mountPath": _CONFIG_MOUNT, "readOnly": True},
-                {"name": _TMP_VOLUME, "mountPath": "/tmp"},
-            ],
-        }
+        proxy = nginx_container(
+            "wake-proxy",
+            _KIND,
+            self.image,
+            {"tcp": WAKE_PROXY_PORT, "health": WAKE_PROXY_HEALTH_PORT},
+            WAKE_PROXY_HEALTH_PORT,
+            WAKE_PROXY_RESOURCES,
+        )
         return system_deployment(
             self._metadata(),
             self.labels(),
             WAKE_PROXY_REPLICAS,
             [proxy],
-            [
-                {"name": _CONFIG_VOLUME, "configMap": {"name": self.proxy_name}},
-                {"name": _TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
-            ],
+            nginx_volumes(_KIND, self.proxy_name, "16Mi"),
         )
 
     def network_policies(self) -> list[dict[str, Any]]:
