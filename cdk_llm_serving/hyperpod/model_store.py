@@ -76,8 +76,9 @@ class FsxModelStore(Construct):
         self.association = self._render_association(weights_bucket, prefix)
         self.manifests = self.kubernetes_objects()
         self.manifest = cluster.eks_cluster.add_manifest("WeightsVolume", *self.manifests)
-        self.manifest.node.add_dependency(cluster.fsx_csi_driver)
-        self.manifest.node.add_dependency(cluster.kubernetes_namespace(namespace))
+        self.manifest.node.add_dependency(
+            cluster.fsx_csi_driver, cluster.kubernetes_namespace(namespace)
+        )
 
     @property
     def throughput_bytes_per_second(self) -> float:

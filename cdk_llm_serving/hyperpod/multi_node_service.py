@@ -442,7 +442,7 @@ class VllmMultiNodeService(Construct):
             startup=self.startup,
             placement=self.placement,
             startup_timeout_seconds=self.startup_timeout_seconds,
-            api_key_class=self._api_key_class if authenticate else None,
+            api_key_class=f"{self.name}-api-key" if authenticate else None,
             claim_name=self.model_store.claim_name if self.model_store else None,
             exposure=self.exposure,
             vpc_cidr=self.vpc_cidr,
@@ -569,30 +569,27 @@ class VllmMultiNodeService(Construct):
     def _configure(self, problems: Problems, base: VllmConfig) -> tuple[VllmConfig, bool]:
         """The vLLM configuration this placement needs, checked against the hardware, and
         whether vLLM's own checks passed (the launcher's run when the workload renders)."""
-        streaming = self.stream_from is not None
-        if streaming and base.load_format not in (None, "runai_streamer"):
+        stream, store = self.stream_from, self.model_store
+        if stream is not None and base.load_format not in (None, "runai_streamer"):
             problems.add(
                 "config.load_format", base.load_format, "streaming from S3 needs runai_streamer"
             )
-        if self.stream_from is not None:
-            model_path = self.stream_from.s3_uri
-        else:
-            assert self.model_store is not None  # weights: one or the other
-            model_path = f"{WEIGHTS_MOUNT}{self.model_store.mount_path}"
+        model_path = (
+            stream.s3_uri if stream else f"{WEIGHTS_MOUNT}{store.mount_path if store else ''}"
+        )
         layout = self.layout
+        pipeline = layout.pipeline_parallel if layout.pipeline_parallel > 1 else None
+        across = self.nodes > 1 and layout.data_parallel > 1
+        data = layout.data_parallel if across else base.data_parallel_size
         self._check_layout_kept(problems, base)
         self._check_store_holds_weights(problems)
         config = base.with_changes(
             model=model_path,
-            load_format="runai_streamer" if streaming else base.load_format,
+            load_format="runai_streamer" if stream else base.load_format,
             served_model_name=base.served_model_name or self.spec.name,
             tensor_parallel_size=layout.tensor_parallel,
-            pipeline_parallel_size=layout.pipeline_parallel
-            if layout.pipeline_parallel > 1
-            else None,
-            data_parallel_size=layout.data_parallel
-            if self.nodes > 1 and layout.data_parallel > 1
-            else base.data_parallel_size,
+            pipeline_parallel_size=pipeline,
+            data_parallel_size=data,
             enable_expert_parallel=self.spec.is_moe,
             quantization=self.weight_format.vllm_quantization,
             max_num_seqs=self._max_num_seqs(base),
@@ -725,7 +722,7 @@ class VllmMultiNodeService(Construct):
         if self.nodes > 1 and self.instance.efa_devices and not self.image_efa:
             Annotations.of(self).add_warning_v2(
                 IMAGE_WITHOUT_EFA_WARNING,
-                f"{self.image} is not declared EFA-capable (image_efa=True): NCCL between the "
+                f"{self.image} is not declared EFA-capable (ServingImage(uri, efa=True)): NCCL between the "
                 f"{self.nodes} nodes of a replica falls back to TCP on {self.group.instance_type}. "
                 "Use the default image (AWS's vLLM container with EFA) or one with libfabric "
                 "and aws-ofi-nccl.",
@@ -746,8 +743,7 @@ class VllmMultiNodeService(Construct):
             f"minutes (old pods' {TERMINATION_GRACE_SECONDS} s grace, then the new replica's "
             f"start: {round(self.cold_start.total_seconds / 60)} minutes estimated, up to the "
             f"startup probe's {round(self.startup_timeout_seconds / 60)}-minute budget). Way out: "
-            f"give the "
-            f"group {needed} nodes (HyperPodInstanceGroup count={needed}); the update then "
+            f"give the group {needed} nodes (HyperPodInstanceGroup count={needed}); the update then "
             "starts the new replica before it removes the old one (maxSurge 1). Or acknowledge "
             "this warning and update in a maintenance window.",
         )
@@ -816,7 +812,7 @@ class VllmMultiNodeService(Construct):
         annotations) are read at synth, so the methods above still shape them."""
         lws_object = {**self.lws, "spec": _Rendered.of(lambda: self.lws["spec"])}
         self.lws_manifest = self._manifest("LeaderWorkerSet", [lws_object])
-        self.lws_manifest.node.add_dependency(self.addons.leader_worker_set)
+        self.lws_manifest.node.add_dependency(self.addons.leader_worker_set, *prerequisites)
         metadata = self.service["metadata"]
         service_object = {
             **self.service,
@@ -829,9 +825,7 @@ class VllmMultiNodeService(Construct):
         self.service_resource = self._manifest("Service", [service_object])
         if self.addons.load_balancer_controller is not None:
             self.service_resource.node.add_dependency(self.addons.load_balancer_controller)
-        for prerequisite in prerequisites:
-            self.lws_manifest.node.add_dependency(prerequisite)
-            self.service_resource.node.add_dependency(prerequisite)
+        self.service_resource.node.add_dependency(*prerequisites)
         self.network_policy_resource = self._manifest("NetworkPolicies", self.network_policies)
         self.network_policy_resource.node.add_dependency(prerequisites[0])
         self.lws_manifest.node.add_dependency(self.network_policy_resource)
@@ -880,8 +874,9 @@ class VllmMultiNodeService(Construct):
                 for account in accounts
             ],
         )
-        manifest.node.add_dependency(self.cluster.nodes_ready)
-        manifest.node.add_dependency(self.cluster.kubernetes_namespace(self.namespace))
+        manifest.node.add_dependency(
+            self.cluster.nodes_ready, self.cluster.kubernetes_namespace(self.namespace)
+        )
         return manifest
 
     def _pod_role(
@@ -919,19 +914,18 @@ class VllmMultiNodeService(Construct):
 
     def _api_key_provider(self, after: Construct) -> Construct:
         """The SecretProviderClass for the key, once the CSI driver (its CRD) is installed."""
-        assert self.api_key is not None
+        assert self.api_key is not None and self.workload.api_key_class is not None
         region = Stack.of(self).region
         provider = self._manifest(
             "ApiKeyProvider",
-            [secret_provider_class(self._api_key_class, self.namespace, self.api_key, region)],
+            [
+                secret_provider_class(
+                    self.workload.api_key_class, self.namespace, self.api_key, region
+                )
+            ],
         )
-        provider.node.add_dependency(secrets_store_addon(self, self.cluster))
-        provider.node.add_dependency(after)
+        provider.node.add_dependency(secrets_store_addon(self, self.cluster), after)
         return provider
-
-    @property
-    def _api_key_class(self) -> str:
-        return f"{self.name}-api-key"
 
     def _manifest(self, id: str, manifest: Sequence[Mapping[str, Any]]) -> eks.KubernetesManifest:
         return eks.KubernetesManifest(
@@ -943,8 +937,7 @@ class VllmMultiNodeService(Construct):
         issuers = self._manifest(
             "TlsIssuers", ca_manifests(self.name, self.namespace, self.labels())
         )
-        issuers.node.add_dependency(self.addons.enable_cert_manager_webhook())
-        issuers.node.add_dependency(namespace)
+        issuers.node.add_dependency(self.addons.enable_cert_manager_webhook(), namespace)
         return issuers
 
     def _load_balancer_hostname(self) -> str:
@@ -993,8 +986,7 @@ class VllmMultiNodeService(Construct):
     def _serving_certificate(self) -> eks.KubernetesManifest:
         """The leader's certificate, after its Issuers; the leader starts after it."""
         resource = self._manifest("ServingCertificate", [self.certificate])
-        resource.node.add_dependency(self.tls_issuers)
-        resource.node.add_dependency(self.addons.enable_cert_manager_webhook())
+        resource.node.add_dependency(self.tls_issuers, self.addons.enable_cert_manager_webhook())
         self.lws_manifest.node.add_dependency(resource)
         return resource
 
@@ -1008,8 +1000,7 @@ class VllmMultiNodeService(Construct):
         )
         certificate.node.add_dependency(self.tls_issuers)
         router = self._manifest("Router", self.router.manifests())
-        router.node.add_dependency(certificate)
-        router.node.add_dependency(namespace)
+        router.node.add_dependency(certificate, namespace)
         return router
 
     def _ca_certificate(self) -> str:

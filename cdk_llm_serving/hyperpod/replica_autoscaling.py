@@ -57,9 +57,6 @@ __all__ = [
 RUNNING_TRIGGER_THRESHOLD = 1_000_000
 _LONGEST_REQUEST = Duration.minutes(5)
 _MAX_FIRST_REQUEST_WAIT = Duration.hours(1)
-#: No ``AWS/NetworkELB`` metric is documented to count a connection to an empty target group
-#: (design note, "Scale to zero"): a service at zero wakes on a schedule or through the proxy.
-WAKE_SOURCE = "https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-cloudwatch-metrics.html"
 #: From the schedule's start to KEDA's activation: its default ``pollingInterval``
 #: (https://keda.sh/docs/2.17/reference/scaledobject-spec/#pollinginterval).
 WAKE_DETECTION_SECONDS = 30
@@ -377,15 +374,15 @@ class VllmReplicaAutoScaling(Construct):
             manifest=self.keda_objects(),
             overwrite=True,
         )
-        for dependency in (
+        wake = [self.wake_policy] if self.wake_policy is not None else []
+        manifest.node.add_dependency(
             self.keda,
             self.pod_identity,
             self.query_policy,
             self.service.lws_manifest,
             self.observability.rules,
-            *([self.wake_policy] if self.wake_policy is not None else []),
-        ):
-            manifest.node.add_dependency(dependency)
+            *wake,
+        )
         return manifest
 
     def _prepare_wake(self, options: ScaleToZero) -> None:
