@@ -135,19 +135,18 @@ class Exposure:
 
     def _render(self) -> dict[str, str]:
         """The Service annotations the AWS Load Balancer Controller reads for this exposure."""
-        prefix = LB_ANNOTATION
         annotations = {
-            f"{prefix}-type": "external",
-            f"{prefix}-nlb-target-type": "ip",
-            f"{prefix}-scheme": "internet-facing" if self.public else "internal",
-            f"{prefix}-healthcheck-path": VLLM_HEALTH_PATH,
-            f"{prefix}-healthcheck-protocol": "HTTPS",
+            f"{LB_ANNOTATION}-type": "external",
+            f"{LB_ANNOTATION}-nlb-target-type": "ip",
+            f"{LB_ANNOTATION}-scheme": "internet-facing" if self.public else "internal",
+            f"{LB_ANNOTATION}-healthcheck-path": VLLM_HEALTH_PATH,
+            f"{LB_ANNOTATION}-healthcheck-protocol": "HTTPS",
         }
         if self.certificate_arn:
-            annotations[f"{prefix}-ssl-cert"] = self.certificate_arn
-            annotations[f"{prefix}-ssl-ports"] = str(HTTPS_PORT)
-            annotations[f"{prefix}-ssl-negotiation-policy"] = TLS_LISTENER_POLICY
-            annotations[f"{prefix}-backend-protocol"] = "ssl"
+            annotations[f"{LB_ANNOTATION}-ssl-cert"] = self.certificate_arn
+            annotations[f"{LB_ANNOTATION}-ssl-ports"] = str(HTTPS_PORT)
+            annotations[f"{LB_ANNOTATION}-ssl-negotiation-policy"] = TLS_LISTENER_POLICY
+            annotations[f"{LB_ANNOTATION}-backend-protocol"] = "ssl"
         return annotations
 
 
@@ -237,10 +236,6 @@ class MultiNodeWorkload:
     routed: bool = False
     scaled: bool = False
     healthy_threshold: int | None = None
-
-    @property
-    def nodes(self) -> int:
-        return self.placement.nodes
 
     @property
     def service_name(self) -> str:
@@ -351,18 +346,19 @@ class MultiNodeWorkload:
             leader_flags["enable-scale-out"] = True
         leader_config = self.config.with_changes(extra_flags=leader_flags)
         # vLLM serves /v1 (key-checked), /health and /metrics only: route_guard.py.
-        leader = with_route_guard(leader_command(leader_config, self.nodes, self.startup))
-        worker = worker_command(self.config, self.nodes, self.startup)
+        nodes = self.placement.nodes
+        leader = with_route_guard(leader_command(leader_config, nodes, self.startup))
+        worker = worker_command(self.config, nodes, self.startup)
         if self.api_key_class is not None:
             leader = with_api_key_file(leader, API_KEY_FILE)
         template: dict[str, Any] = {
-            "size": self.nodes,
+            "size": nodes,
             "restartPolicy": "RecreateGroupOnPodRestart",
             "workerTemplate": self.pod_template(WORKER_POD_ROLE, worker.command, worker.args),
         }
         leader_template = self.pod_template(LEADER_POD_ROLE, leader.command, leader.args)
         # One node per replica: the leader is the whole group, in the worker template.
-        template["leaderTemplate" if self.nodes > 1 else "workerTemplate"] = leader_template
+        template["leaderTemplate" if nodes > 1 else "workerTemplate"] = leader_template
         replicas = {} if self.scaled else {"replicas": self.placement.replicas}
         return {
             "apiVersion": LWS_API_VERSION,

@@ -246,7 +246,11 @@ class VllmMultiNodeService(Construct):
 
     def set_healthy_threshold(self, checks: int) -> None:
         """The NLB health check's healthy threshold (the controller's
-        ``healthcheck-healthy-threshold`` annotation; NLB takes 2-10)."""
+        ``healthcheck-healthy-threshold`` annotation), 2-10 as the NLB takes."""
+        if not 2 <= checks <= 10:
+            problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
+            problems.add("checks", checks, "the NLB's healthy threshold: 2 to 10")
+            problems.raise_if_any()
         self._rerender(healthy_threshold=checks)
 
     def add_front(self, front: ServiceFront, objects: Construct) -> None:
@@ -536,13 +540,10 @@ class VllmMultiNodeService(Construct):
         """The replica runs the placement's layout (``multi_node_placement``); a pipeline or
         data parallel size given that differs would be replaced by it, so it is refused."""
         layout = self.layout
-        given = (
-            ("pipeline_parallel_size", base.pipeline_parallel_size, layout.pipeline_parallel),
-            ("data_parallel_size", base.data_parallel_size, layout.data_parallel),
-        )
-        for name, value, placed in given:
-            if name == "data_parallel_size" and self.nodes == 1:
-                continue  # one node: the configured data parallel size is rendered as given
+        given = {"pipeline_parallel_size": (base.pipeline_parallel_size, layout.pipeline_parallel)}
+        if self.nodes > 1:  # one node: a configured data parallel size is rendered as given
+            given["data_parallel_size"] = (base.data_parallel_size, layout.data_parallel)
+        for name, (value, placed) in given.items():
             if value is not None and value != placed:
                 problems.add(
                     f"config.{name}",

@@ -174,6 +174,17 @@ def leader_wildcard(name: str, namespace: str) -> str:
     return f"*.{name}.{namespace}.svc"
 
 
+def nginx_preamble(tmp_dir: str) -> str:
+    """The start of every proxy's nginx configuration: one worker, its pid under ``tmp_dir``,
+    errors to stderr."""
+    return (
+        "worker_processes 1;\n"
+        f"pid {tmp_dir}/nginx.pid;\n"
+        "error_log stderr warn;\n"
+        "events { worker_connections 4096; }\n"
+    )
+
+
 def nginx_command(conf: str) -> list[str]:
     """nginx in the foreground with ``conf``, reloaded every ``PROXY_RELOAD_SECONDS`` (files and
     upstream names re-read) and stopped gracefully on SIGTERM (``quit`` lets open connections
@@ -395,11 +406,7 @@ class RouterDeployment:
             f"    location = {path} {{ proxy_pass {upstream}; }}\n" for path in PROXIED_PROBES
         )
         return (
-            "worker_processes 1;\n"
-            f"pid {tmp_dir}/nginx.pid;\n"
-            "error_log stderr warn;\n"
-            "events { worker_connections 4096; }\n"
-            "http {\n"
+            nginx_preamble(tmp_dir) + "http {\n"
             "  access_log off;\n"
             "  server_tokens off;\n"
             f"  client_body_temp_path {tmp_dir}/client_body;\n"
@@ -423,10 +430,9 @@ class RouterDeployment:
     def certificate(self, dns_names: list[str]) -> dict[str, Any]:
         """The router's certificate for the load balancer's names, from the service's CA."""
 
-        cert = serving_certificate(self.name, self.namespace, self.labels(), dns_names)
-        cert["metadata"]["name"] = self.secret_name
-        cert["spec"]["secretName"] = self.secret_name
-        return cert
+        return serving_certificate(
+            self.name, self.namespace, self.labels(), dns_names, self.secret_name
+        )
 
     def manifests(self) -> list[dict[str, Any]]:
         """ServiceAccount, the proxy's ConfigMap, Deployment, PodDisruptionBudget, NetworkPolicy."""

@@ -189,24 +189,28 @@ class WakeOnConnect:
         target value is never reached, so it only moves the service between 0 and 1 replica
         (``activationTargetMetricValue``; https://keda.sh/docs/2.17/scalers/aws-cloudwatch/);
         no datapoint (no traffic) reads as ``minMetricValue``."""
-        return {
-            "type": "aws-cloudwatch",
-            "metadata": {
-                "namespace": "AWS/NetworkELB",
-                "metricName": "NewFlowCount",
-                "dimensionName": "LoadBalancer",
-                "dimensionValue": dimension,
-                "metricStat": "Sum",
-                "metricStatPeriod": "60",
-                "metricCollectionTime": "120",
-                "targetMetricValue": "1000000",
-                "activationTargetMetricValue": "0",
-                "minMetricValue": "0",
-                "awsRegion": Aws.REGION,
-                "identityOwner": "operator",
-            },
-            "authenticationRef": {"name": authentication},
+        metadata = {
+            "namespace": "AWS/NetworkELB",
+            "metricName": "NewFlowCount",
+            "dimensionName": "LoadBalancer",
+            "dimensionValue": dimension,
+            "metricStat": "Sum",
+            "metricStatPeriod": "60",
+            "metricCollectionTime": "120",
+            "targetMetricValue": "1000000",
+            "activationTargetMetricValue": "0",
+            "minMetricValue": "0",
         }
+        return _aws_trigger("aws-cloudwatch", metadata, authentication)
+
+
+def _aws_trigger(kind: str, metadata: dict[str, str], authentication: str) -> dict[str, Any]:
+    """A KEDA trigger that signs its AWS calls with the operator's Pod Identity."""
+    return {
+        "type": kind,
+        "metadata": {**metadata, "awsRegion": Aws.REGION, "identityOwner": "operator"},
+        "authenticationRef": {"name": authentication},
+    }
 
 
 @dataclass(frozen=True)
@@ -479,18 +483,9 @@ class VllmReplicaAutoScaling(Construct):
     ) -> dict[str, Any]:
         """A KEDA ``prometheus`` trigger on this service's AMP workspace, signed with the
         operator's Pod Identity (``<name>-amp`` TriggerAuthentication)."""
-        return {
-            "type": "prometheus",
-            "metadata": {
-                "serverAddress": self.observability.server_address,
-                "query": query,
-                "threshold": str(threshold),
-                **extra,
-                "awsRegion": Aws.REGION,
-                "identityOwner": "operator",
-            },
-            "authenticationRef": {"name": f"{name}-amp"},
-        }
+        server = self.observability.server_address
+        metadata = {"serverAddress": server, "query": query, "threshold": str(threshold), **extra}
+        return _aws_trigger("prometheus", metadata, f"{name}-amp")
 
     def _triggers(self) -> list[dict[str, Any]]:
         """Queue depth; with scale to zero, the wake's trigger (``NewFlowCount`` of the NLB, or

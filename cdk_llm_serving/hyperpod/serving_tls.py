@@ -114,16 +114,22 @@ def ca_manifests(service: str, namespace: str, labels: dict[str, str]) -> list[d
 
 
 def serving_certificate(
-    service: str, namespace: str, labels: dict[str, str], dns_names: Sequence[str]
+    service: str,
+    namespace: str,
+    labels: dict[str, str],
+    dns_names: Sequence[str],
+    secret_name: str | None = None,
 ) -> dict[str, Any]:
-    """The leader's certificate, signed by the service's CA, for ``dns_names``."""
+    """A certificate for ``dns_names`` signed by the service's CA, in ``secret_name`` (and of
+    that name). Default: the leader's, ``serving_secret_name(service)``."""
+    secret = secret_name or serving_secret_name(service)
     return _object(
         "Certificate",
-        serving_secret_name(service),
+        secret,
         namespace,
         labels,
         {
-            "secretName": serving_secret_name(service),
+            "secretName": secret,
             "dnsNames": list(dns_names),
             "duration": SERVING_DURATION,
             "renewBefore": SERVING_RENEW_BEFORE,

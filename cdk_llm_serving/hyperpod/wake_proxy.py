@@ -34,6 +34,7 @@ from .prefix_routing import (
     disruption_budget,
     nginx_config_map,
     nginx_container,
+    nginx_preamble,
     nginx_volumes,
     service_account,
     system_deployment,
@@ -105,11 +106,7 @@ class WakeProxyDeployment:
         """nginx's stream configuration (module doc). ``upstream`` and ``tmp_dir`` default to
         the pod's; the tests run the same configuration with their own."""
         return (
-            "worker_processes 1;\n"
-            f"pid {tmp_dir}/nginx.pid;\n"
-            "error_log stderr warn;\n"
-            "events { worker_connections 4096; }\n"
-            "stream {\n"
+            nginx_preamble(tmp_dir) + "stream {\n"
             "  server {\n"
             f"    listen {WAKE_PROXY_PORT};\n"
             f"    proxy_pass {upstream or self.upstream()};\n"
