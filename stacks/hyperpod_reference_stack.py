@@ -166,7 +166,7 @@ class HyperPodReferenceStack(Stack):
             admin_role_arns=settings.admin_role_arns,
             # The operator variant's tiered KV cache needs the cluster's managed tiered storage
             # (5 % of every node's memory); declared here, before the multi-node service, so
-            # that its KV offload buffer leaves the tier's share out (#29 M5).
+            # that its KV offload buffer leaves the tier's share out.
             tiered_storage=TieredStorage() if settings.inference_operator else None,
             gpu_availability_zone_id=settings.gpu_availability_zone_id,
             nodes_ready_timeout=(

@@ -21,7 +21,7 @@ from ..vllm.pool_strategy import tensor_parallel_cost_warning
 from .constants import EFA_RESOURCE, GPU_RESOURCE
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
-from .pod_spec import can_surge, guaranteed_cpu_memory, rollout_strategy
+from .pod_spec import guaranteed_cpu_memory, rollout_strategy
 
 __all__ = ["MultiNodePlacement", "place_replicas"]
 
@@ -61,7 +61,7 @@ class MultiNodePlacement:
     @property
     def can_surge(self) -> bool:
         """The group has room for one more replica during an update."""
-        return can_surge(self.rollout_strategy)
+        return bool(self.rollout_strategy["rollingUpdateConfiguration"]["maxSurge"])
 
     @property
     def gpu_nodes(self) -> int:

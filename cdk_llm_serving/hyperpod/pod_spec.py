@@ -118,7 +118,3 @@ def rollout_strategy(group_nodes: int, nodes_per_replica: int, replicas: int) ->
             "maxUnavailable": 0 if surge else 1,
         },
     }
-
-
-def can_surge(strategy: dict[str, Any]) -> bool:
-    return bool(strategy["rollingUpdateConfiguration"]["maxSurge"])

@@ -41,16 +41,11 @@ __all__ = [
     "RouterPolicy",
 ]
 
-#: vLLM's router, release 0.1.17 (PyPI ``vllm-router`` 0.1.17; images are built from the
-#: repository's ``docker/Dockerfile.router`` and pushed as ``vllm/vllm-router``). ASSUMED tag:
-#: the image tag of the release could not be checked here (no registry access); the PyPI wheel
-#: of the same version is the one this module was verified with. No digest is published with
-#: the release; pin one with ``image=`` for production.
+#: vLLM's router 0.1.17 (``vllm/vllm-router``, built from ``docker/Dockerfile.router``). ASSUMED
+#: tag: not checked against the registry; the PyPI wheel of the version was. Pin a digest.
 ROUTER_IMAGE = "docker.io/vllm/vllm-router:v0.1.17"
-#: NGINX's unprivileged image (nginxinc/docker-nginx-unprivileged: runs as any non-root user
-#: when its writable paths are given, as ``proxy_config`` does: all under ``/tmp``), nginx
-#: 1.28, the stable branch. ASSUMED tag, as for the router's: no registry access here; the
-#: configuration is checked with Debian's nginx 1.22 (``nginx -t``) and run in the tests.
+#: NGINX's unprivileged image, nginx 1.28 (stable), non-root when every writable path is under
+#: ``/tmp``. ASSUMED tag, as the router's; its configuration runs in the tests on Debian's nginx.
 PROXY_IMAGE = "docker.io/nginxinc/nginx-unprivileged:1.28.0-alpine"
 #: The router's own port, on loopback only.
 ROUTER_PORT = 30000

@@ -30,17 +30,12 @@ TLS_FLAGS = (
     "enable-ssl-refresh",
 )
 #: Serving certificate: 1 year, renewed 30 days before it ends (vLLM sees only the first
-#: renewal after a leader starts: "Rotation" above). CA: 10 years.
+#: renewal after a leader starts: design note, "TLS"). CA: 10 years.
 SERVING_DURATION = "8760h"
 SERVING_RENEW_BEFORE = "720h"
 CA_DURATION = "87600h"
-#: The CA's commonName: one short constant. cert-manager's webhook refuses a commonName over 64
-#: characters (cert-manager ``internal/apis/certmanager/validation/certificate.go``,
-#: ``field.TooLong(..., 64)``; RFC 5280's ``ub-common-name``), and a Service and its namespace
-#: may each be 63. Which service the CA belongs to is in ``subject.organizationalUnits`` instead:
-#: the namespace and the service, one per value, so each stays within RFC 5280's
-#: ``ub-organizational-unit-name`` of 64 too. The serving certificate has no commonName (its
-#: names are ``dnsNames``).
+#: The CA's commonName: one short constant, as cert-manager refuses one over 64 characters; the
+#: service is named in ``subject.organizationalUnits`` instead (design note, "TLS").
 CA_COMMON_NAME = "vLLM serving CA"
 #: RSA 2048, cert-manager's default, stated explicitly: every client and the NLB's TLS target
 #: connections accept it.

@@ -1,4 +1,4 @@
-"""The prefix-aware router's metrics (issue 29): scraped from the routers' port, recorded in
+"""The prefix-aware router's metrics: scraped from the routers' port, recorded in
 Amazon Managed Prometheus (checked and evaluated by promtool), drawn on the dashboard; none of
 it without a router."""
 

@@ -1,4 +1,4 @@
-"""The router's TLS front (#29, deploy review B1): the real nginx, with the configuration the
+"""The router's TLS front (deploy review B1): the real nginx, with the configuration the
 router pods mount, forwards the OpenAI API and the router's probes and nothing else. The
 router's worker-management routes take no credentials (vllm-router 0.1.17), so a request to
 one must never reach it. Needs ``nginx`` (``make nginx``: Debian's nginx-light); skipped, with

@@ -426,7 +426,7 @@ def test_speculation_with_pipeline_parallelism_warns():
 
 
 def test_identity_manifest_matches_kubernetes_schemas(hyperpod, lws):
-    """The leader's and the workers' own service accounts, neither with a token (issue 32)."""
+    """The leader's and the workers' own service accounts, neither with a token."""
     accounts = manifest_objects(hyperpod, "ServingWeightsIdentity")  # the store owns the namespace
     for account in accounts:
         validate_core(account)

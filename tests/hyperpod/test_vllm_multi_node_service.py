@@ -539,7 +539,7 @@ def test_weights_are_required():
 
 def test_the_planners_batch_reaches_vllm_as_max_num_seqs(lws):
     """The planner's latency figures hold at its chosen batch per engine; without the flag vLLM
-    batches up to its own default (1024 on B200), past them (review of issue 28). Leader and
+    batches up to its own default (1024 on B200), past them. Leader and
     workers run the same engine settings."""
     templates = lws["spec"]["leaderWorkerTemplate"]
     found = set()

@@ -1,4 +1,4 @@
-"""The wake proxy (#30, ``WakeOnConnect``): the real nginx, with the stream configuration the
+"""The wake proxy (``WakeOnConnect``): the real nginx, with the stream configuration the
 wake-proxy pods mount, passes TLS through untouched to the leader, closes a client's
 connection at once when no leader runs, and answers the NLB's health check. Needs ``nginx``
 with its stream module (``make nginx``: Debian's nginx-light and libnginx-mod-stream); skipped,
