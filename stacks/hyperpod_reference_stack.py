@@ -166,7 +166,7 @@ class HyperPodReferenceStack(Stack):
             admin_role_arns=settings.admin_role_arns,
             # The operator variant's tiered KV cache needs the cluster's managed tiered storage
             # (5 % of every node's memory); declared here, before the multi-node service, so
-            # that its KV offload buffer leaves the tier's share out (#29 M5).
+            # that its KV offload buffer leaves the tier's share out.
             tiered_storage=TieredStorage() if settings.inference_operator else None,
             gpu_availability_zone_id=settings.gpu_availability_zone_id,
             nodes_ready_timeout=(
@@ -207,19 +207,18 @@ class HyperPodReferenceStack(Stack):
         self.service = VllmMultiNodeService(
             self,
             "Serving",
-            cluster=self.cluster,
             addons=self.addons,
             weights=self.model_store,
             model=REFERENCE_MODEL,
             weight_format=REFERENCE_FORMAT,
             image=settings.vllm_image,
             replicas=settings.replicas,
-            # Prefix-cache blocks evicted from GPU memory kept in the pods' host memory (the
-            # default only under KV_OFFLOAD_CONTEXT, for stacks made before it).
+            # Prefix-cache blocks evicted from GPU memory kept in the pods' host memory; refused
+            # rather than dropped if a node had too little memory to spare.
             kv_offload=True,
-            # vLLM's prefix-aware router in front of the replicas when KEDA may run more than
-            # one (#29); at one replica there is nothing to choose from.
-            routing=PrefixRouting() if settings.prefix_routing else None,
+            # vLLM's prefix-aware router in front of the replicas only when asked: the router
+            # restarts while no leader is healthy (README "Prefix-aware routing across replicas").
+            routing=PrefixRouting() if settings.prefix_routing else False,
             config=VllmConfig(
                 model="set-by-the-service",
                 served_model_name="reference-moe-nvfp4",

@@ -39,6 +39,7 @@ from .replica_autoscaling import (
     WakeSchedule,
     WakeTime,
 )
+from .serving_image import ServingImage
 from .tiered_storage import TieredStorage
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "RouterPolicy",
     "RoutingStrategy",
     "ScaleToZero",
+    "ServingImage",
     "TieredStorage",
     "VllmDashboard",
     "VllmMultiNodeService",

@@ -1,43 +1,11 @@
 """``FsxModelStore``: model weights on FSx for Lustre, linked to S3, mounted by Kubernetes pods.
 
-An FSx for Lustre (PERSISTENT_2) file system in the GPU subnet, a data repository
-association that imports the weights prefix of an S3 bucket (lazily, on first read), and a
-static PersistentVolume / PersistentVolumeClaim so serving pods mount it read-only. The
-file system is retained on stack deletion: re-importing terabytes of weights is slow.
-
-So that ``cdk destroy`` completes with the file system kept: it sits in its own security
-group, retained with it (the nodes' group, which the stack deletes, only appears as the
-source of its ingress rules), and ``HyperPodEksCluster`` retains the VPC and GPU subnet it
-creates. EC2 refuses to delete a security group or subnet that a network interface still
-uses (``DependencyViolation``), and the retained file system keeps its interfaces.
-
-The association's ``FileSystemPath`` is ``/<bucket>/<prefix>-<hash of prefix>``: it
-changes with any change of the S3 source, and never nests in the path of the association
-it replaces. CloudFormation creates the replacement before deleting the old one, and "Two
-data repository associations cannot have overlapping file system paths" (FSx API
-reference, ``DataRepositoryAssociation.FileSystemPath``).
-
-**Cold start.** The association imports metadata only (``BatchImportMetaDataOnCreate``: "an
-import data repository task to import metadata",
-https://docs.aws.amazon.com/fsx/latest/APIReference/API_DataRepositoryAssociation.html); a
-file's content is copied from S3 the first time it is read (FSx for Lustre user guide, "Lazy
-load"), so the first
-start of a service reads every weight byte from S3 at the file system's throughput, storage
-(TiB) x throughput per TiB ("File system throughput capacity is equal to Storage capacity
-(TiB) * PerUnitStorageThroughput (MB/s/TiB)", FSx API ``LustreFileSystemConfiguration``;
-PERSISTENT_2: 125, 250, 500 or 1000 MB/s/TiB,
-https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html). Decision: the leader's
-startup probe budgets for that read (``hydration_seconds``, used by
-``VllmMultiNodeService``) rather than a Job pre-loading the files with ``lfs hsm_restore``
-before the LeaderWorkerSet (https://docs.aws.amazon.com/fsx/latest/LustreGuide/preload-file-contents-hsm.html).
-Why: a pre-load Job needs an image carrying the Lustre client's ``lfs`` (none is pinned and
-checked here), and aws-cdk-lib's kubectl handler applies a Job without waiting for it to
-finish, so ordering the LWS after the load would need a poll of its own; the budget is exact
-arithmetic, costs only a later first ``Ready`` (later starts read the SSD), and a probe that
-fires too early would restart the whole group (``RecreateGroupOnPodRestart``) and read again.
-The reference: 1.41 TB of NVFP4 weights, 4800 GiB at 500 MB/s/TiB = 2.34 GB/s, 10.0 minutes
-to read from S3 (1 GB/s per node over 2 nodes: 11.7 minutes, so the per-node figure governs
-there); at 125 MB/s/TiB it would be 40 minutes, which the budget now allows.
+An FSx for Lustre (PERSISTENT_2) file system in the GPU subnet, retained with its own security
+group; a data repository association that imports the weights prefix lazily, on first read;
+a static PersistentVolume and claim that serving pods mount read-only. The first start reads
+every weight byte from S3 at the file system's throughput (storage TiB x MB/s per TiB), which
+the leader's startup probe budgets for (``startup_timeout_seconds``). Decisions and figures:
+``docs/design/multi-node-service.md``, "The FSx model store".
 ASSUMED: FSx's "MB" is 10^6 bytes, and the first read proceeds at the baseline throughput
 (burst credits only make it faster).
 """
@@ -94,14 +62,13 @@ class FsxModelStore(Construct):
         claim_name: str = "model-weights",
     ) -> None:
         super().__init__(scope, id)
-        self.namespace = namespace
-        self._validate(storage_capacity_gib, throughput_per_tib, weights_prefix)
         self.namespace, self.claim_name = namespace, claim_name
-        self.storage_capacity_gib = storage_capacity_gib
-        self.throughput_per_tib = throughput_per_tib
-        self.file_system = self._render_file_system(
-            cluster, storage_capacity_gib, throughput_per_tib
+        self.storage_capacity_gib, self.throughput_per_tib = (
+            storage_capacity_gib,
+            throughput_per_tib,
         )
+        self._validate(weights_prefix)
+        self.file_system = self._render_file_system(cluster)
         prefix = weights_prefix.strip("/")
         #: Where the weights appear on the file system (and under the volume's mount path).
         self.mount_path = association_path(weights_bucket.bucket_name, prefix)
@@ -109,8 +76,9 @@ class FsxModelStore(Construct):
         self.association = self._render_association(weights_bucket, prefix)
         self.manifests = self.kubernetes_objects()
         self.manifest = cluster.eks_cluster.add_manifest("WeightsVolume", *self.manifests)
-        self.manifest.node.add_dependency(cluster.fsx_csi_driver)
-        self.manifest.node.add_dependency(cluster.kubernetes_namespace(namespace))
+        self.manifest.node.add_dependency(
+            cluster.fsx_csi_driver, cluster.kubernetes_namespace(namespace)
+        )
 
     @property
     def throughput_bytes_per_second(self) -> float:
@@ -136,10 +104,12 @@ class FsxModelStore(Construct):
             cold_start.startup_timeout_seconds, math.ceil(first_start * cold_start.safety_factor)
         )
 
-    def _validate(
-        self, storage_capacity_gib: int, throughput_per_tib: int, weights_prefix: str
-    ) -> None:
+    def _validate(self, weights_prefix: str) -> None:
         problems = Problems(f"FsxModelStore '{self.node.path}'")
+        storage_capacity_gib, throughput_per_tib = (
+            self.storage_capacity_gib,
+            self.throughput_per_tib,
+        )
         if not _valid_capacity(storage_capacity_gib):
             problems.add(
                 "storage_capacity_gib",
@@ -162,9 +132,7 @@ class FsxModelStore(Construct):
         check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
         problems.raise_if_any()
 
-    def _render_file_system(
-        self, cluster: IHyperPodCluster, storage_capacity_gib: int, throughput_per_tib: int
-    ) -> fsx.LustreFileSystem:
+    def _render_file_system(self, cluster: IHyperPodCluster) -> fsx.LustreFileSystem:
         """PERSISTENT_2 in the GPU subnet, reachable from the nodes, retained on deletion."""
         self.security_group = self._render_security_group(cluster)
         return fsx.LustreFileSystem(
@@ -173,10 +141,10 @@ class FsxModelStore(Construct):
             vpc=cluster.vpc,
             vpc_subnet=cluster.gpu_subnets[0],
             security_group=self.security_group,
-            storage_capacity_gib=storage_capacity_gib,
+            storage_capacity_gib=self.storage_capacity_gib,
             lustre_configuration=fsx.LustreConfiguration(
                 deployment_type=fsx.LustreDeploymentType.PERSISTENT_2,
-                per_unit_storage_throughput=throughput_per_tib,
+                per_unit_storage_throughput=self.throughput_per_tib,
                 data_compression_type=fsx.LustreDataCompressionType.LZ4,
             ),
             removal_policy=RemovalPolicy.RETAIN,

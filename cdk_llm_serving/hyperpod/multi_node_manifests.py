@@ -3,7 +3,8 @@
 ``MultiNodeWorkload`` holds the immutable inputs (names, image, the vLLM configuration, the
 placement, the exposure) and returns the LeaderWorkerSet, the Service, the pod templates and
 the NetworkPolicies as plain dicts: no construct, no state, no warning. ``Exposure`` says how
-clients reach the leaders.
+clients reach the leaders, ``ServiceFront`` which pods stand before them. Sources and timings:
+``docs/design/multi-node-service.md``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ __all__ = [
     "WEIGHTS_MOUNT",
     "Exposure",
     "MultiNodeWorkload",
-    "api_service_name",
+    "ServiceFront",
 ]
 
 #: Where the FSx model store's claim is mounted in every pod.
@@ -67,6 +68,8 @@ HTTPS_PORT = 443
 #: The NLB's TLS listener policy with an ACM certificate: TLS 1.3 and 1.2 only (the policy AWS
 #: recommends, https://docs.aws.amazon.com/elasticloadbalancing/latest/network/describe-ssl-policies.html).
 TLS_LISTENER_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+#: The AWS Load Balancer Controller's Service annotations' prefix.
+LB_ANNOTATION = "service.beta.kubernetes.io/aws-load-balancer"
 
 
 #: A DNS name for a certificate: labels of letters, digits and hyphens; an optional leading ``*.``.
@@ -79,21 +82,11 @@ _DNS_NAME = re.compile(
 class Exposure:
     """How clients reach the leaders: an internal NLB on 443, TLS end to end.
 
-    Annotations of the AWS Load Balancer Controller
-    (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/):
-
-    * without ``certificate_arn``: a TCP listener on 443 that passes vLLM's own TLS through to
-      the pod; clients verify the leader's certificate against the service's CA (``ca.crt``,
-      the ``CaCertificate`` output, README "HyperPod security").
-    * with ``certificate_arn``: a TLS listener on 443 with that ACM certificate
-      (``ssl-cert``, ``ssl-ports``, ``ssl-negotiation-policy``) that opens TLS to the pod again
-      (``backend-protocol: ssl``): the NLB decrypts and re-encrypts, no hop is plaintext. The
-      NLB does not validate the pod's certificate ("The load balancer does not validate these
-      certificates", https://docs.aws.amazon.com/elasticloadbalancing/latest/network/create-tls-listener.html),
-      so the cluster CA serves for that hop.
-
-    Health checks are HTTPS to vLLM's ``/health`` in both modes (an HTTPS health check fails
-    on a target that offers only TLS 1.3, same page; uvicorn's default context offers 1.2 too).
+    Without ``certificate_arn`` the NLB passes vLLM's own TLS through (clients trust the
+    ``CaCertificate`` output); with it, the NLB terminates TLS with the ACM certificate and
+    re-encrypts to the pod. Health checks are HTTPS to vLLM's ``/health`` either way. The AWS
+    Load Balancer Controller's annotations:
+    https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/.
 
     :param public: internet-facing instead of internal; needs a certificate, explicit
         ``source_ranges`` and an API key. Default: ``False``.
@@ -102,24 +95,14 @@ class Exposure:
     :param tls_dns_names: further names for the leader's certificate, the ones clients use
         without ``certificate_arn`` (e.g. a Route 53 alias of the load balancer). Default: the
         Service's in-cluster names and the load balancer's hostname only.
-    :param source_ranges: client CIDRs the load balancer admits (the AWS Load Balancer
-        Controller turns ``spec.loadBalancerSourceRanges`` into the NLB security group's
-        inbound rules: https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#lb-source-ranges).
-        Default: the cluster VPC's CIDR.
+    :param source_ranges: client CIDRs the load balancer admits (its security group's
+        inbound rules, from ``spec.loadBalancerSourceRanges``). Default: the cluster VPC's CIDR.
     """
 
     public: bool = False
     certificate_arn: str | None = None
     source_ranges: tuple[str, ...] | None = None
     tls_dns_names: tuple[str, ...] = ()
-
-    @property
-    def port(self) -> int:
-        return HTTPS_PORT
-
-    @property
-    def scheme(self) -> str:
-        return "https"
 
     def validate(self, problems: Problems, prop: str) -> None:
         """Source ranges are CIDRs; a public endpoint names its TLS certificate and clients."""
@@ -152,41 +135,56 @@ class Exposure:
 
     def _render(self) -> dict[str, str]:
         """The Service annotations the AWS Load Balancer Controller reads for this exposure."""
-        prefix = "service.beta.kubernetes.io/aws-load-balancer"
         annotations = {
-            f"{prefix}-type": "external",
-            f"{prefix}-nlb-target-type": "ip",
-            f"{prefix}-scheme": "internet-facing" if self.public else "internal",
-            f"{prefix}-healthcheck-path": VLLM_HEALTH_PATH,
-            f"{prefix}-healthcheck-protocol": "HTTPS",
+            f"{LB_ANNOTATION}-type": "external",
+            f"{LB_ANNOTATION}-nlb-target-type": "ip",
+            f"{LB_ANNOTATION}-scheme": "internet-facing" if self.public else "internal",
+            f"{LB_ANNOTATION}-healthcheck-path": VLLM_HEALTH_PATH,
+            f"{LB_ANNOTATION}-healthcheck-protocol": "HTTPS",
         }
         if self.certificate_arn:
-            annotations[f"{prefix}-ssl-cert"] = self.certificate_arn
-            annotations[f"{prefix}-ssl-ports"] = str(HTTPS_PORT)
-            annotations[f"{prefix}-ssl-negotiation-policy"] = TLS_LISTENER_POLICY
-            annotations[f"{prefix}-backend-protocol"] = "ssl"
+            annotations[f"{LB_ANNOTATION}-ssl-cert"] = self.certificate_arn
+            annotations[f"{LB_ANNOTATION}-ssl-ports"] = str(HTTPS_PORT)
+            annotations[f"{LB_ANNOTATION}-ssl-negotiation-policy"] = TLS_LISTENER_POLICY
+            annotations[f"{LB_ANNOTATION}-backend-protocol"] = "ssl"
         return annotations
 
 
-#: The router's own liveness route (vllm-project/router: ``/liveness``, 200 while it runs).
-ROUTER_LIVENESS_PATH = "/liveness"
-#: Suffix of the load-balanced Service's name: ``<name>-api``. LeaderWorkerSet creates its
-#: headless Service under the LWS's own name, and only if no Service of that name exists
-#: (kubernetes-sigs/lws ``pkg/utils/controller/controller_utils.go``
-#: ``CreateHeadlessServiceIfNotExists``); the pods' ``LWS_LEADER_ADDRESS``
-#: (``<lws>-<group>.<lws>.<namespace>``) resolves only through that headless Service (pod A
-#: records exist for headless Services only: Kubernetes DNS specification,
-#: https://github.com/kubernetes/dns/blob/master/docs/specification.md). So the API's Service
-#: must not take the LWS's name.
+#: Suffix of the load-balanced Service's name, ``<name>-api``: LeaderWorkerSet's headless
+#: Service takes the LWS's own name, which ``LWS_LEADER_ADDRESS`` resolves through (design note).
 API_SERVICE_SUFFIX = "-api"
 #: A Service name is an RFC 1035 label of at most 63 characters
 #: (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#rfc-1035-label-names).
 SERVICE_NAME_MAX = 63
+#: The NLB target group's deregistration delay when the Service sets none
+#: (https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-target-groups.html#deregistration-delay).
+NLB_DEREGISTRATION_DELAY_SECONDS = 300
+#: The AWS Load Balancer Controller's default NLB health-check interval
+#: (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#healthcheck-interval).
+NLB_HEALTH_CHECK_INTERVAL_SECONDS = 10
+#: What vLLM gets after its preStop hook to stop (SIGTERM to SIGKILL).
+STOP_MARGIN_SECONDS = 30
+#: A scaled pod's preStop sleep: it outlives its load-balancer target (design note, "Drain").
+DRAIN_PRE_STOP_SECONDS = NLB_DEREGISTRATION_DELAY_SECONDS + NLB_HEALTH_CHECK_INTERVAL_SECONDS
+#: ... and its termination grace.
+DRAIN_GRACE_SECONDS = DRAIN_PRE_STOP_SECONDS + STOP_MARGIN_SECONDS
 
 
-def api_service_name(name: str) -> str:
-    """The load-balanced Service of the multi-node service ``name``: ``<name>-api``."""
-    return f"{name}{API_SERVICE_SUFFIX}"
+@dataclass(frozen=True)
+class ServiceFront:
+    """Pods that the load-balanced Service selects instead of the leaders (the prefix-aware
+    router, the wake proxy); ``VllmMultiNodeService.add_front`` puts one in place.
+
+    :param labels: the front pods' labels: the Service's selector.
+    :param port: their port: the Service's target port.
+    :param health_check_path: the NLB's HTTPS health check path on them. Default: vLLM's.
+    :param health_check_port: a TCP health check on this port instead of HTTPS. Default: none.
+    """
+
+    labels: tuple[tuple[str, str], ...]
+    port: int
+    health_check_path: str | None = None
+    health_check_port: int | None = None
 
 
 @dataclass(frozen=True)
@@ -194,11 +192,9 @@ class MultiNodeWorkload:
     """What the multi-node service's objects are rendered from.
 
     :param name: the LeaderWorkerSet name (the ``app.kubernetes.io/name`` label); the
-        load-balanced Service is ``<name>-api`` (``api_service_name``), so LeaderWorkerSet's
-        headless Service keeps ``<name>``.
+        load-balanced Service is ``<name>-api``.
     :param namespace: where every object lives.
-    :param service_account: the leader's service account (its Pod Identity reads the weights
-        when streaming and the API key).
+    :param service_account: the leader's service account.
     :param image: the vLLM image.
     :param config: the vLLM configuration of every pod (the leader adds its TLS flags).
     :param startup: ``native`` or ``ray`` (``vllm.multinode``).
@@ -209,16 +205,17 @@ class MultiNodeWorkload:
         streamed from S3.
     :param exposure: how clients reach the leaders.
     :param vpc_cidr: the cluster VPC's CIDR (default source range, NetworkPolicy).
-    :param load_balancer_subnets: subnet IDs the load balancer is placed in
-        (``service.beta.kubernetes.io/aws-load-balancer-subnets``). Default: none; the AWS Load
-        Balancer Controller discovers the subnets by tag.
-    :param router_labels: the labels of the prefix-aware router's pods (``prefix_routing``):
-        the load-balanced Service selects them, on ``router_port``, instead of the leaders.
-        Default: none; the Service selects the leaders.
-    :param router_port: the routers' TLS port (with ``router_labels``).
-    :param worker_service_account: the workers' service account, whose Pod Identity (if any)
-        reads the weights only: workers never mount the API key (issue 32). Default:
+    :param load_balancer_subnets: subnet IDs the load balancer is placed in. Default: none;
+        the AWS Load Balancer Controller discovers the subnets by tag.
+    :param worker_service_account: the workers' service account (no API key). Default:
         ``service_account``.
+    :param front: the pods the Service selects instead of the leaders. Default: none.
+    :param routed: the prefix-aware router dials the leaders (``--enable-scale-out``).
+        Default: ``False``.
+    :param scaled: an autoscaler sets the replica count: ``spec.replicas`` is left out and
+        every pod drains before it stops. Default: ``False``.
+    :param healthy_threshold: the NLB health check's healthy threshold. Default: the
+        controller's.
     """
 
     name: str
@@ -234,18 +231,16 @@ class MultiNodeWorkload:
     exposure: Exposure
     vpc_cidr: str
     load_balancer_subnets: tuple[str, ...] = ()
-    router_labels: tuple[tuple[str, str], ...] = ()
-    router_port: int | None = None
     worker_service_account: str | None = None
-
-    @property
-    def nodes(self) -> int:
-        return self.placement.nodes
+    front: ServiceFront | None = None
+    routed: bool = False
+    scaled: bool = False
+    healthy_threshold: int | None = None
 
     @property
     def service_name(self) -> str:
         """The load-balanced Service's name (``<name>-api``)."""
-        return api_service_name(self.name)
+        return f"{self.name}{API_SERVICE_SUFFIX}"
 
     def labels(self) -> dict[str, str]:
         return {APP_NAME_LABEL: self.name, PART_OF_LABEL: PART_OF_VALUE}
@@ -253,20 +248,18 @@ class MultiNodeWorkload:
     def leader_labels(self) -> dict[str, str]:
         return {**self.labels(), ROLE_LABEL: LEADER_POD_ROLE}
 
-    def pod_template(
-        self, role: str, image: str, command: list[str], args: list[str], claim_name: str | None
-    ) -> dict[str, Any]:
+    def pod_template(self, role: str, command: list[str], args: list[str]) -> dict[str, Any]:
         """A pod of a replica: the vLLM container, on a healthy node of the GPU group."""
-        container = self._container(image, command, args)
+        container = self._container(command, args)
         volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
-        if claim_name is not None:
+        if self.claim_name is not None:
             container["volumeMounts"].append(
                 {"name": "weights", "mountPath": WEIGHTS_MOUNT, "readOnly": True}
             )
             volumes.append(
                 {
                     "name": "weights",
-                    "persistentVolumeClaim": {"claimName": claim_name, "readOnly": True},
+                    "persistentVolumeClaim": {"claimName": self.claim_name, "readOnly": True},
                 }
             )
         if role == LEADER_POD_ROLE:
@@ -278,27 +271,29 @@ class MultiNodeWorkload:
                     {"name": "api-key", "mountPath": API_KEY_MOUNT, "readOnly": True}
                 )
                 volumes.append(api_key_volume(self.api_key_class))
+        if self.scaled:  # scale-in: serve in-flight requests until the NLB let go (design note)
+            container["lifecycle"] = {"preStop": {"sleep": {"seconds": DRAIN_PRE_STOP_SECONDS}}}
+        grace = DRAIN_GRACE_SECONDS if self.scaled else TERMINATION_GRACE_SECONDS
+        account = self.worker_service_account if role != LEADER_POD_ROLE else None
         return {
             "metadata": {"labels": {**self.labels(), ROLE_LABEL: role}},
             "spec": {
-                "serviceAccountName": self.service_account
-                if role == LEADER_POD_ROLE
-                else self.worker_service_account or self.service_account,
+                "serviceAccountName": account or self.service_account,
                 **pod_security(),
-                "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+                "terminationGracePeriodSeconds": grace,
                 **self._scheduling(),
                 "containers": [container],
                 "volumes": volumes,
             },
         }
 
-    def _container(self, image: str, command: list[str], args: list[str]) -> dict[str, Any]:
+    def _container(self, command: list[str], args: list[str]) -> dict[str, Any]:
         """The vLLM container: the node's GPUs and EFA devices, Guaranteed CPU and memory."""
         environment = {**efa_environment(), **_NCCL_ENVIRONMENT}
         resources = self.placement.resources
         return {
             "name": "vllm",
-            "image": image,
+            "image": self.image,
             "command": command,
             "args": args,
             "env": [{"name": key, "value": value} for key, value in environment.items()],
@@ -341,51 +336,36 @@ class MultiNodeWorkload:
             "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
         }
 
-    def leader_worker_set(
-        self,
-        image: str | None = None,
-        startup: Startup | None = None,
-        claim_name: str | None = None,
-    ) -> dict[str, Any]:
-        """The LeaderWorkerSet: ``replicas`` groups of ``nodes`` pods; only the leader serves.
-
-        ``image``, ``startup`` and ``claim_name`` default to the workload's own.
-        """
-        image = image or self.image
-        startup = startup or self.startup
-        claim_name = claim_name if claim_name is not None else self.claim_name
+    def leader_worker_set(self) -> dict[str, Any]:
+        """The LeaderWorkerSet: ``replicas`` groups of ``nodes`` pods; only the leader serves."""
         # Only the leader serves the API: the TLS flags go on its command line alone.
         leader_flags = {**self.config.extra_flags, **tls_flags()}
-        if self.router_labels:
-            # vLLM's router tokenizes through /v1/chat/completions/render for its cache-aware
-            # decisions; vLLM 0.32 answers it 403 unless --enable-scale-out
-            # (vllm/entrypoints/scale_out/factories.py register_scale_out_api_routers). Its other
-            # route, /inference/v1/generate, stays closed by the route guard (not under /v1).
+        if self.routed:
+            # The router tokenizes through /v1/chat/completions/render, which vLLM answers 403
+            # without --enable-scale-out (vllm/entrypoints/scale_out/factories.py).
             leader_flags["enable-scale-out"] = True
         leader_config = self.config.with_changes(extra_flags=leader_flags)
         # vLLM serves /v1 (key-checked), /health and /metrics only: route_guard.py.
-        leader = with_route_guard(leader_command(leader_config, self.nodes, startup))
-        worker = worker_command(self.config, self.nodes, startup)
+        nodes = self.placement.nodes
+        leader = with_route_guard(leader_command(leader_config, nodes, self.startup))
+        worker = worker_command(self.config, nodes, self.startup)
         if self.api_key_class is not None:
             leader = with_api_key_file(leader, API_KEY_FILE)
         template: dict[str, Any] = {
-            "size": self.nodes,
+            "size": nodes,
             "restartPolicy": "RecreateGroupOnPodRestart",
-            "workerTemplate": self.pod_template(
-                WORKER_POD_ROLE, image, worker.command, worker.args, claim_name
-            ),
+            "workerTemplate": self.pod_template(WORKER_POD_ROLE, worker.command, worker.args),
         }
-        leader_template = self.pod_template(
-            LEADER_POD_ROLE, image, leader.command, leader.args, claim_name
-        )
+        leader_template = self.pod_template(LEADER_POD_ROLE, leader.command, leader.args)
         # One node per replica: the leader is the whole group, in the worker template.
-        template["leaderTemplate" if self.nodes > 1 else "workerTemplate"] = leader_template
+        template["leaderTemplate" if nodes > 1 else "workerTemplate"] = leader_template
+        replicas = {} if self.scaled else {"replicas": self.placement.replicas}
         return {
             "apiVersion": LWS_API_VERSION,
             "kind": "LeaderWorkerSet",
             "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels()},
             "spec": {
-                "replicas": self.placement.replicas,
+                **replicas,
                 "startupPolicy": "LeaderCreated",
                 "rolloutStrategy": self.placement.rollout_strategy,
                 "leaderWorkerTemplate": template,
@@ -393,12 +373,9 @@ class MultiNodeWorkload:
         }
 
     def service_manifest(self) -> dict[str, Any]:
-        """The Service on the leaders (or on their router), behind the load balancer
-        ``exposure`` describes.
-
-        Named ``<name>-api`` (``api_service_name``): the LWS's own name is its headless
-        Service's, which the workers find the leader through.
-        """
+        """The Service on the leaders (or on their front), behind the load balancer
+        ``exposure`` describes; named ``<name>-api``, apart from the LWS's headless Service."""
+        front = self.front
         return {
             "apiVersion": "v1",
             "kind": "Service",
@@ -411,12 +388,12 @@ class MultiNodeWorkload:
             "spec": {
                 "type": "LoadBalancer",
                 "loadBalancerSourceRanges": list(self.exposure.source_ranges or [self.vpc_cidr]),
-                "selector": dict(self.router_labels) or self.leader_labels(),
+                "selector": dict(front.labels) if front else self.leader_labels(),
                 "ports": [
                     {
-                        "name": self.exposure.scheme,
-                        "port": self.exposure.port,
-                        "targetPort": self.router_port if self.router_labels else VLLM_API_PORT,
+                        "name": "https",
+                        "port": HTTPS_PORT,
+                        "targetPort": front.port if front else VLLM_API_PORT,
                         "protocol": "TCP",
                     }
                 ],
@@ -424,26 +401,25 @@ class MultiNodeWorkload:
         }
 
     def _load_balancer_annotations(self) -> dict[str, str]:
-        """The exposure's annotations, and the subnets when the service names them.
-
-        ``aws-load-balancer-subnets`` takes subnet IDs or Name tags, comma-separated; the
-        controller then uses exactly those instead of discovering subnets by tag
-        (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#subnets).
-        """
+        """The exposure's annotations, the front's health check, the subnets when named
+        (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#subnets)
+        and the healthy threshold."""
         annotations = self.exposure._render()
-        if self.router_labels:
-            # The router's ``/health`` answers 503 while any listed leader is absent, and the
-            # router lists every leader the group has room for: the targets would never turn
-            # healthy (and, with the readiness gate, the routers never Ready). ``/liveness``
-            # answers while the router runs; leader health is the router's own check
-            # (vllm-router 0.1.17, measured in the deploy review).
-            annotations["service.beta.kubernetes.io/aws-load-balancer-healthcheck-path"] = (
-                ROUTER_LIVENESS_PATH
-            )
+        front = self.front
+        tcp_port = front.health_check_port if front else None
+        if tcp_port is not None:  # healthcheck-path applies to HTTP(S) checks only
+            del annotations[f"{LB_ANNOTATION}-healthcheck-path"]
+            annotations[f"{LB_ANNOTATION}-healthcheck-protocol"] = "TCP"
+        elif front is not None and front.health_check_path is not None:
+            annotations[f"{LB_ANNOTATION}-healthcheck-path"] = front.health_check_path
         if self.load_balancer_subnets:
-            annotations["service.beta.kubernetes.io/aws-load-balancer-subnets"] = ",".join(
-                self.load_balancer_subnets
+            annotations[f"{LB_ANNOTATION}-subnets"] = ",".join(self.load_balancer_subnets)
+        if self.healthy_threshold is not None:
+            annotations[f"{LB_ANNOTATION}-healthcheck-healthy-threshold"] = str(
+                self.healthy_threshold
             )
+        if tcp_port is not None:
+            annotations[f"{LB_ANNOTATION}-healthcheck-port"] = str(tcp_port)
         return annotations
 
     def network_policies(self) -> list[dict[str, Any]]:
@@ -456,59 +432,3 @@ class MultiNodeWorkload:
             VLLM_API_PORT,
             self.vpc_cidr,
         )
-
-
-#: The NLB target group's deregistration delay when the Service sets none: 300 s (ELB user
-#: guide, "Target groups for your Network Load Balancers", Deregistration delay,
-#: https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-target-groups.html#deregistration-delay).
-NLB_DEREGISTRATION_DELAY_SECONDS = 300
-#: The AWS Load Balancer Controller's default NLB health-check interval: 10 s
-#: (``service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval``,
-#: https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#healthcheck-interval).
-NLB_HEALTH_CHECK_INTERVAL_SECONDS = 10
-#: What vLLM gets after its preStop hook to stop (SIGTERM to SIGKILL).
-STOP_MARGIN_SECONDS = 30
-
-
-def drain_before_stop(spec: dict[str, Any]) -> dict[str, int]:
-    """Make every pod of the LeaderWorkerSet ``spec`` outlive its load-balancer target.
-
-    When a pod is deleted, the kubelet runs its preStop hook and only then sends SIGTERM,
-    within ``terminationGracePeriodSeconds`` counted from the deletion ("Termination of Pods",
-    https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination). The
-    terminating leader leaves the Service's ready endpoints at once and the AWS Load Balancer
-    Controller deregisters its IP target; the NLB stops opening connections to it and lets
-    open ones run for the deregistration delay (see ``NLB_DEREGISTRATION_DELAY_SECONDS``;
-    the controller's "Pod readiness gate" page describes the same race for rollouts,
-    https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/pod_readiness_gate/).
-    So each pod sleeps in preStop for the deregistration delay plus one health-check
-    interval (the native ``sleep`` action, on by default since Kubernetes 1.30,
-    https://kubernetes.io/docs/concepts/containers/container-lifecycle-hooks/#hook-handler-implementations),
-    serving its in-flight requests meanwhile, and then has ``STOP_MARGIN_SECONDS`` to stop.
-    The workers sleep as long as the leader: LeaderWorkerSet scales in by deleting a whole
-    group, leader and workers together (kubernetes-sigs/lws
-    ``pkg/controllers/leaderworkerset_controller.go``: the leader StatefulSet's replicas
-    drop, and each worker StatefulSet is owned by its leader pod), and a leader whose
-    workers stopped first fails the requests it still holds. A request longer than the
-    deregistration delay may be cut: the longest expected request must fit in it.
-
-    Behind the wake proxy (scale to zero's ``WakeOnConnect``, ``wake_proxy``) the leaders are
-    no NLB targets: clients' connections reach them through the proxy and a ClusterIP Service.
-    The same sleep holds there: a terminating leader's endpoint turns ``ready: false``
-    (``terminating: true``; https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/#conditions)
-    and gets no new connection, while the proxy's open connections to it keep going until
-    they end, within ``longest_request``, well inside the sleep.
-
-    Returns the timings set (``pre_stop_seconds``, ``grace_seconds``).
-    """
-    pre_stop = NLB_DEREGISTRATION_DELAY_SECONDS + NLB_HEALTH_CHECK_INTERVAL_SECONDS
-    grace = pre_stop + STOP_MARGIN_SECONDS
-    template = spec["leaderWorkerTemplate"]
-    for key in ("leaderTemplate", "workerTemplate"):
-        pod = template.get(key)
-        if pod is None:
-            continue
-        pod["spec"]["terminationGracePeriodSeconds"] = grace
-        for container in pod["spec"]["containers"]:
-            container["lifecycle"] = {"preStop": {"sleep": {"seconds": pre_stop}}}
-    return {"pre_stop_seconds": pre_stop, "grace_seconds": grace}

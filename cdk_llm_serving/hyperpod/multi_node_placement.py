@@ -7,7 +7,8 @@ state: the construct and the manifest renderers (``multi_node_manifests``) read 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from ..vllm.pool_strategy import tensor_parallel_cost_warning
 from .constants import EFA_RESOURCE, GPU_RESOURCE
 from .instance_group import HyperPodInstanceGroup
 from .interfaces import IHyperPodCluster
-from .pod_spec import can_surge, guaranteed_cpu_memory, rollout_strategy
+from .pod_spec import guaranteed_cpu_memory, rollout_strategy
 
 __all__ = ["MultiNodePlacement", "place_replicas"]
 
@@ -60,7 +61,7 @@ class MultiNodePlacement:
     @property
     def can_surge(self) -> bool:
         """The group has room for one more replica during an update."""
-        return can_surge(self.rollout_strategy)
+        return bool(self.rollout_strategy["rollingUpdateConfiguration"]["maxSurge"])
 
     @property
     def gpu_nodes(self) -> int:
@@ -96,78 +97,29 @@ def _catalogued(problems: Problems, catalog: Catalog, group: HyperPodInstanceGro
     return catalog.get(group.instance_type)
 
 
-def _node_tensor_parallel(spec: ModelSpec, instance: InstanceSpec) -> int:
-    """Each node's GPUs as one tensor-parallel group (the widest size vLLM accepts)."""
-    return tensor_parallel_options(spec, instance.gpus)[-1]
+#: The planner at one tensor-parallel size: ``size(tensor_parallel=...)``.
+Sizer = Callable[..., Plan]
 
 
-def _plan(
-    problems: Problems,
-    spec: ModelSpec,
-    fmt: WeightFormat,
-    instance: InstanceSpec,
-    max_context: int | None,
-    catalog: Catalog,
-    tensor_parallel: int | None = None,
-) -> Plan | None:
-    """The planner's sizing for the type: each node's GPUs one tensor-parallel group (the
-    launcher runs one rank per node), or the user's tensor-parallel size, which wins. The
-    planner's objective (tokens per dollar at its default workload, ``planning.objective``)
-    picks the layout among those; without a workload it keeps the fewest nodes that fit and
-    the BF16 KV cache, so a model's node count is the one the memory needs."""
+def _plan(problems: Problems, spec: ModelSpec, size: Sizer, tensor_parallel: int) -> Plan | None:
+    """The planner's sizing at ``tensor_parallel`` (each node's GPUs one group, the launcher's
+    one rank per node, unless the user's size wins); ``None`` with the planner's reason."""
     try:
-        return _plan_at(
-            spec,
-            fmt,
-            instance,
-            max_context,
-            catalog,
-            tensor_parallel or _node_tensor_parallel(spec, instance),
-        )
+        return size(tensor_parallel=tensor_parallel)
     except ConfigurationError as error:  # PlanningError: no layout fits
         problems.add("model", spec.name, str(error))
         return None
 
 
-def _plan_at(
-    spec: ModelSpec,
-    fmt: WeightFormat,
-    instance: InstanceSpec,
-    max_context: int | None,
-    catalog: Catalog,
-    tensor_parallel: int,
-) -> Plan:
-    """The planner's plan of the type at ``tensor_parallel`` with the BF16 KV cache (the
-    service's layout rule); raises ``PlanningError`` when nothing fits."""
-    return plan(
-        spec,
-        fmt.name,
-        instance.instance_type,
-        max_context=max_context,
-        catalog=catalog,
-        kv_cache_dtype="auto",
-        tensor_parallel=tensor_parallel,
-    )
-
-
-def _tensor_parallel_warning(
-    spec: ModelSpec,
-    fmt: WeightFormat,
-    instance: InstanceSpec,
-    max_context: int | None,
-    catalog: Catalog,
-    planned: Plan,
-) -> str | None:
+def _tensor_parallel_warning(size: Sizer, planned: Plan, node_width: int) -> str | None:
     """The warning when the user's size costs more than 2x in tokens per dollar vs the default."""
     try:
-        default = _plan_at(
-            spec, fmt, instance, max_context, catalog, _node_tensor_parallel(spec, instance)
-        )
+        default = size(tensor_parallel=node_width)
     except ConfigurationError:
         return None
-    if default.nodes != planned.nodes:
-        return None
-    return tensor_parallel_cost_warning(planned, default)
+    return (
+        tensor_parallel_cost_warning(planned, default) if default.nodes == planned.nodes else None
+    )
 
 
 def _resources(
@@ -201,28 +153,62 @@ def place_replicas(
 ) -> MultiNodePlacement:
     """The group, plan, nodes per replica and resources of a multi-node service.
 
-    Enough nodes per replica for the model, replicas that fit the group, EFA and vCPUs known:
-    each shortfall is a problem in ``problems``.
+    The planner sizes the group's type with the BF16 KV cache, each node's GPUs one
+    tensor-parallel group unless ``tensor_parallel`` is given; ``nodes_per_replica`` above the
+    plan's takes the planner's layout rule for that many nodes. Enough nodes per replica,
+    replicas that fit the group, EFA and vCPUs known: each shortfall is a problem.
     """
     group = _gpu_group(problems, cluster, gpu_group)
     instance = _catalogued(problems, catalog, group)
-    planned = _plan(problems, spec, weight_format, instance, max_context, catalog, tensor_parallel)
-    warning = None
-    if planned is not None and tensor_parallel is not None:
-        warning = _tensor_parallel_warning(
-            spec, weight_format, instance, max_context, catalog, planned
-        )
+    size: Sizer = functools.partial(
+        plan,
+        spec,
+        weight_format.name,
+        instance.instance_type,
+        max_context=max_context,
+        catalog=catalog,
+        kv_cache_dtype="auto",
+    )
+    node_width = tensor_parallel_options(spec, instance.gpus)[-1]
+    planned = _plan(problems, spec, size, tensor_parallel or node_width)
     nodes = nodes_per_replica or (planned.nodes if planned else 1)
     if planned is not None and planned.nodes == nodes:
         layout = planned.layout
-    else:  # nodes_per_replica above the plan's: the planner's layout rule for that many
-        width = tensor_parallel or _node_tensor_parallel(spec, instance)
-        layout = layout_across_nodes(spec, width, nodes)
+    else:
+        layout = layout_across_nodes(spec, tensor_parallel or node_width, nodes)
+    _check_fit(problems, group, instance, planned, nodes, replicas, spec, weight_format)
+    return MultiNodePlacement(
+        group=group,
+        instance=instance,
+        plan=planned,
+        nodes=nodes,
+        replicas=replicas,
+        layout=layout,
+        resources=_resources(problems, group, instance),
+        tensor_parallel_warning=(
+            _tensor_parallel_warning(size, planned, node_width)
+            if planned is not None and tensor_parallel is not None
+            else None
+        ),
+    )
+
+
+def _check_fit(
+    problems: Problems,
+    group: HyperPodInstanceGroup,
+    instance: InstanceSpec,
+    planned: Plan | None,
+    nodes: int,
+    replicas: int,
+    spec: ModelSpec,
+    fmt: WeightFormat,
+) -> None:
+    """Enough nodes per replica for the model, replicas that fit the group, EFA known."""
     if planned is not None and nodes < planned.nodes:
         problems.add(
             "nodes_per_replica",
             nodes,
-            f"the planner needs {planned.nodes} x {group.instance_type} per replica for {spec.name} in {weight_format.name}",
+            f"the planner needs {planned.nodes} x {group.instance_type} per replica for {spec.name} in {fmt.name}",
         )
     check_at_least(problems, "replicas", replicas, 1)
     if replicas * nodes > group.capacity:
@@ -237,13 +223,3 @@ def place_replicas(
             str(group.instance_type),
             "the catalog has no EFA device count for this type; add it to the catalog",
         )
-    return MultiNodePlacement(
-        group=group,
-        instance=instance,
-        plan=planned,
-        nodes=nodes,
-        replicas=replicas,
-        layout=layout,
-        resources=_resources(problems, group, instance),
-        tensor_parallel_warning=warning,
-    )

@@ -1,38 +1,26 @@
 """``VllmMultiNodeService``: one model served by vLLM across several HyperPod nodes.
 
-A LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``) whose groups are one replica each
-(group size = nodes per replica, from the planner unless given), a Service on the
-leaders behind an internal load balancer on 443 (public only when asked; TLS end to end:
-vLLM's own, or re-encrypted after an ACM certificate), serving the OpenAI-compatible API
-(``/v1/chat/completions`` with streaming, ``/v1/models``) and Prometheus ``/metrics``; vLLM's
-other routes are closed on the leader (``vllm/route_guard.py``).
+A LeaderWorkerSet whose groups are one replica each (group size = nodes per replica, from the
+planner unless given), a Service on the leaders behind an internal load balancer on 443 (public
+only when asked; TLS end to end: vLLM's own, or re-encrypted after an ACM certificate), serving
+the OpenAI-compatible API and Prometheus ``/metrics``; vLLM's other routes are closed on the
+leader (``vllm/route_guard.py``). The vLLM command line comes from ``VllmConfig`` with the
+planner's layout; across nodes a MoE model runs data parallel with its experts sharded over
+every GPU, vLLM's documented multi-node layout (``docs/serving/data_parallel_deployment.md``).
 
-The vLLM command line comes from ``VllmConfig`` (the same builder the SageMaker path
-uses), with the planner's layout (``Plan.layout``, or ``planning.sizing.layout_across_nodes``
-when ``nodes_per_replica`` exceeds the plan's nodes): tensor parallelism over each node's GPUs,
-and the quantization of the weight format. Across nodes, a MoE model runs data parallel (one rank per node) with its experts
-sharded over every GPU (``--enable-expert-parallel``): vLLM's documented multi-node layout
-for MoE (``docs/serving/data_parallel_deployment.md``). Whether MTP speculative decoding
-starts with pipeline parallelism > 1 on vLLM 0.33's default model runner could not be
-verified from its source (vllm/config/vllm.py only routes EAGLE-3 + PP to the V1 runner), so
-MoE replicas avoid pipeline parallelism; dense models still use it across nodes.
-
-The service is split by job: ``multi_node_placement`` decides where the replicas run (group,
-nodes per replica, plan, resources), ``multi_node_manifests`` renders the Kubernetes objects
-from immutable inputs, and the construct here wires them into the cluster.
-
-With ``routing`` (``prefix_routing``), vLLM's prefix-aware router runs on the system nodes in
-front of the leaders and the load-balanced Service selects it instead (TLS on every hop).
-
-Pods are Guaranteed (``pod_spec``), restricted and isolated by NetworkPolicies; the leader
-needs an API key from Secrets Manager (``serving_security``) and serves HTTPS itself with a
-certificate from cert-manager (``serving_tls``): no hop between a client and vLLM is plaintext.
+Split by job: ``multi_node_placement`` decides where the replicas run, ``multi_node_manifests``
+renders the Kubernetes objects, ``prefix_routing`` the router in front, ``serving_security``
+and ``serving_tls`` the API key, NetworkPolicies and certificates; the construct here wires
+them into the cluster. Other constructs change the service only through its methods
+(``hand_replicas_to``, ``set_healthy_threshold``, ``add_front``), as ``eks.Cluster`` offers
+``add_manifest``. Sources and history: ``docs/design/multi-node-service.md``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jsii
 from aws_cdk import Annotations, CfnOutput, Duration, IStableAnyProducer, Lazy, Stack
@@ -42,7 +30,6 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IValidation
 
 from .._cdk.arns import ACM_CERTIFICATE, check_arn
-from .._cdk.deprecation import renamed_prop
 from .._cdk.pod_identity import pod_identity_role
 from .._cdk.role_grants import ExecutionRoleGrants
 from .._cdk.template_limits import check_template_limits
@@ -59,32 +46,22 @@ from ..vllm.multinode import MULTINODE_FLAGS, Startup
 from ..vllm.pool_strategy import TENSOR_PARALLEL_WARNING_ID
 from ._input_checks import check_service_options
 from .addons import HyperPodServingAddons
+from .constants import LWS_API_VERSION
 from .instance_group import HyperPodInstanceGroup
-from .interfaces import IHyperPodCluster
 from .model_store import FsxModelStore
 from .multi_node_manifests import (
     API_SERVICE_SUFFIX,
-    HTTPS_PORT,
-    NLB_DEREGISTRATION_DELAY_SECONDS,
-    NLB_HEALTH_CHECK_INTERVAL_SECONDS,
     SERVICE_NAME_MAX,
-    STOP_MARGIN_SECONDS,
     TERMINATION_GRACE_SECONDS,
-    TLS_LISTENER_POLICY,
     WEIGHTS_MOUNT,
     Exposure,
     MultiNodeWorkload,
+    ServiceFront,
 )
 from .multi_node_placement import MultiNodePlacement, place_replicas
 from .pod_spec import MIN_KV_OFFLOAD_GIB, kv_offload_budget_gib, memory_gib
-from .prefix_routing import (
-    PREFIX_ROUTING_CONTEXT,
-    ROUTER_TLS_PORT,
-    PrefixRouting,
-    RouterDeployment,
-    leader_wildcard,
-)
-from .serving_image import IMAGE_WITHOUT_EFA_WARNING, default_vllm_image
+from .prefix_routing import PrefixRouting, RouterDeployment, leader_wildcard, service_account
+from .serving_image import IMAGE_WITHOUT_EFA_WARNING, ServingImage, default_vllm_image
 from .serving_security import (
     generated_api_key,
     restrict_api_key_readers,
@@ -100,11 +77,9 @@ from .serving_tls import (
 )
 
 __all__ = [
-    "HTTPS_PORT",
-    "KV_OFFLOAD_CONTEXT",
-    "PREFIX_ROUTING_CONTEXT",
-    "TLS_LISTENER_POLICY",
     "Exposure",
+    "ServiceFront",
+    "ServingImage",
     "VllmMultiNodeService",
 ]
 
@@ -145,9 +120,6 @@ class _TierCheck:
         ]
 
 
-_OWNER = "VllmMultiNodeService"
-#: Turns KV offload to host memory on by default (``kv_offload``); new apps set it in cdk.json.
-KV_OFFLOAD_CONTEXT = "@cdk-llm-serving/hyperpod:multiNodeKvOffload"
 #: The default exposure: internal, TLS passed through to vLLM on 443.
 _INTERNAL = Exposure()
 
@@ -155,60 +127,43 @@ _INTERNAL = Exposure()
 class VllmMultiNodeService(Construct):
     """Deploy ``config`` for ``model`` onto the cluster's GPU group.
 
-    :param cluster: the HyperPod cluster (``HyperPodEksCluster`` or an imported one).
-    :param addons: its serving add-ons (the LeaderWorkerSet CRD and the load balancer controller).
+    :param addons: the cluster's serving add-ons (the LeaderWorkerSet CRD, the load balancer
+        controller, cert-manager); the service runs on their cluster (``addons.cluster``).
     :param model: the model's figures (``ModelSpec`` or preset) for the planner.
     :param weight_format: the planner's weight format of the weights (``WeightFormat`` or its
         name: ``nvfp4``, ``fp8``, ``bf16``, ...), as on ``HyperPodInferenceEndpoint``.
-    :param weights: where the weights come from, as ``HyperPodInferenceEndpoint`` takes them:
-        an ``FsxModelStore`` (mounted read-only at ``/models``) or an S3 prefix (``ModelData``)
-        streamed with vLLM's Run:ai model streamer (``--load-format runai_streamer``; the pods
-        get an EKS Pod Identity role that reads that prefix only).
+    :param weights: where the weights come from: an ``FsxModelStore`` (mounted read-only at
+        ``/models``) or an S3 prefix (``ModelData``) streamed with vLLM's Run:ai model streamer
+        (the pods get an EKS Pod Identity role that reads that prefix only).
     :param config: served name, context, parsers, speculative decoding, ... Parallelism,
         quantization and the model path are set here.
-    :param image: the vLLM image. Default: AWS's vLLM container for EC2/EKS with EFA
+    :param image: the vLLM image: a reference (an image without EFA) or
+        ``ServingImage(uri, efa=True)``. Default: AWS's vLLM container for EC2/EKS with EFA
         (``assets/vllm_image.json``) from the region's deep-learning-container account.
-    :param image_efa: ``image`` carries libfabric and aws-ofi-nccl (NCCL over EFA).
-        Default: ``True`` for the default image, ``False`` for any other; a multi-node
-        service on EFA instances whose image is not EFA-capable gets a synth warning.
     :param api_key: the Secrets Manager secret whose value clients send as
         ``Authorization: Bearer <key>``; one key per line, each accepted (two while a key
-        rotates, README). Default: a generated secret (``self.api_key``).
-    :param authenticate: require the API key. Default: ``True``; ``public`` exposure needs it.
+        rotates, README). ``False``: no API key (refused with a public ``exposure``).
+        Default: a generated secret (``self.api_key``).
     :param gpu_group: the instance group to run on. Default: the cluster's first GPU group.
     :param replicas: model replicas (LeaderWorkerSet groups). Default: 1.
     :param nodes_per_replica: group size. Default: the planner's node count.
     :param startup: ``native`` or ``ray`` (see ``vllm.multinode``). Default: ``native``.
     :param exposure: load balancer settings. Default: internal, TLS passed through to vLLM on 443.
     :param namespace: Default: the model store's namespace, else ``inference``.
-    :param name: the LeaderWorkerSet name; the load-balanced Service is ``<name>-api``
-        (LeaderWorkerSet's headless Service takes ``<name>``), so at most 59 characters.
-        Default: the served model name.
+    :param name: the LeaderWorkerSet name; the load-balanced Service is ``<name>-api``, so at
+        most 59 characters. Default: the served model name.
     :param catalog: the planner's instance catalog. Default: ``default_catalog()``.
     :param kv_offload: keep prefix-cache blocks evicted from GPU memory in host memory (vLLM's
-        native offloading, ``--kv-offloading-size``), sized from the node's memory after the
-        pod's own needs (``pod_spec.kv_offload_budget_gib``; ``config.kv_offloading_size``
-        sets it by hand and must fit). It costs no instance (the Guaranteed pod already holds
-        that memory) but start-up time: every worker maps and pins the buffer.
-        Default: with the context flag ``KV_OFFLOAD_CONTEXT``
-        (``"@cdk-llm-serving/hyperpod:multiNodeKvOffload": true`` in ``cdk.json``, as
-        aws-cdk-lib's feature flags do), on when a node has at least ``MIN_KV_OFFLOAD_GIB``
-        (64 GiB) to spare; without it off, so a stack made before keeps its pods (a new flag
-        rolls every pod of the LeaderWorkerSet, an outage at one replica). On whenever
-        ``config.kv_offloading_size`` is set; ``False`` turns it off.
-    :param routing: prefix-cache-aware routing in front of the replicas (``PrefixRouting``:
-        vLLM's router on the system nodes, TLS end to end; ``prefix_routing``); the
-        load-balanced Service then selects the routers instead of the leaders. It costs two
-        small pods on the system nodes and one in-cluster TLS hop; it pays when requests share
-        prefixes (multi-turn chat, shared system prompts). ``True``: ``PrefixRouting()``.
-        Default: with the context flag ``PREFIX_ROUTING_CONTEXT``
-        (``"@cdk-llm-serving/hyperpod:multiNodePrefixRouting": true``) on at ``replicas`` > 1;
-        otherwise off (one replica has nothing to choose from, and a stack made before the flag
-        keeps its load balancer on the leaders). Give it explicitly when an autoscaler adds the
-        replicas (``VllmReplicaAutoScaling`` with ``replicas=1``).
-    :param quantization: Deprecated: use ``weight_format``.
-    :param model_store: Deprecated: use ``weights`` (an ``FsxModelStore``).
-    :param stream_from: Deprecated: use ``weights`` (a ``ModelData``).
+        native offloading, ``--kv-offloading-size``), sized from what the node's pod memory
+        leaves (``pod_spec.kv_offload_budget_gib``; ``config.kv_offloading_size`` sets it by
+        hand and must fit). It costs start-up time, no instance. ``True`` refuses a node with
+        less than ``MIN_KV_OFFLOAD_GIB`` (64 GiB) per engine to spare; ``False`` turns it off.
+        Default: on when a node has that much to spare.
+    :param routing: vLLM's prefix-aware router in front of the replicas (``PrefixRouting``;
+        ``True``: ``PrefixRouting()``); the load-balanced Service then selects the routers.
+        Two small pods on the system nodes and one TLS hop; it pays when requests share
+        prefixes. Default: on at ``replicas`` > 1 (one replica has nothing to choose from);
+        give it when an autoscaler adds the replicas (``VllmReplicaAutoScaling``).
     """
 
     @checked_props
@@ -217,16 +172,13 @@ class VllmMultiNodeService(Construct):
         scope: Construct,
         id: str,
         *,
-        cluster: IHyperPodCluster,
         addons: HyperPodServingAddons,
         model: ModelSpec | str,
+        weight_format: WeightFormat | str,
+        weights: FsxModelStore | ModelData,
         config: VllmConfig,
-        weight_format: WeightFormat | str | None = None,
-        weights: FsxModelStore | ModelData | None = None,
-        image: str | None = None,
-        image_efa: bool | None = None,
-        api_key: secretsmanager.ISecret | None = None,
-        authenticate: bool = True,
+        image: ServingImage | str | None = None,
+        api_key: secretsmanager.ISecret | Literal[False] | None = None,
         gpu_group: str | None = None,
         replicas: int = 1,
         nodes_per_replica: int | None = None,
@@ -237,178 +189,95 @@ class VllmMultiNodeService(Construct):
         catalog: Catalog | None = None,
         kv_offload: bool | None = None,
         routing: PrefixRouting | bool | None = None,
-        quantization: WeightFormat | str | None = None,
-        model_store: FsxModelStore | None = None,
-        stream_from: ModelData | None = None,
     ) -> None:
         super().__init__(scope, id)
         check_template_limits(self)
         problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
         check_service_options(problems, startup)
-        fmt = self._weight_format(problems, weight_format, quantization)
-        source = self._weights(problems, weights, model_store, stream_from)
-        self.cluster, self.addons, self.exposure = cluster, addons, exposure
+        self.cluster, self.addons, self.exposure = addons.cluster, addons, exposure
+        self.startup, self.kv_offload_requested = startup, kv_offload
         self.catalog = catalog or default_catalog()
         self.spec: ModelSpec = ModelSpec.of(model)
-        self.weight_format: WeightFormat = fmt
+        self.weight_format: WeightFormat = _parse_weight_format(problems, weight_format)
         #: Where the weights come from: the FSx store or the S3 prefix streamed from.
-        self.weights: FsxModelStore | ModelData = source
-        self.placement: MultiNodePlacement = place_replicas(
-            problems,
-            cluster=cluster,
-            catalog=self.catalog,
-            spec=self.spec,
-            weight_format=fmt,
-            max_context=config.max_model_len,
-            gpu_group=gpu_group,
-            nodes_per_replica=nodes_per_replica,
-            replicas=replicas,
-            tensor_parallel=config.tensor_parallel_size,
+        self.weights: FsxModelStore | ModelData = weights
+        self.placement: MultiNodePlacement = self._place(
+            problems, config, gpu_group, nodes_per_replica, replicas
         )
-        self.startup = startup
-        self.name = name or kubernetes_name(
-            config.served_model_name or self.spec.name,
-            max_length=SERVICE_NAME_MAX - len(API_SERVICE_SUFFIX),
-        )
-        self.namespace = namespace or (
-            self.model_store.namespace if self.model_store else "inference"
-        )
-        check_kubernetes_name(problems, "name", self.name)
-        self._check_service_name(problems)
-        check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
-        self.kv_offload_requested = kv_offload
-        #: The cluster's tiered storage when the offload buffer was sized (``_TierCheck``).
-        self.tiered_storage_at_sizing = cluster.tiered_storage
+        self._name_objects(problems, name, config.served_model_name, namespace)
         self.config, config_valid = self._configure(problems, config)
-        if self.stream_from is not None:
-            self.stream_from.validate(problems, "weights")
-        exposure.validate(problems, "exposure")
-        check_arn(
-            problems, "exposure.certificate_arn", exposure.certificate_arn, ACM_CERTIFICATE, self
-        )
-        if exposure.public and not authenticate:
-            problems.add("authenticate", False, "public=True needs the API key (authenticate=True)")
-        self.image = image or default_vllm_image(self, problems)
-        self.image_efa = image_efa if image_efa is not None else image is None
+        self._check_access(problems, api_key)
+        self.image, self.image_efa = self._image(problems, image)
         self.vpc_cidr = self._vpc_cidr(problems)
-        self.cold_start: ColdStart = estimate_cold_start(
-            self.plan.weight_bytes if self.plan else 0.0,
-            "fsx_lustre" if self.model_store is not None else "s3_streaming",
-            self.nodes,
-        )
-        #: The leader's startup-probe budget: the cold start, or the first read of the
-        #: weights from S3 into the FSx store if that takes longer (``model_store``).
-        self.startup_timeout_seconds: int = self._startup_timeout(self.cold_start)
-        self.service_account = f"{self.name}-vllm"
-        #: The workers' own service account (replicas of several nodes): no role that reads
-        #: the API key, only the weights when streaming (``_pod_identity``). ``None``: one-node
-        #: replicas, whose only pod is the leader.
-        self.worker_service_account: str | None = (
-            f"{self.name}-vllm-worker" if self.nodes > 1 else None
-        )
+        self._estimate_start()
         #: The prefix-aware router in front of the leaders, ``None`` when off (``routing``).
         self.router: RouterDeployment | None = self._router(problems, routing)
-        #: The renderers of this service's Kubernetes objects (pure; see ``multi_node_manifests``).
-        self.workload = MultiNodeWorkload(
-            name=self.name,
-            namespace=self.namespace,
-            service_account=self.service_account,
-            worker_service_account=self.worker_service_account,
-            image=self.image,
-            config=self.config,
-            startup=self.startup,
-            placement=self.placement,
-            startup_timeout_seconds=self.startup_timeout_seconds,
-            api_key_class=self._api_key_class if authenticate else None,
-            claim_name=self.model_store.claim_name if self.model_store else None,
-            exposure=exposure,
-            vpc_cidr=self.vpc_cidr,
-            load_balancer_subnets=self._load_balancer_subnets(exposure),
-            router_labels=tuple(self.router.labels().items()) if self.router else (),
-            router_port=ROUTER_TLS_PORT if self.router else None,
-        )
+        #: The renderers of this service's Kubernetes objects (pure; ``multi_node_manifests``).
+        self.workload: MultiNodeWorkload = self._workload(authenticate=api_key is not False)
         #: What sets the replica count when not the manifest (``hand_replicas_to``).
         self.replicas_owner: Construct | None = None
         #: The LeaderWorkerSet; rendering it runs the multi-node launcher's own checks.
         self.lws: dict[str, Any] = self._render_lws(problems) if config_valid else {}
         problems.raise_if_any()
-        if self.config.kv_offloading_size is not None:
-            self.node.add_validation(_TierCheck(self))
-
-        cluster.reserve_gpu_nodes(self, self.group.name, self.placement.gpu_nodes)
-        self._warn_about_image()
-        self._warn_about_tensor_parallel()
-        warn_if_tag_only(self, "image", self.image)
-        if self.router is not None:
-            for field_name in ("image", "proxy_image"):
-                warn_if_tag_only(
-                    self,
-                    f"routing.{field_name}",
-                    getattr(self.router.routing, field_name),
-                    pin=f"routing = PrefixRouting({field_name}='<repository>:<tag>@sha256:<digest>')",
-                )
-        cluster.allow_image_pull(self.image)
-        self._warn_about_rollout()
-        self.api_key = (api_key or generated_api_key(self, self.name)) if authenticate else None
+        self._reserve_and_warn()
+        #: The API key's secret; ``None`` with ``api_key=False``.
+        self.api_key: secretsmanager.ISecret | None = (
+            None if api_key is False else api_key or generated_api_key(self, self.name)
+        )
         self.service: dict[str, Any] = self.workload.service_manifest()
         self.network_policies: list[dict[str, Any]] = self.workload.network_policies()
+        self._deploy()
 
-        # Identity and key first, then the isolated workload, its Service and base URL.
-        identity = self._pod_identity()
-        prerequisites: list[Construct] = [*identity]
-        if self.model_store is not None:
-            identity[0].node.add_dependency(self.model_store.manifest)
-            prerequisites[:0] = [self.model_store.manifest, self.model_store.association]
-        if self.api_key is not None:
-            prerequisites.append(self._api_key_provider(identity[0]))
-        self.tls_issuers = self._tls_issuers(prerequisites[0])
-        # The spec is read at synth (``_Rendered``), so a later ``hand_replicas_to`` still
-        # shapes it.
-        lws_object = {**self.lws, "spec": _Rendered.of(lambda: self.lws["spec"])}
-        self.lws_manifest = self._manifest("LeaderWorkerSet", [lws_object])
-        self.lws_manifest.node.add_dependency(addons.leader_worker_set)
-        for prerequisite in prerequisites:
-            self.lws_manifest.node.add_dependency(prerequisite)
-        # Annotations and spec read at synth too: scale to zero's wake proxy re-points the
-        # Service afterwards (``wake_proxy``).
-        metadata = self.service["metadata"]
-        service_object = {
-            **self.service,
-            "metadata": {
-                **metadata,
-                "annotations": _Rendered.of(lambda: metadata["annotations"]),
-            },
-            "spec": _Rendered.of(lambda: self.service["spec"]),
-        }
-        self.service_resource = self._manifest("Service", [service_object])
-        if addons.load_balancer_controller is not None:
-            self.service_resource.node.add_dependency(addons.load_balancer_controller)
-        for prerequisite in prerequisites:
-            self.service_resource.node.add_dependency(prerequisite)
-        self.network_policy_resource = self._manifest("NetworkPolicies", self.network_policies)
-        self.network_policy_resource.node.add_dependency(prerequisites[0])
-        self.lws_manifest.node.add_dependency(self.network_policy_resource)
+    # -- what other constructs may change -------------------------------------------------
 
-        #: The load balancer's hostname, once the controller has created it.
-        self.load_balancer_hostname = self._load_balancer_hostname()
-        self.base_url = f"{exposure.scheme}://{self.load_balancer_hostname}/v1"
-        self._outputs()
-        #: The leader certificate's names: in-cluster, the load balancer's, ``exposure``'s.
-        self.tls_dns_names = [
-            *service_dns_names(self.workload.service_name, self.namespace),
-            self.load_balancer_hostname,
-            *exposure.tls_dns_names,
-        ]
-        # With the router, the leaders are dialled by their own names (prefix_routing).
-        leader_names = [leader_wildcard(self.name, self.namespace)] if self.router else []
-        self.certificate = serving_certificate(
-            self.name, self.namespace, self.labels(), [*self.tls_dns_names, *leader_names]
-        )
-        self.certificate_resource = self._serving_certificate()
-        #: The router's Kubernetes objects (``None`` without ``routing``).
-        self.router_resource = self._router_resources(prerequisites[0])
-        #: Base64 of the PEM CA certificate that signs the leader's certificate (public).
-        self.ca_certificate = self._ca_certificate()
+    def hand_replicas_to(self, autoscaler: Construct, *, max_replicas: int) -> None:
+        """Let ``autoscaler`` (e.g. ``VllmReplicaAutoScaling``'s KEDA ScaledObject) set the
+        replica count through the LeaderWorkerSet's scale subresource, up to ``max_replicas``.
+
+        The manifest then leaves ``spec.replicas`` out (a stated count would be put back at
+        every stack update; design note, "Handing the replicas over"), and every pod sleeps in
+        preStop until its load-balancer target has drained (``DRAIN_PRE_STOP_SECONDS``), so a
+        scale-in finishes the requests in flight. Warns when a rollout at ``max_replicas``
+        would wait for nodes.
+        """
+        self._rerender(scaled=True)
+        self.replicas_owner = autoscaler
+        self._warn_rollout_at(max_replicas)
+
+    def set_healthy_threshold(self, checks: int) -> None:
+        """The NLB health check's healthy threshold (the controller's
+        ``healthcheck-healthy-threshold`` annotation), 2-10 as the NLB takes."""
+        if not 2 <= checks <= 10:
+            problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
+            problems.add("checks", checks, "the NLB's healthy threshold: 2 to 10")
+            problems.raise_if_any()
+        self._rerender(healthy_threshold=checks)
+
+    def add_front(self, front: ServiceFront, objects: Construct) -> None:
+        """Put ``front``'s pods before the leaders: the load-balanced Service selects them on
+        their port, with their health check. ``objects`` (the manifest that creates them) is
+        applied after this service's NetworkPolicies and before its Service. One front per
+        service: the router (``routing``) is one."""
+        if self.workload.front is not None:
+            problems = Problems(f"VllmMultiNodeService '{self.node.path}'")
+            problems.add(
+                "front", dict(front.labels), "one front per service: the Service selects it"
+            )
+            problems.raise_if_any()
+        self._rerender(front=front)
+        objects.node.add_dependency(self.network_policy_resource)
+        self.service_resource.node.add_dependency(objects)
+
+    @property
+    def scale_target(self) -> dict[str, str]:
+        """The LeaderWorkerSet as an autoscaler's ``scaleTargetRef``."""
+        return {"apiVersion": LWS_API_VERSION, "kind": "LeaderWorkerSet", "name": self.name}
+
+    def _rerender(self, **changes: Any) -> None:
+        """The workload with ``changes``; the manifests read the new objects at synth."""
+        self.workload = dataclasses.replace(self.workload, **changes)
+        self.lws = self.workload.leader_worker_set()
+        self.service = self.workload.service_manifest()
 
     # -- derived views: the weights source, the placement -----------------------------------
 
@@ -474,116 +343,117 @@ class VllmMultiNodeService(Construct):
     def labels(self) -> dict[str, str]:
         return self.workload.labels()
 
-    def hand_replicas_to(self, autoscaler: Construct) -> None:
-        """Leave ``spec.replicas`` out of the LeaderWorkerSet: ``autoscaler`` (e.g.
-        ``VllmReplicaAutoScaling``'s KEDA ScaledObject) sets it through the scale subresource.
-
-        A manifest that states ``replicas`` puts it back at every stack update (aws-cdk-lib's
-        kubectl handler runs ``kubectl apply`` of the whole manifest on Update,
-        ``custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/apply/__init__.py``),
-        undoing the autoscaler's count. Without it, LWS starts one replica (the CRD's
-        ``replicas`` default is 1, kubernetes-sigs/lws
-        ``config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml``) and the
-        autoscaler takes it to its minimum. The first update that drops the field from a
-        deployed LWS resets it to 1 once (client-side apply deletes a field the last applied
-        configuration had: https://kubernetes.io/docs/tasks/manage-kubernetes-objects/declarative-config/#how-apply-calculates-differences-and-merges-changes);
-        the autoscaler then restores its count.
-        """
-        self.lws.get("spec", {}).pop("replicas", None)
-        self.replicas_owner = autoscaler
-
-    def warn_rollout_at(self, max_replicas: int) -> None:
-        """Warn when a rollout at ``max_replicas`` cannot proceed: with ``maxSurge: 1`` and
-        ``maxUnavailable: 0`` LWS adds the surge replica before it removes an old one
-        (kubernetes-sigs/lws ``pkg/controllers/leaderworkerset_controller.go``, the rolling
-        update's replicas + maxSurge), and a group without its nodes leaves it Pending, so the
-        update waits until the autoscaler scales below ``max_replicas``."""
-        if not self.placement.can_surge:
-            return  # one replica at a time (maxUnavailable 1): never waits for nodes
-        needed = (max_replicas + 1) * self.placement.nodes
-        if self.group.capacity >= needed:
-            return
-        Annotations.of(self).add_warning_v2(
-            "cdk-llm-serving:rolloutStallsAtMaxReplicas",
-            f"at {max_replicas} replicas the GPU group {self.group.name!r} ({self.group.capacity} "
-            f"nodes) has no room for the surge replica of {self.placement.nodes} nodes: a change "
-            "of the pods waits (the old replicas keep serving, the new one stays Pending) until "
-            f"the autoscaler scales below {max_replicas}. Way out: give the group {needed} nodes, "
-            "or acknowledge this warning and update outside peak load.",
-        )
-
-    def pod_template(
-        self, role: str, image: str, command: list[str], args: list[str], claim_name: str | None
-    ) -> dict[str, Any]:
-        """A pod of a replica: the vLLM container, on a healthy node of the GPU group."""
-        return self.workload.pod_template(role, image, command, args, claim_name)
-
-    def leader_worker_set(
-        self,
-        image: str | None = None,
-        startup: Startup | None = None,
-        claim_name: str | None = None,
-    ) -> dict[str, Any]:
-        """The LeaderWorkerSet (``image``, ``startup``, ``claim_name``: the service's own)."""
-        return self.workload.leader_worker_set(image, startup, claim_name)
-
-    def service_manifest(self) -> dict[str, Any]:
-        return self.workload.service_manifest()
-
     def manifests(self) -> list[Mapping[str, Any]]:
         return [self.lws, self.service, *self.network_policies]
 
     # -- inputs ---------------------------------------------------------------------------
 
-    def _weight_format(
+    def _place(
         self,
         problems: Problems,
-        weight_format: WeightFormat | str | None,
-        quantization: WeightFormat | str | None,
-    ) -> WeightFormat:
-        """``weight_format`` (or the deprecated ``quantization``); raises at once on an
-        unknown format, which the planner and vLLM flags both need."""
-        given: WeightFormat | str | None = renamed_prop(
-            self, problems, _OWNER, "quantization", quantization, "weight_format", weight_format
+        config: VllmConfig,
+        gpu_group: str | None,
+        nodes_per_replica: int | None,
+        replicas: int,
+    ) -> MultiNodePlacement:
+        """The group, plan, nodes per replica and resources (``multi_node_placement``)."""
+        return place_replicas(
+            problems,
+            cluster=self.cluster,
+            catalog=self.catalog,
+            spec=self.spec,
+            weight_format=self.weight_format,
+            max_context=config.max_model_len,
+            gpu_group=gpu_group,
+            nodes_per_replica=nodes_per_replica,
+            replicas=replicas,
+            tensor_parallel=config.tensor_parallel_size,
         )
-        if given is None:
-            problems.add("weight_format", None, "required: the weights' format (e.g. fp8)")
-            problems.raise_if_any()
-            raise AssertionError("unreachable: raise_if_any raised")
-        prop = "weight_format" if weight_format is not None else "quantization"
-        fmt = WeightFormat.parse(problems, prop, given)
-        if fmt is None:
-            problems.raise_if_any()  # the planner and vLLM's flags both need the format
-        assert fmt is not None
-        return fmt
 
-    def _weights(
-        self,
-        problems: Problems,
-        weights: FsxModelStore | ModelData | None,
-        model_store: FsxModelStore | None,
-        stream_from: ModelData | None,
-    ) -> FsxModelStore | ModelData:
-        """``weights`` (or the deprecated ``model_store`` / ``stream_from``): exactly one."""
-        if model_store is not None and stream_from is not None:
+    def _name_objects(
+        self, problems: Problems, name: str | None, served: str | None, namespace: str | None
+    ) -> None:
+        """The LeaderWorkerSet's name (``<name>-api`` must be a Service name too), the
+        namespace and the pods' service accounts. Workers (replicas of several nodes) run as
+        their own account: no role that reads the API key, only the weights when streaming."""
+        limit = SERVICE_NAME_MAX - len(API_SERVICE_SUFFIX)
+        self.name = name or kubernetes_name(served or self.spec.name, max_length=limit)
+        self.namespace = namespace or (
+            self.model_store.namespace if self.model_store else "inference"
+        )
+        check_kubernetes_name(problems, "name", self.name)
+        if len(self.name) > limit:
             problems.add(
-                "model_store / stream_from",
-                (True, True),
-                "give exactly one: an FSx model store or an S3 prefix to stream from (weights=)",
+                "name",
+                self.name,
+                f"at most {limit} characters, so that the load balancer's Service "
+                f"'<name>{API_SERVICE_SUFFIX}' is a Service name (at most {SERVICE_NAME_MAX})",
             )
-            problems.raise_if_any()
-        old_name = "stream_from" if stream_from is not None else "model_store"
-        old = stream_from if stream_from is not None else model_store
-        source = renamed_prop(self, problems, _OWNER, old_name, old, "weights", weights)
-        if source is None:
-            problems.add(
-                "weights",
-                None,
-                "required: an FsxModelStore or an S3 prefix to stream from (ModelData)",
-            )
-        problems.raise_if_any()
-        assert isinstance(source, FsxModelStore | ModelData)
-        return source
+        check_kubernetes_name(problems, "namespace", self.namespace, namespace=True)
+        self.service_account = f"{self.name}-vllm"
+        #: ``None``: one-node replicas, whose only pod is the leader.
+        self.worker_service_account: str | None = (
+            f"{self.name}-vllm-worker" if self.nodes > 1 else None
+        )
+
+    def _check_access(
+        self, problems: Problems, api_key: secretsmanager.ISecret | Literal[False] | None
+    ) -> None:
+        """The S3 prefix, the exposure and its certificate; a public service needs its key."""
+        if self.stream_from is not None:
+            self.stream_from.validate(problems, "weights")
+        exposure = self.exposure
+        exposure.validate(problems, "exposure")
+        check_arn(
+            problems, "exposure.certificate_arn", exposure.certificate_arn, ACM_CERTIFICATE, self
+        )
+        if api_key is True:
+            problems.add("api_key", True, "a secretsmanager.ISecret, False (no key) or None")
+        if exposure.public and api_key is False:
+            problems.add("api_key", False, "public=True needs the API key")
+
+    def _image(self, problems: Problems, image: ServingImage | str | None) -> tuple[str, bool]:
+        """The image reference and whether it is EFA-capable (the default image is)."""
+        if isinstance(image, ServingImage):
+            return image.uri, image.efa
+        if image is None:
+            return default_vllm_image(self, problems), True
+        return image, False
+
+    def _estimate_start(self) -> None:
+        """The planner's cold start and the leader's startup-probe budget: the cold start, or
+        the first read of the weights from S3 into the FSx store if that takes longer."""
+        store = self.model_store
+        self.cold_start: ColdStart = estimate_cold_start(
+            self.plan.weight_bytes if self.plan else 0.0,
+            "fsx_lustre" if store is not None else "s3_streaming",
+            self.nodes,
+        )
+        self.startup_timeout_seconds: int = (
+            store.startup_timeout_seconds(self.cold_start, self.plan.weight_bytes)
+            if store is not None and self.plan is not None
+            else self.cold_start.startup_timeout_seconds
+        )
+
+    def _workload(self, *, authenticate: bool) -> MultiNodeWorkload:
+        return MultiNodeWorkload(
+            name=self.name,
+            namespace=self.namespace,
+            service_account=self.service_account,
+            worker_service_account=self.worker_service_account,
+            image=self.image,
+            config=self.config,
+            startup=self.startup,
+            placement=self.placement,
+            startup_timeout_seconds=self.startup_timeout_seconds,
+            api_key_class=f"{self.name}-api-key" if authenticate else None,
+            claim_name=self.model_store.claim_name if self.model_store else None,
+            exposure=self.exposure,
+            vpc_cidr=self.vpc_cidr,
+            load_balancer_subnets=self._load_balancer_subnets(self.exposure),
+            front=self.router.front() if self.router else None,
+            routed=self.router is not None,
+        )
 
     def _max_num_seqs(self, base: VllmConfig) -> int | None:
         """The configured ``max_num_seqs``, else the planner's chosen batch per engine when the
@@ -626,6 +496,8 @@ class VllmMultiNodeService(Construct):
         """``--kv-offloading-size`` (one engine's GiB): the configured size if it fits the
         node's budget, else the budget shared by the node's engines (``kv_offload``)."""
         given, wanted = base.kv_offloading_size, self.kv_offload_requested
+        #: The cluster's tiered storage when the offload buffer was sized (``_TierCheck``).
+        self.tiered_storage_at_sizing = self.cluster.tiered_storage
         if base.kv_offloading_backend == "lmcache":
             problems.add(
                 "config.kv_offloading_backend",
@@ -641,8 +513,7 @@ class VllmMultiNodeService(Construct):
                     f"config.kv_offloading_size={given:g} turns offloading on; drop one of them",
                 )
             return None
-        budget = self.kv_offload_budget_gib
-        engines = self.engines_per_node
+        budget, engines = self.kv_offload_budget_gib, self.engines_per_node
         if given is not None:
             if budget is not None and given * engines > budget:
                 problems.add(
@@ -654,8 +525,6 @@ class VllmMultiNodeService(Construct):
                     f"{engines} engine(s) on each node (pod_spec.kv_offload_budget_gib)",
                 )
             return given
-        if wanted is None and not self.node.try_get_context(KV_OFFLOAD_CONTEXT):
-            return None  # the default for stacks made before the flag: as they were
         if budget is None or budget < MIN_KV_OFFLOAD_GIB * engines:
             if wanted:
                 problems.add(
@@ -671,13 +540,10 @@ class VllmMultiNodeService(Construct):
         """The replica runs the placement's layout (``multi_node_placement``); a pipeline or
         data parallel size given that differs would be replaced by it, so it is refused."""
         layout = self.layout
-        given = (
-            ("pipeline_parallel_size", base.pipeline_parallel_size, layout.pipeline_parallel),
-            ("data_parallel_size", base.data_parallel_size, layout.data_parallel),
-        )
-        for name, value, placed in given:
-            if name == "data_parallel_size" and self.nodes == 1:
-                continue  # one node: the configured data parallel size is rendered as given
+        given = {"pipeline_parallel_size": (base.pipeline_parallel_size, layout.pipeline_parallel)}
+        if self.nodes > 1:  # one node: a configured data parallel size is rendered as given
+            given["data_parallel_size"] = (base.data_parallel_size, layout.data_parallel)
+        for name, (value, placed) in given.items():
             if value is not None and value != placed:
                 problems.add(
                     f"config.{name}",
@@ -704,50 +570,33 @@ class VllmMultiNodeService(Construct):
     def _configure(self, problems: Problems, base: VllmConfig) -> tuple[VllmConfig, bool]:
         """The vLLM configuration this placement needs, checked against the hardware, and
         whether vLLM's own checks passed (the launcher's run when the workload renders)."""
-        streaming = self.stream_from is not None
-        if streaming and base.load_format not in (None, "runai_streamer"):
+        stream, store = self.stream_from, self.model_store
+        if stream is not None and base.load_format not in (None, "runai_streamer"):
             problems.add(
                 "config.load_format", base.load_format, "streaming from S3 needs runai_streamer"
             )
-        if self.stream_from is not None:
-            model_path = self.stream_from.s3_uri
-        else:
-            assert self.model_store is not None  # _weights: exactly one source
-            model_path = f"{WEIGHTS_MOUNT}{self.model_store.mount_path}"
+        model_path = (
+            stream.s3_uri if stream else f"{WEIGHTS_MOUNT}{store.mount_path if store else ''}"
+        )
         layout = self.layout
+        pipeline = layout.pipeline_parallel if layout.pipeline_parallel > 1 else None
+        across = self.nodes > 1 and layout.data_parallel > 1
+        data = layout.data_parallel if across else base.data_parallel_size
         self._check_layout_kept(problems, base)
         self._check_store_holds_weights(problems)
         config = base.with_changes(
             model=model_path,
-            load_format="runai_streamer" if streaming else base.load_format,
+            load_format="runai_streamer" if stream else base.load_format,
             served_model_name=base.served_model_name or self.spec.name,
             tensor_parallel_size=layout.tensor_parallel,
-            pipeline_parallel_size=layout.pipeline_parallel
-            if layout.pipeline_parallel > 1
-            else None,
-            data_parallel_size=layout.data_parallel
-            if self.nodes > 1 and layout.data_parallel > 1
-            else base.data_parallel_size,
+            pipeline_parallel_size=pipeline,
+            data_parallel_size=data,
             enable_expert_parallel=self.spec.is_moe,
             quantization=self.weight_format.vllm_quantization,
-            # The planner's chosen batch per engine (its latency figures hold at it; vLLM's own
-            # default, 1024 on these GPUs, would batch past them); a configured value wins.
             max_num_seqs=self._max_num_seqs(base),
         )
         config = config.with_changes(kv_offloading_size=self._kv_offloading_size(problems, base))
-        for flag in config.extra_flags:
-            if flag in MULTINODE_FLAGS:
-                problems.add(
-                    f"config.extra_flags[{flag!r}]",
-                    config.extra_flags[flag],
-                    "set per pod by the multi-node launcher (vllm.multinode)",
-                )
-            elif flag in TLS_FLAGS:
-                problems.add(
-                    f"config.extra_flags[{flag!r}]",
-                    config.extra_flags[flag],
-                    "set by the service: vLLM serves TLS with the cert-manager certificate (serving_tls)",
-                )
+        _check_flags_kept(problems, config)
         try:
             config.validate()
         except VllmConfigError as error:
@@ -771,10 +620,10 @@ class VllmMultiNodeService(Construct):
     def _router(
         self, problems: Problems, routing: PrefixRouting | bool | None
     ) -> RouterDeployment | None:
-        """The router's renderer when ``routing`` (or its default) asks for one."""
+        """The router's renderer when ``routing`` (or its default, at more than one replica)
+        asks for one."""
         if routing is None:
-            wanted = bool(self.node.try_get_context(PREFIX_ROUTING_CONTEXT)) and self.replicas > 1
-            routing = wanted
+            routing = self.replicas > 1
         if routing is False:
             return None
         settings = PrefixRouting() if routing is True else routing
@@ -782,7 +631,6 @@ class VllmMultiNodeService(Construct):
             problems.add("routing", routing, "a PrefixRouting, True, False or None (the default)")
             return None
         settings.validate(problems, "routing")
-        pre_stop = NLB_DEREGISTRATION_DELAY_SECONDS + NLB_HEALTH_CHECK_INTERVAL_SECONDS
         return RouterDeployment(
             routing=settings,
             name=self.name,
@@ -791,8 +639,6 @@ class VllmMultiNodeService(Construct):
             ceiling=max(self.replicas, self.group.capacity // max(self.nodes, 1)),
             startup_timeout_seconds=self.startup_timeout_seconds,
             vpc_cidr=self.vpc_cidr,
-            pre_stop_seconds=pre_stop,
-            grace_seconds=pre_stop + STOP_MARGIN_SECONDS,
         )
 
     def _check_on_hardware(self, config: VllmConfig, problems: Problems) -> None:
@@ -815,22 +661,10 @@ class VllmMultiNodeService(Construct):
             Annotations.of(self).add_warning_v2("cdk-llm-serving:speculationWithPipeline", note)
 
     def _load_balancer_subnets(self, exposure: Exposure) -> tuple[str, ...]:
-        """The GPU subnets, when the GPU groups sit outside the cluster's private subnets.
-
-        With ``gpu_availability_zone_id`` the leaders run in a subnet of their own, in a zone
-        the private subnets may not cover; an NLB routes only to targets in zones it is
-        enabled in (https://docs.aws.amazon.com/elasticloadbalancing/latest/network/network-load-balancers.html#availability-zones),
-        so the Service names the GPU subnets and the NLB is placed where the leaders are,
-        whatever the subnets' tags say. Only those: the controller refuses two named subnets
-        in one zone ("multiple subnets in same Availability Zone", kubernetes-sigs/
-        aws-load-balancer-controller ``pkg/networking/subnet_resolver.go``
-        ``validateSubnetsAZExclusivity``; ELB CreateLoadBalancer: "You can specify only one
-        subnet per Availability Zone"), and which private subnet shares the GPU subnet's zone
-        is known only at deploy (an AZ ID is mapped to a name per account). The leaders are
-        all in those subnets, so the NLB's zones are theirs; clients anywhere in the VPC
-        reach an internal NLB's addresses. An internet-facing exposure keeps discovery (it
-        needs public subnets; the GPU subnet is private) and warns.
-        """
+        """The GPU subnets, when the GPU groups sit outside the cluster's private subnets
+        (``gpu_availability_zone_id``): an NLB routes only to targets in its zones, so the
+        Service names them (design note, "Load balancer subnets"). An internet-facing exposure
+        keeps discovery (it needs public subnets) and warns."""
         cluster = self.cluster
         private = {subnet.subnet_id for subnet in cluster.private_subnets}
         gpu = [subnet.subnet_id for subnet in cluster.gpu_subnets]
@@ -847,15 +681,6 @@ class VllmMultiNodeService(Construct):
             return ()
         return tuple(gpu)
 
-    def _startup_timeout(self, cold_start: ColdStart) -> int:
-        """``cold_start``'s budget; with an FSx store, at least the first read of the weights
-        from S3 (``FsxModelStore.startup_timeout_seconds``: the association imported metadata
-        only)."""
-        store = self.model_store
-        if store is None or self.plan is None:
-            return cold_start.startup_timeout_seconds
-        return store.startup_timeout_seconds(cold_start, self.plan.weight_bytes)
-
     def _vpc_cidr(self, problems: Problems) -> str:
         """The cluster VPC's CIDR: the API's allowed source inside the cluster, LB default."""
         try:
@@ -869,45 +694,44 @@ class VllmMultiNodeService(Construct):
             )
             return ""
 
-    def _check_service_name(self, problems: Problems) -> None:
-        """``<name>-api`` must be a Service name too (at most 63 characters)."""
-        limit = SERVICE_NAME_MAX - len(API_SERVICE_SUFFIX)
-        if len(self.name) > limit:
-            problems.add(
-                "name",
-                self.name,
-                f"at most {limit} characters, so that the load balancer's Service "
-                f"'<name>{API_SERVICE_SUFFIX}' is a Service name (at most {SERVICE_NAME_MAX})",
-            )
-
     # -- warnings -------------------------------------------------------------------------
 
-    def _warn_about_tensor_parallel(self) -> None:
-        """The user's tensor-parallel size costs more than 2x in tokens per dollar (issue 28)."""
-        if self.placement.tensor_parallel_warning is not None:
+    def _reserve_and_warn(self) -> None:
+        """The GPU nodes taken from the group, the image pull, and what the user should know."""
+        if self.config.kv_offloading_size is not None:
+            self.node.add_validation(_TierCheck(self))
+        self.cluster.reserve_gpu_nodes(self, self.group.name, self.placement.gpu_nodes)
+        self._warn_about_image()
+        if self.placement.tensor_parallel_warning is not None:  # tokens per dollar below half
             Annotations.of(self).add_warning_v2(
                 TENSOR_PARALLEL_WARNING_ID, self.placement.tensor_parallel_warning
             )
+        warn_if_tag_only(self, "image", self.image)
+        if self.router is not None:
+            for field_name in ("image", "proxy_image"):
+                warn_if_tag_only(
+                    self,
+                    f"routing.{field_name}",
+                    getattr(self.router.routing, field_name),
+                    pin=f"routing = PrefixRouting({field_name}='<repository>:<tag>@sha256:<digest>')",
+                )
+        self.cluster.allow_image_pull(self.image)
+        self._warn_about_rollout()
 
     def _warn_about_image(self) -> None:
         """An image without EFA support turns cross-node NCCL into TCP on EFA instances."""
         if self.nodes > 1 and self.instance.efa_devices and not self.image_efa:
             Annotations.of(self).add_warning_v2(
                 IMAGE_WITHOUT_EFA_WARNING,
-                f"{self.image} is not declared EFA-capable (image_efa=True): NCCL between the "
+                f"{self.image} is not declared EFA-capable (ServingImage(uri, efa=True)): NCCL between the "
                 f"{self.nodes} nodes of a replica falls back to TCP on {self.group.instance_type}. "
                 "Use the default image (AWS's vLLM container with EFA) or one with libfabric "
                 "and aws-ofi-nccl.",
             )
 
     def _warn_about_rollout(self) -> None:
-        """A single replica without room to surge stops serving during an update.
-
-        The figure: the old pods' termination grace (``terminationGracePeriodSeconds``, 120 s)
-        plus a replica's start from the weights already on the store or in S3
-        (``cold_start.total_seconds``: load and engine start). The way out: room for one more
-        replica in the group, so LWS surges (``pod_spec.rollout_strategy``).
-        """
+        """A single replica without room to surge stops serving during an update: the old
+        pods' termination grace, then a replica's start (``cold_start``)."""
         if self.placement.can_surge or self.replicas != 1:
             return
         outage = self.cold_start.total_seconds + TERMINATION_GRACE_SECONDS
@@ -920,32 +744,98 @@ class VllmMultiNodeService(Construct):
             f"minutes (old pods' {TERMINATION_GRACE_SECONDS} s grace, then the new replica's "
             f"start: {round(self.cold_start.total_seconds / 60)} minutes estimated, up to the "
             f"startup probe's {round(self.startup_timeout_seconds / 60)}-minute budget). Way out: "
-            f"give the "
-            f"group {needed} nodes (HyperPodInstanceGroup count={needed}); the update then "
+            f"give the group {needed} nodes (HyperPodInstanceGroup count={needed}); the update then "
             "starts the new replica before it removes the old one (maxSurge 1). Or acknowledge "
             "this warning and update in a maintenance window.",
         )
 
+    def _warn_rollout_at(self, max_replicas: int) -> None:
+        """Warn when a rollout at ``max_replicas`` waits for nodes: LWS adds the surge replica
+        before it removes an old one (kubernetes-sigs/lws
+        ``pkg/controllers/leaderworkerset_controller.go``), which a full group leaves Pending."""
+        if not self.placement.can_surge:
+            return  # one replica at a time (maxUnavailable 1): never waits for nodes
+        needed = (max_replicas + 1) * self.placement.nodes
+        if self.group.capacity >= needed:
+            return
+        Annotations.of(self).add_warning_v2(
+            "cdk-llm-serving:rolloutStallsAtMaxReplicas",
+            f"at {max_replicas} replicas the GPU group {self.group.name!r} ({self.group.capacity} "
+            f"nodes) has no room for the surge replica of {self.placement.nodes} nodes: a change "
+            "of the pods waits (the old replicas keep serving, the new one stays Pending) until "
+            f"the autoscaler scales below {max_replicas}. Way out: give the group {needed} nodes, "
+            "or acknowledge this warning and update outside peak load.",
+        )
+
     # -- constructs -----------------------------------------------------------------------
 
-    def _pod_identity(self) -> list[Construct]:
-        """Service accounts of the pods and their Pod Identity roles, in the cluster's
-        namespace (``IHyperPodCluster.kubernetes_namespace``).
+    def _deploy(self) -> None:
+        """Identity and key first, then the isolated workload, its Service and base URL, then
+        the certificates, the router and the CA."""
+        prerequisites = self._prerequisites()
+        self.tls_issuers = self._tls_issuers(prerequisites[0])
+        self._deploy_workload(prerequisites)
+        #: The load balancer's hostname, once the controller has created it.
+        self.load_balancer_hostname = self._load_balancer_hostname()
+        self.base_url = f"https://{self.load_balancer_hostname}/v1"
+        self._outputs()
+        #: The leader certificate's names: in-cluster, the load balancer's, ``exposure``'s.
+        self.tls_dns_names = [
+            *service_dns_names(self.workload.service_name, self.namespace),
+            self.load_balancer_hostname,
+            *self.exposure.tls_dns_names,
+        ]
+        # With the router, the leaders are dialled by their own names (prefix_routing).
+        leader_names = [leader_wildcard(self.name, self.namespace)] if self.router else []
+        self.certificate = serving_certificate(
+            self.name, self.namespace, self.labels(), [*self.tls_dns_names, *leader_names]
+        )
+        self.certificate_resource = self._serving_certificate()
+        #: The router's Kubernetes objects (``None`` without ``routing``).
+        self.router_resource = self._router_resources(prerequisites[0])
+        #: Base64 of the PEM CA certificate that signs the leader's certificate (public).
+        self.ca_certificate = self._ca_certificate()
 
-        The leader's role reads the S3 prefix when streaming and the API key's secret when
-        authenticating; the key's resource policy names that role alone
-        (``restrict_api_key_readers``). Workers (replicas of several nodes) run as their own
-        service account: they never mount the key (``MultiNodeWorkload.pod_template``), and
-        their role, only when streaming, reads the weights and nothing else. Streaming, each
-        worker reads S3 itself: every pod runs ``vllm serve s3://...`` (``vllm.multinode``
-        ``worker_command``; Ray workers host the engine's workers), and each vLLM GPU worker
-        loads its own weights (vllm 0.32 ``v1/worker/gpu_worker.py`` ``load_model``) through
-        the Run:ai streamer loader, which lists and streams the ``s3://`` files itself
-        (``model_executor/model_loader/runai_streamer_loader.py`` ``_prepare_weights``,
-        ``runai_safetensors_weights_iterator``). From the FSx store they read the mounted
-        volume, which needs no AWS credentials: no role at all.
-        """
-        cluster = self.cluster
+    def _prerequisites(self) -> list[Construct]:
+        """What the workload waits for: the model store, the pods' identities, the key's
+        provider class; the first is the namespace's earliest object."""
+        identity = self._pod_identity()
+        prerequisites: list[Construct] = [*identity]
+        if self.model_store is not None:
+            identity[0].node.add_dependency(self.model_store.manifest)
+            prerequisites[:0] = [self.model_store.manifest, self.model_store.association]
+        if self.api_key is not None:
+            prerequisites.append(self._api_key_provider(identity[0]))
+        return prerequisites
+
+    def _deploy_workload(self, prerequisites: list[Construct]) -> None:
+        """The LeaderWorkerSet, its Service and NetworkPolicies. Their specs (and the Service's
+        annotations) are read at synth, so the methods above still shape them."""
+        lws_object = {**self.lws, "spec": _Rendered.of(lambda: self.lws["spec"])}
+        self.lws_manifest = self._manifest("LeaderWorkerSet", [lws_object])
+        self.lws_manifest.node.add_dependency(self.addons.leader_worker_set, *prerequisites)
+        metadata = self.service["metadata"]
+        service_object = {
+            **self.service,
+            "metadata": {
+                **metadata,
+                "annotations": _Rendered.of(lambda: self.service["metadata"]["annotations"]),
+            },
+            "spec": _Rendered.of(lambda: self.service["spec"]),
+        }
+        self.service_resource = self._manifest("Service", [service_object])
+        if self.addons.load_balancer_controller is not None:
+            self.service_resource.node.add_dependency(self.addons.load_balancer_controller)
+        self.service_resource.node.add_dependency(*prerequisites)
+        self.network_policy_resource = self._manifest("NetworkPolicies", self.network_policies)
+        self.network_policy_resource.node.add_dependency(prerequisites[0])
+        self.lws_manifest.node.add_dependency(self.network_policy_resource)
+
+    def _pod_identity(self) -> list[Construct]:
+        """Service accounts of the pods and their Pod Identity roles (design note, "Pod
+        identities"): the leader's reads the S3 prefix when streaming and the API key, whose
+        resource policy names that role alone; the workers' role, only when streaming, reads
+        the weights and nothing else. From the FSx store no role needs AWS credentials."""
         role = self._pod_role(
             "WeightsRole",
             self.service_account,
@@ -955,28 +845,8 @@ class VllmMultiNodeService(Construct):
         if self.api_key is not None:
             self.api_key.grant_read(role)
             restrict_api_key_readers(self.api_key, role)
-        accounts = [self.service_account]
-        if self.worker_service_account is not None:
-            accounts.append(self.worker_service_account)
-        manifest = eks.KubernetesManifest(
-            self,
-            "WeightsIdentity",
-            cluster=cluster.eks_cluster,
-            overwrite=True,
-            manifest=[
-                {
-                    "apiVersion": "v1",
-                    "kind": "ServiceAccount",
-                    "metadata": {"name": account, "namespace": self.namespace},
-                    "automountServiceAccountToken": False,
-                }
-                for account in accounts
-            ],
-        )
-        manifest.node.add_dependency(cluster.nodes_ready)
-        manifest.node.add_dependency(cluster.kubernetes_namespace(self.namespace))
         identity: list[Construct] = [
-            manifest,
+            self._service_accounts(),
             self._association("WeightsAssociation", self.service_account, role),
         ]
         if self.worker_service_account is not None and self.stream_from is not None:
@@ -992,6 +862,23 @@ class VllmMultiNodeService(Construct):
                 )
             )
         return identity
+
+    def _service_accounts(self) -> eks.KubernetesManifest:
+        """The pods' service accounts, without tokens, in the cluster's namespace."""
+        accounts = [self.service_account]
+        if self.worker_service_account is not None:
+            accounts.append(self.worker_service_account)
+        manifest = self._manifest(
+            "WeightsIdentity",
+            [
+                service_account({"name": account, "namespace": self.namespace})
+                for account in accounts
+            ],
+        )
+        manifest.node.add_dependency(
+            self.cluster.nodes_ready, self.cluster.kubernetes_namespace(self.namespace)
+        )
+        return manifest
 
     def _pod_role(
         self, id: str, service_account: str, description: str, policy_id: str
@@ -1028,25 +915,18 @@ class VllmMultiNodeService(Construct):
 
     def _api_key_provider(self, after: Construct) -> Construct:
         """The SecretProviderClass for the key, once the CSI driver (its CRD) is installed."""
-        assert self.api_key is not None
-        provider = eks.KubernetesManifest(
-            self,
+        assert self.api_key is not None and self.workload.api_key_class is not None
+        region = Stack.of(self).region
+        provider = self._manifest(
             "ApiKeyProvider",
-            cluster=self.cluster.eks_cluster,
-            overwrite=True,
-            manifest=[
+            [
                 secret_provider_class(
-                    self._api_key_class, self.namespace, self.api_key, Stack.of(self).region
+                    self.workload.api_key_class, self.namespace, self.api_key, region
                 )
             ],
         )
-        provider.node.add_dependency(secrets_store_addon(self, self.cluster))
-        provider.node.add_dependency(after)
+        provider.node.add_dependency(secrets_store_addon(self, self.cluster), after)
         return provider
-
-    @property
-    def _api_key_class(self) -> str:
-        return f"{self.name}-api-key"
 
     def _manifest(self, id: str, manifest: Sequence[Mapping[str, Any]]) -> eks.KubernetesManifest:
         return eks.KubernetesManifest(
@@ -1058,24 +938,35 @@ class VllmMultiNodeService(Construct):
         issuers = self._manifest(
             "TlsIssuers", ca_manifests(self.name, self.namespace, self.labels())
         )
-        issuers.node.add_dependency(self.addons.enable_cert_manager_webhook())
-        issuers.node.add_dependency(namespace)
+        issuers.node.add_dependency(self.addons.enable_cert_manager_webhook(), namespace)
         return issuers
 
     def _load_balancer_hostname(self) -> str:
         """The Service's load balancer hostname, read once the controller has created it."""
-        hostname = eks.KubernetesObjectValue(
-            self,
+        return self._object_value(
             "LoadBalancerHostname",
+            "service",
+            self.workload.service_name,
+            ".status.loadBalancer.ingress[0].hostname",
+            self.service_resource,
+        )
+
+    def _object_value(
+        self, id: str, object_type: str, object_name: str, json_path: str, after: Construct
+    ) -> str:
+        """``json_path`` of a Kubernetes object of this namespace, read after ``after``."""
+        value = eks.KubernetesObjectValue(
+            self,
+            id,
             cluster=self.cluster.eks_cluster,
-            object_type="service",
-            object_name=self.workload.service_name,
+            object_type=object_type,
+            object_name=object_name,
             object_namespace=self.namespace,
-            json_path=".status.loadBalancer.ingress[0].hostname",
+            json_path=json_path,
             timeout=Duration.minutes(10),
         )
-        hostname.node.add_dependency(self.service_resource)
-        return hostname.value
+        value.node.add_dependency(after)
+        return value.value
 
     def _outputs(self) -> None:
         """The base URL and, with an API key, its secret's ARN."""
@@ -1096,8 +987,7 @@ class VllmMultiNodeService(Construct):
     def _serving_certificate(self) -> eks.KubernetesManifest:
         """The leader's certificate, after its Issuers; the leader starts after it."""
         resource = self._manifest("ServingCertificate", [self.certificate])
-        resource.node.add_dependency(self.tls_issuers)
-        resource.node.add_dependency(self.addons.enable_cert_manager_webhook())
+        resource.node.add_dependency(self.tls_issuers, self.addons.enable_cert_manager_webhook())
         self.lws_manifest.node.add_dependency(resource)
         return resource
 
@@ -1111,27 +1001,49 @@ class VllmMultiNodeService(Construct):
         )
         certificate.node.add_dependency(self.tls_issuers)
         router = self._manifest("Router", self.router.manifests())
-        router.node.add_dependency(certificate)
-        router.node.add_dependency(namespace)
+        router.node.add_dependency(certificate, namespace)
         return router
 
     def _ca_certificate(self) -> str:
         """The CA of the leader's certificate, read from its secret, and output."""
-        ca = eks.KubernetesObjectValue(
-            self,
+        ca = self._object_value(
             "CaCertificateValue",
-            cluster=self.cluster.eks_cluster,
-            object_type="secret",
-            object_name=serving_secret_name(self.name),
-            object_namespace=self.namespace,
-            json_path=".data.ca\\.crt",
-            timeout=Duration.minutes(10),
+            "secret",
+            serving_secret_name(self.name),
+            ".data.ca\\.crt",
+            self.certificate_resource,
         )
-        ca.node.add_dependency(self.certificate_resource)
         CfnOutput(
             self,
             "CaCertificate",
-            value=ca.value,
+            value=ca,
             description="Base64 PEM of the CA the leader's TLS certificate chains to (base64 -d > ca.crt)",
         )
-        return ca.value
+        return ca
+
+
+def _parse_weight_format(problems: Problems, given: WeightFormat | str) -> WeightFormat:
+    """The weight format; refused at once when unknown (the planner and vLLM's flags both
+    need it)."""
+    fmt = WeightFormat.parse(problems, "weight_format", given)
+    if fmt is None:
+        problems.raise_if_any()
+        raise AssertionError("unreachable: raise_if_any raised")
+    return fmt
+
+
+def _check_flags_kept(problems: Problems, config: VllmConfig) -> None:
+    """Flags the multi-node launcher sets per pod, or the service for TLS, cannot be given."""
+    for flag, value in config.extra_flags.items():
+        if flag in MULTINODE_FLAGS:
+            problems.add(
+                f"config.extra_flags[{flag!r}]",
+                value,
+                "set per pod by the multi-node launcher (vllm.multinode)",
+            )
+        elif flag in TLS_FLAGS:
+            problems.add(
+                f"config.extra_flags[{flag!r}]",
+                value,
+                "set by the service: vLLM serves TLS with the cert-manager certificate (serving_tls)",
+            )

@@ -1,89 +1,17 @@
-"""Prefix-cache-aware routing in front of a ``VllmMultiNodeService``'s replicas (issue 29).
+"""Prefix-cache-aware routing in front of a ``VllmMultiNodeService``'s replicas.
 
-With more than one replica, a load balancer that spreads requests blindly sends a
-conversation's next turn to a replica that has not seen its prefix, and vLLM's prefix cache
-(``--enable-prefix-caching``, on by default in the V1 engine) misses. ``PrefixRouting`` puts
-vLLM's router in front of the leaders: it keeps an approximate radix tree of the prompts each
-replica served and sends a request to the replica with the longest matching prefix, unless the
-load is unbalanced (then the least loaded one).
-
-Which router, and why (the sources read):
-
-* **vllm-project/router** (Rust, a fork of SGLang's model gateway; PyPI ``vllm-router``
-  0.1.17, ``vllm_router/router_args.py``): policy ``cache_aware`` (its default), with
-  ``--cache-threshold`` (0.3), ``--balance-abs-threshold`` (64) and
-  ``--balance-rel-threshold`` (1.5). Its workers may be ``https://`` URLs (``--worker-urls``:
-  "URL must start with http://, https://, or grpc://", the binary's own message), dialled
-  with rustls and the platform's trust store, which ``SSL_CERT_FILE`` replaces
-  (rustls-native-certs: "If the SSL_CERT_FILE environment variable is set, certificates (in
-  PEM format) are read from that file instead"). Its Kubernetes discovery (``--service-
-  discovery --selector``) registers ``http://`` workers only ("cannot be combined with service
-  discovery, which registers http:// workers", same binary), so the service lists the leaders
-  by their stable names instead (below). It forwards the client's ``Authorization`` header,
-  so the leader's route guard keeps checking the API key (``vllm/route_guard.py``). Verified
-  here with the wheel: a worker ``https://`` URL served with a private CA answers through the
-  router with ``SSL_CERT_FILE`` set, and stays unhealthy without it; a request without the key
-  gets the leader's 401; a listed worker that does not resolve is marked unhealthy
-  (``vllm_router_worker_health 0``) and gets no request, while the router serves the others.
-  It serves plain HTTP only (``--host``/``--port``, no TLS option).
-* **vllm-project/production-stack**'s Python router (``--routing-logic prefixaware``):
-  Kubernetes discovery builds ``http://{pod_ip}:{port}`` (``src/vllm_router/
-  service_discovery.py``, e.g. ``url=f"http://{engine_ip}:{self.port}"``), so it cannot reach
-  HTTPS leaders it discovers; it serves plain HTTP too (uvicorn without TLS options,
-  ``src/vllm_router/app.py``) and is not on PyPI under its own name (``vllm-router`` is the
-  Rust router).
-* **Gateway API Inference Extension** (InferencePool + endpoint picker): needs a Gateway
-  controller (Envoy Gateway, kgateway, Istio) installed and operated in the cluster, and its
-  re-encryption to the pods was not verified. Not chosen: the fewest new controllers wins,
-  and the router needs none.
-
-What the service deploys (all on the system nodes, none on the GPU groups):
-
-* a Deployment of ``replicas`` (2) router pods, spread over nodes (preferred pod
-  anti-affinity on the hostname), with a PodDisruptionBudget (one may go at a time);
-* in each pod, the router on loopback (``127.0.0.1:30000``: nothing outside the pod reaches
-  it in plaintext) and **nginx** in front of it (``proxy_config``), which terminates TLS on
-  ``ROUTER_TLS_PORT`` with a cert-manager certificate for the load balancer's names, signed by
-  the service's own CA (the same CA clients already trust, ``CaCertificate``), and forwards
-  only the OpenAI API (``/v1/``) and the router's ``/liveness`` and ``/readiness``. The router's
-  worker-management routes (``/workers``, ``/add_worker``, ``/remove_worker``,
-  ``/flush_cache``, ...) take no credentials in vllm-router 0.1.17 (its ``--api-key`` is the
-  key it sends to workers): a TCP relay in front (ghostunnel, this module's first proxy) let
-  anyone who reached the load balancer add a worker that received the clients' API keys, or
-  remove the leaders (found by the deploy review, which ran the router). nginx reloads the
-  certificate every ``PROXY_RELOAD_SECONDS`` (``nginx -s reload`` re-reads it;
-  https://nginx.org/en/docs/control.html), well inside cert-manager's renewal window (a third
-  of the certificate's life before it expires, https://cert-manager.io/docs/usage/certificate/);
-* the router dials every possible leader over HTTPS, ``https://<name>-<i>.<name>.<namespace>.svc:8000``
-  for i below the GPU group's room for replicas: a LeaderWorkerSet's leader pod is
-  ``<name>-<i>`` under its headless Service ``<name>`` (``LWS_LEADER_ADDRESS``,
-  ``multi_node_manifests.API_SERVICE_SUFFIX``); the leader's certificate gets
-  ``*.<name>.<namespace>.svc`` for it, and the router verifies it against ``ca.crt``. Listing
-  the group's room (not the current count) lets KEDA and the rollout surge add replicas the
-  router already knows; absent ones are unhealthy until they start;
-* the leaders get ``--enable-scale-out``: the cache-aware policy tokenizes each request through
-  the leader's ``/v1/chat/completions/render`` (key-checked by the route guard, like all of
-  ``/v1``), which vLLM 0.32 answers 403 without that flag
-  (``vllm/entrypoints/scale_out/factories.py``). Measured here with the 0.32 CPU build and the
-  0.1.17 router: without it every decision is ``missing_tokens``; with it, six requests sharing
-  a system prompt gave one ``prefix_miss`` then five ``prefix_hit`` on the same replica;
-* a ServiceAccount with no token and no RBAC: the router never calls the Kubernetes API;
-* a NetworkPolicy: the TLS port and the metrics port from the VPC only, no metadata service.
-
-The load-balanced Service (``<name>-api``) then selects the router pods instead of the
-leaders; its name, exposure and certificate names do not change, so clients do not either.
-
-Cost: two small pods on the system nodes (``cpu``/``memory`` per router, ``PROXY_RESOURCES``
-for the TLS proxy) and one more hop (in-cluster, TLS). Published gains of cache-aware routing:
-SGLang's router reported up to 1.9x throughput and 3.8x higher cache hit rate over round robin
-on a multi-turn workload (LMSYS blog "SGLang v0.4", https://lmsys.org/blog/2024-12-04-sglang-v0-4/,
-"Cache-Aware Load Balancer"); the gain assumes requests that share prefixes (multi-turn chat,
-shared system prompts) and goes to zero for unrelated prompts.
+``PrefixRouting`` puts vLLM's router (vllm-project/router, PyPI ``vllm-router`` 0.1.17, its
+``cache_aware`` policy) in front of the leaders, on the system nodes: each router pod runs the
+router on loopback behind an nginx TLS front that forwards only ``/v1/`` and the router's
+probes (its worker-management routes take no credentials), and the router dials every leader
+the GPU group has room for by its stable HTTPS name, verified against the service's CA. The
+load-balanced Service then selects the routers (``RouterDeployment.front``). Why this router,
+what was verified with it, its cost and the published gains: ``docs/design/multi-node-service.md``.
 """
 
 from __future__ import annotations
 
-import math
+import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -97,11 +25,11 @@ from .constants import (
     SYSTEM_NODE_ROLE,
     VLLM_API_PORT,
 )
-from .serving_security import IMDS_CIDR
+from .multi_node_manifests import DRAIN_GRACE_SECONDS, DRAIN_PRE_STOP_SECONDS, ServiceFront
+from .serving_security import ANYWHERE_BUT_IMDS, network_policy
 from .serving_tls import serving_certificate
 
 __all__ = [
-    "PREFIX_ROUTING_CONTEXT",
     "PROXIED_PREFIX",
     "PROXIED_PROBES",
     "PROXY_IMAGE",
@@ -113,20 +41,11 @@ __all__ = [
     "RouterPolicy",
 ]
 
-#: Turns prefix-aware routing on by default at more than one replica; new apps set it in
-#: cdk.json. Without it a stack made before keeps its load balancer on the leaders: moving the
-#: Service's selector to new pods would re-register every NLB target at the next deploy.
-PREFIX_ROUTING_CONTEXT = "@cdk-llm-serving/hyperpod:multiNodePrefixRouting"
-#: vLLM's router, release 0.1.17 (PyPI ``vllm-router`` 0.1.17; images are built from the
-#: repository's ``docker/Dockerfile.router`` and pushed as ``vllm/vllm-router``). ASSUMED tag:
-#: the image tag of the release could not be checked here (no registry access); the PyPI wheel
-#: of the same version is the one this module was verified with. No digest is published with
-#: the release; pin one with ``image=`` for production.
+#: vLLM's router 0.1.17 (``vllm/vllm-router``, built from ``docker/Dockerfile.router``). ASSUMED
+#: tag: not checked against the registry; the PyPI wheel of the version was. Pin a digest.
 ROUTER_IMAGE = "docker.io/vllm/vllm-router:v0.1.17"
-#: NGINX's unprivileged image (nginxinc/docker-nginx-unprivileged: runs as any non-root user
-#: when its writable paths are given, as ``proxy_config`` does: all under ``/tmp``), nginx
-#: 1.28, the stable branch. ASSUMED tag, as for the router's: no registry access here; the
-#: configuration is checked with Debian's nginx 1.22 (``nginx -t``) and run in the tests.
+#: NGINX's unprivileged image, nginx 1.28 (stable), non-root when every writable path is under
+#: ``/tmp``. ASSUMED tag, as the router's; its configuration runs in the tests on Debian's nginx.
 PROXY_IMAGE = "docker.io/nginxinc/nginx-unprivileged:1.28.0-alpine"
 #: The router's own port, on loopback only.
 ROUTER_PORT = 30000
@@ -143,14 +62,19 @@ PROXY_RELOAD_SECONDS = 3600
 #: The routes the proxy forwards to the router: the OpenAI API and the router's probes.
 PROXIED_PREFIX = "/v1/"
 PROXIED_PROBES = ("/liveness", "/readiness")
-_PROXY_CONFIG_MOUNT = "/etc/router-proxy"
-_PROXY_CONFIG_VOLUME = "router-proxy-config"
-_PROXY_TMP_VOLUME = "router-proxy-tmp"
+#: The NLB's health check on the routers: ``/liveness`` answers while the router runs, while
+#: its ``/health`` answers 503 as long as any listed leader is absent (vllm-router 0.1.17).
+ROUTER_LIVENESS_PATH = "/liveness"
+#: The router's TLS front's name in its volumes and configuration path.
+_PROXY_KIND = "router-proxy"
 #: How often the router checks each leader's ``/health``: a replica that stopped is marked
 #: unhealthy after ``--health-failure-threshold`` (3) checks, 30 s.
 HEALTH_CHECK_INTERVAL_SECONDS = 10
 _TLS_MOUNT = "/var/run/secrets/router-tls"
 _TLS_VOLUME = "router-tls"
+_TLS_VOLUME_MOUNT = {"name": _TLS_VOLUME, "mountPath": _TLS_MOUNT, "readOnly": True}
+#: Both containers sleep in preStop until the NLB has deregistered the pod.
+_PRE_STOP = {"preStop": {"sleep": {"seconds": DRAIN_PRE_STOP_SECONDS}}}
 
 
 class RouterPolicy(Enum):
@@ -192,57 +116,45 @@ class PrefixRouting:
     def validate(self, problems: Problems, prop: str) -> None:
         """Every bad field at once."""
         allowed = [policy.value for policy in RouterPolicy]
-        if str(getattr(self.policy, "value", self.policy)) not in allowed:
+        if self.policy_name not in allowed:
             problems.add(f"{prop}.policy", self.policy, f"one of {', '.join(allowed)}")
-        if (
-            not isinstance(self.cache_threshold, int | float)
-            or isinstance(self.cache_threshold, bool)
-            or not 0 <= self.cache_threshold <= 1
-        ):
-            problems.add(f"{prop}.cache_threshold", self.cache_threshold, "a number from 0 to 1")
-        if (
-            not isinstance(self.replicas, int)
-            or isinstance(self.replicas, bool)
-            or self.replicas < 2
-        ):
+        threshold, replicas = self.cache_threshold, self.replicas
+        number = isinstance(threshold, int | float) and not isinstance(threshold, bool)
+        if not number or not 0 <= threshold <= 1:
+            problems.add(f"{prop}.cache_threshold", threshold, "a number from 0 to 1")
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 2:
             problems.add(
                 f"{prop}.replicas",
-                self.replicas,
+                replicas,
                 "an integer of at least 2: one router in front of every replica is a single "
                 "point of failure (and its PodDisruptionBudget would block node drains)",
             )
-        if _quantity_millicores(self.cpu) is None:
+        if not _positive_quantity(_CPU_QUANTITY, self.cpu):
             problems.add(f"{prop}.cpu", self.cpu, "a CPU quantity such as 500m or 1")
-        if _quantity_mebibytes(self.memory) is None:
+        if not _positive_quantity(_MEMORY_QUANTITY, self.memory):
             problems.add(f"{prop}.memory", self.memory, "a memory quantity such as 512Mi or 2Gi")
         for field_name in ("image", "proxy_image"):
-            value = getattr(self, field_name)
-            if not isinstance(value, str) or not value or any(c.isspace() for c in value):
-                problems.add(f"{prop}.{field_name}", value, "a container image reference")
+            check_image(problems, f"{prop}.{field_name}", getattr(self, field_name))
 
     @property
     def policy_name(self) -> str:
         return str(getattr(self.policy, "value", self.policy))
 
 
-def _quantity_millicores(value: Any) -> int | None:
-    text = str(value)
-    try:
-        if text.endswith("m"):
-            return int(text[:-1]) if text[:-1].isdigit() and int(text[:-1]) > 0 else None
-        number = float(text)
-    except ValueError:
-        return None
-    return math.ceil(number * 1000) if number > 0 else None
+#: The quantities the router's resources take: millicores or cores; whole Mi or Gi.
+_CPU_QUANTITY = re.compile(r"\d+m|\d+(\.\d+)?")
+_MEMORY_QUANTITY = re.compile(r"\d+(Mi|Gi)")
 
 
-def _quantity_mebibytes(value: Any) -> int | None:
+def _positive_quantity(pattern: re.Pattern[str], value: object) -> bool:
     text = str(value)
-    for suffix, factor in (("Mi", 1), ("Gi", 1024)):
-        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
-            amount = int(text[: -len(suffix)]) * factor
-            return amount if amount > 0 else None
-    return None
+    return pattern.fullmatch(text) is not None and any(c in "123456789" for c in text)
+
+
+def check_image(problems: Problems, prop: str, value: object) -> None:
+    """A container image reference: a string without white space."""
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        problems.add(prop, value, "a container image reference")
 
 
 def leader_urls(name: str, namespace: str, ceiling: int) -> list[str]:
@@ -257,6 +169,17 @@ def leader_wildcard(name: str, namespace: str) -> str:
     return f"*.{name}.{namespace}.svc"
 
 
+def nginx_preamble(tmp_dir: str) -> str:
+    """The start of every proxy's nginx configuration: one worker, its pid under ``tmp_dir``,
+    errors to stderr."""
+    return (
+        "worker_processes 1;\n"
+        f"pid {tmp_dir}/nginx.pid;\n"
+        "error_log stderr warn;\n"
+        "events { worker_connections 4096; }\n"
+    )
+
+
 def nginx_command(conf: str) -> list[str]:
     """nginx in the foreground with ``conf``, reloaded every ``PROXY_RELOAD_SECONDS`` (files and
     upstream names re-read) and stopped gracefully on SIGTERM (``quit`` lets open connections
@@ -268,6 +191,45 @@ def nginx_command(conf: str) -> list[str]:
         f"nginx -e stderr -c {conf} -s reload; done"
     )
     return ["/bin/sh", "-c", script]
+
+
+def nginx_container(
+    name: str,
+    kind: str,
+    image: str,
+    ports: dict[str, int],
+    probe_port: int,
+    resources: dict[str, str],
+    mounts: tuple[dict[str, Any], ...] = (),
+) -> dict[str, Any]:
+    """An nginx container of the proxy ``kind`` (``router-proxy``, ``wake-proxy``): its
+    configuration from ``/etc/<kind>``, scratch space in ``/tmp``, TCP probes on
+    ``probe_port`` (listening is all it does), and the drain of its pod's load-balancer target."""
+    tcp = {"tcpSocket": {"port": probe_port}}
+    return {
+        "name": name,
+        "image": image,
+        "command": nginx_command(f"/etc/{kind}/nginx.conf"),
+        "ports": [{"name": port_name, "containerPort": port} for port_name, port in ports.items()],
+        "readinessProbe": {**tcp, "periodSeconds": 10},
+        "livenessProbe": {**tcp, "periodSeconds": 30, "failureThreshold": 5},
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "lifecycle": _PRE_STOP,
+        "securityContext": dict(PROXY_SECURITY),
+        "volumeMounts": [
+            *mounts,
+            {"name": f"{kind}-config", "mountPath": f"/etc/{kind}", "readOnly": True},
+            {"name": f"{kind}-tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def nginx_volumes(kind: str, config_map: str, tmp_size: str) -> list[dict[str, Any]]:
+    """The configuration and the memory-backed scratch space of ``nginx_container``."""
+    return [
+        {"name": f"{kind}-config", "configMap": {"name": config_map}},
+        {"name": f"{kind}-tmp", "emptyDir": {"medium": "Memory", "sizeLimit": tmp_size}},
+    ]
 
 
 #: A proxy container's security context: no privilege, read-only root, no capability.
@@ -287,33 +249,18 @@ PROXY_POD_SECURITY = {
 }
 
 
-def spread_over_nodes(labels: dict[str, str]) -> dict[str, Any]:
-    """Preferred pod anti-affinity on the hostname: the pods with ``labels`` on different nodes."""
-    return {
-        "podAntiAffinity": {
-            "preferredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "weight": 100,
-                    "podAffinityTerm": {
-                        "labelSelector": {"matchLabels": labels},
-                        "topologyKey": "kubernetes.io/hostname",
-                    },
-                }
-            ]
-        }
-    }
-
-
 def system_deployment(
     metadata: dict[str, Any],
     labels: dict[str, str],
     replicas: int,
-    grace_seconds: int,
     containers: list[dict[str, Any]],
     volumes: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """A Deployment of proxy pods on the system nodes, spread over nodes, one surge pod at a
-    time and none unavailable; its ServiceAccount (``metadata``'s name) has no token."""
+    time and none unavailable, that outlive their load-balancer target; its ServiceAccount
+    (``metadata``'s name) has no token."""
+    term = {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+    spread = {"weight": 100, "podAffinityTerm": term}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -331,14 +278,38 @@ def system_deployment(
                     "serviceAccountName": metadata["name"],
                     "automountServiceAccountToken": False,
                     "securityContext": dict(PROXY_POD_SECURITY),
-                    "terminationGracePeriodSeconds": grace_seconds,
+                    "terminationGracePeriodSeconds": DRAIN_GRACE_SECONDS,
                     "nodeSelector": {ROLE_LABEL: SYSTEM_NODE_ROLE},
-                    "affinity": spread_over_nodes(labels),
+                    # Preferred anti-affinity on the hostname: the pods on different nodes.
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [spread]
+                        }
+                    },
                     "containers": containers,
                     "volumes": volumes,
                 },
             },
         },
+    }
+
+
+def service_account(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A ServiceAccount without a token and without RBAC: the pods never call the API."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata,
+        "automountServiceAccountToken": False,
+    }
+
+
+def nginx_config_map(metadata: dict[str, Any], config: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata,
+        "data": {"nginx.conf": config},
     }
 
 
@@ -355,6 +326,8 @@ def disruption_budget(metadata: dict[str, Any], labels: dict[str, str]) -> dict[
 @dataclass(frozen=True)
 class RouterDeployment:
     """The router's Kubernetes objects for the multi-node service ``name`` (pure renderers).
+    Its pods outlive their load-balancer target as the scaled leaders do
+    (``DRAIN_PRE_STOP_SECONDS``).
 
     :param routing: the user's settings.
     :param name: the service's LeaderWorkerSet name.
@@ -363,8 +336,6 @@ class RouterDeployment:
     :param startup_timeout_seconds: how long the router waits for a first healthy leader
         (``--worker-startup-timeout-secs``): the leader's own startup budget.
     :param vpc_cidr: the cluster VPC's CIDR (NetworkPolicy).
-    :param termination: ``pre_stop_seconds`` and ``grace_seconds`` so that a router outlives its
-        load-balancer target (``multi_node_manifests.drain_before_stop``'s timings).
     """
 
     routing: PrefixRouting
@@ -373,8 +344,6 @@ class RouterDeployment:
     ceiling: int
     startup_timeout_seconds: int
     vpc_cidr: str
-    pre_stop_seconds: int
-    grace_seconds: int
 
     @property
     def router_name(self) -> str:
@@ -393,36 +362,28 @@ class RouterDeployment:
             ROLE_LABEL: "router",
         }
 
+    def front(self) -> ServiceFront:
+        """The routers in front of the leaders: TLS on ``ROUTER_TLS_PORT``, checked on
+        ``/liveness`` (leader health is the router's own check)."""
+        return ServiceFront(
+            tuple(self.labels().items()), ROUTER_TLS_PORT, health_check_path=ROUTER_LIVENESS_PATH
+        )
+
     def router_args(self) -> list[str]:
         """The router's command line (checked by the router's own parser in the tests)."""
-        return [
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(ROUTER_PORT),
-            "--worker-urls",
-            *leader_urls(self.name, self.namespace, self.ceiling),
-            "--policy",
-            self.routing.policy_name,
-            "--cache-threshold",
-            f"{self.routing.cache_threshold:g}",
-            "--worker-startup-timeout-secs",
-            str(self.startup_timeout_seconds),
-            "--health-check-interval-secs",
-            str(HEALTH_CHECK_INTERVAL_SECONDS),
-            "--health-check-endpoint",
-            "/health",
-            "--prometheus-host",
-            "0.0.0.0",  # noqa: S104 - the pod's metrics port, NetworkPolicy-limited to the VPC
-            "--prometheus-port",
-            str(ROUTER_METRICS_PORT),
-        ]
-
-    def proxy_command(self) -> list[str]:
-        """The proxy container's command: nginx in the foreground, reloaded (the certificate
-        re-read) every ``PROXY_RELOAD_SECONDS``, and stopped gracefully on SIGTERM (``quit``
-        lets open requests finish; https://nginx.org/en/docs/control.html)."""
-        return nginx_command(f"{_PROXY_CONFIG_MOUNT}/nginx.conf")
+        options = {
+            "--policy": self.routing.policy_name,
+            "--cache-threshold": f"{self.routing.cache_threshold:g}",
+            "--worker-startup-timeout-secs": str(self.startup_timeout_seconds),
+            "--health-check-interval-secs": str(HEALTH_CHECK_INTERVAL_SECONDS),
+            "--health-check-endpoint": "/health",
+            # The pod's metrics port, NetworkPolicy-limited to the VPC.
+            "--prometheus-host": "0.0.0.0",  # noqa: S104
+            "--prometheus-port": str(ROUTER_METRICS_PORT),
+        }
+        urls = leader_urls(self.name, self.namespace, self.ceiling)
+        listen = ["--host", "127.0.0.1", "--port", str(ROUTER_PORT), "--worker-urls", *urls]
+        return [*listen, *(part for option in options.items() for part in option)]
 
     def proxy_config(self, tls_dir: str = _TLS_MOUNT, tmp_dir: str = "/tmp") -> str:
         """nginx's configuration: TLS on ``ROUTER_TLS_PORT``, ``/v1/`` and the router's probes
@@ -440,11 +401,7 @@ class RouterDeployment:
             f"    location = {path} {{ proxy_pass {upstream}; }}\n" for path in PROXIED_PROBES
         )
         return (
-            "worker_processes 1;\n"
-            f"pid {tmp_dir}/nginx.pid;\n"
-            "error_log stderr warn;\n"
-            "events { worker_connections 4096; }\n"
-            "http {\n"
+            nginx_preamble(tmp_dir) + "http {\n"
             "  access_log off;\n"
             "  server_tokens off;\n"
             f"  client_body_temp_path {tmp_dir}/client_body;\n"
@@ -465,51 +422,55 @@ class RouterDeployment:
             "}\n"
         )
 
-    def proxy_config_map(self) -> dict[str, Any]:
-        return {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {**self._metadata(), "name": f"{self.router_name}-proxy"},
-            "data": {"nginx.conf": self.proxy_config()},
-        }
-
     def certificate(self, dns_names: list[str]) -> dict[str, Any]:
         """The router's certificate for the load balancer's names, from the service's CA."""
 
-        cert = serving_certificate(self.name, self.namespace, self.labels(), dns_names)
-        cert["metadata"]["name"] = self.secret_name
-        cert["spec"]["secretName"] = self.secret_name
-        return cert
+        return serving_certificate(
+            self.name, self.namespace, self.labels(), dns_names, self.secret_name
+        )
 
     def manifests(self) -> list[dict[str, Any]]:
         """ServiceAccount, the proxy's ConfigMap, Deployment, PodDisruptionBudget, NetworkPolicy."""
+        metadata = self._metadata()
         return [
-            self.service_account(),
-            self.proxy_config_map(),
+            service_account(metadata),
+            nginx_config_map(
+                {**metadata, "name": f"{self.router_name}-proxy"}, self.proxy_config()
+            ),
             self.deployment(),
-            self.disruption_budget(),
+            disruption_budget(metadata, self.labels()),
             self.network_policy(),
         ]
 
     def _metadata(self) -> dict[str, Any]:
         return {"name": self.router_name, "namespace": self.namespace, "labels": self.labels()}
 
-    def service_account(self) -> dict[str, Any]:
-        return {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": self._metadata(),
-            "automountServiceAccountToken": False,
-        }
-
     def deployment(self) -> dict[str, Any]:
+        """The router pods: the router and its TLS front, on the system nodes."""
+        return system_deployment(
+            self._metadata(),
+            self.labels(),
+            self.routing.replicas,
+            [
+                self._router_container(),
+                nginx_container(
+                    "tls-proxy",
+                    _PROXY_KIND,
+                    self.routing.proxy_image,
+                    {"https": ROUTER_TLS_PORT},
+                    ROUTER_TLS_PORT,
+                    PROXY_RESOURCES,
+                    (_TLS_VOLUME_MOUNT,),
+                ),
+            ],
+            self._volumes(),
+        )
+
+    def _router_container(self) -> dict[str, Any]:
         routing = self.routing
-        router_resources = {"cpu": routing.cpu, "memory": routing.memory}
-        security = PROXY_SECURITY
-        pre_stop = {"preStop": {"sleep": {"seconds": self.pre_stop_seconds}}}
-        tls_mount = {"name": _TLS_VOLUME, "mountPath": _TLS_MOUNT, "readOnly": True}
+        resources = {"cpu": routing.cpu, "memory": routing.memory}
         probe = {"path": "/readiness", "port": ROUTER_TLS_PORT, "scheme": "HTTPS"}
-        router = {
+        return {
             "name": "router",
             "image": routing.image,
             "command": ["vllm-router"],
@@ -517,92 +478,45 @@ class RouterDeployment:
             # rustls-native-certs reads the trust store from SSL_CERT_FILE: the service's CA.
             "env": [{"name": "SSL_CERT_FILE", "value": f"{_TLS_MOUNT}/ca.crt"}],
             "ports": [{"name": "metrics", "containerPort": ROUTER_METRICS_PORT}],
-            "resources": {"requests": router_resources, "limits": dict(router_resources)},
+            "resources": {"requests": resources, "limits": dict(resources)},
             "readinessProbe": {"httpGet": probe, "periodSeconds": 10, "failureThreshold": 3},
             "livenessProbe": {
                 "httpGet": {**probe, "path": "/liveness"},
                 "periodSeconds": 30,
                 "failureThreshold": 5,
             },
-            "lifecycle": pre_stop,
-            "securityContext": security,
-            "volumeMounts": [tls_mount],
+            "lifecycle": _PRE_STOP,
+            "securityContext": PROXY_SECURITY,
+            "volumeMounts": [_TLS_VOLUME_MOUNT],
         }
-        proxy = {
-            "name": "tls-proxy",
-            "image": routing.proxy_image,
-            "command": self.proxy_command(),
-            "ports": [{"name": "https", "containerPort": ROUTER_TLS_PORT}],
-            # Listening is all the proxy does: a TCP check (the router's probes go through it).
-            "readinessProbe": {"tcpSocket": {"port": ROUTER_TLS_PORT}, "periodSeconds": 10},
-            "livenessProbe": {
-                "tcpSocket": {"port": ROUTER_TLS_PORT},
-                "periodSeconds": 30,
-                "failureThreshold": 5,
-            },
-            "resources": {"requests": dict(PROXY_RESOURCES), "limits": dict(PROXY_RESOURCES)},
-            "lifecycle": pre_stop,
-            "securityContext": security,
-            "volumeMounts": [
-                tls_mount,
-                {"name": _PROXY_CONFIG_VOLUME, "mountPath": _PROXY_CONFIG_MOUNT, "readOnly": True},
-                {"name": _PROXY_TMP_VOLUME, "mountPath": "/tmp"},
-            ],
-        }
-        return system_deployment(
-            self._metadata(),
-            self.labels(),
-            routing.replicas,
-            self.grace_seconds,
-            [router, proxy],
-            [
-                {
-                    "name": _TLS_VOLUME,
-                    "secret": {
-                        "secretName": self.secret_name,
-                        # Group-readable: the containers run as the nonroot user
-                        # and the volume's files belong to fsGroup.
-                        "defaultMode": 0o440,
-                        "items": [
-                            {"key": "tls.crt", "path": "tls.crt"},
-                            {"key": "tls.key", "path": "tls.key"},
-                            {"key": "ca.crt", "path": "ca.crt"},
-                        ],
-                    },
-                },
-                {
-                    "name": _PROXY_CONFIG_VOLUME,
-                    "configMap": {"name": f"{self.router_name}-proxy"},
-                },
-                {
-                    "name": _PROXY_TMP_VOLUME,
-                    "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"},
-                },
-            ],
-        )
 
-    def disruption_budget(self) -> dict[str, Any]:
-        return disruption_budget(self._metadata(), self.labels())
+    def _volumes(self) -> list[dict[str, Any]]:
+        """The TLS Secret (group-readable: the containers run as the nonroot user and the
+        files belong to fsGroup), the proxy's configuration and its scratch space."""
+        tls_files = [{"key": key, "path": key} for key in ("tls.crt", "tls.key", "ca.crt")]
+        return [
+            {
+                "name": _TLS_VOLUME,
+                "secret": {
+                    "secretName": self.secret_name,
+                    "defaultMode": 0o440,
+                    "items": tls_files,
+                },
+            },
+            *nginx_volumes(_PROXY_KIND, f"{self.router_name}-proxy", "64Mi"),
+        ]
 
     def network_policy(self) -> dict[str, Any]:
         """TLS and metrics from the VPC; egress anywhere but the instance metadata service."""
-        vpc = [{"ipBlock": {"cidr": self.vpc_cidr}}]
-        return {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": self._metadata(),
-            "spec": {
-                "podSelector": {"matchLabels": self.labels()},
-                "policyTypes": ["Ingress", "Egress"],
-                "ingress": [
-                    {
-                        "from": vpc,
-                        "ports": [
-                            {"protocol": "TCP", "port": ROUTER_TLS_PORT},
-                            {"protocol": "TCP", "port": ROUTER_METRICS_PORT},
-                        ],
-                    }
-                ],
-                "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}]}],
-            },
-        }
+        ports = [ROUTER_TLS_PORT, ROUTER_METRICS_PORT]
+        return network_policy(
+            self._metadata(),
+            self.labels(),
+            ingress=[
+                {
+                    "from": [{"ipBlock": {"cidr": self.vpc_cidr}}],
+                    "ports": [{"protocol": "TCP", "port": port} for port in ports],
+                }
+            ],
+            egress=[{"to": [ANYWHERE_BUT_IMDS]}],
+        )

@@ -7,6 +7,8 @@ and NCCL silently falls back to TCP sockets. Facts and sources: ``assets/vllm_im
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aws_cdk import CfnMapping, Stack
 from aws_cdk.region_info import FactName, RegionInfo
 from constructs import Construct
@@ -17,6 +19,20 @@ from ._facts import vllm_image_facts
 
 #: Warning id: a multi-node service on EFA instances with an image not declared EFA-capable.
 IMAGE_WITHOUT_EFA_WARNING = "cdk-llm-serving:vllmImageWithoutEfa"
+
+
+@dataclass(frozen=True)
+class ServingImage:
+    """A vLLM image of your own for ``VllmMultiNodeService(image=)`` (a plain string is one
+    without EFA).
+
+    :param uri: the image reference (``<registry>/<repository>:<tag>@sha256:<digest>``).
+    :param efa: the image carries libfabric and aws-ofi-nccl (NCCL over EFA). Default:
+        ``False``; a multi-node service on EFA instances then gets a synth warning.
+    """
+
+    uri: str
+    efa: bool = False
 
 
 def efa_environment() -> dict[str, str]:

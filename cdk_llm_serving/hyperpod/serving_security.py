@@ -1,49 +1,12 @@
 """Authenticated serving and in-cluster isolation for the multi-node vLLM service.
 
-* **API key.** A Secrets Manager secret (generated unless given) reaches the leader pod as a
-  file through the Secrets Store CSI driver and the AWS provider (ASCP), installed once per
-  cluster as the EKS add-on ``aws-secrets-store-csi-driver-provider``
-  (https://docs.aws.amazon.com/secretsmanager/latest/userguide/ascp-eks-installation.html;
-  the add-on brings the CSI driver with the provider). The provider fetches the secret with
-  the pod's own EKS Pod Identity (``usePodIdentity: "true"``,
-  https://docs.aws.amazon.com/secretsmanager/latest/userguide/ascp-pod-identity-integration.html),
-  so the value never enters a template, a manifest or etcd. The value holds one key per line
-  (a plain one-line secret is one key); the leader's start hands them to vLLM as its
-  ``--config`` file, so each of them opens ``/v1`` (``vllm.multinode.with_api_key_file``).
-* **Rotation without an outage** (README, "Rotating the key"): vLLM reads its keys once at
-  start, so the secret holds the old and the new key while the replicas restart one at a time
-  (the LeaderWorkerSet's rolling update with the service's surge rule,
-  ``pod_spec.rollout_strategy``, started by a new pod-template annotation, ``kubectl patch``:
-  a LeaderWorkerSet revision is its whole ``leaderWorkerTemplate``, kubernetes-sigs/lws
-  ``pkg/utils/revision/revision_utils.go``, ``getPatch``; a later ``cdk deploy`` keeps the
-  annotation, aws-cdk-lib's kubectl handler updates with a client-side ``kubectl apply``,
-  ``custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/apply/__init__.py``), clients
-  switch, then the secret drops the old key and the replicas restart again. A restarting leader
-  mounts the value just put: ``PutSecretValue`` moves ``AWSCURRENT`` to it and the provider
-  class names no version (botocore's Secrets Manager model). Not chosen: a second object for
-  the ``AWSPREVIOUS`` stage. A secret that was never rotated has no such version and the AWS
-  provider fails the whole mount on any object it cannot fetch
-  (aws/secrets-store-csi-driver-provider-aws @ 30369482
-  ``provider/secrets_manager_provider.go``, ``GetSecretValues``: "Once an error happens, it
-  immediately returns the error"), so the leader would never start; and the old key would
-  stay valid until the next rotation.
-  The CSI driver's rotation reconciler (when enabled) only refreshes the file, not vLLM's copy.
-* **NetworkPolicies** (enforced by the VPC CNI's network policy agent, switched on in the
-  ``vpc-cni`` add-on's configuration by ``HyperPodEksCluster``;
-  https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy.html): the pods of one
-  service accept traffic from each other (torch.distributed, Ray, the DP RPC port and NCCL's
-  run-time ports) and the leader accepts the API port from the VPC (the load balancer's
-  IP targets see the NLB's private addresses: client IP preservation is off for IP targets
-  by default; the AMP managed scraper's interfaces sit in the cluster's subnets); nothing else
-  gets in. The kubelet's probes need no rule: the VPC CNI's network policy agent always admits
-  its node's own IP (aws/aws-network-policy-agent#65, "Ignore policy restrictions against Node
-  IP"). Only the VPC's primary CIDR is admitted: a load balancer or scraper in subnets of a
-  secondary CIDR block (an imported VPC) would need it added. Limit: pods take their addresses from the VPC's subnets too (VPC
-  CNI), so any pod of the cluster can open the API port; ``/v1`` still needs the key, while
-  ``/health`` and ``/metrics`` answer anyone inside the VPC. Egress is open except the instance metadata service
-  (169.254.169.254/32, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html),
-  so a serving pod cannot take the node's role; EKS Pod Identity's agent (169.254.170.23)
-  stays reachable (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html).
+The API key is a Secrets Manager secret that reaches the leader as a file through the Secrets
+Store CSI driver and the AWS provider (EKS add-on ``aws-secrets-store-csi-driver-provider``),
+fetched with the pod's own EKS Pod Identity, so the value never enters a template or etcd; one
+key per line, each accepted by vLLM (rotation: README, "Rotating the key"). NetworkPolicies let
+a service's pods talk to each other, the VPC reach the leader's API port, and no pod reach the
+instance metadata service. Sources and limits: ``docs/design/multi-node-service.md``, "The API
+key and NetworkPolicies".
 """
 
 from __future__ import annotations
@@ -76,6 +39,8 @@ API_KEY_FILE_NAME = "api-key"
 API_KEY_FILE = f"{API_KEY_MOUNT}/{API_KEY_FILE_NAME}"
 #: The instance metadata service: no serving pod may reach it.
 IMDS_CIDR = "169.254.169.254/32"
+#: An egress peer: anywhere but the instance metadata service.
+ANYWHERE_BUT_IMDS = {"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}
 _SECRETS_STORE_ID = "SecretsStoreCsiDriver"
 
 
@@ -209,19 +174,14 @@ def network_policies(
 ) -> list[dict[str, Any]]:
     """Group-internal traffic, the API port from the VPC to leaders, no metadata service."""
     group = {"podSelector": {"matchLabels": group_labels}}
-    isolate = _network_policy(
-        f"{name}-group",
-        namespace,
+    isolate = network_policy(
+        {"name": f"{name}-group", "namespace": namespace},
         group_labels,
         ingress=[{"from": [group]}],
-        egress=[
-            {"to": [group]},
-            {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}]},
-        ],
+        egress=[{"to": [group]}, {"to": [ANYWHERE_BUT_IMDS]}],
     )
-    api = _network_policy(
-        f"{name}-api",
-        namespace,
+    api = network_policy(
+        {"name": f"{name}-api", "namespace": namespace},
         leader_labels,
         ingress=[
             {
@@ -233,9 +193,8 @@ def network_policies(
     return [isolate, api]
 
 
-def _network_policy(
-    name: str,
-    namespace: str,
+def network_policy(
+    metadata: dict[str, Any],
     labels: dict[str, str],
     *,
     ingress: list[dict[str, Any]],
@@ -252,6 +211,6 @@ def _network_policy(
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": metadata,
         "spec": spec,
     }

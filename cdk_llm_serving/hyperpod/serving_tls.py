@@ -1,49 +1,10 @@
 """End-to-end TLS for the multi-node vLLM service: vLLM serves HTTPS itself.
 
-* **Who serves TLS.** The leader's ``vllm serve`` listens with ``--ssl-keyfile`` and
-  ``--ssl-certfile`` (vllm-project/vllm ``vllm/entrypoints/openai/cli_args.py``, passed to
-  uvicorn by ``serve_http``; names checked against ``vllm/data/vllm_registry.json``), so no hop
-  between a client and vLLM is plaintext: the load balancer passes TLS through, or re-encrypts
-  to the pod (``multi_node_service.Exposure``). ``--enable-ssl-refresh`` makes vLLM reload the
-  key and certificate when the files change (``vllm/entrypoints/ssl.py``, ``SSLCertRefresher``
-  watches both paths and calls ``load_cert_chain`` on any change; its ``watchfiles`` is a
-  dependency of every vLLM, ``requirements/common.txt``; the flag exists since vLLM 0.8, older
-  than the default image's 0.31).
-* **Where the certificate comes from.** cert-manager (the EKS add-on ``cert-manager``, one per
-  cluster: ``HyperPodServingAddons.enable_cert_manager``, shared with the inference operator),
-  per service: a self-signed bootstrap ``Issuer`` signs a CA ``Certificate``; a CA ``Issuer``
-  backed by that CA's Secret signs the serving ``Certificate`` (cert-manager's documented CA
-  bootstrap, https://cert-manager.io/docs/configuration/selfsigned/#bootstrapping-ca-issuers).
-  The serving Secret (type ``kubernetes.io/tls``: ``tls.crt``, ``tls.key`` and ``ca.crt``,
-  https://cert-manager.io/docs/usage/certificate/) is mounted read-only into the leader. Its
-  names: the Service's in-cluster DNS names, the load balancer's hostname (so the ``BaseUrl``
-  output verifies against the CA) and ``Exposure.tls_dns_names``.
-* **Rotation.** The serving certificate lives 1 year and is renewed 30 days before it ends
-  with a new key (``rotationPolicy: Always``); the kubelet updates the mounted Secret's files
-  (https://kubernetes.io/docs/concepts/configuration/secret/#mounted-secrets-are-updated-automatically)
-  by writing a new timestamped directory, swapping the ``..data`` symlink to it and deleting
-  the old one (kubernetes ``pkg/volume/util/atomic_writer.go``). vLLM's ``SSLCertRefresher``
-  watches the two file paths with ``watchfiles.awatch`` and reloads on any change; the watch
-  follows the files of the old directory, so it reports the first swap (the old files are
-  deleted after the new ones are in place, and the reload reads the new pair) and nothing
-  after: measured with watchfiles 1.3.0 on a copy of that layout, three swaps gave one batch
-  of changes; a rename over the watched file behaves the same, only writes in place into
-  the same file are seen each time (cf. spring-projects/spring-boot#44807,
-  kubernetes/ingress-nginx#6386). Copying the pair into files vLLM watches and rewriting them
-  in place would be seen every time, but a reload could then read a new certificate with the
-  old key, so it is not done. Hence one year: a leader reloads the first renewal after its
-  start and serves that certificate until it ends, at least 365 days after the start; a leader
-  restarted within a year of its start never serves an expired certificate (any rollout of the
-  LeaderWorkerSet restarts it too). The CA lives 10 years and keeps its key
-  (``rotationPolicy: Never``), so the ``ca.crt`` clients hold stays the trust anchor.
-* **Kubelet probes** use ``scheme: HTTPS``: the kubelet does not verify the certificate
-  (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#Probe,
-  ``httpGet.scheme``; "If scheme field is set to HTTPS, the kubelet sends an HTTPS request
-  skipping the certificate verification",
-  https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/).
-
-Every manifest here is a cert-manager custom resource (``cert-manager.io/v1``), checked in the
-tests against the CRDs of cert-manager v1.18.2 (the version of the pinned add-on).
+The leader runs ``vllm serve --ssl-keyfile --ssl-certfile --enable-ssl-refresh`` with a
+certificate from cert-manager: per service, a self-signed bootstrap Issuer signs the service's
+CA, whose Issuer signs the serving certificate (1 year, renewed 30 days before it ends; the CA
+10 years, keeping its key), mounted read-only into the leader. Why one year, what vLLM's reload
+sees, and the CA's names: ``docs/design/multi-node-service.md``, "TLS".
 """
 
 from __future__ import annotations
@@ -69,17 +30,12 @@ TLS_FLAGS = (
     "enable-ssl-refresh",
 )
 #: Serving certificate: 1 year, renewed 30 days before it ends (vLLM sees only the first
-#: renewal after a leader starts: "Rotation" above). CA: 10 years.
+#: renewal after a leader starts: design note, "TLS"). CA: 10 years.
 SERVING_DURATION = "8760h"
 SERVING_RENEW_BEFORE = "720h"
 CA_DURATION = "87600h"
-#: The CA's commonName: one short constant. cert-manager's webhook refuses a commonName over 64
-#: characters (cert-manager ``internal/apis/certmanager/validation/certificate.go``,
-#: ``field.TooLong(..., 64)``; RFC 5280's ``ub-common-name``), and a Service and its namespace
-#: may each be 63. Which service the CA belongs to is in ``subject.organizationalUnits`` instead:
-#: the namespace and the service, one per value, so each stays within RFC 5280's
-#: ``ub-organizational-unit-name`` of 64 too. The serving certificate has no commonName (its
-#: names are ``dnsNames``).
+#: The CA's commonName: one short constant, as cert-manager refuses one over 64 characters; the
+#: service is named in ``subject.organizationalUnits`` instead (design note, "TLS").
 CA_COMMON_NAME = "vLLM serving CA"
 #: RSA 2048, cert-manager's default, stated explicitly: every client and the NLB's TLS target
 #: connections accept it.
@@ -153,16 +109,22 @@ def ca_manifests(service: str, namespace: str, labels: dict[str, str]) -> list[d
 
 
 def serving_certificate(
-    service: str, namespace: str, labels: dict[str, str], dns_names: Sequence[str]
+    service: str,
+    namespace: str,
+    labels: dict[str, str],
+    dns_names: Sequence[str],
+    secret_name: str | None = None,
 ) -> dict[str, Any]:
-    """The leader's certificate, signed by the service's CA, for ``dns_names``."""
+    """A certificate for ``dns_names`` signed by the service's CA, in ``secret_name`` (and of
+    that name). Default: the leader's, ``serving_secret_name(service)``."""
+    secret = secret_name or serving_secret_name(service)
     return _object(
         "Certificate",
-        serving_secret_name(service),
+        secret,
         namespace,
         labels,
         {
-            "secretName": serving_secret_name(service),
+            "secretName": secret,
             "dnsNames": list(dns_names),
             "duration": SERVING_DURATION,
             "renewBefore": SERVING_RENEW_BEFORE,

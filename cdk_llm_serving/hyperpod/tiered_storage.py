@@ -1,19 +1,10 @@
 """``TieredStorage``: the HyperPod cluster's ``TieredStorageConfig`` (managed tiered storage).
 
-``AWS::SageMaker::Cluster`` ``TieredStorageConfig`` = ``{Mode, InstanceMemoryAllocationPercentage}``
-(botocore's sagemaker model ``ClusterTieredStorageConfig``: ``Mode`` Enable|Disable, required;
-``InstanceMemoryAllocationPercentage`` an integer 0-100, optional; the CloudFormation reference
-``aws-properties-sagemaker-cluster-tieredstorageconfig.html``: "Update requires: No interruption").
-With ``Enable`` HyperPod "installs a memory management daemon that provides disaggregated memory as
-a service" on the cluster's nodes, taking that percentage of each instance's memory
-(https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterTieredStorageConfig.html).
-It is the L2 backend ``tieredstorage`` of the inference operator's KV cache
-(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-caching-routing.html)
-and, on the Ray path, the cluster-wide tier AWS requires tiered storage "set up ... before you
-turn on" (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ray-kv-cache.html).
-
-The memory is taken from every node of the cluster, GPU and system groups alike: the cost is
-``memory_percentage`` of each instance's memory (``memory_gib``).
+With ``Mode: Enable`` HyperPod runs a memory daemon on every node of the cluster, GPU and system
+groups alike, taking ``InstanceMemoryAllocationPercentage`` of each instance's memory
+(https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterTieredStorageConfig.html):
+the L2 of the inference operator's KV cache. Sources and the default's reasoning:
+``docs/design/multi-node-service.md``, "Managed tiered storage".
 """
 
 from __future__ import annotations
@@ -26,14 +17,8 @@ from .pod_spec import HEADROOM_SHARE
 
 __all__ = ["DEFAULT_TIERED_STORAGE_PERCENTAGE", "HEADROOM_PERCENT", "TieredStorage"]
 
-#: Our default share of each instance's memory. AWS documents no default (the property is
-#: optional and its service-side default is unpublished), so we state one: 5 %, e.g. 102.4 GiB of
-#: a p5en.48xlarge's 2,048 GiB, 3.2 GiB of an m5.4xlarge's 64 GiB. Why so little: the tier is
-#: taken from EVERY node of the cluster, and the serving pods this library sizes to a node keep
-#: only ``pod_spec.HEADROOM_SHARE`` (10 %) of its memory for the kubelet, system daemons and
-#: DaemonSets (the multi-node service's Guaranteed pods request the rest); the deploy rehearsal
-#: found the reference multi-node service Pending with a 20 % tier. A share above
-#: ``HEADROOM_PERCENT`` is warned (``cdk-llm-serving:tieredStorageExceedsHeadroom``).
+#: Our default share of each instance's memory (AWS documents none): small, as the tier is taken
+#: from every node and node-sized pods leave only ``HEADROOM_PERCENT`` (design note).
 DEFAULT_TIERED_STORAGE_PERCENTAGE = 5
 #: The node-memory headroom the library's node-sized pods leave, in per cent.
 HEADROOM_PERCENT = round(HEADROOM_SHARE * 100)

@@ -1,74 +1,19 @@
-"""The wake proxy of a service scaled to zero that wakes on a client's connection (issue 30).
+"""The wake proxy of a service scaled to zero that wakes on a client's connection.
 
 ``ScaleToZero(wake=WakeOnConnect())`` keeps a registered, always-on target behind the
-service's Network Load Balancer while no replica runs, so that a client's connection is one
-the NLB counts: ``NewFlowCount`` is "the total number of new flows (or connections)
-established from clients to targets" (ELB user guide, "CloudWatch metrics for your Network
-Load Balancer",
-https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-cloudwatch-metrics.html).
-KEDA's ``aws-cloudwatch`` trigger on it then wakes the LeaderWorkerSet
-(``replica_autoscaling``).
+service's NLB while no replica runs, so a client's connection counts in ``NewFlowCount``
+("new flows (or connections) established from clients to targets",
+https://docs.aws.amazon.com/elasticloadbalancing/latest/network/load-balancer-cloudwatch-metrics.html),
+which KEDA watches (``replica_autoscaling``). On the system nodes: ``WAKE_PROXY_REPLICAS``
+nginx pods whose stream module passes TCP through to a ClusterIP Service on the leaders (no
+TLS termination: TLS and the API key stay end to end), a health port that answers without a
+leader, a PodDisruptionBudget, and NetworkPolicies (the VPC in; out only to the leaders' API
+port and DNS). How it drains, why the egress rule selects exactly the Service's pods, and
+the timeouts: ``docs/design/multi-node-service.md``, "The wake proxy".
 
-What it deploys (on the system nodes, none on the GPU groups):
-
-* a Deployment of ``WAKE_PROXY_REPLICAS`` nginx pods (the router's TLS front's image,
-  ``prefix_routing.PROXY_IMAGE``) spread over nodes, with a PodDisruptionBudget, a
-  ServiceAccount with no token and no RBAC (nginx never calls the Kubernetes API);
-* nginx's **stream** module as a plain TCP pass-through on ``WAKE_PROXY_PORT`` to a ClusterIP
-  Service ``<name>-leaders`` on the leaders' API port: no TLS termination, so TLS stays end to
-  end to vLLM's leader and the API key is checked there, as without the proxy
-  (https://nginx.org/en/docs/stream/ngx_stream_proxy_module.html). At zero replicas that
-  Service has no endpoint: the connection to it fails (kube-proxy rejects a connection to a
-  Service without endpoints: kubernetes/kubernetes ``pkg/proxy/iptables/proxier.go``, its
-  "has no endpoints" REJECT rule, kubernetes/kubernetes#43415; at worst after
-  ``proxy_connect_timeout``) and nginx closes the client's connection, which the NLB has
-  counted;
-* a health port, ``WAKE_PROXY_HEALTH_PORT``, where nginx answers and closes
-  (``ngx_stream_return_module``, https://nginx.org/en/docs/stream/ngx_stream_return_module.html):
-  the NLB's TCP health check keeps the proxy's targets healthy with or without replicas and
-  never touches a leader;
-* NetworkPolicies: the proxy accepts both ports from the VPC only (like the leaders) and may
-  reach nothing but the leaders' API port and DNS. Its egress rule's pod selector is exactly
-  the ClusterIP Service's selector, on the port the leaders listen on: EKS's network policy
-  controller allows a Service's ClusterIP only then (aws/amazon-network-policy-controller-k8s
-  ``pkg/resolvers/endpoints.go``: "limited to tracking the services where the
-  service.spec.Selector matches the pod selector in the egress rules"; issues #194, #207).
-  The leaders accept the API port from the
-  proxy pods by pod selector (an ``ipBlock`` is meant for cluster-external addresses: "Pod
-  IPs are ephemeral and unpredictable", https://kubernetes.io/docs/concepts/services-networking/network-policies/#networkpolicy-resource).
-
-nginx's own configuration: ``proxy_timeout`` (the longest silence between two reads or
-writes before the connection is closed, default 10 minutes) is the service's
-``longest_request`` plus ``WAKE_PROXY_TIMEOUT_MARGIN_SECONDS`` (a non-streamed generation
-writes nothing until it ends), and
-``proxy_connect_timeout`` is short (``WAKE_PROXY_CONNECT_TIMEOUT_SECONDS``): an in-cluster
-connect to a running leader takes milliseconds, and a client's first attempt at zero is
-answered by a close, not a hang. The proxy resolves the ClusterIP Service's name when it
-starts and at each reload (``prefix_routing.nginx_command``); a ClusterIP Service's address
-does not change while it exists.
-
-The image's nginx (nginx.org's Alpine package, which ``nginxinc/docker-nginx-unprivileged``
-``stable/alpine-slim/Dockerfile`` installs) is configured ``--with-stream`` (static; nginx.org
-packages' configure arguments), so the pods' configuration loads no module. ASSUMED: not run
-in the image here (no registry access); Debian's nginx, which the tests run, has stream as a
-dynamic module (``libnginx-mod-stream``), so only the tests' copy says ``load_module``.
-
-Drain-safe scale-in through the proxy: a terminating leader's endpoint turns
-``ready: false`` (``serving`` while its probe passes, ``terminating: true``; "EndpointSlices",
-https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/#conditions), so
-while another leader is ready kube-proxy sends it no new connection, while the connections
-the proxy opened before keep going to it; the leader's preStop sleep
-(``multi_node_manifests.drain_before_stop``) keeps it serving them for longer than
-``longest_request``. Not for the last leader (1 -> 0): with no ready endpoint, kube-proxy
-sends new connections to serving-terminating ones (kubernetes/kubernetes
-``pkg/proxy/topology.go``, ``CategorizeEndpoints``), so a request that arrives during the
-last leader's preStop is accepted and may be cut at its end; its new flow wakes the service
-again, and the client retries within the first-request wait. Scale-in to zero happens only
-after ``idle_after`` with no flow, no queued and no running request (``_running_trigger``
-in ``replica_autoscaling``), which makes that rare, not impossible.
-
-Cost: two small pods (``WAKE_PROXY_RESOURCES``) on the system nodes, always on, and one
-in-cluster TCP hop.
+ASSUMED: the image's nginx (nginx.org's Alpine package) has the stream module built in
+(``--with-stream``), so the pods' configuration loads no module; not run in the image here
+(no registry access). Debian's nginx, which the tests run, loads it as a dynamic module.
 """
 
 from __future__ import annotations
@@ -83,14 +28,18 @@ from .constants import (
     ROLE_LABEL,
     VLLM_API_PORT,
 )
+from .multi_node_manifests import ServiceFront
 from .prefix_routing import (
     PROXY_IMAGE,
-    PROXY_SECURITY,
     disruption_budget,
-    nginx_command,
+    nginx_config_map,
+    nginx_container,
+    nginx_preamble,
+    nginx_volumes,
+    service_account,
     system_deployment,
 )
-from .serving_security import IMDS_CIDR
+from .serving_security import ANYWHERE_BUT_IMDS, network_policy
 
 __all__ = [
     "WAKE_PROXY_HEALTH_PORT",
@@ -106,16 +55,13 @@ WAKE_PROXY_HEALTH_PORT = 8081
 WAKE_PROXY_REPLICAS = 2
 #: How long the proxy waits for a leader to accept (in-cluster: milliseconds when one runs).
 WAKE_PROXY_CONNECT_TIMEOUT_SECONDS = 5
-#: ``proxy_timeout`` is ``longest_request`` plus this, so a non-streamed request at the limit
-#: is not cut by the proxy; with ``longest_request`` at most the NLB's 300 s deregistration
-#: delay, it stays below the NLB's 350 s TCP idle timeout ("Network Load Balancers", idle
-#: timeout, https://docs.aws.amazon.com/elasticloadbalancing/latest/network/network-load-balancers.html#connection-idle-timeout).
+#: ``proxy_timeout`` is ``longest_request`` plus this: a non-streamed request at the limit is
+#: not cut, and it stays below the NLB's 350 s TCP idle timeout (design note).
 WAKE_PROXY_TIMEOUT_MARGIN_SECONDS = 30
 #: Each proxy pod's requests and limits: one nginx worker relaying bytes.
 WAKE_PROXY_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
-_CONFIG_MOUNT = "/etc/wake-proxy"
-_CONFIG_VOLUME = "wake-proxy-config"
-_TMP_VOLUME = "wake-proxy-tmp"
+#: The proxy's name in its volumes and configuration path.
+_KIND = "wake-proxy"
 #: The cluster DNS port (CoreDNS), which the proxy needs to resolve the leaders' Service.
 _DNS_PORT = 53
 
@@ -129,9 +75,6 @@ class WakeProxyDeployment:
     :param leader_labels: the leader pods' labels (the ClusterIP Service's selector).
     :param vpc_cidr: the cluster VPC's CIDR (NetworkPolicy).
     :param longest_request_seconds: nginx's ``proxy_timeout``.
-    :param pre_stop_seconds: the proxy's preStop sleep, so it outlives its NLB target
-        (``multi_node_manifests.drain_before_stop``'s timings).
-    :param grace_seconds: its termination grace.
     :param image: the nginx image. Default: ``prefix_routing.PROXY_IMAGE``.
     """
 
@@ -140,8 +83,6 @@ class WakeProxyDeployment:
     leader_labels: tuple[tuple[str, str], ...]
     vpc_cidr: str
     longest_request_seconds: int
-    pre_stop_seconds: int
-    grace_seconds: int
     image: str = PROXY_IMAGE
 
     @property
@@ -165,11 +106,7 @@ class WakeProxyDeployment:
         """nginx's stream configuration (module doc). ``upstream`` and ``tmp_dir`` default to
         the pod's; the tests run the same configuration with their own."""
         return (
-            "worker_processes 1;\n"
-            f"pid {tmp_dir}/nginx.pid;\n"
-            "error_log stderr warn;\n"
-            "events { worker_connections 4096; }\n"
-            "stream {\n"
+            nginx_preamble(tmp_dir) + "stream {\n"
             "  server {\n"
             f"    listen {WAKE_PROXY_PORT};\n"
             f"    proxy_pass {upstream or self.upstream()};\n"
@@ -187,18 +124,8 @@ class WakeProxyDeployment:
         """ServiceAccount, ConfigMap, the leaders' ClusterIP Service, Deployment, PDB and the
         NetworkPolicies."""
         return [
-            {
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": self._metadata(),
-                "automountServiceAccountToken": False,
-            },
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": self._metadata(),
-                "data": {"nginx.conf": self.proxy_config()},
-            },
+            service_account(self._metadata()),
+            nginx_config_map(self._metadata(), self.proxy_config()),
             self.leaders_service_manifest(),
             self.deployment(),
             disruption_budget(self._metadata(), self.labels()),
@@ -225,98 +152,55 @@ class WakeProxyDeployment:
         }
 
     def deployment(self) -> dict[str, Any]:
-        health = {"tcpSocket": {"port": WAKE_PROXY_HEALTH_PORT}}
-        proxy = {
-            "name": "wake-proxy",
-            "image": self.image,
-            "command": nginx_command(f"{_CONFIG_MOUNT}/nginx.conf"),
-            "ports": [
-                {"name": "tcp", "containerPort": WAKE_PROXY_PORT},
-                {"name": "health", "containerPort": WAKE_PROXY_HEALTH_PORT},
-            ],
-            "readinessProbe": {**health, "periodSeconds": 10},
-            "livenessProbe": {**health, "periodSeconds": 30, "failureThreshold": 5},
-            "resources": {
-                "requests": dict(WAKE_PROXY_RESOURCES),
-                "limits": dict(WAKE_PROXY_RESOURCES),
-            },
-            "lifecycle": {"preStop": {"sleep": {"seconds": self.pre_stop_seconds}}},
-            "securityContext": dict(PROXY_SECURITY),
-            "volumeMounts": [
-                {"name": _CONFIG_VOLUME, "mountPath": _CONFIG_MOUNT, "readOnly": True},
-                {"name": _TMP_VOLUME, "mountPath": "/tmp"},
-            ],
-        }
+        proxy = nginx_container(
+            "wake-proxy",
+            _KIND,
+            self.image,
+            {"tcp": WAKE_PROXY_PORT, "health": WAKE_PROXY_HEALTH_PORT},
+            WAKE_PROXY_HEALTH_PORT,
+            WAKE_PROXY_RESOURCES,
+        )
         return system_deployment(
             self._metadata(),
             self.labels(),
             WAKE_PROXY_REPLICAS,
-            self.grace_seconds,
             [proxy],
-            [
-                {"name": _CONFIG_VOLUME, "configMap": {"name": self.proxy_name}},
-                {"name": _TMP_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
-            ],
+            nginx_volumes(_KIND, self.proxy_name, "16Mi"),
         )
 
     def network_policies(self) -> list[dict[str, Any]]:
         """The proxy: both ports from the VPC, out to the leaders' port and DNS only. The
         leaders: the API port from the proxy pods (NetworkPolicies add up: the leaders keep
         what they accept today)."""
-        proxy_pods = {"podSelector": {"matchLabels": self.labels()}}
-        leaders = {"podSelector": {"matchLabels": dict(self.leader_labels)}}
+        leader_labels = dict(self.leader_labels)
         api = [{"protocol": "TCP", "port": VLLM_API_PORT}]
         dns = [{"protocol": "UDP", "port": _DNS_PORT}, {"protocol": "TCP", "port": _DNS_PORT}]
-        return [
-            {
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "NetworkPolicy",
-                "metadata": self._metadata(),
-                "spec": {
-                    "podSelector": {"matchLabels": self.labels()},
-                    "policyTypes": ["Ingress", "Egress"],
-                    "ingress": [
-                        {
-                            "from": [{"ipBlock": {"cidr": self.vpc_cidr}}],
-                            "ports": [
-                                {"protocol": "TCP", "port": WAKE_PROXY_PORT},
-                                {"protocol": "TCP", "port": WAKE_PROXY_HEALTH_PORT},
-                            ],
-                        }
-                    ],
-                    "egress": [
-                        {"to": [leaders], "ports": api},
-                        {
-                            "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [IMDS_CIDR]}}],
-                            "ports": dns,
-                        },
-                    ],
-                },
-            },
-            {
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "NetworkPolicy",
-                "metadata": self._metadata(f"{self.name}-from-wake"),
-                "spec": {
-                    "podSelector": {"matchLabels": dict(self.leader_labels)},
-                    "policyTypes": ["Ingress"],
-                    "ingress": [{"from": [proxy_pods], "ports": api}],
-                },
-            },
-        ]
+        ports = [WAKE_PROXY_PORT, WAKE_PROXY_HEALTH_PORT]
+        proxy = network_policy(
+            self._metadata(),
+            self.labels(),
+            ingress=[
+                {
+                    "from": [{"ipBlock": {"cidr": self.vpc_cidr}}],
+                    "ports": [{"protocol": "TCP", "port": port} for port in ports],
+                }
+            ],
+            egress=[
+                {"to": [{"podSelector": {"matchLabels": leader_labels}}], "ports": api},
+                {"to": [ANYWHERE_BUT_IMDS], "ports": dns},
+            ],
+        )
+        proxy_pods = {"podSelector": {"matchLabels": self.labels()}}
+        leaders = network_policy(
+            self._metadata(f"{self.name}-from-wake"),
+            leader_labels,
+            ingress=[{"from": [proxy_pods], "ports": api}],
+        )
+        return [proxy, leaders]
 
-    def front(self, service: dict[str, Any]) -> None:
-        """Point the load-balanced Service ``service`` at the proxy: its selector, target port
-        and a TCP health check on the health port (the AWS Load Balancer Controller's
-        ``healthcheck-protocol`` and ``healthcheck-port`` annotations; ``healthcheck-path``
-        applies to HTTP(S) only,
-        https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#healthcheck-protocol).
-        The NLB keeps its listener, TLS mode and name."""
-        prefix = "service.beta.kubernetes.io/aws-load-balancer"
-        annotations = service["metadata"]["annotations"]
-        annotations.pop(f"{prefix}-healthcheck-path", None)
-        annotations[f"{prefix}-healthcheck-protocol"] = "TCP"
-        annotations[f"{prefix}-healthcheck-port"] = str(WAKE_PROXY_HEALTH_PORT)
-        service["spec"]["selector"] = self.labels()
-        for port in service["spec"]["ports"]:
-            port["targetPort"] = WAKE_PROXY_PORT
+    def front(self) -> ServiceFront:
+        """The proxy in front of the leaders: TCP on ``WAKE_PROXY_PORT``, a TCP health check
+        on ``WAKE_PROXY_HEALTH_PORT`` that never touches a leader."""
+        return ServiceFront(
+            tuple(self.labels().items()), WAKE_PROXY_PORT, health_check_port=WAKE_PROXY_HEALTH_PORT
+        )

@@ -15,6 +15,7 @@ from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod import (
     HyperPodEksCluster,
     HyperPodInstanceGroup,
+    HyperPodServingAddons,
     KubernetesVersion,
     VllmMultiNodeService,
     VllmObservability,
@@ -45,11 +46,10 @@ def warnings_on(scope: IConstruct) -> dict[str, str]:
 
 
 def with_store(stack: Stack, **props: Any) -> VllmMultiNodeService:
-    cluster, addons, store = small_cluster(stack)
+    _, addons, store = small_cluster(stack)
     return VllmMultiNodeService(
         stack,
         "Serving",
-        cluster=cluster,
         addons=addons,
         model="deepseek-v3",
         config=CONFIG,
@@ -60,12 +60,11 @@ def with_store(stack: Stack, **props: Any) -> VllmMultiNodeService:
 # -- one name per concept --------------------------------------------------------------------
 
 
-def test_weight_format_and_weights_are_the_names_and_nothing_is_deprecated():
+def test_weight_format_and_weights_are_the_names():
     stack = new_stack("NewNames")
     built = with_store(stack, weight_format="fp8", weights="STORE")
     assert built.weight_format is WeightFormat.FP8
     assert built.model_store is built.weights and built.stream_from is None
-    assert not [w for w in warnings_on(built) if "deprecated" in w]
 
 
 def test_weight_format_takes_the_typed_value():
@@ -75,74 +74,38 @@ def test_weight_format_takes_the_typed_value():
     assert "--quantization" in args["args"] and "fp8" in args["args"]
 
 
-def test_quantization_still_works_and_warns():
-    old = with_store(new_stack("OldQuant"), quantization="fp8", weights="STORE")
-    new = with_store(new_stack("NewQuant"), weight_format="fp8", weights="STORE")
-    assert old.lws == new.lws and old.weight_format is new.weight_format
-    message = warnings_on(old)["cdk-llm-serving:deprecated:VllmMultiNodeService.quantization"]
-    assert "use weight_format" in message
-
-
-def test_model_store_still_works_and_warns():
-    old = with_store(new_stack("OldStore"), weight_format="fp8", model_store="STORE")
-    new = with_store(new_stack("NewStore"), weight_format="fp8", weights="STORE")
-    assert old.lws == new.lws and old.model_store is not None
-    assert "cdk-llm-serving:deprecated:VllmMultiNodeService.model_store" in warnings_on(old)
-
-
-def test_stream_from_still_works_and_warns():
-    stack = new_stack("OldStream")
+def test_streamed_weights_are_the_s3_prefix():
+    stack = new_stack("Streamed")
     cluster = hyperpod_cluster(stack)
-    from cdk_llm_serving.hyperpod import HyperPodServingAddons
-
     addons = HyperPodServingAddons(stack, "Addons", cluster=cluster)
-    common = {"cluster": cluster, "addons": addons, "model": "deepseek-v3", "config": CONFIG}
-    old = VllmMultiNodeService(
-        stack, "Old", weight_format="fp8", stream_from=ModelData.from_s3_uri(STREAMED), **common
+    built = VllmMultiNodeService(
+        stack,
+        "New",
+        addons=addons,
+        model="deepseek-v3",
+        config=CONFIG,
+        weight_format="fp8",
+        weights=ModelData.from_s3_uri(STREAMED),
     )
-    new = VllmMultiNodeService(
-        stack, "New", weight_format="fp8", weights=ModelData.from_s3_uri(STREAMED), **common
-    )
-    assert old.stream_from is not None and new.stream_from is not None
-    assert old.config == new.config
-    assert "cdk-llm-serving:deprecated:VllmMultiNodeService.stream_from" in warnings_on(old)
-    assert not [w for w in warnings_on(new) if "deprecated" in w]
+    assert built.stream_from is built.weights and built.model_store is None
+    assert built.config.model == STREAMED
 
 
 @pytest.mark.parametrize(
     ("props", "expected"),
     [
-        (
-            {"weight_format": "fp8", "quantization": "fp8", "weights": "STORE"},
-            "quantization = 'fp8': deprecated name of weight_format",
-        ),
-        ({"weight_format": "fp8", "weights": "STORE", "model_store": "STORE"}, "model_store = "),
-        ({"weight_format": "fp8"}, "weights = None: required"),
-        ({"weights": "STORE"}, "weight_format = None: required"),
+        ({"weight_format": "fp8"}, "weights"),
+        ({"weights": "STORE"}, "weight_format"),
         (
             {"weight_format": "fp9", "weights": "STORE"},
             "weight_format = 'fp9': weight formats must be one of",
         ),
-        (
-            {"quantization": "fp9", "weights": "STORE"},
-            "quantization = 'fp9': weight formats must be one of",
-        ),
     ],
 )
-def test_one_configuration_error_for_conflicting_or_missing_names(props, expected):
+def test_one_configuration_error_for_missing_or_unknown_props(props, expected):
     with pytest.raises(ConfigurationError) as caught:
         with_store(new_stack("Conflict"), **props)
     assert expected in str(caught.value)
-
-
-def test_model_store_and_stream_from_together_are_refused():
-    with pytest.raises(ConfigurationError, match="give exactly one"):
-        with_store(
-            new_stack("Both"),
-            weight_format="fp8",
-            model_store="STORE",
-            stream_from=ModelData.from_s3_uri(STREAMED),
-        )
 
 
 # -- the service split by job ------------------------------------------------------------------
@@ -156,8 +119,8 @@ def test_the_manifests_come_from_pure_renderers_of_immutable_inputs():
         built.workload.name = "other"  # type: ignore[misc]
     before = len(built.node.metadata)
     # Rendering again gives the same objects, and neither warns nor changes the construct.
-    assert built.workload.leader_worker_set() == built.lws == built.leader_worker_set()
-    assert built.workload.service_manifest() == built.service == built.service_manifest()
+    assert built.workload.leader_worker_set() == built.lws
+    assert built.workload.service_manifest() == built.service
     assert built.manifests() == [built.lws, built.service, *built.network_policies]
     assert len(built.node.metadata) == before
     assert built.rollout_strategy == built.lws["spec"]["rolloutStrategy"]

@@ -1,5 +1,5 @@
-"""``VllmMultiNodeService``'s KV-cache offload to host memory (issue 29): sized from the pod's
-memory, refused when it does not fit, off on request."""
+"""``VllmMultiNodeService``'s KV-cache offload to host memory: on by default when a node has
+the memory to spare, sized from the pod's memory, refused when it does not fit, off on request."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import re
 import pytest
 
 from cdk_llm_serving import ConfigurationError
-from cdk_llm_serving.hyperpod.multi_node_service import KV_OFFLOAD_CONTEXT
 from cdk_llm_serving.hyperpod.pod_spec import (
     MIN_KV_OFFLOAD_GIB,
     PROCESS_BASE_GIB,
@@ -34,23 +33,18 @@ def _vllm_args(lws: dict) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def services():
-    """The default under ``KV_OFFLOAD_CONTEXT`` (what a new app's cdk.json sets), and off."""
-    stack = new_stack("KvOffload", **{KV_OFFLOAD_CONTEXT: True})
+    """The default, and off."""
+    stack = new_stack("KvOffload")
     cluster, addons, store = small_cluster(stack, gpu_count=2)
     default = deepseek_service(stack, cluster, addons, store)
     off = deepseek_service(stack, cluster, addons, store, id="Off", name="off", kv_offload=False)
     return default, off
 
 
-def test_without_the_flag_a_stack_keeps_its_pods():
-    """A stack made before the flag: offload stays off unless asked for (a new vLLM flag rolls
-    every pod of the LeaderWorkerSet), and ``kv_offload=True`` turns it on either way."""
-    stack = new_stack("KvOffloadUnflagged")
+def test_asking_for_it_gives_the_default_size():
+    stack = new_stack("KvOffloadAsked")
     cluster, addons, store = small_cluster(stack, gpu_count=2)
-    before = deepseek_service(stack, cluster, addons, store)
-    asked = deepseek_service(stack, cluster, addons, store, id="On", name="on", kv_offload=True)
-    assert before.config.kv_offloading_size is None
-    assert all("--kv-offloading-size" not in text for text in _vllm_args(before.lws).values())
+    asked = deepseek_service(stack, cluster, addons, store, kv_offload=True)
     assert asked.config.kv_offloading_size == asked.kv_offload_budget_gib
 
 
@@ -143,7 +137,7 @@ def test_the_clusters_tiered_storage_is_left_out_of_the_offload_budget(services)
     """M5: the tier's daemon takes ``memory_percentage`` of every node's memory beside the pod;
     the offload buffer gives that share up (``pod_spec.kv_offload_budget_gib(tier_gib=)``)."""
     default, _ = services
-    stack = new_stack("KvOffloadTier", **{KV_OFFLOAD_CONTEXT: True})
+    stack = new_stack("KvOffloadTier")
     cluster, addons, store = _tiered_cluster(stack, 5)
     tiered = deepseek_service(stack, cluster, addons, store)
     tier_gib = default.instance.host_memory_gib * 5 / 100  # 102.4 GiB of a p5en's 2,048
@@ -175,7 +169,7 @@ def test_a_tier_turned_on_after_the_service_fails_the_synth():
     """An endpoint with the tiered L2 turns the cluster's tier on (``enable_tiered_storage``)
     after the service sized its buffer: the synth says so instead of deploying a buffer that
     takes the tier's share."""
-    stack = new_stack("KvOffloadTierLate", **{KV_OFFLOAD_CONTEXT: True})
+    stack = new_stack("KvOffloadTierLate")
     cluster, addons, store = small_cluster(stack, gpu_count=2)
     deepseek_service(stack, cluster, addons, store)
     cluster.enable_tiered_storage()

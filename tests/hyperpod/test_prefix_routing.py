@@ -1,4 +1,4 @@
-"""Prefix-cache-aware routing in front of a ``VllmMultiNodeService``'s replicas (issue 29):
+"""Prefix-cache-aware routing in front of a ``VllmMultiNodeService``'s replicas:
 vLLM's router on the system nodes, TLS end to end, the load balancer on the routers."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from vllm_router.router_args import RouterArgs
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod import PrefixRouting, RouterPolicy
 from cdk_llm_serving.hyperpod.constants import LEADER_POD_ROLE, ROLE_LABEL, VLLM_API_PORT
-from cdk_llm_serving.hyperpod.multi_node_service import PREFIX_ROUTING_CONTEXT
 from cdk_llm_serving.hyperpod.prefix_routing import ROUTER_TLS_PORT
 from tests.support.builders import new_stack
 from tests.support.hyperpod import deepseek_service, small_cluster
@@ -24,8 +23,8 @@ from tests.support.template_helpers import manifest_objects
 
 @pytest.fixture(scope="module")
 def routed():
-    """Two one-node replicas under the context flag (a new app's cdk.json): routed by default."""
-    stack = new_stack("Routed", **{PREFIX_ROUTING_CONTEXT: True})
+    """Two one-node replicas: routed by default."""
+    stack = new_stack("Routed")
     cluster, addons, store = small_cluster(stack, gpu_count=3)
     service = deepseek_service(stack, cluster, addons, store, replicas=2)
     return service, Template.from_stack(stack).to_json()
@@ -142,11 +141,10 @@ def test_network_policies_let_the_routers_reach_the_leaders_and_the_vpc_reach_th
     assert allowed(policies, outside, router, ROUTER_TLS_PORT)
 
 
-def test_without_the_flag_a_stack_keeps_its_load_balancer_on_the_leaders():
-    """A stack made before the flag: no router unless asked for; the template is unchanged."""
+def test_routing_false_keeps_the_load_balancer_on_the_leaders():
     stack = new_stack("Unrouted")
     cluster, addons, store = small_cluster(stack, gpu_count=4)
-    service = deepseek_service(stack, cluster, addons, store, replicas=2)
+    service = deepseek_service(stack, cluster, addons, store, replicas=2, routing=False)
     asked = deepseek_service(
         stack, cluster, addons, store, id="Asked", name="asked", replicas=2, routing=True
     )
@@ -157,7 +155,7 @@ def test_without_the_flag_a_stack_keeps_its_load_balancer_on_the_leaders():
 
 
 def test_one_replica_is_not_routed_by_default():
-    stack = new_stack("OneReplica", **{PREFIX_ROUTING_CONTEXT: True})
+    stack = new_stack("OneReplica")
     cluster, addons, store = small_cluster(stack, gpu_count=2)
     assert deepseek_service(stack, cluster, addons, store).router is None
 
@@ -205,6 +203,6 @@ def test_the_leaders_serve_the_render_route_the_router_tokenizes_with(routed):
     assert "--enable-scale-out" in " ".join(container["command"] + container["args"])
     stack = new_stack("NoScaleOut")
     cluster, addons, store = small_cluster(stack, gpu_count=2)
-    plain = deepseek_service(stack, cluster, addons, store, replicas=2)
+    plain = deepseek_service(stack, cluster, addons, store, replicas=2, routing=False)
     (container,) = plain.lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"]
     assert "--enable-scale-out" not in " ".join(container["command"] + container["args"])

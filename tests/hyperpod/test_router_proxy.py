@@ -1,4 +1,4 @@
-"""The router's TLS front (#29, deploy review B1): the real nginx, with the configuration the
+"""The router's TLS front (deploy review B1): the real nginx, with the configuration the
 router pods mount, forwards the OpenAI API and the router's probes and nothing else. The
 router's worker-management routes take no credentials (vllm-router 0.1.17), so a request to
 one must never reach it. Needs ``nginx`` (``make nginx``: Debian's nginx-light); skipped, with
@@ -74,8 +74,6 @@ def proxy(tmp_path_factory):
         ceiling=2,
         startup_timeout_seconds=600,
         vpc_cidr="10.0.0.0/16",
-        pre_stop_seconds=310,
-        grace_seconds=340,
     )
     config = (
         deployment.proxy_config(tls_dir=str(work), tmp_dir=str(work))

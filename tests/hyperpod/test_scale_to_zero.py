@@ -1,4 +1,4 @@
-"""Scale to zero (#30): an explicit opt-in, woken by a client's connection through the wake
+"""Scale to zero: an explicit opt-in, woken by a client's connection through the wake
 proxy (the reference) or on a schedule, with a bounded wake."""
 
 from __future__ import annotations
@@ -536,7 +536,7 @@ def test_promtool_fires_the_pending_alarm_only_after_a_scale_out_s_time(zero_app
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-# -- nodes per group, scale events and the wake alarm (issue 30) ----------------------------
+# -- nodes per group, scale events and the wake alarm ---------------------------------------
 
 needs_promtool = pytest.mark.skipif(
     __import__("shutil").which("promtool") is None, reason="no promtool on PATH (make promtool)"

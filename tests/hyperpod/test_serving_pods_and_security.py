@@ -14,7 +14,7 @@ from aws_cdk.cx_api import SynthesisMessageLevel
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod import HyperPodEksCluster, HyperPodServingAddons
-from cdk_llm_serving.hyperpod.multi_node_service import Exposure
+from cdk_llm_serving.hyperpod.multi_node_service import Exposure, ServingImage
 from cdk_llm_serving.hyperpod.pod_spec import guaranteed_cpu_memory, node_vcpus
 from cdk_llm_serving.hyperpod.serving_security import API_KEY_FILE, IMDS_CIDR
 from cdk_llm_serving.planning.catalog import default_catalog
@@ -94,7 +94,7 @@ def test_image_without_efa_on_a_multi_node_efa_service_warns():
         return [w for w in warnings_of(stack) if "vllmImageWithoutEfa" in w]
 
     assert warnings(image="vllm/vllm-openai:v0.33.0")
-    assert not warnings(image="registry.example.com/vllm-efa:1", image_efa=True)
+    assert not warnings(image=ServingImage("registry.example.com/vllm-efa:1", efa=True))
     assert not warnings()
 
 
@@ -340,8 +340,8 @@ def test_public_exposure_needs_certificate_source_ranges_and_key():
             certificate_arn="arn:aws:acm:us-east-1:123456789012:certificate/c",
             source_ranges=("1.2.3.0/24",),
         ),
-        authenticate=False,
-    ) == ["authenticate"]
+        api_key=False,
+    ) == ["api_key"]
     assert exposure_problems(exposure=Exposure(source_ranges=("10.0.0.0/33",))) == [
         "exposure.source_ranges[0]"
     ]
@@ -352,7 +352,7 @@ def test_without_authentication_there_is_no_key_anywhere():
     service = deepseek_service(
         stack,
         *small_cluster(stack),
-        authenticate=False,
+        api_key=False,
         config=VllmConfig(model="x", max_model_len=32768),
     )
     spec = service.lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
@@ -427,7 +427,7 @@ def test_speculation_with_pipeline_parallelism_warns():
 
 
 def test_identity_manifest_matches_kubernetes_schemas(hyperpod, lws):
-    """The leader's and the workers' own service accounts, neither with a token (issue 32)."""
+    """The leader's and the workers' own service accounts, neither with a token."""
     accounts = manifest_objects(hyperpod, "ServingWeightsIdentity")  # the store owns the namespace
     for account in accounts:
         validate_core(account)

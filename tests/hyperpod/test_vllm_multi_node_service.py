@@ -10,12 +10,13 @@ import jsonschema
 import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk.cx_api import SynthesisMessageLevel
+from constructs import Construct
 
 from cdk_llm_serving import ConfigurationError
 from cdk_llm_serving.hyperpod.addons import HyperPodServingAddons
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.model_store import FsxModelStore
-from cdk_llm_serving.hyperpod.multi_node_service import Exposure
+from cdk_llm_serving.hyperpod.multi_node_service import Exposure, ServiceFront
 from cdk_llm_serving.planning.cold_start import estimate_cold_start
 from cdk_llm_serving.planning.sizing import plan
 from cdk_llm_serving.vllm import MtpSpeculation, VllmConfig
@@ -535,13 +536,15 @@ def test_streaming_weights_from_s3_with_a_pod_identity(lws_schema):
 def test_weights_are_required():
     stack = new_stack("Neither")
     cluster, addons, _ = small_cluster(stack)
-    with pytest.raises(ConfigurationError, match="weights = None: required"):
+    with pytest.raises(
+        ConfigurationError, match=r"weights = None: must be FsxModelStore \| ModelData"
+    ):
         deepseek_service(stack, cluster, addons, config=VllmConfig(model="x"))
 
 
 def test_the_planners_batch_reaches_vllm_as_max_num_seqs(lws):
     """The planner's latency figures hold at its chosen batch per engine; without the flag vLLM
-    batches up to its own default (1024 on B200), past them (review of issue 28). Leader and
+    batches up to its own default (1024 on B200), past them. Leader and
     workers run the same engine settings."""
     templates = lws["spec"]["leaderWorkerTemplate"]
     found = set()
@@ -551,3 +554,35 @@ def test_the_planners_batch_reaches_vllm_as_max_num_seqs(lws):
         found.update(re.findall(r"--max-num-seqs[ =](\d+)", text))
     (value,) = found
     assert 1 <= int(value) < 1024
+
+
+# -- what other constructs may change, through the service's own methods ----------------------
+
+
+def test_an_autoscaler_takes_the_replica_count_and_the_pods_drain():
+    stack = new_stack("HandedOver")
+    cluster, addons, store = small_cluster(stack)
+    built = deepseek_service(stack, cluster, addons, store)
+    assert built.lws["spec"]["replicas"] == 1
+    owner = Construct(stack, "Autoscaler")  # stands for VllmReplicaAutoScaling
+    built.hand_replicas_to(owner, max_replicas=1)
+    assert "replicas" not in built.lws["spec"] and built.replicas_owner is owner
+    template = built.lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    assert template["terminationGracePeriodSeconds"] == 340
+    assert template["containers"][0]["lifecycle"] == {"preStop": {"sleep": {"seconds": 310}}}
+    assert built.scale_target == {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "name": built.name,
+    }
+
+
+def test_a_second_front_and_a_threshold_the_nlb_refuses_are_configuration_errors():
+    stack = new_stack("Fronts")
+    cluster, addons, store = small_cluster(stack, gpu_count=2)
+    routed = deepseek_service(stack, cluster, addons, store, replicas=2)
+    assert routed.workload.front is not None  # the router, by default at two replicas
+    with pytest.raises(ConfigurationError, match="one front per service"):
+        routed.add_front(ServiceFront((("app", "other"),), 8443), routed.service_resource)
+    with pytest.raises(ConfigurationError, match="2 to 10"):
+        routed.set_healthy_threshold(1)

@@ -1,4 +1,4 @@
-"""The wake proxy (#30, ``WakeOnConnect``): the real nginx, with the stream configuration the
+"""The wake proxy (``WakeOnConnect``): the real nginx, with the stream configuration the
 wake-proxy pods mount, passes TLS through untouched to the leader, closes a client's
 connection at once when no leader runs, and answers the NLB's health check. Needs ``nginx``
 with its stream module (``make nginx``: Debian's nginx-light and libnginx-mod-stream); skipped,
@@ -65,8 +65,6 @@ def _deployment() -> WakeProxyDeployment:
         leader_labels=(("app.kubernetes.io/name", "svc"),),
         vpc_cidr="10.0.0.0/16",
         longest_request_seconds=300,
-        pre_stop_seconds=310,
-        grace_seconds=340,
     )
 
 

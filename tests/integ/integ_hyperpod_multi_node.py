@@ -88,7 +88,6 @@ store = FsxModelStore(
 service = VllmMultiNodeService(
     stack,
     "Llama",
-    cluster=cluster,
     addons=addons,
     weights=store,
     model="llama-2-7b",

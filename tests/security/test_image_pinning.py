@@ -9,7 +9,6 @@ from aws_cdk.assertions import Annotations, Match
 from cdk_llm_serving import ConfigurationError, ContainerImage
 from cdk_llm_serving.errors import Problems
 from cdk_llm_serving.hyperpod import HyperPodServingAddons, PrefixRouting
-from cdk_llm_serving.hyperpod.multi_node_service import PREFIX_ROUTING_CONTEXT
 from cdk_llm_serving.hyperpod.prefix_routing import PROXY_IMAGE, ROUTER_IMAGE
 from cdk_llm_serving.model_sources import TAG_ONLY_IMAGE_WARNING
 from tests.support.builders import IMAGE, new_stack, serving_model, template_of
@@ -135,7 +134,7 @@ def test_a_hyperpod_image_by_digest_is_rendered_unchanged():
 
 
 def test_the_router_s_images_warn_by_tag_and_render_a_digest_unchanged():
-    stack = new_stack("Routed", **{PREFIX_ROUTING_CONTEXT: True})
+    stack = new_stack("Routed")
     cluster, addons, store = small_cluster(stack, gpu_count=3)
     deepseek_service(stack, cluster, addons, store, replicas=2)
     texts = _warning_text(stack)
@@ -145,7 +144,7 @@ def test_the_router_s_images_warn_by_tag_and_render_a_digest_unchanged():
         "routing = PrefixRouting(image='<repository>:<tag>@sha256:<digest>')" in t for t in texts
     )
 
-    pinned = new_stack("Pinned", **{PREFIX_ROUTING_CONTEXT: True})
+    pinned = new_stack("Pinned")
     cluster, addons, store = small_cluster(pinned, gpu_count=3)
     router, proxy = f"{ROUTER_IMAGE}@{DIGEST}", f"{PROXY_IMAGE}@{DIGEST}"
     routing = PrefixRouting(image=router, proxy_image=proxy)

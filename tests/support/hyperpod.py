@@ -71,7 +71,8 @@ def deepseek_service(
     id: str = "Serving",
     **overrides: Any,
 ) -> VllmMultiNodeService:
-    """DeepSeek-V3 in FP8 (one p5en per replica) at 32k context; ``overrides`` replace any prop."""
+    """DeepSeek-V3 in FP8 (one p5en per replica) at 32k context; ``overrides`` replace any prop.
+    The service runs on ``addons.cluster`` (``cluster`` is the same one, kept for the callers)."""
     props: dict[str, Any] = {
         "model": "deepseek-v3",
         "weight_format": "fp8",
@@ -79,7 +80,8 @@ def deepseek_service(
         "weights": store,
         **overrides,
     }
-    return VllmMultiNodeService(stack, id, cluster=cluster, addons=addons, **props)
+    assert addons.cluster is cluster
+    return VllmMultiNodeService(stack, id, addons=addons, **props)
 
 
 def imported_cluster(
