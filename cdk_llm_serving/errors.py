@@ -9,7 +9,6 @@ import difflib
 import functools
 import inspect
 import re
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import UnionType
@@ -17,7 +16,6 @@ from typing import (
     Any,
     ClassVar,
     Literal,
-    ParamSpec,
     Self,
     TypeVar,
     Union,
@@ -451,60 +449,3 @@ def _binding_problems(
             if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
                 problems.add(parameter.name, None, "required")
     return problems
-
-
-# -- deleted at merge, once no module uses them (pre-release compatibility) ------------
-
-#: The release that removes the names deprecated now (CHANGELOG.md lists them).
-DEPRECATED_REMOVED_IN = "0.3.0"
-
-
-def renamed_argument(owner: str, old: str, old_value: Any, new: str, new_value: Any) -> Any:
-    """The value of an argument renamed from ``old`` to ``new`` (for one release both work).
-
-    ``old_value``/``new_value`` are what the caller passed (``None``: not passed). The old
-    name warns with a ``DeprecationWarning`` pointing at the caller's caller; both at once is
-    a ``ConfigurationError``. (Constructs warn through ``_cdk.deprecation`` instead, as synth
-    annotations.)
-    """
-    if old_value is None:
-        return new_value
-    if new_value is not None:
-        raise ConfigurationError(
-            owner, [Problem(old, old_value, f"deprecated name of {new}; give only {new}")]
-        )
-    warnings.warn(
-        f"{owner}: {old} is deprecated; use {new} (removed in {DEPRECATED_REMOVED_IN})",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return old_value
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def renamed_arguments(owner: str, **renames: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a function whose keyword ``old`` was renamed ``new`` (``old="new"``): the old
-    keyword still works for one release (``renamed_argument``: a ``DeprecationWarning``; both is
-    a ``ConfigurationError``), while the signature type checkers and ``inspect`` see, and its
-    required parameters, stay the new ones (so a type checker flags the old name)."""
-
-    def decorate(function: Callable[P, R]) -> Callable[P, R]:
-        signature = inspect.signature(function)
-
-        @functools.wraps(function)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            for old, new in renames.items():
-                if old in kwargs:
-                    old_value = kwargs.pop(old)
-                    given = signature.bind_partial(*args, **kwargs).arguments
-                    value = renamed_argument(owner, old, old_value, new, given.get(new))
-                    if new not in given:
-                        kwargs[new] = value
-            return function(*args, **kwargs)
-
-        return wrapper
-
-    return decorate

@@ -176,7 +176,7 @@ class HyperPodReferenceStack(Stack):
             ),
             # In EKS standard support to 2027-03-27; the default, 1.33, costs extended support.
             kubernetes_version="1.35",
-            node_autoscaling=NodeAutoScaling() if scaled else None,
+            node_auto_scaling=NodeAutoScaling() if scaled else None,
         )
         chart = (
             HelmChartSource.from_directory(settings.hyperpod_chart_dir)
@@ -235,7 +235,7 @@ class HyperPodReferenceStack(Stack):
         self.observability = VllmObservability(self, "Observability", service=self.service)
         self.dashboard = VllmDashboard(self, "Dashboard", observability=self.observability)
         if settings.max_replicas > settings.replicas:
-            self.autoscaling = VllmReplicaAutoScaling(
+            self.auto_scaling = VllmReplicaAutoScaling(
                 self,
                 "ReplicaAutoscaling",
                 service=self.service,
@@ -244,7 +244,7 @@ class HyperPodReferenceStack(Stack):
                 max_replicas=settings.max_replicas,
                 scale_to_zero=ScaleToZero(wake=WakeOnConnect()) if settings.scale_to_zero else None,
             )
-            self.dashboard.add_scaling_panels(self.autoscaling)
+            self.dashboard.add_scaling_panels(self.auto_scaling)
 
     def _add_single_node_endpoint(self, settings: HyperPodSettings) -> None:
         """gpt-oss-120b on one H200 node, else one H100 node, registered as a SageMaker endpoint."""
@@ -265,7 +265,7 @@ class HyperPodReferenceStack(Stack):
                 tool_call_parser="openai",
             ),
             instance_types=SINGLE_NODE_TYPES,
-            autoscaling=InferenceAutoScaling(min_replicas=1, max_replicas=2),
+            auto_scaling=InferenceAutoScaling(min_replicas=1, max_replicas=2),
             # The operator's tiered KV cache (L1 CPU offload, L2 on the cluster's managed
             # tiered storage, which this turns on: 5 % of each node's memory) and its
             # prefix-aware router (#29). No pdSpec: gpt-oss-120b is a MoE model, outside AWS's

@@ -117,7 +117,11 @@ def test_constructs_never_import_ops():
 def test_each_serving_path_imports_only_the_shared_core():
     """``hyperpod/`` imports nothing from ``sagemaker/`` (nor the reverse), and ``core/``
     imports neither path: the shared endpoint code lives in ``core/``."""
-    forbidden = {"hyperpod": "sagemaker", "sagemaker": "hyperpod", "core": ("sagemaker", "hyperpod")}
+    forbidden = {
+        "hyperpod": "sagemaker",
+        "sagemaker": "hyperpod",
+        "core": ("sagemaker", "hyperpod"),
+    }
     for subpackage, others in forbidden.items():
         for path in (PACKAGE / subpackage).rglob("*.py"):
             bad = [

@@ -87,7 +87,7 @@ def test_an_endpoint_metric_name_in_another_case_is_refused():
 def test_an_operator_scaling_metric_in_another_case_is_refused():
     problems = Problems("scaling")
     InferenceAutoScaling(max_replicas=2, metric_name="modelLatency").validate(
-        problems, "autoscaling"
+        problems, "auto_scaling"
     )
     assert [str(p) for p in problems.problems()] == [
         "autoscaling.metric_name = 'modelLatency': CloudWatch metric names are case-sensitive: "

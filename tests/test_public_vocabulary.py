@@ -18,13 +18,15 @@ import pytest
 
 from cdk_llm_serving import ConfigurationError
 
-#: Old name -> the one name for the concept. The old name may still be a keyword for one
-#: release, documented as deprecated (``:param old: Deprecated ...``).
+#: Old name -> the one name for the concept (no aliases before the first release).
 RENAMED = {
     "quantization": "weight_format",
     "base": "config",
     "model_store": "weights",
     "stream_from": "weights",
+    "autoscaling": "auto_scaling",
+    "node_autoscaling": "node_auto_scaling",
+    "alerts": "alarms",
 }
 #: Where an old name is the right name: vLLM's own ``--quantization`` flag.
 OWN_NAME = {("VllmConfig", "quantization")}
@@ -111,12 +113,10 @@ FUNCTIONS = sorted(
 @pytest.mark.parametrize(("name", "function"), FUNCTIONS, ids=[name for name, _ in FUNCTIONS])
 def test_functions_say_the_same_names(name, function):
     signature = inspect.signature(inspect.unwrap(function))
-    doc = inspect.getdoc(function) or ""
     wrong = [
         p.name
         for p in signature.parameters.values()
-        if (p.name in RENAMED and f":param {p.name}: Deprecated" not in doc)
-        or (p.name in TYPED and TYPED[p.name] not in str(p.annotation))
+        if p.name in RENAMED or (p.name in TYPED and TYPED[p.name] not in str(p.annotation))
     ]
     assert not wrong, f"{name}({', '.join(wrong)}): old names or bare values"
 
@@ -131,12 +131,8 @@ def test_the_walk_sees_the_public_surface():
 def test_one_name_per_concept(name, cls):
     wrong = []
     for where, parameter, _ in _parameters(cls):
-        if parameter not in RENAMED or (name, parameter) in OWN_NAME:
-            continue
-        if f":param {parameter}: Deprecated" not in _doc(cls):
-            wrong.append(
-                f"{where}({parameter}=): say {RENAMED[parameter]} (or document it as deprecated)"
-            )
+        if parameter in RENAMED and (name, parameter) not in OWN_NAME:
+            wrong.append(f"{where}({parameter}=): say {RENAMED[parameter]}")
     assert not wrong, f"{name}: {wrong}"
 
 
@@ -160,8 +156,6 @@ def test_grants_go_to_a_grantee_and_return_a_grant(name, cls):
     for method_name, member in vars(cls).items():
         if not method_name.startswith("grant_") or not callable(member):
             continue
-        if (inspect.getdoc(member) or "").startswith("Deprecated: use "):
-            continue  # kept for one release, warns (each slice's tests show it)
         signature = inspect.signature(inspect.unwrap(member))
         returns = str(signature.return_annotation)
         first = next(iter(list(signature.parameters.values())[1:]), None)

@@ -14,7 +14,6 @@ from aws_cdk import Duration, Token
 from aws_cdk import aws_ec2 as ec2
 
 from ..errors import Problems, check_choice
-from .durations import Span, seconds
 from .service_limits import Limits
 
 
@@ -29,20 +28,15 @@ def is_unresolved(value: object) -> bool:
     return False
 
 
-def seconds_of(value: Duration | int | None, *defaults: Span) -> int | None:
-    """Whole seconds of a ``Duration``, known without the kernel for one of ``defaults``; an
-    ``int`` or ``None`` as given."""
-    if isinstance(value, Duration):
-        return whole_seconds(value, *defaults)
-    return value
+def seconds_of(value: Duration | int | None) -> int | None:
+    """Whole seconds of a ``Duration`` (aws-cdk-lib refuses a fraction); an ``int`` or
+    ``None`` as given."""
+    return whole_seconds(value) if isinstance(value, Duration) else value
 
 
-def whole_seconds(value: Duration, *defaults: Span) -> int:
-    """Whole seconds of a ``Duration``: a default's without the kernel (``seconds_of``)."""
-    for default in defaults:
-        if value is default.duration:
-            return int(default.seconds)
-    return int(seconds(value))
+def whole_seconds(value: Duration) -> int:
+    """Whole seconds of a ``Duration``: aws-cdk-lib refuses a fraction of a second."""
+    return int(value.to_seconds())
 
 
 def check_range(

@@ -331,7 +331,7 @@ class HyperPodEksCluster(_HyperPodCluster):
     #: The FSx for Lustre CSI driver add-on (installed once nodes exist).
     fsx_csi_driver: eks.Addon
     #: Cluster node autoscaling, or ``None`` (see ``node_autoscaling``).
-    node_autoscaling: NodeAutoScaling | None
+    node_auto_scaling: NodeAutoScaling | None
     #: Completes once every group's nodes are Running (see ``HyperPodNodesReady``).
     node_wait: HyperPodNodesReady
 
@@ -354,12 +354,12 @@ class HyperPodEksCluster(_HyperPodCluster):
         gpu_availability_zone_id: str | None = None,
         gpu_subnet_cidr: str | None = None,
         tiered_storage: TieredStorage | None = None,
-        node_autoscaling: NodeAutoScaling | None = None,
+        node_auto_scaling: NodeAutoScaling | None = None,
     ) -> None:
         super().__init__(scope, id)
         check_template_limits(self)
         self.tiered_storage = tiered_storage
-        self.node_autoscaling = node_autoscaling
+        self.node_auto_scaling = node_auto_scaling
         self.catalog = catalog or default_catalog()
         self._set_instance_groups(instance_groups)
         self.kubernetes_version: KubernetesVersion = self._validate(
@@ -494,7 +494,7 @@ class HyperPodEksCluster(_HyperPodCluster):
             check_eks_vpc(problems, "vpc", vpc)
         name_rule = limits("CreateClusterRequest", "ClusterName")
         check_name(problems, "cluster_name", cluster_name, name_rule, "a HyperPod cluster name")
-        validate_autoscaled_groups(problems, self.instance_groups, self.node_autoscaling)
+        validate_autoscaled_groups(problems, self.instance_groups, self.node_auto_scaling)
         known = sorted(
             {name for pins in hyperpod_facts()["addon_versions"].values() for name in pins}
         )
@@ -664,12 +664,12 @@ class HyperPodEksCluster(_HyperPodCluster):
         """The HyperPod cluster orchestrated by the EKS cluster, one entry per instance group;
         with ``node_autoscaling``, Karpenter autoscaling (which needs Continuous provisioning
         and Automatic node recovery, always set) and the role it assumes."""
-        autoscaling: dict[str, Any] = {}
-        if self.node_autoscaling is not None:
-            self.autoscaler_role, self.autoscaler_policy = self.node_autoscaling.autoscaler_role(
+        auto_scaling: dict[str, Any] = {}
+        if self.node_auto_scaling is not None:
+            self.autoscaler_role, self.autoscaler_policy = self.node_auto_scaling.autoscaler_role(
                 self, "AutoscalerRole"
             )
-            autoscaling = {
+            auto_scaling = {
                 "auto_scaling": sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
                     mode="Enable", auto_scaler_type="Karpenter"
                 ),
@@ -693,20 +693,20 @@ class HyperPodEksCluster(_HyperPodCluster):
             node_provisioning_mode="Continuous",
             instance_groups=[self._instance_group(group) for group in self.instance_groups],
             tiered_storage_config=self._tiered_storage_config(),
-            **autoscaling,
+            **auto_scaling,
         )
 
     def _render_karpenter_objects(self) -> None:
         """The node classes and node pools HyperPod's Karpenter reads, after the nodes (its
         CRDs exist once the cluster's autoscaling runs); nothing without ``node_autoscaling``."""
-        if self.node_autoscaling is None:
+        if self.node_auto_scaling is None:
             return
         #: The ``HyperpodNodeClass`` and ``NodePool`` of each autoscaled group.
         self.karpenter_manifest = eks.KubernetesManifest(
             self,
             "KarpenterNodePools",
             cluster=self.eks_cluster,
-            manifest=self.node_autoscaling.karpenter_objects(self.instance_groups),
+            manifest=self.node_auto_scaling.karpenter_objects(self.instance_groups),
             overwrite=True,
         )
         self.karpenter_manifest.node.add_dependency(self.nodes_ready)

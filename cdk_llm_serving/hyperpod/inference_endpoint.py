@@ -129,7 +129,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         instance_types: Sequence[InstanceType | str],
         image: ContainerImage | str | None = None,
         replicas: int = 1,
-        autoscaling: InferenceAutoScaling | None = None,
+        auto_scaling: InferenceAutoScaling | None = None,
         endpoint_name: str | None = None,
         name: str | None = None,
         namespace: str | None = None,
@@ -145,7 +145,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
         self.catalog = catalog or default_catalog()
         self.spec = ModelSpec.of(model)
         self.weight_format = WeightFormat.of(weight_format)
-        self.weights, self.replicas, self.autoscaling = weights, replicas, autoscaling
+        self.weights, self.replicas, self.auto_scaling = weights, replicas, auto_scaling
         self.workload = workload
         problems = Problems(f"HyperPodInferenceEndpoint '{self.node.path}'")
         self.instance_types = self._resolve_types(problems, instance_types)
@@ -395,12 +395,12 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             self.routing.validate(problems, "routing")
         if self.prefill_decode is not None:
             self._validate_prefill_decode(problems, self.prefill_decode)
-        if self.autoscaling is not None:
-            self.autoscaling.validate(problems, "autoscaling")
-            if self.autoscaling.max_replicas > capacity:
+        if self.auto_scaling is not None:
+            self.auto_scaling.validate(problems, "auto_scaling")
+            if self.auto_scaling.max_replicas > capacity:
                 problems.add(
                     "autoscaling.max_replicas",
-                    self.autoscaling.max_replicas,
+                    self.auto_scaling.max_replicas,
                     f"at most {capacity}: the nodes of the listed GPU groups",
                 )
 
@@ -427,9 +427,9 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 "(https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html), "
                 f"not {SAGEMAKER_VLLM_DLC[0]}:{SAGEMAKER_VLLM_DLC[1]}: give image= one of them.",
             )
-        if self.autoscaling is not None:
+        if self.auto_scaling is not None:
             problems.add(
-                "autoscaling",
+                "auto_scaling",
                 "InferenceAutoScaling(...)",
                 "none with prefill_decode: the operator scales the roles on their own "
                 "(prefill_decode.prefill_auto_scaling / decode_auto_scaling)",
@@ -471,7 +471,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             prerequisites += [self.weights.manifest, self.weights.association]
         else:
             self.operator.add_model_source(self.weights)
-        if self.autoscaling is not None:
+        if self.auto_scaling is not None:
             self.operator.enable_cloudwatch_scaling()
         objects = self.manifests()
         self.resource = eks.KubernetesManifest(
@@ -507,7 +507,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
 
     def replicas_ceiling(self) -> int:
         """The most pods this endpoint runs: the autoscaling maximum, else ``replicas``."""
-        return self.autoscaling.max_replicas if self.autoscaling else self.replicas
+        return self.auto_scaling.max_replicas if self.auto_scaling else self.replicas
 
     def labels(self) -> dict[str, str]:
         return {APP_NAME_LABEL: self.name, PART_OF_LABEL: PART_OF_VALUE}
@@ -577,8 +577,8 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             },
             "maxDeployTimeInSeconds": max(3600, int(startup) * 2),
         }
-        if self.autoscaling is not None:
-            spec["autoScalingSpec"] = self.autoscaling._render(
+        if self.auto_scaling is not None:
+            spec["autoScalingSpec"] = self.auto_scaling._render(
                 self.endpoint_name, self.variant_name
             )
         if self.kv_cache is not None:
@@ -610,7 +610,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             "routingThreshold": pd.routing_threshold,
             "topologySpec": {"sameAZ": pd.same_availability_zone},
         }
-        autoscaling: dict[str, Any] = {}
+        auto_scaling: dict[str, Any] = {}
         for role, (instance_type, replicas, role_scaling) in pd.roles().items():
             spec[_PD_SPEC_KEYS[role]] = {
                 "replicas": replicas,
@@ -622,9 +622,9 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
                 rendered["cloudWatchTrigger"]["name"] = (
                     f"{self.endpoint_name}-{role}-{role_scaling.metric_name}".lower()[:63]
                 )
-                autoscaling[scaling[role]] = rendered
-        if autoscaling:
-            spec["autoScalingSpec"] = autoscaling
+                auto_scaling[scaling[role]] = rendered
+        if auto_scaling:
+            spec["autoScalingSpec"] = auto_scaling
         return spec
 
     def manifests(self) -> list[Mapping[str, Any]]:

@@ -281,15 +281,15 @@ class InferencePrefillDecode:
 
     def ceiling(self, role: str) -> int:
         """The most pods ``role`` runs: its autoscaling maximum, else its replicas."""
-        _, replicas, autoscaling = self.roles()[role]
-        return autoscaling.max_replicas if autoscaling is not None else replicas
+        _, replicas, auto_scaling = self.roles()[role]
+        return auto_scaling.max_replicas if auto_scaling is not None else replicas
 
     def validate(self, problems: Problems, prop: str) -> None:
-        for role, (_, replicas, autoscaling) in self.roles().items():
+        for role, (_, replicas, auto_scaling) in self.roles().items():
             if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
                 problems.add(f"{prop}.{role}_replicas", replicas, "an integer of at least 1 (CRD)")
-            if autoscaling is not None:
-                autoscaling.validate(problems, f"{prop}.{role}_auto_scaling")
+            if auto_scaling is not None:
+                auto_scaling.validate(problems, f"{prop}.{role}_auto_scaling")
         threshold = self.routing_threshold
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
             problems.add(

@@ -157,22 +157,24 @@ class NodeAutoScaling:
 
 
 def validate_autoscaled_groups(
-    problems: Problems, groups: Sequence[HyperPodInstanceGroup], autoscaling: NodeAutoScaling | None
+    problems: Problems,
+    groups: Sequence[HyperPodInstanceGroup],
+    auto_scaling: NodeAutoScaling | None,
 ) -> None:
     """Autoscaled groups need cluster autoscaling, and cluster autoscaling an autoscaled group."""
     scaled = [group.name for group in groups if group.autoscaled]
-    if scaled and autoscaling is None:
+    if scaled and auto_scaling is None:
         problems.add(
-            "node_autoscaling",
+            "node_auto_scaling",
             None,
             f"instance groups {', '.join(repr(n) for n in scaled)} set max_count: give "
             "node_autoscaling=NodeAutoScaling() so HyperPod's Karpenter can grow them",
         )
-    if autoscaling is not None:
-        autoscaling.validate(problems, "node_autoscaling")
+    if auto_scaling is not None:
+        auto_scaling.validate(problems, "node_auto_scaling")
         if not scaled:
             problems.add(
-                "node_autoscaling",
+                "node_auto_scaling",
                 "NodeAutoScaling(...)",
                 "needs a GPU group that may grow: give one HyperPodInstanceGroup.gpu(..., max_count=N)",
             )

@@ -45,7 +45,7 @@ def _cluster(stack: Stack, groups=None) -> tuple[HyperPodEksCluster, HyperPodSer
 def endpoint() -> HyperPodInferenceEndpoint:
     stack = new_stack()
     _, addons = _cluster(stack)
-    return gpt_oss_120b_endpoint(stack, addons, autoscaling=InferenceAutoScaling(max_replicas=3))
+    return gpt_oss_120b_endpoint(stack, addons, auto_scaling=InferenceAutoScaling(max_replicas=3))
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_replicas_and_autoscaling_are_bounded_by_the_groups_nodes():
     _, addons = _cluster(stack)
     with pytest.raises(ConfigurationError) as raised:
         gpt_oss_120b_endpoint(
-            stack, addons, replicas=4, autoscaling=InferenceAutoScaling(max_replicas=5)
+            stack, addons, replicas=4, auto_scaling=InferenceAutoScaling(max_replicas=5)
         )
     message = str(raised.value)
     assert "replicas = 4" in message and "autoscaling.max_replicas = 5" in message
@@ -165,7 +165,7 @@ def test_scale_to_zero_is_allowed_and_wakes_on_activation():
     endpoint = gpt_oss_120b_endpoint(
         stack,
         addons,
-        autoscaling=InferenceAutoScaling(min_replicas=0, max_replicas=2, activation_value=1),
+        auto_scaling=InferenceAutoScaling(min_replicas=0, max_replicas=2, activation_value=1),
     )
     spec = endpoint.manifest["spec"]["autoScalingSpec"]
     assert spec["minReplicaCount"] == 0
@@ -266,7 +266,7 @@ def test_endpoints_sharing_groups_are_refused_beyond_their_nodes():
     """Each listed group may host every pod up to the ceiling: the cluster's ledger counts that."""
     stack = new_stack()
     _, addons = _cluster(stack)
-    gpt_oss_120b_endpoint(stack, addons, autoscaling=InferenceAutoScaling(max_replicas=3))
+    gpt_oss_120b_endpoint(stack, addons, auto_scaling=InferenceAutoScaling(max_replicas=3))
     with pytest.raises(ConfigurationError) as raised:
         gpt_oss_120b_endpoint(stack, addons, id="Second", name="second")
     assert "GPU group 'h200'" in str(raised.value)

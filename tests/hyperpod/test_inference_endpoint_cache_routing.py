@@ -290,7 +290,7 @@ def test_every_problem_is_named_at_once():
                 decode_replicas=0,
                 routing_threshold=-5,
             ),
-            autoscaling=InferenceAutoScaling(max_replicas=2),
+            auto_scaling=InferenceAutoScaling(max_replicas=2),
         )
     message = str(raised.value)
     for expected in (

@@ -8,13 +8,13 @@ import datetime
 
 import pytest
 
+from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.hyperpod import _facts
 from cdk_llm_serving.hyperpod._facts import (
     extended_support_warning,
     hyperpod_facts,
     supported_kubernetes_versions,
 )
-from cdk_llm_serving.errors import ConfigurationError
 from cdk_llm_serving.hyperpod.cluster import HyperPodEksCluster
 from cdk_llm_serving.hyperpod.kubernetes_version import KubernetesVersion
 from tests.support.builders import new_stack

@@ -51,7 +51,7 @@ def _autoscaled(stack: Stack, max_count: int = 4) -> HyperPodEksCluster:
         "HyperPod",
         instance_groups=_groups(max_count),
         kubernetes_version="1.35",
-        node_autoscaling=NodeAutoScaling(),
+        node_auto_scaling=NodeAutoScaling(),
     )
 
 
@@ -245,7 +245,7 @@ def test_every_autoscaling_mistake_at_once():
         "instance_groups[1].deep_health_checks",
         "instance_groups[1].max_count",
         "instance_groups[1].training_plan_arn",
-        "node_autoscaling",
+        "node_auto_scaling",
     ]
 
 
@@ -257,9 +257,9 @@ def test_cluster_autoscaling_needs_a_group_that_may_grow():
             "HyperPod",
             instance_groups=_groups(None, count=2),
             kubernetes_version="1.35",
-            node_autoscaling=NodeAutoScaling(),
+            node_auto_scaling=NodeAutoScaling(),
         )
-    assert [p.property for p in caught.value.problems] == ["node_autoscaling"]
+    assert [p.property for p in caught.value.problems] == ["node_auto_scaling"]
 
 
 def test_a_request_longer_than_the_deregistration_delay_is_refused():

@@ -197,14 +197,14 @@ def test_the_dimension_is_cut_from_the_load_balancer_hostname(zero_template):
 
 def test_the_first_request_wait_is_the_wake_and_idle_covers_it(zero_app):
     template, stack = zero_app
-    autoscaling = stack.autoscaling
-    wake = autoscaling.wake
+    auto_scaling = stack.auto_scaling
+    wake = auto_scaling.wake
     assert wake.detection == 60 + 60 + 30  # ELB's period, its landing (ASSUMED), KEDA's poll
     assert wake.weights_and_engine >= stack.service.cold_start.total_seconds
     (output,) = [v for k, v in template["Outputs"].items() if "FirstRequestWaitSeconds" in k]
     assert output["Value"] == str(wake.total_seconds)
     assert "Retry budget" in output["Description"]
-    assert autoscaling.first_request_wait.to_seconds() == wake.total_seconds
+    assert auto_scaling.first_request_wait.to_seconds() == wake.total_seconds
     # The reference wakes in under the default bound of an hour (nodes dominate).
     assert 1800 < wake.total_seconds <= 3600
     assert _scaled_object(template)["spec"]["cooldownPeriod"] == wake.total_seconds
@@ -310,7 +310,7 @@ def _growing_cluster(stack):
             HyperPodInstanceGroup.gpu("gpu", "ml.p5en.48xlarge", 0, max_count=3),
         ],
         kubernetes_version="1.35",
-        node_autoscaling=NodeAutoScaling(),
+        node_auto_scaling=NodeAutoScaling(),
     )
 
 
@@ -479,7 +479,7 @@ def test_promtool_fires_the_pending_alarm_only_after_a_scale_out_s_time(zero_app
         ["promtool", "check", "rules", *files], capture_output=True, text=True, cwd=tmp_path
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    minutes = -(-scale_out_seconds(stack.autoscaling) // 60)
+    minutes = -(-scale_out_seconds(stack.auto_scaling) // 60)
     assert 30 < minutes < 60
     tests = {
         "rule_files": files,
@@ -695,7 +695,7 @@ def test_promtool_fires_the_wake_alarm_only_for_demand_without_a_replica(zero_ap
     from cdk_llm_serving.hyperpod.node_panels import WAKE_ALERT
 
     template, stack = zero_app
-    minutes = -(-stack.autoscaling.wake.total_seconds // 60)
+    minutes = -(-stack.auto_scaling.wake.total_seconds // 60)
     assert 45 < minutes < 60
     # the label names of kedacore/keda pkg/metricscollector/prommetrics.go; scaler and metric
     # values are illustrative (the rule reads namespace and scaledObject only)

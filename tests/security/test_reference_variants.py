@@ -53,8 +53,8 @@ def test_the_variant_synthesizes_under_the_app_s_packs(variant):
     has_scaled_object = any("ScaledObject" in str(r["Properties"]) for r in scaled.values())
     assert has_scaled_object == name.startswith("keda")
     # The KEDA variant's GPU group may grow and shrink: cluster node autoscaling is on.
-    autoscaling = cluster["Properties"].get("AutoScaling")
-    assert autoscaling == (
+    auto_scaling = cluster["Properties"].get("AutoScaling")
+    assert auto_scaling == (
         {"Mode": "Enable", "AutoScalerType": "Karpenter"} if name.startswith("keda") else None
     )
     assert ("ClusterRole" in cluster["Properties"]) == name.startswith("keda")
