@@ -90,6 +90,6 @@ def test_an_operator_scaling_metric_in_another_case_is_refused():
         problems, "auto_scaling"
     )
     assert [str(p) for p in problems.problems()] == [
-        "autoscaling.metric_name = 'modelLatency': CloudWatch metric names are case-sensitive: "
+        "auto_scaling.metric_name = 'modelLatency': CloudWatch metric names are case-sensitive: "
         "SageMaker publishes 'ModelLatency'"
     ]

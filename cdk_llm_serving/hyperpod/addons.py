@@ -8,12 +8,13 @@ is installed after the nodes exist (docs/design/hyperpod-cluster.md, "Serving ad
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations, Duration, Stack
+from aws_cdk import Annotations, CfnElement, Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3_assets as s3_assets
@@ -226,6 +227,13 @@ class HyperPodServingAddons(Construct):
                 addon_version=inference_operator_facts()["dependencies"]["cert-manager"],
             )
             self._cert_manager.node.add_dependency(self.cluster.nodes_ready)
+            # The operator's logical id from before the add-on was shared: a new id makes an
+            # update create a second cert-manager add-on, which EKS refuses (ResourceInUseException).
+            cfn = self._cert_manager.node.default_child
+            assert isinstance(cfn, CfnElement)
+            cfn.override_logical_id(
+                _logical_id(self, ["InferenceOperator", "Addon-cert-manager", "Resource"])
+            )
         return self._cert_manager
 
     def enable_cert_manager_webhook(self) -> eks.KubernetesObjectValue:
@@ -501,6 +509,19 @@ class HyperPodServingAddons(Construct):
         if not before_nodes:
             helm.node.add_dependency(self.cluster.nodes_ready)
         return helm
+
+
+def _logical_id(scope: Construct, below: list[str]) -> str:
+    """The logical id aws-cdk-lib gives an element at ``below`` under ``scope`` (``makeUniqueId``,
+    https://github.com/aws/aws-cdk/blob/main/packages/aws-cdk-lib/core/lib/private/uniqueid.ts)."""
+    scopes = scope.node.scopes
+    stack_at = max(i for i, s in enumerate(scopes) if Stack.is_stack(s))
+    path = [s.node.id for s in scopes[stack_at + 1 :]] + below
+    path = [part for part in path if part != "Default"]
+    digest = hashlib.md5("/".join(path).encode(), usedforsecurity=False).hexdigest()[:8]
+    human = [part for i, part in enumerate(path) if i == 0 or part != path[i - 1]]
+    readable = "".join(re.sub("[^A-Za-z0-9]", "", part) for part in human if part != "Resource")
+    return readable[:240] + digest.upper()
 
 
 def _scraper_rbac() -> list[dict[str, Any]]:

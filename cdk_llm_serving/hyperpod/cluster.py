@@ -314,7 +314,7 @@ class HyperPodEksCluster(_HyperPodCluster):
         of the private subnets, in a VPC this construct creates; required with an imported VPC.
     :param tiered_storage: managed tiered storage (``TieredStorageConfig``) on every node.
         Default: off, turned on (``TieredStorage()``, 5 %) when an endpoint's KV cache uses it.
-    :param node_autoscaling: let HyperPod's managed Karpenter grow and shrink the GPU groups
+    :param node_auto_scaling: let HyperPod's managed Karpenter grow and shrink the GPU groups
         that give ``max_count``; needs at least one such group, and every group with
         ``max_count`` needs it. Default: ``None`` (groups keep their ``count``).
     """

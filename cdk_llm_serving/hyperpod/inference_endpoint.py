@@ -93,7 +93,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
     :param image: a container that reads ``SM_VLLM_*`` like AWS's SageMaker vLLM container
         (``ContainerImage`` or an image reference). Default: that container in the stack's region.
     :param replicas: pods at deployment. Default: 1.
-    :param autoscaling: ``InferenceAutoScaling``. Default: none (fixed ``replicas``).
+    :param auto_scaling: ``InferenceAutoScaling``. Default: none (fixed ``replicas``).
     :param endpoint_name: the SageMaker endpoint the operator registers. Default: ``name``.
     :param name: the Kubernetes object name. Default: the served name as a Kubernetes name
         (lower case, every run of other characters a '-': ``Qwen/Qwen3-8B`` -> ``qwen-qwen3-8b``).
@@ -399,7 +399,7 @@ class HyperPodInferenceEndpoint(Construct, EndpointApi):
             self.auto_scaling.validate(problems, "auto_scaling")
             if self.auto_scaling.max_replicas > capacity:
                 problems.add(
-                    "autoscaling.max_replicas",
+                    "auto_scaling.max_replicas",
                     self.auto_scaling.max_replicas,
                     f"at most {capacity}: the nodes of the listed GPU groups",
                 )

@@ -298,7 +298,7 @@ def test_every_problem_is_named_at_once():
         "prefill_decode.decode_replicas = 0",
         "prefill_decode.routing_threshold = -5",
         "prefill_decode.decode_instance_type = 'ml.g6e.12xlarge'",
-        "autoscaling = ",
+        "auto_scaling = ",
     ):
         assert expected in message, expected
 

@@ -424,6 +424,13 @@ def test_one_cert_manager_add_on_serves_both_paths(inference_operator_template):
     assert manifest_objects(inference_operator_template, "ServingTlsIssuers")
 
 
+def test_the_shared_add_on_keeps_the_operator_s_logical_id(inference_operator_template):
+    """Before it was shared the operator created it: a new id would mean a second add-on."""
+    addons = resources_of_type(inference_operator_template, "AWS::EKS::Addon")
+    (key,) = [k for k, v in addons.items() if v["Properties"]["AddonName"] == "cert-manager"]
+    assert key == "ServingAddonsInferenceOperatorAddoncertmanager9D2C49A5"
+
+
 def test_the_operator_and_the_service_share_the_add_on():
     stack = new_stack("SharedCertManager")
     cluster, addons, store = small_cluster(stack)
