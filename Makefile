@@ -90,12 +90,12 @@ rehearse-live: $(STAMP) $(VLLM_STAMP) synth
 # The deploy rehearsal (rehearsal/README.md): the reference app's five HyperPod variants
 # synthesized under the app's packs and played, then their serving pods run as real vLLM
 # (needs root: network and mount namespaces). Then the live run's own tests, and the findings of
-# issue 26 on the commit before their fixes.
+# the recorded findings on the commit before their fixes.
 rehearse: $(STAMP) $(VLLM_STAMP)
 	python -m rehearsal
 	$(MAKE) --no-print-directory rehearse-live rehearse-before-fixes rehearse-sagemaker
 
-# The rehearsal of today, on d398b68 (before issue 26's fixes): it must find each finding there.
+# The rehearsal of today, on d398b68 (before the rehearsal's findings were fixed): it must find each finding there.
 # A worktree of that commit beside the published charts (../shared, linked) with today's
 # rehearsal and this file copied in; the libraries are .venv's (the old commit's app imports its
 # own cdk_llm_serving: the app's directory comes first on sys.path).
@@ -112,7 +112,7 @@ rehearse-before-fixes: $(STAMP)
 	cd $(BEFORE_DIR)/tree && python -m pytest -q -p no:randomly -p no:cacheprovider tests/rehearsal/findings_on_d398b68.py; \
 	  status=$$?; cd $(CURDIR) && git worktree remove --force $(BEFORE_DIR)/tree; exit $$status
 
-# The planner beside NVIDIA's AIConfigurator (issue 28; bench/aiconfigurator_side_by_side.py):
+# The planner beside NVIDIA's AIConfigurator (bench/aiconfigurator_side_by_side.py):
 # AIConfigurator in a virtualenv of its own (.venv/aiconfigurator, an optional dev dependency,
 # like .venv/checkov), run offline on the recorded cases, then the side-by-side table and the
 # tests that compare both and regenerate bench/aiconfigurator_cases.json. Not part of .ci/run.

@@ -9,7 +9,7 @@ import difflib
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import UnionType
 from typing import (
@@ -396,24 +396,62 @@ def checked_props(init: F) -> F:
     @functools.wraps(init)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
         owner = type(self).__name__
+        unpacked = _unpacked_props(init)
         try:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError:  # a missing, unknown or extra argument: named, with what is allowed
-            _binding_problems(owner, signature, args, kwargs).raise_if_any(ArgumentError)
+            problems = _binding_problems(owner, signature, args, kwargs, unpacked)
+            problems.raise_if_any(ArgumentError)
             raise
-        values = {
-            name: value
-            for name, value in bound.arguments.items()
-            if signature.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
-        }
         problems = Problems(lambda: _construct(owner, bound.arguments))
+        values = _keyword_values(problems, owner, signature, bound.arguments, unpacked)
         # Hints resolved on first use (the module is whole by then). Literal values are
         # checked with every other problem by the construct itself (closest names).
-        check_types(problems, _hints(init), values, literals=False)
+        check_types(problems, {**_hints(init), **(unpacked or {})}, values, literals=False)
         problems.raise_if_any()
         init(self, *args, **kwargs)
 
     return cast(F, wrapper)
+
+
+@functools.cache
+def _unpacked_props(init: Callable[..., Any]) -> dict[str, Any] | None:
+    """The hints of a ``**props: Unpack[SomeProps]`` parameter's keys (PEP 692); ``None`` when
+    ``init`` takes no such parameter."""
+    for parameter in inspect.signature(init).parameters.values():
+        hint = _hints(init).get(parameter.name)
+        if parameter.kind is parameter.VAR_KEYWORD and get_origin(hint) is Unpack:
+            return get_type_hints(get_args(hint)[0])
+    return None
+
+
+def _keyword_values(
+    problems: Problems,
+    owner: str,
+    signature: inspect.Signature,
+    arguments: Mapping[str, Any],
+    unpacked: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The keyword-only arguments and the ``**props`` given, each prop not declared a problem
+    (with the closest names), so every problem comes at once."""
+    values: dict[str, Any] = {}
+    for name, value in arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.KEYWORD_ONLY:
+            values[name] = value
+        elif kind is inspect.Parameter.VAR_KEYWORD and unpacked is not None:
+            known = sorted(set(unpacked) | {n for n in signature.parameters if n != name})
+            for prop, given in value.items():
+                if prop in unpacked:
+                    values[prop] = given
+                else:
+                    problems.add(prop, given, _not_a_prop(owner, prop, known))
+    return values
+
+
+def _not_a_prop(owner: str, name: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=3)
+    return f"not a prop of {owner}" + (f"; did you mean {', '.join(close)}?" if close else "")
 
 
 def _construct(owner: str, arguments: Mapping[str, Any]) -> str:
@@ -423,14 +461,18 @@ def _construct(owner: str, arguments: Mapping[str, Any]) -> str:
 
 
 def _binding_problems(
-    owner: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
+    owner: str,
+    signature: inspect.Signature,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    unpacked: Mapping[str, Any] | None,
 ) -> Problems:
     """Why ``owner(*args, **kwargs)`` does not bind: each required prop not given, each unknown
     one (with the closest names) and extra positional arguments, instead of Python's
     ``TypeError`` (which names only the first)."""
     parameters = [p for name, p in signature.parameters.items() if name != "self"]
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    keywords = {p.name for p in parameters if p.kind is not p.POSITIONAL_ONLY}
+    keywords = {p.name for p in parameters if p.kind is not p.POSITIONAL_ONLY} | set(unpacked or ())
     given = dict(zip((p.name for p in positional), args, strict=False)) | kwargs
     problems = Problems(_construct(owner, given))
     if len(args) > len(positional):
@@ -440,10 +482,9 @@ def _binding_problems(
             f"{owner} takes {len(positional)} positional arguments "
             f"({', '.join(p.name for p in positional)}); give the rest by name",
         )
-    for name in sorted(set(kwargs) - keywords):
-        close = difflib.get_close_matches(name, sorted(keywords), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        problems.add(name, kwargs[name], f"not a prop of {owner}{hint}")
+    open_keywords = unpacked is None and any(p.kind is p.VAR_KEYWORD for p in parameters)
+    for name in sorted(set(kwargs) - keywords) if not open_keywords else ():
+        problems.add(name, kwargs[name], _not_a_prop(owner, name, sorted(keywords)))
     for parameter in parameters:
         if parameter.default is parameter.empty and parameter.name not in given:
             if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):

@@ -41,7 +41,7 @@ class Variant:
         return args
 
 
-#: The variants (issue 26; ``keda-zero``, issue 30). ``p5en`` reads a key ``stacks/reference_app.py`` may not read
+#: The variants (and ``keda-zero``). ``p5en`` reads a key ``stacks/reference_app.py`` may not read
 #: yet: an unknown context key is ignored by the CDK, so it then synthesizes as ``reference``.
 VARIANTS: dict[str, Variant] = {
     v.name: v

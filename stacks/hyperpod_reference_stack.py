@@ -268,7 +268,7 @@ class HyperPodReferenceStack(Stack):
             auto_scaling=InferenceAutoScaling(min_replicas=1, max_replicas=2),
             # The operator's tiered KV cache (L1 CPU offload, L2 on the cluster's managed
             # tiered storage, which this turns on: 5 % of each node's memory) and its
-            # prefix-aware router (#29). No pdSpec: gpt-oss-120b is a MoE model, outside AWS's
+            # prefix-aware router. No pdSpec: gpt-oss-120b is a MoE model, outside AWS's
             # guidance for disaggregated prefill/decode (dense 70B+), and each type has one node.
             kv_cache=InferenceKvCache(),
             routing=InferenceRouting(RoutingStrategy.PREFIX_AWARE),
@@ -276,7 +276,7 @@ class HyperPodReferenceStack(Stack):
         CfnOutput(self, "GptOss120bEndpointName", value=self.single_node.endpoint_name)
 
     def _add_long_context_endpoint(self, settings: HyperPodSettings) -> None:
-        """Llama 3.3 70B for long documents, prefill and decode on a node each (#29).
+        """Llama 3.3 70B for long documents, prefill and decode on a node each.
 
         Nothing here asks for P/D: the endpoint declares its workload and the planner's rule
         (``plan(...).disaggregation``, AWS's "When DPD helps") turns ``pdSpec`` on, one prefill

@@ -63,3 +63,18 @@ def test_extra_positional_arguments_are_named():
     with pytest.raises(ConfigurationError) as raised:
         cdk_llm_serving.ServingModel(stack, "M", "image-uri")
     assert raised.value.problems[0].property == "(positional)"
+
+
+def test_unpacked_props_are_checked_with_the_keywords_at_once():
+    """``**props: Unpack[PoolEndpointProps]``: a misspelled prop, a wrong prop type and a wrong
+    keyword type are one error, whether or not the call binds."""
+    from cdk_llm_serving.sagemaker import InstancePoolEndpoint
+
+    stack = Stack(App(), "Props")
+    with pytest.raises(ConfigurationError) as bound:
+        InstancePoolEndpoint(stack, "E", model=None, pools=[], endpoint_nme="x", variant_name=3)
+    assert [p.property for p in bound.value.problems] == ["endpoint_nme", "model", "variant_name"]
+    assert "did you mean endpoint_name?" in str(bound.value)
+    with pytest.raises(ConfigurationError) as unbound:
+        InstancePoolEndpoint(stack, "F", pools=[], endpoint_name="x")
+    assert [p.property for p in unbound.value.problems] == ["model"]

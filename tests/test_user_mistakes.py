@@ -223,7 +223,7 @@ CASES: list[Case] = [
     (
         "a misspelled endpoint option passed to a construct that wraps the endpoint",
         lambda: vllm_endpoint(endpont_name="serving"),
-        "endpont_name = 'serving': not an option; did you mean 'endpoint_name'?",
+        "endpont_name = 'serving': not a prop of VllmPoolEndpoint; did you mean endpoint_name?",
     ),
     (
         "a string where a value type belongs",

@@ -330,7 +330,7 @@ class HyperPodEksCluster(_HyperPodCluster):
     pod_identity_agent: eks.Addon
     #: The FSx for Lustre CSI driver add-on (installed once nodes exist).
     fsx_csi_driver: eks.Addon
-    #: Cluster node autoscaling, or ``None`` (see ``node_autoscaling``).
+    #: Cluster node autoscaling, or ``None`` (see ``node_auto_scaling``).
     node_auto_scaling: NodeAutoScaling | None
     #: Completes once every group's nodes are Running (see ``HyperPodNodesReady``).
     node_wait: HyperPodNodesReady
@@ -662,7 +662,7 @@ class HyperPodEksCluster(_HyperPodCluster):
 
     def _render_hyperpod(self, cluster_name: str | None) -> sagemaker.CfnCluster:
         """The HyperPod cluster orchestrated by the EKS cluster, one entry per instance group;
-        with ``node_autoscaling``, Karpenter autoscaling (which needs Continuous provisioning
+        with ``node_auto_scaling``, Karpenter autoscaling (which needs Continuous provisioning
         and Automatic node recovery, always set) and the role it assumes."""
         auto_scaling: dict[str, Any] = {}
         if self.node_auto_scaling is not None:
@@ -698,7 +698,7 @@ class HyperPodEksCluster(_HyperPodCluster):
 
     def _render_karpenter_objects(self) -> None:
         """The node classes and node pools HyperPod's Karpenter reads, after the nodes (its
-        CRDs exist once the cluster's autoscaling runs); nothing without ``node_autoscaling``."""
+        CRDs exist once the cluster's autoscaling runs); nothing without ``node_auto_scaling``."""
         if self.node_auto_scaling is None:
             return
         #: The ``HyperpodNodeClass`` and ``NodePool`` of each autoscaled group.

@@ -78,7 +78,7 @@ class HyperPodInstanceGroup:
         on GPU groups.
     :param training_plan_arn: run on reserved capacity of a SageMaker training plan.
     :param max_count: the most nodes the group may grow to under cluster node autoscaling
-        (``HyperPodEksCluster(node_autoscaling=NodeAutoScaling())``): HyperPod's managed
+        (``HyperPodEksCluster(node_auto_scaling=NodeAutoScaling())``): HyperPod's managed
         Karpenter adds whole nodes for pending serving pods and removes empty ones, and
         ``count`` is what the group starts with (AWS advises 0,
         https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-nodeclass.html).

@@ -168,7 +168,7 @@ def validate_autoscaled_groups(
             "node_auto_scaling",
             None,
             f"instance groups {', '.join(repr(n) for n in scaled)} set max_count: give "
-            "node_autoscaling=NodeAutoScaling() so HyperPod's Karpenter can grow them",
+            "node_auto_scaling=NodeAutoScaling() so HyperPod's Karpenter can grow them",
         )
     if auto_scaling is not None:
         auto_scaling.validate(problems, "node_auto_scaling")

@@ -560,7 +560,7 @@ class VllmReplicaAutoScaling(Construct):
                 "ScaleToZero(...)",
                 f"needs GPU group {group.name!r} to shrink to 0 nodes: give it "
                 "max_count (HyperPodInstanceGroup.gpu(..., count=0, max_count=N)) and the cluster "
-                "node_autoscaling=NodeAutoScaling(); else its nodes idle at 0 replicas",
+                "node_auto_scaling=NodeAutoScaling(); else its nodes idle at 0 replicas",
             )
         elif group.count != 0:
             problems.add(

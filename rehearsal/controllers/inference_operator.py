@@ -1,5 +1,5 @@
 """The HyperPod inference operator: the pods it creates for an ``InferenceEndpointConfig``, and
-the cluster memory its managed tiered KV cache takes (#29).
+the cluster memory its managed tiered KV cache takes.
 
 Our model of the operator's documented behaviour (its code is not public):
 

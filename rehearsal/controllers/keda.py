@@ -120,7 +120,7 @@ def reconcile(world: World) -> bool:
     return changed
 
 
-# -- scale to zero: the wake signal (issue 30) ----------------------------------------------------
+# -- scale to zero: the wake signal ----------------------------------------------------
 
 #: KEDA polls each trigger every ``pollingInterval``, 30 s unless the ScaledObject sets it
 #: (https://keda.sh/docs/2.17/reference/scaledobject-spec/#pollinginterval).
@@ -149,7 +149,7 @@ def wake_signal(
     trigger on ``AWS/NetworkELB`` ``NewFlowCount`` counts flows "from clients to targets":
     it wakes only if it names the Service's NLB and the Service still has running targets
     (``targets``, the pods it selects at 0 replicas: the wake proxy's), since no NLB metric is
-    documented to count a connection to an empty target group (issue 30).
+    documented to count a connection to an empty target group.
     Returns (what fires, in words) and a finding when nothing would."""
     spec = scaled.get("spec") or {}
     name = (scaled.get("metadata") or {}).get("name", "?")

@@ -19,7 +19,7 @@ cannot mount keeps the pod in ``ContainerCreating``.
   and name the files (https://kubernetes.io/docs/concepts/storage/volumes/#secret).
 * PersistentVolumeClaims: the claim must exist and be bound to its ``volumeName``.
 * A LeaderWorkerSet's pod names a ServiceAccount that must exist (the leader's and the
-  workers' differ, issue 32): the ServiceAccount admission controller rejects the pod
+  workers' differ): the ServiceAccount admission controller rejects the pod
   otherwise (``SERVICE_ACCOUNT_SOURCE``); played here, before the volumes.
 """
 
@@ -70,7 +70,7 @@ def admission_problem(world: World, pod: PodState) -> Finding | None:
     """Why the API server rejects a LeaderWorkerSet pod before any volume mounts: the
     ServiceAccount admission controller refuses a pod whose account does not exist
     (``SERVICE_ACCOUNT_SOURCE``). Played for the serving pods, whose accounts the library
-    names (the leader's and the workers', issue 32)."""
+    names (the leader's and the workers')."""
     account = pod.spec.get("serviceAccountName")
     namespace = pod.key[1]
     if (

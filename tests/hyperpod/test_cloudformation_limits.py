@@ -1,4 +1,4 @@
-"""Issue 12 item 8: where CloudFormation's resource schema (as cfn-lint ships it) is narrower
+"""where CloudFormation's resource schema (as cfn-lint ships it) is narrower
 than botocore's service model, HyperPod validation uses the schema's values."""
 
 from __future__ import annotations

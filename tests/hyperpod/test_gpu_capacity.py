@@ -1,4 +1,4 @@
-"""Issue 12 item 7: the GPU nodes all consumers on a group need fit the group."""
+"""the GPU nodes all consumers on a group need fit the group."""
 
 from __future__ import annotations
 

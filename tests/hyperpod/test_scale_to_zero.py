@@ -350,7 +350,7 @@ def test_min_zero_without_the_opt_in_is_refused():
 
 
 def test_scale_to_zero_without_a_wake_is_refused():
-    """Issue 30: at zero nothing scraped reports, so the opt-in needs a wake."""
+    """at zero nothing scraped reports, so the opt-in needs a wake."""
     problems = _refused(min_replicas=0, max_replicas=2, scale_to_zero=ScaleToZero())
     assert set(problems) == {"scale_to_zero.wake"}
     assert "WakeOnConnect() or WakeSchedule" in problems["scale_to_zero.wake"]

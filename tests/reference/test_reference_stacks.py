@@ -149,7 +149,7 @@ def test_blue_green_deployment_rolls_back_on_error_and_latency_alarms(pool_templ
     ]
     alarms = resources_of_type(pool_template, "AWS::CloudWatch::Alarm")
     endpoint_name = endpoint["Properties"]["EndpointName"]
-    # Over the pools' per-InstanceType series (issue 27: the variant's own is UNCONFIRMED).
+    # Over the pools' per-InstanceType series (the variant's own is UNCONFIRMED).
     stats = {
         ref: [q["MetricStat"] for q in alarms[ref]["Properties"]["Metrics"] if "MetricStat" in q]
         for ref in alarm_refs
@@ -216,7 +216,7 @@ def test_model_roles_read_only_their_own_weights_prefix(pool_template):
 
 def test_outputs_name_the_endpoint_and_its_openai_base_url(pool_template):
     _, endpoint = only_resource(pool_template, "AWS::SageMaker::Endpoint")
-    # VllmPoolEndpoint's own outputs (issue 27: smoke needed a hand-written CfnOutput).
+    # VllmPoolEndpoint's own outputs (smoke needed a hand-written CfnOutput).
     outputs = {re.sub(r"[0-9A-F]{8}$", "", key): o for key, o in pool_template["Outputs"].items()}
     assert outputs["ServingEndpointName"]["Value"] == endpoint["Properties"]["EndpointName"]
     url = outputs["ServingOpenAiBaseUrl"]
@@ -238,14 +238,3 @@ def test_inference_operator_variant_matches_its_snapshot(
     assert mask_asset_hashes(inference_operator_template) == json_snapshot(
         name="ReferenceMoeHyperPod-inference-operator"
     )
-
-
-def test_the_reference_app_uses_no_deprecated_name(reference_assembly):
-    """The reference app is what users copy: it says only the current names (#25)."""
-    warnings = [
-        str(entry.data)
-        for stack in reference_assembly.stacks
-        for entry in stack.find_metadata_by_type("aws:cdk:warning")
-    ]
-    assert warnings, "the reference app has warnings of its own (tag-only images): none read"
-    assert not [w for w in warnings if "cdk-llm-serving:deprecated:" in w]

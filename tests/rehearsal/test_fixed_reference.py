@@ -1,4 +1,4 @@
-"""The reference stack (issue 26's findings fixed) serves by the rehearsal: no blocking rule
+"""The reference stack (the recorded findings fixed) serves by the rehearsal: no blocking rule
 fires on it, and the live run gets what the kubelet would give the pods (the LWS environment, the
 API key file, the TLS files, DNS, the Service); one finding put back in its template is found."""
 
@@ -148,7 +148,7 @@ def test_the_cli_names_a_setup_error_in_one_line(tmp_path, capsys):
 
 
 def test_a_worker_without_its_service_account_is_rejected(reference_variant, tmp_path, capsys):
-    """The workers run as their own ServiceAccount (issue 32): the identity manifest must
+    """The workers run as their own ServiceAccount: the identity manifest must
     declare it, or the admission controller rejects every worker pod."""
 
     def drop_worker_account(template: dict[str, Any]) -> None:

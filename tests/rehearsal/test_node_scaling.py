@@ -1,4 +1,4 @@
-"""The KEDA variant's nodes follow its replicas (issue 30): scale-out gets whole nodes from
+"""The KEDA variant's nodes follow its replicas: scale-out gets whole nodes from
 HyperPod's Karpenter, scale-in drains in order (``rehearsal.controllers.karpenter``)."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _played_zero():
 
 
 def test_scale_to_zero_removes_every_node_and_a_connection_wakes_a_replica():
-    """keda-zero (issue 30): scale-in to 0 leaves no GPU node; a client connects to the NLB,
+    """keda-zero: scale-in to 0 leaves no GPU node; a client connects to the NLB,
     whose targets are the wake proxy's running pods (NewFlowCount counts it), KEDA wakes the
     LeaderWorkerSet, Karpenter adds the replica's 2 nodes, it places behind the proxy's
     leaders Service, within the retry budget."""
@@ -106,8 +106,8 @@ def test_scale_to_zero_removes_every_node_and_a_connection_wakes_a_replica():
 
 def test_a_scaled_object_at_zero_without_a_live_target_or_its_own_nlb_never_wakes():
     """The rules fail a ScaledObject with only its queue trigger, one woken by the NLB's
-    metric while the Service selects no running pod (undocumented for an empty target group:
-    issue 30), and one that watches another load balancer; a cron trigger wakes."""
+     metric while the Service selects no running pod (undocumented for an empty target group:
+    ), and one that watches another load balancer; a cron trigger wakes."""
     import copy
 
     from rehearsal.controllers import keda

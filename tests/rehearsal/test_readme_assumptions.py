@@ -1,4 +1,4 @@
-"""The README lists every rehearsal rule no source settles (issue 26: "unsourced ones marked
+"""The README lists every rehearsal rule no source settles ("unsourced ones marked
 ASSUMED and listed in the README")."""
 
 from __future__ import annotations

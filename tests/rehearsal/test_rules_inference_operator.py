@@ -1,4 +1,4 @@
-"""The inference operator's model in the rehearsal (#29): the pods it creates for the
+"""The inference operator's model in the rehearsal: the pods it creates for the
 InferenceEndpointConfig the library renders, the tiered-storage L2 check, the tier's memory."""
 
 from __future__ import annotations

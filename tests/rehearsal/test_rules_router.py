@@ -1,4 +1,4 @@
-"""The prefix-aware router in the KEDA variant (issue 29, ``rehearsal.controllers.router``):
+"""The prefix-aware router in the KEDA variant (``rehearsal.controllers.router``):
 placed on the system nodes, it reaches the leaders over TLS verified against the service's CA;
 each way it could not is a finding (each test fails without its rule)."""
 

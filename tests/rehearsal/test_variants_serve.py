@@ -1,6 +1,6 @@
 """Each documented variant of the reference HyperPod stack serves, by the rehearsal (no live run).
 
-On d398b68 (before issue 26's fixes) none did: ``test_findings_on_d398b68.py``, run against
+On d398b68 (before the rehearsal's findings were fixed) none did: ``test_findings_on_d398b68.py``, run against
 that commit by ``make rehearse-before-fixes``, pins what the rehearsal found there, finding by
 finding.
 """
@@ -44,12 +44,12 @@ def test_gpu_az_serves():
 
 
 def test_keda_zero_serves():
-    """Scaled to 0 and woken by its schedule, the replica serves again (issue 30)."""
+    """Scaled to 0 and woken by its schedule, the replica serves again."""
     _serves("keda-zero")
 
 
 def test_inference_operator_variant_places_prefill_and_decode_with_their_kv_transfer():
-    """#29: the variant's Llama 3.3 70B endpoint disaggregates (the planner's rule for its
+    """the variant's Llama 3.3 70B endpoint disaggregates (the planner's rule for its
     declared workload): one prefill and one decode pod, each on its own p4de node of gpu-pd,
     with the node's EFA devices for the KV transfer, and the operator's router."""
     from rehearsal.controllers import inference_operator

@@ -519,7 +519,7 @@ def test_a_rolling_batch_is_five_to_fifty_percent_of_the_fleet():
 
 def test_a_rolling_batch_is_checked_against_the_autoscaling_range():
     """SageMaker checks the batch against the variant's count at update time: with autoscaling
-    from 1 to 4 a batch of one instance is 100 % at the minimum (review of issue 27)."""
+    from 1 to 4 a batch of one instance is 100 % at the minimum."""
     from aws_cdk.assertions import Annotations, Match
 
     from tests.support.builders import new_stack, template_of

@@ -145,7 +145,7 @@ def test_an_option_of_the_wrong_type_or_name_is_one_configuration_error():
     with pytest.raises(ConfigurationError) as caught:
         pool_endpoint(initial_instance_count="2", variant_nme="x")  # type: ignore[call-arg]
     assert [str(p) for p in caught.value.problems] == [
-        "variant_nme = 'x': not an option; did you mean 'variant_name'?",
+        "variant_nme = 'x': not a prop of InstancePoolEndpoint; did you mean variant_name?",
         "initial_instance_count = '2': must be int, not a str",
     ]
 

@@ -104,7 +104,7 @@ def test_a_shared_endpoint_name_or_a_misspelled_prop_is_refused():
     with pytest.raises(ConfigurationError) as caught:
         staged(endpoint_name="copy", enhanced_metric=True)
     assert [str(p) for p in caught.value.problems] == [
-        "enhanced_metric = True: not an option; did you mean 'enhanced_metrics'?"
+        "enhanced_metric = True: not a prop of StagingEndpoints; did you mean enhanced_metrics?"
     ]
     with pytest.raises(ConfigurationError, match="each copy's endpoint is named from its path"):
         staged(endpoint_name="copy")

@@ -1,4 +1,4 @@
-"""What the rehearsal finds on the code of d398b68 (issue 26's findings), variant by variant.
+"""What the rehearsal finds on the code of d398b68 (the recorded findings), variant by variant.
 
 ``make rehearse-before-fixes`` runs this file against that commit (a worktree of d398b68 with
 today's rehearsal copied in; ``.ci/run`` runs it): each finding of the issue is found there, so
@@ -67,7 +67,7 @@ def _rules(name: str) -> tuple[set[str], str]:
 
 
 @pytest.mark.parametrize("name", sorted(TODAY))
-def test_the_rehearsal_finds_issue_26s_findings(name):
+def test_the_rehearsal_finds_each_recorded_finding(name):
     rules, first = _rules(name)
     assert rules == TODAY[name]
     assert first == FIRST[name]
