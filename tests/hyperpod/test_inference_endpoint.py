@@ -155,7 +155,7 @@ def test_replicas_and_autoscaling_are_bounded_by_the_groups_nodes():
             stack, addons, replicas=4, auto_scaling=InferenceAutoScaling(max_replicas=5)
         )
     message = str(raised.value)
-    assert "replicas = 4" in message and "autoscaling.max_replicas = 5" in message
+    assert "replicas = 4" in message and "auto_scaling.max_replicas = 5" in message
     assert "at most 3" in message
 
 
