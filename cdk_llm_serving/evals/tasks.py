@@ -14,7 +14,6 @@ from typing import Any
 from .._extras import require_extra
 from ..errors import ConfigurationError, Problem, Problems
 
-TASK_FILE_VERSION = 1
 DEFAULT_THRESHOLD_POINTS = 2.0
 DEFAULT_MAX_TOKENS = 512
 CHECKS = ("answer", "tool_call", "refusal", "format")

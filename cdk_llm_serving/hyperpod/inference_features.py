@@ -96,8 +96,8 @@ class InferenceAutoScaling:
         }
 
 
-#: The AWS caching-and-routing page (every kvCacheSpec / intelligentRoutingSpec claim above).
-CACHING_ROUTING_SOURCE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-caching-routing.html"
+# Every kvCacheSpec / intelligentRoutingSpec claim above:
+# https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-caching-routing.html
 #: Redis URLs (redis-py's ``from_url`` schemes: ``redis://``, ``rediss://`` for TLS).
 _REDIS_URL = re.compile(r"^rediss?://[^\s/]+(:\d+)?(/.*)?$")
 #: CRD default of ``pdSpec.routingThreshold``.

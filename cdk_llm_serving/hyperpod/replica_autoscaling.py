@@ -29,7 +29,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from .._cdk.nag import acknowledge_wildcard_resources
-from .._cdk.validation import check_at_least
+from .._cdk.validation import check_at_least, whole_seconds
 from ..errors import Problems, checked_props
 from .addons import KedaInstallation
 from .constants import KEDA_API_VERSION, QUEUE_DEPTH_RULE, REQUESTS_RUNNING_RULE
@@ -83,11 +83,6 @@ def default_load_balancer_prefix(namespace: str, service_name: str) -> str:
     hash: ``k8s-<namespace[:8]>-<name[:8]>-`` of the alphanumerics
     (``buildLoadBalancerName``: ``fmt.Sprintf("k8s-%.8s-%.8s-%.10s", ...)``, same file)."""
     return f"k8s-{_NOT_ALNUM.sub('', namespace)[:8]}-{_NOT_ALNUM.sub('', service_name)[:8]}-"
-
-
-def _seconds(value: Duration) -> int:
-    """Whole seconds of ``value`` (aws-cdk-lib refuses a fraction)."""
-    return int(value.to_seconds())
 
 
 @dataclass(frozen=True)
@@ -254,7 +249,7 @@ class ScaleToZero:
             self.wake.validate(problems, f"{prop}.wake")
         for name in ("idle_after", "node_start", "max_first_request_wait"):
             value = getattr(self, name)
-            if value is not None and _seconds(value) <= 0:
+            if value is not None and whole_seconds(value) <= 0:
                 problems.add(f"{prop}.{name}", value.to_human_string(), "more than 0 seconds")
 
     def wake_time(self, service: VllmMultiNodeService) -> WakeTime:
@@ -268,7 +263,7 @@ class ScaleToZero:
                 if isinstance(self.wake, WakeOnConnect)
                 else WAKE_DETECTION_SECONDS
             ),
-            node_start=_seconds(node_start),
+            node_start=whole_seconds(node_start),
             image_pull=IMAGE_PULL_SECONDS,
             weights_and_engine=math.ceil(service.cold_start.total_seconds),
             health_check=WAKE_HEALTHY_THRESHOLD * NLB_HEALTH_CHECK_INTERVAL_SECONDS,
@@ -394,7 +389,7 @@ class VllmReplicaAutoScaling(Construct):
         service, wake = self.service, self.wake
         assert wake is not None
         self.idle_after_seconds = (
-            _seconds(options.idle_after)
+            whole_seconds(options.idle_after)
             if options.idle_after is not None
             else max(900, wake.total_seconds)
         )
@@ -428,7 +423,7 @@ class VllmReplicaAutoScaling(Construct):
             namespace=service.namespace,
             leader_labels=tuple(service.workload.leader_labels().items()),
             vpc_cidr=service.vpc_cidr,
-            longest_request_seconds=_seconds(self.longest_request)
+            longest_request_seconds=whole_seconds(self.longest_request)
             + WAKE_PROXY_TIMEOUT_MARGIN_SECONDS,
             image=wake.image,
         )
@@ -531,7 +526,7 @@ class VllmReplicaAutoScaling(Construct):
                 + (" at its max_count" if service.group.autoscaled else "")
                 + f", {service.nodes} per replica",
             )
-        if not 0 < _seconds(self.longest_request) <= NLB_DEREGISTRATION_DELAY_SECONDS:
+        if not 0 < whole_seconds(self.longest_request) <= NLB_DEREGISTRATION_DELAY_SECONDS:
             problems.add(
                 "longest_request",
                 self.longest_request.to_human_string(),
@@ -571,7 +566,7 @@ class VllmReplicaAutoScaling(Construct):
             )
         if isinstance(options.wake, WakeOnConnect):
             self._validate_wake_on_connect(problems)
-        if wake.total_seconds > _seconds(options.max_first_request_wait):
+        if wake.total_seconds > whole_seconds(options.max_first_request_wait):
             problems.add(
                 "scale_to_zero.max_first_request_wait",
                 options.max_first_request_wait.to_human_string(),

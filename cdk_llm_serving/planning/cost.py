@@ -11,12 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .catalog import Catalog, default_catalog
-from .decode import BANDWIDTH_EFFICIENCY, DEFAULT_ITL_TARGET_MS, Workload, decode_step
+from .decode import DEFAULT_ITL_TARGET_MS, Workload, decode_step
 from .models import ModelSpec, WeightFormat
 from .sizing import Plan
 from .throughput import ThroughputEstimate, estimate_throughput
-
-DEFAULT_BANDWIDTH_EFFICIENCY = BANDWIDTH_EFFICIENCY
 
 
 @dataclass(frozen=True)

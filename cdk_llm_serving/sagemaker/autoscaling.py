@@ -140,11 +140,6 @@ class EndpointAutoScaling(Construct):
             )
 
     @property
-    def tracks_fleet_utilization(self) -> bool:
-        """Whether the policy tracks the weighted utilization (real-time endpoints)."""
-        return self.fleet_queries is not None
-
-    @property
     def fleet_utilization(self) -> cloudwatch.IMetric | None:
         """The tracked utilization as a CloudWatch metric (for alarms and graphs); ``None``
         when the endpoint scales on its backlog."""
